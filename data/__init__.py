@@ -1,0 +1,4 @@
+"""Everything below the UI: settings, schema, incremental ingest, Parquet store, metrics, queries, cache.
+
+Nothing in this package imports Dash.
+"""

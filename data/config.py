@@ -1,0 +1,92 @@
+"""Settings of the app: the only module that reads the environment.
+
+Command-line flags win over environment variables, which win over the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ROOT = REPO_ROOT / "rollout_samples"
+DEFAULT_PAD_TOKENS = ("<pad>", "<PAD>", "[PAD]", "<|pad|>", "<|endoftext|>")
+
+
+def _default_cache_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "rlboard-cache"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings; build one with :func:`load_settings`."""
+
+    root: Path = DEFAULT_ROOT
+    cache_dir: Path = field(default_factory=_default_cache_dir)
+    host: str = "127.0.0.1"
+    port: int = 8050
+    pad_tokens: tuple[str, ...] = DEFAULT_PAD_TOKENS
+    # Seconds between two checks of a run's files for new lines (live runs).
+    refresh_seconds: float = 5.0
+    # Optional shared-server protection: "user:password" for HTTP basic auth, or a bearer token.
+    basic_auth: str | None = None
+    token: str | None = None
+    # Served under a sub-path behind a reverse proxy, e.g. "/rlboard/".
+    url_prefix: str = "/"
+    demo: bool = True
+
+    def with_overrides(self, **kw) -> Settings:
+        return replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+
+def _env(name: str, environ) -> str | None:
+    value = environ.get(name)
+    return value if value not in (None, "") else None
+
+
+def parse_pad_tokens(text: str) -> tuple[str, ...]:
+    """Parse a comma-separated pad token list (``"<pad>,<|endoftext|>"``); blanks are dropped."""
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def normalize_prefix(prefix: str) -> str:
+    prefix = "/" + prefix.strip("/")
+    return prefix if prefix == "/" else prefix + "/"
+
+
+def load_settings(environ=None, **overrides) -> Settings:
+    """Settings from ``RLBOARD_*`` environment variables, then ``overrides`` (flags) on top."""
+    environ = os.environ if environ is None else environ
+    s = Settings()
+    env_values: dict = {}
+    if (v := _env("RLBOARD_ROOT", environ)) is not None:
+        env_values["root"] = Path(v)
+    if (v := _env("RLBOARD_CACHE_DIR", environ)) is not None:
+        env_values["cache_dir"] = Path(v)
+    if (v := _env("RLBOARD_HOST", environ)) is not None:
+        env_values["host"] = v
+    if (v := _env("RLBOARD_PORT", environ)) is not None:
+        env_values["port"] = int(v)
+    if (v := _env("RLBOARD_PAD_TOKENS", environ)) is not None:
+        env_values["pad_tokens"] = parse_pad_tokens(v)
+    if (v := _env("RLBOARD_REFRESH_SECONDS", environ)) is not None:
+        env_values["refresh_seconds"] = float(v)
+    if (v := _env("RLBOARD_BASIC_AUTH", environ)) is not None:
+        env_values["basic_auth"] = v
+    if (v := _env("RLBOARD_TOKEN", environ)) is not None:
+        env_values["token"] = v
+    if (v := _env("RLBOARD_URL_PREFIX", environ)) is not None:
+        env_values["url_prefix"] = normalize_prefix(v)
+    if (v := _env("RLBOARD_DEMO", environ)) is not None:
+        env_values["demo"] = v.lower() not in ("0", "false", "no", "off")
+    s = s.with_overrides(**env_values)
+    if "pad_tokens" in overrides and isinstance(overrides["pad_tokens"], str):
+        overrides["pad_tokens"] = parse_pad_tokens(overrides["pad_tokens"])
+    if overrides.get("url_prefix"):
+        overrides["url_prefix"] = normalize_prefix(overrides["url_prefix"])
+    for key in ("root", "cache_dir"):
+        if overrides.get(key) is not None:
+            overrides[key] = Path(overrides[key])
+    return s.with_overrides(**overrides)

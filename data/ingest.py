@@ -1,0 +1,582 @@
+"""Incremental ingest: read new complete lines of each rollout file, validate, derive metrics, append parts.
+
+Each source file is read from the byte offset reached last time. A chunk of complete lines goes through
+Polars in one call (fast path); only when that fails, or the chunk breaks the contract, is it read line by
+line so that exactly the bad lines are recorded and every good line is kept (slow path). A part is written
+before the manifest that names it, so a crash never leaves a half-counted file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import polars as pl
+from filelock import FileLock, Timeout
+
+from data import schema
+from data.metrics import derive_response_metrics, prompt_key_text, step_summary, strip_pads
+from data.store import (
+    PREVIEW_CHARS,
+    ROW_GROUP_SIZE,
+    SCALAR_CORE,
+    Manifest,
+    RunStore,
+    commit_manifest,
+    file_prefix,
+    part_name,
+    read_manifest,
+    run_files,
+    store_dir_for,
+    write_atomic,
+)
+
+CHUNK_BYTES = 32 * 1024 * 1024
+BOM = b"\xef\xbb\xbf"
+HEAD_BYTES = 65536
+ISSUE_SCHEMA = {
+    "source": pl.String,
+    "line": pl.Int64,
+    "severity": pl.String,
+    "reason": pl.String,
+    "detail": pl.String,
+}
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class IngestResult:
+    """What one ingest call did and what the store now holds."""
+
+    run: str
+    store_dir: Path
+    files: int = 0
+    samples: int = 0
+    steps: int = 0
+    tokens: int = 0
+    bad_lines: int = 0
+    new_rows: int = 0
+    bytes_read: int = 0
+    seconds: float = 0.0
+    skipped_locked: bool = False
+    generation: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {
+            "run": self.run,
+            "files": self.files,
+            "samples": self.samples,
+            "steps": self.steps,
+            "tokens": self.tokens,
+            "bad_lines": self.bad_lines,
+        }
+
+
+# ---- parsing one chunk ---------------------------------------------------------------------------------
+
+
+def _parse_line(raw: bytes) -> tuple[object, str | None]:
+    """Parse one line; returns ``(object, note)``. Raises BadLine for unusable JSON."""
+    try:
+        return orjson.loads(raw), None
+    except orjson.JSONDecodeError:
+        pass
+    note = None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", errors="replace")
+        note = "invalid UTF-8 bytes replaced by U+FFFD"
+    try:
+        # The standard library accepts the NaN / Infinity literals that Python trainers write.
+        return json.loads(text), note
+    except json.JSONDecodeError as e:
+        raise schema.BadLine(f"invalid JSON: {e.msg} (column {e.colno})") from None
+    except RecursionError:
+        raise schema.BadLine("invalid JSON: nested too deeply") from None
+
+
+@dataclass
+class ChunkResult:
+    frame: pl.DataFrame  # conformed good rows with a "line" column
+    issues: list[dict]
+    ignored: set[str]
+
+
+def _fast_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult | None:
+    if not lines:
+        return ChunkResult(pl.DataFrame(), [], set())
+    try:
+        df = pl.read_ndjson(io.BytesIO(b"\n".join(lines)), infer_schema_length=None)
+    except Exception:  # noqa: BLE001 - any parse failure sends the chunk to the line-by-line path
+        return None
+    if df.height != len(lines) or not schema.frame_is_conformant(df):
+        return None
+    frame, reasons, ignored = schema.conform_frame(df)
+    frame = frame.with_columns(pl.Series("line", line_nos, dtype=pl.Int64))
+    issues = []
+    if reasons.null_count() < len(reasons):
+        bad = (
+            frame.select("line").with_columns(reasons.alias("reason")).filter(pl.col("reason").is_not_null())
+        )
+        issues = [{"line": ln, "severity": "error", "reason": r, "detail": ""} for ln, r in bad.iter_rows()]
+        frame = frame.filter(reasons.is_null())
+    return ChunkResult(frame, issues, set(ignored))
+
+
+def _slow_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult:
+    records, rec_lines, issues, ignored = [], [], [], set()
+    good_raw, good_lines = [], []
+    for raw, ln in zip(lines, line_nos, strict=True):
+        try:
+            obj, note = _parse_line(raw)
+            rec, ign = schema.validate_record(obj)
+        except schema.BadLine as e:
+            issues.append({"line": ln, "severity": "error", "reason": e.reason, "detail": _snippet(raw)})
+            continue
+        ignored.update(ign)
+        if note:
+            issues.append({"line": ln, "severity": "note", "reason": note, "detail": ""})
+        if note is None and _plain_json(raw):
+            good_raw.append(raw)
+            good_lines.append(ln)
+        else:
+            records.append(rec)
+            rec_lines.append(ln)
+    frames = []
+    if good_raw:
+        fast = _fast_path(good_raw, good_lines)
+        if fast is None:
+            # Lines that are valid one by one but not together (e.g. an extra field whose type changes):
+            # build them from the validated records instead.
+            for raw, ln in zip(good_raw, good_lines, strict=True):
+                records.append(schema.validate_record(orjson.loads(raw))[0])
+                rec_lines.append(ln)
+        else:
+            frames.append(fast.frame)
+            issues.extend(fast.issues)
+            ignored.update(fast.ignored)
+    if records:
+        rf = schema.records_frame(records).with_columns(pl.Series("line", rec_lines, dtype=pl.Int64))
+        frames.append(rf)
+    frames = [f for f in frames if f.height]
+    frame = pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else pl.DataFrame()
+    return ChunkResult(frame, issues, ignored)
+
+
+def _plain_json(raw: bytes) -> bool:
+    return b"NaN" not in raw and b"Infinity" not in raw
+
+
+def _snippet(raw: bytes, n: int = 120) -> str:
+    text = raw[: n * 4].decode("utf-8", errors="replace")
+    return text[:n] + ("…" if len(text) > n or len(raw) > n * 4 else "")
+
+
+def parse_chunk(lines: list[bytes], first_line: int) -> ChunkResult:
+    """Validate and convert complete lines numbered from ``first_line``; blank lines are skipped."""
+    line_nos = list(range(first_line, first_line + len(lines)))
+    keep = [i for i, raw in enumerate(lines) if raw.strip()]
+    if len(keep) != len(lines):
+        lines = [lines[i] for i in keep]
+        line_nos = [line_nos[i] for i in keep]
+    result = _fast_path(lines, line_nos)
+    return result if result is not None else _slow_path(lines, line_nos)
+
+
+# ---- building a part -----------------------------------------------------------------------------------
+
+
+def _prompt_keys(texts: pl.Series) -> pl.Series:
+    uniq = texts.unique()
+    mapping = {
+        t: hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        for t in uniq.to_list()
+    }
+    return texts.replace_strict(mapping, return_dtype=pl.String)
+
+
+def _preview(expr: pl.Expr, pad_tokens: tuple[str, ...]) -> pl.Expr:
+    return (
+        strip_pads(expr, pad_tokens)
+        .str.replace_all(r"\s+", " ")
+        .str.strip_chars()
+        .str.slice(0, PREVIEW_CHARS)
+    )
+
+
+def build_part(frame: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
+    """Add ids, derived metrics and previews to a chunk's good rows; returns the full part frame."""
+    prefix = file_prefix(rel)
+    df = frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+    df = derive_response_metrics(df, pad_tokens)
+    key_text = df.select(prompt_key_text(pad_tokens)).to_series()
+    df = df.with_columns(
+        (pl.lit(prefix + "-") + pl.col("line").cast(pl.String)).alias("sample_id"),
+        pl.lit(rel).alias("source"),
+        pl.lit(part_id, dtype=pl.Int64).alias("part"),
+        _prompt_keys(key_text).alias("prompt_key"),
+        _preview(pl.col("prompt"), pad_tokens).alias("prompt_preview"),
+        _preview(pl.col("response"), pad_tokens).alias("response_preview"),
+        pl.any_horizontal(*(pl.col(c).is_not_null() for c in schema.TOKEN_FIELDS)).alias("has_tokens"),
+    )
+    return df
+
+
+def scalar_columns(df: pl.DataFrame) -> list[str]:
+    extras = [c for c in df.columns if c not in schema.CANONICAL and c not in SCALAR_CORE]
+    return [c for c in SCALAR_CORE if c in df.columns] + extras
+
+
+def _issue_frame(issues: list[dict], rel: str) -> pl.DataFrame:
+    return pl.DataFrame([{**i, "source": rel} for i in issues], schema=ISSUE_SCHEMA)
+
+
+def _token_notes(df: pl.DataFrame) -> list[dict]:
+    """A data-quality note for each response whose token arrays have different lengths (kept, aligned)."""
+    present = [c for c in schema.TOKEN_FIELDS if c in df.columns]
+    if len(present) < 2 or not df.height:
+        return []
+    lens = [pl.col(c).list.len() for c in present]
+    detail = pl.concat_str(
+        [pl.lit(f"{c} ") + pl.col(c).list.len().cast(pl.String) for c in present],
+        separator=", ",
+        ignore_nulls=True,
+    )
+    rows = df.select(
+        "line",
+        (pl.max_horizontal(*lens) != pl.min_horizontal(*lens)).alias("bad"),
+        detail.alias("detail"),
+    ).filter(pl.col("bad"))
+    return [
+        {
+            "line": ln,
+            "severity": "note",
+            "reason": "token arrays of unequal lengths (aligned from the first token)",
+            "detail": d,
+        }
+        for ln, _, d in rows.iter_rows()
+    ]
+
+
+# ---- ingest of a run -----------------------------------------------------------------------------------
+
+
+def _head_hash(path: Path, upto: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.blake2b(f.read(min(upto, HEAD_BYTES)), digest_size=16).hexdigest()
+
+
+def _file_changed(path: Path, st: os.stat_result, prev: dict) -> bool:
+    """True when a file shrank or was replaced since it was last read (it is then read again from 0)."""
+    if st.st_size < prev["offset"]:
+        return True
+    if (st.st_dev, st.st_ino) != (prev.get("dev"), prev.get("ino")):
+        return True
+    return _head_hash(path, prev["offset"]) != prev.get("head")
+
+
+class _Writer:
+    """Accumulates committed state for one run while its files are read."""
+
+    def __init__(self, store_dir: Path, manifest: Manifest, pad_tokens: tuple[str, ...]):
+        self.dir = store_dir
+        self.m = manifest
+        self.pad_tokens = pad_tokens
+        for sub in ("parts", "scalars", "issues"):
+            (store_dir / sub).mkdir(parents=True, exist_ok=True)
+        prev = RunStore(store_dir, manifest)
+        self.scalars = prev.scalars() if manifest.data["parts"] else pl.DataFrame()
+        self.new_rows = 0
+
+    def drop_file(self, rel: str) -> None:
+        entry = self.m.data["files"].pop(rel, None)
+        self.m.data["pending"].pop(rel, None)
+        if entry:
+            for pid in entry["parts"]:
+                self.m.data["parts"].pop(str(pid), None)
+            if self.scalars.height and "source" in self.scalars.columns:
+                self.scalars = self.scalars.filter(pl.col("source") != rel)
+
+    def write_chunk(self, rel: str, result: ChunkResult) -> int:
+        pid = self.m.data["next_part"]
+        name = part_name(pid)
+        issues = list(result.issues)
+        n = result.frame.height
+        if n:
+            full = build_part(result.frame, rel, pid, self.pad_tokens)
+            issues += _token_notes(full)
+            full.write_parquet(
+                self.dir / "parts" / name,
+                row_group_size=ROW_GROUP_SIZE,
+                compression="zstd",
+                compression_level=1,
+                statistics=False,
+            )
+            scal = full.select(scalar_columns(full))
+            scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
+            self.scalars = (
+                pl.concat([self.scalars, scal], how="diagonal_relaxed") if self.scalars.height else scal
+            )
+            extras = self.m.data.setdefault("extra_columns", [])
+            for c in scal.columns:
+                if c not in SCALAR_CORE and c not in extras:
+                    extras.append(c)
+        _issue_frame(issues, rel).write_parquet(self.dir / "issues" / name)
+        ign = set(self.m.data["ignored_fields"]) | result.ignored
+        self.m.data["ignored_fields"] = sorted(ign)
+        self.m.data["parts"][str(pid)] = {
+            "file": rel,
+            "rows": n,
+            "errors": sum(1 for i in issues if i["severity"] == "error"),
+            "notes": sum(1 for i in issues if i["severity"] == "note"),
+        }
+        self.m.data["next_part"] = pid + 1
+        self.new_rows += n
+        return pid
+
+    def commit(self) -> None:
+        gen = self.m.data["generation"] + 1
+        steps_name = f"steps-g{gen:06d}.parquet"
+        if self.scalars.height:
+            steps = step_summary(self.scalars.lazy()).collect()
+        else:
+            steps = pl.DataFrame(schema={"step": pl.Int64, "n": pl.UInt32})
+        buf = io.BytesIO()
+        steps.write_parquet(buf)
+        write_atomic(self.dir / steps_name, buf.getvalue())
+        old = self.m.data.get("steps_file")
+        self.m.data["steps_file"] = steps_name
+        self.m.data["generation"] = gen
+        commit_manifest(self.dir, self.m)
+        self._collect_garbage(old)
+
+    def _collect_garbage(self, old_steps: str | None) -> None:
+        """Remove files no committed manifest names any more (kept one generation for slow readers)."""
+        keep = {part_name(int(k)) for k in self.m.data["parts"]}
+        floor = self.m.data["next_part"]
+        for sub in ("parts", "scalars", "issues"):
+            for p in (self.dir / sub).glob("p*.parquet"):
+                if p.name not in keep and int(p.stem[1:]) < floor - 64:
+                    p.unlink(missing_ok=True)
+        for p in self.dir.glob("steps-g*.parquet"):
+            if p.name not in (self.m.data["steps_file"], old_steps):
+                p.unlink(missing_ok=True)
+
+
+def _iter_chunks(f, start: int, end: int, chunk_bytes: int):
+    """Yield ``(offset_after, complete_lines)`` for the complete lines in ``[start, end)`` of ``f``."""
+    f.seek(start)
+    pos = start
+    carry = b""
+    while pos < end:
+        data = f.read(min(chunk_bytes, end - pos))
+        if not data:
+            break
+        pos += len(data)
+        data = carry + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            continue
+        carry = data[cut + 1 :]
+        yield pos - len(carry), data[: cut + 1]
+
+
+def _split_lines(block: bytes, at_file_start: bool) -> list[bytes]:
+    if at_file_start and block.startswith(BOM):
+        block = block[len(BOM) :]
+    lines = block.split(b"\n")
+    lines.pop()  # the empty string after the final newline
+    return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+
+
+def ingest_file(
+    writer: _Writer, run_dir: Path, path: Path, progress: Callable[[int], None] | None, chunk_bytes: int
+) -> int:
+    """Read what is new in one file; returns the number of bytes consumed."""
+    rel = path.relative_to(run_dir).as_posix()
+    st = path.stat()
+    files = writer.m.data["files"]
+    prev = files.get(rel)
+    if prev is not None and _file_changed(path, st, prev):
+        writer.drop_file(rel)
+        prev = None
+    if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime_ns:
+        return 0
+    entry = prev or {"offset": 0, "lines": 0, "parts": [], "tail_open": False}
+    entry.update(size=st.st_size, mtime=st.st_mtime_ns, dev=st.st_dev, ino=st.st_ino)
+    start = entry["offset"]
+    consumed = 0
+    with open(path, "rb") as f:
+        if entry.get("tail_open") and start < st.st_size:
+            # The last line was taken without its newline; what follows up to the newline belongs to it.
+            f.seek(start)
+            rest = f.read(min(st.st_size - start, 1 << 20))
+            nl = rest.find(b"\n")
+            if nl >= 0:
+                extra = rest[:nl].strip()
+                if extra:
+                    result = ChunkResult(
+                        pl.DataFrame(),
+                        [
+                            {
+                                "line": entry["lines"],
+                                "severity": "error",
+                                "reason": "text after a complete JSON object",
+                                "detail": _snippet(extra),
+                            }
+                        ],
+                        set(),
+                    )
+                    entry["parts"].append(writer.write_chunk(rel, result))
+                start += nl + 1
+                entry["tail_open"] = False
+            else:
+                start = st.st_size if not rest.strip() else start
+        for offset_after, block in _iter_chunks(f, start, st.st_size, chunk_bytes):
+            lines = _split_lines(block, start == 0 and entry["lines"] == 0)
+            result = parse_chunk(lines, entry["lines"] + 1)
+            entry["parts"].append(writer.write_chunk(rel, result))
+            entry["lines"] += len(lines)
+            consumed += offset_after - start
+            start = offset_after
+            entry["offset"] = offset_after
+            entry["head"] = _head_hash(path, offset_after)
+            files[rel] = entry
+            if progress:
+                progress(consumed)
+        # An unterminated last line: taken when it is already a complete JSON object, else left pending.
+        writer.m.data["pending"].pop(rel, None)
+        if start < st.st_size and not entry.get("tail_open"):
+            f.seek(start)
+            tail = f.read()
+            line_no = entry["lines"] + 1
+            raw = tail.removeprefix(BOM) if start == 0 else tail
+            raw = raw.rstrip(b"\r")
+            obj = None
+            if raw.strip():
+                try:
+                    obj = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    obj = None
+            if isinstance(obj, dict):
+                result = parse_chunk([raw], line_no)
+                entry["parts"].append(writer.write_chunk(rel, result))
+                entry["lines"] = line_no
+                entry["tail_open"] = True
+                entry["offset"] = st.st_size
+                entry["head"] = _head_hash(path, st.st_size)
+                consumed += st.st_size - start
+            elif raw.strip():
+                age = time.time() - st.st_mtime
+                writer.m.data["pending"][rel] = {
+                    "line": line_no,
+                    "reason": "last line incomplete (no newline yet)"
+                    if age < 60
+                    else "truncated last line: incomplete JSON and the file stopped growing",
+                    "detail": f"{len(tail)} bytes, last modified {age:.0f} s ago",
+                }
+    files[rel] = entry
+    return consumed
+
+
+def ingest_run(
+    run_dir: Path,
+    cache_dir: Path,
+    pad_tokens: tuple[str, ...],
+    progress: Progress | None = None,
+    wait: bool = True,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> IngestResult:
+    """Bring the store of ``run_dir`` up to date with its files and return what it now holds.
+
+    Only one process writes a store at a time (a file lock). With ``wait=False`` a call that finds the
+    lock taken returns at once with ``skipped_locked=True`` and the last committed state.
+    """
+    t0 = time.perf_counter()
+    run_dir = Path(run_dir)
+    store_dir = store_dir_for(cache_dir, run_dir, pad_tokens)
+    store_dir.mkdir(parents=True, exist_ok=True)
+    result = IngestResult(run=run_dir.name, store_dir=store_dir)
+    lock = FileLock(str(store_dir / ".lock"))
+    try:
+        lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:
+        result.skipped_locked = True
+        _fill_result(result, store_dir)
+        return result
+    try:
+        manifest = read_manifest(store_dir) or Manifest.empty(
+            run_dir.name, str(run_dir.resolve()), pad_tokens
+        )
+        writer = _Writer(store_dir, manifest, pad_tokens)
+        paths = run_files(run_dir)
+        on_disk = {p.relative_to(run_dir).as_posix() for p in paths}
+        changed = False
+        for rel in list(manifest.data["files"]):
+            if rel not in on_disk:
+                writer.drop_file(rel)
+                changed = True
+        total = sum(
+            max(
+                0,
+                p.stat().st_size
+                - manifest.data["files"].get(p.relative_to(run_dir).as_posix(), {}).get("offset", 0),
+            )
+            for p in paths
+        )
+        done = 0
+        before = orjson.dumps(manifest.data["files"]) + orjson.dumps(manifest.data["pending"])
+        for p in paths:
+            base = done
+
+            def cb(n, base=base):
+                if progress:
+                    progress(base + n, total)
+
+            done += ingest_file(writer, run_dir, p, cb, chunk_bytes)
+        changed = changed or before != orjson.dumps(manifest.data["files"]) + orjson.dumps(
+            manifest.data["pending"]
+        )
+        if changed or manifest.generation == 0:
+            writer.commit()
+        result.bytes_read = done
+        result.new_rows = writer.new_rows
+        if progress:
+            progress(total, total)
+    finally:
+        lock.release()
+    _fill_result(result, store_dir)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _fill_result(result: IngestResult, store_dir: Path) -> None:
+    m = read_manifest(store_dir)
+    if m is None:
+        return
+    store = RunStore(store_dir, m)
+    result.files = len(m.data["files"])
+    result.generation = m.generation
+    steps = store.steps()
+    result.samples = int(steps.get_column("n").sum()) if steps.height else 0
+    result.steps = steps.height
+    result.tokens = (
+        int(steps.get_column("n_kl_tokens").fill_null(0).sum()) if "n_kl_tokens" in steps.columns else 0
+    )
+    result.bad_lines = sum(p["errors"] for p in m.data["parts"].values())
+
+
+def clear_store(cache_dir: Path, run_dir: Path, pad_tokens: tuple[str, ...]) -> None:
+    shutil.rmtree(store_dir_for(cache_dir, run_dir, pad_tokens), ignore_errors=True)

@@ -1,0 +1,288 @@
+"""The rollout data contract: known fields, their canonical types, and validation of one record or one frame.
+
+Two paths share these rules: :func:`validate_record` checks one parsed JSON object (slow path), and
+:func:`check_frame` checks a whole chunk that Polars parsed at once (fast path).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+TEXT_FIELDS = ("prompt", "response", "ref_response")
+REQUIRED = ("prompt", "response", "reward", "step")
+FLOAT_LIST_FIELDS = ("logprobs", "ref_logprobs", "values", "token_rewards")
+TOKEN_FIELDS = ("response_tokens", *FLOAT_LIST_FIELDS)
+
+# Canonical Polars dtype of every known field.
+CANONICAL: dict[str, pl.DataType] = {
+    "prompt": pl.String(),
+    "response": pl.String(),
+    "reward": pl.Float64(),
+    "step": pl.Int64(),
+    "response_tokens": pl.List(pl.String()),
+    "logprobs": pl.List(pl.Float32()),
+    "ref_logprobs": pl.List(pl.Float32()),
+    "values": pl.List(pl.Float32()),
+    "token_rewards": pl.List(pl.Float32()),
+    "ref_response": pl.String(),
+    "ref_reward": pl.Float64(),
+}
+KNOWN = tuple(CANONICAL)
+
+# Names other trainers use for a known field; used only when the canonical key is absent.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "prompt": ("query", "question"),
+    "response": ("completion", "output"),
+    "step": ("global_step", "train_step", "iteration"),
+    "reward": ("score",),
+    "response_tokens": ("tokens",),
+    "ref_logprobs": ("ref_logps", "reference_logprobs"),
+    "logprobs": ("logps",),
+    "token_rewards": ("rewards_per_token",),
+}
+
+# Columns the store itself writes; an extra field of the same name is kept as ``extra_<name>``.
+RESERVED = frozenset(
+    {
+        "sample_id",
+        "source",
+        "line",
+        "part",
+        "row",
+        "reward_gain",
+        "response_length",
+        "response_chars",
+        "log_ratio_sum",
+        "log_ratio_mean",
+        "kl_sum",
+        "kl_mean",
+        "n_kl_tokens",
+        "value_error_mean",
+        "value_error_abs_mean",
+        "token_reward_sum",
+        "prompt_key",
+        "prompt_preview",
+        "response_preview",
+        "has_tokens",
+        "token_length_mismatch",
+        "repetition",
+        "length_ratio",
+    }
+)
+
+SCALAR_EXTRA_DTYPES = (pl.Boolean, pl.String)
+
+
+@dataclass(frozen=True)
+class BadLine(Exception):
+    """A line that cannot be used; ``reason`` is shown to the user as is."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def _type_name(v) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def extra_name(key: str) -> str:
+    return f"extra_{key}" if key in RESERVED or key in KNOWN else key
+
+
+def apply_aliases(obj: dict) -> dict:
+    for canon, alts in ALIASES.items():
+        if canon not in obj:
+            for alt in alts:
+                if alt in obj:
+                    obj[canon] = obj.pop(alt)
+                    break
+    return obj
+
+
+def validate_record(obj) -> tuple[dict, list[str]]:
+    """Check one parsed JSON line; return ``(record, ignored_fields)`` or raise :class:`BadLine`.
+
+    The record holds the known fields converted to their canonical Python types and the scalar extras
+    (renamed with :func:`extra_name` where they collide with store columns); non-scalar extras are left
+    out and named in ``ignored_fields``.
+    """
+    if not isinstance(obj, dict):
+        raise BadLine(f"not a JSON object (got {_type_name(obj)})")
+    obj = apply_aliases(obj)
+    rec: dict = {}
+    for key in REQUIRED:
+        if obj.get(key) is None:
+            raise BadLine(f"missing required field '{key}'")
+    for key in TEXT_FIELDS:
+        v = obj.get(key)
+        if v is not None and not isinstance(v, str):
+            raise BadLine(f"field '{key}' is not a string (got {_type_name(v)})")
+        rec[key] = v
+    for key in ("reward", "ref_reward"):
+        v = obj.get(key)
+        if v is not None and not _is_number(v):
+            raise BadLine(f"field '{key}' is not a number (got {_type_name(v)})")
+        rec[key] = None if v is None else float(v)
+    step = obj["step"]
+    if not _is_number(step) or (isinstance(step, float) and (not math.isfinite(step) or step != int(step))):
+        raise BadLine(f"field 'step' is not an integer (got {step!r:.40})")
+    rec["step"] = int(step)
+    for key in FLOAT_LIST_FIELDS:
+        v = obj.get(key)
+        if v is None:
+            rec[key] = None
+            continue
+        if not isinstance(v, list) or not all(x is None or _is_number(x) for x in v):
+            raise BadLine(f"field '{key}' is not a list of numbers")
+        rec[key] = [None if x is None else float(x) for x in v]
+    v = obj.get("response_tokens")
+    if v is not None and (not isinstance(v, list) or not all(isinstance(x, str) for x in v)):
+        raise BadLine("field 'response_tokens' is not a list of strings")
+    rec["response_tokens"] = v
+    ignored = []
+    for key, v in obj.items():
+        if key in CANONICAL:
+            continue
+        if v is None or isinstance(v, bool | int | float | str):
+            rec[extra_name(key)] = v
+        else:
+            ignored.append(key)
+    return rec, ignored
+
+
+def _family(dtype: pl.DataType) -> str:
+    if dtype == pl.Null:
+        return "null"
+    if dtype == pl.String:
+        return "str"
+    if dtype == pl.Boolean:
+        return "bool"
+    if dtype.is_integer():
+        return "int"
+    if dtype.is_float():
+        return "float"
+    if isinstance(dtype, pl.List):
+        inner = _family(dtype.inner)
+        return f"list[{inner}]"
+    return "other"
+
+
+_ALLOWED = {
+    "prompt": {"str", "null"},
+    "response": {"str", "null"},
+    "ref_response": {"str", "null"},
+    "reward": {"int", "float", "null"},
+    "ref_reward": {"int", "float", "null"},
+    "step": {"int", "float", "null"},
+    "response_tokens": {"list[str]", "list[null]", "null"},
+    **{k: {"list[int]", "list[float]", "list[null]", "null"} for k in FLOAT_LIST_FIELDS},
+}
+
+
+def frame_is_conformant(df: pl.DataFrame) -> bool:
+    """True when every known column Polars inferred has a type the contract allows for the whole chunk.
+
+    A chunk where one line has, say, a string reward makes Polars widen the whole column to strings; such
+    a chunk goes to the line-by-line path so that only the bad line is dropped.
+    """
+    for name, dtype in df.schema.items():
+        if name in _ALLOWED and _family(dtype) not in _ALLOWED[name]:
+            return False
+    return True
+
+
+def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]:
+    """Cast a conformant frame to canonical types.
+
+    Returns ``(frame, reasons, ignored_fields)``: ``reasons`` has one entry per row, null for a usable
+    row and the reason for an unusable one (missing required field, non-integer step).
+    """
+    renames = {}
+    for alias_target, alts in ALIASES.items():
+        if alias_target not in df.columns:
+            for alt in alts:
+                if alt in df.columns:
+                    renames[alt] = alias_target
+                    break
+    if renames:
+        df = df.rename(renames)
+    ignored = []
+    cols = []
+    for name, dtype in df.schema.items():
+        if name in CANONICAL:
+            continue
+        fam = _family(dtype)
+        if fam in ("str", "bool", "int", "float", "null"):
+            cols.append(pl.col(name).alias(extra_name(name)))
+        else:
+            ignored.append(name)
+    known = [
+        pl.col(k).cast(CANONICAL[k]) if k in df.columns else pl.lit(None, dtype=CANONICAL[k]).alias(k)
+        for k in KNOWN
+        if k != "step"
+    ]
+    step = pl.col("step") if "step" in df.columns else pl.lit(None, dtype=pl.Int64)
+    reason = pl.lit(None, dtype=pl.String)
+    # Checked in reverse priority so that the first missing field named in REQUIRED wins.
+    checks = [
+        (
+            step.is_not_null() & (step.cast(pl.Float64) != step.cast(pl.Float64).floor()),
+            "field 'step' is not an integer",
+        ),
+        (step.is_not_null() & ~step.cast(pl.Float64).is_finite(), "field 'step' is not an integer"),
+    ]
+    for key in reversed(REQUIRED):
+        col = pl.col(key) if key in df.columns else pl.lit(None)
+        checks.append((col.is_null(), f"missing required field '{key}'"))
+    for cond, text in checks:
+        reason = pl.when(cond).then(pl.lit(text)).otherwise(reason)
+    out = df.select(
+        *known,
+        step.cast(pl.Float64).fill_nan(None).cast(pl.Int64, strict=False).alias("step"),
+        *cols,
+        reason.alias("__reason"),
+    )
+    reasons = out.get_column("__reason")
+    return out.drop("__reason"), reasons, ignored
+
+
+def records_frame(records: list[dict]) -> pl.DataFrame:
+    """Frame of validated records (slow path) with canonical types for the known fields."""
+    if not records:
+        return pl.DataFrame(schema=CANONICAL)
+    extras = {}
+    for rec in records:
+        for k, v in rec.items():
+            if k not in CANONICAL and v is not None and k not in extras:
+                extras[k] = v
+    schema = dict(CANONICAL)
+    for k, v in extras.items():
+        schema[k] = (
+            pl.Boolean
+            if isinstance(v, bool)
+            else pl.Int64
+            if isinstance(v, int)
+            else pl.Float64
+            if isinstance(v, float)
+            else pl.String
+        )
+    # Extras whose type differs between lines fall back to strings rather than failing the chunk.
+    for k in extras:
+        types = {type(r.get(k)) for r in records if r.get(k) is not None}
+        if types == {int, float}:
+            schema[k] = pl.Float64
+        elif len(types) > 1:
+            schema[k] = pl.String
+            for r in records:
+                if r.get(k) is not None:
+                    r[k] = str(r[k])
+    return pl.DataFrame(records, schema=schema, strict=False)

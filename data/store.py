@@ -1,0 +1,331 @@
+"""The per-run Parquet store: layout, manifest, run discovery and read access.
+
+Layout of one run's store (``<cache>/<run>-<hash>/``): ``manifest.json`` (committed atomically, last),
+``parts/`` (one row per response, all columns, small row groups), ``scalars/`` (the same rows without
+text and token arrays), ``issues/`` (unusable lines and data-quality notes) and ``steps-g<N>.parquet``
+(the per-step summary of generation N). Readers only ever follow the manifest, so they see the last
+committed state while a writer works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pyarrow.parquet as pq
+
+STORE_FORMAT = 1
+ROW_GROUP_SIZE = 64
+MANIFEST = "manifest.json"
+
+# Columns of the narrow in-memory table; everything else (texts, token arrays) stays in parts/.
+SCALAR_CORE = (
+    "sample_id",
+    "source",
+    "line",
+    "part",
+    "row",
+    "step",
+    "reward",
+    "ref_reward",
+    "reward_gain",
+    "response_length",
+    "response_chars",
+    "n_kl_tokens",
+    "log_ratio_sum",
+    "log_ratio_mean",
+    "kl_sum",
+    "kl_mean",
+    "value_error_mean",
+    "value_error_abs_mean",
+    "token_reward_sum",
+    "prompt_key",
+    "prompt_preview",
+    "response_preview",
+    "has_tokens",
+)
+PREVIEW_CHARS = 160
+
+
+class UnknownRun(LookupError):
+    """A run name that is not one of the runs found under the rollout root."""
+
+
+def _hash(text: str, n: int = 8) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()[:n]
+
+
+def file_prefix(rel: str) -> str:
+    """The stable per-file prefix of sample ids: 8 hex digits of the file's path inside the run."""
+    return _hash(rel)
+
+
+def sample_id(rel: str, line: int) -> str:
+    """Stable id of the response on 1-based ``line`` of file ``rel``: it survives a cache rebuild."""
+    return f"{file_prefix(rel)}-{line}"
+
+
+def run_files(run_dir: Path) -> list[Path]:
+    """The JSON-lines files of a run, sorted by name (symlinks that leave the run folder are skipped)."""
+    out = []
+    real_run = run_dir.resolve()
+    for p in sorted(run_dir.iterdir()):
+        if p.suffix == ".jsonl" and p.is_file():
+            try:
+                p.resolve().relative_to(real_run)
+            except ValueError:
+                continue
+            out.append(p)
+    return out
+
+
+def discover_runs(root: Path) -> dict[str, Path]:
+    """Runs under the rollout root: ``{name: folder}`` for each direct sub-folder holding ``*.jsonl``.
+
+    A root that itself holds ``*.jsonl`` files is also a run (named after the folder). Sub-folders that
+    resolve outside the root (symlinks) are not runs.
+    """
+    root = Path(root)
+    runs: dict[str, Path] = {}
+    if not root.is_dir():
+        return runs
+    real_root = root.resolve()
+    for p in sorted(root.iterdir()):
+        if not p.is_dir() or p.name.startswith("."):
+            continue
+        try:
+            p.resolve().relative_to(real_root)
+        except ValueError:
+            continue
+        if any(f.suffix == ".jsonl" for f in p.iterdir()):
+            runs[p.name] = p
+    if not runs and any(f.suffix == ".jsonl" and f.is_file() for f in root.iterdir()):
+        runs[root.resolve().name] = root
+    return runs
+
+
+def resolve_run(root: Path, name: str | None) -> Path:
+    """The folder of run ``name`` if and only if it is one of :func:`discover_runs` (never a joined path)."""
+    runs = discover_runs(root)
+    if not isinstance(name, str) or name not in runs:
+        raise UnknownRun(f"unknown run {name!r}")
+    return runs[name]
+
+
+@dataclass
+class Manifest:
+    """What the store holds: per source file its size, mtime, offset, line count and parts."""
+
+    data: dict
+
+    @classmethod
+    def empty(cls, run: str, run_path: str, pad_tokens: tuple[str, ...]) -> Manifest:
+        return cls(
+            {
+                "format": STORE_FORMAT,
+                "run": run,
+                "run_path": run_path,
+                "pad_tokens": list(pad_tokens),
+                "generation": 0,
+                "next_part": 1,
+                "files": {},
+                "parts": {},
+                "ignored_fields": [],
+                "pending": {},
+                "steps_file": None,
+                "updated": None,
+            }
+        )
+
+    @property
+    def generation(self) -> int:
+        return self.data["generation"]
+
+
+def store_dir_for(cache_dir: Path, run_dir: Path, pad_tokens: tuple[str, ...]) -> Path:
+    """Cache folder of a run: its name plus a hash of its absolute path, the pad tokens and the format."""
+    run_dir = Path(run_dir).resolve()
+    key = f"{run_dir}\n{','.join(pad_tokens)}\n{STORE_FORMAT}"
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run_dir.name)[:60]
+    return Path(cache_dir) / f"{safe}-{_hash(key, 12)}"
+
+
+def read_manifest(store_dir: Path) -> Manifest | None:
+    try:
+        return Manifest(orjson.loads((store_dir / MANIFEST).read_bytes()))
+    except FileNotFoundError:
+        return None
+
+
+def write_atomic(path: Path, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` so that readers see the old or the new file, never a mix."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def commit_manifest(store_dir: Path, manifest: Manifest) -> None:
+    manifest.data["updated"] = time.time()
+    write_atomic(store_dir / MANIFEST, orjson.dumps(manifest.data, option=orjson.OPT_INDENT_2))
+
+
+def part_name(part_id: int) -> str:
+    return f"p{part_id:06d}.parquet"
+
+
+# ---- read side -----------------------------------------------------------------------------------------
+
+_SCALARS_CACHE: OrderedDict[str, tuple[tuple[int, ...], pl.DataFrame]] = OrderedDict()
+_SCALARS_LOCK = threading.Lock()
+_MAX_CACHED_RUNS = 8
+
+
+class RunStore:
+    """Read access to one committed store; cheap to create (reads only the manifest)."""
+
+    def __init__(self, store_dir: Path, manifest: Manifest):
+        self.dir = Path(store_dir)
+        self.manifest = manifest
+
+    @property
+    def generation(self) -> int:
+        return self.manifest.generation
+
+    @property
+    def version(self) -> str:
+        """Changes whenever the committed content changes; the key of cached results."""
+        return f"{self.dir.name}:{self.manifest.generation}"
+
+    def part_ids(self) -> list[int]:
+        return sorted(int(k) for k in self.manifest.data["parts"])
+
+    def scalars(self) -> pl.DataFrame:
+        """All responses without texts and token arrays, in (source, line) order; cached per process.
+
+        The cache is extended with only the new parts when the store grows.
+        """
+        ids = tuple(self.part_ids())
+        key = str(self.dir)
+        with _SCALARS_LOCK:
+            cached = _SCALARS_CACHE.get(key)
+        if cached is not None and cached[0] == ids:
+            return cached[1]
+        if cached is not None and set(cached[0]) <= set(ids):
+            new = [i for i in ids if i not in set(cached[0])]
+            frames = [cached[1], *self._read_scalars(new)]
+        else:
+            frames = self._read_scalars(list(ids))
+        frames = [f for f in frames if f.height or f.width]
+        df = (
+            pl.concat(frames, how="diagonal_relaxed")
+            if frames
+            else pl.DataFrame(schema={"sample_id": pl.String, "step": pl.Int64, "reward": pl.Float64})
+        )
+        with _SCALARS_LOCK:
+            _SCALARS_CACHE[key] = (ids, df)
+            _SCALARS_CACHE.move_to_end(key)
+            while len(_SCALARS_CACHE) > _MAX_CACHED_RUNS:
+                _SCALARS_CACHE.popitem(last=False)
+        return df
+
+    def _read_scalars(self, ids: list[int]) -> list[pl.DataFrame]:
+        out = []
+        for i in ids:
+            if self.manifest.data["parts"][str(i)]["rows"]:
+                out.append(pl.read_parquet(self.dir / "scalars" / part_name(i)))
+        return out
+
+    def steps(self) -> pl.DataFrame:
+        """The per-step summary (see :func:`data.metrics.step_summary`), sorted by step."""
+        name = self.manifest.data.get("steps_file")
+        if not name:
+            from data.metrics import step_summary
+
+            return step_summary(self.scalars().lazy()).collect()
+        return pl.read_parquet(self.dir / name)
+
+    def issues(self) -> pl.DataFrame:
+        """Unusable lines (``severity == "error"``) and data-quality notes, with file and line."""
+        frames = [
+            pl.read_parquet(p)
+            for p in sorted((self.dir / "issues").glob("*.parquet"))
+            if int(p.stem[1:]) in set(self.part_ids())
+        ]
+        schema = {
+            "source": pl.String,
+            "line": pl.Int64,
+            "severity": pl.String,
+            "reason": pl.String,
+            "detail": pl.String,
+        }
+        pending = [
+            {
+                "source": f,
+                "line": p["line"],
+                "severity": "pending",
+                "reason": p["reason"],
+                "detail": p.get("detail", ""),
+            }
+            for f, p in self.manifest.data.get("pending", {}).items()
+        ]
+        frames = [f for f in frames if f.height]
+        if pending:
+            frames.append(pl.DataFrame(pending, schema=schema))
+        if not frames:
+            return pl.DataFrame(schema=schema)
+        return pl.concat(frames, how="diagonal_relaxed").sort("source", "line")
+
+    def extra_columns(self) -> list[str]:
+        """Scalar extra columns found in the files (e.g. ``ground_truth``, ``group_id``, ``advantage``)."""
+        return list(self.manifest.data.get("extra_columns", []))
+
+    def has_column(self, name: str) -> bool:
+        df = self.scalars()
+        return name in df.columns and df.get_column(name).null_count() < df.height
+
+    def lookup(self, sample: str) -> tuple[int, int] | None:
+        """``(part, row)`` of a sample id, or None when the store has no such sample."""
+        df = self.scalars()
+        if "sample_id" not in df.columns:
+            return None
+        hit = df.filter(pl.col("sample_id") == sample).select("part", "row")
+        if hit.height == 0:
+            return None
+        return int(hit.item(0, "part")), int(hit.item(0, "row"))
+
+    def read_rows(self, part: int, rows: list[int], columns: list[str] | None = None) -> pl.DataFrame:
+        """Full rows (texts, token arrays) of one part, reading only the row groups that hold them."""
+        pf = pq.ParquetFile(self.dir / "parts" / part_name(part))
+        groups = sorted({r // ROW_GROUP_SIZE for r in rows})
+        if columns is not None:
+            columns = [c for c in columns if c in pf.schema_arrow.names]
+        table = pf.read_row_groups(groups, columns=columns)
+        df = pl.from_arrow(table)
+        offsets = {g: i * ROW_GROUP_SIZE for i, g in enumerate(groups)}
+        # Row groups are full except the last one of a part, so a row's position is direct.
+        take = [offsets[r // ROW_GROUP_SIZE] + r % ROW_GROUP_SIZE for r in rows]
+        return df[take]
+
+    def sample(self, sample: str) -> dict | None:
+        """One response with every column (texts and token arrays as Python lists), or None."""
+        loc = self.lookup(sample)
+        if loc is None:
+            return None
+        part, row = loc
+        df = self.read_rows(part, [row])
+        return df.row(0, named=True) if df.height else None
+
+
+def open_store(store_dir: Path) -> RunStore | None:
+    m = read_manifest(store_dir)
+    return None if m is None else RunStore(store_dir, m)
