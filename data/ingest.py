@@ -298,6 +298,7 @@ class _Writer:
         prev = RunStore(store_dir, manifest)
         self.scalars = prev.scalars() if manifest.data["parts"] else pl.DataFrame()
         self.new_rows = 0
+        self.last_commit = time.monotonic()
 
     def drop_file(self, rel: str) -> None:
         entry = self.m.data["files"].pop(rel, None)
@@ -345,7 +346,13 @@ class _Writer:
         self.new_rows += n
         return pid
 
+    def maybe_commit(self, every_seconds: float = 2.0) -> None:
+        """Commit now and then during a long ingest, so that readers see the steps already read."""
+        if time.monotonic() - self.last_commit >= every_seconds:
+            self.commit()
+
     def commit(self) -> None:
+        self.last_commit = time.monotonic()
         gen = self.m.data["generation"] + 1
         steps_name = f"steps-g{gen:06d}.parquet"
         if self.scalars.height:
@@ -454,6 +461,7 @@ def ingest_file(
             entry["offset"] = offset_after
             entry["head"] = _head_hash(path, offset_after)
             files[rel] = entry
+            writer.maybe_commit()
             if progress:
                 progress(consumed)
         # An unterminated last line: taken when it is already a complete JSON object, else left pending.

@@ -1,0 +1,119 @@
+"""Layout pieces shared by pages: navbar, notices, empty states, key figures."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+NAV_PAGES = (
+    ("Runs", "/"),
+    ("Reward", "/reward"),
+    ("Responses", "/responses"),
+    ("Tokens", "/tokens"),
+    ("Prompts", "/prompts"),
+)
+
+
+def nav_href(path: str, run: str | None) -> str:
+    """Link to a page keeping the selected run (the runs page takes no run)."""
+    if not run or path == "/":
+        return path
+    return f"{path}?{urlencode({'run': run})}"
+
+
+def navbar(runs: list[str], run: str | None, prefix_path) -> dbc.Navbar:
+    """Top bar: brand, one link per page (``app-nav-<page>``) and the run picker (``app-run``)."""
+    links = [
+        dbc.NavItem(
+            dbc.NavLink(
+                name,
+                href=prefix_path(nav_href(path, run)),
+                id=f"app-nav-{name.lower()}",
+                active="exact" if path == "/" else "partial",
+            )
+        )
+        for name, path in NAV_PAGES
+    ]
+    picker = dcc.Dropdown(
+        id="app-run",
+        options=[{"label": r, "value": r} for r in runs],
+        value=run,
+        placeholder="Choose a run…",
+        clearable=False,
+        style={"minWidth": "16rem"},
+        className="app-run-picker",
+    )
+    return dbc.Navbar(
+        dbc.Container(
+            [
+                dbc.NavbarBrand(
+                    [html.I(className="bi bi-activity me-2"), "RL Logging Board"], href=prefix_path("/")
+                ),
+                dbc.Nav(links, className="me-auto", navbar=True),
+                html.Div(
+                    [html.Span("Run", className="text-light me-2 small"), picker],
+                    className="d-flex align-items-center",
+                ),
+            ],
+            fluid=True,
+        ),
+        color="dark",
+        dark=True,
+        className="mb-3 py-1",
+    )
+
+
+def notices(messages: list[str], id_: str | None = None) -> html.Div:
+    """Visible notices (e.g. a URL parameter that fell back to its default); empty when none."""
+    kw = {"id": id_} if id_ else {}
+    return html.Div(
+        [dbc.Alert(m, color="warning", className="py-2 mb-2", dismissable=True) for m in messages], **kw
+    )
+
+
+def empty_state(title: str, detail: str | None = None, link: tuple[str, str] | None = None) -> html.Div:
+    """A friendly box for 'nothing to show' with an optional link (text, href)."""
+    children = [html.H5(title, className="text-muted")]
+    if detail:
+        children.append(html.P(detail, className="text-muted mb-2"))
+    if link:
+        children.append(dcc.Link(link[0], href=link[1]))
+    return html.Div(children, className="border rounded p-4 text-center bg-light")
+
+
+def stat(label: str, value, hint: str | None = None) -> html.Div:
+    """A key figure: small label above a large value."""
+    return html.Div(
+        [
+            html.Div(label, className="text-muted small"),
+            html.Div(value, className="fs-5 fw-semibold"),
+            html.Div(hint, className="text-muted small") if hint else None,
+        ],
+        className="me-4",
+    )
+
+
+def progress(fraction: float, text: str) -> html.Div:
+    return html.Div(
+        [
+            html.Div(text, className="small text-muted mb-1"),
+            dbc.Progress(value=round(fraction * 100), striped=True, animated=True),
+        ],
+        className="mb-3",
+    )
+
+
+def fmt_num(v, digits: int = 4) -> str:
+    """Numbers for display: a fixed number of significant digits, '–' for missing."""
+    if v is None:
+        return "–"
+    if isinstance(v, int):
+        return f"{v:,}"
+    try:
+        if v != v:
+            return "NaN"
+    except TypeError:
+        return str(v)
+    return f"{v:.{digits}g}"

@@ -1,0 +1,122 @@
+"""Export of a run's responses (filtered and sorted) as CSV, JSON lines or Parquet, in bounded memory.
+
+Rows are produced in batches: the order comes from the in-memory scalars, the texts are read from the
+parts a batch at a time, so 100,000 rows stream without being held at once.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import polars as pl
+
+from data.queries import ResponseFilter, sort_rows, text_match
+from data.store import RunStore
+
+EXPORT_COLUMNS = (
+    "sample_id",
+    "step",
+    "reward",
+    "ref_reward",
+    "reward_gain",
+    "response_length",
+    "log_ratio_mean",
+    "log_ratio_sum",
+    "kl_mean",
+    "kl_sum",
+    "value_error_abs_mean",
+    "source",
+    "line",
+)
+TEXT_COLUMNS = ("prompt", "response", "ref_response")
+FORMATS = {"csv": "text/csv", "jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet"}
+BATCH = 2000
+
+
+def parts_scan(store: RunStore) -> pl.LazyFrame:
+    """Lazy scan of every committed part (all columns)."""
+    paths = [
+        str(store.dir / "parts" / f"p{i:06d}.parquet")
+        for i in store.part_ids()
+        if store.manifest.data["parts"][str(i)]["rows"]
+    ]
+    if not paths:
+        return pl.LazyFrame(
+            schema={"sample_id": pl.String, "step": pl.Int64, "prompt": pl.String, "response": pl.String}
+        )
+    return pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore")
+
+
+def select_rows(
+    store: RunStore, flt: ResponseFilter, sort: str | None = None, descending: bool = False
+) -> pl.LazyFrame:
+    """Scalars of the responses matching ``flt``, sorted by ``sort`` (default: step, then file and line)."""
+    lf = store.scalars().lazy().filter(flt.scalar_expr())
+    if flt.q:
+        lf = lf.join(text_match(parts_scan(store), flt.q, flt.step), on="sample_id", how="semi")
+    if sort:
+        return sort_rows(lf, sort, descending)
+    return lf.sort("step", "source", "line")
+
+
+def _with_texts(store: RunStore, batch: pl.DataFrame) -> pl.DataFrame:
+    pieces = []
+    for (part,), grp in batch.group_by(["part"], maintain_order=True):
+        rows = grp.get_column("row").to_list()
+        texts = store.read_rows(int(part), rows, ["sample_id", *TEXT_COLUMNS])
+        pieces.append(texts)
+    texts = pl.concat(pieces, how="diagonal_relaxed")
+    return batch.join(texts, on="sample_id", how="left", maintain_order="left")
+
+
+def export_batches(
+    store: RunStore, flt: ResponseFilter, sort: str | None = None, descending: bool = False
+) -> Iterator[pl.DataFrame]:
+    """Frames of export rows (``EXPORT_COLUMNS`` present in the store, extras, then texts), in order."""
+    rows = select_rows(store, flt, sort, descending).collect()
+    extras = [c for c in store.extra_columns() if c in rows.columns]
+    cols = [c for c in EXPORT_COLUMNS if c in rows.columns] + extras
+    for start in range(0, max(rows.height, 1), BATCH):
+        batch = rows.slice(start, BATCH)
+        if batch.height == 0 and start > 0:
+            break
+        full = (
+            _with_texts(store, batch)
+            if batch.height
+            else batch.with_columns(*(pl.lit(None, dtype=pl.String).alias(c) for c in TEXT_COLUMNS))
+        )
+        yield full.select(*cols, *TEXT_COLUMNS)
+
+
+def export_stream(
+    store: RunStore, flt: ResponseFilter, fmt: str, sort: str | None = None, descending: bool = False
+) -> Iterator[bytes]:
+    """Bytes of the export in ``fmt`` (``csv``, ``jsonl`` or ``parquet``), produced batch by batch."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r} (choose csv, jsonl or parquet)")
+    if fmt == "parquet":
+        # Parquet needs a footer over all row groups: collect the (bounded) batches into one writer.
+        import pyarrow.parquet as pq
+
+        buf = io.BytesIO()
+        writer = None
+        for batch in export_batches(store, flt, sort, descending):
+            table = batch.to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(buf, table.schema)
+            writer.write_table(table.cast(writer.schema))
+        if writer is not None:
+            writer.close()
+        yield buf.getvalue()
+        return
+    first = True
+    for batch in export_batches(store, flt, sort, descending):
+        buf = io.BytesIO()
+        if fmt == "csv":
+            batch.write_csv(buf, include_header=first)
+        else:
+            if batch.height:
+                batch.write_ndjson(buf)
+        first = False
+        yield buf.getvalue()

@@ -1,0 +1,188 @@
+"""Query builders over a run's store: filters, sorting, histogram bins, curves.
+
+Each builder is a small pure function ``LazyFrame -> LazyFrame`` (or returns an expression); callers
+collect once. Everything that is shown ordered is sorted explicitly (Polars does not keep order).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import polars as pl
+
+# Ranges a user can filter on: URL prefix -> column. Every range is half-open: min <= x < max.
+RANGE_COLUMNS = {
+    "reward": "reward",
+    "gain": "reward_gain",
+    "kl": "kl_mean",
+    "len": "response_length",
+}
+
+
+class QueryError(ValueError):
+    """A user-supplied query that cannot run (e.g. an invalid regular expression); the text is shown as is."""
+
+
+@dataclass(frozen=True)
+class ResponseFilter:
+    """Which responses of a run to show. ``step=None`` means all steps.
+
+    Numeric ranges are half-open ``min <= x < max`` (either bound optional), exactly the intervals of the
+    reward page's histogram bars; ``q`` is a regular expression (Rust regex syntax, ``(?i)`` for
+    case-insensitive) matched against prompt and response; ``loses_only`` keeps responses whose reward is
+    below their reference reward.
+    """
+
+    step: int | None = None
+    reward_min: float | None = None
+    reward_max: float | None = None
+    gain_min: float | None = None
+    gain_max: float | None = None
+    kl_min: float | None = None
+    kl_max: float | None = None
+    len_min: float | None = None
+    len_max: float | None = None
+    q: str | None = None
+    loses_only: bool = False
+
+    def ranges(self):
+        for prefix, col in RANGE_COLUMNS.items():
+            yield col, getattr(self, f"{prefix}_min"), getattr(self, f"{prefix}_max")
+
+    def scalar_expr(self) -> pl.Expr:
+        """Predicate over the scalars table for everything except the text search."""
+        cond = pl.lit(True)
+        if self.step is not None:
+            cond &= pl.col("step") == self.step
+        for col, lo, hi in self.ranges():
+            if lo is not None:
+                cond &= pl.col(col) >= lo
+            if hi is not None:
+                cond &= pl.col(col) < hi
+        if self.loses_only:
+            cond &= pl.col("reward") < pl.col("ref_reward")
+        return cond
+
+    def is_default(self) -> bool:
+        return all(getattr(self, f.name) == f.default for f in fields(self) if f.name != "step")
+
+
+def check_regex(pattern: str) -> None:
+    """Raise :class:`QueryError` with a readable message when ``pattern`` is not a valid regex."""
+    try:
+        pl.Series([""], dtype=pl.String).str.contains(pattern)
+    except Exception as e:  # noqa: BLE001 - Polars raises ComputeError with the regex parser's message
+        msg = str(e).strip().splitlines()
+        raise QueryError(f"invalid regular expression {pattern!r}: {msg[-1] if msg else e}") from None
+
+
+def text_match(parts: pl.LazyFrame, pattern: str, step: int | None) -> pl.LazyFrame:
+    """``sample_id`` of responses whose prompt or response matches ``pattern`` (checked first)."""
+    check_regex(pattern)
+    lf = parts.select("sample_id", "step", "prompt", "response")
+    if step is not None:
+        lf = lf.filter(pl.col("step") == step)
+    return lf.filter(
+        pl.col("prompt").str.contains(pattern) | pl.col("response").str.contains(pattern)
+    ).select("sample_id")
+
+
+def sort_rows(lf: pl.LazyFrame, column: str, descending: bool) -> pl.LazyFrame:
+    """Sort by ``column`` (nulls last), ties broken by ``sample_id`` so paging is stable."""
+    return lf.sort([column, "sample_id"], descending=[descending, False], nulls_last=True)
+
+
+# ---- histograms ----------------------------------------------------------------------------------------
+
+
+def _nice(x: float) -> float:
+    """Round a positive width up to 1, 2, 2.5 or 5 times a power of ten."""
+    exp = math.floor(math.log10(x))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * 10**exp >= x * (1 - 1e-9):
+            return m * 10**exp
+    return 10 ** (exp + 1)
+
+
+def histogram_edges(lo: float | None, hi: float | None, target_bins: int = 24) -> list[float]:
+    """Bin edges over ``[lo, hi]`` with a 'nice' width; the same edges for every step of a run.
+
+    Edges are rounded decimals (``0.25``, not ``0.25000000000000006``) so a URL can carry them exactly.
+    Bar k covers ``edges[k] <= x < edges[k+1]``; the last bar also takes ``x == edges[-1]``. With one
+    distinct value there is one bar ``[v, v]``.
+    """
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        return [float(lo), float(lo)]
+    width = _nice((hi - lo) / target_bins)
+    start = math.floor(lo / width) * width
+    edges = []
+    k = 0
+    while True:
+        e = round(start + k * width, 12)
+        edges.append(e)
+        if e > hi or (k > 0 and math.isclose(e, hi, rel_tol=0, abs_tol=width * 1e-9) and e >= hi):
+            break
+        k += 1
+    if edges[-1] < hi:
+        edges.append(round(start + k * width, 12))
+    # The last bar is closed, so a top edge equal to the maximum is enough.
+    return edges
+
+
+def bin_index(col: str, edges: list[float]) -> pl.Expr:
+    """Index of the bar holding ``col`` for :func:`histogram_edges`; null for non-finite values."""
+    c = pl.col(col)
+    idx = (
+        pl.sum_horizontal(*[(c >= e).cast(pl.Int32) for e in edges[1:-1]])
+        if len(edges) > 2
+        else pl.lit(0, dtype=pl.Int32)
+    )
+    return pl.when(c.is_finite()).then(idx)
+
+
+def bar_interval(edges: list[float], k: int) -> tuple[float, float | None]:
+    """The filter bounds of bar ``k``: ``(min, max)``, with ``max=None`` for the last bar (x >= min)."""
+    last = k == len(edges) - 2 or len(edges) == 2
+    return edges[k], (None if last else edges[k + 1])
+
+
+def histogram(lf: pl.LazyFrame, col: str, edges: list[float]) -> pl.LazyFrame:
+    """Counts per bar: ``bin, lo, hi, count`` for every bar (zero counts included), sorted by ``bin``."""
+    nbars = max(len(edges) - 1, 0)
+    bars = pl.LazyFrame(
+        {"bin": list(range(nbars)), "lo": edges[:-1], "hi": edges[1:]},
+        schema={"bin": pl.Int32, "lo": pl.Float64, "hi": pl.Float64},
+    )
+    counts = (
+        lf.select(bin_index(col, edges).alias("bin"))
+        .drop_nulls()
+        .group_by("bin")
+        .agg(pl.len().alias("count"))
+    )
+    return (
+        bars.join(counts, on="bin", how="left")
+        .with_columns(pl.col("count").fill_null(0).cast(pl.Int64))
+        .sort("bin")
+    )
+
+
+def step_histograms(lf: pl.LazyFrame, col: str, edges: list[float]) -> pl.LazyFrame:
+    """Counts per (step, bar) and the share of the step in each bar, for a steps x bins heatmap."""
+    return (
+        lf.select("step", bin_index(col, edges).alias("bin"))
+        .drop_nulls()
+        .group_by("step", "bin")
+        .agg(pl.len().alias("count"))
+        .with_columns((pl.col("count") / pl.col("count").sum().over("step")).alias("share"))
+        .sort("step", "bin")
+    )
+
+
+def column_range(lf: pl.LazyFrame, col: str) -> tuple[float | None, float | None]:
+    """Min and max of the finite values of ``col`` (None, None when there are none)."""
+    c = pl.col(col).filter(pl.col(col).is_finite())
+    row = lf.select(c.min().alias("lo"), c.max().alias("hi")).collect().row(0)
+    return (None if row[0] is None else float(row[0]), None if row[1] is None else float(row[1]))

@@ -1,0 +1,146 @@
+"""The app's access point to runs: discovery under the root, fresh stores, background ingest, progress.
+
+One :class:`Board` per process. Ingest runs in a background thread per run so that a request never
+waits for a long ingest: it gets the last committed state and the progress of the one under way.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from data.config import Settings, load_settings
+from data.ingest import IngestResult, ingest_run
+from data.store import RunStore, UnknownRun, discover_runs, open_store, resolve_run, store_dir_for
+
+__all__ = ["Board", "IngestStatus", "UnknownRun", "board", "configure"]
+
+
+@dataclass
+class IngestStatus:
+    """Progress of the ingest under way for a run (bytes read of bytes to read)."""
+
+    running: bool = False
+    done: int = 0
+    total: int = 0
+    error: str | None = None
+    last: IngestResult | None = None
+
+    @property
+    def fraction(self) -> float:
+        return 1.0 if not self.total else min(1.0, self.done / self.total)
+
+
+class Board:
+    """Runs under one rollout root and their stores in one cache folder."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._threads: dict[str, threading.Thread] = {}
+        self._status: dict[str, IngestStatus] = {}
+        self._checked: dict[str, float] = {}
+
+    @property
+    def root(self) -> Path:
+        return self.settings.root
+
+    def runs(self) -> dict[str, Path]:
+        return discover_runs(self.settings.root)
+
+    def run_dir(self, run: str | None) -> Path:
+        """Folder of a known run; raises :class:`UnknownRun` for anything else (never joins paths)."""
+        return resolve_run(self.settings.root, run)
+
+    def store_dir(self, run: str) -> Path:
+        return store_dir_for(self.settings.cache_dir, self.run_dir(run), self.settings.pad_tokens)
+
+    def status(self, run: str) -> IngestStatus:
+        with self._lock:
+            return self._status.setdefault(run, IngestStatus())
+
+    def ingest_now(self, run: str, progress=None) -> IngestResult:
+        """Ingest in the calling thread (command line, tests)."""
+        return ingest_run(
+            self.run_dir(run), self.settings.cache_dir, self.settings.pad_tokens, progress=progress
+        )
+
+    def refresh(self, run: str, force: bool = False) -> None:
+        """Start a background ingest of ``run`` unless one runs or the last check is too recent."""
+        run_dir = self.run_dir(run)
+        now = time.monotonic()
+        with self._lock:
+            t = self._threads.get(run)
+            if t is not None and t.is_alive():
+                return
+            if not force and now - self._checked.get(run, -1e9) < self.settings.refresh_seconds:
+                return
+            self._checked[run] = now
+            status = self._status.setdefault(run, IngestStatus())
+            status.running, status.done, status.total, status.error = True, 0, 0, None
+            t = threading.Thread(
+                target=self._ingest, args=(run, run_dir, status), name=f"ingest-{run}", daemon=True
+            )
+            self._threads[run] = t
+            t.start()
+
+    def _ingest(self, run: str, run_dir: Path, status: IngestStatus) -> None:
+        def progress(done, total):
+            status.done, status.total = done, total
+
+        try:
+            status.last = ingest_run(
+                run_dir, self.settings.cache_dir, self.settings.pad_tokens, progress=progress
+            )
+        except Exception as e:  # noqa: BLE001 - shown on the page; the server keeps serving
+            status.error = f"{type(e).__name__}: {e}"
+        finally:
+            status.running = False
+
+    def store(self, run: str, wait: float = 30.0) -> RunStore | None:
+        """The last committed store of ``run``, refreshing it in the background.
+
+        When nothing is committed yet, waits up to ``wait`` seconds for the first ingest to commit, then
+        returns None if it still has not (the page then shows the progress).
+        """
+        self.refresh(run)
+        store_dir = self.store_dir(run)
+        store = open_store(store_dir)
+        deadline = time.monotonic() + wait
+        while store is None and time.monotonic() < deadline:
+            with self._lock:
+                t = self._threads.get(run)
+            if t is None or not t.is_alive():
+                store = open_store(store_dir)
+                if store is None:
+                    self.refresh(run, force=True)
+                    with self._lock:
+                        t = self._threads.get(run)
+                    t.join(timeout=max(0.0, deadline - time.monotonic()))
+                break
+            t.join(timeout=0.05)
+            store = open_store(store_dir)
+        return store or open_store(store_dir)
+
+
+_board: Board | None = None
+_board_lock = threading.Lock()
+
+
+def configure(settings: Settings) -> Board:
+    """Set the process-wide board (command line and tests); returns it."""
+    global _board
+    with _board_lock:
+        _board = Board(settings)
+        return _board
+
+
+def board() -> Board:
+    """The process-wide board, built from the environment on first use."""
+    global _board
+    with _board_lock:
+        if _board is None:
+            _board = Board(load_settings())
+        return _board

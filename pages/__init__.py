@@ -1,0 +1,1 @@
+"""One module per URL; each owns its layout(**query) and its callbacks."""

@@ -1,0 +1,216 @@
+"""Runs page (``/``): every run under the rollout root with its size, freshness and data health."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, callback, dcc, html
+
+from components.layout import empty_state, fmt_num, progress
+from data.service import board
+from data.store import run_files
+
+dash.register_page(__name__, path="/", name="Runs", title="Runs · RL Logging Board", order=0)
+
+RUNS_TABLE = "runs-table"
+RUNS_TICK = "runs-tick"
+MAX_LISTED_ISSUES = 200
+
+
+def layout(**query):
+    return html.Div(
+        [
+            html.H4("Runs", className="mb-1"),
+            html.P(id="runs-root", className="text-muted small", children=f"Rollout root: {board().root}"),
+            dcc.Interval(id=RUNS_TICK, interval=2000, n_intervals=0, disabled=False),
+            html.Div(id=RUNS_TABLE, children=runs_overview()),
+        ]
+    )
+
+
+def _age(ts: float | None) -> str:
+    if not ts:
+        return "–"
+    s = max(0, time.time() - ts)
+    when = datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+    for unit, n in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= n:
+            return f"{when} ({s / n:.0f} {unit} ago)"
+    return f"{when} ({s:.0f} s ago)"
+
+
+def _issues_block(store) -> html.Div | None:
+    issues = store.issues()
+    if issues.height == 0:
+        return None
+    errors = issues.filter(issues["severity"] != "note")
+    notes = issues.filter(issues["severity"] == "note")
+    blocks = []
+    if errors.height:
+        rows = [
+            html.Tr(
+                [
+                    html.Td(r["source"]),
+                    html.Td(r["line"]),
+                    html.Td(r["severity"]),
+                    html.Td(r["reason"]),
+                    html.Td(html.Code(r["detail"] or "")),
+                ]
+            )
+            for r in errors.head(MAX_LISTED_ISSUES).iter_rows(named=True)
+        ]
+        more = f" (first {MAX_LISTED_ISSUES} shown)" if errors.height > MAX_LISTED_ISSUES else ""
+        blocks.append(
+            html.Details(
+                [
+                    html.Summary(f"{errors.height} unusable line(s){more}", className="text-danger"),
+                    dbc.Table(
+                        [
+                            html.Thead(
+                                html.Tr([html.Th(h) for h in ("file", "line", "status", "reason", "text")])
+                            ),
+                            html.Tbody(rows),
+                        ],
+                        size="sm",
+                        className="mt-2 small",
+                    ),
+                ]
+            )
+        )
+    if notes.height:
+        summary = (
+            notes.group_by("reason").agg(n=dash_len(), example=notes_example()).sort("n", descending=True)
+        )
+        blocks.append(
+            html.Details(
+                [
+                    html.Summary(
+                        f"{notes.height} data-quality note(s): lines kept", className="text-secondary"
+                    ),
+                    html.Ul(
+                        [
+                            html.Li(f"{r['reason']}: {r['n']} line(s), e.g. {r['example']}")
+                            for r in summary.iter_rows(named=True)
+                        ],
+                        className="small mt-2",
+                    ),
+                ]
+            )
+        )
+    return html.Div(blocks)
+
+
+def dash_len():
+    import polars as pl
+
+    return pl.len()
+
+
+def notes_example():
+    import polars as pl
+
+    return (
+        pl.col("source") + ":" + pl.col("line").cast(pl.String) + " (" + pl.col("detail").fill_null("") + ")"
+    ).first()
+
+
+def runs_overview() -> html.Div:
+    b = board()
+    runs = b.runs()
+    if not runs:
+        return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {b.root}.")
+    cards = []
+    for name, run_dir in runs.items():
+        store = b.store(name, wait=10.0)
+        status = b.status(name)
+        files = run_files(run_dir)
+        last = max((f.stat().st_mtime for f in files), default=None)
+        size = sum(f.stat().st_size for f in files)
+        body = []
+        if status.running and status.total:
+            body.append(
+                progress(
+                    status.fraction, f"Ingesting: {status.done / 1e6:.0f} of {status.total / 1e6:.0f} MB"
+                )
+            )
+        if status.error:
+            body.append(dbc.Alert(f"Ingest failed: {status.error}", color="danger", className="py-2"))
+        if store is not None:
+            steps = store.steps()
+            n = int(steps.get_column("n").sum()) if steps.height else 0
+            errors = sum(p["errors"] for p in store.manifest.data["parts"].values())
+            pending = len(store.manifest.data.get("pending", {}))
+            step_range = (
+                f"{steps.get_column('step').min()}–{steps.get_column('step').max()}" if steps.height else "–"
+            )
+            stats = [
+                ("files", f"{len(files)} ({size / 1e6:.1f} MB)"),
+                ("samples", fmt_num(n)),
+                ("steps", f"{steps.height} ({step_range})"),
+                ("last update", _age(last)),
+                ("bad lines", str(errors + pending)),
+            ]
+            body.append(
+                html.Div(
+                    [
+                        html.Div(
+                            [
+                                html.Div(k, className="text-muted small"),
+                                html.Div(v, className="fw-semibold", id=f"runs-{k.replace(' ', '-')}-{name}"),
+                            ],
+                            className="me-4",
+                        )
+                        for k, v in stats
+                    ],
+                    className="d-flex flex-wrap mb-2",
+                )
+            )
+            issues = _issues_block(store)
+            if issues is not None:
+                body.append(issues)
+        cards.append(
+            dbc.Card(
+                dbc.CardBody(
+                    [
+                        html.Div(
+                            [
+                                html.H5(
+                                    dcc.Link(name, href=dash.get_relative_path(f"/reward?run={name}")),
+                                    className="mb-2 me-3",
+                                ),
+                                dcc.Link(
+                                    "responses",
+                                    href=dash.get_relative_path(f"/responses?run={name}"),
+                                    className="small me-2",
+                                ),
+                                dcc.Link(
+                                    "prompts",
+                                    href=dash.get_relative_path(f"/prompts?run={name}"),
+                                    className="small",
+                                ),
+                            ],
+                            className="d-flex align-items-baseline",
+                        ),
+                        *body,
+                    ]
+                ),
+                className="mb-3",
+            )
+        )
+    return html.Div(cards)
+
+
+@callback(
+    Output(RUNS_TABLE, "children"),
+    Output(RUNS_TICK, "disabled"),
+    Input(RUNS_TICK, "n_intervals"),
+    prevent_initial_call=True,
+)
+def _tick(_n):
+    """Redraw while an ingest is under way; stop polling once every run is committed."""
+    b = board()
+    busy = any(b.status(r).running for r in b.runs())
+    return runs_overview(), not busy

@@ -1,0 +1,90 @@
+"""Shared pytest setup: Chromium options for dash[testing]'s `dash_duo`, auto-skip of browser tests when
+Chromium is missing, and the `fixtures_dir` fixture (sample rollout files shared between worktrees).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ASSETS_DIR = REPO_ROOT / "assets"
+FIXTURES_DIR = REPO_ROOT.parent / "shared" / "fixtures"
+
+# Debian's packages: `chromium` and `chromium-driver`. selenium 4.2 predates Selenium Manager, so it
+# downloads nothing: it starts the `chromedriver` it finds on PATH.
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+BROWSER_FIXTURES = {"dash_duo", "dash_br", "dash_duo_mp", "dash_thread_server", "dash_process_server"}
+
+# dash.testing.browser already adds --no-sandbox (unconditionally, not only as root), --disable-gpu and
+# --disable-dev-shm-usage; they are repeated here so the harness does not depend on that. The others stop
+# Chromium's background services from retrying the (closed) network: component updates, sync, field
+# trials, first-run fetches.
+CHROMIUM_FLAGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--window-size=1400,1000",
+)
+
+
+def pytest_setup_options():
+    """dash[testing] hook: the ChromeOptions every `dash_duo` browser starts with."""
+    from selenium.webdriver.chrome.options import Options
+
+    options = Options()
+    if CHROMIUM:
+        options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    # A server has no display: run headless even when `--headless` was forgotten, instead of failing
+    # with "Missing X server or $DISPLAY".
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        options.add_argument("--headless")
+    return options
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not browser"` deselects, so the auto-added mark counts
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that starts a browser as `browser`; skip them all when Chromium is missing."""
+    missing = [name for name, path in (("chromium", CHROMIUM), ("chromedriver", CHROMEDRIVER)) if not path]
+    skip = pytest.mark.skip(
+        reason=f"browser test: {' and '.join(missing)} not found on PATH "
+        "(Debian: apt-get install chromium chromium-driver)"
+    )
+    for item in items:
+        if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
+        if missing and item.get_closest_marker("browser"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def assets_dir() -> Path:
+    """The app's `assets/` folder (vendored Bootstrap, icons, app.css), for test apps."""
+    return ASSETS_DIR
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """`../shared/fixtures` next to the repo: real-world rollout files; skips the test when absent."""
+    if not FIXTURES_DIR.is_dir():
+        pytest.skip(f"shared rollout fixtures not found at {FIXTURES_DIR}")
+    return FIXTURES_DIR
+
+
+def pytest_configure(config):
+    # selenium 4.2 calls `HTTPResponse.getheader`, deprecated by urllib3, on every WebDriver command: dozens of
+    # identical warnings per browser test that bury the useful ones. (Warnings raised while plugins are
+    # imported, before conftest runs, can only be filtered in pyproject.toml.)
+    config.addinivalue_line("filterwarnings", "ignore:HTTPResponse.getheader:DeprecationWarning")
