@@ -16,20 +16,18 @@ from urllib.parse import parse_qs, urlencode
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, dcc, html, no_update
-from flask import Response, jsonify
 
 from components.layout import NAV_PAGES, nav_href, navbar
 from data import service
 from data.config import DEFAULT_ROOT, Settings, load_settings
 
-__version__ = "0.1.0"
 HERE = Path(__file__).resolve().parent
 
 
 def create_app(settings: Settings | None = None) -> dash.Dash:
     """Build the Dash app for ``settings`` (default: from the environment) and make it the process's board."""
     settings = settings or load_settings()
-    board = service.configure(settings)
+    service.configure(settings)
     if settings.demo and Path(settings.root).resolve() == DEFAULT_ROOT.resolve():
         from data.demo import ensure_demo
 
@@ -44,13 +42,13 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
         url_base_pathname=settings.url_prefix,
         serve_locally=True,
     )
-    app.layout = lambda: shell(board)
-    _register_routes(app, board)
+    app.layout = shell
+    _register_routes(app)
     return app
 
 
-def shell(board: service.Board) -> html.Div:
-    runs = list(board.runs())
+def shell() -> html.Div:
+    runs = list(service.board().runs())
     return html.Div(
         [
             dcc.Location(id="app-location", refresh="callback-nav"),
@@ -92,17 +90,10 @@ def _pick_run(run, pathname, search):
     return dash.get_relative_path(f"{path}?{urlencode({'run': run})}")
 
 
-def _register_routes(app: dash.Dash, board: service.Board) -> None:
-    server = app.server
+def _register_routes(app: dash.Dash) -> None:
+    import routes
 
-    @server.route(app.config.requests_pathname_prefix.rstrip("/") + "/healthz")
-    def healthz():
-        return jsonify({"status": "ok", "version": __version__, "runs": len(board.runs())})
-
-    @server.errorhandler(500)
-    def _server_error(_e):
-        # Never serve a stack trace to a browser on a shared server; the log has it.
-        return Response("Internal error: see the server log.", status=500, mimetype="text/plain")
+    routes.register(app.server, app.config.requests_pathname_prefix)
 
 
 # ---- command line ----------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,68 @@ def pytest_configure(config):
     # identical warnings per browser test that bury the useful ones. (Warnings raised while plugins are
     # imported, before conftest runs, can only be filtered in pyproject.toml.)
     config.addinivalue_line("filterwarnings", "ignore:HTTPResponse.getheader:DeprecationWarning")
+
+
+# ---- the app under test ---------------------------------------------------------------------------------
+# `app.py` builds its app at import from RLBOARD_* variables: point it at the shared fixtures (or the demo
+# when they are absent) and at a throw-away cache before any test imports it.
+os.environ.setdefault("RLBOARD_CACHE_DIR", tempfile.mkdtemp(prefix="rlboard-test-cache-"))
+if FIXTURES_DIR.is_dir():
+    os.environ.setdefault("RLBOARD_ROOT", str(FIXTURES_DIR))
+
+
+@pytest.fixture(scope="session")
+def dash_app():
+    """The one Dash app of the test session (pages register once per process)."""
+    import app as app_module
+
+    return app_module.app
+
+
+@pytest.fixture
+def client(dash_app):
+    """Flask test client of the app."""
+    return dash_app.server.test_client()
+
+
+@pytest.fixture
+def board_root():
+    """Point the app at another rollout root for one test: ``board_root(path)`` returns the Board.
+
+    The original board (shared fixtures) is restored afterwards.
+    """
+    from dataclasses import replace
+
+    from data import service
+
+    prev = service.board().settings
+
+    def _configure(root, **kw):
+        return service.configure(replace(prev, root=Path(root), **kw))
+
+    yield _configure
+    service.configure(prev)
+
+
+def dash_post(
+    client, output: str, inputs: list[dict], state: list[dict] | None = None, changed: list[str] | None = None
+):
+    """POST one callback the way the Dash renderer does; returns the parsed JSON ``response`` dict.
+
+    ``output`` is Dash's output key: ``"id.prop"`` for one output, ``"..a.x...b.y.."`` for several.
+    ``inputs``/``state`` are lists of ``{"id": ..., "property": ..., "value": ...}``.
+    """
+    outputs = []
+    for part in output.strip(".").split("..."):
+        cid, prop = part.rsplit(".", 1)
+        outputs.append({"id": cid, "property": prop})
+    body = {
+        "output": output,
+        "outputs": outputs if output.startswith("..") else outputs[0],
+        "inputs": inputs,
+        "state": state or [],
+        "changedPropIds": changed if changed is not None else [f"{i['id']}.{i['property']}" for i in inputs],
+    }
+    r = client.post("/_dash-update-component", json=body)
+    assert r.status_code in (200, 204), r.data[:500]
+    return r.get_json()["response"] if r.status_code == 200 else None

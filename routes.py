@@ -1,0 +1,26 @@
+"""Plain HTTP routes beside the Dash pages: health check (and, as pages land, downloads).
+
+Each route takes its input from the query string and goes through ``data`` like a page callback does.
+"""
+
+from __future__ import annotations
+
+from flask import Flask, Response, jsonify
+
+from data import service
+
+VERSION = "0.1.0"
+
+
+def register(server: Flask, prefix: str) -> None:
+    """Add the routes under the app's URL prefix (``/`` or e.g. ``/rlboard/``)."""
+    base = prefix.rstrip("/")
+
+    @server.route(base + "/healthz")
+    def healthz():
+        return jsonify({"status": "ok", "version": VERSION, "runs": len(service.board().runs())})
+
+    @server.errorhandler(500)
+    def _server_error(_e):
+        # Never serve a stack trace to a browser on a shared server; the log has it.
+        return Response("Internal error: see the server log.", status=500, mimetype="text/plain")
