@@ -422,7 +422,9 @@ def ingest_file(
     if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime_ns:
         return 0
     entry = prev or {"offset": 0, "lines": 0, "parts": [], "tail_open": False}
-    entry.update(size=st.st_size, mtime=st.st_mtime_ns, dev=st.st_dev, ino=st.st_ino)
+    # size/mtime say "read up to here" only once the whole file is read: a commit made mid-file (or a
+    # crash after it) must not make the rest look already read.
+    entry.update(size=None, mtime=None, dev=st.st_dev, ino=st.st_ino)
     start = entry["offset"]
     consumed = 0
     with open(path, "rb") as f:
@@ -495,6 +497,7 @@ def ingest_file(
                     else "truncated last line: incomplete JSON and the file stopped growing",
                     "detail": f"{len(tail)} bytes, last modified {age:.0f} s ago",
                 }
+    entry.update(size=st.st_size, mtime=st.st_mtime_ns)
     files[rel] = entry
     return consumed
 

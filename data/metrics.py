@@ -236,6 +236,12 @@ def _dist(col: str) -> list[pl.Expr]:
     return out
 
 
+def _token_mean(sum_col: str) -> pl.Expr:
+    """Σ sum_col / Σ n_kl_tokens over a group: a mean over all its tokens (null when it has none)."""
+    n = pl.col("n_kl_tokens").sum()
+    return pl.when(n > 0).then(pl.col(sum_col).sum() / n)
+
+
 def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
     """One row per step, sorted by step: counts, reward / ref reward / gain distributions, win rate, KL, length.
 
@@ -255,8 +261,8 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
             both.sum().alias("n_both"),
             (pl.col("reward") > pl.col("ref_reward")).filter(both).mean().alias("win_rate"),
             (pl.col("reward") < pl.col("ref_reward")).filter(both).mean().alias("loss_rate"),
-            (pl.col("kl_sum").sum() / pl.col("n_kl_tokens").sum()).alias("kl_token_mean"),
-            (pl.col("log_ratio_sum").sum() / pl.col("n_kl_tokens").sum()).alias("log_ratio_token_mean"),
+            _token_mean("kl_sum").alias("kl_token_mean"),
+            _token_mean("log_ratio_sum").alias("log_ratio_token_mean"),
             pl.col("kl_mean").mean().alias("kl_mean_mean"),
             pl.col("kl_sum").mean().alias("kl_sum_mean"),
             pl.col("log_ratio_sum").mean().alias("log_ratio_sum_mean"),

@@ -1,0 +1,80 @@
+"""The command line: ingest --json, export, and one-line errors with exit code 2 for bad arguments."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+from tests.conftest import REPO_ROOT
+
+
+def run_cli(*args, cache):
+    return subprocess.run(
+        [sys.executable, "app.py", *args, "--cache-dir", str(cache)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli001_ingest_json_summary(fixtures_dir, tmp_path):
+    """`ingest ROOT --json` prints one JSON object with one entry per run."""
+    p = run_cli("ingest", str(fixtures_dir), "--json", cache=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    runs = {r["run"]: r for r in out["runs"]}
+    assert runs["trl-ppo-small"] == {"run": "trl-ppo-small", "files": 2, "samples": 400, "steps": 25, "tokens": runs["trl-ppo-small"]["tokens"], "bad_lines": 0}
+    assert runs["trl-ppo-small"]["tokens"] > 0
+    assert runs["rlloggingboard-eval-poem"]["tokens"] == 0
+    # One run folder works too.
+    p = run_cli("ingest", str(fixtures_dir / "trl-grpo-small"), "--json", cache=tmp_path)
+    assert [r["run"] for r in json.loads(p.stdout)["runs"]] == ["trl-grpo-small"]
+
+
+def test_cli002_export_csv_one_step(fixtures_dir, tmp_path):
+    """`export --run R --step S` writes one row per response of the step with the documented columns."""
+    out = tmp_path / "step3.csv"
+    p = run_cli("export", str(fixtures_dir), "--run", "trl-ppo-small", "--step", "3", "-o", str(out), cache=tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert len(rows) == 16
+    for col in ("sample_id", "step", "reward", "ref_reward", "reward_gain", "response_length", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "prompt", "response"):
+        assert col in rows[0]
+    expected = []
+    for f in ("rank0.jsonl", "rank1.jsonl"):
+        for line in (fixtures_dir / "trl-ppo-small" / f).read_text().splitlines():
+            d = json.loads(line)
+            if d["step"] == 3:
+                expected.append((d["prompt"], d["reward"]))
+    assert sorted((r["prompt"], float(r["reward"])) for r in rows) == sorted(expected)
+
+
+def test_cli003_export_jsonl_and_parquet(fixtures_dir, tmp_path):
+    """JSON lines and Parquet exports hold the same rows as the files."""
+    import polars as pl
+
+    p = run_cli("export", str(fixtures_dir), "--run", "trl-grpo-small", "--format", "jsonl", cache=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.splitlines()) == 400
+    out = tmp_path / "all.parquet"
+    p = run_cli("export", str(fixtures_dir), "--run", "trl-grpo-small", "--format", "parquet", "-o", str(out), cache=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert pl.read_parquet(out).height == 400
+
+
+def test_cli004_bad_arguments_exit_2_with_one_line(fixtures_dir, tmp_path):
+    """Unknown run, missing folder, unknown step, unknown format: one-line error, exit code 2."""
+    cases = [
+        ("export", str(fixtures_dir), "--run", "nope"),
+        ("export", str(fixtures_dir), "--run", "../etc"),
+        ("ingest", str(tmp_path / "missing")),
+        ("export", str(fixtures_dir), "--run", "trl-ppo-small", "--step", "999"),
+        ("export", str(fixtures_dir), "--run", "trl-ppo-small", "--format", "xml"),
+        ("serve", "--root", str(tmp_path / "missing")),
+    ]
+    for args in cases:
+        p = run_cli(*args, cache=tmp_path)
+        assert p.returncode == 2, (args, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:"), (args, p.stderr)
+        assert "Traceback" not in p.stderr

@@ -1,0 +1,326 @@
+"""Incremental ingest: every bad-input case, appends, truncation, replacement, crashes, id stability."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from data import ingest as ingest_mod
+from data.ingest import ingest_run
+from data.store import open_store, sample_id
+
+PADS = ("<pad>", "<|endoftext|>")
+
+
+def rec(step=1, reward=1.0, **kw) -> dict:
+    d = {"prompt": "p", "response": "r", "reward": reward, "step": step}
+    d.update(kw)
+    return d
+
+
+def line(d) -> bytes:
+    return (json.dumps(d) + "\n").encode()
+
+
+def run_with(tmp_path: Path, content: bytes, name="rank0.jsonl") -> Path:
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    (run / name).write_bytes(content)
+    return run
+
+
+def ingest(run: Path, cache: Path, **kw):
+    res = ingest_run(run, cache, PADS, **kw)
+    return res, open_store(res.store_dir)
+
+
+def issues_by_line(store) -> dict[int, tuple[str, str]]:
+    return {r["line"]: (r["severity"], r["reason"]) for r in store.issues().iter_rows(named=True)}
+
+
+def test_ingest001_bad_lines_are_recorded_and_good_lines_kept(tmp_path):
+    """Invalid JSON, missing field, wrong types are recorded with line and reason; the rest is kept."""
+    content = b"".join(
+        [
+            line(rec(step=1)),  # 1 good
+            b'{"prompt": "p", "response": "r", "reward": 1.0, "step": 1\n',  # 2 invalid JSON
+            line({"prompt": "p", "response": "r", "step": 1}),  # 3 missing reward
+            line(rec(reward="high")),  # 4 string reward
+            line(rec(logprobs=["a", "b"])),  # 5 list of strings as logprobs
+            b"\n",  # 6 empty line: skipped, not an error
+            line(rec(step=2, reward=2)),  # 7 good, integer reward
+            b"[1, 2]\n",  # 8 not an object
+            line(rec(step="three")),  # 9 step not a number
+            line(rec(step=2.5)),  # 10 step not integral
+        ]
+    )
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
+    assert res.samples == 2 and res.bad_lines == 7
+    issues = issues_by_line(store)
+    assert issues[2][1].startswith("invalid JSON")
+    assert issues[3][1] == "missing required field 'reward'"
+    assert issues[4][1] == "field 'reward' is not a number (got str)"
+    assert issues[5][1] == "field 'logprobs' is not a list of numbers"
+    assert 6 not in issues
+    assert issues[8][1].startswith("not a JSON object")
+    assert "step" in issues[9][1] and "step" in issues[10][1]
+    assert all(sev == "error" for sev, _ in issues.values())
+    sc = store.scalars().sort("line")
+    assert sc.get_column("line").to_list() == [1, 7]
+    assert sc.get_column("reward").to_list() == [1.0, 2.0]
+
+
+def test_ingest002_nan_infinity_bom_crlf(tmp_path):
+    """NaN / Infinity literals are floats, a UTF-8 BOM and CRLF line ends are accepted."""
+    content = (
+        b"\xef\xbb\xbf"
+        + b'{"prompt": "p", "response": "r", "reward": NaN, "step": 1, "logprobs": [-1.0, -Infinity]}\r\n'
+        + b'{"prompt": "p", "response": "r", "reward": Infinity, "step": 2, "ref_reward": -Infinity}\r\n'
+        + b'{"prompt": "p", "response": "r", "reward": 0.5, "step": 3}\r\n'
+    )
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
+    assert res.samples == 3 and res.bad_lines == 0
+    sc = store.scalars().sort("line")
+    rewards = sc.get_column("reward").to_list()
+    assert rewards[0] != rewards[0]  # NaN
+    assert rewards[1] == float("inf") and rewards[2] == 0.5
+    s = store.sample(sample_id("rank0.jsonl", 1))
+    assert s["logprobs"][1] == float("-inf")
+
+
+def test_ingest003_invalid_utf8_is_kept_with_a_note(tmp_path):
+    """Invalid UTF-8 bytes are replaced; the line is kept and a data-quality note recorded."""
+    content = line(rec()) + b'{"prompt": "p\xff\xfe", "response": "r", "reward": 1.0, "step": 1}\n'
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
+    assert res.samples == 2 and res.bad_lines == 0
+    assert issues_by_line(store)[2] == ("note", "invalid UTF-8 bytes replaced by U+FFFD")
+    assert store.sample(sample_id("rank0.jsonl", 2))["prompt"] == "p\ufffd\ufffd"
+
+
+def test_ingest004_five_megabyte_line(tmp_path):
+    """A 5 MB line (long response, long token arrays) is read whole."""
+    n = 250_000
+    big = rec(response="x" * 2_000_000, logprobs=[-0.5] * n, ref_logprobs=[-0.25] * n)
+    content = line(rec()) + line(big) + line(rec(step=2))
+    assert len(line(big)) > 5_000_000
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache", chunk_bytes=1 << 20)
+    assert res.samples == 3 and res.bad_lines == 0
+    row = store.scalars().filter(pl.col("line") == 2).row(0, named=True)
+    assert row["n_kl_tokens"] == n
+    assert row["log_ratio_sum"] == pytest.approx(-0.25 * n)
+
+
+def test_ingest005_unequal_token_arrays_kept_with_note(tmp_path):
+    """Token arrays of unequal lengths: the line is kept, aligned, and noted (not an error)."""
+    content = line(rec(response_tokens=["a", "b", "<pad>"], logprobs=[-1.0, -1.0], ref_logprobs=[-1.0, -2.0]))
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
+    assert res.samples == 1 and res.bad_lines == 0
+    sev, reason = issues_by_line(store)[1]
+    assert sev == "note" and reason.startswith("token arrays of unequal lengths")
+    row = store.scalars().row(0, named=True)
+    assert row["response_length"] == 2 and row["n_kl_tokens"] == 2
+
+
+def test_ingest006_keys_differ_between_files_and_extras_kept(tmp_path):
+    """Keys present in some files only, extra scalar keys (kept), non-scalar extras (ignored, named)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a.jsonl").write_bytes(line(rec(ground_truth="42", ref_reward=0.5)) + line(rec(step=2, ground_truth="7")))
+    (run / "b.jsonl").write_bytes(line(rec(group_id=3, advantages=[0.1, 0.2])) + line(rec(step=2, group_id=4)))
+    res, store = ingest(run, tmp_path / "cache")
+    assert res.samples == 4 and res.files == 2
+    sc = store.scalars().sort("source", "line")
+    assert sc.get_column("ground_truth").to_list() == ["42", "7", None, None]
+    assert sc.get_column("group_id").to_list() == [None, None, 3, 4]
+    assert "advantages" in store.manifest.data["ignored_fields"]
+    assert set(store.extra_columns()) >= {"ground_truth", "group_id"}
+
+
+def test_ingest007_extra_key_changing_type_within_a_chunk(tmp_path):
+    """An extra key that is an int on one line and a string on another: both lines kept."""
+    content = line(rec(tag=1)) + line(rec(tag="one"))
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
+    assert res.samples == 2 and res.bad_lines == 0
+
+
+def test_ingest008_append_reads_only_new_bytes(tmp_path):
+    """Appending lines and ingesting again reads only the new bytes and keeps earlier ids."""
+    run = run_with(tmp_path, line(rec(step=1)) + line(rec(step=1)))
+    cache = tmp_path / "cache"
+    r1, _ = ingest(run, cache)
+    size1 = (run / "rank0.jsonl").stat().st_size
+    with open(run / "rank0.jsonl", "ab") as f:
+        f.write(line(rec(step=2)))
+    r2, store = ingest(run, cache)
+    assert r2.bytes_read == (run / "rank0.jsonl").stat().st_size - size1
+    assert r2.new_rows == 1 and r2.samples == 3 and r2.steps == 2
+    r3, _ = ingest(run, cache)
+    assert r3.bytes_read == 0 and r3.new_rows == 0 and r3.generation == r2.generation
+
+
+def test_ingest009_incomplete_last_line_waits_then_completes(tmp_path):
+    """A last line without newline that is not yet valid JSON is pending, then read once completed."""
+    run = run_with(tmp_path, line(rec(step=1)) + b'{"prompt": "p", "respo')
+    cache = tmp_path / "cache"
+    r1, store = ingest(run, cache)
+    assert r1.samples == 1 and r1.bad_lines == 0
+    pending = store.issues().filter(pl.col("severity") == "pending")
+    assert pending.height == 1 and pending.item(0, "line") == 2
+    with open(run / "rank0.jsonl", "ab") as f:
+        f.write(b'nse": "r", "reward": 1.0, "step": 2}\n')
+    r2, store = ingest(run, cache)
+    assert r2.samples == 2 and store.issues().height == 0
+    assert sorted(store.scalars().get_column("line").to_list()) == [1, 2]
+
+
+def test_ingest010_complete_last_line_without_newline_is_taken(tmp_path):
+    """A last line that is complete JSON but has no newline is taken; a later newline does not shift lines."""
+    run = run_with(tmp_path, line(rec(step=1)) + json.dumps(rec(step=2)).encode())
+    cache = tmp_path / "cache"
+    r1, _ = ingest(run, cache)
+    assert r1.samples == 2
+    with open(run / "rank0.jsonl", "ab") as f:
+        f.write(b"\n" + line(rec(step=3)))
+    r2, store = ingest(run, cache)
+    assert r2.samples == 3 and r2.bad_lines == 0
+    rebuilt, store2 = ingest(run, tmp_path / "cache2")
+    assert sorted(store.scalars().get_column("sample_id").to_list()) == sorted(store2.scalars().get_column("sample_id").to_list())
+
+
+def test_ingest011_truncated_file_is_reread(tmp_path):
+    """A file that shrank (rewritten shorter) is read again from the start; old rows are dropped."""
+    run = run_with(tmp_path, line(rec(step=1)) + line(rec(step=2)) + line(rec(step=3)))
+    cache = tmp_path / "cache"
+    ingest(run, cache)
+    (run / "rank0.jsonl").write_bytes(line(rec(step=7, reward=0.25)))
+    r2, store = ingest(run, cache)
+    assert r2.samples == 1
+    assert store.scalars().get_column("step").to_list() == [7]
+
+
+def test_ingest012_replaced_file_same_size_is_reread(tmp_path):
+    """A file replaced by another of the same size (different content) is detected and re-read."""
+    run = run_with(tmp_path, line(rec(step=1, reward=1.0)))
+    cache = tmp_path / "cache"
+    ingest(run, cache)
+    new = tmp_path / "new.jsonl"
+    new.write_bytes(line(rec(step=1, reward=2.0)))
+    os.replace(new, run / "rank0.jsonl")
+    r2, store = ingest(run, cache)
+    assert store.scalars().get_column("reward").to_list() == [2.0]
+
+
+def test_ingest013_removed_file_drops_its_rows(tmp_path):
+    """A file that disappears from the run folder no longer counts."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a.jsonl").write_bytes(line(rec()))
+    (run / "b.jsonl").write_bytes(line(rec()))
+    cache = tmp_path / "cache"
+    ingest(run, cache)
+    (run / "b.jsonl").unlink()
+    r2, _ = ingest(run, cache)
+    assert r2.samples == 1 and r2.files == 1
+
+
+def _store_snapshot(store) -> tuple:
+    sc = store.scalars().sort("sample_id").drop("part", "row")
+    return sc.to_dicts(), store.steps().to_dicts(), store.issues().to_dicts()
+
+
+def test_ingest014_crash_between_part_and_manifest_gives_the_same_store(tmp_path, monkeypatch):
+    """Killing ingest after a part is written but before the manifest commit, then running again,
+    gives exactly the store of an uninterrupted run."""
+    lines = b"".join(line(rec(step=s, reward=s / 10)) for s in range(1, 41))
+    run = run_with(tmp_path, lines)
+    clean_res, clean = ingest(run, tmp_path / "clean", chunk_bytes=512)
+
+    cache = tmp_path / "crashy"
+    real_commit = ingest_mod._Writer.commit
+    calls = {"n": 0}
+
+    def crash_on_second(self):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt("simulated kill")
+        return real_commit(self)
+
+    monkeypatch.setattr(ingest_mod._Writer, "commit", crash_on_second)
+    # Commit after every chunk so that the crash falls between a part and its manifest.
+    monkeypatch.setattr(ingest_mod._Writer, "maybe_commit", lambda self, every_seconds=0: self.commit())
+    with pytest.raises(KeyboardInterrupt):
+        ingest(run, cache, chunk_bytes=512)
+    monkeypatch.undo()
+    res, store = ingest(run, cache, chunk_bytes=512)
+    assert res.samples == clean_res.samples == 40
+    assert _store_snapshot(store) == _store_snapshot(clean)
+
+
+def test_ingest015_sample_ids_survive_a_cache_rebuild(tmp_path):
+    """sample_id depends only on file and line: deleting the cache and rebuilding gives the same ids."""
+    run = run_with(tmp_path, b"".join(line(rec(step=s)) for s in (3, 1, 2)))
+    _, a = ingest(run, tmp_path / "c1")
+    _, b = ingest(run, tmp_path / "c2", chunk_bytes=64)
+    ids_a = dict(zip(a.scalars().get_column("line"), a.scalars().get_column("sample_id"), strict=True))
+    ids_b = dict(zip(b.scalars().get_column("line"), b.scalars().get_column("sample_id"), strict=True))
+    assert ids_a == ids_b == {n: sample_id("rank0.jsonl", n) for n in (1, 2, 3)}
+
+
+def test_ingest016_steps_out_of_order_and_skipping(tmp_path):
+    """Steps that start at 1, skip numbers and arrive out of order are summarised in numeric order."""
+    run = run_with(tmp_path, b"".join(line(rec(step=s)) for s in (10, 1, 5, 10, 1)))
+    res, store = ingest(run, tmp_path / "cache")
+    st = store.steps()
+    assert st.get_column("step").to_list() == [1, 5, 10]
+    assert st.get_column("n").to_list() == [2, 1, 2]
+
+
+def test_ingest017_one_response_is_one_row_group(tmp_path):
+    """Row groups are small: reading one response touches one row group of its part."""
+    import pyarrow.parquet as pq
+
+    from data.store import ROW_GROUP_SIZE
+
+    run = run_with(tmp_path, b"".join(line(rec(step=s, logprobs=[-1.0] * 50)) for s in range(300)))
+    _, store = ingest(run, tmp_path / "cache")
+    part = store.part_ids()[0]
+    pf = pq.ParquetFile(store.dir / "parts" / f"p{part:06d}.parquet")
+    assert pf.metadata.num_row_groups == -(-300 // ROW_GROUP_SIZE)
+    assert pf.schema_arrow.field("logprobs").type.value_type.bit_width == 32
+    s = store.sample(sample_id("rank0.jsonl", 200))
+    assert s["step"] == 199
+
+
+def test_ingest018_concurrent_ingest_uses_a_lock(tmp_path):
+    """A second writer that finds the lock taken returns at once with the last committed state."""
+    from filelock import FileLock
+
+    from data.store import store_dir_for
+
+    run = run_with(tmp_path, line(rec()))
+    cache = tmp_path / "cache"
+    ingest(run, cache)
+    with open(run / "rank0.jsonl", "ab") as f:
+        f.write(line(rec(step=2)))
+    lock = FileLock(str(store_dir_for(cache, run, PADS) / ".lock"))
+    with lock:
+        res = ingest_run(run, cache, PADS, wait=False)
+    assert res.skipped_locked and res.samples == 1
+    assert ingest_run(run, cache, PADS).samples == 2
+
+
+def test_ingest019_aliases_and_pad_tokens_setting(tmp_path):
+    """Common alternative field names are mapped; the pad list changes lengths and has its own store."""
+    content = line({"query": "q", "completion": "a<pad>", "score": 0.5, "global_step": 4, "response_tokens": ["a", "<pad>"]})
+    run = run_with(tmp_path, content)
+    res, store = ingest(run, tmp_path / "cache")
+    assert res.samples == 1
+    row = store.scalars().row(0, named=True)
+    assert row["step"] == 4 and row["reward"] == 0.5 and row["response_length"] == 1
+    res2 = ingest_run(run, tmp_path / "cache", ("<eos>",))
+    assert res2.store_dir != res.store_dir
+    assert open_store(res2.store_dir).scalars().item(0, "response_length") == 2
