@@ -7,6 +7,7 @@ from datetime import datetime
 
 import dash
 import dash_bootstrap_components as dbc
+import polars as pl
 from dash import Input, Output, callback, dcc, html
 
 from components.layout import empty_state, fmt_num, progress
@@ -18,6 +19,8 @@ dash.register_page(__name__, path="/", name="Runs", title="Runs · RL Logging Bo
 RUNS_TABLE = "runs-table"
 RUNS_TICK = "runs-tick"
 MAX_LISTED_ISSUES = 200
+# One example location per kind of note: "rank0.jsonl:17 (logprobs 8, values 9)".
+_EXAMPLE = pl.format("{}:{} ({})", "source", "line", pl.col("detail").fill_null("")).first()
 
 
 def layout(**query):
@@ -82,7 +85,9 @@ def _issues_block(store) -> html.Div | None:
         )
     if notes.height:
         summary = (
-            notes.group_by("reason").agg(n=dash_len(), example=notes_example()).sort("n", descending=True)
+            notes.group_by("reason")
+            .agg(pl.len().alias("n"), _EXAMPLE.alias("example"))
+            .sort("n", descending=True)
         )
         blocks.append(
             html.Details(
@@ -101,20 +106,6 @@ def _issues_block(store) -> html.Div | None:
             )
         )
     return html.Div(blocks)
-
-
-def dash_len():
-    import polars as pl
-
-    return pl.len()
-
-
-def notes_example():
-    import polars as pl
-
-    return (
-        pl.col("source") + ":" + pl.col("line").cast(pl.String) + " (" + pl.col("detail").fill_null("") + ")"
-    ).first()
 
 
 def runs_overview() -> html.Div:
