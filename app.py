@@ -17,8 +17,9 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, dcc, html, no_update
 
+from components import live as live_ui
 from components.layout import NAV_PAGES, nav_href, navbar
-from data import service
+from data import live, service
 from data.config import DEFAULT_ROOT, Settings, load_settings
 
 HERE = Path(__file__).resolve().parent
@@ -54,6 +55,7 @@ def shell() -> html.Div:
             dcc.Location(id="app-location", refresh="callback-nav"),
             html.Div(navbar(runs, None, dash.get_relative_path), id="app-navbar"),
             dbc.Container(dash.page_container, fluid=True, className="pb-5"),
+            live_ui.live_controls(poll_ms=int(max(2.0, service.board().settings.refresh_seconds) * 1000)),
         ]
     )
 
@@ -88,6 +90,75 @@ def _pick_run(run, pathname, search):
     path = dash.strip_relative_path(pathname or "/") or ""
     path = "/" + path if path else "/reward"
     return dash.get_relative_path(f"{path}?{urlencode({'run': run})}")
+
+
+@dash.callback(
+    Output(live_ui.LIVE_SEEN, "data"),
+    Output(live_ui.LIVE_NEW, "style"),
+    Output(live_ui.LIVE_NEW, "children"),
+    Output(live_ui.LIVE_RELOAD, "data"),
+    Output(live_ui.LIVE_BOX, "style"),
+    Output(live_ui.LIVE_AUTO, "value"),
+    Output(live_ui.LIVE_TICK, "disabled"),
+    Input("app-location", "href"),
+    Input(live_ui.LIVE_TICK, "n_intervals"),
+    Input(live_ui.LIVE_NEW, "n_clicks"),
+    State("app-location", "search"),
+    State(live_ui.LIVE_SEEN, "data"),
+    State(live_ui.LIVE_RELOAD, "data"),
+    State(live_ui.LIVE_AUTO, "value"),
+)
+def _live_poll(_href, _tick, _clicks, search, seen, reloads, auto):
+    """Offer (or, with auto-refresh, do) a reload of the view when its run has new data."""
+    event = {live_ui.LIVE_TICK: "tick", live_ui.LIVE_NEW: "reload"}.get(dash.ctx.triggered_id, "navigate")
+    run = live.run_from_search(search)
+    url_live = live.live_in_search(search)
+    auto = bool(auto) or (event == "navigate" and url_live)
+    d = live.live_decision(event, seen, live.run_version(run), auto)
+    return (
+        d.seen,
+        live_ui.SHOWN if d.offer else live_ui.HIDDEN,
+        live_ui.new_steps_label(d.new_steps),
+        (reloads or 0) + 1 if d.reload else no_update,
+        live_ui.SHOWN if d.seen is not None else live_ui.HIDDEN,
+        True if auto and event == "navigate" and url_live else no_update,
+        run is None,
+    )
+
+
+# A reload is a real one: the URL is the whole view state, and pages write their query strings through their
+# own dcc.Location(refresh=False), which the shell's Location does not hear about.
+dash.clientside_callback(
+    """
+    function(reloads) {
+        if (reloads) { window.location.reload(); }
+        return window.dash_clientside.no_update;
+    }
+    """,
+    Output(live_ui.LIVE_RELOAD, "modified_timestamp"),
+    Input(live_ui.LIVE_RELOAD, "data"),
+    prevent_initial_call=True,
+)
+
+# Auto-refresh is a user choice kept in the URL (live=1). Pages write their own query strings and do not
+# know the key, so it is put back (history.replaceState: no new Back entry) on every URL change and poll.
+dash.clientside_callback(
+    """
+    function(auto, href, tick) {
+        const url = new URL(window.location.href);
+        const has = url.searchParams.get("live") === "1";
+        if (auto && !has) { url.searchParams.set("live", "1"); }
+        else if (!auto && url.searchParams.has("live")) { url.searchParams.delete("live"); }
+        else { return window.dash_clientside.no_update; }
+        window.history.replaceState(window.history.state, "", url.toString());
+        return window.dash_clientside.no_update;
+    }
+    """,
+    Output(live_ui.LIVE_AUTO, "className"),
+    Input(live_ui.LIVE_AUTO, "value"),
+    Input("app-location", "href"),
+    Input(live_ui.LIVE_TICK, "n_intervals"),
+)
 
 
 def _register_routes(app: dash.Dash) -> None:

@@ -5,6 +5,7 @@ Each route takes its input from the query string and goes through ``data`` like 
 
 from __future__ import annotations
 
+from dash.exceptions import DependencyException
 from flask import Flask, Response, jsonify
 
 from data import service
@@ -14,11 +15,19 @@ VERSION = "0.1.0"
 
 def register(server: Flask, prefix: str) -> None:
     """Add the routes under the app's URL prefix (``/`` or e.g. ``/rlboard/``)."""
+    import auth
+
     base = prefix.rstrip("/")
+    auth.install(server, prefix)  # off unless RLBOARD_BASIC_AUTH / RLBOARD_TOKEN is set
 
     @server.route(base + "/healthz")
     def healthz():
         return jsonify({"status": "ok", "version": VERSION, "runs": len(service.board().runs())})
+
+    @server.errorhandler(DependencyException)
+    def _unknown_component_file(_e):
+        # Dash raises this for a component-suite path it did not register (e.g. "dash/../../app.py").
+        return Response("Not found.", status=404, mimetype="text/plain")
 
     @server.errorhandler(500)
     def _server_error(_e):

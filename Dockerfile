@@ -1,0 +1,52 @@
+# RL Logging Board on a shared server: gunicorn serving `app:server` on port 8050.
+#
+#   docker build -t rlboard .
+#   docker run -d -p 8050:8050 -v /path/to/rollouts:/data:ro -v rlboard-cache:/cache rlboard
+#
+# Dependencies come from the committed uv.lock only (exact versions and hashes; nothing is resolved at
+# build time). Settings are RLBOARD_* environment variables (see README, "Deploy on a shared server").
+
+# ---- build stage: a virtualenv holding exactly the locked runtime dependencies -------------------------
+FROM python:3.11-slim AS build
+
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+COPY pyproject.toml uv.lock ./
+# uv only turns the lock file into a hashed requirements list; pip installs it with --require-hashes, so
+# a package or version the lock does not name cannot get in. Wheels only: the slim image has no compiler.
+RUN python -m pip install --quiet "uv==0.13.8" \
+ && uv export --frozen --no-dev --no-emit-project --format requirements-txt -o /src/requirements.txt \
+ && python -m venv /opt/venv \
+ && /opt/venv/bin/pip install --quiet --no-deps --require-hashes --only-binary=:all: -r /src/requirements.txt \
+ && /opt/venv/bin/pip check
+
+# ---- runtime stage ---------------------------------------------------------------------------------------
+FROM python:3.11-slim
+
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    RLBOARD_ROOT=/data \
+    RLBOARD_CACHE_DIR=/cache \
+    RLBOARD_HOST=0.0.0.0 \
+    RLBOARD_PORT=8050 \
+    RLBOARD_DEMO=0
+
+# A fixed non-root user; /cache belongs to it so that a named volume mounted there is writable.
+RUN groupadd --system --gid 10001 rlboard \
+ && useradd --system --uid 10001 --gid rlboard --home-dir /app --no-create-home --shell /usr/sbin/nologin rlboard \
+ && mkdir -p /data /cache \
+ && chown rlboard:rlboard /cache
+
+COPY --from=build /opt/venv /opt/venv
+WORKDIR /app
+COPY --chown=root:root . /app
+RUN chmod 0755 /app/docker/entrypoint.sh
+
+USER rlboard
+EXPOSE 8050
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD python -c "import os, urllib.request; p = os.environ.get('RLBOARD_URL_PREFIX', '/').strip('/'); urllib.request.urlopen('http://127.0.0.1:%s/%shealthz' % (os.environ.get('RLBOARD_PORT', '8050'), p + '/' if p else ''), timeout=4)" || exit 1
+
+ENTRYPOINT ["/app/docker/entrypoint.sh"]
+CMD ["gunicorn", "--config", "/app/gunicorn.conf.py", "app:server"]

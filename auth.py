@@ -1,0 +1,112 @@
+"""Optional access control for a shared server with no proxy in front: HTTP basic auth or a shared token.
+
+Off unless ``RLBOARD_BASIC_AUTH=user:password`` or ``RLBOARD_TOKEN=...`` is set (both may be; either then
+lets a request in). A token is accepted as ``Authorization: Bearer <token>`` or as the ``rlboard_token``
+cookie, which visiting any page with ``?token=<token>`` sets (the token is then dropped from the address).
+``/healthz`` always stays open for probes. Secrets are compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from urllib.parse import urlencode
+
+from flask import Flask, Response, redirect, request
+
+from data import service
+
+COOKIE = "rlboard_token"
+REALM = "RL Logging Board"
+COOKIE_MAX_AGE = 30 * 24 * 3600
+
+
+def secret_equal(given: str | None, expected: str) -> bool:
+    """Constant-time comparison of two secrets (hashed first, so their lengths leak nothing either)."""
+    if given is None:
+        return False
+    a = hashlib.sha256(given.encode("utf-8", "surrogatepass")).digest()
+    b = hashlib.sha256(expected.encode("utf-8", "surrogatepass")).digest()
+    return hmac.compare_digest(a, b)
+
+
+def _basic_ok(expected: str) -> bool:
+    auth = request.authorization
+    if auth is None or auth.type != "basic":
+        return False
+    user, _, password = expected.partition(":")
+    # Both compared, always, so that a wrong user name takes as long as a wrong password.
+    ok_user = secret_equal(auth.username or "", user)
+    ok_password = secret_equal(auth.password or "", password)
+    return ok_user and ok_password
+
+
+def _token_ok(expected: str) -> bool:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and secret_equal(value.strip(), expected):
+        return True
+    return secret_equal(request.cookies.get(COOKIE), expected)
+
+
+def _denied(basic: bool, prefix: str) -> Response:
+    if basic:
+        resp = Response("Authentication required.\n", status=401, mimetype="text/plain")
+        resp.headers["WWW-Authenticate"] = f'Basic realm="{REALM}", charset="UTF-8"'
+    else:
+        resp = Response(
+            f"This board needs an access token: open {prefix}?token=<token> once, or send the header "
+            "'Authorization: Bearer <token>'.\n",
+            status=401,
+            mimetype="text/plain",
+        )
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
+
+
+def _token_in_url(expected: str, prefix: str) -> Response | None:
+    """``?token=...``: a right token sets the cookie and redirects to the same URL without it."""
+    given = request.args.get("token")
+    if given is None:
+        return None
+    if not secret_equal(given, expected):
+        return None
+    rest = [(k, v) for k, v in request.args.items(multi=True) if k != "token"]
+    target = request.path + ("?" + urlencode(rest) if rest else "")
+    resp = redirect(target, code=303)
+    resp.set_cookie(
+        COOKIE,
+        expected,
+        max_age=COOKIE_MAX_AGE,
+        path=prefix,
+        httponly=True,
+        samesite="Lax",
+        secure=request.is_secure,
+    )
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
+
+
+def install(server: Flask, prefix: str) -> None:
+    """Register the check on every request of ``server`` (settings are read per request, so that the
+    board's settings decide: tests re-configure it)."""
+    base = prefix.rstrip("/")
+    cookie_path = base + "/"
+    open_paths = {base + "/healthz"}
+
+    @server.before_request
+    def _require_auth():
+        settings = service.board().settings
+        basic, token = settings.basic_auth, settings.token
+        if not basic and not token:
+            return None
+        if request.path in open_paths:
+            return None
+        if token:
+            if request.method == "GET" and (resp := _token_in_url(token, cookie_path)) is not None:
+                return resp
+            if _token_ok(token):
+                return None
+        if basic and _basic_ok(basic):
+            return None
+        return _denied(bool(basic), cookie_path)

@@ -1,0 +1,64 @@
+"""Live-run controls of the app shell: a poll of the run's store version, a "new steps available" button
+that reloads the current view, and the auto-refresh switch (kept in the URL as ``live=1``)."""
+
+from __future__ import annotations
+
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+LIVE_BOX = "app-live"
+LIVE_TICK = "app-live-tick"
+LIVE_SEEN = "app-live-seen"
+LIVE_RELOAD = "app-live-reload"
+LIVE_NEW = "app-live-new"
+LIVE_AUTO = "app-live-auto"
+
+HIDDEN = {"display": "none"}
+SHOWN: dict = {}
+
+
+def live_controls(poll_ms: int) -> html.Div:
+    """The shell's live-run box (fixed at the bottom right, hidden until a run is in the URL).
+
+    ``app-live-seen`` holds the snapshot the view was loaded with, ``app-live-reload`` counts reload
+    requests (the browser reloads the page when it changes), ``app-live-new`` offers a reload,
+    ``app-live-auto`` is the auto-refresh switch.
+    """
+    return html.Div(
+        [
+            dcc.Interval(id=LIVE_TICK, interval=poll_ms, n_intervals=0),
+            dcc.Store(id=LIVE_SEEN, data=None),
+            dcc.Store(id=LIVE_RELOAD, data=0),
+            dbc.Button(
+                [html.I(className="bi bi-arrow-clockwise me-1"), "New steps available · reload"],
+                id=LIVE_NEW,
+                color="warning",
+                size="sm",
+                n_clicks=0,
+                className="me-3",
+                style=HIDDEN,
+                title="The run has new data since this view was loaded",
+            ),
+            dbc.Switch(
+                id=LIVE_AUTO,
+                label="Auto-refresh",
+                value=False,
+                className="mb-0 small",
+                input_class_name="app-live-auto-input",
+            ),
+        ],
+        id=LIVE_BOX,
+        className="app-live position-fixed bottom-0 end-0 m-3 px-3 py-2 bg-white border rounded shadow-sm "
+        "d-flex align-items-center",
+        style=HIDDEN,
+    )
+
+
+def new_steps_label(new_steps: int) -> list:
+    """Text of the reload button: how many steps arrived since the view was loaded, when any did."""
+    what = (
+        f"{new_steps} new step{'s' if new_steps != 1 else ''} available"
+        if new_steps > 0
+        else "New steps available"
+    )
+    return [html.I(className="bi bi-arrow-clockwise me-1"), f"{what} · reload"]

@@ -1,0 +1,108 @@
+"""Live runs: what the app shell polls to tell a user that the run they look at has new steps.
+
+A trainer keeps appending to a run's files; the board re-reads them at most every
+``RLBOARD_REFRESH_SECONDS`` (in the background) and each commit changes the store's version. The shell
+compares the version a view was loaded with to the current one and offers a reload, or reloads by itself
+when the URL says ``live=1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import polars as pl
+
+from data.service import UnknownRun, board
+from data.store import open_store
+from data.viewstate import first, parse_search
+
+LIVE_KEY = "live"
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """The committed state of a run as the shell shows it: store version, number of steps, last step."""
+
+    run: str
+    version: str
+    steps: int
+    last_step: int | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_from_search(search: str | None) -> str | None:
+    """The ``run`` named in a query string (``?run=R&…``), or None."""
+    return first(parse_search(search), "run")
+
+
+def live_in_search(search: str | None) -> bool:
+    """True when the query string asks for auto-refresh (``live=1``)."""
+    return (first(parse_search(search), LIVE_KEY) or "").lower() in ("1", "true", "yes", "on")
+
+
+@lru_cache(maxsize=64)
+def _steps_info(store_dir: str, version: str) -> tuple[int, int | None]:
+    store = open_store(Path(store_dir))
+    if store is None:
+        return 0, None
+    steps = store.steps()
+    if steps.height == 0 or "step" not in steps.columns:
+        return 0, None
+    return steps.height, steps.select(pl.col("step").max()).item()
+
+
+def run_version(run: str | None) -> RunSnapshot | None:
+    """Current committed state of ``run`` (a background re-check of its files is started when due).
+
+    None for a name that is not a run under the root, and for a run with nothing committed yet. Never
+    waits for an ingest.
+    """
+    if not isinstance(run, str) or not run:
+        return None
+    b = board()
+    try:
+        b.refresh(run)
+        store = open_store(b.store_dir(run))
+    except UnknownRun:
+        return None
+    if store is None:
+        return None
+    n, last = _steps_info(str(store.dir), store.version)
+    return RunSnapshot(run=run, version=store.version, steps=n, last_step=last)
+
+
+@dataclass(frozen=True)
+class LiveDecision:
+    """What the shell does after one poll: the snapshot to remember, whether to offer or do a reload."""
+
+    seen: dict | None
+    offer: bool
+    reload: bool
+    new_steps: int = 0
+
+
+def live_decision(event: str, seen: dict | None, current: RunSnapshot | None, auto: bool) -> LiveDecision:
+    """Decide after ``event`` ("navigate": the view changed; "tick": a poll; "reload": the user asked).
+
+    ``seen`` is the snapshot the view was loaded with (as a dict, kept in the browser). A navigation
+    remembers the current snapshot; a poll that finds another version (of the same run) offers a reload,
+    or reloads at once when ``auto``; a reload request reloads and remembers the current snapshot.
+    """
+    cur = current.to_dict() if current is not None else None
+    if event == "navigate" or cur is None:
+        return LiveDecision(seen=cur, offer=False, reload=False)
+    if event == "reload":
+        return LiveDecision(seen=cur, offer=False, reload=True)
+    if seen is None or seen.get("run") != cur["run"]:
+        return LiveDecision(seen=cur, offer=False, reload=False)
+    if seen.get("version") == cur["version"]:
+        return LiveDecision(seen=seen, offer=False, reload=False)
+    new_steps = max(0, cur["steps"] - int(seen.get("steps") or 0))
+    if auto:
+        return LiveDecision(seen=cur, offer=False, reload=True, new_steps=new_steps)
+    # Keep the snapshot the view shows: the offer stands until the user reloads.
+    return LiveDecision(seen=seen, offer=True, reload=False, new_steps=new_steps)

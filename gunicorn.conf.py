@@ -1,0 +1,51 @@
+"""gunicorn settings: ``gunicorn -c gunicorn.conf.py app:server`` (the Docker image's command).
+
+Address from ``RLBOARD_HOST``/``RLBOARD_PORT`` (through ``data.config``, like ``app.py serve``); the
+server's own knobs are read here because they configure gunicorn, not the app: ``RLBOARD_WORKERS``
+(processes, default 2), ``RLBOARD_THREADS`` (threads per process, default 4) and ``RLBOARD_TIMEOUT``
+(seconds a request may take before its worker is restarted, default 120).
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from data.config import load_settings  # noqa: E402
+
+_settings = load_settings()
+
+
+def _int_env(name: str, default: int, minimum: int = 1) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SystemExit(f"error: {name}={raw!r} is not a whole number") from None
+    if value < minimum:
+        raise SystemExit(f"error: {name} must be at least {minimum}")
+    return value
+
+
+bind = f"{_settings.host}:{_settings.port}"
+# Threads, not more processes: each process keeps its own in-memory copy of the runs' scalar tables, and
+# requests mostly wait on Parquet reads and Polars, which release the GIL.
+worker_class = "gthread"
+workers = _int_env("RLBOARD_WORKERS", 2)
+threads = _int_env("RLBOARD_THREADS", 4)
+timeout = _int_env("RLBOARD_TIMEOUT", 120)
+graceful_timeout = 30
+keepalive = 5
+# Each worker builds the app after the fork, so background ingest threads are never forked half-way.
+preload_app = False
+# Heartbeat files in memory: a slow or read-only /tmp must not get workers killed.
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("RLBOARD_LOG_LEVEL", "info")
+proc_name = "rlboard"
+# gunicorn >= 25 opens a control socket at one fixed path per user ($HOME/.gunicorn/gunicorn.ctl): two
+# servers of one user would fight over it, and the image's user has no writable home. Not needed here.
+control_socket_disable = True
