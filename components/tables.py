@@ -1,0 +1,246 @@
+"""Tables of responses: AG Grid column definitions and grid (server-side infinite row model), the summary
+line, and the text panel that shows one response's prompt, response and reference response as plain text.
+"""
+
+from __future__ import annotations
+
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+from dash import html
+
+from components.layout import fmt_num
+
+# Columns holding whole numbers (no decimals) and those whose sign matters (coloured).
+INT_COLUMNS = {"step", "response_length", "response_chars", "line", "n_kl_tokens", "prompt_id", "group_id"}
+# Grid rows per request of the infinite row model.
+BLOCK_SIZE = 100
+
+_FLOAT_FMT = "params.value == null ? '' : d3.format('.4~g')(params.value)"
+_INT_FMT = "params.value == null ? '' : d3.format('d')(params.value)"
+_SIGNED_STYLE = (
+    "params.value == null ? {} : params.value < 0 ? {color: '#b02a37'} : "
+    "params.value > 0 ? {color: '#146c43'} : {}"
+)
+_THEME = (
+    "themeQuartz.withParams({spacing: 3, fontSize: 12, headerFontSize: 12, rowHeight: 26, "
+    "headerHeight: 30, wrapperBorderRadius: 4, headerBackgroundColor: '#f1f3f5', "
+    "oddRowBackgroundColor: '#fafbfc', selectedRowBackgroundColor: '#fff3cd', "
+    "fontFamily: 'inherit'})"
+)
+
+
+def column_defs(
+    columns: list[tuple[str, str, str]],
+    kinds: dict[str, str],
+    signed: set[str],
+    previews: list[tuple[str, str, bool]],
+    sort: str | None,
+    order: str,
+) -> list[dict]:
+    """AG Grid column definitions for the responses table.
+
+    ``columns``: ``(field, header, tooltip)`` of the sortable value columns in order; ``kinds`` maps a field
+    to ``"int"``, ``"float"``, ``"bool"`` or ``"text"`` (numbers right-aligned with 4 significant digits,
+    whole numbers without decimals); ``signed`` fields are coloured by sign; ``previews``: ``(field,
+    header, pinned)`` of the single-line text previews (not sortable; pinned ones stay in view on the right). The first column is ``sample_id`` rendered
+    as the link in the row's ``tokens_link`` (markdown ``[id](href)``, built from ids we generate, never
+    from model text). ``sort``/``order`` set the column sorted initially.
+    """
+    defs: list[dict] = [
+        {
+            "field": "tokens_link",
+            "colId": "sample_id",
+            "headerName": "sample",
+            "headerTooltip": "open the response token by token",
+            "cellRenderer": "markdown",
+            "sortable": False,
+            "pinned": "left",
+            "width": 108,
+            "cellStyle": {"fontFamily": "var(--rlb-mono)", "fontSize": "11px"},
+        }
+    ]
+    for field, header, tooltip in columns:
+        kind = kinds.get(field, "text")
+        col = {
+            "field": field,
+            "headerName": header,
+            "headerTooltip": tooltip,
+            "sortable": True,
+            "width": 64 if field == "step" else 96,
+        }
+        if kind in ("int", "float"):
+            col["type"] = "rightAligned"
+            col["valueFormatter"] = {"function": _INT_FMT if kind == "int" else _FLOAT_FMT}
+            col["cellStyle"] = (
+                {"function": _SIGNED_STYLE} if field in signed else {"fontVariantNumeric": "tabular-nums"}
+            )
+        if field == sort:
+            col["sort"] = order
+        defs.append(col)
+    for field, header, pinned in previews:
+        col = {"field": field, "headerName": header, "sortable": False, "tooltipField": field}
+        # The response is what one reads while scanning the numbers: keep it in view on the right.
+        col.update({"pinned": "right", "width": 300} if pinned else {"width": 280})
+        defs.append(col)
+    return defs
+
+
+def column_kind(dtype) -> str:
+    """``int``/``float``/``bool``/``text`` for a Polars dtype (how a column is formatted and aligned)."""
+    if dtype.is_integer():
+        return "int"
+    if dtype.is_float():
+        return "float"
+    if str(dtype) == "Boolean":
+        return "bool"
+    return "text"
+
+
+def responses_grid(grid_id: str, defs: list[dict], height: str = "calc(100vh - 15.5rem)") -> dag.AgGrid:
+    """A compact grid on the infinite row model: rows come from a ``getRowsRequest`` callback.
+
+    One click selects a row (``selectedRows``); sorting is single-column, descending first, and never
+    'unsorted' (the server always sorts by something).
+    """
+    return dag.AgGrid(
+        id=grid_id,
+        columnDefs=defs,
+        rowModelType="infinite",
+        getRowId="params.data.sample_id",
+        defaultColDef={
+            "resizable": True,
+            "sortingOrder": ["desc", "asc"],
+            "wrapHeaderText": True,
+            "autoHeaderHeight": True,
+            "suppressMovable": True,
+        },
+        dashGridOptions={
+            "theme": {"function": _THEME},
+            "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
+            "cacheBlockSize": BLOCK_SIZE,
+            "maxBlocksInCache": 50,
+            "infiniteInitialRowCount": 1,
+            "suppressMultiSort": True,
+            "tooltipShowDelay": 400,
+            "animateRows": False,
+            "suppressCellFocus": True,
+            "localeText": {"noRowsToShow": "No response matches these filters."},
+        },
+        style={"height": height, "minHeight": "22rem", "width": "100%"},
+    )
+
+
+def grid_sort(column_state: list[dict] | None) -> tuple[str, str] | None:
+    """``(column, "asc"|"desc")`` of the sorted column in a grid's ``columnState``, None when unsorted."""
+    for col in column_state or []:
+        if col.get("sort") in ("asc", "desc"):
+            return col["colId"], col["sort"]
+    return None
+
+
+def sort_state(fields: list[str], sort: str, order: str) -> list[dict]:
+    """A ``columnState`` that sorts by ``sort`` and clears every other column's sort."""
+    return [{"colId": f, "sort": order if f == sort else None} for f in fields]
+
+
+def summary_line(count: int, scope: int, where: str, mean_reward: float | None, reward_label: str):
+    """'N matching of M responses at step S · mean reward of the matches X'."""
+    parts = [
+        html.Span(f"{count:,}", className="fw-semibold", id="responses-count"),
+        f" matching of {scope:,} responses {where}",
+    ]
+    if count:
+        parts += [
+            " · ",
+            f"mean {reward_label} of the matches ",
+            html.Span(fmt_num(mean_reward), className="fw-semibold"),
+        ]
+    return html.Span(parts)
+
+
+def _text_block(title, value, text: str | None, block_id: str) -> html.Div:
+    head = [html.Span(title, className="fw-semibold")]
+    if value is not None:
+        head.append(html.Span(value, className="ms-2 text-muted numeric"))
+    body = (
+        html.Pre(text, className="text-block mb-0", id=block_id)
+        if text is not None
+        else html.Div("(none in the file)", className="text-muted small fst-italic", id=block_id)
+    )
+    return html.Div([html.Div(head, className="small mb-1"), body], className="mb-2")
+
+
+def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | None) -> html.Div:
+    """The selected response as plain text (newlines kept): prompt on top, response | reference below.
+
+    ``sample``: dict with ``sample_id, step, prompt, response, ref_response, reward, ref_reward,
+    reward_gain`` (None: nothing selected). ``labels``: UI labels of reward, ref_reward and reward_gain.
+    """
+    if sample is None:
+        return html.Div(
+            [
+                html.Div("No response selected", className="fw-semibold text-muted"),
+                html.Div(
+                    "Click a row to read its prompt, response and reference response here; click its id to "
+                    "open it token by token.",
+                    className="small text-muted",
+                ),
+            ],
+            className="border rounded p-3 bg-white",
+        )
+    gain = sample.get("reward_gain")
+    header = html.Div(
+        [
+            html.Span(f"step {sample.get('step')}", className="me-2 fw-semibold"),
+            html.Code(sample["sample_id"], className="me-2"),
+            html.Span(
+                f"{labels['reward_gain']}: {'+' if gain is not None and gain > 0 else ''}{fmt_num(gain)}",
+                className="small text-muted me-2",
+            )
+            if gain is not None
+            else None,
+            dbc.Button(
+                [html.I(className="bi bi-box-arrow-up-right me-1"), "tokens"],
+                href=tokens_href,
+                size="sm",
+                color="primary",
+                outline=True,
+                className="ms-auto py-0",
+                id="responses-open-tokens",
+                external_link=True,
+            )
+            if tokens_href
+            else None,
+        ],
+        className="d-flex align-items-center flex-wrap mb-2",
+    )
+    return html.Div(
+        [
+            header,
+            _text_block("Prompt", None, sample.get("prompt"), "responses-text-prompt"),
+            dbc.Row(
+                [
+                    dbc.Col(
+                        _text_block(
+                            "Response",
+                            f"{labels['reward']} {fmt_num(sample.get('reward'))}",
+                            sample.get("response"),
+                            "responses-text-response",
+                        ),
+                        md=6,
+                    ),
+                    dbc.Col(
+                        _text_block(
+                            "Reference response",
+                            f"{labels['ref_reward']} {fmt_num(sample.get('ref_reward'))}",
+                            sample.get("ref_response"),
+                            "responses-text-ref",
+                        ),
+                        md=6,
+                    ),
+                ],
+                className="g-2",
+            ),
+        ],
+        className="border rounded p-2 bg-white",
+    )
