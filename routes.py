@@ -24,6 +24,22 @@ def register(server: Flask, prefix: str) -> None:
     def healthz():
         return jsonify({"status": "ok", "version": VERSION, "runs": len(service.board().runs())})
 
+    @server.route(base + "/export")
+    def export():
+        """The responses page's rows as a file: same query string as /responses, plus format=csv|jsonl."""
+        from flask import request
+
+        from data.export import FORMATS, export_stream
+        from data.responses import ExportError, export_plan
+
+        try:
+            plan = export_plan(service.board(), request.args.to_dict(flat=False), FORMATS)
+        except ExportError as e:
+            return Response(e.message + "\n", status=e.status, mimetype="text/plain")
+        chunks = export_stream(plan.store, plan.flt, plan.fmt, plan.sort, plan.descending)
+        disposition = f'attachment; filename="{plan.filename}"'
+        return Response(chunks, mimetype=FORMATS[plan.fmt], headers={"Content-Disposition": disposition})
+
     @server.errorhandler(DependencyException)
     def _unknown_component_file(_e):
         # Dash raises this for a component-suite path it did not register (e.g. "dash/../../app.py").

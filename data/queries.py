@@ -74,7 +74,10 @@ def check_regex(pattern: str) -> None:
         pl.Series([""], dtype=pl.String).str.contains(pattern)
     except Exception as e:  # noqa: BLE001 - Polars raises ComputeError with the regex parser's message
         msg = str(e).strip().splitlines()
-        raise QueryError(f"invalid regular expression {pattern!r}: {msg[-1] if msg else e}") from None
+        # Polars appends the failing expression after the parser's "error: ..." line: show the latter.
+        reason = [m.strip()[len("error:") :].strip() for m in msg if m.strip().startswith("error:")]
+        detail = reason[0] if reason else (msg[-1] if msg else str(e))
+        raise QueryError(f"invalid regular expression {pattern!r}: {detail}") from None
 
 
 def text_match(parts: pl.LazyFrame, pattern: str, step: int | None) -> pl.LazyFrame:
