@@ -1,0 +1,39 @@
+"""Runs page in a real browser: every run listed with its health; bad lines listed; run picker navigates."""
+
+from __future__ import annotations
+
+import json
+
+from selenium.webdriver.common.by import By
+
+
+def test_runs001_lists_fixture_runs_and_picker_navigates(dash_duo, dash_app, fixtures_dir):
+    """The runs page shows each fixture run with its counts; choosing a run opens its reward page."""
+    dash_duo.start_server(dash_app)
+    dash_duo.wait_for_text_to_equal("#runs-samples-trl-ppo-small", "400", timeout=20)
+    assert dash_duo.find_element("#runs-samples-rlloggingboard-eval-poem").text == "3,000"
+    assert dash_duo.find_element("#runs-bad-lines-trl-grpo-small").text == "0"
+    dash_duo.select_dcc_dropdown("#app-run", value="trl-grpo-small")
+    dash_duo.wait_for_contains_text("body", "Reward", timeout=10)
+    assert dash_duo.driver.current_url.endswith("/reward?run=trl-grpo-small")
+    assert dash_duo.get_logs() == []
+
+
+def test_runs002_bad_lines_are_listed(dash_duo, dash_app, board_root, tmp_path):
+    """A run with unusable lines shows how many and lists each with file, line and reason."""
+    run = tmp_path / "root" / "broken-run"
+    run.mkdir(parents=True)
+    good = {"prompt": "p", "response": "r", "reward": 1.0, "step": 1}
+    (run / "rank0.jsonl").write_text(
+        json.dumps(good) + "\n{not json\n" + json.dumps({**good, "reward": "x"}) + "\n" + json.dumps(good) + "\n"
+    )
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    dash_duo.start_server(dash_app)
+    dash_duo.wait_for_text_to_equal("#runs-bad-lines-broken-run", "2", timeout=20)
+    dash_duo.find_element("details summary").click()
+    table = dash_duo.find_element("details table").text
+    assert "rank0.jsonl 2" in table and "invalid JSON" in table
+    assert "field 'reward' is not a number (got str)" in table
+    dash_duo.driver.save_screenshot(str(tmp_path / "runs.png"))
+    assert dash_duo.get_logs() == []
+    assert len(dash_duo.driver.find_elements(By.CSS_SELECTOR, ".card")) == 1
