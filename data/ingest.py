@@ -23,6 +23,7 @@ import polars as pl
 from filelock import FileLock, Timeout
 
 from data import schema
+from data.degeneration import repetition
 from data.metrics import derive_response_metrics, prompt_key_text, step_summary, strip_pads
 from data.store import (
     PREVIEW_CHARS,
@@ -220,6 +221,7 @@ def build_part(frame: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[st
     prefix = file_prefix(rel)
     df = frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
     df = derive_response_metrics(df, pad_tokens)
+    df = df.with_columns(repetition(strip_pads(pl.col("response"), pad_tokens)).alias("repetition"))
     key_text = df.select(prompt_key_text(pad_tokens)).to_series()
     df = df.with_columns(
         (pl.lit(prefix + "-") + pl.col("line").cast(pl.String)).alias("sample_id"),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from data.prompts import group_step_summary
 from data.schema import FLOAT_LIST_FIELDS
 
 # Long (one row per token) column names, from the list fields of the contract.
@@ -81,6 +82,16 @@ METRICS: dict[str, Metric] = {
             "value_error_abs_mean", "value error mean |value − return|", "mean_t |value_t − return_t|", False
         ),
         Metric("token_reward_sum", "token reward sum", "Σ_t token_reward_t", True),
+        Metric(
+            "repetition",
+            "repetition (share of repeated word 3-grams)",
+            "1 − distinct word 3-grams / word 3-grams of the response (see data/degeneration.py)",
+        ),
+        Metric(
+            "length_ratio",
+            "length ÷ step median",
+            "response length over the median length of its step (tokens, else characters)",
+        ),
     ]
 }
 
@@ -272,5 +283,6 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("value_error_abs_mean").mean().alias("value_error_abs_mean"),
             pl.col("value_error_mean").mean().alias("value_error_mean"),
         )
+        .join(group_step_summary(scalars), on="step", how="left")  # n_groups, zero_spread_share
         .sort("step")
     )

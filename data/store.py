@@ -46,6 +46,7 @@ SCALAR_CORE = (
     "value_error_mean",
     "value_error_abs_mean",
     "token_reward_sum",
+    "repetition",
     "prompt_key",
     "prompt_preview",
     "response_preview",
