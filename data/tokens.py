@@ -1,0 +1,358 @@
+"""Token-view data for one response: positions aligned from the first token, byte-level markers decoded,
+the pad visibility rule, per-token metrics with their hover text, colour-scale ranges and top-k tokens.
+
+Pure functions on Polars frames; :func:`token_view` reads one row group of the store and caches the result
+per ``(store.version, sample)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import urlencode
+
+import polars as pl
+
+from data.metrics import METRICS, TOKEN_COLUMNS, explode_tokens, label, token_metrics
+from data.viewstate import encode, first, get_bool, get_choice, parse_search
+
+# Metrics a token can be coloured by, in the order of the metric picker.
+STRIP_METRICS = ("token_reward", "value", "prob", "ref_prob", "log_ratio", "kl", "value_error")
+DEFAULT_METRIC = "kl"
+# The file fields each per-token metric needs.
+METRIC_FIELDS: dict[str, tuple[str, ...]] = {
+    "token_reward": ("token_rewards",),
+    "value": ("values",),
+    "prob": ("logprobs",),
+    "ref_prob": ("ref_logprobs",),
+    "logprob": ("logprobs",),
+    "ref_logprob": ("ref_logprobs",),
+    "log_ratio": ("logprobs", "ref_logprobs"),
+    "kl": ("logprobs", "ref_logprobs"),
+    "return": ("token_rewards",),
+    "value_error": ("values", "token_rewards"),
+}
+# Every metric shown in a token's hover text, in this order.
+HOVER_METRICS = (
+    "token_reward",
+    "value",
+    "return",
+    "value_error",
+    "prob",
+    "ref_prob",
+    "logprob",
+    "ref_logprob",
+    "log_ratio",
+    "kl",
+)
+# Byte-level BPE glyphs (GPT-2 `Ġ` space, `Ċ` newline, `ĉ` tab) and SentencePiece's `▁` space.
+MARKERS = {"Ġ": " ", "▁": " ", "Ċ": "\n", "ĉ": "\t"}
+# Shown for a position that has values but no token string (``response_tokens`` shorter or absent).
+NO_TOKEN = "□"
+TOP_K = 10
+# Narrowest half-width of a colour scale: a response whose log-probs equal the reference's up to float noise
+# (PPO's first step) stays white instead of painting 1e-13 as the darkest colour. KL 5e-7 is the k3 of a
+# log-ratio of 1e-3.
+MIN_SCALE = {"log_ratio": 1e-3, "kl": 5e-7}
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """Where a response sits among the responses of its step, ordered by (source file, line)."""
+
+    step: int | None
+    index: int  # 0-based position in the step; -1 when unknown
+    count: int
+    prev_id: str | None
+    next_id: str | None
+
+
+@dataclass(frozen=True)
+class TokenView:
+    """One response ready to show.
+
+    ``info``: the response's scalar columns and texts (``prompt``, ``response``, ``ref_response``, ``reward``,
+    ``ref_reward``, ``reward_gain``, ``kl_mean``, ``kl_sum``, ``step``, ``source``, ``line``, ...).
+    ``tokens``: one row per position (see :func:`token_frame`). ``fields``: the token-level fields this
+    response has (non-empty lists). ``nav``: its neighbours in the step.
+    """
+
+    info: dict
+    tokens: pl.DataFrame
+    fields: frozenset[str]
+    nav: Neighbours
+
+
+@dataclass(frozen=True)
+class TokensState:
+    """The token page's URL state; ``back`` is the responses view's query string (without ``?``)."""
+
+    run: str | None = None
+    sample: str | None = None
+    metric: str = DEFAULT_METRIC
+    pads: bool = False
+    back: str = ""
+
+    @classmethod
+    def from_query(cls, query) -> tuple[TokensState, list[str]]:
+        notes: list[str] = []
+        metric = get_choice(query, "metric", STRIP_METRICS, notes, DEFAULT_METRIC)
+        pads = get_bool(query, "pads", notes, False)
+        # Re-encoded so that only a query string ever follows "/responses" in the link back.
+        back = urlencode(parse_search(first(query, "back") or ""), doseq=True)
+        return cls(first(query, "run") or None, first(query, "sample") or None, metric, pads, back), notes
+
+    def to_query(self) -> str:
+        return encode(
+            [
+                ("run", self.run),
+                ("sample", self.sample),
+                ("metric", None if self.metric == DEFAULT_METRIC else self.metric),
+                ("pads", True if self.pads else None),
+                ("back", self.back or None),
+            ]
+        )
+
+
+# ---- pure functions ----------------------------------------------------------------------------------
+
+
+def decode_token(token: str | None) -> str:
+    """Display text of one token: byte-level markers become spaces / newlines / tabs; None -> ``□``."""
+    if token is None:
+        return NO_TOKEN
+    for k, v in MARKERS.items():
+        token = token.replace(k, v)
+    return token
+
+
+def decode_expr(col: str = "token") -> pl.Expr:
+    """:func:`decode_token` as a Polars expression (null -> ``□``)."""
+    return pl.col(col).str.replace_many(list(MARKERS), list(MARKERS.values())).fill_null(NO_TOKEN)
+
+
+def present_fields(row: dict) -> frozenset[str]:
+    """The token-level fields (``response_tokens``, ``logprobs``, ...) that are non-empty lists in ``row``."""
+    return frozenset(c for c in TOKEN_COLUMNS if isinstance(row.get(c), list | pl.Series) and len(row[c]) > 0)
+
+
+def metric_available(metric: str, fields: frozenset[str]) -> bool:
+    """Whether a per-token metric can be computed from the fields a response has."""
+    return all(f in fields for f in METRIC_FIELDS.get(metric, ()))
+
+
+def pad_shown_expr() -> pl.Expr:
+    """True where a pad position must stay visible: it carries a non-zero token reward or value.
+
+    (TRL's PPO puts the sequence reward on a trailing ``<pad>``.) Missing values count as zero.
+    """
+    carries = (pl.col("token_reward").fill_null(0.0) != 0.0) | (pl.col("value").fill_null(0.0) != 0.0)
+    return pl.col("is_pad") & carries
+
+
+def _fmt(col: str) -> pl.Expr:
+    return pl.col(col).round_sig_figs(4).cast(pl.String).fill_null("–")
+
+
+def hover_text_expr(fields: frozenset[str]) -> pl.Expr:
+    """Plain-text hover of a token: position, raw token, pad mark, then every available metric on its line."""
+    head = pl.concat_str(
+        pl.lit("#"),
+        pl.col("pos").cast(pl.String),
+        pl.lit(' token "'),
+        pl.col("token").fill_null(""),
+        pl.lit('"'),
+        pl.when(pl.col("is_pad")).then(pl.lit(" (pad)")).otherwise(pl.lit("")),
+    )
+    lines = [head]
+    for m in HOVER_METRICS:
+        if metric_available(m, fields):
+            lines += [pl.lit(f"\n{label(m)}: "), _fmt(m)]
+    return pl.concat_str(lines).alias("hover")
+
+
+def token_frame(row: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
+    """One row per position of a one-row response frame, sorted by ``pos``.
+
+    Columns: ``pos, token, text, is_pad, keep, logprob, ref_logprob, value, token_reward, log_ratio, kl, prob,
+    ref_prob, return, value_error, kl_valid, hover``. Arrays of unequal lengths are aligned from the first
+    token (a position beyond a shorter array is null there, never shifted). ``keep`` is False for a pad
+    position hidden by default (see :func:`pad_shown_expr`). A response without token fields has no rows.
+    """
+    one = row.head(1).with_columns(pl.lit(0, dtype=pl.Int64).alias("row"))
+    long = token_metrics(explode_tokens(one, pad_tokens)).drop("row").sort("pos")
+    fields = present_fields(one.row(0, named=True)) if one.height else frozenset()
+    return long.with_columns(
+        decode_expr("token").alias("text"),
+        (~pl.col("is_pad") | pad_shown_expr()).alias("keep"),
+        hover_text_expr(fields),
+    )
+
+
+def visible_tokens(tokens: pl.DataFrame, show_pads: bool) -> pl.DataFrame:
+    """The positions shown in the strip and charts: all of them with ``show_pads``, else those with ``keep``."""
+    return tokens if show_pads else tokens.filter(pl.col("keep"))
+
+
+def scale_range(metric: str, values: pl.Series | list) -> tuple[float, float]:
+    """Colour-scale range of a metric over the finite ``values`` shown.
+
+    Signed metrics: symmetric ``(-m, m)`` with ``m = max |v|`` (centred at 0); probabilities: ``(0, 1)``;
+    other unsigned metrics (KL): ``(0, max)``. A degenerate range (no values, all zero) becomes width 1;
+    log-ratio and KL scales are never narrower than :data:`MIN_SCALE`.
+    """
+    if metric in ("prob", "ref_prob"):
+        return 0.0, 1.0
+    s = pl.Series("v", values, dtype=pl.Float64) if not isinstance(values, pl.Series) else values
+    s = s.cast(pl.Float64).drop_nulls()
+    s = s.filter(s.is_finite())
+    signed = METRICS[metric].signed if metric in METRICS else True
+    if signed:
+        m = float(s.abs().max()) if s.len() else 0.0
+        m = m if m > 0 and math.isfinite(m) else 1.0
+        m = max(m, MIN_SCALE.get(metric, 0.0))
+        return -m, m
+    hi = float(s.max()) if s.len() else 0.0
+    hi = hi if hi > 0 and math.isfinite(hi) else 1.0
+    return 0.0, max(hi, MIN_SCALE.get(metric, 0.0))
+
+
+def top_tokens(tokens: pl.DataFrame, by: str, k: int = TOP_K) -> pl.DataFrame:
+    """The ``k`` positions with the largest ``|by|`` (finite values only), ties by position.
+
+    Columns: ``pos, token, text, is_pad, logprob, ref_logprob, log_ratio, kl``.
+    """
+    cols = ["pos", "token", "text", "is_pad", "logprob", "ref_logprob", "log_ratio", "kl"]
+    if tokens.height == 0 or by not in tokens.columns:
+        return tokens.select(c for c in cols if c in tokens.columns).head(0)
+    v = pl.col(by)
+    return (
+        tokens.filter(v.is_not_null() & v.is_finite())
+        .with_columns(v.abs().alias("__key"))
+        .sort(["__key", "pos"], descending=[True, False])
+        .head(k)
+        .select(cols)
+    )
+
+
+def neighbours(scalars: pl.DataFrame, sample: str, step: int | None) -> Neighbours:
+    """Previous / next response of ``sample`` within its step, by (source file, line)."""
+    if step is None or "step" not in scalars.columns:
+        return Neighbours(step, -1, 0, None, None)
+    ids = (
+        scalars.lazy()
+        .filter(pl.col("step") == step)
+        .select("sample_id", "source", "line")
+        .sort("source", "line")
+        .collect()
+        .get_column("sample_id")
+        .to_list()
+    )
+    try:
+        i = ids.index(sample)
+    except ValueError:
+        return Neighbours(step, -1, len(ids), None, None)
+    return Neighbours(
+        step,
+        i,
+        len(ids),
+        ids[i - 1] if i > 0 else None,
+        ids[i + 1] if i + 1 < len(ids) else None,
+    )
+
+
+def strip_pad_text(text: str | None, pad_tokens: tuple[str, ...]) -> str | None:
+    """A text with every pad token removed (shown when pads are hidden)."""
+    if text is None:
+        return None
+    for tok in pad_tokens:
+        text = text.replace(tok, "")
+    return text
+
+
+# ---- store access (cached) ---------------------------------------------------------------------------
+
+
+class _StoreKey:
+    """Hashes a store by (folder, version) so a cache entry is shared by every RunStore of one version."""
+
+    __slots__ = ("store", "key")
+
+    def __init__(self, store):
+        self.store = store
+        self.key = (str(store.dir), store.version)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _StoreKey) and self.key == other.key
+
+
+def build_view(row: pl.DataFrame, scalars: pl.DataFrame, pad_tokens: tuple[str, ...]) -> TokenView:
+    """A :class:`TokenView` from the one-row frame of a response and the run's scalars (for navigation)."""
+    info = {k: v for k, v in row.row(0, named=True).items() if k not in TOKEN_COLUMNS}
+    fields = present_fields(row.row(0, named=True))
+    tokens = token_frame(row, pad_tokens)
+    nav = neighbours(scalars, info.get("sample_id"), info.get("step"))
+    return TokenView(info=info, tokens=tokens, fields=fields, nav=nav)
+
+
+@lru_cache(maxsize=32)
+def _cached_view(key: _StoreKey, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | None:
+    store = key.store
+    loc = store.lookup(sample)
+    if loc is None:
+        return None
+    part, r = loc
+    row = store.read_rows(part, [r])
+    if row.height == 0:
+        return None
+    return build_view(row, store.scalars(), pad_tokens)
+
+
+def token_view(store, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | None:
+    """The :class:`TokenView` of ``sample`` (one row-group read), or None for an unknown sample id.
+
+    Cached per ``(store folder, store.version, sample, pad_tokens)``.
+    """
+    return _cached_view(_StoreKey(store), sample, tuple(pad_tokens))
+
+
+def first_sample(store) -> str | None:
+    """The first response of the run by (step, source, line): shown when the URL names none."""
+    df = store.scalars()
+    if df.height == 0 or "sample_id" not in df.columns:
+        return None
+    return df.sort("step", "source", "line").item(0, "sample_id")
+
+
+__all__ = [
+    "DEFAULT_METRIC",
+    "HOVER_METRICS",
+    "MARKERS",
+    "METRIC_FIELDS",
+    "MIN_SCALE",
+    "NO_TOKEN",
+    "STRIP_METRICS",
+    "TOP_K",
+    "Neighbours",
+    "TokenView",
+    "TokensState",
+    "build_view",
+    "decode_expr",
+    "decode_token",
+    "first_sample",
+    "hover_text_expr",
+    "metric_available",
+    "neighbours",
+    "pad_shown_expr",
+    "present_fields",
+    "scale_range",
+    "strip_pad_text",
+    "token_frame",
+    "token_view",
+    "top_tokens",
+    "visible_tokens",
+]

@@ -1,0 +1,418 @@
+"""Token page (``/tokens?run=R&sample=ID&metric=M&pads=1&back=...``): one response, token by token.
+
+Texts and rewards of the response, the token strip coloured by one per-token metric, per-position charts,
+the top tokens by |log-ratio| and by KL. Previous / next go through the responses of the same step in
+(source file, line) order; ``back`` is the responses view's query string, kept for the link back to it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from urllib.parse import urlencode
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import ALL, Input, Output, callback, clientside_callback, ctx, dcc, html, no_update
+
+from components.layout import empty_state, fmt_num, notices, progress, stat
+from components.token_view import (
+    HIGHLIGHT_JS,
+    STRIP_JS,
+    colour_stops,
+    legend,
+    logprob_figure,
+    strip_data,
+    token_reward_figure,
+    top_table,
+    value_figure,
+)
+from data.metrics import METRICS, label
+from data.service import UnknownRun, board
+from data.tokens import (
+    DEFAULT_METRIC,
+    HOVER_METRICS,
+    METRIC_FIELDS,
+    STRIP_METRICS,
+    TOP_K,
+    TokensState,
+    TokenView,
+    first_sample,
+    metric_available,
+    scale_range,
+    strip_pad_text,
+    token_view,
+    top_tokens,
+    visible_tokens,
+)
+from data.viewstate import parse_search
+
+dash.register_page(__name__, path="/tokens", name="Tokens", title="Tokens · RL Logging Board", order=3)
+
+URL = "tokens-url"
+BODY = "tokens-body"
+NOTICES = "tokens-notices"
+METRIC = "tokens-metric"
+PADS = "tokens-pads"
+STRIP = "tokens-strip"
+STRIP_DATA = "tokens-strip-data"
+STRIP_DONE = "tokens-strip-done"
+HOVER = "tokens-hover"
+CHART = "tokens-chart"  # pattern id {"type": CHART, "name": ...}
+PREV = "tokens-prev"
+NEXT = "tokens-next"
+BACK = "tokens-back"
+TOP_LOG_RATIO = "tokens-top-log-ratio"
+TOP_KL = "tokens-top-kl"
+STORE_WAIT = 10.0
+
+# Why a part of the page is hidden, per missing field.
+MISSING = {
+    "logprobs": "No logprobs in this response: probabilities, log-ratio, KL and the log-prob chart are hidden.",
+    "ref_logprobs": "No ref_logprobs in this response: reference probability, log-ratio and KL are hidden.",
+    "values": "No values (no critic, e.g. GRPO) in this response: critic value, value error and the critic chart are hidden.",
+    "token_rewards": "No token_rewards in this response: token reward, return, value error and their charts are hidden.",
+    "response_tokens": "No response_tokens in this response: positions are shown as □.",
+}
+
+
+# ---- layout ----------------------------------------------------------------------------------------------
+
+
+def layout(**query):
+    state, notes = TokensState.from_query(query)
+    return html.Div(
+        [
+            dcc.Location(id=URL, refresh=False),
+            dcc.Store(id=STRIP_DONE),
+            dcc.Store(id=HOVER),
+            html.Div(_body(state, notes), id=BODY),
+        ]
+    )
+
+
+def _labels() -> dict[str, str]:
+    return {k: label(k) for k in HOVER_METRICS}
+
+
+def _controls(state: TokensState, fields: frozenset[str] | None) -> html.Div:
+    """Metric picker and pad switch; hidden (but present, so the sync callback always has its inputs)
+    when there is no token to colour."""
+    options = [
+        {
+            "label": label(m)
+            if fields is None or metric_available(m, fields)
+            else f"{label(m)} (not in this response)",
+            "value": m,
+            "disabled": fields is not None and not metric_available(m, fields),
+        }
+        for m in STRIP_METRICS
+    ]
+    return html.Div(
+        [
+            html.Span("colour by", className="small text-muted me-2 fw-normal"),
+            dcc.Dropdown(
+                id=METRIC,
+                options=options,
+                value=state.metric,
+                clearable=False,
+                style={"width": "15rem", "fontSize": "0.85rem", "fontWeight": "normal"},
+            ),
+            dbc.Switch(
+                id=PADS, label="show pad tokens", value=state.pads, className="small mb-0 ms-3 fw-normal"
+            ),
+        ],
+        className="d-flex align-items-center",
+        style=None if fields else {"display": "none"},
+    )
+
+
+def _href(path: str, query: str) -> str:
+    return dash.get_relative_path(path) + query
+
+
+def _body(state: TokensState, notes: list[str]) -> list:
+    """Everything below the navbar for ``state``: a response, or a notice saying why there is none."""
+    b = board()
+    runs = b.runs()
+    hidden = _controls(state, None)
+    if not runs:
+        return [
+            hidden,
+            empty_state("No runs found", f"Put one folder of *.jsonl files per run under {b.root}."),
+        ]
+    run = state.run or next(iter(runs))
+    try:
+        b.run_dir(run)
+    except UnknownRun:
+        return [
+            hidden,
+            notices([*notes, f"Unknown run {run!r}: choose one of {', '.join(runs)}."], NOTICES),
+            empty_state(
+                "Unknown run", "Pick a run in the top bar.", ("All runs", dash.get_relative_path("/"))
+            ),
+        ]
+    store = b.store(run, wait=STORE_WAIT)
+    if store is None:
+        status = b.status(run)
+        return [hidden, progress(status.fraction, f"Reading run {run}… reload the page in a moment.")]
+    sample = state.sample
+    if sample is None:
+        sample = first_sample(store)
+        if sample is None:
+            return [hidden, empty_state("No responses in this run yet", run)]
+        notes = [*notes, "No response chosen: showing the first response of the run."]
+    view = token_view(store, sample, b.settings.pad_tokens)
+    back_href = _href("/responses", "?" + (state.back or urlencode({"run": run})))
+    if view is None:
+        return [
+            hidden,
+            notices([*notes, f"Unknown response {sample!r} in run {run!r}."], NOTICES),
+            empty_state(
+                "Response not found",
+                "The sample id is not in this run (the link may be from another run or an older file).",
+                (f"Back to run {run}", back_href),
+            ),
+        ]
+    return _response(replace(state, run=run, sample=sample), view, notes, back_href)
+
+
+def _nav(state: TokensState, view: TokenView, back_href: str) -> html.Div:
+    nav = view.nav
+
+    def link(text, sample, id_):
+        if sample is None:
+            return dbc.Button(text, id=id_, size="sm", color="secondary", outline=True, disabled=True)
+        href = _href("/tokens", replace(state, sample=sample).to_query())
+        return dcc.Link(dbc.Button(text, size="sm", color="secondary", outline=True), href=href, id=id_)
+
+    where = (
+        f"response {nav.index + 1} of {nav.count} in step {nav.step} (file order)" if nav.index >= 0 else ""
+    )
+    return html.Div(
+        [
+            link("← previous", nav.prev_id, PREV),
+            link("next →", nav.next_id, NEXT),
+            html.Span(where, className="small text-muted mx-2"),
+            dcc.Link("back to the responses", href=back_href, id=BACK, className="small ms-auto"),
+        ],
+        className="d-flex align-items-center gap-2 mb-2",
+    )
+
+
+def _texts(view: TokenView, show_pads: bool, pad_tokens) -> dbc.Row:
+    info = view.info
+
+    def text(t):
+        return t if show_pads else strip_pad_text(t, pad_tokens)
+
+    cols = [("prompt", info.get("prompt")), ("response", info.get("response"))]
+    if info.get("ref_response") is not None:
+        cols.append(("reference response", info.get("ref_response")))
+    return dbc.Row(
+        [
+            dbc.Col(
+                [
+                    html.Div(name, className="small text-muted"),
+                    html.Div(text(t) or "", className="text-block", id=f"tokens-text-{name.split()[0]}"),
+                ],
+                lg=12 // len(cols),
+                className="mb-2",
+            )
+            for name, t in cols
+        ],
+        className="g-2",
+    )
+
+
+def _response(state: TokensState, view: TokenView, notes: list[str], back_href: str) -> list:
+    info, fields = view.info, view.fields
+    pad_tokens = board().settings.pad_tokens
+    labels = _labels()
+    stats = [
+        stat(label("reward"), fmt_num(info.get("reward"))),
+        stat(label("ref_reward"), fmt_num(info.get("ref_reward"))),
+        stat(label("reward_gain"), fmt_num(info.get("reward_gain"))),
+        stat(label("kl_mean"), fmt_num(info.get("kl_mean"))),
+        stat(label("kl_sum"), fmt_num(info.get("kl_sum"))),
+        stat(label("response_length"), fmt_num(info.get("response_length"))),
+    ]
+    header = html.Div(
+        [
+            html.H4("Response", className="mb-0 me-3"),
+            html.Code(state.sample, className="me-3"),
+            html.Span(
+                f"{state.run} · step {info.get('step')} · {info.get('source')}:{info.get('line')}",
+                className="text-muted small",
+            ),
+        ],
+        className="d-flex align-items-baseline flex-wrap mb-2",
+    )
+    out = [
+        notices(notes, NOTICES),
+        header,
+        _nav(state, view, back_href),
+        html.Div(stats, className="d-flex flex-wrap mb-2 numeric", id="tokens-stats"),
+        _texts(view, state.pads, pad_tokens),
+    ]
+    if not fields:
+        out.append(_controls(state, None))
+        out.append(
+            html.P(
+                "This response has no token-level fields (response_tokens, logprobs, ref_logprobs, values, "
+                "token_rewards): the token strip, charts and top-token tables are hidden.",
+                className="small text-muted",
+                id="tokens-missing",
+            )
+        )
+        return out
+    missing = [MISSING[f] for f in MISSING if f not in fields]
+    metric = state.metric
+    if not metric_available(metric, fields):
+        fallback = next((m for m in STRIP_METRICS if metric_available(m, fields)), None)
+        need = ", ".join(METRIC_FIELDS[metric])
+        missing.insert(
+            0,
+            f"{label(metric)} needs {need}, which this response does not have"
+            + (f": coloured by {label(fallback)} instead." if fallback else "."),
+        )
+        metric = fallback
+    shown = visible_tokens(view.tokens, state.pads)
+    hidden = view.tokens.height - shown.height
+    out.append(
+        html.Div(
+            [html.Div(m, className="small text-muted") for m in missing],
+            id="tokens-missing",
+            className="mb-2",
+        )
+    )
+    out.append(_strip_card(shown, metric, hidden, _controls(state, fields)))
+    out.append(_charts(shown, fields, labels))
+    out.append(_tables(view, fields, labels))
+    return out
+
+
+def _strip_card(shown, metric: str | None, hidden: int, controls) -> dbc.Card:
+    count = f"{shown.height} tokens" + (f", {hidden} pad position(s) hidden" if hidden else "")
+    if metric is None:
+        lo, hi, stops, signed = 0.0, 1.0, colour_stops("prob", False), False
+        data_metric = "__none__"
+        key_legend = html.Span("no metric to colour by", className="small text-muted")
+    else:
+        signed = METRICS[metric].signed
+        lo, hi = scale_range(metric, shown.get_column(metric))
+        stops = colour_stops(metric, signed)
+        data_metric = metric
+        key_legend = legend(label(metric), lo, hi, stops, signed)
+    key = uuid.uuid4().hex[:12]
+    return dbc.Card(
+        [
+            dbc.CardHeader(
+                html.Div(
+                    [
+                        html.Span("Tokens", className="me-2"),
+                        html.Span(count, className="small text-muted fw-normal me-4", id="tokens-count"),
+                        controls,
+                        html.Div(key_legend, className="ms-auto"),
+                    ],
+                    className="d-flex align-items-center flex-wrap gap-2",
+                )
+            ),
+            dbc.CardBody(
+                [
+                    dcc.Store(id=STRIP_DATA, data=strip_data(shown, data_metric, lo, hi, stops, key)),
+                    html.Div(
+                        id=STRIP,
+                        className="token-strip text-block",
+                        style={"maxHeight": "22rem"},
+                        **{"data-key": key},
+                    ),
+                    html.Div(
+                        "Hover a token for all its values; hover a chart to find its token here.",
+                        className="small text-muted mt-1",
+                    ),
+                ]
+            ),
+        ]
+    )
+
+
+def _charts(shown, fields: frozenset[str], labels: dict) -> dbc.Row:
+    charts = []
+    if "logprobs" in fields:
+        charts.append(("logprob", logprob_figure(shown, labels)))
+    if "values" in fields and "token_rewards" in fields:
+        charts.append(("value", value_figure(shown, labels)))
+    if "token_rewards" in fields:
+        charts.append(("token_reward", token_reward_figure(shown, labels)))
+    if not charts:
+        return dbc.Row()
+    return dbc.Row(
+        [
+            dbc.Col(
+                dcc.Graph(
+                    id={"type": CHART, "name": name},
+                    figure=fig,
+                    config={"displayModeBar": False},
+                    clear_on_unhover=True,
+                ),
+                xl=12 // len(charts),
+                lg=12,
+                className="mb-2",
+            )
+            for name, fig in charts
+        ],
+        className="g-2",
+    )
+
+
+def _tables(view: TokenView, fields: frozenset[str], labels: dict) -> dbc.Row:
+    if not metric_available("kl", fields):
+        return dbc.Row()
+    return dbc.Row(
+        [
+            dbc.Col(
+                top_table(
+                    top_tokens(view.tokens, "log_ratio"),
+                    f"Top {TOP_K} tokens by |{labels['log_ratio']}|",
+                    labels,
+                    TOP_LOG_RATIO,
+                ),
+                lg=6,
+            ),
+            dbc.Col(
+                top_table(
+                    top_tokens(view.tokens, "kl"), f"Top {TOP_K} tokens by {labels['kl']}", labels, TOP_KL
+                ),
+                lg=6,
+            ),
+        ],
+        className="g-3 mt-1",
+    )
+
+
+# ---- callbacks -------------------------------------------------------------------------------------------
+
+
+@callback(
+    Output(URL, "search"),
+    Output(BODY, "children"),
+    Input(URL, "search"),
+    Input(METRIC, "value"),
+    Input(PADS, "value"),
+    prevent_initial_call=True,
+)
+def _sync(search, metric, pads):
+    """URL <-> controls: a control writes the URL; a new URL (Back/Forward) redraws the body, controls
+    included. A control set to what the URL already says changes nothing (no_update)."""
+    state, notes = TokensState.from_query(parse_search(search))
+    if ctx.triggered_id == URL:
+        return no_update, _body(state, notes)
+    new = replace(state, metric=metric or DEFAULT_METRIC, pads=bool(pads))
+    if new == state:
+        return no_update, no_update
+    return new.to_query(), _body(new, notes)
+
+
+clientside_callback(STRIP_JS, Output(STRIP_DONE, "data"), Input(STRIP_DATA, "data"))
+clientside_callback(HIGHLIGHT_JS, Output(HOVER, "data"), Input({"type": CHART, "name": ALL}, "hoverData"))
