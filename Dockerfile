@@ -15,7 +15,7 @@ COPY pyproject.toml uv.lock ./
 # uv only turns the lock file into a hashed requirements list; pip installs it with --require-hashes, so
 # a package or version the lock does not name cannot get in. Wheels only: the slim image has no compiler.
 RUN python -m pip install --quiet "uv==0.13.8" \
- && uv export --frozen --no-dev --no-emit-project --format requirements-txt -o /src/requirements.txt \
+ && uv export --quiet --frozen --no-dev --no-emit-project --format requirements-txt -o /src/requirements.txt \
  && python -m venv /opt/venv \
  && /opt/venv/bin/pip install --quiet --no-deps --require-hashes --only-binary=:all: -r /src/requirements.txt \
  && /opt/venv/bin/pip check

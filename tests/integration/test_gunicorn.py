@@ -1,0 +1,168 @@
+"""The app as the Docker image serves it: real gunicorn (gunicorn.conf.py, 2 workers) on a loopback port,
+under a URL prefix as behind a lab's reverse proxy, against the shared fixture runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+PAGES = ("/", "/reward", "/responses", "/tokens", "/prompts")
+RUN = "trl-ppo-small"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class GunicornServer:
+    """``gunicorn -c gunicorn.conf.py app:server`` in its own process group, configured like the image
+    (RLBOARD_* variables only), bound to 127.0.0.1."""
+
+    def __init__(self, root: Path, cache: Path, prefix: str = "/", workers: int = 2, threads: int = 4, **env):
+        self.port = free_port()
+        self.prefix = prefix
+        self.base = f"http://127.0.0.1:{self.port}{prefix.rstrip('/')}"
+        self.log = Path(cache) / f"gunicorn-{self.port}.log"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("RLBOARD_", "GUNICORN_"))}
+        self.env = {
+            **clean,
+            "RLBOARD_ROOT": str(root),
+            "RLBOARD_CACHE_DIR": str(cache),
+            "RLBOARD_HOST": "127.0.0.1",
+            "RLBOARD_PORT": str(self.port),
+            "RLBOARD_URL_PREFIX": prefix,
+            "RLBOARD_DEMO": "0",
+            "RLBOARD_WORKERS": str(workers),
+            "RLBOARD_THREADS": str(threads),
+            **{k: str(v) for k, v in env.items()},
+        }
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 90.0) -> GunicornServer:
+        Path(self.env["RLBOARD_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "-c", str(REPO / "gunicorn.conf.py"), "app:server"],
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if requests.get(self.base + "/healthz", timeout=2).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"gunicorn not healthy within {timeout} s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except FileNotFoundError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+    def __enter__(self) -> GunicornServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def router_body(path: str, search: str) -> dict:
+    """The POST the Dash renderer sends to render a page (the pages router callback)."""
+    return {
+        "output": ".._pages_content.children..._pages_store.data..",
+        "outputs": [
+            {"id": "_pages_content", "property": "children"},
+            {"id": "_pages_store", "property": "data"},
+        ],
+        "inputs": [
+            {"id": "_pages_location", "property": "pathname", "value": path},
+            {"id": "_pages_location", "property": "search", "value": search},
+        ],
+        "state": [],
+        "changedPropIds": ["_pages_location.pathname"],
+    }
+
+
+@pytest.fixture(scope="module")
+def prefixed_server(fixtures_dir, tmp_path_factory):
+    """gunicorn serving the fixture runs under /rlboard/ (as a reverse proxy passing the path through)."""
+    with GunicornServer(fixtures_dir, tmp_path_factory.mktemp("gunicorn-cache"), prefix="/rlboard/") as srv:
+        yield srv
+
+
+def test_gunicorn001_healthz(prefixed_server):
+    """/healthz under the prefix answers JSON with the runs found; nothing is served outside the prefix."""
+    r = requests.get(prefixed_server.base + "/healthz", timeout=10)
+    assert r.status_code == 200 and r.json()["runs"] == 3
+    outside = f"http://127.0.0.1:{prefixed_server.port}"
+    assert requests.get(outside + "/healthz", timeout=10).status_code == 404
+    assert requests.get(outside + "/reward", timeout=10).status_code == 404
+
+
+def test_gunicorn002_every_page_renders(prefixed_server):
+    """Each page's HTML, the layout, the callback graph and each page's rendered layout answer 200."""
+    s = requests.Session()
+    for path in PAGES:
+        r = s.get(prefixed_server.base + path, params={"run": RUN}, timeout=30)
+        assert r.status_code == 200, (path, r.status_code)
+        assert '"requests_pathname_prefix":"\\u002frlboard\\u002f"' in r.text
+    assert s.get(prefixed_server.base + "/_dash-layout", timeout=30).status_code == 200
+    assert s.get(prefixed_server.base + "/_dash-dependencies", timeout=30).status_code == 200
+    for path in PAGES:
+        r = s.post(
+            prefixed_server.base + "/_dash-update-component",
+            json=router_body("/rlboard" + path if path != "/" else "/rlboard/", f"?run={RUN}"),
+            timeout=60,
+        )
+        assert r.status_code == 200, (path, r.status_code, r.text[:300])
+        assert "404 - Page not found" not in r.text, path
+        assert "Traceback" not in r.text
+
+
+def test_gunicorn003_assets_stay_under_the_prefix(prefixed_server):
+    """Every script and stylesheet the page loads is under the prefix and is served (a proxy forwarding
+    only /rlboard/ is enough); nothing comes from another host."""
+    html = requests.get(prefixed_server.base + "/reward", timeout=30).text
+    urls = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert urls
+    for url in urls:
+        assert url.startswith("/rlboard/"), url
+        r = requests.get(f"http://127.0.0.1:{prefixed_server.port}{url}", timeout=30)
+        assert r.status_code == 200, url
+
+
+def test_gunicorn004_two_workers(prefixed_server):
+    """The server runs the configured number of worker processes."""
+    out = subprocess.run(["pgrep", "-P", str(prefixed_server.proc.pid)], capture_output=True, text=True)
+    assert len(out.stdout.split()) == 2, prefixed_server.log_tail()
