@@ -1,0 +1,337 @@
+"""Pure figure builders: small aggregated frames in, ``go.Figure`` out (no Plotly Express, no I/O).
+
+Figures use a compact template (a few kB instead of Plotly's ~7 kB default per figure) and numpy arrays
+for long series, which Plotly sends to the browser as base64 typed arrays: exact and small.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+GRID = "#e9ecef"
+MARKER_NAME = "selected-step"
+
+TEMPLATE = go.layout.Template(
+    layout=dict(
+        font=dict(family=FONT, size=12, color="#212529"),
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        margin=dict(l=56, r=16, t=36, b=44),
+        hoverlabel=dict(font=dict(family=FONT, size=12)),
+        xaxis=dict(gridcolor=GRID, zerolinecolor="#ced4da", linecolor="#adb5bd", ticks="outside"),
+        yaxis=dict(gridcolor=GRID, zerolinecolor="#ced4da", linecolor="#adb5bd"),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, font=dict(size=11)),
+    )
+)
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _num(v: float) -> str:
+    """Shortest exact text of a number (``0.25``, ``3``)."""
+    return repr(float(v)) if not float(v).is_integer() else str(int(v))
+
+
+def empty_figure(message: str, height: int = 300) -> go.Figure:
+    """An explicit empty-state figure: no axes, ``message`` in the middle."""
+    fig = go.Figure()
+    fig.update_layout(
+        template=TEMPLATE,
+        height=height,
+        xaxis=dict(visible=False),
+        yaxis=dict(visible=False),
+        annotations=[
+            dict(
+                text=message,
+                showarrow=False,
+                xref="paper",
+                yref="paper",
+                x=0.5,
+                y=0.5,
+                font=dict(color="#6c757d", size=13),
+            )
+        ],
+    )
+    return fig
+
+
+def step_marker(step: int | None) -> list[dict]:
+    """``layout.shapes`` marking the selected step: a vertical dashed line at ``x = step`` (none for None).
+
+    Used by the curve and heatmap figures, and alone to move the marker with a ``dash.Patch``.
+    """
+    if step is None:
+        return []
+    return [
+        dict(
+            type="line",
+            name=MARKER_NAME,
+            x0=step,
+            x1=step,
+            xref="x",
+            y0=0,
+            y1=1,
+            yref="paper",
+            line=dict(color="#495057", width=1.5, dash="dot"),
+            layer="above",
+        )
+    ]
+
+
+def curves_figure(
+    series: Sequence,
+    *,
+    y_title: str,
+    selected_step: int | None = None,
+    percent: bool = False,
+    empty_message: str = "Nothing to show for this run.",
+    height: int = 300,
+) -> go.Figure:
+    """Curves over steps (x = step, numeric order), each with an optional shaded spread band.
+
+    ``series``: objects with ``label``, ``frame`` (columns ``step, y`` and, for a band, ``lo, hi``;
+    sorted by step, nulls are gaps), ``color``, ``band_label`` (None: no band) and ``dashed``. Hover shows
+    the exact values of every curve at the step; clicking anywhere gives ``clickData.points[*].x`` = step.
+    ``percent`` formats the y axis and the hover as percentages. No series -> :func:`empty_figure`.
+    """
+    series = [s for s in series if s.frame.height]
+    if not series:
+        return empty_figure(empty_message, height)
+    fmt = ".2~%" if percent else ".6~g"
+    fig = go.Figure()
+    for s in series:
+        x = s.frame.get_column("step").to_numpy()
+        if s.band_label and {"lo", "hi"} <= set(s.frame.columns):
+            for edge, fill in (("lo", None), ("hi", "tonexty")):
+                fig.add_trace(
+                    go.Scatter(
+                        x=x,
+                        y=s.frame.get_column(edge).cast(float).to_numpy(),
+                        mode="lines",
+                        line=dict(width=0, color=s.color),
+                        fill=fill,
+                        fillcolor=_rgba(s.color, 0.16),
+                        name=f"{s.label} {s.band_label} ({'low' if edge == 'lo' else 'high'})",
+                        legendgroup=s.label,
+                        showlegend=False,
+                        hovertemplate=f"%{{y:{fmt}}}",
+                        connectgaps=False,
+                    )
+                )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=s.frame.get_column("y").cast(float).to_numpy(),
+                mode="lines+markers" if s.frame.height <= 60 else "lines",
+                marker=dict(size=4),
+                line=dict(color=s.color, width=2, dash="dash" if s.dashed else None),
+                name=s.label + (f" (band: {s.band_label})" if s.band_label else ""),
+                legendgroup=s.label,
+                hovertemplate=f"%{{y:{fmt}}}",
+                connectgaps=False,
+            )
+        )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=height,
+        hovermode="x unified",
+        clickmode="event",
+        shapes=step_marker(selected_step),
+        xaxis=dict(title=dict(text="step"), hoverformat="d"),
+        yaxis=dict(title=dict(text=y_title), tickformat=".0%" if percent else None, zeroline=True),
+        showlegend=True,
+    )
+    return fig
+
+
+def histogram_figure(
+    bars,
+    *,
+    label: str,
+    color: str = "#0d6efd",
+    ref_bars=None,
+    ref_label: str | None = None,
+    ref_color: str = "#495057",
+    signed: bool = False,
+    height: int = 300,
+    empty_message: str = "No values at this step.",
+) -> go.Figure:
+    """One step's histogram on run-level bin edges, optionally overlaid with a reference histogram.
+
+    ``bars`` (and ``ref_bars``, on the same edges): columns ``bin, lo, hi, count`` for every bar, sorted by
+    ``bin``. Trace 0 holds the clickable bars; each bar's ``customdata`` is ``[lo, hi_or_None, count]``:
+    the interval ``lo <= x < hi`` it stands for, with ``hi`` None for the last bar (``x >= lo``, the
+    bounds of :func:`data.queries.bar_interval`), and the number of responses in it. Trace 1 (the
+    reference) is drawn as outlined bars with the same ``customdata`` layout for its own counts.
+    With one distinct value in the run (edges ``[v, v]``) the single bar is drawn one unit wide around
+    ``v``. ``signed`` marks ``x = 0`` with a line. Empty ``bars`` -> :func:`empty_figure`.
+    """
+    if bars is None or bars.height == 0:
+        return empty_figure(empty_message, height)
+    rows = bars.sort("bin").to_dicts()
+    last = len(rows) - 1
+    total = sum(r["count"] for r in rows)
+
+    def geometry(rs):
+        x, width, custom = [], [], []
+        for k, r in enumerate(rs):
+            lo, hi = float(r["lo"]), float(r["hi"])
+            w = hi - lo if hi > lo else 1.0
+            x.append(lo + w / 2 if hi > lo else lo)
+            width.append(w)
+            custom.append([lo, None if k == last else hi, int(r["count"])])
+        return x, width, custom
+
+    def hover(name, custom, n_all):
+        out = []
+        for lo, hi, n in custom:
+            interval = f"≥ {_num(lo)}" if hi is None else f"[{_num(lo)}, {_num(hi)})"
+            share = f" ({n / n_all:.1%})" if n_all else ""
+            out.append(f"{name} {interval}: <b>{n}</b>{share}")
+        return out
+
+    x, width, custom = geometry(rows)
+    fig = go.Figure(
+        go.Bar(
+            x=x,
+            y=[c[2] for c in custom],
+            width=width,
+            customdata=custom,
+            hovertext=hover(label, custom, total),
+            hovertemplate="%{hovertext}<extra></extra>",
+            marker=dict(color=_rgba(color, 0.75), line=dict(color=color, width=1)),
+            name=label,
+        )
+    )
+    if ref_bars is not None and ref_bars.height:
+        ref_rows = ref_bars.sort("bin").to_dicts()
+        rx, rwidth, rcustom = geometry(ref_rows)
+        fig.add_trace(
+            go.Bar(
+                x=rx,
+                y=[c[2] for c in rcustom],
+                width=rwidth,
+                customdata=rcustom,
+                hovertext=hover(ref_label or "reference", rcustom, sum(c[2] for c in rcustom)),
+                hovertemplate="%{hovertext}<extra></extra>",
+                marker=dict(color="rgba(0,0,0,0)", line=dict(color=ref_color, width=1.5)),
+                name=ref_label or "reference",
+            )
+        )
+    edges = [float(r["lo"]) for r in rows] + [float(rows[-1]["hi"])]
+    fig.update_layout(
+        template=TEMPLATE,
+        height=height,
+        barmode="overlay",
+        bargap=0,
+        hovermode="x unified",
+        clickmode="event",
+        showlegend=ref_bars is not None and ref_bars.height > 0,
+        xaxis=dict(title=dict(text=label), range=_padded(edges), zeroline=signed),
+        yaxis=dict(title=dict(text="responses"), rangemode="tozero"),
+    )
+    if signed and edges[0] < 0 < edges[-1]:
+        fig.add_vline(x=0, line=dict(color="#adb5bd", width=1))
+    return fig
+
+
+def _padded(edges: list[float]) -> list[float]:
+    lo, hi = edges[0], edges[-1]
+    if hi <= lo:
+        return [lo - 1, lo + 1]
+    pad = (hi - lo) * 0.02
+    return [lo - pad, hi + pad]
+
+
+def heatmap_figure(
+    steps,
+    edges: Sequence[float],
+    share,
+    count,
+    *,
+    label: str,
+    selected_step: int | None = None,
+    height: int = 320,
+    empty_message: str = "No values to show.",
+) -> go.Figure:
+    """Steps x bins heatmap (x = step, y = bins of ``edges``): colour = share of the step in the bin.
+
+    ``share`` and ``count`` are ``(bins, steps)`` arrays; the share is a sequential scale from 0. Hover
+    shows the step, the bin's exact interval and its count; clicking gives ``clickData.points[0].x`` =
+    step. Bin labels follow :func:`histogram_figure` (half-open, the last one ``≥ lo``).
+    """
+    steps = np.asarray(steps)
+    if len(edges) < 2 or steps.size == 0:
+        return empty_figure(empty_message, height)
+    nb = len(edges) - 1
+    labels = [
+        f"≥ {_num(edges[k])}" if k == nb - 1 else f"[{_num(edges[k])}, {_num(edges[k + 1])})"
+        for k in range(nb)
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            x=steps,
+            y=labels,
+            z=np.asarray(share, dtype=np.float32),
+            customdata=np.asarray(count),
+            colorscale="Blues",
+            zmin=0,
+            colorbar=dict(title=dict(text="share", side="right"), tickformat=".0%", thickness=12),
+            hovertemplate=(
+                "step %{x}<br>" + label + " %{y}<br>%{customdata} responses (%{z:.1%})<extra></extra>"
+            ),
+            xgap=0,
+            ygap=0,
+        )
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=height,
+        clickmode="event",
+        shapes=step_marker(selected_step),
+        xaxis=dict(title=dict(text="step"), showgrid=False),
+        yaxis=dict(title=dict(text=label), type="category", showgrid=False, tickfont=dict(size=10)),
+    )
+    return fig
+
+
+# ---- reading clicks ----------------------------------------------------------------------------------------
+
+
+def clicked_step(click_data) -> int | None:
+    """The step of a click on a curve or heatmap (``points[0].x``); None when there is none."""
+    try:
+        x = (click_data or {})["points"][0]["x"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return int(v) if math.isfinite(v) and v.is_integer() else None
+
+
+def clicked_bar(click_data) -> tuple[float, float | None, int] | None:
+    """``(lo, hi_or_None, count)`` of the clicked bar of trace 0 of a :func:`histogram_figure`.
+
+    A click on the reference trace maps to the trace-0 bar at the same position (the unified hover gives
+    both points); None when the click holds no trace-0 bar.
+    """
+    for p in (click_data or {}).get("points") or []:
+        cd = p.get("customdata")
+        if p.get("curveNumber") == 0 and isinstance(cd, list | tuple) and len(cd) == 3:
+            lo, hi, n = cd
+            try:
+                return float(lo), (None if hi is None else float(hi)), int(n)
+            except (TypeError, ValueError):
+                return None
+    return None

@@ -1,0 +1,370 @@
+"""Small pure queries behind the reward page: curves over steps (spread bands, zero shift), the run-level
+histogram edges, one step's histograms and the steps x bins heatmap. Store-level results are cached on
+``store.version`` (small aggregates only, never a table).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import polars as pl
+
+from data.metrics import METRICS, label
+from data.queries import column_range, histogram, histogram_edges, step_histograms
+from data.store import RunStore
+
+# Spread bands of a curve: URL value -> UI text. All come from the store's per-step summary.
+BANDS = {"std": "±1 std", "p25-p75": "p25–p75", "p5-p95": "p5–p95"}
+DEFAULT_BAND = "std"
+
+# Histogram columns of the reward page: the column, the URL prefix of its drill-down interval, and the
+# columns whose values share its edges (the reference rewards are drawn on the reward histogram's bins).
+HISTOGRAMS = {
+    "reward": ("reward", ("reward", "ref_reward")),
+    "reward_gain": ("gain", ("reward_gain",)),
+}
+
+COLORS = {
+    "reward": "#0d6efd",
+    "ref_reward": "#6c757d",
+    "kl_token_mean": "#6f42c1",
+    "log_ratio_token_mean": "#fd7e14",
+    "response_length": "#20c997",
+    "response_chars": "#20c997",
+    "win_rate": "#198754",
+    "zero_spread_share": "#dc3545",
+}
+
+
+def step_label(key: str, fallback: str) -> str:
+    """The metrics registry's label of a per-step column when it has one, else ``fallback``.
+
+    ``fallback`` is itself built from registry labels (e.g. ``label("kl") + ", per-token mean"``).
+    """
+    return label(key) if key in METRICS else fallback
+
+
+def _finite(col: str) -> pl.Expr:
+    """``col`` as Float64 with NaN / infinities turned into nulls (a gap in a curve)."""
+    c = pl.col(col).cast(pl.Float64)
+    return pl.when(c.is_finite()).then(c).otherwise(None)
+
+
+def has_values(steps: pl.DataFrame, col: str) -> bool:
+    """True when the per-step column exists and holds at least one finite value."""
+    if col not in steps.columns or steps.height == 0:
+        return False
+    return steps.select(_finite(col).is_not_null().any()).item()
+
+
+def band_exprs(col: str, band: str) -> tuple[pl.Expr, pl.Expr]:
+    """Lower and upper edge of the spread band of ``col`` (a :data:`BANDS` key) from the step summary."""
+    if band == "std":
+        return _finite(f"{col}_mean") - _finite(f"{col}_std"), _finite(f"{col}_mean") + _finite(f"{col}_std")
+    lo, hi = {"p25-p75": ("p25", "p75"), "p5-p95": ("p05", "p95")}[band]
+    return _finite(f"{col}_{lo}"), _finite(f"{col}_{hi}")
+
+
+def curve(
+    steps: pl.DataFrame, col: str, band: str | None = None, zero_shift: bool = False, mean: bool = True
+) -> pl.DataFrame:
+    """One curve over steps: ``step, y`` (+ ``lo, hi`` with a band), sorted by step.
+
+    ``y`` is ``<col>_mean`` when ``mean`` (the summary's naming), else ``col`` itself. Non-finite values
+    become nulls (gaps). With ``zero_shift`` the curve's first finite value is subtracted from ``y`` and
+    from its band, so curves of different levels can be compared by trend.
+    """
+    ycol = f"{col}_mean" if mean else col
+    exprs = [pl.col("step"), _finite(ycol).alias("y")]
+    if band is not None:
+        lo, hi = band_exprs(col, band)
+        exprs += [lo.alias("lo"), hi.alias("hi")]
+    out = steps.select(exprs).sort("step")
+    if zero_shift:
+        first = out.get_column("y").drop_nulls()
+        if first.len():
+            shift = float(first[0])
+            out = out.with_columns(pl.exclude("step") - shift)
+    return out
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a curve panel: ``frame`` has ``step, y`` and, with a band, ``lo, hi``."""
+
+    key: str
+    label: str
+    frame: pl.DataFrame
+    color: str
+    band_label: str | None = None
+    dashed: bool = False
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One chart of the reward page's 2 x 2 grid: its series, y-axis title and a note on what is missing."""
+
+    key: str
+    title: str
+    y_title: str
+    series: tuple[Series, ...]
+    note: str | None = None
+    percent: bool = False
+
+
+NOTE_NO_REF = "No reference reward (ref_reward) in this run: the reference curve is left out."
+NOTE_NO_WIN = "No reference reward (ref_reward) in this run, so there is no win rate against it."
+NOTE_NO_KL = (
+    "No per-token log-probs (logprobs and ref_logprobs) in this run: KL to the reference cannot be computed."
+)
+NOTE_CHARS = "No token fields in this run: response length is shown in characters (pads excluded) instead."
+NOTE_NO_LENGTH = "No response length in this run."
+
+
+def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = False) -> list[Panel]:
+    """The four curve panels (reward, KL, length, win rate) of a per-step summary.
+
+    Curves that cannot exist (no token fields, no ``ref_*``) are left out and the panel carries a note.
+    """
+    band_text = BANDS[band]
+    zs = zero_shift
+    shift = " (minus first value)" if zs else ""
+
+    reward = [
+        Series("reward", label("reward"), curve(steps, "reward", band, zs), COLORS["reward"], band_text)
+    ]
+    has_ref = has_values(steps, "ref_reward_mean")
+    if has_ref:
+        reward.append(
+            Series(
+                "ref_reward",
+                label("ref_reward"),
+                curve(steps, "ref_reward", None, zs),
+                COLORS["ref_reward"],
+                dashed=True,
+            )
+        )
+    out = [
+        Panel(
+            "reward",
+            "Reward",
+            label("reward") + shift,
+            tuple(reward),
+            None if has_ref else NOTE_NO_REF,
+        )
+    ]
+
+    kl = []
+    for key, base in (("kl_token_mean", "kl"), ("log_ratio_token_mean", "log_ratio")):
+        if has_values(steps, key):
+            name = step_label(key, f"{label(base)}, per-token mean")
+            kl.append(Series(key, name, curve(steps, key, None, zs, mean=False), COLORS[key]))
+    out.append(Panel("kl", "KL to the reference", "per token" + shift, tuple(kl), None if kl else NOTE_NO_KL))
+
+    if has_values(steps, "response_length_mean"):
+        length = Series(
+            "response_length",
+            label("response_length"),
+            curve(steps, "response_length", band, zs),
+            COLORS["response_length"],
+            band_text,
+        )
+        out.append(Panel("length", "Response length", "tokens" + shift, (length,)))
+    elif has_values(steps, "response_chars_mean"):
+        length = Series(
+            "response_chars",
+            label("response_chars"),
+            curve(steps, "response_chars", None, zs),
+            COLORS["response_chars"],
+        )
+        out.append(Panel("length", "Response length", "characters" + shift, (length,), NOTE_CHARS))
+    else:
+        out.append(Panel("length", "Response length", "tokens", (), NOTE_NO_LENGTH))
+
+    win = []
+    if has_ref and has_values(steps, "win_rate"):
+        name = step_label("win_rate", f"win rate ({label('reward')} > {label('ref_reward')})")
+        win.append(
+            Series("win_rate", name, curve(steps, "win_rate", None, zs, mean=False), COLORS["win_rate"])
+        )
+    if has_values(steps, "zero_spread_share"):
+        name = step_label("zero_spread_share", "share of groups whose responses all got the same reward")
+        win.append(
+            Series(
+                "zero_spread_share",
+                name,
+                curve(steps, "zero_spread_share", None, zs, mean=False),
+                COLORS["zero_spread_share"],
+                dashed=True,
+            )
+        )
+    title = "Win rate against the reference" if has_ref else "Win rate"
+    out.append(
+        Panel("win", title, "share" + shift, tuple(win), None if has_ref else NOTE_NO_WIN, percent=True)
+    )
+    return out
+
+
+def nearest_step(steps: list[int], step: int) -> int | None:
+    """The existing step closest to ``step`` (the lower one on a tie); None when there are no steps."""
+    if not steps:
+        return None
+    return min(steps, key=lambda s: (abs(s - step), s))
+
+
+# ---- histograms ----------------------------------------------------------------------------------------
+
+
+def edges_for(scalars: pl.DataFrame, columns: tuple[str, ...]) -> list[float]:
+    """:func:`data.queries.histogram_edges` over the run's whole range of ``columns`` (finite values).
+
+    Computed on the whole run so that every step has the same bars; the reference rewards share the
+    reward's edges, so their range counts too (none of them falls outside the first or last bar).
+    """
+    lows, highs = [], []
+    for col in columns:
+        if col in scalars.columns:
+            lo, hi = column_range(scalars.lazy(), col)
+            if lo is not None:
+                lows.append(lo)
+                highs.append(hi)
+    if not lows:
+        return []
+    return histogram_edges(min(lows), max(highs))
+
+
+def bars(scalars: pl.DataFrame, col: str, step: int, edges: list[float]) -> pl.DataFrame:
+    """One step's histogram of ``col`` on ``edges``: ``bin, lo, hi, count`` for every bar, sorted by bin.
+
+    ``count`` is the number of responses of the step with ``edges[k] <= x < edges[k+1]`` (the last bar
+    also takes its top edge): exactly what ``ResponseFilter(step=step, <col>_min=lo, <col>_max=hi)``
+    selects with the bounds of :func:`data.queries.bar_interval`.
+    """
+    if not edges or col not in scalars.columns:
+        return pl.DataFrame(schema={"bin": pl.Int32, "lo": pl.Float64, "hi": pl.Float64, "count": pl.Int64})
+    lf = scalars.lazy().filter(pl.col("step") == step)
+    return histogram(lf, col, edges).collect()
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """Steps x bins distribution of a column: ``share[b, i]`` (float32) is the share of step ``steps[i]``'s
+    finite values in bar ``b`` of ``edges``, ``count[b, i]`` the number of responses there."""
+
+    steps: np.ndarray
+    edges: list[float]
+    share: np.ndarray
+    count: np.ndarray
+
+
+def heatmap(scalars: pl.DataFrame, col: str, edges: list[float], steps: list[int]) -> Heatmap:
+    """Dense :class:`Heatmap` of ``col`` on ``edges`` for ``steps`` (steps without values stay at 0)."""
+    nb = max(len(edges) - 1, 0)
+    step_arr = np.asarray(sorted(steps), dtype=np.int64)
+    share = np.zeros((nb, len(step_arr)), dtype=np.float32)
+    count = np.zeros((nb, len(step_arr)), dtype=np.int64)
+    if nb and len(step_arr) and col in scalars.columns:
+        index = pl.LazyFrame({"step": step_arr, "i": np.arange(len(step_arr))})
+        cells = step_histograms(scalars.lazy(), col, edges).join(index, on="step", how="inner").collect()
+        b, i = cells.get_column("bin").to_numpy(), cells.get_column("i").to_numpy()
+        share[b, i] = cells.get_column("share").to_numpy()
+        count[b, i] = cells.get_column("count").to_numpy()
+    # The smallest unsigned type that holds the counts keeps the browser payload small.
+    top = int(count.max()) if count.size else 0
+    count = count.astype(np.uint8 if top < 2**8 else np.uint16 if top < 2**16 else np.uint32)
+    return Heatmap(step_arr, edges, share, count)
+
+
+def interval_text(lo: float, hi: float | None) -> str:
+    """A bar's interval as shown: ``[lo, hi)``, or ``≥ lo`` for the last bar (``hi`` None)."""
+    return f"≥ {_num(lo)}" if hi is None else f"[{_num(lo)}, {_num(hi)})"
+
+
+def _num(v: float) -> str:
+    return repr(float(v)) if not float(v).is_integer() else str(int(v))
+
+
+# ---- cached on the store version -------------------------------------------------------------------------
+
+
+class _Versioned:
+    """Hashable handle on a store for ``lru_cache``: equal when store folder and version are equal."""
+
+    __slots__ = ("key", "store")
+
+    def __init__(self, store: RunStore):
+        self.store = store
+        self.key = (str(store.dir), store.version)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Versioned) and self.key == other.key
+
+
+@lru_cache(maxsize=16)
+def _steps(v: _Versioned) -> pl.DataFrame:
+    return v.store.steps().sort("step")
+
+
+@lru_cache(maxsize=64)
+def _panels(v: _Versioned, band: str, zero_shift: bool) -> tuple[Panel, ...]:
+    return tuple(panels(_steps(v), band, zero_shift))
+
+
+@lru_cache(maxsize=32)
+def _edges(v: _Versioned, kind: str) -> tuple[float, ...]:
+    return tuple(edges_for(v.store.scalars(), HISTOGRAMS[kind][1]))
+
+
+@lru_cache(maxsize=256)
+def _bars(v: _Versioned, col: str, step: int, kind: str) -> pl.DataFrame:
+    return bars(v.store.scalars(), col, step, list(_edges(v, kind)))
+
+
+@lru_cache(maxsize=16)
+def _heatmap(v: _Versioned, kind: str) -> Heatmap:
+    return heatmap(v.store.scalars(), kind, list(_edges(v, kind)), step_list(v.store))
+
+
+def run_steps(store: RunStore) -> pl.DataFrame:
+    """The store's per-step summary sorted by step (cached on the store version)."""
+    return _steps(_Versioned(store))
+
+
+def step_list(store: RunStore) -> list[int]:
+    """The run's steps in numeric order."""
+    return run_steps(store).get_column("step").to_list()
+
+
+def run_panels(store: RunStore, band: str = DEFAULT_BAND, zero_shift: bool = False) -> tuple[Panel, ...]:
+    """:func:`panels` of the store's per-step summary (cached on the store version)."""
+    return _panels(_Versioned(store), band, bool(zero_shift))
+
+
+def run_edges(store: RunStore, kind: str) -> list[float]:
+    """The run-level edges of the ``kind`` histogram (a :data:`HISTOGRAMS` key); [] without values."""
+    return list(_edges(_Versioned(store), kind))
+
+
+def step_bars(store: RunStore, kind: str, step: int, col: str | None = None) -> pl.DataFrame:
+    """One step's :func:`bars` of ``col`` (default: ``kind``) on the run-level edges of ``kind``."""
+    return _bars(_Versioned(store), col or kind, step, kind)
+
+
+def run_heatmap(store: RunStore, kind: str = "reward") -> Heatmap:
+    """The steps x bins :class:`Heatmap` of ``kind`` on its run-level edges (cached on the store version)."""
+    return _heatmap(_Versioned(store), kind)
+
+
+def summary_value(store: RunStore, step: int, col: str) -> float | None:
+    """One value of the per-step summary (None when missing or not finite)."""
+    df = run_steps(store).filter(pl.col("step") == step)
+    if df.height == 0 or col not in df.columns:
+        return None
+    v = df.item(0, col)
+    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v

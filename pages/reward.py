@@ -1,0 +1,587 @@
+"""Reward page (``/reward?run=R&step=S&band=p25-p75&zero=1``): is the run healthy?
+
+Curves over steps (reward with a spread band and the reference reward, KL to the reference, response
+length, win rate against the reference), then the selected step's reward and reward-gain histograms on
+run-level bins and a steps x reward-bins heatmap. Clicking a curve point selects its step; clicking a bar
+shows a link to the responses behind it.
+"""
+
+# No ``from __future__ import annotations`` here: Dash loads page modules without registering them in
+# sys.modules, and dataclasses then cannot resolve string annotations of the view-state fields.
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, Patch, State, callback, ctx, dcc, html, no_update
+
+from components import figures
+from components.layout import empty_state, fmt_num, notices
+from data import curves
+from data.metrics import label
+from data.service import UnknownRun, board
+from data.viewstate import encode, first, get_bool, get_choice, get_int, parse_search
+
+dash.register_page(__name__, path="/reward", name="Reward", title="Reward · RL Logging Board", order=1)
+
+URL = "reward-url"
+RUN = "reward-run"
+NOTICES = "reward-notices"
+HEADER = "reward-header"
+STEP = "reward-step"
+STEP_TEXT = "reward-step-text"
+SELECTED = "reward-selected"
+PREV = "reward-prev"
+NEXT = "reward-next"
+BAND = "reward-band"
+ZERO = "reward-zero"
+CURVE_KEYS = ("reward", "kl", "length", "win")
+CURVE = {k: f"reward-curve-{k}" for k in CURVE_KEYS}
+CURVE_TITLE = {k: f"reward-curve-{k}-title" for k in CURVE_KEYS}
+CURVE_NOTE = {k: f"reward-curve-{k}-note" for k in CURVE_KEYS}
+CURVES_DRAWN = "reward-curves-drawn"
+STEP_STATS = "reward-step-stats"
+HIST = {"reward": "reward-hist", "reward_gain": "reward-gain-hist"}
+HIST_TITLE = {"reward": "reward-hist-title", "reward_gain": "reward-gain-hist-title"}
+HIST_NOTE = {"reward": "reward-hist-note", "reward_gain": "reward-gain-hist-note"}
+DRILL = {"reward": "reward-drill", "reward_gain": "reward-gain-drill"}
+HEATMAP = "reward-heatmap"
+HEATMAP_DRAWN = "reward-heatmap-drawn"
+
+STORE_WAIT_SECONDS = 10.0
+# No mode bar: it covers the legends. Dragging zooms and a double click resets, as in any Plotly chart.
+GRAPH_CONFIG = {"displayModeBar": False, "responsive": True}
+
+
+# ---- view state ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RewardView:
+    """What the URL says: run, selected step (None = the run's last step), spread band, zero shift."""
+
+    run: str | None = None
+    step: int | None = None
+    band: str = curves.DEFAULT_BAND
+    zero: bool = False
+
+    @classmethod
+    def from_query(
+        cls, query: Mapping, runs: list[str], steps_of: Callable[[str], list[int] | None]
+    ) -> tuple["RewardView", list[str]]:
+        """Decode a query (parsed or ``layout(**query)``); bad values fall back with a notice each.
+
+        ``runs`` are the runs under the root (an unknown run falls back to the first one); ``steps_of(run)``
+        gives the run's steps, or None while nothing is ingested (the step is then kept as is).
+        """
+        msgs: list[str] = []
+        run = first(query, "run")
+        if run is not None and run not in runs:
+            fallback = f" Showing {runs[0]!r}." if runs else ""
+            msgs.append(f"Unknown run {run!r}: it is not one of the runs under the rollout root.{fallback}")
+            run = None
+        if run is None and runs:
+            run = runs[0]
+        step = get_int(query, "step", msgs)
+        if step is not None and run is not None:
+            steps = steps_of(run)
+            if steps is not None and step not in steps:
+                near = curves.nearest_step(steps, step)
+                msgs.append(
+                    f"Run {run!r} has no step {step}: showing step {near}, the nearest one."
+                    if near is not None
+                    else f"Run {run!r} has no steps yet."
+                )
+                step = near
+        band = get_choice(query, "band", curves.BANDS, msgs, curves.DEFAULT_BAND)
+        zero = get_bool(query, "zero", msgs, False)
+        return cls(run, step, band, zero), msgs
+
+    def to_query(self) -> str:
+        """``?run=R&step=S&band=B&zero=1`` without defaults ('' when all are defaults)."""
+        return encode(
+            [
+                ("run", self.run),
+                ("step", self.step),
+                ("band", None if self.band == curves.DEFAULT_BAND else self.band),
+                ("zero", True if self.zero else None),
+            ]
+        )
+
+
+def _store(run: str | None):
+    """The run's committed store, or None (no run, unknown run, nothing ingested yet)."""
+    if not run:
+        return None
+    try:
+        return board().store(run, wait=STORE_WAIT_SECONDS)
+    except UnknownRun:
+        return None
+
+
+def _steps_of(run: str) -> list[int] | None:
+    store = _store(run)
+    return None if store is None else curves.step_list(store)
+
+
+def _decode(search_or_query) -> tuple["RewardView", list[str]]:
+    query = parse_search(search_or_query) if isinstance(search_or_query, str | None) else search_or_query
+    return RewardView.from_query(query, list(board().runs()), _steps_of)
+
+
+def _slider_props(steps: list[int]) -> dict:
+    """max, marks and disabled of the step slider. The slider moves over step *indices* (steps may skip
+    numbers, and Dash's slider takes at most 500 marks); about eight marks are labelled with their step."""
+    if not steps:
+        return {"max": 0, "marks": {}, "disabled": True}
+    every = max(1, -(-len(steps) // 8))
+    idx = sorted(set(range(0, len(steps), every)) | {len(steps) - 1})
+    if len(idx) > 2 and idx[-1] - idx[-2] < every / 2:
+        idx.pop(-2)  # keep the last label from overlapping its neighbour
+    return {"max": len(steps) - 1, "marks": {i: str(steps[i]) for i in idx}, "disabled": False}
+
+
+def _step_index(step: int | None, steps: list[int]) -> int:
+    return steps.index(step) if step in steps else 0
+
+
+def _step_text(step: int | None, steps: list[int]) -> str:
+    if step is None or step not in steps:
+        return "no step"
+    return f"step {step} · {steps.index(step) + 1} of {len(steps)}"
+
+
+def _effective_step(view: RewardView, steps: list[int]) -> int | None:
+    return view.step if view.step is not None else (steps[-1] if steps else None)
+
+
+# ---- layout ----------------------------------------------------------------------------------------------
+
+
+def _card(title_id: str, title: str, body: list, note_id: str | None = None, note=None) -> dbc.Card:
+    head = dbc.CardHeader(html.Span(title, id=title_id), className="fw-semibold py-2 small")
+    content = []
+    if note_id:
+        content.append(html.Div(note, id=note_id, className="text-muted small mb-1"))
+    return dbc.Card([head, dbc.CardBody([*content, *body], className="p-2")], className="h-100 shadow-sm")
+
+
+def _graph(id_: str, height: int = 300) -> dcc.Loading:
+    return dcc.Loading(
+        dcc.Graph(
+            id=id_,
+            figure=figures.empty_figure("Loading…", height),
+            config=GRAPH_CONFIG,
+            style={"height": f"{height}px"},
+        ),
+        type="circle",
+        delay_show=300,
+    )
+
+
+def _controls(view: RewardView, steps: list[int]) -> dbc.Card:
+    slider = _slider_props(steps)
+    return dbc.Card(
+        dbc.CardBody(
+            dbc.Row(
+                [
+                    dbc.Col(
+                        [
+                            html.Div(
+                                [
+                                    dbc.Label("Step", html_for=STEP, className="small text-muted mb-0 me-2"),
+                                    html.Span(
+                                        _step_text(_effective_step(view, steps), steps),
+                                        id=STEP_TEXT,
+                                        className="badge text-bg-primary",
+                                    ),
+                                ],
+                                className="d-flex align-items-center",
+                            ),
+                            html.Div(
+                                [
+                                    dbc.Button(
+                                        html.I(className="bi bi-chevron-left"),
+                                        id=PREV,
+                                        color="light",
+                                        size="sm",
+                                        title="previous step",
+                                        className="me-1",
+                                    ),
+                                    html.Div(
+                                        dcc.Slider(
+                                            id=STEP,
+                                            min=0,
+                                            step=1,
+                                            value=_step_index(_effective_step(view, steps), steps),
+                                            updatemode="mouseup",
+                                            allow_direct_input=False,
+                                            included=False,
+                                            **slider,
+                                        ),
+                                        className="flex-grow-1",
+                                    ),
+                                    dbc.Button(
+                                        html.I(className="bi bi-chevron-right"),
+                                        id=NEXT,
+                                        color="light",
+                                        size="sm",
+                                        title="next step",
+                                        className="ms-1",
+                                    ),
+                                ],
+                                className="d-flex align-items-center",
+                            ),
+                        ],
+                        lg=7,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Spread band", html_for=BAND, className="small text-muted mb-1"),
+                            dbc.RadioItems(
+                                id=BAND,
+                                options=[
+                                    {"label": v, "value": k, "input_id": f"{BAND}-{k}"}
+                                    for k, v in curves.BANDS.items()
+                                ],
+                                value=view.band,
+                                inline=True,
+                                className="small",
+                            ),
+                        ],
+                        lg=3,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Compare trends", html_for=ZERO, className="small text-muted mb-1"),
+                            dbc.Switch(id=ZERO, label="zero shift", value=view.zero, className="small mb-0"),
+                        ],
+                        lg=2,
+                    ),
+                ],
+                className="g-3 align-items-end",
+            ),
+            className="py-2",
+        ),
+        className="mb-3 shadow-sm",
+    )
+
+
+def layout(**query):
+    runs = list(board().runs())
+    if not runs:
+        return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {board().root}.")
+    view, msgs = RewardView.from_query(query, runs, _steps_of)
+    store = _store(view.run)
+    steps = curves.step_list(store) if store is not None else []
+    if store is None:
+        msgs.append(f"Run {view.run!r} is still being ingested: reload the page in a moment.")
+    curve_cards = [
+        dbc.Col(
+            _card(CURVE_TITLE[k], "", [_graph(CURVE[k])], CURVE_NOTE[k]),
+            lg=6,
+            className="mb-3",
+        )
+        for k in CURVE_KEYS
+    ]
+    hist_cards = [
+        dbc.Col(
+            _card(
+                HIST_TITLE[k],
+                "",
+                [
+                    _graph(HIST[k]),
+                    html.Div(id=DRILL[k], className="small mt-1", style={"minHeight": "1.5rem"}),
+                ],
+                HIST_NOTE[k],
+            ),
+            lg=6,
+            className="mb-3",
+        )
+        for k in HIST
+    ]
+    return html.Div(
+        [
+            dcc.Location(id=URL, refresh=False),
+            dcc.Store(id=RUN, data=view.run),
+            dcc.Store(id=SELECTED, data=_effective_step(view, steps)),
+            dcc.Store(id=CURVES_DRAWN),
+            dcc.Store(id=HEATMAP_DRAWN),
+            html.Div(
+                [
+                    html.H4("Reward", className="mb-0 me-3"),
+                    html.Span(view.run or "", id=HEADER, className="text-muted"),
+                ],
+                className="d-flex align-items-baseline mb-2",
+            ),
+            notices(msgs, NOTICES),
+            _controls(view, steps),
+            dbc.Row(curve_cards, className="g-3"),
+            html.Div(
+                id=STEP_STATS,
+                className="d-flex flex-wrap align-items-baseline bg-white border rounded px-3 py-2 mb-3 shadow-sm",
+            ),
+            dbc.Row(hist_cards, className="g-3"),
+            dbc.Row(
+                dbc.Col(
+                    _card(
+                        "reward-heatmap-title",
+                        _title(
+                            f"{label('reward')} distribution across training: "
+                            "share of each step's responses per bin"
+                        ),
+                        [_graph(HEATMAP, 340)],
+                    ),
+                    className="mb-3",
+                ),
+                className="g-3",
+            ),
+        ]
+    )
+
+
+# ---- callbacks -------------------------------------------------------------------------------------------
+
+
+@callback(
+    Output(URL, "search"),
+    Output(RUN, "data"),
+    Output(HEADER, "children"),
+    Output(NOTICES, "children"),
+    Output(SELECTED, "data"),
+    Output(STEP_TEXT, "children"),
+    Output(STEP, "value"),
+    Output(STEP, "max"),
+    Output(STEP, "marks"),
+    Output(STEP, "disabled"),
+    Output(BAND, "value"),
+    Output(ZERO, "value"),
+    Input(URL, "search"),
+    Input(STEP, "value"),
+    Input(BAND, "value"),
+    Input(ZERO, "value"),
+    Input(PREV, "n_clicks"),
+    Input(NEXT, "n_clicks"),
+    *(Input(CURVE[k], "clickData") for k in CURVE_KEYS),
+    Input(HEATMAP, "clickData"),
+    State(RUN, "data"),
+    State(SELECTED, "data"),
+)
+def _sync(search, index, band, zero, _prev, _next, *rest):
+    """URL <-> controls. A URL change (page load, Back/Forward) sets the controls; a control change (slider,
+    prev/next, band, switch, a click on a curve or the heatmap) writes the URL. Unchanged -> no_update."""
+    *clicks, run, selected = rest
+    trigger = ctx.triggered_id
+    view, msgs = _decode(search)
+    store = _store(view.run)
+    steps = curves.step_list(store) if store is not None else []
+    current = _effective_step(view, steps)
+    if trigger is None or trigger == URL:
+        new_view, url_out, notes = view, no_update, notices(msgs).children
+    else:
+        new_step = current
+        if trigger in (PREV, NEXT) and current in steps:
+            i = steps.index(current) + (1 if trigger == NEXT else -1)
+            new_step = steps[min(max(i, 0), len(steps) - 1)]
+        elif trigger == STEP and isinstance(index, int) and 0 <= index < len(steps):
+            new_step = steps[index]
+        elif trigger in (*CURVE.values(), HEATMAP):
+            picked = figures.clicked_step(clicks[[*CURVE.values(), HEATMAP].index(trigger)])
+            new_step = picked if picked in steps else current
+        if new_step == current and view.step is None:
+            new_step = None  # still "the last step": the URL keeps following a growing run
+        new_view = replace(view, step=new_step, band=band or view.band, zero=bool(zero))
+        url_out = no_update if new_view == view else new_view.to_query()
+        notes = no_update if new_view == view else []
+    shown = _effective_step(new_view, steps)
+    same_run = new_view.run == run
+    slider = _slider_props(steps)
+    return (
+        url_out,
+        no_update if same_run else new_view.run,
+        no_update if same_run else (new_view.run or ""),
+        notes,
+        no_update if shown == selected else shown,
+        no_update if shown == selected and same_run else _step_text(shown, steps),
+        no_update if _step_index(shown, steps) == index else _step_index(shown, steps),
+        *((no_update,) * 3 if same_run else (slider["max"], slider["marks"], slider["disabled"])),
+        no_update if new_view.band == band else new_view.band,
+        no_update if new_view.zero == bool(zero) else new_view.zero,
+    )
+
+
+@callback(
+    *(Output(CURVE[k], "figure") for k in CURVE_KEYS),
+    *(Output(CURVE_TITLE[k], "children") for k in CURVE_KEYS),
+    *(Output(CURVE_NOTE[k], "children") for k in CURVE_KEYS),
+    Output(CURVES_DRAWN, "data"),
+    Input(RUN, "data"),
+    Input(SELECTED, "data"),
+    Input(BAND, "value"),
+    Input(ZERO, "value"),
+    State(CURVES_DRAWN, "data"),
+)
+def _curves(run, step, band, zero, drawn):
+    """The four curve panels; when only the step moved, just the selected-step marker is patched."""
+    key = [run, band, bool(zero)]
+    if drawn == key:
+        patch = Patch()
+        patch["layout"]["shapes"] = figures.step_marker(step)
+        return *([patch] * 4), *((no_update,) * 8), no_update
+    store = _store(run)
+    if store is None:
+        empty = figures.empty_figure("No data for this run yet.")
+        return *([empty] * 4), *("",) * 4, *("",) * 4, None
+    panels = {p.key: p for p in curves.run_panels(store, band or curves.DEFAULT_BAND, bool(zero))}
+    figs = [
+        figures.curves_figure(
+            panels[k].series,
+            y_title=panels[k].y_title,
+            selected_step=step,
+            percent=panels[k].percent,
+            empty_message="Not available for this run (see the note above).",
+        )
+        for k in CURVE_KEYS
+    ]
+    return *figs, *(panels[k].title for k in CURVE_KEYS), *(panels[k].note for k in CURVE_KEYS), key
+
+
+def drill_href(run: str, step: int, prefix: str, lo: float, hi: float | None) -> str:
+    """The responses page for one bar: run, step and the bar's interval (``<prefix>_min``/``_max``)."""
+    q = encode([("run", run), ("step", step), (f"{prefix}_min", lo), (f"{prefix}_max", hi)])
+    return dash.get_relative_path("/responses" + q)
+
+
+def _title(text: str) -> str:
+    """A sentence-case title from lower-case metric labels (the labels themselves stay exact)."""
+    return text[:1].upper() + text[1:]
+
+
+def _drill_link(kind: str, run: str, step: int, bar) -> html.Span:
+    lo, hi, n = bar
+    prefix = curves.HISTOGRAMS[kind][0]
+    what = f"{label(kind)} {curves.interval_text(lo, hi)}"
+    if n == 0:
+        return html.Span(f"No responses with {what} at step {step}.", className="text-muted")
+    noun = "response" if n == 1 else "responses"
+    return dcc.Link(
+        [f"Show the {n} {noun} with {what} ", html.I(className="bi bi-arrow-right")],
+        href=drill_href(run, step, prefix, lo, hi),
+        id=f"{DRILL[kind]}-link",
+    )
+
+
+def _histograms(store, step):
+    """Figures, titles and notes of the two histograms of ``step``."""
+    out_figs, titles, notes = [], [], []
+    for kind in HIST:
+        title = f"{label(kind)} at step {step}"
+        edges = curves.run_edges(store, kind)
+        if not edges:
+            msg = (
+                "No reference reward (ref_reward) in this run, so there is no reward gain."
+                if kind == "reward_gain"
+                else "No finite rewards in this run."
+            )
+            out_figs.append(figures.empty_figure(msg))
+            titles.append(_title(title))
+            notes.append(msg)
+            continue
+        bars = curves.step_bars(store, kind, step)
+        ref = None
+        note = "Bars share the run's bins at every step; click a bar for its responses."
+        if kind == "reward":
+            ref = curves.step_bars(store, kind, step, "ref_reward")
+            if ref.get_column("count").sum() == 0:
+                ref, note = None, curves.NOTE_NO_REF + " " + note
+            else:
+                title = f"{label('reward')} and {label('ref_reward')} at step {step}"
+        out_figs.append(
+            figures.histogram_figure(
+                bars,
+                label=label(kind),
+                color=curves.COLORS["reward"] if kind == "reward" else curves.COLORS["win_rate"],
+                ref_bars=ref,
+                ref_label=label("ref_reward"),
+                signed=kind == "reward_gain",
+            )
+        )
+        titles.append(_title(title))
+        notes.append(note)
+    return out_figs, titles, notes
+
+
+def _step_stats(store, step) -> list:
+    stats = [
+        ("step", step),
+        ("responses", curves.summary_value(store, step, "n")),
+        (f"{label('reward')} mean", curves.summary_value(store, step, "reward_mean")),
+        (f"{label('ref_reward')} mean", curves.summary_value(store, step, "ref_reward_mean")),
+        ("win rate", curves.summary_value(store, step, "win_rate")),
+    ]
+    out = []
+    for name, v in stats:
+        if v is None and name != "step":
+            continue
+        text = f"{v:.1%}" if name == "win rate" else fmt_num(v if name != "step" else int(v))
+        out.append(
+            html.Div(
+                [
+                    html.Span(name, className="text-muted small me-1"),
+                    html.Span(text, className="fw-semibold"),
+                ],
+                className="me-4",
+            )
+        )
+    return out
+
+
+@callback(
+    *(Output(HIST[k], "figure") for k in HIST),
+    *(Output(HIST_TITLE[k], "children") for k in HIST),
+    *(Output(HIST_NOTE[k], "children") for k in HIST),
+    *(Output(DRILL[k], "children") for k in HIST),
+    Output(STEP_STATS, "children"),
+    Input(RUN, "data"),
+    Input(SELECTED, "data"),
+    *(Input(HIST[k], "clickData") for k in HIST),
+)
+def _step_view(run, step, *clicks):
+    """The selected step's histograms; a click on a bar shows the link to the responses behind it."""
+    trigger = ctx.triggered_id
+    if trigger in HIST.values():
+        kind = next(k for k, v in HIST.items() if v == trigger)
+        bar = figures.clicked_bar(clicks[list(HIST.values()).index(trigger)])
+        links = [no_update] * len(HIST)
+        if bar is not None and run and step is not None:
+            links[list(HIST).index(kind)] = _drill_link(kind, run, step, bar)
+        return *((no_update,) * 6), *links, no_update
+    store = _store(run)
+    if store is None or step is None:
+        empty = figures.empty_figure("No data for this run yet.")
+        return empty, empty, "", "", "", "", None, None, []
+    figs, titles, notes = _histograms(store, step)
+    return *figs, *titles, *notes, None, None, _step_stats(store, step)
+
+
+@callback(
+    Output(HEATMAP, "figure"),
+    Output(HEATMAP_DRAWN, "data"),
+    Input(RUN, "data"),
+    Input(SELECTED, "data"),
+    State(HEATMAP_DRAWN, "data"),
+)
+def _heatmap(run, step, drawn):
+    """The steps x reward-bins heatmap; when only the step moved, just its marker is patched."""
+    if drawn == run and run is not None:
+        patch = Patch()
+        patch["layout"]["shapes"] = figures.step_marker(step)
+        return patch, no_update
+    store = _store(run)
+    if store is None:
+        return figures.empty_figure("No data for this run yet.", 340), None
+    hm = curves.run_heatmap(store, "reward")
+    fig = figures.heatmap_figure(
+        hm.steps, hm.edges, hm.share, hm.count, label=label("reward"), selected_step=step, height=340
+    )
+    return fig, run
