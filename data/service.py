@@ -13,9 +13,24 @@ from pathlib import Path
 
 from data.config import Settings, load_settings
 from data.ingest import IngestResult, ingest_run
-from data.store import RunStore, UnknownRun, discover_runs, open_store, resolve_run, store_dir_for
+from data.store import (
+    RunStore,
+    UnknownRun,
+    discover_runs,
+    open_store,
+    resolve_run,
+    run_files,
+    store_dir_for,
+)
 
 __all__ = ["Board", "IngestStatus", "UnknownRun", "board", "configure"]
+
+# Live runs: a run that has been ingested before is read again only once its files have been still for
+# SETTLE_SECONDS, so that a step a trainer is writing (rank files one after the other, a long line in
+# pieces) is committed whole rather than in halves; a run that never stops growing is read anyway every
+# MAX_DEFER_SECONDS.
+SETTLE_SECONDS = 1.0
+MAX_DEFER_SECONDS = 30.0
 
 
 @dataclass
@@ -42,6 +57,7 @@ class Board:
         self._threads: dict[str, threading.Thread] = {}
         self._status: dict[str, IngestStatus] = {}
         self._checked: dict[str, float] = {}
+        self._files_seen: dict[str, tuple[tuple, float]] = {}
 
     @property
     def root(self) -> Path:
@@ -77,7 +93,10 @@ class Board:
                 return
             if not force and now - self._checked.get(run, -1e9) < self.settings.refresh_seconds:
                 return
+            if not force and run in self._checked and not self._settled(run, run_dir, now):
+                return
             self._checked[run] = now
+            self._files_seen[run] = (self._signature(run_dir), now)
             status = self._status.setdefault(run, IngestStatus())
             status.running, status.done, status.total, status.error = True, 0, 0, None
             t = threading.Thread(
@@ -85,6 +104,28 @@ class Board:
             )
             self._threads[run] = t
             t.start()
+
+    def _settled(self, run: str, run_dir: Path, now: float) -> bool:
+        """True when the run's files (names, sizes, mtimes) have looked the same for SETTLE_SECONDS, or
+        the run has waited MAX_DEFER_SECONDS. Compared between checks, not with the clock, so a file
+        server's clock does not matter."""
+        sig = self._signature(run_dir)
+        prev = self._files_seen.get(run)
+        if prev is not None and prev[0] == sig:
+            return now - prev[1] >= SETTLE_SECONDS
+        self._files_seen[run] = (sig, now)
+        return now - self._checked[run] >= MAX_DEFER_SECONDS
+
+    @staticmethod
+    def _signature(run_dir: Path) -> tuple:
+        sig = []
+        for p in run_files(run_dir):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            sig.append((p.name, st.st_size, st.st_mtime_ns))
+        return tuple(sig)
 
     def _ingest(self, run: str, run_dir: Path, status: IngestStatus) -> None:
         def progress(done, total):

@@ -143,3 +143,45 @@ def test_live001_concurrent_writer_no_lost_or_duplicated_lines(tmp_path):
     assert issues.filter(pl.col("severity") != "note").height == 0, issues
     # The ingest saw the run grow (it never jumped from empty to full in one call).
     assert 0 < min(s for s in seen_rows if s) < len(expected)
+
+
+def _wait_idle(board, run: str) -> None:
+    deadline = time.monotonic() + 30
+    while board.status(run).running and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_live002_board_waits_for_files_to_settle(tmp_path, monkeypatch):
+    """The board re-reads a growing run only once its files have been still for SETTLE_SECONDS (so a step
+    being written is committed whole), and anyway after MAX_DEFER_SECONDS."""
+    from dataclasses import replace
+
+    from data import service
+
+    monkeypatch.setattr(service, "SETTLE_SECONDS", 0.3)
+    run_dir = tmp_path / "root" / "run"
+    run_dir.mkdir(parents=True)
+    (run_dir / FILES[0]).write_bytes(b"".join(_record(0, i) for i in range(8)))
+    b = service.Board(
+        replace(
+            service.load_settings({}), root=tmp_path / "root", cache_dir=tmp_path / "c", refresh_seconds=0.0
+        )
+    )
+    assert b.store("run", wait=30).scalars().height == 8
+
+    with open(run_dir / FILES[0], "ab") as f:
+        f.write(b"".join(_record(0, i) for i in range(8, 12)))
+    b.refresh("run")  # the files changed since the last read: wait for them to settle
+    assert not b.status("run").running
+    assert b.store("run", wait=0).scalars().height == 8
+    time.sleep(0.35)
+    b.refresh("run")
+    _wait_idle(b, "run")
+    assert b.store("run", wait=0).scalars().height == 12
+
+    monkeypatch.setattr(service, "MAX_DEFER_SECONDS", 0.0)
+    with open(run_dir / FILES[0], "ab") as f:
+        f.write(_record(0, 12))
+    b.refresh("run")  # deferred long enough: read although the files just changed
+    _wait_idle(b, "run")
+    assert b.store("run", wait=0).scalars().height == 13
