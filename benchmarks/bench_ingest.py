@@ -118,7 +118,7 @@ def main(argv=None) -> int:
     sc = store.scalars()
     steps = store.steps()
     last_step = int(steps.get_column("step").max())
-    lo, hi = sc.select(pl.col("reward").min(), pl.col("reward").max()).row(0)
+    lo, hi = sc.select(pl.col("reward").min().alias("lo"), pl.col("reward").max().alias("hi")).row(0)
     edges = histogram_edges(lo, hi)
     mid = int(steps.get_column("step").to_list()[len(steps) // 2])
     ids = sc.filter(pl.col("step") == mid).get_column("sample_id").to_list()[:20]
