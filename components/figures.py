@@ -1,7 +1,10 @@
 """Pure figure builders: small aggregated frames in, ``go.Figure`` out (no Plotly Express, no I/O).
 
-Figures use a compact template (a few kB instead of Plotly's ~7 kB default per figure) and numpy arrays
-for long series, which Plotly sends to the browser as base64 typed arrays: exact and small.
+Figures use a compact template (a few hundred bytes instead of Plotly's ~7 kB default per figure) and
+numpy arrays for long series, which Plotly sends to the browser as base64 typed arrays: exact and small.
+Builders assemble plain trace and layout dicts and wrap them in ``go.Figure(..., _validate=False)``:
+Plotly's per-property validation costs 10-40 ms per figure, more than the page's whole time budget, so it
+is done once in the unit tests instead (``go.Figure(fig.to_dict())`` must accept every builder's output).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, s
 GRID = "#e9ecef"
 MARKER_NAME = "selected-step"
 
-TEMPLATE = go.layout.Template(
+TEMPLATE = dict(
     layout=dict(
         font=dict(family=FONT, size=12, color="#212529"),
         paper_bgcolor="white",
@@ -41,27 +44,32 @@ def _num(v: float) -> str:
     return repr(float(v)) if not float(v).is_integer() else str(int(v))
 
 
+def _figure(data: list[dict], layout: dict) -> go.Figure:
+    """``go.Figure`` of plain dicts with the app's template, skipping Plotly's slow validation."""
+    return go.Figure(data=data, layout={"template": TEMPLATE, **layout}, _validate=False)
+
+
 def empty_figure(message: str, height: int = 300) -> go.Figure:
     """An explicit empty-state figure: no axes, ``message`` in the middle."""
-    fig = go.Figure()
-    fig.update_layout(
-        template=TEMPLATE,
-        height=height,
-        xaxis=dict(visible=False),
-        yaxis=dict(visible=False),
-        annotations=[
-            dict(
-                text=message,
-                showarrow=False,
-                xref="paper",
-                yref="paper",
-                x=0.5,
-                y=0.5,
-                font=dict(color="#6c757d", size=13),
-            )
-        ],
+    return _figure(
+        [],
+        dict(
+            height=height,
+            xaxis=dict(visible=False),
+            yaxis=dict(visible=False),
+            annotations=[
+                dict(
+                    text=message,
+                    showarrow=False,
+                    xref="paper",
+                    yref="paper",
+                    x=0.5,
+                    y=0.5,
+                    font=dict(color="#6c757d", size=13),
+                )
+            ],
+        ),
     )
-    return fig
 
 
 def step_marker(step: int | None) -> list[dict]:
@@ -107,13 +115,14 @@ def curves_figure(
     if not series:
         return empty_figure(empty_message, height)
     fmt = ".2~%" if percent else ".6~g"
-    fig = go.Figure()
+    data = []
     for s in series:
         x = s.frame.get_column("step").to_numpy()
         if s.band_label and {"lo", "hi"} <= set(s.frame.columns):
-            for edge, fill in (("lo", None), ("hi", "tonexty")):
-                fig.add_trace(
-                    go.Scatter(
+            for edge, fill in (("lo", "none"), ("hi", "tonexty")):
+                data.append(
+                    dict(
+                        type="scatter",
                         x=x,
                         y=s.frame.get_column(edge).cast(float).to_numpy(),
                         mode="lines",
@@ -127,30 +136,35 @@ def curves_figure(
                         connectgaps=False,
                     )
                 )
-        fig.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=x,
                 y=s.frame.get_column("y").cast(float).to_numpy(),
                 mode="lines+markers" if s.frame.height <= 60 else "lines",
                 marker=dict(size=4),
-                line=dict(color=s.color, width=2, dash="dash" if s.dashed else None),
+                line=dict(color=s.color, width=2, dash="dash" if s.dashed else "solid"),
                 name=s.label + (f" (band: {s.band_label})" if s.band_label else ""),
                 legendgroup=s.label,
                 hovertemplate=f"%{{y:{fmt}}}",
                 connectgaps=False,
             )
         )
-    fig.update_layout(
-        template=TEMPLATE,
-        height=height,
-        hovermode="x unified",
-        clickmode="event",
-        shapes=step_marker(selected_step),
-        xaxis=dict(title=dict(text="step"), hoverformat="d"),
-        yaxis=dict(title=dict(text=y_title), tickformat=".0%" if percent else None, zeroline=True),
-        showlegend=True,
+    yaxis = dict(title=dict(text=y_title), zeroline=True)
+    if percent:
+        yaxis["tickformat"] = ".0%"
+    return _figure(
+        data,
+        dict(
+            height=height,
+            hovermode="x unified",
+            clickmode="event",
+            shapes=step_marker(selected_step),
+            xaxis=dict(title=dict(text="step"), hoverformat="d"),
+            yaxis=yaxis,
+            showlegend=True,
+        ),
     )
-    return fig
 
 
 def histogram_figure(
@@ -200,8 +214,9 @@ def histogram_figure(
         return out
 
     x, width, custom = geometry(rows)
-    fig = go.Figure(
-        go.Bar(
+    data = [
+        dict(
+            type="bar",
             x=x,
             y=[c[2] for c in custom],
             width=width,
@@ -211,12 +226,13 @@ def histogram_figure(
             marker=dict(color=_rgba(color, 0.75), line=dict(color=color, width=1)),
             name=label,
         )
-    )
-    if ref_bars is not None and ref_bars.height:
-        ref_rows = ref_bars.sort("bin").to_dicts()
-        rx, rwidth, rcustom = geometry(ref_rows)
-        fig.add_trace(
-            go.Bar(
+    ]
+    has_ref = ref_bars is not None and ref_bars.height > 0
+    if has_ref:
+        rx, rwidth, rcustom = geometry(ref_bars.sort("bin").to_dicts())
+        data.append(
+            dict(
+                type="bar",
                 x=rx,
                 y=[c[2] for c in rcustom],
                 width=rwidth,
@@ -228,20 +244,34 @@ def histogram_figure(
             )
         )
     edges = [float(r["lo"]) for r in rows] + [float(rows[-1]["hi"])]
-    fig.update_layout(
-        template=TEMPLATE,
-        height=height,
-        barmode="overlay",
-        bargap=0,
-        hovermode="x unified",
-        clickmode="event",
-        showlegend=ref_bars is not None and ref_bars.height > 0,
-        xaxis=dict(title=dict(text=label), range=_padded(edges), zeroline=signed),
-        yaxis=dict(title=dict(text="responses"), rangemode="tozero"),
-    )
+    shapes = []
     if signed and edges[0] < 0 < edges[-1]:
-        fig.add_vline(x=0, line=dict(color="#adb5bd", width=1))
-    return fig
+        shapes.append(
+            dict(
+                type="line",
+                x0=0,
+                x1=0,
+                xref="x",
+                y0=0,
+                y1=1,
+                yref="paper",
+                line=dict(color="#adb5bd", width=1),
+            )
+        )
+    return _figure(
+        data,
+        dict(
+            height=height,
+            barmode="overlay",
+            bargap=0,
+            hovermode="x unified",
+            clickmode="event",
+            showlegend=has_ref,
+            shapes=shapes,
+            xaxis=dict(title=dict(text=label), range=_padded(edges), zeroline=False),
+            yaxis=dict(title=dict(text="responses"), rangemode="tozero"),
+        ),
+    )
 
 
 def _padded(edges: list[float]) -> list[float]:
@@ -277,31 +307,32 @@ def heatmap_figure(
         f"≥ {_num(edges[k])}" if k == nb - 1 else f"[{_num(edges[k])}, {_num(edges[k + 1])})"
         for k in range(nb)
     ]
-    fig = go.Figure(
-        go.Heatmap(
-            x=steps,
-            y=labels,
-            z=np.asarray(share, dtype=np.float32),
-            customdata=np.asarray(count),
-            colorscale="Blues",
-            zmin=0,
-            colorbar=dict(title=dict(text="share", side="right"), tickformat=".0%", thickness=12),
-            hovertemplate=(
-                "step %{x}<br>" + label + " %{y}<br>%{customdata} responses (%{z:.1%})<extra></extra>"
-            ),
-            xgap=0,
-            ygap=0,
-        )
+    return _figure(
+        [
+            dict(
+                type="heatmap",
+                x=steps,
+                y=labels,
+                z=np.asarray(share, dtype=np.float32),
+                customdata=np.asarray(count),
+                colorscale="Blues",
+                zmin=0,
+                colorbar=dict(title=dict(text="share", side="right"), tickformat=".0%", thickness=12),
+                hovertemplate=(
+                    "step %{x}<br>" + label + " %{y}<br>%{customdata} responses (%{z:.1%})<extra></extra>"
+                ),
+                xgap=0,
+                ygap=0,
+            )
+        ],
+        dict(
+            height=height,
+            clickmode="event",
+            shapes=step_marker(selected_step),
+            xaxis=dict(title=dict(text="step"), showgrid=False),
+            yaxis=dict(title=dict(text=label), type="category", showgrid=False, tickfont=dict(size=10)),
+        ),
     )
-    fig.update_layout(
-        template=TEMPLATE,
-        height=height,
-        clickmode="event",
-        shapes=step_marker(selected_step),
-        xaxis=dict(title=dict(text="step"), showgrid=False),
-        yaxis=dict(title=dict(text=label), type="category", showgrid=False, tickfont=dict(size=10)),
-    )
-    return fig
 
 
 # ---- reading clicks ----------------------------------------------------------------------------------------

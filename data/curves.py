@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from data.metrics import METRICS, label
-from data.queries import column_range, histogram, histogram_edges, step_histograms
+from data.queries import histogram, histogram_edges
 from data.store import RunStore
 
 # Spread bands of a curve: URL value -> UI text. All come from the store's per-step summary.
@@ -218,17 +218,19 @@ def nearest_step(steps: list[int], step: int) -> int | None:
 # ---- histograms ----------------------------------------------------------------------------------------
 
 
-def edges_for(scalars: pl.DataFrame, columns: tuple[str, ...]) -> list[float]:
+def edges_for(steps: pl.DataFrame, columns: tuple[str, ...]) -> list[float]:
     """:func:`data.queries.histogram_edges` over the run's whole range of ``columns`` (finite values).
 
+    The range comes from the per-step summary's ``<col>_min`` / ``<col>_max`` (no scan of the responses).
     Computed on the whole run so that every step has the same bars; the reference rewards share the
     reward's edges, so their range counts too (none of them falls outside the first or last bar).
     """
     lows, highs = [], []
     for col in columns:
-        if col in scalars.columns:
-            lo, hi = column_range(scalars.lazy(), col)
-            if lo is not None:
+        if f"{col}_min" in steps.columns and steps.height:
+            lo = steps.select(_finite(f"{col}_min").min()).item()
+            hi = steps.select(_finite(f"{col}_max").max()).item()
+            if lo is not None and hi is not None:
                 lows.append(lo)
                 highs.append(hi)
     if not lows:
@@ -247,6 +249,28 @@ def bars(scalars: pl.DataFrame, col: str, step: int, edges: list[float]) -> pl.D
         return pl.DataFrame(schema={"bin": pl.Int32, "lo": pl.Float64, "hi": pl.Float64, "count": pl.Int64})
     lf = scalars.lazy().filter(pl.col("step") == step)
     return histogram(lf, col, edges).collect()
+
+
+def fast_bin_index(col: str, edges: list[float]) -> pl.Expr:
+    """The same bar index as :func:`data.queries.bin_index` (the number of inner edges <= x; null for
+    non-finite x), by binary search: ~5x faster on a whole run than one comparison per edge."""
+    c = pl.col(col)
+    if len(edges) <= 2:
+        return pl.when(c.is_finite()).then(pl.lit(0, dtype=pl.Int32))
+    inner = pl.lit(pl.Series(edges[1:-1], dtype=pl.Float64))
+    return pl.when(c.is_finite()).then(inner.search_sorted(c.cast(pl.Float64), side="right").cast(pl.Int32))
+
+
+def step_bin_counts(lf: pl.LazyFrame, col: str, edges: list[float]) -> pl.LazyFrame:
+    """Counts per (step, bar) of ``col`` and each cell's share of its step, sorted by step and bar."""
+    return (
+        lf.select("step", fast_bin_index(col, edges).alias("bin"))
+        .drop_nulls()
+        .group_by("step", "bin")
+        .agg(pl.len().alias("count"))
+        .with_columns((pl.col("count") / pl.col("count").sum().over("step")).alias("share"))
+        .sort("step", "bin")
+    )
 
 
 @dataclass(frozen=True)
@@ -268,7 +292,7 @@ def heatmap(scalars: pl.DataFrame, col: str, edges: list[float], steps: list[int
     count = np.zeros((nb, len(step_arr)), dtype=np.int64)
     if nb and len(step_arr) and col in scalars.columns:
         index = pl.LazyFrame({"step": step_arr, "i": np.arange(len(step_arr))})
-        cells = step_histograms(scalars.lazy(), col, edges).join(index, on="step", how="inner").collect()
+        cells = step_bin_counts(scalars.lazy(), col, edges).join(index, on="step", how="inner").collect()
         b, i = cells.get_column("bin").to_numpy(), cells.get_column("i").to_numpy()
         share[b, i] = cells.get_column("share").to_numpy()
         count[b, i] = cells.get_column("count").to_numpy()
@@ -318,7 +342,7 @@ def _panels(v: _Versioned, band: str, zero_shift: bool) -> tuple[Panel, ...]:
 
 @lru_cache(maxsize=32)
 def _edges(v: _Versioned, kind: str) -> tuple[float, ...]:
-    return tuple(edges_for(v.store.scalars(), HISTOGRAMS[kind][1]))
+    return tuple(edges_for(_steps(v), HISTOGRAMS[kind][1]))
 
 
 @lru_cache(maxsize=256)

@@ -1,0 +1,312 @@
+"""Reward page through the Flask test client: layout from the query string, URL <-> controls callback,
+curve/histogram/heatmap callbacks, drill-down links whose counts equal the responses filter."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import polars as pl
+import pytest
+
+from data import curves
+from data.queries import ResponseFilter, bar_interval
+from data.service import board
+from tests.conftest import dash_post
+
+PPO, GRPO, POEM = "trl-ppo-small", "trl-grpo-small", "rlloggingboard-eval-poem"
+
+SYNC = (
+    "..reward-url.search...reward-run.data...reward-header.children...reward-notices.children"
+    "...reward-selected.data...reward-step-text.children...reward-step.value...reward-step.max"
+    "...reward-step.marks...reward-step.disabled...reward-band.value...reward-zero.value.."
+)
+CURVES = (
+    "..reward-curve-reward.figure...reward-curve-kl.figure...reward-curve-length.figure"
+    "...reward-curve-win.figure...reward-curve-reward-title.children...reward-curve-kl-title.children"
+    "...reward-curve-length-title.children...reward-curve-win-title.children"
+    "...reward-curve-reward-note.children...reward-curve-kl-note.children"
+    "...reward-curve-length-note.children...reward-curve-win-note.children...reward-curves-drawn.data.."
+)
+STEP_VIEW = (
+    "..reward-hist.figure...reward-gain-hist.figure...reward-hist-title.children"
+    "...reward-gain-hist-title.children...reward-hist-note.children...reward-gain-hist-note.children"
+    "...reward-drill.children...reward-gain-drill.children...reward-step-stats.children.."
+)
+HEATMAP = "..reward-heatmap.figure...reward-heatmap-drawn.data.."
+CLICK_IDS = [f"reward-curve-{k}" for k in ("reward", "kl", "length", "win")] + ["reward-heatmap"]
+
+
+def _i(cid, prop, value):
+    return {"id": cid, "property": prop, "value": value}
+
+
+def sync(
+    client, search, *, index=0, band="std", zero=False, run=None, selected=None, trigger="url", clicks=None
+):
+    """POST the URL <-> controls callback; ``trigger`` names the changed input."""
+    clicks = clicks or {}
+    inputs = [
+        _i("reward-url", "search", search),
+        _i("reward-step", "value", index),
+        _i("reward-band", "value", band),
+        _i("reward-zero", "value", zero),
+        _i("reward-prev", "n_clicks", clicks.get("reward-prev")),
+        _i("reward-next", "n_clicks", clicks.get("reward-next")),
+        *(_i(c, "clickData", clicks.get(c)) for c in CLICK_IDS),
+    ]
+    changed = {
+        "url": "reward-url.search",
+        "step": "reward-step.value",
+        "band": "reward-band.value",
+        "zero": "reward-zero.value",
+    }.get(trigger, trigger)
+    state = [_i("reward-run", "data", run), _i("reward-selected", "data", selected)]
+    return dash_post(client, SYNC, inputs, state, changed=[changed]) or {}
+
+
+def _find(component, cid):
+    """The component with id ``cid`` in a layout tree (or None)."""
+    if getattr(component, "id", None) == cid:
+        return component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list | tuple) else [children]:
+        if hasattr(child, "to_plotly_json"):
+            hit = _find(child, cid)
+            if hit is not None:
+                return hit
+    return None
+
+
+def _notice_texts(component) -> list[str]:
+    return [a.children for a in (component.children or [])]
+
+
+@pytest.fixture
+def page(dash_app):
+    import pages.reward as page
+
+    return page
+
+
+def test_reward001_layout_reproduces_the_query(page, fixtures_dir):
+    """layout(**query) sets run, step, band and zero shift from the query string without notices."""
+    root = page.layout(run=PPO, step="5", band="p25-p75", zero="1")
+    assert _find(root, "reward-run").data == PPO
+    assert _find(root, "reward-selected").data == 5
+    assert _find(root, "reward-step").value == 4  # the slider moves over step indices
+    assert _find(root, "reward-step-text").children == "step 5 · 5 of 25"
+    assert _find(root, "reward-band").value == "p25-p75"
+    assert _find(root, "reward-zero").value is True
+    assert _notice_texts(_find(root, "reward-notices")) == []
+
+
+def test_reward002_layout_without_arguments(page, fixtures_dir):
+    """layout() with no query picks the first run and its last step."""
+    root = page.layout()
+    first = sorted(board().runs())[0]
+    assert _find(root, "reward-run").data == first
+    steps = curves.step_list(board().store(first))
+    assert _find(root, "reward-selected").data == steps[-1]
+
+
+def test_reward003_bad_parameters_fall_back_with_notices(page, fixtures_dir):
+    """Unknown run, step=abc, a step the run lacks, a bad band and zero value each give a visible notice."""
+    root = page.layout(run="../../etc", step="abc", band="wide", zero="maybe")
+    texts = " ".join(_notice_texts(_find(root, "reward-notices")))
+    assert "Unknown run '../../etc'" in texts and "Ignored step='abc'" in texts
+    assert "Ignored band='wide'" in texts and "Ignored zero='maybe'" in texts
+    assert _find(root, "reward-run").data == sorted(board().runs())[0]
+    root = page.layout(run=POEM, step="150")
+    assert _find(root, "reward-selected").data == 100
+    assert "has no step 150: showing step 100" in _notice_texts(_find(root, "reward-notices"))[0]
+
+
+def test_reward004_view_state_round_trip(page, fixtures_dir):
+    """to_query omits defaults and from_query reads back the same view."""
+    view = page.RewardView(run=GRPO, step=7, band="p5-p95", zero=True)
+    assert view.to_query() == "?run=trl-grpo-small&step=7&band=p5-p95&zero=1"
+    assert page.RewardView(run=GRPO).to_query() == "?run=trl-grpo-small"
+    back, msgs = page._decode(view.to_query())
+    assert back == view and msgs == []
+
+
+def test_reward005_url_sets_controls(client, fixtures_dir):
+    """A URL change (load, Back/Forward) sets run, selected step, slider, band and switch; no URL write."""
+    resp = sync(client, "?run=trl-grpo-small&step=3&band=p5-p95&zero=1", run=PPO, selected=25)
+    assert "reward-url" not in resp
+    assert resp["reward-run"]["data"] == GRPO
+    assert resp["reward-selected"]["data"] == 3
+    assert resp["reward-step"]["value"] == 2 and resp["reward-step"]["max"] == 24
+    assert resp["reward-band"]["value"] == "p5-p95" and resp["reward-zero"]["value"] is True
+    # The same view again changes nothing.
+    again = sync(
+        client,
+        "?run=trl-grpo-small&step=3&band=p5-p95&zero=1",
+        index=2,
+        band="p5-p95",
+        zero=True,
+        run=GRPO,
+        selected=3,
+    )
+    assert set(again) <= {"reward-notices"}
+
+
+def test_reward006_controls_write_the_url(client, fixtures_dir):
+    """Slider, band, switch, prev/next and a click on a curve or the heatmap each write the URL."""
+    base = {"run": PPO, "selected": 5, "index": 4}
+    resp = sync(client, "?run=trl-ppo-small&step=5", **{**base, "index": 9}, trigger="step")
+    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=10"
+    assert resp["reward-selected"]["data"] == 10
+    resp = sync(client, "?run=trl-ppo-small&step=5", **base, band="p25-p75", trigger="band")
+    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=5&band=p25-p75"
+    resp = sync(client, "?run=trl-ppo-small&step=5", **base, zero=True, trigger="zero")
+    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=5&zero=1"
+    resp = sync(
+        client, "?run=trl-ppo-small&step=5", **base, clicks={"reward-prev": 1}, trigger="reward-prev.n_clicks"
+    )
+    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=4" and resp["reward-step"]["value"] == 3
+    click = {"points": [{"curveNumber": 2, "x": 12, "y": 1.0}]}
+    resp = sync(
+        client,
+        "?run=trl-ppo-small&step=5",
+        **base,
+        clicks={"reward-curve-kl": click},
+        trigger="reward-curve-kl.clickData",
+    )
+    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=12" and resp["reward-step"]["value"] == 11
+    resp = sync(
+        client,
+        "?run=trl-ppo-small&step=5",
+        **base,
+        clicks={"reward-heatmap": {"points": [{"x": 20, "y": "[2, 2.2)"}]}},
+        trigger="reward-heatmap.clickData",
+    )
+    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=20"
+    # A control that did not move the view writes nothing.
+    assert "reward-url" not in sync(client, "?run=trl-ppo-small&step=5", **base, trigger="step")
+
+
+def test_reward007_last_step_url_keeps_following_the_run(client, fixtures_dir):
+    """Without step in the URL, changing the band keeps the URL free of a step (it follows a live run)."""
+    resp = sync(client, "?run=trl-ppo-small", run=PPO, selected=25, index=24, band="p5-p95", trigger="band")
+    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&band=p5-p95"
+
+
+def _curves(client, run, step, band="std", zero=False, drawn=None):
+    inputs = [
+        _i("reward-run", "data", run),
+        _i("reward-selected", "data", step),
+        _i("reward-band", "value", band),
+        _i("reward-zero", "value", zero),
+    ]
+    return dash_post(client, CURVES, inputs, [_i("reward-curves-drawn", "data", drawn)])
+
+
+def test_reward008_curves_and_notes(client, fixtures_dir):
+    """PPO gets four panels of curves; the poem run (no token fields) gets notes for KL and length."""
+    resp = _curves(client, PPO, 5, "p25-p75")
+    reward = resp["reward-curve-reward"]["figure"]
+    names = [t["name"] for t in reward["data"]]
+    assert "reward (band: p25–p75)" in names and "reference reward" in names
+    assert len(resp["reward-curve-kl"]["figure"]["data"]) == 2
+    assert resp["reward-curves-drawn"]["data"] == [PPO, "p25-p75", False]
+    poem = _curves(client, POEM, 100)
+    assert poem["reward-curve-kl"]["figure"]["data"] == []
+    assert poem["reward-curve-kl-note"]["children"] == curves.NOTE_NO_KL
+    assert poem["reward-curve-length-note"]["children"] == curves.NOTE_CHARS
+
+
+def test_reward009_step_change_patches_the_marker(client, fixtures_dir):
+    """With the same run, band and shift already drawn, a new step only patches the marker shapes."""
+    resp = _curves(client, PPO, 7, drawn=[PPO, "std", False])
+    fig = resp["reward-curve-win"]["figure"]
+    assert fig["__dash_patch_update"] == "__dash_patch_update"
+    assert fig["operations"][0]["location"] == ["layout", "shapes"]
+    assert fig["operations"][0]["params"]["value"][0]["x0"] == 7
+    heat = dash_post(
+        client,
+        HEATMAP,
+        [_i("reward-run", "data", PPO), _i("reward-selected", "data", 7)],
+        [_i("reward-heatmap-drawn", "data", PPO)],
+    )
+    assert heat["reward-heatmap"]["figure"]["operations"][0]["location"] == ["layout", "shapes"]
+
+
+def _step_view(client, run, step, click=None, gain_click=None, changed=None):
+    inputs = [
+        _i("reward-run", "data", run),
+        _i("reward-selected", "data", step),
+        _i("reward-hist", "clickData", click),
+        _i("reward-gain-hist", "clickData", gain_click),
+    ]
+    return dash_post(client, STEP_VIEW, inputs, changed=changed)
+
+
+def _link_href(children) -> str:
+    return children["props"]["href"]
+
+
+def test_reward010_bar_click_gives_the_drill_link(client, fixtures_dir):
+    """A reward bar links to /responses with run, step and reward_min/max; a gain bar with gain_min/max; the
+    last bar has no max."""
+    resp = _step_view(client, PPO, 5)
+    bars = resp["reward-hist"]["figure"]["data"][0]
+    k = next(i for i, n in enumerate(bars["y"]) if n > 0)
+    point = {"curveNumber": 0, "x": bars["x"][k], "customdata": bars["customdata"][k]}
+    link = _step_view(client, PPO, 5, click={"points": [point]}, changed=["reward-hist.clickData"])
+    assert set(link) == {"reward-drill"}
+    href = urlparse(_link_href(link["reward-drill"]["children"]))
+    lo, hi, n = bars["customdata"][k]
+    assert href.path == "/responses"
+    q = parse_qs(href.query)
+    assert q["run"] == [PPO] and q["step"] == ["5"]
+    assert float(q["reward_min"][0]) == lo and float(q["reward_max"][0]) == hi
+    assert f"Show the {n} response" in str(link["reward-drill"]["children"]["props"]["children"])
+
+    gain = resp["reward-gain-hist"]["figure"]["data"][0]
+    last = len(gain["y"]) - 1
+    point = {"curveNumber": 0, "x": gain["x"][last], "customdata": gain["customdata"][last]}
+    link = _step_view(client, PPO, 5, gain_click={"points": [point]}, changed=["reward-gain-hist.clickData"])
+    q = parse_qs(urlparse(_link_href(link["reward-gain-drill"]["children"])).query)
+    assert "gain_min" in q and "gain_max" not in q and "reward_min" not in q
+
+
+@pytest.mark.parametrize(("run", "step"), [(PPO, 5), (GRPO, 25), (POEM, 2300)])
+def test_reward011_bar_counts_equal_the_responses_filter(client, fixtures_dir, run, step):
+    """For every bar of both histograms of a fixture step, the count shown equals the number of responses
+    ResponseFilter(step, interval).scalar_expr() selects on the scalars (what the responses page lists)."""
+    resp = _step_view(client, run, step)
+    scalars = board().store(run).scalars()
+    for fig_id, prefix in (("reward-hist", "reward"), ("reward-gain-hist", "gain")):
+        bars = resp[fig_id]["figure"]["data"][0]
+        edges = [c[0] for c in bars["customdata"]] + [bars["customdata"][-1][0] + bars["width"][-1]]
+        assert sum(bars["y"]) == scalars.filter(pl.col("step") == step).height
+        for k, (lo, hi, n) in enumerate(bars["customdata"]):
+            assert n == bars["y"][k]
+            assert (lo, hi) == bar_interval(edges, k)
+            flt = ResponseFilter(step=step, **{f"{prefix}_min": lo, f"{prefix}_max": hi})
+            assert scalars.filter(flt.scalar_expr()).height == n, (fig_id, k)
+
+
+def test_reward012_same_edges_every_step_and_heatmap(client, fixtures_dir):
+    """Two steps share the run-level bins; the heatmap has one column per step and one row per bin."""
+    a = _step_view(client, GRPO, 1)["reward-hist"]["figure"]["data"][0]["customdata"]
+    b = _step_view(client, GRPO, 25)["reward-hist"]["figure"]["data"][0]["customdata"]
+    assert [c[:2] for c in a] == [c[:2] for c in b]
+    heat = dash_post(
+        client,
+        HEATMAP,
+        [_i("reward-run", "data", GRPO), _i("reward-selected", "data", 3)],
+        [_i("reward-heatmap-drawn", "data", None)],
+    )
+    trace = heat["reward-heatmap"]["figure"]["data"][0]
+    assert len(trace["y"]) == len(a) and trace["z"]["shape"] == f"{len(a)}, 25"
+    assert heat["reward-heatmap-drawn"]["data"] == GRPO
+
+
+def test_reward013_unknown_run_in_callbacks_is_an_empty_state(client, fixtures_dir):
+    """A run that is not under the root gives empty figures in every callback, never an error."""
+    resp = _curves(client, "../../etc", 1)
+    assert resp["reward-curve-reward"]["figure"]["data"] == []
+    resp = _step_view(client, "nope", 1)
+    assert resp["reward-hist"]["figure"]["data"] == []

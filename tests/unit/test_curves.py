@@ -1,0 +1,264 @@
+"""data/curves.py: spread bands, zero shift, panels and their notes, run-level edges, step histograms
+(counts equal to the responses filter), the steps x bins heatmap and the store-version cache."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from data import curves
+from data.config import DEFAULT_PAD_TOKENS
+from data.ingest import ingest_run
+from data.metrics import label, step_summary
+from data.queries import ResponseFilter, bar_interval
+from data.store import open_store
+
+
+def _scalars(rows: list[tuple[int, float, float | None]]) -> pl.DataFrame:
+    """A scalars-like frame from (step, reward, ref_reward) rows."""
+    df = pl.DataFrame(
+        {
+            "sample_id": [f"s{i}" for i in range(len(rows))],
+            "step": [r[0] for r in rows],
+            "reward": [r[1] for r in rows],
+            "ref_reward": [r[2] for r in rows],
+        },
+        schema={"sample_id": pl.String, "step": pl.Int64, "reward": pl.Float64, "ref_reward": pl.Float64},
+    )
+    return df.with_columns((pl.col("reward") - pl.col("ref_reward")).alias("reward_gain"))
+
+
+def _summary(df: pl.DataFrame) -> pl.DataFrame:
+    """step_summary of a frame missing the token-level columns (filled with nulls, as in the store)."""
+    missing = {
+        "response_length": pl.Int64,
+        "response_chars": pl.Int64,
+        "n_kl_tokens": pl.Int64,
+        "kl_sum": pl.Float64,
+        "log_ratio_sum": pl.Float64,
+        "kl_mean": pl.Float64,
+        "value_error_abs_mean": pl.Float64,
+        "value_error_mean": pl.Float64,
+    }
+    df = df.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in missing.items() if c not in df.columns)
+    return step_summary(df.lazy()).collect()
+
+
+def test_curves001_band_bounds_from_summary():
+    """±1 std, p25–p75 and p5–p95 bands read the summary's mean ± std and quantile columns."""
+    steps = pl.DataFrame(
+        {
+            "step": [1],
+            "reward_mean": [1.0],
+            "reward_std": [0.5],
+            "reward_p05": [0.1],
+            "reward_p25": [0.6],
+            "reward_p75": [1.4],
+            "reward_p95": [1.9],
+        }
+    )
+    got = {b: curves.curve(steps, "reward", b).row(0) for b in curves.BANDS}
+    assert got["std"] == (1, 1.0, 0.5, 1.5)
+    assert got["p25-p75"] == (1, 1.0, 0.6, 1.4)
+    assert got["p5-p95"] == (1, 1.0, 0.1, 1.9)
+
+
+def test_curves002_zero_shift_subtracts_first_finite_value():
+    """Zero shift subtracts the first finite value from the curve and its band; NaN stays a gap."""
+    steps = pl.DataFrame(
+        {
+            "step": [3, 1, 2],
+            "reward_mean": [4.0, float("nan"), 2.0],
+            "reward_std": [1.0, 1.0, 0.5],
+        }
+    )
+    out = curves.curve(steps, "reward", "std", zero_shift=True)
+    assert out.get_column("step").to_list() == [1, 2, 3]
+    assert out.get_column("y").to_list() == [None, 0.0, 2.0]
+    assert out.get_column("lo").to_list() == [None, -0.5, 1.0]
+    assert out.get_column("hi").to_list() == [None, 0.5, 3.0]
+
+
+def test_curves003_curve_sorts_steps_numerically():
+    """Steps that arrive out of order and skip numbers come out in numeric order."""
+    steps = pl.DataFrame({"step": [100, 9, 20], "win_rate": [0.5, 0.25, 0.75]})
+    out = curves.curve(steps, "win_rate", mean=False)
+    assert out.rows() == [(9, 0.25), (20, 0.75), (100, 0.5)]
+
+
+def test_curves004_panels_without_ref_or_token_fields_carry_notes():
+    """A run without ref_reward and token fields: reward alone, no KL, length in characters, no win rate."""
+    df = _scalars([(1, 1.0, None), (1, 2.0, None), (2, 3.0, None)]).with_columns(
+        pl.Series("response_chars", [10, 20, 30], dtype=pl.Int64)
+    )
+    panels = {p.key: p for p in curves.panels(_summary(df))}
+    assert [s.key for s in panels["reward"].series] == ["reward"]
+    assert panels["reward"].note == curves.NOTE_NO_REF
+    assert panels["kl"].series == () and panels["kl"].note == curves.NOTE_NO_KL
+    assert [s.key for s in panels["length"].series] == ["response_chars"]
+    assert panels["length"].series[0].label == label("response_chars")
+    assert panels["length"].note == curves.NOTE_CHARS
+    assert panels["win"].series == () and panels["win"].note == curves.NOTE_NO_WIN
+
+
+def test_curves005_full_panels_labelled_from_metrics():
+    """With every field the panels hold reward + reference, k3 and log-ratio, token length and win rate,
+    each labelled from data.metrics."""
+    df = _scalars([(1, 1.0, 0.0), (1, 2.0, 3.0), (2, 3.0, 1.0)]).with_columns(
+        pl.Series("response_length", [5, 7, 9], dtype=pl.Int64),
+        pl.Series("response_chars", [10, 20, 30], dtype=pl.Int64),
+        pl.Series("n_kl_tokens", [5, 7, 9], dtype=pl.Int64),
+        pl.Series("kl_sum", [0.5, 0.7, 1.8]),
+        pl.Series("log_ratio_sum", [1.0, -0.7, 0.9]),
+    )
+    steps = _summary(df)
+    panels = {p.key: p for p in curves.panels(steps, "p25-p75")}
+    assert [(s.key, s.label) for s in panels["reward"].series] == [
+        ("reward", label("reward")),
+        ("ref_reward", label("ref_reward")),
+    ]
+    assert panels["reward"].series[0].band_label == "p25–p75"
+    kl = {s.key: s for s in panels["kl"].series}
+    assert kl["kl_token_mean"].label.startswith(label("kl"))
+    assert kl["log_ratio_token_mean"].label.startswith(label("log_ratio"))
+    # kl_token_mean is Σ kl / Σ tokens over the step: (0.5 + 0.7) / 12 at step 1.
+    assert kl["kl_token_mean"].frame.get_column("y").to_list() == pytest.approx([1.2 / 12, 1.8 / 9])
+    assert panels["length"].series[0].label == label("response_length") and panels["length"].note is None
+    win = panels["win"].series[0]
+    assert win.frame.get_column("y").to_list() == [0.5, 1.0] and panels["win"].percent
+
+
+def test_curves006_zero_spread_share_shown_when_present():
+    """A zero_spread_share column in the step summary (GRPO groups) becomes a curve of the win panel."""
+    df = _scalars([(1, 1.0, 0.0), (2, 3.0, 1.0)])
+    steps = _summary(df).with_columns(pl.Series("zero_spread_share", [0.25, 0.5]))
+    win = next(p for p in curves.panels(steps) if p.key == "win")
+    assert [s.key for s in win.series] == ["win_rate", "zero_spread_share"]
+
+
+def test_curves007_edges_cover_reward_and_reference():
+    """The reward edges span the run's rewards and reference rewards (from the step summary); an absent
+    column gives no edges."""
+    df = _scalars([(1, 0.0, -1.0), (2, 2.0, 0.5)])
+    edges = curves.edges_for(_summary(df), ("reward", "ref_reward"))
+    assert edges[0] <= -1.0 and edges[-1] >= 2.0
+    assert curves.edges_for(_summary(df), ("reward",))[0] == 0.0
+    assert curves.edges_for(_summary(df), ("no_such_column",)) == []
+
+
+def test_curves008_bars_counts_by_hand_and_match_filter():
+    """One step's bars on run edges: counts by hand, zero bars included, each equal to the filter count."""
+    df = _scalars([(1, 0.0, 0.0), (1, 0.5, 0.0), (1, 0.5, 0.0), (1, 1.0, 0.0), (2, 0.25, 0.0)])
+    edges = [0.0, 0.25, 0.5, 0.75, 1.0]
+    b = curves.bars(df, "reward", 1, edges)
+    assert b.get_column("count").to_list() == [1, 0, 2, 1]
+    for k, n in enumerate(b.get_column("count").to_list()):
+        lo, hi = bar_interval(edges, k)
+        flt = ResponseFilter(step=1, reward_min=lo, reward_max=hi)
+        assert df.filter(flt.scalar_expr()).height == n
+
+
+def test_curves009_one_response_and_all_equal_rewards():
+    """A step with one response gives one non-empty bar; a run whose rewards are all equal has one bar."""
+    df = _scalars([(1, 0.7, 0.7)])
+    edges = curves.edges_for(_summary(df), ("reward", "ref_reward"))
+    assert edges == [0.7, 0.7]
+    b = curves.bars(df, "reward", 1, edges)
+    assert b.rows() == [(0, 0.7, 0.7, 1)]
+    lo, hi = bar_interval(edges, 0)
+    assert (lo, hi) == (0.7, None)
+    assert df.filter(ResponseFilter(step=1, reward_min=lo, reward_max=hi).scalar_expr()).height == 1
+
+
+def test_curves010_empty_inputs():
+    """No edges or no column gives an empty bars frame and an all-zero heatmap of the right shape."""
+    df = _scalars([(1, 1.0, 0.0)])
+    assert curves.bars(df, "reward", 1, []).height == 0
+    assert curves.bars(df, "missing", 1, [0.0, 1.0]).height == 0
+    hm = curves.heatmap(df, "missing", [0.0, 1.0, 2.0], [1, 2])
+    assert hm.share.shape == (2, 2) and not hm.share.any()
+    assert curves.heatmap(df, "reward", [], [1]).share.shape == (0, 1)
+
+
+def test_curves011_heatmap_shares_by_hand():
+    """Heatmap cell (bin, step) holds the share of the step's values in the bin; steps without values stay 0."""
+    df = _scalars([(1, 0.1, 0.0), (1, 0.6, 0.0), (1, 0.7, 0.0), (1, 0.9, 0.0), (3, 0.2, 0.0)])
+    hm = curves.heatmap(df, "reward", [0.0, 0.5, 1.0], [3, 2, 1])
+    assert hm.steps.tolist() == [1, 2, 3]
+    np.testing.assert_allclose(hm.share, [[0.25, 0.0, 1.0], [0.75, 0.0, 0.0]])
+    assert hm.count.tolist() == [[1, 0, 1], [3, 0, 0]] and hm.count.dtype == np.uint8
+
+
+def test_curves012_nearest_step_and_interval_text():
+    """The nearest existing step (lower on a tie) and bar interval texts."""
+    assert curves.nearest_step([0, 100, 200], 150) == 100
+    assert curves.nearest_step([0, 100, 200], 151) == 200
+    assert curves.nearest_step([], 3) is None
+    assert curves.interval_text(0.5, 0.75) == "[0.5, 0.75)"
+    assert curves.interval_text(2.0, None) == "≥ 2"
+
+
+def _write_run(path, steps):
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / "rank0.jsonl", "a") as f:
+        for s in steps:
+            for i in range(3):
+                rec = {"prompt": f"p{i}", "response": "r", "reward": s + i / 4, "ref_reward": 0.5, "step": s}
+                f.write(json.dumps(rec) + "\n")
+
+
+def test_curves013_cached_results_follow_the_store_version(tmp_path):
+    """Cached edges and panels are reused for one store version and recomputed when the store grows."""
+    run = tmp_path / "root" / "tiny"
+    _write_run(run, [1, 2])
+    res = ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS)
+    store = open_store(res.store_dir)
+    edges = curves.run_edges(store, "reward")
+    assert curves.run_edges(open_store(res.store_dir), "reward") == edges
+    assert curves.run_panels(store) is curves.run_panels(open_store(res.store_dir))
+    assert curves.step_bars(store, "reward", 2).get_column("count").sum() == 3
+    _write_run(run, [3])
+    ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS)
+    grown = open_store(res.store_dir)
+    assert grown.version != store.version
+    assert curves.step_list(grown) == [1, 2, 3]
+    assert curves.run_edges(grown, "reward")[-1] >= 3.5 > edges[-1]
+    hm = curves.run_heatmap(grown)
+    assert hm.steps.tolist() == [1, 2, 3]
+    assert math.isclose(float(hm.share[:, 2].sum()), 1.0, rel_tol=1e-6)
+
+
+def test_curves014_fast_bin_index_equals_queries_bin_index():
+    """The heatmap's binary-search bar index equals data.queries.bin_index on edges, between them, beyond
+    them and for non-finite values; and its step counts equal data.queries.step_histograms."""
+    from data.queries import bin_index, step_histograms
+
+    edges = [-1.0, -0.5, 0.0, 0.25, 0.5]
+    values = [
+        -1.0,
+        -0.75,
+        -0.5,
+        -1e-12,
+        0.0,
+        0.1,
+        0.25,
+        0.49,
+        0.5,
+        7.0,
+        -3.0,
+        float("nan"),
+        float("inf"),
+        None,
+    ]
+    df = pl.DataFrame({"step": [1] * 7 + [2] * 7, "x": values}, schema={"step": pl.Int64, "x": pl.Float64})
+    got = df.select(curves.fast_bin_index("x", edges).alias("a"), bin_index("x", edges).alias("b"))
+    assert got.get_column("a").to_list() == got.get_column("b").to_list()
+    fast = curves.step_bin_counts(df.lazy(), "x", edges).collect()
+    slow = step_histograms(df.lazy(), "x", edges).collect()
+    assert fast.select("step", "bin", "count").rows() == slow.select("step", "bin", "count").rows()
+    one = df.select(curves.fast_bin_index("x", [0.7, 0.7]).alias("a"), bin_index("x", [0.7, 0.7]).alias("b"))
+    assert one.get_column("a").to_list() == one.get_column("b").to_list()
