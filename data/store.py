@@ -22,7 +22,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 STORE_FORMAT = 1
-ROW_GROUP_SIZE = 64
+ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 MANIFEST = "manifest.json"
 
 # Columns of the narrow in-memory table; everything else (texts, token arrays) stays in parts/.
