@@ -230,12 +230,9 @@ def _prompt_keys(texts: pl.Series) -> pl.Series:
 
 
 def _preview(expr: pl.Expr, pad_tokens: tuple[str, ...]) -> pl.Expr:
-    return (
-        strip_pads(expr, pad_tokens)
-        .str.replace_all(r"\s+", " ")
-        .str.strip_chars()
-        .str.slice(0, PREVIEW_CHARS)
-    )
+    # Cut before collapsing white space: the preview needs only the start of a long text.
+    text = strip_pads(expr.str.slice(0, PREVIEW_CHARS * 4), pad_tokens)
+    return text.str.replace_all(r"\s+", " ").str.strip_chars().str.slice(0, PREVIEW_CHARS)
 
 
 def build_part(frame: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
