@@ -341,7 +341,7 @@ class _Writer:
             # snappy: 2-3x faster to write than zstd, and parts are read a row group at a time.
             full.write_parquet(
                 self.dir / "parts" / name,
-                row_group_size=ROW_GROUP_SIZE,
+                row_group_size=self.m.data.setdefault("row_group_size", ROW_GROUP_SIZE),
                 compression="snappy",
                 statistics=True,
             )

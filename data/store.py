@@ -21,7 +21,8 @@ import orjson
 import polars as pl
 import pyarrow.parquet as pq
 
-STORE_FORMAT = 1
+# Bump when what ingest writes changes (columns, layout): stores of another format are rebuilt.
+STORE_FORMAT = 2
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 MANIFEST = "manifest.json"
 
@@ -141,6 +142,7 @@ class Manifest:
                 "ignored_fields": [],
                 "pending": {},
                 "steps_file": None,
+                "row_group_size": ROW_GROUP_SIZE,
                 "updated": None,
             }
         )
@@ -307,14 +309,15 @@ class RunStore:
     def read_rows(self, part: int, rows: list[int], columns: list[str] | None = None) -> pl.DataFrame:
         """Full rows (texts, token arrays) of one part, reading only the row groups that hold them."""
         pf = pq.ParquetFile(self.dir / "parts" / part_name(part))
-        groups = sorted({r // ROW_GROUP_SIZE for r in rows})
+        size = self.manifest.data.get("row_group_size", ROW_GROUP_SIZE)
+        groups = sorted({r // size for r in rows})
         if columns is not None:
             columns = [c for c in columns if c in pf.schema_arrow.names]
         table = pf.read_row_groups(groups, columns=columns)
         df = pl.from_arrow(table)
-        offsets = {g: i * ROW_GROUP_SIZE for i, g in enumerate(groups)}
+        offsets = {g: i * size for i, g in enumerate(groups)}
         # Row groups are full except the last one of a part, so a row's position is direct.
-        take = [offsets[r // ROW_GROUP_SIZE] + r % ROW_GROUP_SIZE for r in rows]
+        take = [offsets[r // size] + r % size for r in rows]
         return df[take]
 
     def sample(self, sample: str) -> dict | None:
