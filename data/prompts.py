@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import polars as pl
 
-from data.degeneration import step_length_medians, with_length_ratio
+from data.degeneration import length_ratio_from, step_length_medians, with_length_ratio
 from data.viewstate import encode, first, get_choice, get_int
 
 # ---- definitions -----------------------------------------------------------------------------------------
@@ -57,36 +57,50 @@ def _ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
 # ---- groups ----------------------------------------------------------------------------------------------
 
 
+def prompt_hash() -> pl.Expr:
+    """``prompt_key`` as a 64-bit hash: the in-memory grouping key (integer keys group several times faster
+    than strings; a collision among a run's prompts has a probability of about n² / 2^65)."""
+    return pl.col("prompt_key").hash(seed=1)
+
+
 def group_key(names: list[str] | set[str]) -> pl.Expr:
-    """Within-step group of a response: ``g:<group_id>`` when the run has ``group_id`` (falling back to the
-    prompt where it is missing), else ``p:<prompt_key>``. Null when neither column exists."""
-    by_prompt = pl.lit("p:") + pl.col("prompt_key") if "prompt_key" in names else pl.lit(None, pl.String)
+    """Within-step group of a response, as a 64-bit hash: of ``group_id`` when the run has one (falling back
+    to the prompt where it is missing), else of the prompt. Null when neither column exists."""
+    by_prompt = prompt_hash() if "prompt_key" in names else pl.lit(None, pl.UInt64)
     if "group_id" in names:
-        return pl.coalesce(pl.lit("g:") + pl.col("group_id").cast(pl.String), by_prompt)
+        gid = pl.col("group_id")
+        return pl.when(gid.is_not_null()).then(gid.cast(pl.String).hash(seed=2)).otherwise(by_prompt)
     return by_prompt
 
 
 def group_stats(rows: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per (step, group): ``group, group_n, group_mean, group_std, group_min, group_max,
-    group_spread, zero_spread`` over the finite rewards; ``zero_spread`` only for groups of ``MIN_GROUP``+.
+    """One row per (step, group): ``group`` (see :func:`group_key`), ``group_n``, ``group_mean``,
+    ``group_std``, ``group_min``, ``group_max``, ``group_spread`` over the finite rewards, ``zero_spread``
+    (only for groups of ``MIN_GROUP``+), and ``__p``, the group's :func:`prompt_hash` (the smallest, as a
+    group shares one prompt in practice).
 
     ``rows`` needs ``step``, ``reward`` and ``prompt_key`` (or ``group_id``).
     """
     names = rows.collect_schema().names()
-    r = pl.col("reward").filter(_finite("reward"))
+    r = pl.col("__r")
+    p = [pl.col("__p").min()] if "prompt_key" in names else []
+    # Mask elementwise, then plain aggregations: a filter inside ``agg`` is far slower per group.
     return (
-        rows.with_columns(group_key(names).alias("group"))
+        rows.with_columns(
+            group_key(names).alias("group"),
+            pl.when(_finite("reward")).then(pl.col("reward")).alias("__r"),
+            *([prompt_hash().alias("__p")] if p else []),
+        )
         .group_by("step", "group")
         .agg(
-            r.len().alias("group_n"),
+            r.count().alias("group_n"),
             r.mean().alias("group_mean"),
             r.std(ddof=ADVANTAGE_DDOF).alias("group_std"),
             r.min().alias("group_min"),
             r.max().alias("group_max"),
+            *p,
         )
-        .with_columns(
-            (pl.col("group_max") - pl.col("group_min")).alias("group_spread"),
-        )
+        .with_columns((pl.col("group_max") - pl.col("group_min")).alias("group_spread"))
         .with_columns(
             pl.when(pl.col("group_n") >= MIN_GROUP).then(pl.col("group_spread") == 0).alias("zero_spread")
         )
@@ -103,8 +117,9 @@ def group_step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
             .agg(pl.lit(0, pl.UInt32).alias("n_groups"), pl.lit(None, pl.Float64).alias("zero_spread_share"))
             .sort("step")
         )
+    cols = [c for c in ("step", "reward", "prompt_key", "group_id") if c in names]
     return (
-        group_stats(scalars)
+        group_stats(scalars.select(cols))
         .group_by("step")
         .agg(
             (pl.col("group_n") >= MIN_GROUP).sum().cast(pl.UInt32).alias("n_groups"),
@@ -126,7 +141,7 @@ def with_advantage(rows: pl.LazyFrame, from_file: bool) -> pl.LazyFrame:
     for a non-finite reward). ``advantage_recomputed`` says which one a row holds.
     """
     names = rows.collect_schema().names()
-    stats = group_stats(rows)
+    stats = group_stats(rows).drop("__p", strict=False)
     out = rows.with_columns(group_key(names).alias("group")).join(
         stats, on=["step", "group"], how="left", maintain_order="left"
     )
@@ -149,35 +164,40 @@ def with_advantage(rows: pl.LazyFrame, from_file: bool) -> pl.LazyFrame:
 # ---- per prompt ------------------------------------------------------------------------------------------
 
 
-def prompt_step_stats(scalars: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per (prompt, step): counts and sums of reward, gain, wins, repetition and length ratio.
-
-    ``scalars`` is a whole run (``length_ratio`` needs every response of a step); ``order`` is the
-    position of the prompt's first response in the scalars' (file, line) order.
-    """
+def _prompt_step_stats(scalars: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per (prompt ``__p``, step): counts and sums of reward, gain, wins, repetition and length
+    ratio. ``scalars`` is a whole run (``length_ratio`` needs every response of a step)."""
     names = scalars.collect_schema().names()
-    lf = scalars.with_row_index("__idx")
+    lf = scalars
     if "length_ratio" not in names:
-        lf = with_length_ratio(lf, step_length_medians(scalars))
-    if "repetition" not in names:
-        lf = lf.with_columns(pl.lit(None, pl.Float64).alias("repetition"))
+        medians = step_length_medians(scalars)
+        lf = lf.join(medians, on="step", how="left").with_columns(
+            length_ratio_from(pl.col("length_median"), pl.col("chars_median")).alias("length_ratio")
+        )
+    rep = pl.col("repetition") if "repetition" in names else pl.lit(None, pl.Float64)
     ok = _finite("reward")
     both = ok & _finite("ref_reward")
-    rep = _finite("repetition")
-    lr = _finite("length_ratio")
-    return lf.group_by("prompt_key", "step").agg(
+    lf = lf.select(
+        prompt_hash().alias("__p"),
+        "step",
+        pl.when(ok).then(pl.col("reward")).alias("__r"),
+        pl.when(both).then(pl.col("reward") - pl.col("ref_reward")).alias("__g"),
+        pl.when(both).then((pl.col("reward") > pl.col("ref_reward")).cast(pl.Int64)).alias("__w"),
+        pl.when(rep.is_not_null() & rep.is_finite()).then(rep).alias("__rep"),
+        pl.when(_finite("length_ratio")).then(pl.col("length_ratio")).alias("__lr"),
+    )
+    # Masked columns and plain aggregations: a filter inside ``agg`` is far slower per group.
+    return lf.group_by("__p", "step").agg(
         pl.len().alias("n"),
-        ok.sum().alias("r_n"),
-        pl.col("reward").filter(ok).sum().alias("r_sum"),
-        both.sum().alias("b_n"),
-        (pl.col("reward") - pl.col("ref_reward")).filter(both).sum().alias("g_sum"),
-        (pl.col("reward") > pl.col("ref_reward")).filter(both).sum().alias("wins"),
-        rep.sum().alias("rep_n"),
-        pl.col("repetition").filter(rep).sum().alias("rep_sum"),
-        lr.sum().alias("lr_n"),
-        pl.col("length_ratio").filter(lr).sum().alias("lr_sum"),
-        pl.col("__idx").min().alias("order"),
-        pl.col("prompt_preview").first().alias("prompt_preview"),
+        pl.col("__r").count().alias("r_n"),
+        pl.col("__r").sum().alias("r_sum"),
+        pl.col("__g").count().alias("b_n"),
+        pl.col("__g").sum().alias("g_sum"),
+        pl.col("__w").sum().alias("wins"),
+        pl.col("__rep").count().alias("rep_n"),
+        pl.col("__rep").sum().alias("rep_sum"),
+        pl.col("__lr").count().alias("lr_n"),
+        pl.col("__lr").sum().alias("lr_sum"),
     )
 
 
@@ -215,41 +235,55 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
     ``never_beats`` (``n_both > 0`` and no win), ``trend`` (a ``TRENDS`` code, threshold in reward units),
     ``repetition_mean``, ``length_ratio_mean``, ``n_groups`` / ``zero_spread_groups`` and ``order``.
     """
-    per_step = prompt_step_stats(scalars).with_columns(
-        pl.col("step").rank("dense").over("prompt_key").alias("__rank"),
-        pl.len().over("prompt_key").alias("__k"),
+    per_step = _prompt_step_stats(scalars).with_columns(
+        pl.col("step").rank("ordinal").over("__p").alias("__rank"),
+        pl.len().over("__p").alias("__k"),
     )
     q = (pl.col("__k").cast(pl.Float64) * QUARTER).ceil()
     early = pl.col("__rank") <= q
     late = pl.col("__rank") > pl.col("__k") - q
-    agg = per_step.group_by("prompt_key").agg(
+    per_step = per_step.with_columns(
+        pl.when(early).then(pl.col("r_sum")).alias("__re"),
+        pl.when(early).then(pl.col("r_n")).alias("__ne"),
+        pl.when(late).then(pl.col("r_sum")).alias("__rl"),
+        pl.when(late).then(pl.col("r_n")).alias("__nl"),
+    )
+    agg = per_step.group_by("__p").agg(
         pl.len().cast(pl.Int64).alias("n_steps"),
         pl.col("n").sum().cast(pl.Int64).alias("n_responses"),
         pl.col("step").min().alias("first_step"),
         pl.col("step").max().alias("last_step"),
-        _ratio(pl.col("r_sum").filter(early).sum(), pl.col("r_n").filter(early).sum()).alias("reward_early"),
-        _ratio(pl.col("r_sum").filter(late).sum(), pl.col("r_n").filter(late).sum()).alias("reward_late"),
+        _ratio(pl.col("__re").sum(), pl.col("__ne").sum()).alias("reward_early"),
+        _ratio(pl.col("__rl").sum(), pl.col("__nl").sum()).alias("reward_late"),
         _ratio(pl.col("r_sum").sum(), pl.col("r_n").sum()).alias("reward_mean"),
         _ratio(pl.col("g_sum").sum(), pl.col("b_n").sum()).alias("gain_mean"),
         pl.col("b_n").sum().cast(pl.Int64).alias("n_both"),
         pl.col("wins").sum().cast(pl.Int64).alias("wins"),
         _ratio(pl.col("rep_sum").sum(), pl.col("rep_n").sum()).alias("repetition_mean"),
         _ratio(pl.col("lr_sum").sum(), pl.col("lr_n").sum()).alias("length_ratio_mean"),
-        pl.col("order").min().alias("order"),
-        pl.col("prompt_preview").first().alias("prompt_preview"),
     )
-    groups = (
-        group_stats(scalars.select(*_group_columns(scalars)))
-        .filter(pl.col("group_n") >= MIN_GROUP)
-        .join(_group_prompt(scalars), on=["step", "group"], how="left")
+    # The key text and first position of each prompt (one cheap pass over the strings).
+    names = (
+        scalars.select("prompt_key", "prompt_preview")
+        .with_row_index("__idx")
         .group_by("prompt_key")
+        .agg(pl.col("__idx").min().alias("order"), pl.col("prompt_preview").first())
+        .with_columns(prompt_hash().alias("__p"))
+    )
+    cols = [c for c in ("step", "reward", "prompt_key", "group_id") if c in scalars.collect_schema().names()]
+    groups = (
+        group_stats(scalars.select(cols))
+        .filter(pl.col("group_n") >= MIN_GROUP)
+        .group_by("__p")
         .agg(
             pl.len().cast(pl.Int64).alias("n_groups"),
             pl.col("zero_spread").sum().cast(pl.Int64).alias("zero_spread_groups"),
         )
     )
     return (
-        agg.join(groups, on="prompt_key", how="left")
+        names.join(agg, on="__p", how="left")
+        .join(groups, on="__p", how="left")
+        .drop("__p")
         .with_columns(
             pl.col("n_groups").fill_null(0),
             pl.col("zero_spread_groups").fill_null(0),
@@ -260,22 +294,6 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
             ((pl.col("n_both") > 0) & (pl.col("wins") == 0)).alias("never_beats"),
         )
         .with_columns(trend_expr(threshold).alias("trend"))
-    )
-
-
-def _group_columns(scalars: pl.LazyFrame) -> list[str]:
-    names = scalars.collect_schema().names()
-    return [c for c in ("step", "reward", "prompt_key", "group_id") if c in names]
-
-
-def _group_prompt(scalars: pl.LazyFrame) -> pl.LazyFrame:
-    """(step, group) -> the prompt of the group's first response (a group_id group shares one prompt)."""
-    names = scalars.collect_schema().names()
-    return (
-        scalars.with_row_index("__idx")
-        .with_columns(group_key(names).alias("group"))
-        .group_by("step", "group")
-        .agg(pl.col("prompt_key").sort_by("__idx").first())
     )
 
 
@@ -439,7 +457,8 @@ def history(store, key: str) -> pl.DataFrame:
     """Every response to prompt ``key``, in step order, with ``length_ratio``, its group's columns (see
     :func:`group_stats`) and ``advantage`` / ``advantage_recomputed`` (see :func:`with_advantage`).
 
-    Within a step: by group, then reward (highest first), then ``sample_id``. Empty for an unknown key.
+    Within a step: by group (``group_id`` when the run has one), then reward (highest first), then
+    ``sample_id``. Empty for an unknown key.
     """
     scalars = store.scalars()
     if "prompt_key" not in scalars.columns:
@@ -450,9 +469,9 @@ def history(store, key: str) -> pl.DataFrame:
         rows = rows.with_columns(pl.lit(None, pl.Float64).alias("repetition"))
     rows = store_length_ratio(store, rows)
     rows = with_advantage(rows, _from_file(_Versioned(store)))
-    return rows.sort(
-        ["step", "group", "reward", "sample_id"], descending=[False, False, True, False], nulls_last=True
-    ).collect()
+    by = ["step", *(["group_id"] if "group_id" in cols else []), "group", "reward", "sample_id"]
+    desc = [c == "reward" for c in by]
+    return rows.sort(by, descending=desc, nulls_last=True).collect()
 
 
 def history_by_step(rows: pl.DataFrame) -> pl.DataFrame:

@@ -1,0 +1,400 @@
+"""Prompts page builders: the prompt list table and pager, trend badges, one prompt's reward chart, its
+responses table with groups, and texts side by side. Pure: rows and labels in, components out (no I/O).
+
+Model text (prompts, responses) is rendered as plain text only: ``html.Pre`` / text children, never markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+import numpy as np
+import plotly.graph_objects as go
+from dash import dcc, html
+
+from components.figures import TEMPLATE, empty_figure
+from components.layout import fmt_num
+
+TREND_COLORS = {
+    "improved": "success",
+    "regressed": "danger",
+    "flat": "secondary",
+    "never": "warning",
+    "single": "light",
+}
+REWARD_COLOR = "#0d6efd"
+REF_COLOR = "#fd7e14"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One list column: ``key`` in the rows, header ``label``, ``kind`` (text, int, float, signed, share,
+    trend) and whether its header sorts."""
+
+    key: str
+    label: str
+    kind: str = "float"
+    sortable: bool = True
+
+
+def fmt_value(v, kind: str) -> str:
+    """A cell's text by column kind: ``share`` as a percentage, ``signed`` with a leading +, ``step`` as a
+    plain integer, other numbers with 4 significant digits; '–' for missing."""
+    if v is None:
+        return "–"
+    if kind in ("text", "trend"):
+        return str(v)
+    if isinstance(v, float) and v != v:
+        return "NaN"
+    if kind == "share":
+        return f"{100 * v:.0f} %"
+    if kind == "step":
+        return str(int(v))
+    if kind == "int":
+        return fmt_num(int(v))
+    if kind == "signed" and v > 0:
+        return "+" + fmt_num(float(v))
+    return fmt_num(float(v))
+
+
+def trend_badge(code: str | None, labels: Mapping[str, str]) -> html.Span | dbc.Badge:
+    """A coloured badge for a trend code (see ``data.prompts.TRENDS``); '–' when unknown."""
+    if not code:
+        return html.Span("–", className="text-muted")
+    color = TREND_COLORS.get(code, "secondary")
+    return dbc.Badge(
+        labels.get(code, code),
+        color=color,
+        text_color="dark" if color in ("light", "warning") else None,
+        className="fw-normal",
+    )
+
+
+def _signed_class(v) -> str:
+    if isinstance(v, int | float) and v == v:
+        return "text-success" if v > 0 else "text-danger" if v < 0 else ""
+    return ""
+
+
+def _header(col: Column, sort: str, order: str, href: str | None) -> html.Th:
+    arrow = ""
+    if col.key == sort:
+        arrow = " ▲" if order == "asc" else " ▼"
+    text = col.label + arrow
+    inner = dcc.Link(text, href=href, className="text-reset text-decoration-none") if href else text
+    return html.Th(
+        inner,
+        className="small align-bottom",
+        scope="col",
+        **({"aria-sort": "ascending" if order == "asc" else "descending"} if col.key == sort else {}),
+    )
+
+
+def prompt_list_table(
+    rows: Sequence[Mapping],
+    columns: Sequence[Column],
+    sort: str,
+    order: str,
+    header_hrefs: Mapping[str, str],
+    row_hrefs: Sequence[str],
+    trend_labels: Mapping[str, str],
+    table_id: str,
+) -> dbc.Table:
+    """The prompt list: one row per prompt; the ``prompt_preview`` cell links to ``row_hrefs[i]`` and each
+    sortable header links to ``header_hrefs[key]`` (the URL sorted by that column)."""
+    head = html.Thead(
+        html.Tr([_header(c, sort, order, header_hrefs.get(c.key) if c.sortable else None) for c in columns])
+    )
+    body = []
+    for row, href in zip(rows, row_hrefs, strict=True):
+        cells = []
+        for c in columns:
+            v = row.get(c.key)
+            if c.key == "prompt_preview":
+                cells.append(
+                    html.Td(
+                        dcc.Link(v or "(empty prompt)", href=href, className="prompts-row-link"),
+                        className="prompts-preview",
+                        style={"maxWidth": "28rem", "overflowWrap": "anywhere"},
+                    )
+                )
+            elif c.kind == "trend":
+                cells.append(html.Td(trend_badge(v, trend_labels)))
+            else:
+                cls = "text-end numeric" + (f" {_signed_class(v)}" if c.kind == "signed" else "")
+                cells.append(html.Td(fmt_value(v, c.kind), className=cls))
+        body.append(html.Tr(cells))
+    return dbc.Table(
+        [head, html.Tbody(body)],
+        id=table_id,
+        size="sm",
+        hover=True,
+        responsive=True,
+        className="bg-white small mb-2",
+    )
+
+
+def pager(first: int, last: int, total: int, prev_href: str | None, next_href: str | None, pager_id: str):
+    """'Showing first–last of total' with previous / next links (None: disabled)."""
+
+    def link(text, href, suffix):
+        if href is None:
+            return html.Span(text, className="btn btn-sm btn-light disabled me-1", id=f"{pager_id}-{suffix}")
+        return dcc.Link(text, href=href, className="btn btn-sm btn-light me-1", id=f"{pager_id}-{suffix}")
+
+    return html.Div(
+        [
+            html.Span(
+                f"Showing {first:,}–{last:,} of {total:,} prompts" if total else "No prompt matches.",
+                className="small text-muted me-3",
+            ),
+            link("‹ previous", prev_href, "prev"),
+            link("next ›", next_href, "next"),
+        ],
+        className="d-flex align-items-center",
+        id=pager_id,
+    )
+
+
+def _arr(values) -> np.ndarray:
+    """Floats as a numpy array, None as NaN (a gap in a line)."""
+    return np.asarray([np.nan if v is None else v for v in values], dtype=float)
+
+
+def reward_figure(
+    responses: Mapping[str, Sequence],
+    per_step: Mapping[str, Sequence],
+    labels: Mapping[str, str],
+    height: int = 320,
+) -> go.Figure:
+    """Reward over steps for one prompt.
+
+    ``responses``: columns ``step``, ``reward``, ``sample_id`` (one point per response; each point's
+    ``customdata`` is its ``sample_id``). ``per_step``: ``step``, ``reward``, ``ref_reward`` (means per step,
+    drawn as lines). ``labels``: UI labels of ``reward`` and ``ref_reward``. Empty input gives an
+    empty-state figure.
+    """
+    steps = list(responses.get("step", []))
+    if not steps:
+        return empty_figure("No response to this prompt", height)
+    # numpy arrays: Plotly validates them at once (lists element by element) and ships them as typed arrays.
+    traces = [
+        go.Scatter(
+            x=_arr(steps),
+            y=_arr(responses["reward"]),
+            customdata=np.asarray(list(responses["sample_id"]), dtype=object),
+            mode="markers",
+            name=f"{labels['reward']} (one response)",
+            marker=dict(color=REWARD_COLOR, size=7, opacity=0.45),
+            hovertemplate="step %{x}<br>" + labels["reward"] + " %{y:.4g}<br>%{customdata}<extra></extra>",
+        ),
+        go.Scatter(
+            x=_arr(per_step["step"]),
+            y=_arr(per_step["reward"]),
+            mode="lines+markers",
+            name=f"{labels['reward']} (mean of the step)",
+            line=dict(color=REWARD_COLOR, width=2),
+            marker=dict(size=4),
+            hovertemplate="step %{x}<br>mean " + labels["reward"] + " %{y:.4g}<extra></extra>",
+        ),
+    ]
+    refs = list(per_step.get("ref_reward", []))
+    if any(v is not None for v in refs):
+        traces.append(
+            go.Scatter(
+                x=_arr(per_step["step"]),
+                y=_arr(refs),
+                mode="lines+markers",
+                name=f"{labels['ref_reward']} (mean of the step)",
+                line=dict(color=REF_COLOR, width=2, dash="dash"),
+                marker=dict(size=4, symbol="diamond"),
+                connectgaps=False,
+                hovertemplate="step %{x}<br>mean " + labels["ref_reward"] + " %{y:.4g}<extra></extra>",
+            )
+        )
+    xaxis: dict = {"title": {"text": "step"}}
+    distinct = sorted(set(steps))
+    if len(distinct) <= 12:
+        # Few steps: tick exactly at them (a lone step would otherwise get ticks at 0.5, 1.5, ...).
+        xaxis.update(tickmode="array", tickvals=distinct)
+    # Everything goes in through the constructor: ``update_layout(template=...)`` / ``add_trace`` re-validate
+    # and measured ~50 ms per figure on the shared server, the constructor a few ms.
+    return go.Figure(
+        data=traces,
+        layout={
+            "template": TEMPLATE,
+            "height": height,
+            "xaxis": xaxis,
+            "yaxis": {"title": {"text": labels["reward"]}},
+            "hovermode": "closest",
+            "clickmode": "event",
+        },
+    )
+
+
+def clicked_sample(click_data) -> str | None:
+    """The ``sample_id`` of a clicked response point of :func:`reward_figure` (None for anything else)."""
+    try:
+        v = click_data["points"][0].get("customdata")
+    except (TypeError, KeyError, IndexError, AttributeError):
+        return None
+    return v if isinstance(v, str) else None
+
+
+_FLOAT_FMT = "params.value == null ? '–' : d3.format('.4~g')(params.value)"
+_INT_FMT = "params.value == null ? '–' : d3.format('d')(params.value)"
+_SIGNED_FMT = "params.value == null ? '–' : (params.value > 0 ? '+' : '') + d3.format('.4~g')(params.value)"
+_SIGNED_STYLE = (
+    "params.value == null ? {} : params.value < 0 ? {color: '#b02a37'} : "
+    "params.value > 0 ? {color: '#146c43'} : {}"
+)
+_THEME = (
+    "themeQuartz.withParams({spacing: 3, fontSize: 12, headerFontSize: 12, rowHeight: 26, "
+    "headerHeight: 30, wrapperBorderRadius: 4, headerBackgroundColor: '#f1f3f5', "
+    "oddRowBackgroundColor: '#fafbfc', fontFamily: 'inherit'})"
+)
+ZERO_SPREAD_TEXT = "all rewards equal: no learning signal"
+
+
+def _grid_column(col: Column) -> dict:
+    d: dict = {"field": col.key, "headerName": col.label, "headerTooltip": col.label}
+    if col.key == "sample_id":
+        # Markdown ``[id](href)`` built from ids we generate, never from model text (no HTML rendered).
+        d.update(
+            field="tokens_link",
+            colId="sample_id",
+            cellRenderer="markdown",
+            pinned="left",
+            width=118,
+            cellStyle={"fontFamily": "var(--rlb-mono)", "fontSize": "11px"},
+        )
+    elif col.kind in ("text", "trend"):
+        d.update(tooltipField=col.key, width=300 if col.key == "response_preview" else 150)
+    else:
+        fmt = {"step": _INT_FMT, "int": _INT_FMT, "signed": _SIGNED_FMT}.get(col.kind, _FLOAT_FMT)
+        d.update(
+            type="rightAligned",
+            valueFormatter={"function": fmt},
+            width=70 if col.kind == "step" else 104,
+            cellStyle={"function": _SIGNED_STYLE}
+            if col.kind == "signed"
+            else {"fontVariantNumeric": "tabular-nums"},
+        )
+    return d
+
+
+def history_grid(
+    rows: Sequence[Mapping],
+    columns: Sequence[Column],
+    hrefs: Sequence[str],
+    grid_id: str,
+    height_rows: int = 16,
+) -> dag.AgGrid:
+    """One prompt's responses in the given order (step, group, reward), one grid row each.
+
+    ``rows``: dicts of ``data.prompts.history`` holding every ``columns`` key; ``hrefs[i]``: the token page
+    of row i (the ``sample_id`` column links there). Rows of a zero-spread group (``zero_spread``) are
+    highlighted and say so in the ``group_flag`` column when it is one of ``columns``. Sorting a column
+    re-sorts in the browser; the grid's initial order is the order given.
+    """
+    data = []
+    for row, href in zip(rows, hrefs, strict=True):
+        d = {c.key: row.get(c.key) for c in columns}
+        d["tokens_link"] = f"[{row['sample_id']}]({href})"
+        d["zero_spread"] = bool(row.get("zero_spread"))
+        if "group_flag" in d:
+            d["group_flag"] = ZERO_SPREAD_TEXT if row.get("zero_spread") else ""
+        data.append(d)
+    n = max(3, min(len(data), height_rows))
+    return dag.AgGrid(
+        id=grid_id,
+        rowData=data,
+        columnDefs=[_grid_column(c) for c in columns],
+        defaultColDef={
+            "resizable": True,
+            "sortable": True,
+            "wrapHeaderText": True,
+            "autoHeaderHeight": True,
+            "suppressMovable": True,
+        },
+        dashGridOptions={
+            "theme": {"function": _THEME},
+            "animateRows": False,
+            "suppressCellFocus": True,
+            "tooltipShowDelay": 400,
+            "localeText": {"noRowsToShow": "No response."},
+        },
+        getRowStyle={
+            "styleConditions": [
+                {"condition": "params.data.zero_spread", "style": {"backgroundColor": "#fff3cd"}},
+            ]
+        },
+        style={"height": f"{4 + 26 * n + 60}px", "width": "100%"},
+        className="mb-3",
+    )
+
+
+def text_block(title: str, meta: str | None, text: str | None, block_id: str | None = None) -> html.Div:
+    """A titled plain-text box (whitespace and newlines kept); '(none in the file)' for a missing text."""
+    head = [html.Span(title, className="fw-semibold")]
+    if meta:
+        head.append(html.Span(meta, className="ms-2 text-muted numeric"))
+    kw = {"id": block_id} if block_id else {}
+    body = (
+        html.Pre(text, className="text-block mb-0", **kw)
+        if text is not None
+        else html.Div("(none in the file)", className="text-muted small fst-italic", **kw)
+    )
+    return html.Div([html.Div(head, className="small mb-1"), body], className="mb-2")
+
+
+def response_pair(
+    title: str,
+    response: str | None,
+    ref_response: str | None,
+    response_meta: str | None,
+    ref_meta: str | None,
+    href: str | None,
+    pair_id: str,
+) -> dbc.Card:
+    """A card with a response beside its reference response (the reference model's sample for the same
+    prompt at the same step); ``href`` links the response to its token page."""
+    header = [html.Span(title)]
+    if href:
+        header.append(dcc.Link("tokens ›", href=href, className="ms-2 small fw-normal"))
+    return dbc.Card(
+        [
+            dbc.CardHeader(header),
+            dbc.CardBody(
+                dbc.Row(
+                    [
+                        dbc.Col(text_block("Response", response_meta, response, f"{pair_id}-response"), md=6),
+                        dbc.Col(
+                            text_block("Reference response", ref_meta, ref_response, f"{pair_id}-ref"), md=6
+                        ),
+                    ]
+                )
+            ),
+        ],
+        id=pair_id,
+        className="shadow-sm",
+    )
+
+
+def stats_row(items: Sequence[tuple[str, object]], row_id: str | None = None) -> html.Div:
+    """Key figures in a row: ``(label, value)`` pairs; a value may be a component."""
+    kw = {"id": row_id} if row_id else {}
+    return html.Div(
+        [
+            html.Div(
+                [html.Div(k, className="text-muted small"), html.Div(v, className="fw-semibold numeric")],
+                className="me-4 mb-1",
+            )
+            for k, v in items
+        ],
+        className="d-flex flex-wrap align-items-end bg-white border rounded px-3 py-2 mb-3 shadow-sm",
+        **kw,
+    )

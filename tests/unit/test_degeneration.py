@@ -1,0 +1,105 @@
+"""Degeneration signals on hand-made text and lengths: repetition (word 3-grams) and length ratio."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from data.degeneration import (
+    length_ratio,
+    repetition,
+    step_length_medians,
+    with_length_ratio,
+    words,
+)
+from data.metrics import METRICS, label
+
+PADS = ("<pad>", "<|endoftext|>")
+
+
+def _rep(texts, n=3):
+    return pl.DataFrame({"t": texts}, schema={"t": pl.String}).select(repetition(pl.col("t"), n)).to_series()
+
+
+def test_degeneration001_repetition_hand_made():
+    """1 − distinct/total word 3-grams, counted by hand: a loop repeats, a plain sentence does not."""
+    got = _rep(["a b c a b c", "the cat sat on the mat", "go go go go go", "one two three"]).to_list()
+    # "a b c a b c": abc bca cab abc -> 4 trigrams, 3 distinct; "go"x5: 3 trigrams, 1 distinct.
+    assert got == pytest.approx([0.25, 0.0, 2 / 3, 0.0])
+
+
+def test_degeneration002_repetition_undefined_below_n_words():
+    """Fewer than 3 words (or no text) has no trigram: null, not 0."""
+    assert _rep(["a b", "", "!!! ...", None]).to_list() == [None, None, None, None]
+
+
+def test_degeneration003_tokenisation():
+    """Words are lower-cased letter/digit runs; punctuation separates; each Han character is a word."""
+    df = pl.DataFrame({"t": ["Hello, hello. HELLO! hello", "don't stop 42x", "中文中文中文"]})
+    assert df.select(words(pl.col("t"))).to_series().to_list() == [
+        ["hello"] * 4,
+        ["don", "t", "stop", "42x"],
+        ["中", "文", "中", "文", "中", "文"],
+    ]
+    # hello x4: 2 trigrams, 1 distinct; 中文 x3: 4 trigrams (中文中, 文中文, 中文中, 文中文), 2 distinct.
+    assert _rep(["Hello, hello. HELLO! hello", "中文中文中文"]).to_list() == pytest.approx([0.5, 0.5])
+
+
+def test_degeneration004_repetition_other_n():
+    """n is a parameter: with n = 1 it is the share of repeated words; out-of-range n is refused."""
+    assert _rep(["a a b b", "a b c"], n=1).to_list() == pytest.approx([0.5, 0.0])
+    with pytest.raises(ValueError):
+        repetition(pl.col("t"), 0)
+
+
+def test_degeneration005_length_ratio_window():
+    """Length over its step's median: tokens where present, characters for responses without tokens."""
+    df = pl.DataFrame(
+        {
+            "step": [1, 1, 1, 2, 2, 3],
+            "response_length": [10, 20, 30, None, None, 0],
+            "response_chars": [1, 2, 3, 4, 8, 0],
+        }
+    )
+    got = df.select(length_ratio()).to_series().to_list()
+    assert got[:3] == pytest.approx([0.5, 1.0, 1.5])
+    assert got[3:5] == pytest.approx([4 / 6, 8 / 6])  # median of 4 and 8 is 6
+    assert got[5] is None  # median 0: no ratio
+
+
+def test_degeneration006_length_ratio_of_a_subset_uses_whole_steps():
+    """A filtered subset (one page of a table) is measured against its whole step's median, order kept."""
+    df = pl.DataFrame(
+        {"step": [1, 1, 1, 1], "response_length": [40, 10, 20, 30], "response_chars": [1, 1, 1, 1]}
+    )
+    medians = step_length_medians(df.lazy())
+    sub = df.lazy().filter(pl.col("response_length") >= 30)
+    got = with_length_ratio(sub, medians).collect()
+    assert got.get_column("response_length").to_list() == [40, 30]
+    assert got.get_column("length_ratio").to_list() == pytest.approx([40 / 25, 30 / 25])
+
+
+def test_degeneration007_computed_at_ingest_without_pads(tmp_path):
+    """Ingest stores ``repetition`` per response, with pad tokens removed before the words are split."""
+    from data.ingest import ingest_run
+    from data.store import open_store
+
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    lines = [
+        {"prompt": "p", "response": "x y z" + "<pad>" * 6, "reward": 1.0, "step": 1},
+        {"prompt": "p", "response": "la la la la<|endoftext|>", "reward": 1.0, "step": 1},
+    ]
+    (run / "a.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = ingest_run(run, tmp_path / "cache", PADS)
+    scalars = open_store(res.store_dir).scalars().sort("line")
+    assert scalars.get_column("repetition").to_list() == pytest.approx([0.0, 0.5])
+
+
+def test_degeneration008_metric_labels():
+    """Both signals are registered metrics with their exact UI labels."""
+    assert label("repetition") == "repetition (share of repeated word 3-grams)"
+    assert label("length_ratio") == "length ÷ step median"
+    assert METRICS["repetition"].level == "response"
