@@ -65,6 +65,41 @@ def _render(client, path: str, search: str) -> str:
     return r.get_data(as_text=True)
 
 
+def _url_callbacks(dash_app, page: str) -> list[tuple[str, dict]]:
+    """The page's callbacks that read its URL (``<page>-url.search``): they decode the view state."""
+    client = dash_app.server.test_client()
+    client.get("/")  # Dash registers the pages' router on the first request
+    url = {"id": f"{page}-url", "property": "search"}
+    return [(key, cb) for key, cb in dash_app.callback_map.items() if url in cb["inputs"]]
+
+
+def _page_text(dash_app, client, path: str, search: str) -> str:
+    """What a browser gets for ``path`` + ``search``: the layout, then what the page's URL callbacks
+    answer (some pages show their notices from a callback), as one JSON text."""
+    texts = [_render(client, path, search)]
+    page = path.strip("/")
+    for key, cb in _url_callbacks(dash_app, page):
+        outputs = [
+            {"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]}
+            for part in key.strip(".").split("...")
+        ]
+        inputs = [
+            {**i, "value": search if i == {"id": f"{page}-url", "property": "search"} else None}
+            for i in cb["inputs"]
+        ]
+        body = {
+            "output": key,
+            "outputs": outputs if key.startswith("..") else outputs[0],
+            "inputs": inputs,
+            "state": [{**st, "value": None} for st in cb.get("state", [])],
+            "changedPropIds": [f"{page}-url.search"],
+        }
+        r = client.post("/_dash-update-component", json=body)
+        assert r.status_code in (200, 204), (path, search, key, r.status_code, r.data[:300])
+        texts.append(r.get_data(as_text=True))
+    return "\n".join(texts)
+
+
 def _has_page(dash_app, path: str) -> bool:
     import dash
 
@@ -92,7 +127,7 @@ def test_sec002_traversal_is_unknown_run(case, dash_app, client, fixtures_dir):
     missing = [p for p in PAGES if not _has_page(dash_app, p)]
     assert not missing, f"pages not registered: {missing}"
     for path in PAGES:
-        text = _render(client, path, _q(TRAVERSALS[case]))
+        text = _page_text(dash_app, client, path, _q(TRAVERSALS[case]))
         assert "unknown run" in text.lower(), (path, case, text[:400])
         assert "Traceback" not in text
     # The runs page takes no run: it still renders, listing only the real runs.
@@ -139,7 +174,7 @@ def test_sec005_symlinks_out_of_the_root(escape_root, board_root, dash_app, clie
     with pytest.raises(UnknownRun):
         b.run_dir("escape")
     for path in PAGES:
-        text = _render(client, path, "?run=escape")
+        text = _page_text(dash_app, client, path, "?run=escape")
         assert "unknown run" in text.lower(), (path, text[:300])
     assert client.get("/export?run=escape").status_code == 404
     store = b.store("real", wait=30)
