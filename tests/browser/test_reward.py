@@ -16,24 +16,29 @@ def _query(dash_duo) -> dict:
     return parse_qs(urlparse(dash_duo.driver.current_url).query)
 
 
-def _wait_url(dash_duo, pred, timeout=10):
+def _wait_url(dash_duo, pred, timeout=30):
     WebDriverWait(dash_duo.driver, timeout).until(lambda d: pred(_query(dash_duo)))
+
+
+def _open(dash_duo, dash_app, port, path):
+    """Start the app and open ``path`` directly (not the runs page first: it is slower to render)."""
+    dash_duo.start_server(dash_app, navigate=False, port=port)
+    dash_duo.wait_for_page(f"{dash_duo.server.url.rstrip('/')}{path}")
 
 
 def _bar_paths(dash_duo):
     """The reward bars (trace 0) with a visible height, in bar order."""
-    dash_duo.wait_for_element(f"{BARS} g.point path", timeout=20)
+    dash_duo.wait_for_element(f"{BARS} g.point path", timeout=30)
     trace = dash_duo.driver.find_elements(By.CSS_SELECTOR, BARS)[0]
     return [p for p in trace.find_elements(By.CSS_SELECTOR, "g.point path") if p.size["height"] > 2]
 
 
 def test_reward001_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_dir):
     """Clicking a reward bar of step 5 shows a link whose URL carries run, step and the bar's interval."""
-    dash_duo.start_server(dash_app, port=8071)
-    dash_duo.wait_for_page(f"{dash_duo.server_url}/reward?run=trl-ppo-small&step=5")
+    _open(dash_duo, dash_app, 8071, "/reward?run=trl-ppo-small&step=5")
     bar = _bar_paths(dash_duo)[0]
     ActionChains(dash_duo.driver).move_to_element(bar).click().perform()
-    dash_duo.wait_for_contains_text("#reward-drill", "Show the", timeout=10)
+    dash_duo.wait_for_contains_text("#reward-drill", "Show the", timeout=30)
     expected = dash_duo.driver.execute_script(
         "const d = document.querySelector('#reward-hist .js-plotly-plot').data[0];"
         "const k = d.y.findIndex(v => v > 2); return [d.customdata[k], d.y[k]];"
@@ -55,9 +60,8 @@ def test_reward001_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_di
 
 def test_reward002_controls_write_url_and_back_forward_restore(dash_duo, dash_app, fixtures_dir):
     """Next step and band choice update the URL without reloading; Back and Forward restore both views."""
-    dash_duo.start_server(dash_app, port=8072)
-    dash_duo.wait_for_page(f"{dash_duo.server_url}/reward?run=trl-grpo-small&step=3")
-    dash_duo.wait_for_text_to_equal("#reward-step-text", "step 3 · 3 of 25", timeout=20)
+    _open(dash_duo, dash_app, 8072, "/reward?run=trl-grpo-small&step=3")
+    dash_duo.wait_for_text_to_equal("#reward-step-text", "step 3 · 3 of 25", timeout=30)
     dash_duo.driver.execute_script("window.__marker = 1;")  # survives only without a reload
     dash_duo.find_element("#reward-next").click()
     _wait_url(dash_duo, lambda q: q.get("step") == ["4"])
@@ -69,7 +73,7 @@ def test_reward002_controls_write_url_and_back_forward_restore(dash_duo, dash_ap
 
     dash_duo.driver.back()
     _wait_url(dash_duo, lambda q: q.get("step") == ["4"] and "band" not in q)
-    WebDriverWait(dash_duo.driver, 10).until(
+    WebDriverWait(dash_duo.driver, 30).until(
         lambda d: d.find_element(By.CSS_SELECTOR, "#reward-band-std").is_selected()
     )
     dash_duo.driver.back()
@@ -86,13 +90,12 @@ def test_reward002_controls_write_url_and_back_forward_restore(dash_duo, dash_ap
 def test_reward003_run_without_token_fields_and_bad_params(dash_duo, dash_app, fixtures_dir):
     """The poem run (no token fields) renders with notes instead of KL and token length; step=abc gives a
     visible notice; clicking a curve point selects that step."""
-    dash_duo.start_server(dash_app, port=8073)
-    dash_duo.wait_for_page(f"{dash_duo.server_url}/reward?run=rlloggingboard-eval-poem&step=abc")
-    dash_duo.wait_for_contains_text("#reward-notices", "Ignored step='abc'", timeout=20)
+    _open(dash_duo, dash_app, 8073, "/reward?run=rlloggingboard-eval-poem&step=abc")
+    dash_duo.wait_for_contains_text("#reward-notices", "Ignored step='abc'", timeout=30)
     dash_duo.wait_for_contains_text("#reward-curve-kl-note", "No per-token log-probs")
     dash_duo.wait_for_contains_text("#reward-curve-length-note", "characters")
     dash_duo.wait_for_text_to_equal("#reward-step-text", "step 2300 · 24 of 24")
-    dash_duo.wait_for_element("#reward-curve-reward g.trace.scatter", timeout=20)
+    dash_duo.wait_for_element("#reward-curve-reward g.trace.scatter", timeout=30)
     # Click at step 0 of the reward curve. The drag layer covers the points, so click it at the step's
     # pixel (selenium 4.2 measures the offset from the element's top-left corner).
     plot = dash_duo.find_element("#reward-curve-reward .nsewdrag")
