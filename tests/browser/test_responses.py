@@ -1,0 +1,109 @@
+"""Responses page in a real browser: a filtered URL, sorting by a header, paging by scrolling, selecting a
+row, opening the token page, invalid regex, Back/Forward."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+from dash.testing.wait import until
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+RUN = "trl-ppo-small"
+CELLS = ".ag-center-cols-container .ag-row [col-id='{}']"
+
+
+def query(dash_duo) -> dict:
+    return parse_qs(urlsplit(dash_duo.driver.current_url).query)
+
+
+def cell_values(dash_duo, col) -> list[float]:
+    """Values of a numeric column in the rendered rows, in row-index order."""
+    rows = dash_duo.driver.find_elements(By.CSS_SELECTOR, ".ag-center-cols-container .ag-row")
+    rows.sort(key=lambda r: int(r.get_attribute("row-index")))
+    return [float(r.find_element(By.CSS_SELECTOR, f"[col-id='{col}']").text) for r in rows]
+
+
+def test_responses201_filter_sort_select_and_open(dash_duo, dash_app, fixtures_dir):
+    """A filtered URL shows its rows; a header click sorts on the server and goes into the URL; a row click
+    shows its texts; the row's id opens the token page."""
+    dash_duo.start_server(dash_app)
+    dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=3&reward_min=1.5")
+    dash_duo.wait_for_text_to_equal("#responses-count", "11", timeout=20)
+    dash_duo.wait_for_element(CELLS.format("reward"))
+    assert min(cell_values(dash_duo, "reward")) >= 1.5
+    assert dash_duo.find_element("#responses-reward-min").get_attribute("value") == "1.5"
+
+    dash_duo.find_element(".ag-header-cell[col-id='kl_mean'] .ag-header-cell-label").click()
+    until(lambda: query(dash_duo).get("sort") == ["kl_mean"], timeout=10)
+    until(lambda: (v := cell_values(dash_duo, "kl_mean")) == sorted(v, reverse=True), timeout=10)
+    assert len(cell_values(dash_duo, "kl_mean")) == 11
+
+    dash_duo.driver.find_elements(By.CSS_SELECTOR, CELLS.format("reward"))[0].click()
+    dash_duo.wait_for_element("#responses-text-response", timeout=10)
+    selected = query(dash_duo)["sample"][0]
+    assert dash_duo.find_element("#responses-text-prompt").text
+
+    link = dash_duo.find_element(".ag-pinned-left-cols-container .ag-row[row-index='0'] a")
+    sid = link.text
+    assert sid == selected  # the clicked row is row 0
+    assert dash_duo.get_logs() == []
+    link.click()
+    until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
+    q = query(dash_duo)
+    assert q["run"] == [RUN] and q["sample"] == [sid]
+    assert q["back"] == [f"?run={RUN}&step=3&sort=kl_mean&reward_min=1.5&sample={sid}"]
+    assert dash_duo.get_logs() == []
+
+
+def test_responses202_scroll_pages_regex_and_back_forward(dash_duo, dash_app, fixtures_dir):
+    """Scrolling fetches later blocks; an invalid regex says so; Back/Forward restore filters."""
+    dash_duo.start_server(dash_app)
+    dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=all&sort=step&order=asc")
+    dash_duo.wait_for_text_to_equal("#responses-count", "400", timeout=20)
+    dash_duo.wait_for_element(CELLS.format("step"))
+    viewport = dash_duo.find_element(".ag-body-viewport")
+    last = ".ag-center-cols-container .ag-row[row-index='399'] [col-id='step']"
+
+    def scrolled_to_the_end():
+        # Blocks of 100 rows are fetched as the viewport reaches them; the grid grows as they arrive.
+        return dash_duo.driver.execute_script(
+            "arguments[0].scrollTop = arguments[0].scrollHeight;"
+            "const cell = document.querySelector(arguments[1]); return cell ? cell.textContent : '';",
+            viewport,
+            last,
+        )
+
+    until(scrolled_to_the_end, timeout=20, poll=0.3)
+    assert dash_duo.find_element(last).text == "25"
+
+    box = dash_duo.find_element("#responses-q")
+    box.send_keys("(unclosed", Keys.ENTER)
+    dash_duo.wait_for_contains_text("#responses-q-error", "unclosed group", timeout=10)
+    until(lambda: query(dash_duo).get("q") == ["(unclosed"], timeout=10)
+    assert dash_duo.find_element("#responses-count").text == "400"  # not applied
+
+    box = dash_duo.find_element("#responses-reward-min")
+    box.send_keys("2", Keys.ENTER)
+    until(lambda: query(dash_duo).get("reward_min") == ["2"], timeout=10)
+    until(lambda: dash_duo.find_element("#responses-count").text != "400", timeout=10)
+    filtered = dash_duo.find_element("#responses-count").text
+
+    dash_duo.driver.back()
+    until(lambda: "reward_min" not in query(dash_duo), timeout=10)
+    dash_duo.wait_for_text_to_equal("#responses-count", "400", timeout=10)
+    assert dash_duo.find_element("#responses-reward-min").get_attribute("value") == ""
+    dash_duo.driver.forward()
+    dash_duo.wait_for_text_to_equal("#responses-count", filtered, timeout=10)
+    assert dash_duo.find_element("#responses-reward-min").get_attribute("value") == "2"
+    assert dash_duo.get_logs() == []
+
+
+def test_responses203_bad_url_values_give_notices(dash_duo, dash_app, fixtures_dir):
+    """Malformed parameters fall back to defaults with a visible notice, and the page still works."""
+    dash_duo.start_server(dash_app)
+    dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=x&kl_max=abc")
+    dash_duo.wait_for_contains_text("#responses-notices", "Ignored step='x'", timeout=20)
+    assert "Ignored kl_max='abc': not a number." in dash_duo.find_element("#responses-notices").text
+    dash_duo.wait_for_text_to_equal("#responses-count", "16", timeout=10)
+    assert dash_duo.get_logs() == []

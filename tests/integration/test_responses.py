@@ -1,0 +1,230 @@
+"""Responses page without a browser: layout from the URL, and its callbacks POSTed like the renderer does
+(grid rows, URL <-> controls sync, summary / export links / text panel)."""
+
+from __future__ import annotations
+
+import sys
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from data.store import sample_id
+from tests.conftest import dash_post
+
+RUN = "trl-ppo-small"
+
+
+@pytest.fixture
+def page(dash_app):
+    """The page module as Dash loaded it."""
+    return sys.modules["pages.responses"]
+
+
+def find(component, cid):
+    """The component with id ``cid`` in a layout tree, or None."""
+    if getattr(component, "id", None) == cid:
+        return component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list | tuple) else [children]:
+        if child is not None and not isinstance(child, str | int | float):
+            hit = find(child, cid)
+            if hit is not None:
+                return hit
+    return None
+
+
+def texts(component) -> str:
+    if isinstance(component, str | int | float):
+        return str(component)
+    children = getattr(component, "children", None)
+    return " ".join(
+        texts(c) for c in (children if isinstance(children, list | tuple) else [children]) if c is not None
+    )
+
+
+def rows_request(client, view_query, start=0, end=100, sort=None):
+    request = {
+        "startRow": start,
+        "endRow": end,
+        "sortModel": [{"colId": sort[0], "sort": sort[1]}] if sort else [],
+    }
+    resp = dash_post(
+        client,
+        "responses-grid.getRowsResponse",
+        [{"id": "responses-grid", "property": "getRowsRequest", "value": request}],
+        [{"id": "responses-view", "property": "data", "value": view_query}],
+    )
+    return resp["responses-grid"]["getRowsResponse"]
+
+
+def test_responses101_layout_seeds_controls_from_url(page, fixtures_dir):
+    """Every control, the grid's sort and the view store come from the query string."""
+    lay = page.layout(
+        run=RUN, step="3", sort="kl_mean", order="asc", reward_min="1", gain_max="0.5", q="the", loses="1"
+    )
+    assert find(lay, "responses-step").value == 3
+    assert find(lay, "responses-reward-min").value == 1.0 and find(lay, "responses-gain-max").value == 0.5
+    assert find(lay, "responses-kl-min").value is None
+    assert find(lay, "responses-q").value == "the" and find(lay, "responses-loses").value is True
+    defs = {d.get("colId", d["field"]): d for d in find(lay, "responses-grid").columnDefs}
+    assert defs["kl_mean"]["sort"] == "asc" and "sort" not in defs["reward"]
+    assert defs["kl_mean"]["headerName"] == "KL mean per token (k3)"
+    assert find(lay, "responses-view").data == (
+        f"?run={RUN}&step=3&sort=kl_mean&order=asc&reward_min=1&gain_max=0.5&q=the&loses=1"
+    )
+    assert texts(find(lay, "responses-notices")) == ""
+
+
+def test_responses102_layout_fallbacks(page, fixtures_dir):
+    """Bad values show notices and fall back; an unknown run is a notice; no arguments pick the first run."""
+    lay = page.layout(run=RUN, step="abc", sort="prompt", loses="perhaps")
+    msg = texts(find(lay, "responses-notices"))
+    assert "Ignored step='abc'" in msg and "Ignored sort='prompt'" in msg and "Ignored loses='perhaps'" in msg
+    assert find(lay, "responses-step").value == 25  # the last step
+    lay = page.layout(run="../../etc")
+    assert "Unknown run '../../etc'" in texts(find(lay, "responses-notices"))
+    lay = page.layout()
+    assert find(lay, "responses-view").data == "?run=rlloggingboard-eval-poem"
+
+
+def test_responses103_rows_are_sorted_and_paged_on_the_server(client, fixtures_dir):
+    """getRowsRequest -> one block in the grid's sort order, ties by sample id, with the total count."""
+    out = rows_request(client, f"?run={RUN}&step=3")
+    assert out["rowCount"] == 16
+    rewards = [r["reward"] for r in out["rowData"]]
+    assert rewards == sorted(rewards, reverse=True)
+    top = [r["sample_id"] for r in out["rowData"] if r["reward"] == rewards[0]]
+    assert top == sorted(top)
+    block = rows_request(client, f"?run={RUN}&step=3", start=5, end=10)
+    assert [r["sample_id"] for r in block["rowData"]] == [r["sample_id"] for r in out["rowData"][5:10]]
+    asc = rows_request(client, f"?run={RUN}&step=all", 0, 50, sort=("kl_mean", "asc"))
+    assert asc["rowCount"] == 400
+    kls = [r["kl_mean"] for r in asc["rowData"]]
+    assert kls == sorted(kls)
+    assert set(out["rowData"][0]) >= {
+        "sample_id",
+        "tokens_link",
+        "reward",
+        "kl_mean",
+        "prompt_preview",
+        "ends_with_eos",
+    }
+
+
+def test_responses104_row_link_opens_token_page_with_way_back(client, fixtures_dir):
+    """Each row links to /tokens?run=R&sample=ID with back= the responses query selecting that row."""
+    view = f"?run={RUN}&step=3&reward_min=2"
+    row = rows_request(client, view)["rowData"][0]
+    sid = row["sample_id"]
+    href = row["tokens_link"].split("](", 1)[1][:-1]
+    parts = urlsplit(href)
+    query = parse_qs(parts.query)
+    assert parts.path == "/tokens" and query["run"] == [RUN] and query["sample"] == [sid]
+    assert query["back"] == [f"?run={RUN}&step=3&reward_min=2&sample={sid}"]
+    assert row["tokens_link"].startswith(f"[{sid}](")
+
+
+SYNC_OUT = (
+    "..responses-url.search...responses-step.value"
+    + "".join(f"...responses-{k}-{e}.value" for k in ("reward", "gain", "kl", "len") for e in ("min", "max"))
+    + "...responses-q.value...responses-loses.value...responses-grid.columnState"
+    + "...responses-view.data...responses-filter.data...responses-notices.children.."
+)
+
+
+def sync(client, search, changed, **values):
+    """POST the sync callback with the URL ``search``, control ``values`` and the one ``changed`` input."""
+    controls = {"responses-step": 3, "responses-q": "", "responses-loses": False}
+    controls.update(values)
+    inputs = [{"id": "responses-url", "property": "search", "value": search}]
+    inputs.append({"id": "responses-step", "property": "value", "value": controls["responses-step"]})
+    for k in ("reward", "gain", "kl", "len"):
+        for e in ("min", "max"):
+            cid = f"responses-{k}-{e}"
+            inputs.append({"id": cid, "property": "value", "value": controls.get(cid)})
+    inputs += [
+        {"id": "responses-q", "property": "value", "value": controls["responses-q"]},
+        {"id": "responses-loses", "property": "value", "value": controls["responses-loses"]},
+        {"id": "responses-clear", "property": "n_clicks", "value": controls.get("responses-clear")},
+        {"id": "responses-grid", "property": "columnState", "value": controls.get("columnState")},
+        {"id": "responses-grid", "property": "selectedRows", "value": controls.get("selectedRows")},
+    ]
+    state = [
+        {"id": "responses-view", "property": "data", "value": search},
+        {"id": "responses-filter", "property": "data", "value": controls.get("filter", search)},
+    ]
+    return dash_post(client, SYNC_OUT, inputs, state, changed=[changed]) or {}
+
+
+def test_responses105_controls_write_the_url(client, fixtures_dir):
+    """A filter, a header sort or a row selection each write the URL; the filter key changes only for filters."""
+    url = f"?run={RUN}&step=3"
+    out = sync(client, url, "responses-reward-min.value", **{"responses-reward-min": 1.5})
+    assert out["responses-url"]["search"] == f"?run={RUN}&step=3&reward_min=1.5"
+    assert out["responses-filter"]["data"] == f"?run={RUN}&step=3&reward_min=1.5"
+
+    state = [{"colId": "reward", "sort": None}, {"colId": "kl_mean", "sort": "asc"}]
+    out = sync(client, url, "responses-grid.columnState", columnState=state)
+    assert out["responses-url"]["search"] == f"?run={RUN}&step=3&sort=kl_mean&order=asc"
+    assert "responses-filter" not in out  # the grid already re-sorted itself
+
+    out = sync(client, url, "responses-grid.selectedRows", selectedRows=[{"sample_id": "abc-1"}])
+    assert out["responses-url"]["search"] == f"?run={RUN}&step=3&sample=abc-1"
+    assert "responses-filter" not in out
+
+    out = sync(client, f"?run={RUN}", "responses-step.value", **{"responses-step": 25})
+    assert out == {} or "responses-url" not in out  # the last step while the URL says "latest": no change
+    out = sync(client, f"?run={RUN}", "responses-step.value", **{"responses-step": "all"})
+    assert out["responses-url"]["search"] == f"?run={RUN}&step=all"
+
+
+def test_responses106_url_seeds_controls_and_clear_resets(client, fixtures_dir):
+    """A URL change (Back/Forward) sets the controls and notices; Clear filters keeps run, step and sort."""
+    url = f"?run={RUN}&step=4&kl_min=0.1&q=bad(&loses=maybe"
+    out = sync(client, url, "responses-url.search")
+    assert out["responses-step"]["value"] == 4 and out["responses-kl-min"]["value"] == 0.1
+    assert out["responses-q"]["value"] == "bad("
+    assert "responses-url" not in out
+    notes = texts_of(out["responses-notices"]["children"])
+    assert "unclosed group" in notes and "Ignored loses='maybe'" in notes
+
+    url = f"?run={RUN}&step=4&sort=kl_sum&reward_min=1&q=x&sample=s-1"
+    out = sync(
+        client,
+        url,
+        "responses-clear.n_clicks",
+        **{"responses-clear": 1, "responses-reward-min": 1, "responses-q": "x"},
+    )
+    assert out["responses-url"]["search"] == f"?run={RUN}&step=4&sort=kl_sum"
+    assert out["responses-reward-min"]["value"] is None and out["responses-q"]["value"] == ""
+
+
+def texts_of(payload) -> str:
+    """The text (children strings) of a JSON-serialised component tree."""
+    if isinstance(payload, str | int | float):
+        return str(payload)
+    if isinstance(payload, dict):
+        return texts_of(payload.get("props", {}).get("children"))
+    if isinstance(payload, list):
+        return " ".join(texts_of(v) for v in payload if v is not None)
+    return ""
+
+
+def test_responses107_summary_export_links_and_text_panel(client, fixtures_dir):
+    """The view gives the summary, export links with the same query, and the selected response's texts."""
+    sid = sample_id("rank0.jsonl", 19)
+    view = f"?run={RUN}&step=3&reward_min=2&sample={sid}"
+    out = dash_post(
+        client,
+        "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
+        "...responses-q-error.children...responses-text.children..",
+        [{"id": "responses-view", "property": "data", "value": view}],
+    )
+    assert texts_of(out["responses-summary"]["children"]) == (
+        "4  matching of 16 responses at step 3  ·  mean reward of the matches  2"
+    )
+    assert out["responses-export-csv"]["href"] == f"/export?run={RUN}&step=3&reward_min=2&format=csv"
+    assert client.get(out["responses-export-csv"]["href"]).data.decode().count("\n") == 5
+    panel = texts_of(out["responses-text"]["children"])
+    assert "the trip is somewhat" in panel and " rude and the staff turned out to be really ugly ." in panel
+    assert "<pad>" not in panel and " horrible ." in panel
