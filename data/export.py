@@ -1,13 +1,16 @@
 """Export of a run's responses (filtered and sorted) as CSV, JSON lines or Parquet, in bounded memory.
 
-Rows are produced in batches: the order comes from the in-memory scalars, the texts are read from the
-parts a batch at a time, so 100,000 rows stream without being held at once.
+Rows are produced in batches: the order comes from the in-memory scalars; the texts of a large export are
+read in one pass over the parts into rank buckets on disk, then streamed bucket by bucket, so 100,000 rows
+stream without being held at once.
 """
 
 from __future__ import annotations
 
 import io
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import polars as pl
 
@@ -32,6 +35,7 @@ EXPORT_COLUMNS = (
 TEXT_COLUMNS = ("prompt", "response", "ref_response")
 FORMATS = {"csv": "text/csv", "jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet"}
 BATCH = 2000
+SPILL_ROWS = 10000
 
 
 def parts_scan(store: RunStore) -> pl.LazyFrame:
@@ -74,19 +78,48 @@ def export_batches(
     store: RunStore, flt: ResponseFilter, sort: str | None = None, descending: bool = False
 ) -> Iterator[pl.DataFrame]:
     """Frames of export rows (``EXPORT_COLUMNS`` present in the store, extras, then texts), in order."""
-    rows = select_rows(store, flt, sort, descending).collect()
-    extras = [c for c in store.extra_columns() if c in rows.columns]
-    cols = [c for c in EXPORT_COLUMNS if c in rows.columns] + extras
-    for start in range(0, max(rows.height, 1), BATCH):
-        batch = rows.slice(start, BATCH)
-        if batch.height == 0 and start > 0:
-            break
+    lf = select_rows(store, flt, sort, descending)
+    names = lf.collect_schema().names()
+    extras = [c for c in store.extra_columns() if c in names]
+    cols = [c for c in EXPORT_COLUMNS if c in names] + extras
+    # Only the exported scalars (and where each row lives) are held: not the previews, not the texts.
+    rows = lf.select(*dict.fromkeys([*cols, "sample_id", "part", "row"])).collect()
+    if rows.height <= BATCH:
         full = (
-            _with_texts(store, batch)
-            if batch.height
-            else batch.with_columns(*(pl.lit(None, dtype=pl.String).alias(c) for c in TEXT_COLUMNS))
+            _with_texts(store, rows)
+            if rows.height
+            else rows.with_columns(*(pl.lit(None, dtype=pl.String).alias(c) for c in TEXT_COLUMNS))
         )
         yield full.select(*cols, *TEXT_COLUMNS)
+        return
+    yield from _spilled_batches(store, rows, cols)
+
+
+def _spilled_batches(store: RunStore, rows: pl.DataFrame, cols: list[str]) -> Iterator[pl.DataFrame]:
+    """Export batches of many rows: a sorted order scatters rows over every row group, so fetching texts
+    batch by batch would decompress all texts once per batch. Instead one pass over the parts writes each
+    row's texts to the temporary file of its bucket of SPILL_ROWS ranks; buckets are read back in order.
+    Memory holds one part's texts or one bucket, never the export."""
+    rows = rows.with_row_index("__rank")
+    with tempfile.TemporaryDirectory(prefix="rlboard-export-") as tmp:
+        for (part,), grp in rows.select("__rank", "part", "row").group_by(["part"]):
+            texts = store.read_rows(int(part), grp.get_column("row").to_list(), list(TEXT_COLUMNS))
+            texts = texts.with_columns(
+                *(pl.lit(None, dtype=pl.String).alias(c) for c in TEXT_COLUMNS if c not in texts.columns),
+                grp.get_column("__rank"),
+            ).select("__rank", *TEXT_COLUMNS)
+            for (bucket,), piece in texts.group_by(pl.col("__rank") // SPILL_ROWS):
+                piece.write_ipc(Path(tmp) / f"b{bucket:08d}-p{int(part):08d}.arrow", compression="lz4")
+        for bucket in range(-(-rows.height // SPILL_ROWS)):
+            files = sorted(Path(tmp).glob(f"b{bucket:08d}-*.arrow"))
+            texts = pl.concat([pl.read_ipc(f) for f in files], how="vertical_relaxed")
+            chunk = rows.slice(bucket * SPILL_ROWS, SPILL_ROWS).join(
+                texts, on="__rank", how="left", maintain_order="left"
+            )
+            for f in files:
+                f.unlink()
+            for sub in range(0, chunk.height, BATCH):
+                yield chunk.slice(sub, BATCH).select(*cols, *TEXT_COLUMNS)
 
 
 def export_stream(
