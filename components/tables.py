@@ -181,8 +181,8 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
             [
                 html.Div("No response selected", className="fw-semibold text-muted"),
                 html.Div(
-                    "Click a row to read its prompt, response and reference response here; click its id to "
-                    "open it token by token.",
+                    "Click a row to read its prompt, response and reference response here; click its id (or "
+                    "double-click the row) to open it token by token.",
                     className="small text-muted",
                 ),
             ],

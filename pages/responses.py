@@ -58,6 +58,7 @@ SUMMARY = "responses-summary"
 EXPORT_CSV = "responses-export-csv"
 EXPORT_JSONL = "responses-export-jsonl"
 TEXT = "responses-text"
+TOKENS_BASE = "responses-tokens-base"  # path of the token page (behind the URL prefix)
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
 RANGE_METRIC = {"reward": "reward", "gain": "reward_gain", "kl": "kl_mean", "len": "response_length"}
 STORE_WAIT = 10.0
@@ -96,6 +97,7 @@ def layout(**query):
             dcc.Location(id=URL, refresh=False),
             dcc.Store(id=VIEW, data=view.to_query()),
             dcc.Store(id=FILTER, data=view.filter_key()),
+            dcc.Store(id=TOKENS_BASE, data=dash.get_relative_path("/tokens")),
             notices(msgs, NOTICES),
             html.Div(
                 [
@@ -263,7 +265,7 @@ def _where(view: ResponsesView, steps: list[int]) -> str:
 
 
 def _tokens_href(view: ResponsesView, sample_id: str) -> str:
-    back = view.with_(sample=sample_id).to_query()
+    back = view.with_(sample=sample_id).to_query().lstrip("?")
     return (
         dash.get_relative_path("/tokens")
         + "?"
@@ -383,6 +385,24 @@ clientside_callback(
     }
     """,
     Input(FILTER, "data"),
+    prevent_initial_call=True,
+)
+
+
+# Double-clicking a row opens it on the token page, like clicking its id (same back= query).
+clientside_callback(
+    """
+    function (cell, view, base) {
+        if (!cell || cell.rowId === undefined || cell.rowId === null) { return; }
+        var v = new URLSearchParams((view || "").replace(/^\\?/, ""));
+        v.set("sample", cell.rowId);
+        var t = new URLSearchParams({run: v.get("run") || "", sample: cell.rowId, back: v.toString()});
+        window.location.assign(base + "?" + t.toString());
+    }
+    """,
+    Input(GRID, "cellDoubleClicked"),
+    State(VIEW, "data"),
+    State(TOKENS_BASE, "data"),
     prevent_initial_call=True,
 )
 

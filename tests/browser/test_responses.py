@@ -6,6 +6,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 from dash.testing.wait import until
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
@@ -52,7 +53,7 @@ def test_responses201_filter_sort_select_and_open(dash_duo, dash_app, fixtures_d
     until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
     q = query(dash_duo)
     assert q["run"] == [RUN] and q["sample"] == [sid]
-    assert q["back"] == [f"?run={RUN}&step=3&sort=kl_mean&reward_min=1.5&sample={sid}"]
+    assert q["back"] == [f"run={RUN}&step=3&sort=kl_mean&reward_min=1.5&sample={sid}"]
     assert dash_duo.get_logs() == []
 
 
@@ -99,11 +100,20 @@ def test_responses202_scroll_pages_regex_and_back_forward(dash_duo, dash_app, fi
     assert dash_duo.get_logs() == []
 
 
-def test_responses203_bad_url_values_give_notices(dash_duo, dash_app, fixtures_dir):
-    """Malformed parameters fall back to defaults with a visible notice, and the page still works."""
+def test_responses203_bad_url_values_give_notices_and_double_click_opens(dash_duo, dash_app, fixtures_dir):
+    """Malformed parameters fall back to defaults with a visible notice, the page still works, and a
+    double-clicked row opens on the token page."""
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=x&kl_max=abc")
     dash_duo.wait_for_contains_text("#responses-notices", "Ignored step='x'", timeout=20)
     assert "Ignored kl_max='abc': not a number." in dash_duo.find_element("#responses-notices").text
     dash_duo.wait_for_text_to_equal("#responses-count", "16", timeout=10)
+    row = ".ag-pinned-left-cols-container .ag-row[row-index='2'] a"
+    dash_duo.wait_for_element(row)
+    sid = dash_duo.find_element(row).text
+    assert dash_duo.get_logs() == []
+    cell = dash_duo.find_element(".ag-center-cols-container .ag-row[row-index='2'] [col-id='reward']")
+    ActionChains(dash_duo.driver).double_click(cell).perform()
+    until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
+    assert query(dash_duo)["sample"] == [sid] and query(dash_duo)["back"] == [f"run={RUN}&sample={sid}"]
     assert dash_duo.get_logs() == []

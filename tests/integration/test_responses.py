@@ -120,7 +120,7 @@ def test_responses104_row_link_opens_token_page_with_way_back(client, fixtures_d
     parts = urlsplit(href)
     query = parse_qs(parts.query)
     assert parts.path == "/tokens" and query["run"] == [RUN] and query["sample"] == [sid]
-    assert query["back"] == [f"?run={RUN}&step=3&reward_min=2&sample={sid}"]
+    assert query["back"] == [f"run={RUN}&step=3&reward_min=2&sample={sid}"]
     assert row["tokens_link"].startswith(f"[{sid}](")
 
 
