@@ -18,6 +18,14 @@ import plotly.graph_objects as go
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 GRID = "#e9ecef"
 MARKER_NAME = "selected-step"
+# ColorBrewer "Blues", light to dark, spelled out: plotly.js's own "Blues" runs the other way, and only
+# Plotly's (skipped) Python-side validation would translate the name.
+SEQUENTIAL = [
+    [i / 8, c]
+    for i, c in enumerate(
+        ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"]
+    )
+]
 
 TEMPLATE = dict(
     layout=dict(
@@ -160,7 +168,7 @@ def curves_figure(
             hovermode="x unified",
             clickmode="event",
             shapes=step_marker(selected_step),
-            xaxis=dict(title=dict(text="step"), hoverformat="d"),
+            xaxis=dict(title=dict(text="step"), zeroline=False, unifiedhovertitle=dict(text="step %{x}")),
             yaxis=yaxis,
             showlegend=True,
         ),
@@ -268,7 +276,12 @@ def histogram_figure(
             clickmode="event",
             showlegend=has_ref,
             shapes=shapes,
-            xaxis=dict(title=dict(text=label), range=_padded(edges), zeroline=False),
+            xaxis=dict(
+                title=dict(text=label),
+                range=_padded(edges),
+                zeroline=False,
+                unifiedhovertitle=dict(text="click for the responses"),
+            ),
             yaxis=dict(title=dict(text="responses"), rangemode="tozero"),
         ),
     )
@@ -315,7 +328,7 @@ def heatmap_figure(
                 y=labels,
                 z=np.asarray(share, dtype=np.float32),
                 customdata=np.asarray(count),
-                colorscale="Blues",
+                colorscale=SEQUENTIAL,
                 zmin=0,
                 colorbar=dict(title=dict(text="share", side="right"), tickformat=".0%", thickness=12),
                 hovertemplate=(
@@ -330,7 +343,13 @@ def heatmap_figure(
             clickmode="event",
             shapes=step_marker(selected_step),
             xaxis=dict(title=dict(text="step"), showgrid=False),
-            yaxis=dict(title=dict(text=label), type="category", showgrid=False, tickfont=dict(size=10)),
+            yaxis=dict(
+                title=dict(text=label, standoff=8),
+                type="category",
+                showgrid=False,
+                tickfont=dict(size=10),
+                automargin=True,
+            ),
         ),
     )
 

@@ -523,7 +523,7 @@ def _step_stats(store, step) -> list:
     for name, v in stats:
         if v is None and name != "step":
             continue
-        text = f"{v:.1%}" if name == "win rate" else fmt_num(v if name != "step" else int(v))
+        text = f"{v:.1%}" if name == "win rate" else str(v) if name == "step" else fmt_num(v)
         out.append(
             html.Div(
                 [
