@@ -332,7 +332,7 @@ def history_grid(
                 {"condition": "params.data.zero_spread", "style": {"backgroundColor": "#fff3cd"}},
             ]
         },
-        style={"height": f"{4 + 26 * n + 60}px", "width": "100%"},
+        style={"height": f"{26 * n + 110}px", "width": "100%"},  # rows + a wrapped header + scrollbar
         className="mb-3",
     )
 

@@ -1,0 +1,214 @@
+"""Prompts page through the Flask test client: the list, the never-beat preset, one prompt and its links to
+the token page, notices for bad URLs, the URL <-> controls sync and the chart click."""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.conftest import dash_post
+
+CONTENT = "..prompts-content.children...prompts-notices.children...prompts-header.children...prompts-controls.style.."
+SYNC = "..prompts-url.search...prompts-view.value...prompts-trend.value...prompts-min-steps.value...prompts-q.value.."
+POEM = "rlloggingboard-eval-poem"
+
+
+def _content(client, search: str) -> dict:
+    """The content callback's answer for a URL query, as a dict of output -> value."""
+    resp = dash_post(client, CONTENT, [{"id": "prompts-url", "property": "search", "value": search}])
+    return {k: v["children"] if "children" in v else v["style"] for k, v in resp.items()}
+
+
+def _text(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _hrefs(value, path: str) -> list[str]:
+    """Every link target to ``path`` in a rendered component tree (dcc.Link hrefs and grid markdown)."""
+    text = _text(value)
+    found = re.findall(r'"href": "(' + re.escape(path) + r'\?[^"]*)"', text)
+    found += re.findall(r"\]\((" + re.escape(path) + r"\?[^)]*)\)", text)
+    return found
+
+
+def _find(tree, id_: str):
+    """The component with ``id_`` in a serialised component tree (None when absent)."""
+    if isinstance(tree, dict):
+        if tree.get("props", {}).get("id") == id_:
+            return tree
+        children = [tree.get("props", {}).get("children")]
+    elif isinstance(tree, list):
+        children = tree
+    else:
+        return None
+    for child in children:
+        hit = _find(child, id_)
+        if hit is not None:
+            return hit
+    return None
+
+
+@pytest.fixture
+def store_of(fixtures_dir):
+    from data.service import board
+
+    return lambda run: board().store(run, wait=60)
+
+
+def test_prompts101_list_of_recurring_prompts(client, fixtures_dir):
+    """The poem run lists its 128 prompts (50 on the first page), each linking to its own prompt view."""
+    out = _content(client, f"?run={POEM}")
+    body = _text(out["prompts-content"])
+    assert "128 prompts" in body and "128 seen in 2+ steps" in body
+    assert "Showing 1–50 of 128 prompts" in body
+    links = _hrefs(out["prompts-content"], "/prompts")
+    keys = {parse_qs(urlparse(h).query).get("prompt", [None])[0] for h in links}
+    assert len(keys - {None}) == 50
+    assert "cross-step views" not in body
+    assert out["prompts-header"] == POEM and out["prompts-notices"] == []
+
+
+def test_prompts102_single_step_prompts_are_explained(client, fixtures_dir):
+    """A run whose prompts each appear in one step still lists them, with the one-line explanation."""
+    body = _text(_content(client, "?run=trl-ppo-small")["prompts-content"])
+    assert "400 prompts" in body
+    assert "cross-step views (early vs late reward, trend) need prompts that recur across steps" in body
+
+
+def test_prompts103_never_beat_preset(client, fixtures_dir, store_of):
+    """view=never lists exactly the prompts whose responses never beat their reference response."""
+    from data import prompts
+
+    table = prompts.prompt_table(store_of("trl-ppo-small"))
+    expected = int(table.get_column("never_beats").sum())
+    out = _content(client, "?run=trl-ppo-small&view=never")
+    assert f"Showing 1–50 of {expected} prompts" in _text(out["prompts-content"])
+    table = _find(out["prompts-content"], "prompts-table")
+    badges = re.findall(
+        r'"children": "(never beats the reference|one step only|improved|flat|regressed)"', _text(table)
+    )
+    assert badges == ["never beats the reference"] * 50
+
+
+def test_prompts104_one_prompt_links_to_token_pages(client, fixtures_dir, store_of):
+    """One prompt shows every response in step order, each linking to /tokens?run=R&sample=ID of a sample
+    the store knows; the list state rides along in the back link."""
+    list_out = _content(client, f"?run={POEM}&sort=win_rate&order=desc")
+    first = _hrefs(list_out["prompts-content"], "/prompts")
+    first = next(h for h in first if "prompt=" in h)
+    query = urlparse(first).query
+    assert parse_qs(query)["sort"] == ["win_rate"]
+    out = _content(client, "?" + query)
+    links = _hrefs(out["prompts-content"], "/tokens")
+    samples = {parse_qs(urlparse(h).query)["sample"][0] for h in links}
+    assert len(samples) == 24  # one response per step, 24 steps
+    store = store_of(POEM)
+    assert all(store.lookup(s) is not None for s in samples)
+    assert all(parse_qs(urlparse(h).query)["run"] == [POEM] for h in links)
+    body = _text(out["prompts-content"])
+    assert "First response · step 0" in body and "Latest response · step 2300" in body
+    back = [h for h in _hrefs(out["prompts-content"], "/prompts") if "prompt=" not in h]
+    assert parse_qs(urlparse(back[0]).query)["sort"] == ["win_rate"]
+    assert out["prompts-controls"] == {"display": "none"}
+
+
+def test_prompts105_group_view(client, fixtures_dir, store_of):
+    """A GRPO prompt shows its group: size, spread and the file's advantages, highest reward first."""
+    from data import prompts
+
+    store = store_of("trl-grpo-small")
+    key = prompts.prompt_table(store).sort("order").item(0, "prompt_key")
+    out = _content(client, f"?run=trl-grpo-small&prompt={key}")
+    body = _text(out["prompts-content"])
+    assert "advantage (from the file)" in body and "responses in the group" in body
+    rows = _find(out["prompts-content"], "prompts-history")["props"]["rowData"]
+    assert [r["group_n"] for r in rows] == [4, 4, 4, 4]
+    rewards = [r["reward"] for r in rows]
+    assert rewards == sorted(rewards, reverse=True)
+
+
+def test_prompts106_bad_urls_give_notices(client, fixtures_dir):
+    """Unknown run, malformed or unknown prompt key, bad parameters: a visible notice, never an error."""
+    out = _content(client, "?run=nope&view=odd&page=x")
+    notes = _text(out["prompts-notices"])
+    assert "Unknown run 'nope'" in notes and "view='odd'" in notes and "page='x'" in notes
+    out = _content(client, f"?run={POEM}&prompt=not-a-key")
+    assert "a prompt key is 16 hexadecimal digits" in _text(out["prompts-notices"])
+    out = _content(client, f"?run={POEM}&prompt={'0' * 16}")
+    assert "has no prompt with key" in _text(out["prompts-notices"])
+    out = _content(client, f"?run={POEM}&q=(")
+    assert "the text search is not applied" in _text(out["prompts-notices"])
+    out = _content(client, f"?run={POEM}&page=99")
+    assert "showing page 3 of 3" in _text(out["prompts-notices"])
+
+
+def test_prompts107_search_filters_the_list(client, fixtures_dir, store_of):
+    """q is a regular expression over the prompt text; the list keeps the matching prompts only."""
+    from data import prompts
+
+    store = store_of(POEM)
+    table = prompts.prompt_table(store)
+    word = table.sort("order").item(0, "prompt_preview")[5:8]
+    expected = len(prompts.search_prompts(store, word))
+    assert 0 < expected < 50
+    body = _text(_content(client, f"?run={POEM}&q={word}")["prompts-content"])
+    assert f"of {expected} prompts" in body
+
+
+def test_prompts108_controls_write_the_url(client, fixtures_dir):
+    """A control change writes the URL (back to page 1); a URL change sets the controls; no change, no
+    update."""
+    inputs = [
+        {"id": "prompts-url", "property": "search", "value": f"?run={POEM}&page=2"},
+        {"id": "prompts-view", "property": "value", "value": "never"},
+        {"id": "prompts-trend", "property": "value", "value": None},
+        {"id": "prompts-min-steps", "property": "value", "value": 3},
+        {"id": "prompts-q", "property": "value", "value": ""},
+    ]
+    out = dash_post(client, SYNC, inputs, changed=["prompts-view.value"])
+    assert parse_qs(out["prompts-url"]["search"].lstrip("?")) == {
+        "run": [POEM],
+        "view": ["never"],
+        "min_steps": ["3"],
+    }
+    inputs[0]["value"] = f"?run={POEM}&trend=flat"
+    out = dash_post(client, SYNC, inputs, changed=["prompts-url.search"])
+    assert out["prompts-trend"]["value"] == "flat" and out["prompts-view"]["value"] == "all"
+    assert "prompts-url" not in out
+    inputs[1:] = [
+        {"id": "prompts-view", "property": "value", "value": "all"},
+        {"id": "prompts-trend", "property": "value", "value": "flat"},
+        {"id": "prompts-min-steps", "property": "value", "value": None},
+        {"id": "prompts-q", "property": "value", "value": ""},
+    ]
+    assert not dash_post(client, SYNC, inputs, changed=["prompts-trend.value"])  # nothing to update
+
+
+def test_prompts109_chart_click_renders_a_token_link(client, fixtures_dir):
+    """A click on a response point renders a link to its token page instead of navigating."""
+    out = dash_post(
+        client,
+        "prompts-chart-link.children",
+        [{"id": "prompts-chart", "property": "clickData", "value": {"points": [{"customdata": "abc-3"}]}}],
+        [{"id": "prompts-url", "property": "search", "value": f"?run={POEM}&prompt={'1' * 16}"}],
+    )
+    link = out["prompts-chart-link"]["children"]
+    assert link["props"]["href"] == f"/tokens?run={POEM}&sample=abc-3"
+
+
+def test_prompts110_page_is_served(client, fixtures_dir):
+    """GET /prompts answers with the app (the layout itself comes from the pages callback)."""
+    assert client.get(f"/prompts?run={POEM}").status_code == 200
+
+
+def test_prompts111_layout_without_arguments(dash_app, fixtures_dir):
+    """layout() with no query (or an unknown run) renders the page with its controls, never raises."""
+    import dash
+
+    page = next(p for p in dash.page_registry.values() if p["path"] == "/prompts")
+    for query in ({}, {"run": "nope"}, {"run": POEM, "prompt": "0" * 16, "view": "never"}):
+        tree = page["layout"](**query).to_plotly_json()
+        assert "prompts-url" in str(tree) and "prompts-controls" in str(tree)
