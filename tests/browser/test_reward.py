@@ -33,7 +33,7 @@ def _bar_paths(dash_duo):
     return [p for p in trace.find_elements(By.CSS_SELECTOR, "g.point path") if p.size["height"] > 2]
 
 
-def test_reward001_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_dir):
+def test_reward101_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_dir):
     """Clicking a reward bar of step 5 shows a link whose URL carries run, step and the bar's interval."""
     _open(dash_duo, dash_app, 8071, "/reward?run=trl-ppo-small&step=5")
     bar = _bar_paths(dash_duo)[0]
@@ -58,7 +58,7 @@ def test_reward001_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_di
     assert dash_duo.get_logs() == []
 
 
-def test_reward002_controls_write_url_and_back_forward_restore(dash_duo, dash_app, fixtures_dir):
+def test_reward102_controls_write_url_and_back_forward_restore(dash_duo, dash_app, fixtures_dir):
     """Next step and band choice update the URL without reloading; Back and Forward restore both views."""
     _open(dash_duo, dash_app, 8072, "/reward?run=trl-grpo-small&step=3")
     dash_duo.wait_for_text_to_equal("#reward-step-text", "step 3 · 3 of 25", timeout=30)
@@ -87,7 +87,7 @@ def test_reward002_controls_write_url_and_back_forward_restore(dash_duo, dash_ap
     assert dash_duo.get_logs() == []
 
 
-def test_reward003_run_without_token_fields_and_bad_params(dash_duo, dash_app, fixtures_dir):
+def test_reward103_run_without_token_fields_and_bad_params(dash_duo, dash_app, fixtures_dir):
     """The poem run (no token fields) renders with notes instead of KL and token length; step=abc gives a
     visible notice; clicking a curve point selects that step."""
     _open(dash_duo, dash_app, 8073, "/reward?run=rlloggingboard-eval-poem&step=abc")
