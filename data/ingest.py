@@ -23,7 +23,7 @@ import polars as pl
 from filelock import FileLock, Timeout
 
 from data import schema
-from data.degeneration import repetition
+from data.degeneration import repetition_of
 from data.metrics import derive_response_metrics, prompt_key_text, step_summary, strip_pads
 from data.store import (
     PREVIEW_CHARS,
@@ -240,7 +240,9 @@ def build_part(frame: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[st
     prefix = file_prefix(rel)
     df = frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
     df = derive_response_metrics(df, pad_tokens)
-    df = df.with_columns(repetition(strip_pads(pl.col("response"), pad_tokens)).alias("repetition"))
+    df = df.with_columns(
+        repetition_of(df.select(strip_pads(pl.col("response"), pad_tokens)).to_series()).alias("repetition")
+    )
     key_text = df.select(prompt_key_text(pad_tokens)).to_series()
     df = df.with_columns(
         (pl.lit(prefix + "-") + pl.col("line").cast(pl.String)).alias("sample_id"),
@@ -316,10 +318,21 @@ class _Writer:
         self.pad_tokens = pad_tokens
         for sub in ("parts", "scalars", "issues"):
             (store_dir / sub).mkdir(parents=True, exist_ok=True)
-        prev = RunStore(store_dir, manifest)
-        self.scalars = prev.scalars() if manifest.data["parts"] else pl.DataFrame()
+        self._scalars: pl.DataFrame | None = None
         self.new_rows = 0
         self.last_commit = time.monotonic()
+
+    @property
+    def scalars(self) -> pl.DataFrame:
+        """The committed scalars plus what this ingest added; read only when something changes."""
+        if self._scalars is None:
+            prev = RunStore(self.dir, self.m)
+            self._scalars = prev.scalars() if self.m.data["parts"] else pl.DataFrame()
+        return self._scalars
+
+    @scalars.setter
+    def scalars(self, value: pl.DataFrame) -> None:
+        self._scalars = value
 
     def drop_file(self, rel: str) -> None:
         entry = self.m.data["files"].pop(rel, None)
