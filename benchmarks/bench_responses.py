@@ -5,7 +5,8 @@
 Measures (cold = the page's caches emptied first):
 - the first grid page (rows 0-100) of one step sorted by every sortable column, both orders, through
   ``data.responses`` and end to end through the grid's Dash callback (Flask test client);
-- ``step=all`` sorted by ``kl_mean`` with a regex filter (cold, then warm);
+- ``step=all`` sorted by ``kl_mean`` with a regex filter (cold, then warm), and the time to build the
+  text index that search scans (the page builds it in the background when it opens);
 - a CSV export of about ``--export-rows`` rows (a reward threshold picks them), streamed: wall time, bytes,
   and the peak RSS growth while streaming (Linux ``VmHWM`` reset through ``/proc/self/clear_refs``), in a
   child process, next to the same for a 1,000-row export (the fixed cost of reading parts at all).
@@ -104,6 +105,7 @@ def callback_pages(run_dir: Path, cache_dir: Path, step: int, columns: list[str]
 
     client = app_module.app.server.test_client()
     view = f"?run={run_dir.name}&step={step}"
+    client.get(f"/responses{view}")  # first request: app start-up, store refresh check (not timed)
     per_col = {}
     for col in columns:
         times = []
@@ -134,9 +136,28 @@ def callback_pages(run_dir: Path, cache_dir: Path, step: int, columns: list[str]
     }
 
 
-def regex_all_steps(store) -> list[dict]:
-    from data.responses import ResponsesView, json_rows, page_rows, run_steps
+def text_index_build(store) -> dict:
+    """Time to build the text index from scratch (in a temporary folder) and its size."""
+    import shutil
+    import tempfile
 
+    from data.responses import text_index_files
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-text-index-"))
+    try:
+        t0 = time.perf_counter()
+        files = text_index_files(store, tmp)
+        seconds = time.perf_counter() - t0
+        size = sum(f.stat().st_size for f in files or [])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"seconds": round(seconds, 2), "mb": round(size / 1e6, 1)}
+
+
+def regex_all_steps(store) -> list[dict]:
+    from data.responses import ResponsesView, json_rows, page_rows, run_steps, text_index_files
+
+    text_index_files(store)  # what the page builds in the background when it opens
     steps = run_steps(store)
     out = []
     for pattern in PATTERNS:
@@ -150,6 +171,18 @@ def regex_all_steps(store) -> list[dict]:
         page_rows(store, flt, "kl_mean", True, 100, 200)
         out.append({"q": pattern, "matches": count, "cold_ms": cold, "next_page_warm_ms": _ms(t0)})
     return out
+
+
+def regex_one_step(store, step: int) -> dict:
+    """Cold first page of one step with a regex filter (the parts' statistics skip the other steps)."""
+    from data.responses import ResponsesView, json_rows, page_rows, run_steps
+
+    flt = ResponsesView(step=step, q=PATTERNS[0]).response_filter(run_steps(store))
+    _clear_caches()
+    t0 = time.perf_counter()
+    df, count = page_rows(store, flt, "reward", True, 0, 100)
+    json_rows(df)
+    return {"step": step, "q": PATTERNS[0], "matches": count, "cold_ms": _ms(t0)}
 
 
 def export_rows(store, n_rows: int) -> dict:
@@ -226,7 +259,9 @@ def main(argv=None) -> int:
         "scalars_load_ms": load_ms,
         "first_page_of_step": first_pages(store, step),
         "first_page_of_last_step": first_pages(store, steps[-1]),
+        "text_index_build": text_index_build(store),
         "all_steps_by_kl_mean_with_regex": regex_all_steps(store),
+        "one_step_with_regex": regex_one_step(store, step),
     }
     if not args.skip_callback:
         result["first_page_via_callback"] = callback_pages(

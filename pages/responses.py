@@ -36,6 +36,7 @@ from data.responses import (
     sample_texts,
     sortable_columns,
     table_columns,
+    warm_text_index,
 )
 from data.service import UnknownRun, board
 from data.viewstate import parse_search
@@ -92,6 +93,7 @@ def layout(**query):
         )
     steps = run_steps(store)
     view, msgs = ResponsesView.from_query({**query, "run": run}, steps, sortable_columns(store))
+    warm_text_index(store)  # a first regex search over all steps need not build it
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),

@@ -262,6 +262,35 @@ def test_responses020_sample_texts_hide_pads(store):
     assert sample_texts(store, "nope-1", PADS) is None
 
 
+def test_responses022_text_index_beside_the_store(store):
+    """A search over all steps builds one IPC file per part beside the store, once, and finds the same rows."""
+    from data import responses
+
+    folder = responses.text_index_dir(store)
+    assert folder.parent == store.dir.parent and not (store.dir / "text-index").exists()
+    responses._order.cache_clear()
+    responses._text_hits.cache_clear()
+    assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
+    files = sorted(folder.glob("*.arrow"))
+    assert [f.name.split("-")[0] for f in files] == [f"p{i:06d}" for i in store.part_ids()]
+    stamp = [f.stat().st_mtime_ns for f in files]
+    assert responses.text_index_files(store) == files and [f.stat().st_mtime_ns for f in files] == stamp
+    assert pl.read_ipc(files[0]).columns == ["part", "row", "step", "prompt", "response"]
+
+
+def test_responses023_search_without_a_writable_index(store, monkeypatch, tmp_path):
+    """When the index folder cannot be written, the search reads the parts: same answer."""
+    from data import responses
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(responses, "text_index_dir", lambda _store: blocker / "index")
+    assert responses.text_index_files(store) is None
+    responses._order.cache_clear()
+    responses._text_hits.cache_clear()
+    assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
+
+
 def test_responses021_json_rows_have_no_nan():
     """NaN and infinities become None for the grid (JSON has no such numbers)."""
     df = pl.DataFrame({"a": [1.0, float("nan"), float("inf")], "b": ["x", "y", "z"]})
