@@ -19,10 +19,16 @@ def query(dash_duo) -> dict:
 
 
 def cell_values(dash_duo, col) -> list[float]:
-    """Values of a numeric column in the rendered rows, in row-index order."""
-    rows = dash_duo.driver.find_elements(By.CSS_SELECTOR, ".ag-center-cols-container .ag-row")
-    rows.sort(key=lambda r: int(r.get_attribute("row-index")))
-    return [float(r.find_element(By.CSS_SELECTOR, f"[col-id='{col}']").text) for r in rows]
+    """Values of a numeric column in the rendered rows, in row-index order (one snapshot: the grid
+    re-renders rows while it loads, so elements are not held across calls)."""
+    cells = dash_duo.driver.execute_script(
+        "return [...document.querySelectorAll('.ag-center-cols-container .ag-row')].map(r => {"
+        "  const c = r.querySelector(`[col-id='${arguments[0]}']`);"
+        "  return [Number(r.getAttribute('row-index')), c ? c.textContent : ''];"
+        "});",
+        col,
+    )
+    return [float(text) for _, text in sorted(cells) if text]
 
 
 def test_responses201_filter_sort_select_and_open(dash_duo, dash_app, fixtures_dir):
