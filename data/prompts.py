@@ -191,6 +191,8 @@ def _prompt_step_stats(scalars: pl.LazyFrame) -> pl.LazyFrame:
         pl.len().alias("n"),
         pl.col("__r").count().alias("r_n"),
         pl.col("__r").sum().alias("r_sum"),
+        pl.col("__r").min().alias("r_min"),
+        pl.col("__r").max().alias("r_max"),
         pl.col("__g").count().alias("b_n"),
         pl.col("__g").sum().alias("g_sum"),
         pl.col("__w").sum().alias("wins"),
@@ -270,16 +272,25 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
         .agg(pl.col("__idx").min().alias("order"), pl.col("prompt_preview").first())
         .with_columns(prompt_hash().alias("__p"))
     )
-    cols = [c for c in ("step", "reward", "prompt_key", "group_id") if c in scalars.collect_schema().names()]
-    groups = (
-        group_stats(scalars.select(cols))
-        .filter(pl.col("group_n") >= MIN_GROUP)
-        .group_by("__p")
-        .agg(
-            pl.len().cast(pl.Int64).alias("n_groups"),
-            pl.col("zero_spread").sum().cast(pl.Int64).alias("zero_spread_groups"),
+    names_in = scalars.collect_schema().names()
+    if "group_id" in names_in:
+        cols = [c for c in ("step", "reward", "prompt_key", "group_id") if c in names_in]
+        groups = (
+            group_stats(scalars.select(cols))
+            .filter(pl.col("group_n") >= MIN_GROUP)
+            .group_by("__p")
+            .agg(
+                pl.len().cast(pl.Int64).alias("n_groups"),
+                pl.col("zero_spread").sum().cast(pl.Int64).alias("zero_spread_groups"),
+            )
         )
-    )
+    else:
+        # Without group_id a group is (step, prompt): exactly the rows of ``per_step``, no second pass.
+        grouped = pl.col("r_n") >= MIN_GROUP
+        groups = per_step.group_by("__p").agg(
+            grouped.sum().cast(pl.Int64).alias("n_groups"),
+            (grouped & (pl.col("r_max") == pl.col("r_min"))).sum().cast(pl.Int64).alias("zero_spread_groups"),
+        )
     return (
         names.join(agg, on="__p", how="left")
         .join(groups, on="__p", how="left")
@@ -464,7 +475,8 @@ def history(store, key: str) -> pl.DataFrame:
     if "prompt_key" not in scalars.columns:
         return pl.DataFrame()
     cols = [c for c in HISTORY_COLUMNS if c in scalars.columns]
-    rows = scalars.lazy().filter(pl.col("prompt_key") == key).select(cols)
+    # Filter the big frame eagerly first (~1 ms): the rest of the plan then works on a few rows.
+    rows = scalars.filter(pl.col("prompt_key") == key).select(cols).lazy()
     if "repetition" not in cols:
         rows = rows.with_columns(pl.lit(None, pl.Float64).alias("repetition"))
     rows = store_length_ratio(store, rows)

@@ -8,6 +8,7 @@ beside their reference responses, and every response (grouped per step) linking 
 
 # No ``from __future__ import annotations``: Dash loads page modules outside sys.modules (see reward.py).
 from dataclasses import replace
+from urllib.parse import quote
 
 import dash
 import dash_bootstrap_components as dbc
@@ -73,6 +74,12 @@ def _href(view) -> str:
 
 def _tokens_href(run: str, sample_id: str) -> str:
     return dash.get_relative_path("/tokens" + encode([("run", run), ("sample", sample_id)]))
+
+
+def _tokens_hrefs(run: str, sample_ids: list[str]) -> list[str]:
+    """:func:`_tokens_href` of many samples (the run part encoded once: one prompt may have thousands)."""
+    base = _tokens_href(run, "")
+    return [base + quote(s, safe="") for s in sample_ids]
 
 
 def _list_columns(table) -> list:
@@ -403,7 +410,7 @@ def _prompt_content(store, view):
         )
     recomputed = bool(shown.get_column("advantage_recomputed").any()) if shown.height else True
     dicts = shown.to_dicts()
-    hrefs = [_tokens_href(view.run, r["sample_id"]) for r in dicts]
+    hrefs = _tokens_hrefs(view.run, [r["sample_id"] for r in dicts])
     if latest_row["step"] == first_row["step"]:
         pair_specs = [
             (f"Response · step {first_row['step']} (the prompt's only step)", first_row, first_text, FIRST)
