@@ -96,13 +96,16 @@ def column_kind(dtype) -> str:
     return "text"
 
 
-def responses_grid(grid_id: str, defs: list[dict], height: str = "calc(100vh - 15.5rem)") -> dag.AgGrid:
+def responses_grid(
+    grid_id: str, defs: list[dict], sort: str | None = None, height: str = "calc(100vh - 15.5rem)"
+) -> dag.AgGrid:
     """A compact grid on the infinite row model: rows come from a ``getRowsRequest`` callback.
 
     One click selects a row (``selectedRows``); sorting is single-column, descending first, and never
-    'unsorted' (the server always sorts by something).
+    'unsorted' (the server always sorts by something). The ``sort`` column is scrolled into view.
     """
     return dag.AgGrid(
+        scrollTo={"column": sort, "columnPosition": "auto"} if sort else None,
         id=grid_id,
         columnDefs=defs,
         rowModelType="infinite",

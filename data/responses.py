@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from data.export import parts_scan
+from data.live import LIVE_KEY
 from data.queries import QueryError, ResponseFilter, check_regex, sort_rows
 from data.store import RunStore, part_name
 from data.viewstate import encode, first, get_bool, get_choice, get_float
@@ -48,6 +49,8 @@ PREVIEW_COLUMNS = ("prompt_preview", "response_preview")
 NOT_SORTABLE = {"sample_id", "source", "part", "row", "prompt_key", "prompt_preview", "response_preview"}
 # Keys of ``/export`` besides the view's (the selected sample is a page thing and is accepted, unused).
 EXPORT_KEYS = ("format",)
+# Keys the app shell keeps in every page's URL (auto-refresh of a live run): accepted, not part of the view.
+SHELL_KEYS = (LIVE_KEY,)
 REGEX_FALLBACK = ": the text search is not applied."
 
 
@@ -91,7 +94,7 @@ class ResponsesView:
         column the run does not have falls back too. Unknown keys (other than ``extra_keys``) are noticed.
         """
         notices: list[str] = []
-        known = {f.name for f in fields(cls)} | set(extra_keys)
+        known = {f.name for f in fields(cls)} | set(extra_keys) | set(SHELL_KEYS)
         for key in query:
             if key not in known:
                 notices.append(f"Ignored unknown parameter {key!r}.")

@@ -120,7 +120,9 @@ def layout(**query):
             _filter_bar(store, view, steps),
             dbc.Row(
                 [
-                    dbc.Col(responses_grid(GRID, _defs(store, view)), xl=8, lg=12, className="mb-2"),
+                    dbc.Col(
+                        responses_grid(GRID, _defs(store, view), view.sort), xl=8, lg=12, className="mb-2"
+                    ),
                     dbc.Col(html.Div(id=TEXT, children=text_panel(None, _text_labels(), None)), xl=4, lg=12),
                 ],
                 className="g-2",

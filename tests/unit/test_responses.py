@@ -123,6 +123,7 @@ def test_responses003_bad_values_fall_back_with_notices():
     assert view == ResponsesView(run="r")
     assert len(notices) == 7
     assert "Ignored unknown parameter 'colour'." in notices
+    assert ResponsesView.from_query({"run": "r", "live": "1"}) == (ResponsesView(run="r"), [])  # the shell's
     assert any("step='x'" in n for n in notices) and any("sort='zzz'" in n for n in notices)
 
 
