@@ -8,7 +8,8 @@ through the Flask test client exactly as the browser does, so a timing is the wh
 access, Polars, figure building, Dash's JSON encoding). "cold" is the first request in a fresh process
 state (the run's scalars not yet read from the store, no cached aggregates), "cold_aggregates" the first
 request with the scalars in memory but the page's aggregates not cached (as after a store update), and
-"warm" the median and max of ``--repeat`` later requests. Prints one JSON object.
+"warm" the min, median and max of ``--repeat`` later requests (on a shared machine the min is the
+cost of the work itself, the max includes waiting for a core). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -196,12 +197,15 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = {
             "cold_ms": round(cold_ms, 1),
             "cold_aggregates_ms": round(cold_agg_ms, 1),
+            "warm_min_ms": round(min(warm_ms), 1),
             "warm_median_ms": round(statistics.median(warm_ms), 1),
             "warm_max_ms": round(max(warm_ms), 1),
             "json_bytes": max(size, *(w[1] for w in warm)),
         }
     out = {
         "run": str(run_dir),
+        "load_average_1min": round(os.getloadavg()[0], 1),
+        "cpus": os.cpu_count(),
         "samples": int(store.scalars().height),
         "steps": len(steps),
         "bytes_on_disk": sum(p.stat().st_size for p in run_dir.glob("*.jsonl")),
