@@ -80,7 +80,7 @@ def column_defs(
     for field, header, pinned in previews:
         col = {"field": field, "headerName": header, "sortable": False, "tooltipField": field}
         # The response is what one reads while scanning the numbers: keep it in view on the right.
-        col.update({"pinned": "right", "width": 300} if pinned else {"width": 280})
+        col.update({"pinned": "right", "width": 270} if pinned else {"width": 280})
         defs.append(col)
     return defs
 

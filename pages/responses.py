@@ -121,9 +121,9 @@ def layout(**query):
             dbc.Row(
                 [
                     dbc.Col(
-                        responses_grid(GRID, _defs(store, view), view.sort), xl=8, lg=12, className="mb-2"
+                        responses_grid(GRID, _defs(store, view), view.sort), lg=8, md=12, className="mb-2"
                     ),
-                    dbc.Col(html.Div(id=TEXT, children=text_panel(None, _text_labels(), None)), xl=4, lg=12),
+                    dbc.Col(html.Div(id=TEXT, children=text_panel(None, _text_labels(), None)), lg=4, md=12),
                 ],
                 className="g-2",
             ),
