@@ -75,8 +75,8 @@ def group_key(names: list[str] | set[str]) -> pl.Expr:
 
 def group_stats(rows: pl.LazyFrame) -> pl.LazyFrame:
     """One row per (step, group): ``group`` (see :func:`group_key`), ``group_n``, ``group_mean``,
-    ``group_std``, ``group_min``, ``group_max``, ``group_spread`` over the finite rewards, ``zero_spread``
-    (only for groups of ``MIN_GROUP``+), and ``__p``, the group's :func:`prompt_hash` (the smallest, as a
+    ``group_std``, ``group_min``, ``group_max`` over the finite rewards, ``group_spread`` (max − min) and
+    ``zero_spread`` (both only for groups of ``MIN_GROUP``+), and ``__p``, the group's :func:`prompt_hash` (the smallest, as a
     group shares one prompt in practice).
 
     ``rows`` needs ``step``, ``reward`` and ``prompt_key`` (or ``group_id``).
@@ -100,7 +100,12 @@ def group_stats(rows: pl.LazyFrame) -> pl.LazyFrame:
             r.max().alias("group_max"),
             *p,
         )
-        .with_columns((pl.col("group_max") - pl.col("group_min")).alias("group_spread"))
+        # A single response has no spread (null, not 0).
+        .with_columns(
+            pl.when(pl.col("group_n") >= MIN_GROUP)
+            .then(pl.col("group_max") - pl.col("group_min"))
+            .alias("group_spread")
+        )
         .with_columns(
             pl.when(pl.col("group_n") >= MIN_GROUP).then(pl.col("group_spread") == 0).alias("zero_spread")
         )
