@@ -400,6 +400,12 @@ def prompt_table(store) -> pl.DataFrame:
     return _table(_Versioned(store))[0]
 
 
+def prompt_row(store, key: str) -> dict:
+    """One prompt's row of :func:`prompt_table` as a dict ({} for an unknown key)."""
+    rows = prompt_table(store).filter(pl.col("prompt_key") == key).to_dicts()
+    return rows[0] if rows else {}
+
+
 def run_trend_threshold(store) -> float:
     """The reward difference the store's trends were classified with (``TREND_EFFECT`` × σ)."""
     return _table(_Versioned(store))[1]

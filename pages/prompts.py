@@ -368,9 +368,7 @@ def _prompt_content(store, view):
     if rows.height == 0:
         msgs.append(f"Run {view.run!r} has no prompt with key {view.prompt!r}.")
         return html.Div([back, empty_state("Unknown prompt", "Pick a prompt from the list.")]), msgs
-    table = prompts.prompt_table(store)
-    agg = table.filter(table.get_column("prompt_key") == view.prompt).to_dicts()
-    agg = agg[0] if agg else {}
+    agg = prompts.prompt_row(store, view.prompt)
     first_row, latest_row = prompts.first_and_latest(rows)
     first_text = prompts.texts(store, first_row)
     latest_text = (
