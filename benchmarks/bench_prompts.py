@@ -10,10 +10,13 @@ with times in milliseconds:
 * ``list_warm_ms`` / ``list_never_ms`` / ``list_sorted_ms``: filter, sort and one page of the cached table
   (median over ``--repeat``);
 * ``search_cold_ms``: a regex search over the prompt texts (reads the prompt column of the parts once);
-* ``history_ms`` / ``history_p95_ms``: one prompt's responses, per-step means, group columns, and its first
+* ``history_ms`` / ``history_min_ms`` / ``history_p95_ms``: one prompt's responses, per-step means, group columns, and its first
   and latest texts (two row-group reads), median and 95th percentile over ``--repeat`` prompts;
 * ``callback_list_ms`` / ``callback_prompt_ms``: the page's content callback through the Flask test client
-  (the whole answer the browser waits for: data, components, JSON), median over ``--repeat``.
+  (the whole answer the browser waits for: data, components, JSON), median (and min) over ``--repeat``.
+
+The machine's 1-minute load average is printed before and after: on a shared machine it explains most of
+the spread between runs.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ def _ms(t0: float) -> float:
 
 def _median(xs: list[float]) -> float:
     return round(statistics.median(xs), 1)
+
+
+def _min(xs: list[float]) -> float:
+    return round(min(xs), 1)
 
 
 def _p95(xs: list[float]) -> float:
@@ -94,6 +101,7 @@ def _data_timings(store, repeat: int) -> dict:
         times.append(_ms(t))
         sizes.append(rows.height)
     out["history_ms"] = _median(times)
+    out["history_min_ms"] = _min(times)
     out["history_p95_ms"] = _p95(times)
     out["history_responses_median"] = int(statistics.median(sizes)) if sizes else 0
     return out, sample
@@ -122,10 +130,16 @@ def _callback_timings(run: str, keys: list[str], repeat: int) -> dict:
         return took
 
     post(f"?run={run}")  # warm the store and the cache, as the first visitor does
-    out = {"callback_list_ms": _median([post(f"?run={run}") for _ in range(repeat)])}
-    out["callback_never_ms"] = _median([post(f"?run={run}&view=never") for _ in range(repeat)])
-    out["callback_prompt_ms"] = _median([post(f"?run={run}&prompt={k}") for k in keys[:repeat]])
-    return out
+    lists = [post(f"?run={run}") for _ in range(repeat)]
+    one = [post(f"?run={run}&prompt={k}") for k in keys[:repeat]]
+    return {
+        "callback_list_ms": _median(lists),
+        "callback_list_min_ms": _min(lists),
+        "callback_never_ms": _median([post(f"?run={run}&view=never") for _ in range(repeat)]),
+        "callback_prompt_ms": _median(one),
+        "callback_prompt_min_ms": _min(one),
+        "callback_prompt_p95_ms": _p95(one),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,10 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         ingested_s = round(time.perf_counter() - t0, 1)
         store = open_store(res.store_dir)
     out = {"run": run_dir.name, "store_version": store.version, "ingest_s": ingested_s}
+    out["load_avg_1min_before"] = round(os.getloadavg()[0], 2)
     data, keys = _data_timings(store, args.repeat)
     out.update(data)
     if not args.no_callbacks:
         out.update(_callback_timings(run_dir.name, keys, args.repeat))
+    out["load_avg_1min_after"] = round(os.getloadavg()[0], 2)
+    out["cpus"] = os.cpu_count()
     print(json.dumps(out))
     return 0
 
