@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import polars as pl
 
-from data.metrics import METRICS, TOKEN_COLUMNS, explode_tokens, label, token_metrics
+from data.metrics import METRICS, TOKEN_COLUMNS, explode_tokens, token_metrics
 from data.viewstate import encode, first, get_bool, get_choice, parse_search
 
 # Metrics a token can be coloured by, in the order of the metric picker.
@@ -151,42 +151,24 @@ def pad_shown_expr() -> pl.Expr:
     return pl.col("is_pad") & carries
 
 
-def _fmt(col: str) -> pl.Expr:
-    return pl.col(col).round_sig_figs(4).cast(pl.String).fill_null("–")
-
-
-def hover_text_expr(fields: frozenset[str]) -> pl.Expr:
-    """Plain-text hover of a token: position, raw token, pad mark, then every available metric on its line."""
-    head = pl.concat_str(
-        pl.lit("#"),
-        pl.col("pos").cast(pl.String),
-        pl.lit(' token "'),
-        pl.col("token").fill_null(""),
-        pl.lit('"'),
-        pl.when(pl.col("is_pad")).then(pl.lit(" (pad)")).otherwise(pl.lit("")),
-    )
-    lines = [head]
-    for m in HOVER_METRICS:
-        if metric_available(m, fields):
-            lines += [pl.lit(f"\n{label(m)}: "), _fmt(m)]
-    return pl.concat_str(lines).alias("hover")
+def hover_metrics(fields: frozenset[str]) -> list[str]:
+    """The metrics a token's hover text shows: every one of :data:`HOVER_METRICS` the fields allow."""
+    return [m for m in HOVER_METRICS if metric_available(m, fields)]
 
 
 def token_frame(row: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
     """One row per position of a one-row response frame, sorted by ``pos``.
 
     Columns: ``pos, token, text, is_pad, keep, logprob, ref_logprob, value, token_reward, log_ratio, kl, prob,
-    ref_prob, return, value_error, kl_valid, hover``. Arrays of unequal lengths are aligned from the first
+    ref_prob, return, value_error, kl_valid``. Arrays of unequal lengths are aligned from the first
     token (a position beyond a shorter array is null there, never shifted). ``keep`` is False for a pad
     position hidden by default (see :func:`pad_shown_expr`). A response without token fields has no rows.
     """
     one = row.head(1).with_columns(pl.lit(0, dtype=pl.Int64).alias("row"))
     long = token_metrics(explode_tokens(one, pad_tokens)).drop("row").sort("pos")
-    fields = present_fields(one.row(0, named=True)) if one.height else frozenset()
     return long.with_columns(
         decode_expr("token").alias("text"),
         (~pl.col("is_pad") | pad_shown_expr()).alias("keep"),
-        hover_text_expr(fields),
     )
 
 
@@ -344,7 +326,7 @@ __all__ = [
     "decode_expr",
     "decode_token",
     "first_sample",
-    "hover_text_expr",
+    "hover_metrics",
     "metric_available",
     "neighbours",
     "pad_shown_expr",

@@ -13,11 +13,12 @@ from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import ALL, Input, Output, callback, clientside_callback, ctx, dcc, html, no_update
+from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from components.layout import empty_state, fmt_num, notices, progress, stat
 from components.token_view import (
     HIGHLIGHT_JS,
+    POSITION_FIGURE_HEIGHT,
     STRIP_JS,
     colour_stops,
     legend,
@@ -38,6 +39,7 @@ from data.tokens import (
     TokensState,
     TokenView,
     first_sample,
+    hover_metrics,
     metric_available,
     scale_range,
     strip_pad_text,
@@ -50,6 +52,7 @@ from data.viewstate import parse_search
 dash.register_page(__name__, path="/tokens", name="Tokens", title="Tokens · RL Logging Board", order=3)
 
 URL = "tokens-url"
+VIEW = "tokens-view"  # canonical query string of the state the body shows
 BODY = "tokens-body"
 NOTICES = "tokens-notices"
 METRIC = "tokens-metric"
@@ -58,6 +61,7 @@ STRIP = "tokens-strip"
 STRIP_DATA = "tokens-strip-data"
 STRIP_DONE = "tokens-strip-done"
 HOVER = "tokens-hover"
+CHARTS = "tokens-charts"
 CHART = "tokens-chart"  # pattern id {"type": CHART, "name": ...}
 PREV = "tokens-prev"
 NEXT = "tokens-next"
@@ -84,6 +88,7 @@ def layout(**query):
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
+            dcc.Store(id=VIEW, data=state.to_query()),
             dcc.Store(id=STRIP_DONE),
             dcc.Store(id=HOVER),
             html.Div(_body(state, notes), id=BODY),
@@ -131,50 +136,70 @@ def _href(path: str, query: str) -> str:
     return dash.get_relative_path(path) + query
 
 
+def _resolve(state: TokensState) -> tuple[TokensState, TokenView | None, str | None]:
+    """``state`` with the run and sample it shows filled in (first run, first response when absent), the
+    response's token view, and why there is none: "no-runs", "unknown-run", "ingesting", "empty",
+    "unknown-sample" (None when there is a view)."""
+    b = board()
+    runs = b.runs()
+    if not runs:
+        return state, None, "no-runs"
+    state = replace(state, run=state.run or next(iter(runs)))
+    try:
+        b.run_dir(state.run)
+    except UnknownRun:
+        return state, None, "unknown-run"
+    store = b.store(state.run, wait=STORE_WAIT)
+    if store is None:
+        return state, None, "ingesting"
+    if state.sample is None:
+        first = first_sample(store)
+        if first is None:
+            return state, None, "empty"
+        state = replace(state, sample=first)
+    view = token_view(store, state.sample, b.settings.pad_tokens)
+    return state, view, (None if view is not None else "unknown-sample")
+
+
 def _body(state: TokensState, notes: list[str]) -> list:
     """Everything below the navbar for ``state``: a response, or a notice saying why there is none."""
     b = board()
-    runs = b.runs()
+    chosen = state.sample is not None
+    state, view, problem = _resolve(state)
+    run = state.run
     hidden = _controls(state, None)
-    if not runs:
+    back_href = _href("/responses", "?" + (state.back or urlencode({"run": run or ""})))
+    if problem == "no-runs":
         return [
             hidden,
             empty_state("No runs found", f"Put one folder of *.jsonl files per run under {b.root}."),
         ]
-    run = state.run or next(iter(runs))
-    try:
-        b.run_dir(run)
-    except UnknownRun:
+    if problem == "unknown-run":
         return [
             hidden,
-            notices([*notes, f"Unknown run {run!r}: choose one of {', '.join(runs)}."], NOTICES),
+            notices([*notes, f"Unknown run {run!r}: choose one of {', '.join(b.runs())}."], NOTICES),
             empty_state(
                 "Unknown run", "Pick a run in the top bar.", ("All runs", dash.get_relative_path("/"))
             ),
         ]
-    store = b.store(run, wait=STORE_WAIT)
-    if store is None:
+    if problem == "ingesting":
         status = b.status(run)
         return [hidden, progress(status.fraction, f"Reading run {run}… reload the page in a moment.")]
-    sample = state.sample
-    if sample is None:
-        sample = first_sample(store)
-        if sample is None:
-            return [hidden, empty_state("No responses in this run yet", run)]
-        notes = [*notes, "No response chosen: showing the first response of the run."]
-    view = token_view(store, sample, b.settings.pad_tokens)
-    back_href = _href("/responses", "?" + (state.back or urlencode({"run": run})))
-    if view is None:
+    if problem == "empty":
+        return [hidden, empty_state("No responses in this run yet", run)]
+    if problem == "unknown-sample":
         return [
             hidden,
-            notices([*notes, f"Unknown response {sample!r} in run {run!r}."], NOTICES),
+            notices([*notes, f"Unknown response {state.sample!r} in run {run!r}."], NOTICES),
             empty_state(
                 "Response not found",
                 "The sample id is not in this run (the link may be from another run or an older file).",
                 (f"Back to run {run}", back_href),
             ),
         ]
-    return _response(replace(state, run=run, sample=sample), view, notes, back_href)
+    if not chosen:
+        notes = [*notes, "No response chosen: showing the first response of the run."]
+    return _response(state, view, notes, back_href)
 
 
 def _nav(state: TokensState, view: TokenView, back_href: str) -> html.Div:
@@ -286,13 +311,16 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
             className="mb-2",
         )
     )
-    out.append(_strip_card(shown, metric, hidden, _controls(state, fields)))
-    out.append(_charts(shown, fields, labels))
+    hover = [(m, label(m)) for m in hover_metrics(fields)]
+    out.append(_strip_card(shown, metric, hidden, hover, _controls(state, fields)))
+    # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
+    # drawing three 4,000-point charts would otherwise hold the strip back.
+    out.append(html.Div(id=CHARTS, style={"minHeight": f"{POSITION_FIGURE_HEIGHT + 10}px"}))
     out.append(_tables(view, fields, labels))
     return out
 
 
-def _strip_card(shown, metric: str | None, hidden: int, controls) -> dbc.Card:
+def _strip_card(shown, metric: str | None, hidden: int, hover: list, controls) -> dbc.Card:
     count = f"{shown.height} tokens" + (f", {hidden} pad position(s) hidden" if hidden else "")
     if metric is None:
         lo, hi, stops, signed = 0.0, 1.0, colour_stops("prob", False), False
@@ -320,7 +348,7 @@ def _strip_card(shown, metric: str | None, hidden: int, controls) -> dbc.Card:
             ),
             dbc.CardBody(
                 [
-                    dcc.Store(id=STRIP_DATA, data=strip_data(shown, data_metric, lo, hi, stops, key)),
+                    dcc.Store(id=STRIP_DATA, data=strip_data(shown, data_metric, lo, hi, stops, key, hover)),
                     html.Div(
                         id=STRIP,
                         className="token-strip text-block",
@@ -338,6 +366,7 @@ def _strip_card(shown, metric: str | None, hidden: int, controls) -> dbc.Card:
 
 
 def _charts(shown, fields: frozenset[str], labels: dict) -> dbc.Row:
+    """The per-position charts the response's fields allow (none without log-probs / token rewards)."""
     charts = []
     if "logprobs" in fields:
         charts.append(("logprob", logprob_figure(shown, labels)))
@@ -396,22 +425,40 @@ def _tables(view: TokenView, fields: frozenset[str], labels: dict) -> dbc.Row:
 
 @callback(
     Output(URL, "search"),
+    Output(VIEW, "data"),
     Output(BODY, "children"),
     Input(URL, "search"),
     Input(METRIC, "value"),
     Input(PADS, "value"),
+    State(VIEW, "data"),
     prevent_initial_call=True,
 )
-def _sync(search, metric, pads):
+def _sync(search, metric, pads, shown):
     """URL <-> controls: a control writes the URL; a new URL (Back/Forward) redraws the body, controls
-    included. A control set to what the URL already says changes nothing (no_update)."""
+    included. A URL or control that says what the body already shows changes nothing (no_update): the
+    Location reports the URL once when it mounts."""
     state, notes = TokensState.from_query(parse_search(search))
-    if ctx.triggered_id == URL:
-        return no_update, _body(state, notes)
-    new = replace(state, metric=metric or DEFAULT_METRIC, pads=bool(pads))
-    if new == state:
-        return no_update, no_update
-    return new.to_query(), _body(new, notes)
+    if ctx.triggered_id != URL:
+        state = replace(state, metric=metric or DEFAULT_METRIC, pads=bool(pads))
+    query = state.to_query()
+    if query == shown:
+        return no_update, no_update, no_update
+    return (no_update if ctx.triggered_id == URL else query), query, _body(state, notes)
+
+
+@callback(
+    Output(CHARTS, "children"),
+    Input(STRIP_DONE, "data"),
+    State(VIEW, "data"),
+    prevent_initial_call=True,
+)
+def _fill_charts(_done, shown):
+    """Per-position charts of the response the body shows, drawn once its strip is filled."""
+    state, _ = TokensState.from_query(parse_search(shown))
+    state, view, problem = _resolve(state)
+    if view is None:
+        return None
+    return _charts(visible_tokens(view.tokens, state.pads), view.fields, _labels())
 
 
 clientside_callback(STRIP_JS, Output(STRIP_DONE, "data"), Input(STRIP_DATA, "data"))
