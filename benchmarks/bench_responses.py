@@ -173,6 +173,24 @@ def regex_all_steps(store) -> list[dict]:
     return out
 
 
+def all_steps_pages(store) -> dict:
+    """step=all without a filter: cold first page (one sort of the whole run) and a later page (cached)."""
+    from data.responses import ResponsesView, json_rows, page_rows, run_steps
+
+    flt = ResponsesView(step="all").response_filter(run_steps(store))
+    out = {}
+    for col in ("kl_mean", "reward"):
+        _clear_caches()
+        t0 = time.perf_counter()
+        df, _count = page_rows(store, flt, col, True, 0, 100)
+        json_rows(df)
+        cold = _ms(t0)
+        t0 = time.perf_counter()
+        json_rows(page_rows(store, flt, col, True, 5000, 5100)[0])
+        out[col] = {"cold_ms": cold, "page_5000_warm_ms": _ms(t0)}
+    return out
+
+
 def regex_one_step(store, step: int) -> dict:
     """Cold first page of one step with a regex filter (the parts' statistics skip the other steps)."""
     from data.responses import ResponsesView, json_rows, page_rows, run_steps
@@ -259,6 +277,7 @@ def main(argv=None) -> int:
         "scalars_load_ms": load_ms,
         "first_page_of_step": first_pages(store, step),
         "first_page_of_last_step": first_pages(store, steps[-1]),
+        "all_steps_first_page": all_steps_pages(store),
         "text_index_build": text_index_build(store),
         "all_steps_by_kl_mean_with_regex": regex_all_steps(store),
         "one_step_with_regex": regex_one_step(store, step),
