@@ -1,0 +1,207 @@
+"""Token page builders (components/token_view.py): colour scales centred at 0, palette indices, strip data,
+legend, per-position figures (valid, empty states, long responses) and the top-k table."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import plotly.graph_objects as go
+import polars as pl
+import pytest
+
+from components.token_view import (
+    DIVERGING,
+    HIGHLIGHT_JS,
+    LONG_RESPONSE,
+    ORANGES,
+    STRIP_JS,
+    colour,
+    colour_stops,
+    empty_figure,
+    hover_safe_expr,
+    legend,
+    logprob_figure,
+    palette,
+    palette_index_expr,
+    strip_data,
+    token_reward_figure,
+    top_table,
+    value_figure,
+)
+
+LABELS = {
+    "logprob": "log-prob (policy)",
+    "ref_logprob": "log-prob (reference)",
+    "value": "critic value",
+    "return": "return (γ = 1)",
+    "token_reward": "token reward",
+    "log_ratio": "log-ratio",
+    "kl": "KL (k3)",
+}
+
+
+def tokens(n: int = 3, **cols) -> pl.DataFrame:
+    base = {
+        "pos": list(range(n)),
+        "token": [f"Ġt{i}" for i in range(n)],
+        "text": [f" t{i}" for i in range(n)],
+        "is_pad": [False] * n,
+    }
+    for c in ("logprob", "ref_logprob", "value", "return", "token_reward", "kl", "log_ratio"):
+        base[c] = pl.Series(c, cols.get(c, [None] * n), dtype=pl.Float64)
+    return pl.DataFrame(base)
+
+
+def texts(component) -> list[str]:
+    """Every string child in a Dash component tree."""
+    out = []
+
+    def walk(c):
+        if isinstance(c, str):
+            out.append(c)
+        elif isinstance(c, list | tuple):
+            for x in c:
+                walk(x)
+        elif c is not None and hasattr(c, "children"):
+            walk(c.children)
+
+    walk(component)
+    return out
+
+
+def test_token_view001_diverging_scale_centred_at_zero():
+    """0 is the white centre, the range ends are the scale's end colours, values beyond are clipped."""
+    assert colour(0.0, -2.0, 2.0, DIVERGING) == "rgb(247,247,247)"
+    assert colour(-2.0, -2.0, 2.0, DIVERGING) == "rgb(178,24,43)"
+    assert colour(2.0, -2.0, 2.0, DIVERGING) == "rgb(33,102,172)"
+    assert colour(9.0, -2.0, 2.0, DIVERGING) == colour(2.0, -2.0, 2.0, DIVERGING)
+    # halfway between stops 0.5 (247,247,247) and 0.75 (103,169,207): t = 0.625
+    assert colour(0.5, -2.0, 2.0, DIVERGING) == "rgb(175,208,227)"
+    assert colour(None, 0, 1, DIVERGING) is None and colour(float("nan"), 0, 1, DIVERGING) is None
+    assert colour_stops("log_ratio", True) is DIVERGING and colour_stops("kl", False) is ORANGES
+
+
+def test_token_view002_palette_indices():
+    """Values map to 256 palette steps over lo..hi (clipped); missing and NaN get no colour."""
+    df = pl.DataFrame({"v": [-3.0, -1.0, 0.0, 0.5, 1.0, None, float("nan")]})
+    idx = df.select(palette_index_expr("v", -1.0, 1.0)).to_series().to_list()
+    assert idx == [0, 0, 128, 191, 255, None, None]  # (0.5 + 1) / 2 * 255 = 191.25
+    bgs, fgs = palette(DIVERGING)
+    assert len(bgs) == 256 and bgs[0] == "rgb(178,24,43)" and bgs[255] == "rgb(33,102,172)"
+    assert fgs[0] == "#fff" and fgs[128] is None  # white text on dark red only
+    same = pl.DataFrame({"v": [5.0]}).select(palette_index_expr("v", 1.0, 1.0)).item()
+    assert same == 128  # a zero-width scale puts everything in the middle
+
+
+def test_token_view003_strip_data_columns():
+    """The strip JSON: positions, display and raw tokens, pad flags, colour indices, hover labels and
+    4-significant-digit values (missing -> null, NaN kept as text)."""
+    df = tokens(3, kl=[0.0, 1.0, None], logprob=[-1.23456, float("nan"), None]).with_columns(
+        pl.Series("is_pad", [False, False, True])
+    )
+    data = strip_data(df, "kl", 0.0, 1.0, ORANGES, "k1", [("kl", "KL (k3)"), ("logprob", "log-prob")])
+    assert data["key"] == "k1" and data["n"] == 3
+    d = orjson.loads(data["json"])
+    assert d["pos"] == [0, 1, 2]
+    assert d["text"] == [" t0", " t1", " t2"] and d["raw"] == ["Ġt0", "Ġt1", "Ġt2"]
+    assert d["pad"] == [0, 0, 1]
+    assert d["colour"] == [0, 255, None]
+    assert d["bg"][0] == "rgb(255,245,235)" and d["bg"][255] == "rgb(217,72,1)"
+    assert d["labels"] == ["KL (k3)", "log-prob"]
+    assert d["values"] == [["0.0", "1.0", None], ["-1.235", "NaN", None]]
+
+
+def test_token_view004_legend_gives_the_range():
+    """A diverging legend shows lo, 0 and hi; a sequential one lo and hi."""
+    signed = texts(legend("log-ratio", -2.5, 2.5, DIVERGING, True))
+    assert signed == ["log-ratio", "-2.5", "0", "2.5"]
+    assert texts(legend("KL (k3)", 0.0, 0.0123, ORANGES, False)) == ["KL (k3)", "0", "0.0123"]
+
+
+def test_token_view005_position_figures():
+    """Figures plot the given positions; each one round-trips through Plotly's validation."""
+    df = tokens(
+        3,
+        logprob=[-1.0, -2.0, -0.5],
+        ref_logprob=[-1.5, -2.0, -0.5],
+        value=[0.5, 0.2, 0.1],
+        **{"return": [1.0, 1.0, 1.0]},
+        token_reward=[-0.1, 0.0, 1.1],
+    ).filter(pl.col("pos") != 1)  # a hidden position leaves a gap, not a shift
+    lp = logprob_figure(df, LABELS)
+    assert [t.name for t in lp.data] == ["log-prob (policy)", "log-prob (reference)"]
+    assert list(lp.data[0].x) == [0, 2] and list(lp.data[0].y) == [-1.0, -0.5]
+    assert list(lp.data[0].customdata) == [" t0", " t2"]
+    vf = value_figure(df, LABELS)
+    assert [t.name for t in vf.data] == ["return (γ = 1)", "critic value"]
+    tr = token_reward_figure(df, LABELS)
+    assert tr.data[0].type == "bar" and list(tr.data[0].marker.color) == [0.0, 1.0]
+    for fig in (lp, vf, tr):
+        go.Figure(fig.to_dict())  # raises on any invalid property
+        assert fig.layout.xaxis.title.text == "position"
+
+
+def test_token_view006_empty_and_long_figures():
+    """No values -> an explicit empty-state figure; beyond LONG_RESPONSE, lines without per-point labels."""
+    empty = logprob_figure(tokens(2), LABELS)
+    assert empty.data == () and "no log-probs" in empty.layout.annotations[0].text
+    assert "no critic values" in value_figure(tokens(2), LABELS).layout.annotations[0].text
+    assert "no token rewards" in token_reward_figure(tokens(0), LABELS).layout.annotations[0].text
+    go.Figure(empty_figure("x").to_dict())
+    n = LONG_RESPONSE + 1
+    long = tokens(n, logprob=[-1.0] * n, token_reward=[0.0] * n)
+    lp = logprob_figure(long, LABELS)
+    assert lp.data[0].mode == "lines" and lp.data[0].customdata is None
+    tr = token_reward_figure(long, LABELS)
+    assert tr.data[0].type == "scatter" and tr.data[0].fill == "tozeroy"
+    go.Figure(tr.to_dict())
+
+
+def test_token_view007_hover_labels_escape_markup():
+    """Plotly hover labels read a few HTML tags: token text is escaped so it shows literally."""
+    df = pl.DataFrame({"text": ["<script>x</script>", "a & b", "<b>\n", None]})
+    assert df.select(hover_safe_expr()).to_series().to_list() == [
+        "&lt;script&gt;x&lt;/script&gt;",
+        "a &amp; b",
+        "&lt;b&gt;↵",
+        "",
+    ]
+
+
+def test_token_view008_top_table_shows_tokens_as_text():
+    """The top-k table renders one row per token, the raw token as plain text with a pad mark."""
+    rows = pl.DataFrame(
+        {
+            "pos": [4, 1],
+            "token": ["<img src=x onerror=alert(1)>", "<pad>"],
+            "is_pad": [False, True],
+            "logprob": [-1.0, None],
+            "ref_logprob": [-2.0, None],
+            "log_ratio": [1.0, None],
+            "kl": [0.3679, None],
+        }
+    )
+    table = top_table(rows, "Top tokens", LABELS, "t")
+    strings = texts(table)
+    assert "<img src=x onerror=alert(1)>" in strings and " pad" in strings
+    assert "0.3679" in strings and "–" in strings
+    assert len(table.children[1].children[1].children) == 2  # tbody rows
+
+
+def test_token_view009_browser_code_writes_text_not_markup():
+    """The strip and highlight scripts set textContent / title, never innerHTML."""
+    for js in (STRIP_JS, HIGHLIGHT_JS):
+        assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "eval(" not in js
+    assert "textContent" in STRIP_JS
+    assert json.dumps(STRIP_JS)  # a plain string Dash can ship
+
+
+@pytest.mark.parametrize("metric", ["kl", "prob", "ref_prob", "value"])
+def test_token_view010_sequential_and_diverging_stops(metric):
+    """Each metric has its own scale: unsigned ones start at near-white, signed ones are diverging."""
+    stops = colour_stops(metric, metric == "value")
+    if metric == "value":
+        assert stops is DIVERGING
+    else:
+        assert stops[0][0] == 0.0 and min(stops[0][1]) >= 235

@@ -1,0 +1,252 @@
+"""Token-view data (data/tokens.py): marker decoding, alignment of unequal arrays, the pad rule (PPO's
+trailing pad carrying the reward), per-token metrics, colour-scale ranges, top-k, navigation, URL state."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+
+from data.config import DEFAULT_PAD_TOKENS
+from data.tokens import (
+    MIN_SCALE,
+    NO_TOKEN,
+    TokensState,
+    decode_expr,
+    decode_token,
+    hover_metrics,
+    metric_available,
+    neighbours,
+    present_fields,
+    scale_range,
+    strip_pad_text,
+    token_frame,
+    token_view,
+    top_tokens,
+    visible_tokens,
+)
+from data.viewstate import parse_search
+
+LIST_SCHEMA = {
+    "response_tokens": pl.List(pl.String),
+    "logprobs": pl.List(pl.Float32),
+    "ref_logprobs": pl.List(pl.Float32),
+    "values": pl.List(pl.Float32),
+    "token_rewards": pl.List(pl.Float32),
+}
+
+
+def one_row(**lists) -> pl.DataFrame:
+    """A one-row response frame like ``RunStore.read_rows`` returns (absent lists are null)."""
+    data = {"row": [7], "prompt": ["p"], "response": ["r"], "reward": [1.0]}
+    for c, dtype in LIST_SCHEMA.items():
+        data[c] = pl.Series(c, [lists.get(c)], dtype=dtype)
+    return pl.DataFrame(data)
+
+
+def approx_list(values, expected):
+    assert len(values) == len(expected)
+    for v, e in zip(values, expected, strict=True):
+        if e is None:
+            assert v is None
+        else:
+            assert v == pytest.approx(e, rel=1e-6, abs=1e-7)
+
+
+def test_tokens001_byte_level_markers_decoded():
+    """Ġ and ▁ become spaces, Ċ a newline, ĉ a tab; a missing token shows as □; other text is untouched."""
+    assert decode_token("Ġis") == " is"
+    assert decode_token("▁the") == " the"
+    assert decode_token("ĊĊ") == "\n\n"
+    assert decode_token("ĉx") == "\tx"
+    assert decode_token("<script>") == "<script>"
+    assert decode_token(None) == NO_TOKEN
+    df = pl.DataFrame({"token": ["ĠaĊb", "▁c", None, "**bold**"]})
+    assert df.select(decode_expr()).to_series().to_list() == [" a\nb", " c", NO_TOKEN, "**bold**"]
+
+
+def test_tokens002_unequal_lengths_aligned_from_first_token():
+    """3 tokens, 2 log-probs, 4 values: 4 positions; a shorter array is empty past its end, never shifted."""
+    row = one_row(
+        response_tokens=["Ġa", "Ġb", "Ġc"],
+        logprobs=[-1.0, -2.0],
+        ref_logprobs=[-1.5, -2.0],
+        values=[0.1, 0.2, 0.3, 0.4],
+    )
+    t = token_frame(row, DEFAULT_PAD_TOKENS)
+    assert t.get_column("pos").to_list() == [0, 1, 2, 3]
+    assert t.get_column("token").to_list() == ["Ġa", "Ġb", "Ġc", None]
+    assert t.get_column("text").to_list() == [" a", " b", " c", NO_TOKEN]
+    approx_list(t.get_column("logprob").to_list(), [-1.0, -2.0, None, None])
+    approx_list(t.get_column("value").to_list(), [0.1, 0.2, 0.3, 0.4])
+    assert t.get_column("token_reward").null_count() == 4
+    # log-ratio and KL only where both log-probs exist
+    approx_list(t.get_column("log_ratio").to_list(), [0.5, 0.0, None, None])
+
+
+def test_tokens003_ppo_trailing_pad_carries_the_reward():
+    """TRL PPO: tokens/values/token_rewards one longer than log-probs; the trailing <pad> holds the reward
+    and stays visible with pads hidden, while the returns sum it from every position."""
+    row = one_row(
+        response_tokens=["Ġhi", "Ġ.", "<|endoftext|>", "<pad>"],
+        logprobs=[-1.0, -0.5, -0.25],
+        ref_logprobs=[-1.0, -1.0, -0.25],
+        values=[0.5, 0.5, 0.0, 0.0],
+        token_rewards=[0.0, -0.02, 0.0, 1.0],
+    )
+    t = token_frame(row, DEFAULT_PAD_TOKENS)
+    assert t.get_column("is_pad").to_list() == [False, False, True, True]
+    # eos: a pad-list token with no reward and value 0 -> hidden; the trailing pad carries 1.0 -> kept
+    assert t.get_column("keep").to_list() == [True, True, False, True]
+    shown = visible_tokens(t, show_pads=False)
+    assert shown.get_column("pos").to_list() == [0, 1, 3]
+    assert shown.filter(pl.col("pos") == 3).item(0, "token_reward") == pytest.approx(1.0)
+    approx_list(t.get_column("return").to_list(), [0.98, 0.98, 1.0, 1.0])
+    assert t.filter(pl.col("pos") == 3).item(0, "kl") is None
+    assert visible_tokens(t, show_pads=True).height == 4
+
+
+def test_tokens004_pad_hidden_unless_it_carries_reward_or_value():
+    """Pads with zero/missing reward and value are hidden by default; a non-zero value keeps one visible."""
+    row = one_row(
+        response_tokens=["<pad>", "<pad>", "Ġx", "<PAD>", "<pad>"],
+        values=[0.0, 0.3, 0.1, None, 0.0],
+        token_rewards=[0.0, 0.0, 0.0, 0.0, None],
+    )
+    t = token_frame(row, DEFAULT_PAD_TOKENS)
+    assert t.get_column("keep").to_list() == [False, True, True, False, False]
+    assert visible_tokens(t, False).get_column("pos").to_list() == [1, 2]
+    assert visible_tokens(t, True).get_column("pos").to_list() == [0, 1, 2, 3, 4]
+
+
+def test_tokens005_per_token_metrics_by_hand():
+    """log-ratio, k3 KL, probabilities, return (γ = 1) and value error against values computed by hand."""
+    row = one_row(
+        response_tokens=["Ġa", "Ġb"],
+        logprobs=[-1.0, -0.5],
+        ref_logprobs=[-2.0, -0.5],
+        values=[1.0, 2.0],
+        token_rewards=[0.5, 1.5],
+    )
+    t = token_frame(row, DEFAULT_PAD_TOKENS)
+    # r = ref - logprob = -1 -> kl = e^-1 - 1 + 1 = e^-1
+    approx_list(t.get_column("log_ratio").to_list(), [1.0, 0.0])
+    approx_list(t.get_column("kl").to_list(), [math.exp(-1.0), 0.0])
+    approx_list(t.get_column("prob").to_list(), [math.exp(-1.0), math.exp(-0.5)])
+    approx_list(t.get_column("ref_prob").to_list(), [math.exp(-2.0), math.exp(-0.5)])
+    approx_list(t.get_column("return").to_list(), [2.0, 1.5])
+    approx_list(t.get_column("value_error").to_list(), [-1.0, 0.5])
+
+
+def test_tokens006_scale_ranges():
+    """Signed: symmetric max-abs around 0; probabilities [0, 1]; KL [0, max]; NaN/null ignored; floors."""
+    assert scale_range("log_ratio", [-0.5, 0.2, None, float("nan")]) == (-0.5, 0.5)
+    assert scale_range("token_reward", [0.1, 3.0]) == (-3.0, 3.0)
+    assert scale_range("value_error", [-4.0, 1.0, float("inf")]) == (-4.0, 4.0)
+    assert scale_range("prob", [0.1, 0.2]) == (0.0, 1.0)
+    assert scale_range("ref_prob", []) == (0.0, 1.0)
+    assert scale_range("kl", [0.0, 0.3, 2.0, None]) == (0.0, 2.0)
+    # degenerate ranges get width 1; log-ratio / KL never narrower than float noise allows
+    assert scale_range("value", []) == (-1.0, 1.0)
+    assert scale_range("value", [0.0, 0.0]) == (-1.0, 1.0)
+    assert scale_range("kl", [0.0]) == (0.0, 1.0)
+    assert scale_range("log_ratio", [1e-9, -2e-9]) == (-MIN_SCALE["log_ratio"], MIN_SCALE["log_ratio"])
+    assert scale_range("kl", [4.5e-13]) == (0.0, MIN_SCALE["kl"])
+
+
+def test_tokens007_top_tokens_by_abs_value():
+    """Largest |log-ratio| first, ties by position; null and non-finite values are left out."""
+    df = pl.DataFrame(
+        {
+            "pos": [0, 1, 2, 3, 4, 5],
+            "token": ["a", "b", "c", "d", "e", "f"],
+            "text": ["a", "b", "c", "d", "e", "f"],
+            "is_pad": [False] * 6,
+            "logprob": [0.0] * 6,
+            "ref_logprob": [0.0] * 6,
+            "log_ratio": [0.1, -2.0, 2.0, None, float("nan"), 0.5],
+            "kl": [0.0, 1.0, 3.0, None, None, 0.2],
+        }
+    )
+    assert top_tokens(df, "log_ratio", k=3).get_column("pos").to_list() == [1, 2, 5]
+    assert top_tokens(df, "kl", k=10).get_column("pos").to_list() == [2, 1, 5, 0]
+    assert top_tokens(df.head(0), "kl").height == 0
+
+
+def test_tokens008_neighbours_in_step_by_file_and_line():
+    """Previous / next response of the same step in (source, line) order, whatever the frame's order."""
+    scalars = pl.DataFrame(
+        {
+            "sample_id": ["b-2", "a-9", "a-1", "x-1", "b-1"],
+            "source": ["rank1", "rank0", "rank0", "rank0", "rank1"],
+            "line": [2, 9, 1, 5, 1],
+            "step": [1, 1, 1, 2, 1],
+        }
+    )
+    n = neighbours(scalars, "a-9", 1)
+    assert (n.index, n.count, n.prev_id, n.next_id) == (1, 4, "a-1", "b-1")
+    first = neighbours(scalars, "a-1", 1)
+    assert (first.prev_id, first.next_id) == (None, "a-9")
+    last = neighbours(scalars, "b-2", 1)
+    assert (last.index, last.next_id) == (3, None)
+    assert neighbours(scalars, "x-1", 2).count == 1
+    assert neighbours(scalars, "zz", 1).index == -1
+
+
+def test_tokens009_url_state_round_trip():
+    """Defaults are omitted; a bad metric or pad flag falls back with a notice; back is re-encoded."""
+    state, notes = TokensState.from_query({})
+    assert state == TokensState() and notes == [] and state.to_query() == ""
+    state, notes = TokensState.from_query(
+        {"run": "r", "sample": "s-1", "metric": "value", "pads": "1", "back": "?run=r&step=3&q=a b"}
+    )
+    assert (state.metric, state.pads, state.back) == ("value", True, "run=r&step=3&q=a+b")
+    again, _ = TokensState.from_query(parse_search(state.to_query()))
+    assert again == state
+    state, notes = TokensState.from_query({"metric": "bogus", "pads": "maybe"})
+    assert state.metric == "kl" and state.pads is False and len(notes) == 2
+
+
+def test_tokens010_fields_and_metric_availability():
+    """Only non-empty lists count as present; each metric needs its source fields."""
+    row = {"response_tokens": ["a"], "logprobs": [-1.0], "ref_logprobs": [], "values": None}
+    fields = present_fields(row)
+    assert fields == frozenset({"response_tokens", "logprobs"})
+    assert metric_available("prob", fields) and not metric_available("kl", fields)
+    assert not metric_available("value_error", frozenset({"values"}))
+    assert hover_metrics(frozenset({"token_rewards"})) == ["token_reward", "return"]
+
+
+def test_tokens011_no_token_fields_gives_no_positions():
+    """An evaluation dump (no token-level field at all) has no positions, and no fields."""
+    row = one_row()
+    assert token_frame(row, DEFAULT_PAD_TOKENS).height == 0
+    assert present_fields(row.row(0, named=True)) == frozenset()
+
+
+def test_tokens012_pad_text_stripped():
+    """Texts lose every pad token when pads are hidden."""
+    assert strip_pad_text(" hi .<|endoftext|><pad>", DEFAULT_PAD_TOKENS) == " hi ."
+    assert strip_pad_text(None, DEFAULT_PAD_TOKENS) is None
+
+
+def test_tokens013_token_view_of_the_ppo_fixture(fixtures_dir, tmp_path):
+    """First PPO record: 9 positions, the trailing <pad> keeps reward 1.0; unknown ids give None; cached."""
+    from data.ingest import ingest_run
+    from data.store import open_store, sample_id
+
+    res = ingest_run(fixtures_dir / "trl-ppo-small", tmp_path, DEFAULT_PAD_TOKENS)
+    store = open_store(res.store_dir)
+    sid = sample_id("rank0.jsonl", 1)
+    view = token_view(store, sid, DEFAULT_PAD_TOKENS)
+    assert view.tokens.height == 9
+    assert view.fields == frozenset(
+        {"response_tokens", "logprobs", "ref_logprobs", "values", "token_rewards"}
+    )
+    pad = view.tokens.filter(pl.col("pos") == 8).row(0, named=True)
+    assert (pad["token"], pad["keep"], pad["token_reward"], pad["logprob"]) == ("<pad>", True, 1.0, None)
+    assert view.info["reward"] == 1.0 and view.info["prompt"] == "we thought the concert"
+    assert (view.nav.step, view.nav.index, view.nav.count, view.nav.prev_id) == (1, 0, 16, None)
+    assert token_view(open_store(res.store_dir), sid, DEFAULT_PAD_TOKENS) is view
+    assert token_view(store, "nope-1", DEFAULT_PAD_TOKENS) is None
