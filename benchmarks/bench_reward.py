@@ -62,7 +62,7 @@ def _requests(run: str, steps: list[int], hist_click) -> dict[str, dict]:
     step_out = (
         "..reward-hist.figure...reward-gain-hist.figure...reward-hist-title.children"
         "...reward-gain-hist-title.children...reward-hist-note.children...reward-gain-hist-note.children"
-        "...reward-drill.children...reward-gain-drill.children...reward-step-stats.children.."
+        "...reward-step-stats.children.."
     )
     sync_out = (
         "..reward-url.search...reward-run.data...reward-header.children...reward-notices.children"
@@ -93,15 +93,20 @@ def _requests(run: str, steps: list[int], hist_click) -> dict[str, dict]:
         ]
         return _body(curves_out, inputs, [_i("reward-curves-drawn", "data", drawn)], ["reward-band.value"])
 
-    def step_req(click=None):
+    def step_req():
+        inputs = [_i("reward-run", "data", run), _i("reward-selected", "data", mid)]
+        return _body(step_out, inputs, [], ["reward-selected.data"])
+
+    def drill_req(click):
         inputs = [
-            _i("reward-run", "data", run),
-            _i("reward-selected", "data", mid),
             _i("reward-hist", "clickData", click),
             _i("reward-gain-hist", "clickData", None),
+            _i("reward-run", "data", run),
+            _i("reward-selected", "data", mid),
         ]
-        changed = ["reward-hist.clickData"] if click else ["reward-selected.data"]
-        return _body(step_out, inputs, [], changed)
+        return _body(
+            "..reward-drill.children...reward-gain-drill.children..", inputs, [], ["reward-hist.clickData"]
+        )
 
     def heat_req(drawn):
         inputs = [_i("reward-run", "data", run), _i("reward-selected", "data", mid)]
@@ -128,7 +133,7 @@ def _requests(run: str, steps: list[int], hist_click) -> dict[str, dict]:
         "curves_full": curves_req("p25-p75", None),
         "curves_step_patch": curves_req("p25-p75", [run, "p25-p75", False]),
         "step_histograms": step_req(),
-        "step_bar_click": step_req(hist_click),
+        "step_bar_click": drill_req(hist_click),
         "heatmap_full": heat_req(None),
         "heatmap_step_patch": heat_req(run),
     }

@@ -540,28 +540,41 @@ def _step_stats(store, step) -> list:
     *(Output(HIST[k], "figure") for k in HIST),
     *(Output(HIST_TITLE[k], "children") for k in HIST),
     *(Output(HIST_NOTE[k], "children") for k in HIST),
-    *(Output(DRILL[k], "children") for k in HIST),
     Output(STEP_STATS, "children"),
     Input(RUN, "data"),
     Input(SELECTED, "data"),
-    *(Input(HIST[k], "clickData") for k in HIST),
 )
-def _step_view(run, step, *clicks):
-    """The selected step's histograms; a click on a bar shows the link to the responses behind it."""
-    trigger = ctx.triggered_id
-    if trigger in HIST.values():
-        kind = next(k for k, v in HIST.items() if v == trigger)
-        bar = figures.clicked_bar(clicks[list(HIST.values()).index(trigger)])
-        links = [no_update] * len(HIST)
-        if bar is not None and run and step is not None:
-            links[list(HIST).index(kind)] = _drill_link(kind, run, step, bar)
-        return *((no_update,) * 6), *links, no_update
+def _step_view(run, step):
+    """The selected step's histograms (on the run's bins) and key figures."""
     store = _store(run)
     if store is None or step is None:
         empty = figures.empty_figure("No data for this run yet.")
-        return empty, empty, "", "", "", "", None, None, []
+        return empty, empty, "", "", "", "", []
     figs, titles, notes = _histograms(store, step)
-    return *figs, *titles, *notes, None, None, _step_stats(store, step)
+    return *figs, *titles, *notes, _step_stats(store, step)
+
+
+@callback(
+    *(Output(DRILL[k], "children") for k in HIST),
+    *(Input(HIST[k], "clickData") for k in HIST),
+    Input(RUN, "data"),
+    Input(SELECTED, "data"),
+)
+def _drill(*args):
+    """A click on a bar shows the link to the responses behind it; a new step or run clears the links.
+
+    Kept apart from the figures' callback so that a click does not put the histograms in a loading state.
+    """
+    *clicks, run, step = args
+    trigger = ctx.triggered_id
+    if trigger not in HIST.values():
+        return (None,) * len(HIST)
+    kind = next(k for k, v in HIST.items() if v == trigger)
+    bar = figures.clicked_bar(clicks[list(HIST).index(kind)])
+    links = [no_update] * len(HIST)
+    if bar is not None and run and step is not None:
+        links[list(HIST).index(kind)] = _drill_link(kind, run, step, bar)
+    return tuple(links)
 
 
 @callback(

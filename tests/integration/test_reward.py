@@ -30,8 +30,9 @@ CURVES = (
 STEP_VIEW = (
     "..reward-hist.figure...reward-gain-hist.figure...reward-hist-title.children"
     "...reward-gain-hist-title.children...reward-hist-note.children...reward-gain-hist-note.children"
-    "...reward-drill.children...reward-gain-drill.children...reward-step-stats.children.."
+    "...reward-step-stats.children.."
 )
+DRILL = "..reward-drill.children...reward-gain-drill.children.."
 HEATMAP = "..reward-heatmap.figure...reward-heatmap-drawn.data.."
 CLICK_IDS = [f"reward-curve-{k}" for k in ("reward", "kl", "length", "win")] + ["reward-heatmap"]
 
@@ -232,14 +233,19 @@ def test_reward009_step_change_patches_the_marker(client, fixtures_dir):
     assert heat["reward-heatmap"]["figure"]["operations"][0]["location"] == ["layout", "shapes"]
 
 
-def _step_view(client, run, step, click=None, gain_click=None, changed=None):
+def _step_view(client, run, step):
+    inputs = [_i("reward-run", "data", run), _i("reward-selected", "data", step)]
+    return dash_post(client, STEP_VIEW, inputs)
+
+
+def _drill(client, run, step, click=None, gain_click=None, changed=None):
     inputs = [
-        _i("reward-run", "data", run),
-        _i("reward-selected", "data", step),
         _i("reward-hist", "clickData", click),
         _i("reward-gain-hist", "clickData", gain_click),
+        _i("reward-run", "data", run),
+        _i("reward-selected", "data", step),
     ]
-    return dash_post(client, STEP_VIEW, inputs, changed=changed)
+    return dash_post(client, DRILL, inputs, changed=changed)
 
 
 def _link_href(children) -> str:
@@ -253,7 +259,7 @@ def test_reward010_bar_click_gives_the_drill_link(client, fixtures_dir):
     bars = resp["reward-hist"]["figure"]["data"][0]
     k = next(i for i, n in enumerate(bars["y"]) if n > 0)
     point = {"curveNumber": 0, "x": bars["x"][k], "customdata": bars["customdata"][k]}
-    link = _step_view(client, PPO, 5, click={"points": [point]}, changed=["reward-hist.clickData"])
+    link = _drill(client, PPO, 5, click={"points": [point]}, changed=["reward-hist.clickData"])
     assert set(link) == {"reward-drill"}
     href = urlparse(_link_href(link["reward-drill"]["children"]))
     lo, hi, n = bars["customdata"][k]
@@ -266,9 +272,12 @@ def test_reward010_bar_click_gives_the_drill_link(client, fixtures_dir):
     gain = resp["reward-gain-hist"]["figure"]["data"][0]
     last = len(gain["y"]) - 1
     point = {"curveNumber": 0, "x": gain["x"][last], "customdata": gain["customdata"][last]}
-    link = _step_view(client, PPO, 5, gain_click={"points": [point]}, changed=["reward-gain-hist.clickData"])
+    link = _drill(client, PPO, 5, gain_click={"points": [point]}, changed=["reward-gain-hist.clickData"])
     q = parse_qs(urlparse(_link_href(link["reward-gain-drill"]["children"])).query)
     assert "gain_min" in q and "gain_max" not in q and "reward_min" not in q
+    # A new step clears both links.
+    cleared = _drill(client, PPO, 6, gain_click={"points": [point]}, changed=["reward-selected.data"])
+    assert cleared == {"reward-drill": {"children": None}, "reward-gain-drill": {"children": None}}
 
 
 @pytest.mark.parametrize(("run", "step"), [(PPO, 5), (GRPO, 25), (POEM, 2300)])
