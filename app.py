@@ -55,7 +55,7 @@ def shell() -> html.Div:
             dcc.Location(id="app-location", refresh="callback-nav"),
             html.Div(navbar(runs, None, dash.get_relative_path), id="app-navbar"),
             dbc.Container(dash.page_container, fluid=True, className="pb-5"),
-            live_ui.live_controls(poll_ms=int(max(2.0, service.board().settings.refresh_seconds) * 1000)),
+            live_ui.live_controls(poll_ms=int(max(1.0, service.board().settings.refresh_seconds) * 1000)),
         ]
     )
 
