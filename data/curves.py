@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from data.metrics import METRICS, label
-from data.queries import histogram, histogram_edges
+from data.queries import histogram, histogram_edges, step_histograms
 from data.store import RunStore
 
 # Spread bands of a curve: URL value -> UI text. All come from the store's per-step summary.
@@ -251,28 +251,6 @@ def bars(scalars: pl.DataFrame, col: str, step: int, edges: list[float]) -> pl.D
     return histogram(lf, col, edges).collect()
 
 
-def fast_bin_index(col: str, edges: list[float]) -> pl.Expr:
-    """The same bar index as :func:`data.queries.bin_index` (the number of inner edges <= x; null for
-    non-finite x), by binary search: ~5x faster on a whole run than one comparison per edge."""
-    c = pl.col(col)
-    if len(edges) <= 2:
-        return pl.when(c.is_finite()).then(pl.lit(0, dtype=pl.Int32))
-    inner = pl.lit(pl.Series(edges[1:-1], dtype=pl.Float64))
-    return pl.when(c.is_finite()).then(inner.search_sorted(c.cast(pl.Float64), side="right").cast(pl.Int32))
-
-
-def step_bin_counts(lf: pl.LazyFrame, col: str, edges: list[float]) -> pl.LazyFrame:
-    """Counts per (step, bar) of ``col`` and each cell's share of its step, sorted by step and bar."""
-    return (
-        lf.select("step", fast_bin_index(col, edges).alias("bin"))
-        .drop_nulls()
-        .group_by("step", "bin")
-        .agg(pl.len().alias("count"))
-        .with_columns((pl.col("count") / pl.col("count").sum().over("step")).alias("share"))
-        .sort("step", "bin")
-    )
-
-
 @dataclass(frozen=True)
 class Heatmap:
     """Steps x bins distribution of a column: ``share[b, i]`` (float32) is the share of step ``steps[i]``'s
@@ -292,7 +270,7 @@ def heatmap(scalars: pl.DataFrame, col: str, edges: list[float], steps: list[int
     count = np.zeros((nb, len(step_arr)), dtype=np.int64)
     if nb and len(step_arr) and col in scalars.columns:
         index = pl.LazyFrame({"step": step_arr, "i": np.arange(len(step_arr))})
-        cells = step_bin_counts(scalars.lazy(), col, edges).join(index, on="step", how="inner").collect()
+        cells = step_histograms(scalars.lazy(), col, edges).join(index, on="step", how="inner").collect()
         b, i = cells.get_column("bin").to_numpy(), cells.get_column("i").to_numpy()
         share[b, i] = cells.get_column("share").to_numpy()
         count[b, i] = cells.get_column("count").to_numpy()

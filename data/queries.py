@@ -56,6 +56,9 @@ class ResponseFilter:
         if self.step is not None:
             cond &= pl.col("step") == self.step
         for col, lo, hi in self.ranges():
+            if lo is not None or hi is not None:
+                # NaN and infinities are in no histogram bar, so no range holds them.
+                cond &= pl.col(col).is_finite()
             if lo is not None:
                 cond &= pl.col(col) >= lo
             if hi is not None:
@@ -136,14 +139,13 @@ def histogram_edges(lo: float | None, hi: float | None, target_bins: int = 24) -
 
 
 def bin_index(col: str, edges: list[float]) -> pl.Expr:
-    """Index of the bar holding ``col`` for :func:`histogram_edges`; null for non-finite values."""
+    """Index of the bar holding ``col`` for :func:`histogram_edges`: the number of inner edges <= x, by
+    binary search (one comparison per edge is ~5x slower on a whole run); null for non-finite values."""
     c = pl.col(col)
-    idx = (
-        pl.sum_horizontal(*[(c >= e).cast(pl.Int32) for e in edges[1:-1]])
-        if len(edges) > 2
-        else pl.lit(0, dtype=pl.Int32)
-    )
-    return pl.when(c.is_finite()).then(idx)
+    if len(edges) <= 2:
+        return pl.when(c.is_finite()).then(pl.lit(0, dtype=pl.Int32))
+    inner = pl.lit(pl.Series(edges[1:-1], dtype=pl.Float64))
+    return pl.when(c.is_finite()).then(inner.search_sorted(c.cast(pl.Float64), side="right").cast(pl.Int32))
 
 
 def bar_interval(edges: list[float], k: int) -> tuple[float, float | None]:

@@ -7,7 +7,13 @@ import math
 import polars as pl
 import pytest
 
-from data.metrics import derive_response_metrics, explode_tokens, response_token_aggregates, step_summary, token_metrics
+from data.metrics import (
+    derive_response_metrics,
+    explode_tokens,
+    response_token_aggregates,
+    step_summary,
+    token_metrics,
+)
 
 PADS = ("<pad>", "<|endoftext|>")
 F32 = pl.List(pl.Float32)
@@ -15,7 +21,13 @@ F32 = pl.List(pl.Float32)
 
 def _frame(**cols) -> pl.DataFrame:
     n = len(next(iter(cols.values())))
-    base = {"row": list(range(n)), "prompt": ["p"] * n, "response": ["r"] * n, "reward": [1.0] * n, "ref_reward": [0.5] * n}
+    base = {
+        "row": list(range(n)),
+        "prompt": ["p"] * n,
+        "response": ["r"] * n,
+        "reward": [1.0] * n,
+        "ref_reward": [0.5] * n,
+    }
     base.update(cols)
     overrides = {c: F32 for c in ("logprobs", "ref_logprobs", "values", "token_rewards") if c in base}
     return pl.DataFrame(base, schema_overrides=overrides)
@@ -92,8 +104,10 @@ def test_metrics005_no_token_fields_gives_nulls_and_gain():
     """An evaluation dump without token fields: token metrics null, gain and characters still there."""
     df = pl.DataFrame(
         {"row": [0], "prompt": ["p"], "response": ["abc<pad><pad>"], "reward": [0.25], "ref_reward": [1.0]}
-    ).with_columns(*(pl.lit(None, dtype=F32).alias(c) for c in ("logprobs", "ref_logprobs", "values", "token_rewards")),
-                   pl.lit(None, dtype=pl.List(pl.String)).alias("response_tokens"))
+    ).with_columns(
+        *(pl.lit(None, dtype=F32).alias(c) for c in ("logprobs", "ref_logprobs", "values", "token_rewards")),
+        pl.lit(None, dtype=pl.List(pl.String)).alias("response_tokens"),
+    )
     out = derive_response_metrics(df, PADS).row(0, named=True)
     assert out["reward_gain"] == pytest.approx(-0.75)
     assert out["response_chars"] == 3
@@ -131,3 +145,22 @@ def test_metrics006_step_summary_by_hand():
     assert s2["kl_token_mean"] == pytest.approx(4.0 / 4)
     assert s1["reward_p50"] == pytest.approx(1.0)
     assert s1["reward_p25"] == pytest.approx(0.5)  # linear interpolation between 0 and 1
+
+
+def test_metrics007_ranges_exclude_nan_and_infinity():
+    """A range filter never holds NaN or an infinite value (they are in no histogram bar)."""
+    from data.queries import ResponseFilter
+
+    df = pl.DataFrame(
+        {
+            "step": [1] * 4,
+            "reward": [0.5, float("nan"), float("inf"), 2.0],
+            "reward_gain": [None] * 4,
+            "kl_mean": [None] * 4,
+            "response_length": [None] * 4,
+        },
+        schema_overrides={"reward_gain": pl.Float64, "kl_mean": pl.Float64, "response_length": pl.Int64},
+    )
+    kept = df.filter(ResponseFilter(step=1, reward_min=0.0).scalar_expr()).get_column("reward").to_list()
+    assert kept == [0.5, 2.0]
+    assert df.filter(ResponseFilter(step=1).scalar_expr()).height == 4
