@@ -121,6 +121,7 @@ def _controls(state: TokensState, fields: frozenset[str] | None) -> html.Div:
                 options=options,
                 value=state.metric,
                 clearable=False,
+                searchable=False,
                 style={"width": "15rem", "fontSize": "0.85rem", "fontWeight": "normal"},
             ),
             dbc.Switch(

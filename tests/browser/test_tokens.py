@@ -1,0 +1,164 @@
+"""Token page in a real browser: the strip's tokens and one token's hover values, chart hover outlining
+its token, model text that looks like HTML shown literally and never run, the metric picker writing the
+URL with Back restoring it, and a 4,000-token response rendered in time."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs, urlparse
+
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.support.ui import WebDriverWait
+
+from benchmarks.bench_tokens import write_long_run
+from data.store import sample_id
+
+STRIP = "#tokens-strip"
+# Navigation start to the strip filled, in the browser's clock. The target is 1 s; the bound leaves room
+# for a CI machine shared with other jobs (the measured figure is printed).
+STRIP_BUDGET_MS = 3000
+
+
+def _open(dash_duo, dash_app, port, path):
+    dash_duo.start_server(dash_app, navigate=False, port=port)
+    dash_duo.wait_for_page(f"{dash_duo.server.url.rstrip('/')}{path}")
+
+
+def _strip_filled(dash_duo, timeout=30) -> int:
+    """Wait for the strip to be filled; its number of tokens."""
+    WebDriverWait(dash_duo.driver, timeout).until(
+        lambda d: d.execute_script(f"return document.querySelector('{STRIP}[data-rendered]') !== null;")
+    )
+    return dash_duo.driver.execute_script(f"return document.querySelectorAll('{STRIP} > span').length;")
+
+
+def _hover_token(dash_duo, pos: int) -> str:
+    span = dash_duo.find_element(f'{STRIP} > span[data-pos="{pos}"]')
+    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", span)
+    ActionChains(dash_duo.driver).move_to_element(span).perform()
+    WebDriverWait(dash_duo.driver, 10).until(lambda d: span.get_attribute("title"))
+    return span.get_attribute("title")
+
+
+def _hover_chart(dash_duo, pos: int) -> None:
+    """Move the mouse over position ``pos`` of the first chart (a mousemove on Plotly's drag layer)."""
+    dash_duo.wait_for_element("#tokens-charts .js-plotly-plot .nsewdrag", timeout=30)
+    dash_duo.driver.execute_script(
+        "var gd = document.querySelector('#tokens-charts .js-plotly-plot');"
+        "var fl = gd._fullLayout, box = gd.getBoundingClientRect();"
+        "var x = box.left + fl._size.l + fl.xaxis.d2p(arguments[0]);"
+        "var y = box.top + fl._size.t + fl._size.h / 2;"
+        "gd.querySelector('.nsewdrag').dispatchEvent("
+        "  new MouseEvent('mousemove', {clientX: x, clientY: y, bubbles: true}));",
+        pos,
+    )
+
+
+def test_tokens201_strip_tokens_and_hover_values(dash_duo, dash_app, fixtures_dir):
+    """PPO rank1:136 shows its 16 visible tokens; hovering position 5 lists its values; hovering a chart
+    point outlines the same token in the strip."""
+    sid = sample_id("rank1.jsonl", 136)
+    _open(dash_duo, dash_app, 8651, f"/tokens?run=trl-ppo-small&sample={sid}")
+    assert _strip_filled(dash_duo) == 16
+    text = dash_duo.find_element(STRIP).text
+    assert text.startswith(" is rather happy although we will a goodarming .")
+    tip = _hover_token(dash_duo, 5).split("\n")
+    assert tip[0] == 'position 5 · token "Ġw"'
+    assert "log-prob (policy): -3.969" in tip and "log-prob (reference): -0.5332" in tip
+    assert "KL (k3): 26.61" in tip and "log-ratio log π − log π_ref: -3.435" in tip
+    assert any(line.startswith("critic value: ") for line in tip)
+    # The pad at the end carries the sequence reward: shown and marked.
+    assert 'token "<pad>" · pad' in _hover_token(dash_duo, 15)
+    assert "token reward: 1.5" in _hover_token(dash_duo, 15)
+
+    _hover_chart(dash_duo, 8)
+    dash_duo.wait_for_element(f'{STRIP} > span.token-hl[data-pos="8"]', timeout=10)
+    assert dash_duo.get_logs() == []
+
+
+def test_tokens202_model_text_is_text(dash_duo, dash_app, board_root, tmp_path):
+    """<script>, <img onerror>, <think> and markdown in prompt, response and tokens show literally and
+    run nothing."""
+    script = "<script>window.__pwned=1</script>"
+    img = '<img src=x onerror="window.__pwned=1">'
+    tokens = [script, "Ġ", img, "Ġ<think>", "Ċ**bold**", "<|endoftext|>"]
+    record = {
+        "prompt": f"Say {script} and {img}",
+        "response": f"{script} {img} <think>\n**bold**<|endoftext|>",
+        "ref_response": f"<think>{img}</think> **bold**",
+        "reward": 1.0,
+        "ref_reward": 0.5,
+        "step": 1,
+        "response_tokens": tokens,
+        "logprobs": [-0.5, -1.0, -2.0, -0.1, -0.3, -0.01],
+        "ref_logprobs": [-0.6, -1.5, -1.0, -0.1, -0.2, -0.01],
+        "token_rewards": [0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+    }
+    run = tmp_path / "root" / "html-run"
+    run.mkdir(parents=True)
+    (run / "data.jsonl").write_text(json.dumps(record) + "\n")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    _open(dash_duo, dash_app, 8652, f"/tokens?run=html-run&sample={sample_id('data.jsonl', 1)}")
+    assert _strip_filled(dash_duo) == 6  # the eos is a pad-list token kept: it carries the reward
+    d = dash_duo.driver
+    assert d.find_element("css selector", "#tokens-text-prompt").text == f"Say {script} and {img}"
+    assert d.find_element("css selector", "#tokens-text-response").text == f"{script} {img} <think>\n**bold**"
+    assert d.find_element("css selector", "#tokens-text-reference").text == f"<think>{img}</think> **bold**"
+    spans = d.execute_script(
+        f"return [...document.querySelectorAll('{STRIP} > span')].map(s => s.textContent);"
+    )
+    assert spans == [script, " ", img, " <think>", "\n**bold**", "<|endoftext|>"]
+    assert "<think>" in _hover_token(dash_duo, 3)
+    _hover_chart(dash_duo, 2)  # the hover label names the <img …> token
+    dash_duo.wait_for_element(f'{STRIP} > span.token-hl[data-pos="2"]', timeout=10)
+    assert "onerror" in d.execute_script("return document.querySelector('.hoverlayer').textContent;")
+    assert d.execute_script("return typeof window.__pwned;") == "undefined"
+    assert d.execute_script("return document.querySelectorAll('img[src=\"x\"], think, b').length;") == 0
+    assert dash_duo.get_logs() == []
+
+
+def test_tokens203_metric_writes_url_and_back_restores(dash_duo, dash_app, fixtures_dir):
+    """Choosing a metric recolours the strip and writes metric= without a reload; Back restores KL; next
+    opens the following response of the step."""
+    sid = sample_id("rank0.jsonl", 1)
+    _open(dash_duo, dash_app, 8653, f"/tokens?run=trl-grpo-small&sample={sid}")
+    _strip_filled(dash_duo)
+    dash_duo.wait_for_contains_text("#tokens-body .card-header", "KL (k3)", timeout=10)
+    dash_duo.driver.execute_script("window.__marker = 1;")
+    dash_duo.select_dcc_dropdown("#tokens-metric", value="token reward")
+
+    def query():
+        return parse_qs(urlparse(dash_duo.driver.current_url).query)
+
+    WebDriverWait(dash_duo.driver, 20).until(lambda _: query().get("metric") == ["token_reward"])
+    dash_duo.wait_for_contains_text("#tokens-body .card-header", "token reward", timeout=20)
+    _strip_filled(dash_duo)
+    assert dash_duo.driver.execute_script("return window.__marker;") == 1
+    dash_duo.driver.back()
+    WebDriverWait(dash_duo.driver, 20).until(lambda _: "metric" not in query())
+    dash_duo.wait_for_contains_text("#tokens-body .card-header", "KL (k3)", timeout=20)
+    # Next response of the step, in (file, line) order.
+    dash_duo.find_element("#tokens-next").click()
+    nxt = sample_id("rank0.jsonl", 2)
+    WebDriverWait(dash_duo.driver, 20).until(lambda _: query().get("sample") == [nxt])
+    dash_duo.wait_for_text_to_equal("#tokens-body h4 + code", nxt, timeout=20)
+    dash_duo.wait_for_contains_text("#tokens-body", "response 2 of 16 in step 1", timeout=20)
+    _strip_filled(dash_duo)
+    assert dash_duo.get_logs() == []
+
+
+def test_tokens204_long_response_renders_in_time(dash_duo, dash_app, board_root, tmp_path):
+    """A 4,000-token response: all tokens in the strip, filled within the budget after navigation."""
+    sid = write_long_run(tmp_path / "root" / "long", tokens=4000)
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    path = f"/tokens?run=long&sample={sid}"
+    _open(dash_duo, dash_app, 8654, path)  # first visit: ingest, browser caches
+    assert _strip_filled(dash_duo, timeout=60) == 4000
+    dash_duo.driver.get(f"{dash_duo.server.url.rstrip('/')}{path}&metric=prob")
+    assert _strip_filled(dash_duo, timeout=60) == 4000
+    filled = dash_duo.driver.execute_script(
+        "return performance.getEntriesByName('tokens-strip-filled')[0].startTime;"
+    )
+    print(f"4,000-token strip filled {filled:.0f} ms after navigation")
+    assert filled <= STRIP_BUDGET_MS
+    assert dash_duo.get_logs() == []

@@ -1,0 +1,176 @@
+"""Token page without a browser: layout from the URL (fixtures with and without values / token fields,
+unknown ids), and its callbacks POSTed like the renderer does (URL <-> controls sync, charts)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+import pytest
+
+from data.store import sample_id
+from tests.conftest import dash_post
+
+PPO = "trl-ppo-small"
+GRPO = "trl-grpo-small"
+POEM = "rlloggingboard-eval-poem"
+FIRST = sample_id("rank0.jsonl", 1)  # PPO step 1, 9 positions, reward 1.0 on the trailing <pad>
+
+
+@pytest.fixture
+def page(dash_app):
+    """The page module as Dash loaded it."""
+    return sys.modules["pages.tokens"]
+
+
+def find(component, cid):
+    """The component with id ``cid`` in a layout tree, or None."""
+    if getattr(component, "id", None) == cid:
+        return component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list | tuple) else [children]:
+        if child is not None and not isinstance(child, str | int | float):
+            hit = find(child, cid)
+            if hit is not None:
+                return hit
+    return None
+
+
+def find_all(component, pred, out=None):
+    out = [] if out is None else out
+    if pred(component):
+        out.append(component)
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list | tuple) else [children]:
+        if child is not None and not isinstance(child, str | int | float):
+            find_all(child, pred, out)
+    return out
+
+
+def texts(component) -> str:
+    if isinstance(component, str | int | float):
+        return str(component)
+    children = getattr(component, "children", None)
+    return " ".join(
+        texts(c) for c in (children if isinstance(children, list | tuple) else [children]) if c is not None
+    )
+
+
+def strip(layout) -> dict:
+    store = find(layout, "tokens-strip-data")
+    return orjson.loads(store.data["json"])
+
+
+def test_tokens101_ppo_response_layout(page, fixtures_dir):
+    """A PPO response: stats, texts without pads, 9 strip tokens incl. the rewarded <pad>, hover values."""
+    layout = page.layout(run=PPO, sample=FIRST, back="?run=trl-ppo-small&step=1&sort=kl")
+    body = texts(layout)
+    assert "reward gain (reward − ref reward)" in body and "KL mean per token (k3)" in body
+    assert find(layout, "tokens-text-response").children == " is quite pleasant ."
+    d = strip(layout)
+    assert d["pos"] == list(range(9))
+    assert d["raw"][-2:] == ["<|endoftext|>", "<pad>"] and d["pad"][-2:] == [1, 1]
+    i = d["labels"].index("token reward")
+    assert d["values"][i][-1] == "1.0"
+    assert d["values"][d["labels"].index("critic value")][0] == "0.3144"
+    assert d["values"][d["labels"].index("KL (k3)")][-1] is None  # no log-probs on the pad
+    assert find(layout, "tokens-back").href == "/responses?run=trl-ppo-small&step=1&sort=kl"
+    assert find(layout, "tokens-prev").disabled is True
+    nxt = parse_qs(urlsplit(find(layout, "tokens-next").href).query)
+    assert nxt["sample"] == [sample_id("rank0.jsonl", 2)] and nxt["back"] == [
+        "run=trl-ppo-small&step=1&sort=kl"
+    ]
+    assert find(layout, "tokens-metric").value == "kl"
+    assert "Top 10 tokens by KL (k3)" in body
+
+
+def test_tokens102_pads_shown_on_request(page, fixtures_dir):
+    """pads=1 keeps pad tokens in the texts; the count line says how many were hidden otherwise."""
+    sid = sample_id("rank1.jsonl", 136)
+    hidden = page.layout(run=PPO, sample=sid)
+    shown = page.layout(run=PPO, sample=sid, pads="1")
+    assert find(shown, "tokens-text-response").children.endswith("<|endoftext|><pad>")
+    assert len(strip(shown)["pos"]) >= len(strip(hidden)["pos"])
+    assert find(shown, "tokens-pads").value is True
+
+
+def test_tokens103_grpo_without_values(page, dash_app, client, fixtures_dir):
+    """GRPO has no values: a one-line reason, value metrics disabled, a colour fallback, two charts."""
+    sid = sample_id("rank1.jsonl", 142)
+    layout = page.layout(run=GRPO, sample=sid, metric="value")
+    missing = texts(find(layout, "tokens-missing"))
+    assert "No values (no critic" in missing and "coloured by token reward instead" in missing
+    options = {o["value"]: o["disabled"] for o in find(layout, "tokens-metric").options}
+    assert options["value"] and options["value_error"] and not options["kl"]
+    query = find(layout, "tokens-view").data
+    resp = dash_post(
+        client,
+        "tokens-charts.children",
+        [{"id": "tokens-strip-done", "property": "data", "value": "key"}],
+        [{"id": "tokens-view", "property": "data", "value": query}],
+    )
+    graphs = json.dumps(resp["tokens-charts"]["children"])
+    assert '"name": "logprob"' in graphs and '"name": "token_reward"' in graphs
+    assert '"name": "value"' not in graphs
+
+
+def test_tokens104_no_token_fields(page, fixtures_dir):
+    """The poem eval dump has no token fields: texts and rewards only, and a one-line reason."""
+    layout = page.layout(run=POEM, sample=sample_id("data.jsonl", 2))
+    assert "no token-level fields" in texts(find(layout, "tokens-missing"))
+    assert find(layout, "tokens-strip-data") is None
+    assert find(layout, "tokens-metric") is not None  # present (hidden): the sync callback needs it
+    assert find(layout, "tokens-text-prompt").children
+
+
+def test_tokens105_unknown_ids_and_bad_params(page, fixtures_dir):
+    """Unknown sample -> notice with a link back to the run; unknown run -> notice; bad metric -> notice."""
+    layout = page.layout(run=PPO, sample="nope-1", metric="bogus")
+    body = texts(layout)
+    assert "Unknown response 'nope-1'" in body and "Ignored metric='bogus'" in body
+    links = find_all(layout, lambda c: getattr(c, "href", None) == "/responses?run=trl-ppo-small")
+    assert links
+    assert "Unknown run '../etc'" in texts(page.layout(run="../etc", sample=FIRST))
+
+
+def test_tokens106_no_arguments(page, fixtures_dir):
+    """/tokens alone shows the first response of the first run, and says so."""
+    layout = page.layout()
+    assert "No response chosen" in texts(layout)
+    assert find(layout, "tokens-text-response") is not None
+
+
+def test_tokens107_sync_control_writes_url(client, fixtures_dir):
+    """A metric change writes the URL and redraws; a URL equal to what is shown changes nothing."""
+    search = f"?run={PPO}&sample={FIRST}"
+    out = "..tokens-url.search...tokens-view.data...tokens-body.children.."
+
+    def post(search, metric, pads, view, changed):
+        return dash_post(
+            client,
+            out,
+            [
+                {"id": "tokens-url", "property": "search", "value": search},
+                {"id": "tokens-metric", "property": "value", "value": metric},
+                {"id": "tokens-pads", "property": "value", "value": pads},
+            ],
+            [{"id": "tokens-view", "property": "data", "value": view}],
+            changed=[changed],
+        )
+
+    resp = post(search, "log_ratio", False, search, "tokens-metric.value")
+    assert resp["tokens-url"]["search"] == search + "&metric=log_ratio"
+    assert resp["tokens-view"]["data"] == search + "&metric=log_ratio"
+    assert "log-ratio log π − log π_ref" in json.dumps(resp["tokens-body"]["children"], ensure_ascii=False)
+    # The Location reporting the URL it mounted with: nothing to do.
+    assert not post(search, "kl", False, search, "tokens-url.search")
+    # Back to an earlier URL: body redrawn, URL left alone.
+    resp = post(search, "log_ratio", False, search + "&metric=log_ratio", "tokens-url.search")
+    assert "tokens-url" not in resp and resp["tokens-view"]["data"] == search
+
+
+def test_tokens108_page_answers_over_http(client, fixtures_dir):
+    """GET /tokens with a query answers 200 (the page shell)."""
+    assert client.get(f"/tokens?run={PPO}&sample={FIRST}&metric=prob&pads=1").status_code == 200
