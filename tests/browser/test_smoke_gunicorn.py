@@ -61,8 +61,8 @@ def test_smokeg002_new_steps_offer_and_auto_refresh(dash_br, live_server):
     """Appending steps to the open run shows "new steps available"; clicking it reloads the view. With
     live=1 in the URL the view reloads by itself, and live=1 stays in the address."""
     rest = live_server.rest_of_run
-    _load(dash_br, f"{live_server.base}/reward?run={GROWING}")
-    dash_br.wait_for_element("#app-live", timeout=15)
+    dash_br.driver.get(f"{live_server.base}/reward?run={GROWING}")
+    dash_br.wait_for_element("#app-live", timeout=30)
     dash_br.driver.execute_script("window.__before_reload = true;")
     with open(live_server.growing, "ab") as f:
         f.write(b"".join(rest[:16]))
@@ -75,11 +75,11 @@ def test_smokeg002_new_steps_offer_and_auto_refresh(dash_br, live_server):
     ):
         time.sleep(0.2)
     assert not dash_br.driver.execute_script("return window.__before_reload === true"), "no reload"
-    _load(dash_br, dash_br.driver.current_url)
+    dash_br.wait_for_element("#app-live", timeout=30)
     assert not dash_br.find_element("#app-live-new").is_displayed()
 
-    _load(dash_br, f"{live_server.base}/reward?run={GROWING}&live=1")
-    dash_br.wait_for_element("#app-live-auto:checked", timeout=15)
+    dash_br.driver.get(f"{live_server.base}/reward?run={GROWING}&live=1")
+    dash_br.wait_for_element("#app-live-auto:checked", timeout=30)
     dash_br.driver.execute_script("window.__before_reload = true;")
     with open(live_server.growing, "ab") as f:
         f.write(b"".join(rest[16:32]))
@@ -89,6 +89,6 @@ def test_smokeg002_new_steps_offer_and_auto_refresh(dash_br, live_server):
     ):
         time.sleep(0.2)
     assert not dash_br.driver.execute_script("return window.__before_reload === true"), "no auto reload"
-    _load(dash_br, dash_br.driver.current_url)
+    dash_br.wait_for_element("#app-live-auto:checked", timeout=30)
     assert "live=1" in dash_br.driver.current_url
     assert dash_br.get_logs() == []
