@@ -128,8 +128,8 @@ def _controls(state: TokensState, fields: frozenset[str] | None) -> html.Div:
                 id=PADS, label="show pad tokens", value=state.pads, className="small mb-0 ms-3 fw-normal"
             ),
         ],
-        className="d-flex align-items-center",
-        style=None if fields else {"display": "none"},
+        # Bootstrap's d-flex is !important: hiding needs its d-none, not an inline style.
+        className="d-flex align-items-center" if fields else "d-none",
     )
 
 
