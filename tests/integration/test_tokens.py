@@ -174,3 +174,25 @@ def test_tokens107_sync_control_writes_url(client, fixtures_dir):
 def test_tokens108_page_answers_over_http(client, fixtures_dir):
     """GET /tokens with a query answers 200 (the page shell)."""
     assert client.get(f"/tokens?run={PPO}&sample={FIRST}&metric=prob&pads=1").status_code == 200
+
+
+def test_tokens109_partial_token_fields(page, board_root, tmp_path):
+    """Only token strings: a strip without colours and a reason; only log-probs: positions shown as □."""
+    run = tmp_path / "root" / "partial"
+    run.mkdir(parents=True)
+    lines = [
+        {"prompt": "p", "response": " a b", "reward": 1.0, "step": 1, "response_tokens": ["Ġa", "Ġb"]},
+        {"prompt": "p", "response": " a b", "reward": 0.0, "step": 1, "logprobs": [-1.0, -2.0, -0.5]},
+    ]
+    (run / "data.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    only_tokens = page.layout(run="partial", sample=sample_id("data.jsonl", 1))
+    assert "KL (k3) needs logprobs, ref_logprobs, which this response does not have." in texts(
+        find(only_tokens, "tokens-missing")
+    )
+    d = strip(only_tokens)
+    assert d["text"] == [" a", " b"] and d["colour"] == [None, None]
+    only_lp = page.layout(run="partial", sample=sample_id("data.jsonl", 2), metric="prob")
+    assert "No response_tokens" in texts(find(only_lp, "tokens-missing"))
+    d = strip(only_lp)
+    assert d["text"] == ["□", "□", "□"] and None not in d["colour"]
