@@ -173,6 +173,7 @@ def legend(title: str, lo: float, hi: float, stops, signed: bool) -> html.Div:
 
 # ---- browser side --------------------------------------------------------------------------------------
 
+# __STRIP__ stands for the strip's id (see strip_js / highlight_js).
 # Fills the strip from strip_data(): textContent and title are plain text, so a token such as
 # "<script>" is shown, never parsed. The strip's div carries data-key: a re-render may mount a new div
 # after this runs, so it waits (a few frames) for the div of this very data.
@@ -191,7 +192,7 @@ function(store) {
         return t;
     }
     function fill() {
-        var root = document.querySelector('#tokens-strip[data-key="' + store.key + '"]');
+        var root = document.querySelector('#__STRIP__[data-key="' + store.key + '"]');
         if (!root) {
             if (tries++ < 300) { window.requestAnimationFrame(fill); }
             return;
@@ -231,7 +232,7 @@ function(store) {
 HIGHLIGHT_JS = r"""
 function(hovers) {
     var ctx = window.dash_clientside.callback_context;
-    var root = document.getElementById('tokens-strip');
+    var root = document.getElementById('__STRIP__');
     if (!root) { return window.dash_clientside.no_update; }
     var old = root.querySelector('span.token-hl');
     if (old) { old.classList.remove('token-hl'); old.style.outline = ''; }
@@ -249,6 +250,17 @@ function(hovers) {
     return pos;
 }
 """
+
+
+def strip_js(strip_id: str) -> str:
+    """:data:`STRIP_JS` for the strip element ``strip_id`` (a clientside callback: strip data in, key out;
+    marks ``tokens-strip-data`` / ``tokens-strip-filled`` in the browser's performance timeline)."""
+    return STRIP_JS.replace("__STRIP__", strip_id)
+
+
+def highlight_js(strip_id: str) -> str:
+    """:data:`HIGHLIGHT_JS` for the strip element ``strip_id`` (charts' hoverData in, hovered position out)."""
+    return HIGHLIGHT_JS.replace("__STRIP__", strip_id)
 
 
 # ---- per-position figures ------------------------------------------------------------------------------

@@ -17,13 +17,13 @@ from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, 
 
 from components.layout import empty_state, fmt_num, notices, progress, stat
 from components.token_view import (
-    HIGHLIGHT_JS,
     POSITION_FIGURE_HEIGHT,
-    STRIP_JS,
     colour_stops,
+    highlight_js,
     legend,
     logprob_figure,
     strip_data,
+    strip_js,
     token_reward_figure,
     top_table,
     value_figure,
@@ -68,6 +68,10 @@ NEXT = "tokens-next"
 BACK = "tokens-back"
 TOP_LOG_RATIO = "tokens-top-log-ratio"
 TOP_KL = "tokens-top-kl"
+STATS = "tokens-stats"
+MISSING_NOTE = "tokens-missing"  # one line per part hidden for a missing field
+COUNT = "tokens-count"
+TEXT = "tokens-text-{}"  # prompt / response / reference
 STORE_WAIT = 10.0
 
 # Why a part of the page is hidden, per missing field.
@@ -240,7 +244,7 @@ def _texts(view: TokenView, show_pads: bool, pad_tokens) -> dbc.Row:
             dbc.Col(
                 [
                     html.Div(name, className="small text-muted"),
-                    html.Div(text(t) or "", className="text-block", id=f"tokens-text-{name.split()[0]}"),
+                    html.Div(text(t) or "", className="text-block", id=TEXT.format(name.split()[0])),
                 ],
                 lg=12 // len(cols),
                 className="mb-2",
@@ -278,7 +282,7 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
         notices(notes, NOTICES),
         header,
         _nav(state, view, back_href),
-        html.Div(stats, className="d-flex flex-wrap mb-2 numeric", id="tokens-stats"),
+        html.Div(stats, className="d-flex flex-wrap mb-2 numeric", id=STATS),
         _texts(view, state.pads, pad_tokens),
     ]
     if not fields:
@@ -288,7 +292,7 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
                 "This response has no token-level fields (response_tokens, logprobs, ref_logprobs, values, "
                 "token_rewards): the token strip, charts and top-token tables are hidden.",
                 className="small text-muted",
-                id="tokens-missing",
+                id=MISSING_NOTE,
             )
         )
         return out
@@ -308,7 +312,7 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
     out.append(
         html.Div(
             [html.Div(m, className="small text-muted") for m in missing],
-            id="tokens-missing",
+            id=MISSING_NOTE,
             className="mb-2",
         )
     )
@@ -340,7 +344,7 @@ def _strip_card(shown, metric: str | None, hidden: int, hover: list, controls) -
                 html.Div(
                     [
                         html.Span("Tokens", className="me-2"),
-                        html.Span(count, className="small text-muted fw-normal me-4", id="tokens-count"),
+                        html.Span(count, className="small text-muted fw-normal me-4", id=COUNT),
                         controls,
                         html.Div(key_legend, className="ms-auto"),
                     ],
@@ -462,5 +466,7 @@ def _fill_charts(_done, shown):
     return _charts(visible_tokens(view.tokens, state.pads), view.fields, _labels())
 
 
-clientside_callback(STRIP_JS, Output(STRIP_DONE, "data"), Input(STRIP_DATA, "data"))
-clientside_callback(HIGHLIGHT_JS, Output(HOVER, "data"), Input({"type": CHART, "name": ALL}, "hoverData"))
+clientside_callback(strip_js(STRIP), Output(STRIP_DONE, "data"), Input(STRIP_DATA, "data"))
+clientside_callback(
+    highlight_js(STRIP), Output(HOVER, "data"), Input({"type": CHART, "name": ALL}, "hoverData")
+)

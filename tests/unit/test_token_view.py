@@ -19,12 +19,14 @@ from components.token_view import (
     colour,
     colour_stops,
     empty_figure,
+    highlight_js,
     hover_safe_expr,
     legend,
     logprob_figure,
     palette,
     palette_index_expr,
     strip_data,
+    strip_js,
     token_reward_figure,
     top_table,
     value_figure,
@@ -194,6 +196,8 @@ def test_token_view009_browser_code_writes_text_not_markup():
     for js in (STRIP_JS, HIGHLIGHT_JS):
         assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "eval(" not in js
     assert "textContent" in STRIP_JS
+    assert "#my-strip[data-key=" in strip_js("my-strip") and "__STRIP__" not in strip_js("my-strip")
+    assert "getElementById('my-strip')" in highlight_js("my-strip")
     assert json.dumps(STRIP_JS)  # a plain string Dash can ship
 
 
