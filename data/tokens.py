@@ -96,6 +96,7 @@ class TokensState:
 
     @classmethod
     def from_query(cls, query) -> tuple[TokensState, list[str]]:
+        """State from a parsed query (or ``layout(**query)`` kwargs) and a notice per ignored value."""
         notes: list[str] = []
         metric = get_choice(query, "metric", STRIP_METRICS, notes, DEFAULT_METRIC)
         pads = get_bool(query, "pads", notes, False)
@@ -104,6 +105,7 @@ class TokensState:
         return cls(first(query, "run") or None, first(query, "sample") or None, metric, pads, back), notes
 
     def to_query(self) -> str:
+        """``?run=…&sample=…`` with defaults left out ('' for the default state)."""
         return encode(
             [
                 ("run", self.run),
