@@ -12,6 +12,7 @@ from functools import lru_cache
 import numpy as np
 import polars as pl
 
+from data.cache import StoreKey
 from data.metrics import METRICS, label
 from data.queries import histogram, histogram_edges, step_histograms
 from data.store import RunStore
@@ -292,50 +293,34 @@ def _num(v: float) -> str:
 # ---- cached on the store version -------------------------------------------------------------------------
 
 
-class _Versioned:
-    """Hashable handle on a store for ``lru_cache``: equal when store folder and version are equal."""
-
-    __slots__ = ("key", "store")
-
-    def __init__(self, store: RunStore):
-        self.store = store
-        self.key = (str(store.dir), store.version)
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _Versioned) and self.key == other.key
-
-
 @lru_cache(maxsize=16)
-def _steps(v: _Versioned) -> pl.DataFrame:
+def _steps(v: StoreKey) -> pl.DataFrame:
     return v.store.steps().sort("step")
 
 
 @lru_cache(maxsize=64)
-def _panels(v: _Versioned, band: str, zero_shift: bool) -> tuple[Panel, ...]:
+def _panels(v: StoreKey, band: str, zero_shift: bool) -> tuple[Panel, ...]:
     return tuple(panels(_steps(v), band, zero_shift))
 
 
 @lru_cache(maxsize=32)
-def _edges(v: _Versioned, kind: str) -> tuple[float, ...]:
+def _edges(v: StoreKey, kind: str) -> tuple[float, ...]:
     return tuple(edges_for(_steps(v), HISTOGRAMS[kind][1]))
 
 
 @lru_cache(maxsize=256)
-def _bars(v: _Versioned, col: str, step: int, kind: str) -> pl.DataFrame:
+def _bars(v: StoreKey, col: str, step: int, kind: str) -> pl.DataFrame:
     return bars(v.store.scalars(), col, step, list(_edges(v, kind)))
 
 
 @lru_cache(maxsize=16)
-def _heatmap(v: _Versioned, kind: str) -> Heatmap:
+def _heatmap(v: StoreKey, kind: str) -> Heatmap:
     return heatmap(v.store.scalars(), kind, list(_edges(v, kind)), step_list(v.store))
 
 
 def run_steps(store: RunStore) -> pl.DataFrame:
     """The store's per-step summary sorted by step (cached on the store version)."""
-    return _steps(_Versioned(store))
+    return _steps(StoreKey(store))
 
 
 def step_list(store: RunStore) -> list[int]:
@@ -345,22 +330,22 @@ def step_list(store: RunStore) -> list[int]:
 
 def run_panels(store: RunStore, band: str = DEFAULT_BAND, zero_shift: bool = False) -> tuple[Panel, ...]:
     """:func:`panels` of the store's per-step summary (cached on the store version)."""
-    return _panels(_Versioned(store), band, bool(zero_shift))
+    return _panels(StoreKey(store), band, bool(zero_shift))
 
 
 def run_edges(store: RunStore, kind: str) -> list[float]:
     """The run-level edges of the ``kind`` histogram (a :data:`HISTOGRAMS` key); [] without values."""
-    return list(_edges(_Versioned(store), kind))
+    return list(_edges(StoreKey(store), kind))
 
 
 def step_bars(store: RunStore, kind: str, step: int, col: str | None = None) -> pl.DataFrame:
     """One step's :func:`bars` of ``col`` (default: ``kind``) on the run-level edges of ``kind``."""
-    return _bars(_Versioned(store), col or kind, step, kind)
+    return _bars(StoreKey(store), col or kind, step, kind)
 
 
 def run_heatmap(store: RunStore, kind: str = "reward") -> Heatmap:
     """The steps x bins :class:`Heatmap` of ``kind`` on its run-level edges (cached on the store version)."""
-    return _heatmap(_Versioned(store), kind)
+    return _heatmap(StoreKey(store), kind)
 
 
 def summary_value(store: RunStore, step: int, col: str) -> float | None:

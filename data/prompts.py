@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import polars as pl
 
+from data.cache import StoreKey
 from data.degeneration import length_ratio_from, step_length_medians, with_length_ratio
 from data.viewstate import encode, first, get_choice, get_int
 
@@ -316,24 +317,8 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
 # ---- cached on the store version -------------------------------------------------------------------------
 
 
-class _Versioned:
-    """Hashable handle on a store for ``lru_cache``: equal when store folder and version are equal."""
-
-    __slots__ = ("key", "store")
-
-    def __init__(self, store):
-        self.store = store
-        self.key = (str(store.dir), store.version)
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _Versioned) and self.key == other.key
-
-
 @lru_cache(maxsize=8)
-def _table(v: _Versioned) -> tuple[pl.DataFrame, float]:
+def _table(v: StoreKey) -> tuple[pl.DataFrame, float]:
     scalars = v.store.scalars()
     if "prompt_key" not in scalars.columns or scalars.height == 0:
         return pl.DataFrame(schema=_EMPTY_TABLE), 0.0
@@ -343,17 +328,17 @@ def _table(v: _Versioned) -> tuple[pl.DataFrame, float]:
 
 
 @lru_cache(maxsize=8)
-def _medians(v: _Versioned) -> pl.DataFrame:
+def _medians(v: StoreKey) -> pl.DataFrame:
     return step_length_medians(v.store.scalars().lazy()).collect()
 
 
 @lru_cache(maxsize=8)
-def _from_file(v: _Versioned) -> bool:
+def _from_file(v: StoreKey) -> bool:
     return v.store.has_column("advantage")
 
 
 @lru_cache(maxsize=64)
-def _search(v: _Versioned, pattern: str) -> frozenset[str]:
+def _search(v: StoreKey, pattern: str) -> frozenset[str]:
     from data.export import parts_scan
     from data.metrics import prompt_key_text
 
@@ -397,7 +382,7 @@ _EMPTY_TABLE = {
 
 def prompt_table(store) -> pl.DataFrame:
     """:func:`prompt_aggregates` of the store's run, one row per prompt (cached on the store version)."""
-    return _table(_Versioned(store))[0]
+    return _table(StoreKey(store))[0]
 
 
 def prompt_row(store, key: str) -> dict:
@@ -408,12 +393,12 @@ def prompt_row(store, key: str) -> dict:
 
 def run_trend_threshold(store) -> float:
     """The reward difference the store's trends were classified with (``TREND_EFFECT`` × σ)."""
-    return _table(_Versioned(store))[1]
+    return _table(StoreKey(store))[1]
 
 
 def step_medians(store) -> pl.DataFrame:
     """:func:`data.degeneration.step_length_medians` of the store (cached on the store version)."""
-    return _medians(_Versioned(store))
+    return _medians(StoreKey(store))
 
 
 def store_length_ratio(store, rows: pl.LazyFrame) -> pl.LazyFrame:
@@ -431,7 +416,7 @@ def search_prompts(store, pattern: str) -> frozenset[str]:
     from data.queries import check_regex
 
     check_regex(pattern)
-    return _search(_Versioned(store), pattern)
+    return _search(StoreKey(store), pattern)
 
 
 def overview(table: pl.DataFrame) -> dict:
@@ -491,7 +476,7 @@ def history(store, key: str) -> pl.DataFrame:
     if "repetition" not in cols:
         rows = rows.with_columns(pl.lit(None, pl.Float64).alias("repetition"))
     rows = store_length_ratio(store, rows)
-    rows = with_advantage(rows, _from_file(_Versioned(store)))
+    rows = with_advantage(rows, _from_file(StoreKey(store)))
     by = ["step", *(["group_id"] if "group_id" in cols else []), "group", "reward", "sample_id"]
     desc = [c == "reward" for c in by]
     return rows.sort(by, descending=desc, nulls_last=True).collect()

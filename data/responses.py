@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from data.cache import StoreKey
 from data.export import parts_scan
 from data.live import LIVE_KEY
 from data.queries import QueryError, ResponseFilter, check_regex, sort_rows
@@ -210,24 +211,8 @@ def regex_error(pattern: str) -> str | None:
 # ---- columns ---------------------------------------------------------------------------------------------
 
 
-class _StoreKey:
-    """Hashable stand-in for a store in cache keys: equal when directory and version are equal."""
-
-    __slots__ = ("store", "_key")
-
-    def __init__(self, store: RunStore):
-        self.store = store
-        self._key = (str(store.dir), store.version)
-
-    def __hash__(self) -> int:
-        return hash(self._key)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _StoreKey) and self._key == other._key
-
-
 @functools.lru_cache(maxsize=32)
-def _columns(key: _StoreKey) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+def _columns(key: StoreKey) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     df = key.store.scalars()
     present = {c for c in df.columns if df.get_column(c).null_count() < df.height}
     metrics = [c for c in METRIC_COLUMNS if c in ALWAYS_SHOWN or c in present]
@@ -242,22 +227,22 @@ def _columns(key: _StoreKey) -> tuple[tuple[str, ...], tuple[str, ...], tuple[st
 
 def table_columns(store: RunStore) -> tuple[list[str], list[str]]:
     """``(metric columns, extra columns)`` the table shows for this run, in order (previews come last)."""
-    metrics, extras, _ = _columns(_StoreKey(store))
+    metrics, extras, _ = _columns(StoreKey(store))
     return list(metrics), list(extras)
 
 
 def sortable_columns(store: RunStore) -> list[str]:
     """Columns a view may sort by: the metric and extra columns the table shows."""
-    return list(_columns(_StoreKey(store))[2])
+    return list(_columns(StoreKey(store))[2])
 
 
 def run_steps(store: RunStore) -> list[int]:
     """The run's steps, ascending."""
-    return list(_steps(_StoreKey(store)))
+    return list(_steps(StoreKey(store)))
 
 
 @functools.lru_cache(maxsize=32)
-def _steps(key: _StoreKey) -> tuple[int, ...]:
+def _steps(key: StoreKey) -> tuple[int, ...]:
     steps = key.store.steps()
     return tuple(int(s) for s in steps.get_column("step").to_list()) if steps.height else ()
 
@@ -341,7 +326,7 @@ def warm_text_index(store: RunStore) -> None:
 
 
 @functools.lru_cache(maxsize=16)
-def _text_hits(key: _StoreKey, pattern: str, step: int | None) -> pl.DataFrame:
+def _text_hits(key: StoreKey, pattern: str, step: int | None) -> pl.DataFrame:
     """``(part, row)`` of the responses whose prompt or response matches (integers join faster than ids)."""
     if step is not None:
         # One step: the parts' row-group statistics skip every other step, so they are the faster source.
@@ -354,7 +339,7 @@ def _text_hits(key: _StoreKey, pattern: str, step: int | None) -> pl.DataFrame:
 
 
 @functools.lru_cache(maxsize=16)
-def _order(key: _StoreKey, flt: ResponseFilter, sort: str, descending: bool) -> Order:
+def _order(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool) -> Order:
     df = key.store.scalars()
     if df.height == 0 or "step" not in df.columns:
         return Order(pl.Series("i", [], dtype=pl.UInt32), 0, None)
@@ -375,7 +360,7 @@ def ordered(store: RunStore, flt: ResponseFilter, sort: str, descending: bool) -
     """The cached :class:`Order` of ``flt`` sorted by ``sort`` (ties by ``sample_id``); raises QueryError."""
     if flt.q:
         check_regex(flt.q)
-    return _order(_StoreKey(store), flt, sort, descending)
+    return _order(StoreKey(store), flt, sort, descending)
 
 
 def page_rows(

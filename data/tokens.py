@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 
 import polars as pl
 
+from data.cache import StoreKey
 from data.metrics import METRICS, TOKEN_COLUMNS, explode_tokens, token_metrics
 from data.viewstate import encode, first, get_bool, get_choice, parse_search
 
@@ -258,22 +259,6 @@ def strip_pad_text(text: str | None, pad_tokens: tuple[str, ...]) -> str | None:
 # ---- store access (cached) ---------------------------------------------------------------------------
 
 
-class _StoreKey:
-    """Hashes a store by (folder, version) so a cache entry is shared by every RunStore of one version."""
-
-    __slots__ = ("store", "key")
-
-    def __init__(self, store):
-        self.store = store
-        self.key = (str(store.dir), store.version)
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _StoreKey) and self.key == other.key
-
-
 def build_view(row: pl.DataFrame, scalars: pl.DataFrame, pad_tokens: tuple[str, ...]) -> TokenView:
     """A :class:`TokenView` from the one-row frame of a response and the run's scalars (for navigation)."""
     info = {k: v for k, v in row.row(0, named=True).items() if k not in TOKEN_COLUMNS}
@@ -284,7 +269,7 @@ def build_view(row: pl.DataFrame, scalars: pl.DataFrame, pad_tokens: tuple[str, 
 
 
 @lru_cache(maxsize=32)
-def _cached_view(key: _StoreKey, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | None:
+def _cached_view(key: StoreKey, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | None:
     store = key.store
     loc = store.lookup(sample)
     if loc is None:
@@ -301,7 +286,7 @@ def token_view(store, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | N
 
     Cached per ``(store folder, store.version, sample, pad_tokens)``.
     """
-    return _cached_view(_StoreKey(store), sample, tuple(pad_tokens))
+    return _cached_view(StoreKey(store), sample, tuple(pad_tokens))
 
 
 def first_sample(store) -> str | None:
