@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,7 @@ from data.store import (
 )
 
 CHUNK_BYTES = 32 * 1024 * 1024
+BIG_CATCH_UP = 64 * 1024 * 1024
 BOM = b"\xef\xbb\xbf"
 HEAD_BYTES = 65536
 ISSUE_SCHEMA = {
@@ -321,13 +322,16 @@ class _Writer:
         self._scalars: pl.DataFrame | None = None
         self.new_rows = 0
         self.last_commit = time.monotonic()
+        self.commit_every = 2.0
+        # Files of the run that have lines (set by ingest_run); see _watermark.
+        self.sources: set[str] = set()
 
     @property
     def scalars(self) -> pl.DataFrame:
         """The committed scalars plus what this ingest added; read only when something changes."""
         if self._scalars is None:
             prev = RunStore(self.dir, self.m)
-            self._scalars = prev.scalars() if self.m.data["parts"] else pl.DataFrame()
+            self._scalars = prev.all_scalars() if self.m.data["parts"] else pl.DataFrame()
         return self._scalars
 
     @scalars.setter
@@ -380,17 +384,40 @@ class _Writer:
         self.new_rows += n
         return pid
 
-    def maybe_commit(self, every_seconds: float = 2.0) -> None:
-        """Commit now and then during a long ingest, so that readers see the steps already read."""
-        if time.monotonic() - self.last_commit >= every_seconds:
-            self.commit()
+    def maybe_commit(self) -> None:
+        """Commit now and then during a long ingest, so that readers see the steps already read.
 
-    def commit(self) -> None:
+        Such a commit is taken mid-read, so its last steps may be partial: it shows only complete ones.
+        """
+        if time.monotonic() - self.last_commit >= self.commit_every:
+            self.commit(complete=False)
+
+    def _watermark(self) -> int | None:
+        """The first step that may still be partial: the smallest of the files' last steps.
+
+        Each file is read in order, so every step below the last step of every file is whole; the last
+        one may be missing lines of a rank file still being read or written.
+        """
+        sc = self.scalars
+        if not sc.height or "source" not in sc.columns:
+            return None
+        last = sc.group_by("source").agg(pl.col("step").max())
+        if self.sources - set(last.get_column("source").to_list()):
+            # A file with lines not read yet could hold any step: nothing is known to be whole.
+            return int(sc.get_column("step").min())
+        return int(last.get_column("step").min())
+
+    def commit(self, complete: bool = True) -> None:
+        """Commit what was read. ``complete=False``: the files may hold a partial last step (read mid-way,
+        or a trainer still writing), so readers are shown only the steps below :meth:`_watermark`."""
         self.last_commit = time.monotonic()
         gen = self.m.data["generation"] + 1
         steps_name = f"steps-g{gen:06d}.parquet"
-        if self.scalars.height:
-            steps = step_summary(self.scalars.lazy()).collect()
+        below = None if complete else self._watermark()
+        self.m.data["visible_below"] = below
+        shown = self.scalars if below is None else self.scalars.filter(pl.col("step") < below)
+        if shown.height:
+            steps = step_summary(shown.lazy()).collect()
         else:
             steps = pl.DataFrame(schema={"step": pl.Int64, "n": pl.UInt32})
         buf = io.BytesIO()
@@ -443,29 +470,34 @@ def _split_lines(block: bytes, at_file_start: bool) -> list[bytes]:
 
 
 def ingest_file(
-    writer: _Writer, run_dir: Path, path: Path, progress: Callable[[int], None] | None, chunk_bytes: int
-) -> int:
-    """Read what is new in one file; returns the number of bytes consumed."""
+    writer: _Writer,
+    run_dir: Path,
+    path: Path,
+    chunk_bytes: int,
+    limit: int | None = None,
+) -> Iterator[int]:
+    """Read what is new in one file, up to byte ``limit`` when given, yielding the bytes each chunk
+    consumed (so that several files can be read a chunk at a time, in turn)."""
     rel = path.relative_to(run_dir).as_posix()
     st = path.stat()
+    size = st.st_size if limit is None else min(limit, st.st_size)
     files = writer.m.data["files"]
     prev = files.get(rel)
     if prev is not None and _file_changed(path, st, prev):
         writer.drop_file(rel)
         prev = None
-    if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime_ns:
-        return 0
+    if prev is not None and prev["size"] == size and (limit is not None or prev["mtime"] == st.st_mtime_ns):
+        return
     entry = prev or {"offset": 0, "lines": 0, "parts": [], "tail_open": False}
     # size/mtime say "read up to here" only once the whole file is read: a commit made mid-file (or a
     # crash after it) must not make the rest look already read.
     entry.update(size=None, mtime=None, dev=st.st_dev, ino=st.st_ino)
     start = entry["offset"]
-    consumed = 0
     with open(path, "rb") as f:
-        if entry.get("tail_open") and start < st.st_size:
+        if entry.get("tail_open") and start < size:
             # The last line was taken without its newline; what follows up to the newline belongs to it.
             f.seek(start)
-            rest = f.read(min(st.st_size - start, 1 << 20))
+            rest = f.read(min(size - start, 1 << 20))
             nl = rest.find(b"\n")
             if nl >= 0:
                 extra = rest[:nl].strip()
@@ -486,25 +518,24 @@ def ingest_file(
                 start += nl + 1
                 entry["tail_open"] = False
             else:
-                start = st.st_size if not rest.strip() else start
-        for offset_after, block in _iter_chunks(f, start, st.st_size, chunk_bytes):
+                start = size if not rest.strip() else start
+        for offset_after, block in _iter_chunks(f, start, size, chunk_bytes):
             lines = _split_lines(block, start == 0 and entry["lines"] == 0)
             result = parse_chunk(lines, entry["lines"] + 1)
             entry["parts"].append(writer.write_chunk(rel, result))
             entry["lines"] += len(lines)
-            consumed += offset_after - start
+            read = offset_after - start
             start = offset_after
             entry["offset"] = offset_after
             entry["head"] = _head_hash(path, offset_after)
             files[rel] = entry
             writer.maybe_commit()
-            if progress:
-                progress(consumed)
+            yield read
         # An unterminated last line: taken when it is already a complete JSON object, else left pending.
         writer.m.data["pending"].pop(rel, None)
-        if start < st.st_size and not entry.get("tail_open"):
+        if start < size and not entry.get("tail_open"):
             f.seek(start)
-            tail = f.read()
+            tail = f.read(size - start)
             line_no = entry["lines"] + 1
             raw = tail.removeprefix(BOM) if start == 0 else tail
             raw = raw.rstrip(b"\r")
@@ -519,9 +550,9 @@ def ingest_file(
                 entry["parts"].append(writer.write_chunk(rel, result))
                 entry["lines"] = line_no
                 entry["tail_open"] = True
-                entry["offset"] = st.st_size
-                entry["head"] = _head_hash(path, st.st_size)
-                consumed += st.st_size - start
+                entry["offset"] = size
+                entry["head"] = _head_hash(path, size)
+                yield size - start
             elif raw.strip():
                 age = time.time() - st.st_mtime
                 writer.m.data["pending"][rel] = {
@@ -531,9 +562,8 @@ def ingest_file(
                     else "truncated last line: incomplete JSON and the file stopped growing",
                     "detail": f"{len(tail)} bytes, last modified {age:.0f} s ago",
                 }
-    entry.update(size=st.st_size, mtime=st.st_mtime_ns)
+    entry.update(size=size, mtime=st.st_mtime_ns)
     files[rel] = entry
-    return consumed
 
 
 def ingest_run(
@@ -543,11 +573,17 @@ def ingest_run(
     progress: Progress | None = None,
     wait: bool = True,
     chunk_bytes: int = CHUNK_BYTES,
+    limits: dict[str, int] | None = None,
+    complete: bool = True,
 ) -> IngestResult:
     """Bring the store of ``run_dir`` up to date with its files and return what it now holds.
 
     Only one process writes a store at a time (a file lock). With ``wait=False`` a call that finds the
-    lock taken returns at once with ``skipped_locked=True`` and the last committed state.
+    lock taken returns at once with ``skipped_locked=True`` and the last committed state. ``limits``
+    (``{file: size}``) reads each file only up to that size: a cut of the files taken at one moment, so
+    that lines appended meanwhile wait for the next call. ``complete=False`` says the files may end in a
+    partial step (a trainer still writing): the last step of each file is then hidden until a later call
+    with ``complete=True``. Commits made during a long read always hide it.
     """
     t0 = time.perf_counter()
     run_dir = Path(run_dir)
@@ -573,29 +609,50 @@ def ingest_run(
             if rel not in on_disk:
                 writer.drop_file(rel)
                 changed = True
+        limits = limits or {}
+
+        def size_of(p: Path) -> int:
+            rel = p.relative_to(run_dir).as_posix()
+            return min(p.stat().st_size, limits.get(rel, 1 << 62))
+
         total = sum(
             max(
                 0,
-                p.stat().st_size
+                size_of(p)
                 - manifest.data["files"].get(p.relative_to(run_dir).as_posix(), {}).get("offset", 0),
             )
             for p in paths
         )
+        # A small catch-up (a live run's new steps) is committed once, whole; a big one now and then too,
+        # so that pages show the steps read so far.
+        writer.commit_every = 2.0 if total >= BIG_CATCH_UP else float("inf")
         done = 0
+        writer.sources = {p.relative_to(run_dir).as_posix() for p in paths if size_of(p) > 0}
         before = orjson.dumps(manifest.data["files"]) + orjson.dumps(manifest.data["pending"])
-        for p in paths:
-            base = done
-
-            def cb(n, base=base):
+        # Rank files are read a chunk each in turn, so that the steps committed during a long first read
+        # hold every rank's responses (see _Writer._watermark).
+        readers = [
+            ingest_file(writer, run_dir, p, chunk_bytes, limits.get(p.relative_to(run_dir).as_posix()))
+            for p in paths
+        ]
+        while readers:
+            for reader in list(readers):
+                try:
+                    done += next(reader)
+                except StopIteration:
+                    readers.remove(reader)
+                    continue
                 if progress:
-                    progress(base + n, total)
-
-            done += ingest_file(writer, run_dir, p, cb, chunk_bytes)
+                    progress(done, total)
         changed = changed or before != orjson.dumps(manifest.data["files"]) + orjson.dumps(
             manifest.data["pending"]
         )
-        if changed or manifest.generation == 0:
-            writer.commit()
+        if (
+            changed
+            or manifest.generation == 0
+            or manifest.data.get("visible_below") != (None if complete else writer._watermark())
+        ):
+            writer.commit(complete=complete)
         result.bytes_read = done
         result.new_rows = writer.new_rows
         if progress:

@@ -93,28 +93,38 @@ class Board:
                 return
             if not force and now - self._checked.get(run, -1e9) < self.settings.refresh_seconds:
                 return
-            if not force and run in self._checked and not self._settled(run, run_dir, now):
-                return
+            sig, limits, complete = self._signature(run_dir), None, True
+            if not force and run in self._checked:
+                state = self._settled(run, sig, now)
+                if state is None:
+                    return
+                # Read up to this cut of the files, taken while they were still: lines a trainer appends
+                # from now on wait for the next ingest, so a step is never committed half-way. A run that
+                # never stops growing is read anyway, with its last step hidden until the files are still.
+                limits = {name: size for name, size, _ in sig}
+                complete = state == "still"
             self._checked[run] = now
-            self._files_seen[run] = (self._signature(run_dir), now)
+            self._files_seen[run] = (sig, now)
             status = self._status.setdefault(run, IngestStatus())
             status.running, status.done, status.total, status.error = True, 0, 0, None
             t = threading.Thread(
-                target=self._ingest, args=(run, run_dir, status), name=f"ingest-{run}", daemon=True
+                target=self._ingest,
+                args=(run, run_dir, status, limits, complete),
+                name=f"ingest-{run}",
+                daemon=True,
             )
             self._threads[run] = t
             t.start()
 
-    def _settled(self, run: str, run_dir: Path, now: float) -> bool:
-        """True when the run's files (names, sizes, mtimes) have looked the same for SETTLE_SECONDS, or
-        the run has waited MAX_DEFER_SECONDS. Compared between checks, not with the clock, so a file
-        server's clock does not matter."""
-        sig = self._signature(run_dir)
+    def _settled(self, run: str, sig: tuple, now: float) -> str | None:
+        """``"still"`` when the run's files (names, sizes, mtimes) have looked the same for SETTLE_SECONDS,
+        ``"deferred"`` when they keep changing but the run has waited MAX_DEFER_SECONDS, else None.
+        Compared between checks, not with the clock, so a file server's clock does not matter."""
         prev = self._files_seen.get(run)
         if prev is not None and prev[0] == sig:
-            return now - prev[1] >= SETTLE_SECONDS
+            return "still" if now - prev[1] >= SETTLE_SECONDS else None
         self._files_seen[run] = (sig, now)
-        return now - self._checked[run] >= MAX_DEFER_SECONDS
+        return "deferred" if now - self._checked[run] >= MAX_DEFER_SECONDS else None
 
     @staticmethod
     def _signature(run_dir: Path) -> tuple:
@@ -127,13 +137,20 @@ class Board:
             sig.append((p.name, st.st_size, st.st_mtime_ns))
         return tuple(sig)
 
-    def _ingest(self, run: str, run_dir: Path, status: IngestStatus) -> None:
+    def _ingest(
+        self, run: str, run_dir: Path, status: IngestStatus, limits: dict | None = None, complete: bool = True
+    ) -> None:
         def progress(done, total):
             status.done, status.total = done, total
 
         try:
             status.last = ingest_run(
-                run_dir, self.settings.cache_dir, self.settings.pad_tokens, progress=progress
+                run_dir,
+                self.settings.cache_dir,
+                self.settings.pad_tokens,
+                progress=progress,
+                limits=limits,
+                complete=complete,
             )
         except Exception as e:  # noqa: BLE001 - shown on the page; the server keeps serving
             status.error = f"{type(e).__name__}: {e}"

@@ -192,6 +192,7 @@ _SCALARS_CACHE: OrderedDict[str, tuple[tuple[int, ...], pl.DataFrame]] = Ordered
 _SCALARS_LOCK = threading.Lock()
 _MAX_CACHED_RUNS = 8
 _LOOKUP_CACHE: dict[tuple, dict[str, tuple[int, int]]] = {}
+_VISIBLE_CACHE: dict[str, tuple[tuple, pl.DataFrame]] = {}
 
 
 class RunStore:
@@ -213,8 +214,34 @@ class RunStore:
     def part_ids(self) -> list[int]:
         return sorted(int(k) for k in self.manifest.data["parts"])
 
+    @property
+    def visible_below(self) -> int | None:
+        """Steps from this one on are hidden: they may still be partial (see ``ingest_run(complete=...)``)."""
+        return self.manifest.data.get("visible_below")
+
     def scalars(self) -> pl.DataFrame:
-        """All responses without texts and token arrays, in (source, line) order; cached per process.
+        """The responses shown: all of them but those of steps that may still be partial (usually none).
+
+        No texts and no token arrays; in (source, line) order; cached per process.
+        """
+        below = self.visible_below
+        if below is None:
+            return self.all_scalars()
+        ids = tuple(self.part_ids())
+        key = (str(self.dir), ids, below)
+        with _SCALARS_LOCK:
+            hit = _VISIBLE_CACHE.get(str(self.dir))
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        df = self.all_scalars().filter(pl.col("step") < below)
+        with _SCALARS_LOCK:
+            _VISIBLE_CACHE[str(self.dir)] = (key, df)
+            while len(_VISIBLE_CACHE) > _MAX_CACHED_RUNS:
+                _VISIBLE_CACHE.pop(next(iter(_VISIBLE_CACHE)))
+        return df
+
+    def all_scalars(self) -> pl.DataFrame:
+        """Every committed response (partial last steps included), cached per process.
 
         The cache is extended with only the new parts when the store grows.
         """
@@ -302,7 +329,7 @@ class RunStore:
 
         A dict of every id is built once per store version (a scan of all ids costs a few ms).
         """
-        key = (str(self.dir), tuple(self.part_ids()))
+        key = (str(self.dir), tuple(self.part_ids()), self.visible_below)
         with _SCALARS_LOCK:
             index = _LOOKUP_CACHE.get(key)
         if index is None:

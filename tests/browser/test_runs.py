@@ -25,7 +25,12 @@ def test_runs002_bad_lines_are_listed(dash_duo, dash_app, board_root, tmp_path):
     run.mkdir(parents=True)
     good = {"prompt": "p", "response": "r", "reward": 1.0, "step": 1}
     (run / "rank0.jsonl").write_text(
-        json.dumps(good) + "\n{not json\n" + json.dumps({**good, "reward": "x"}) + "\n" + json.dumps(good) + "\n"
+        json.dumps(good)
+        + "\n{not json\n"
+        + json.dumps({**good, "reward": "x"})
+        + "\n"
+        + json.dumps(good)
+        + "\n"
     )
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
     dash_duo.start_server(dash_app)

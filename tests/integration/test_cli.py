@@ -13,7 +13,11 @@ from tests.conftest import REPO_ROOT
 
 def run_cli(*args, cache):
     return subprocess.run(
-        [sys.executable, "app.py", *args, "--cache-dir", str(cache)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "app.py", *args, "--cache-dir", str(cache)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -23,7 +27,14 @@ def test_cli001_ingest_json_summary(fixtures_dir, tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     runs = {r["run"]: r for r in out["runs"]}
-    assert runs["trl-ppo-small"] == {"run": "trl-ppo-small", "files": 2, "samples": 400, "steps": 25, "tokens": runs["trl-ppo-small"]["tokens"], "bad_lines": 0}
+    assert runs["trl-ppo-small"] == {
+        "run": "trl-ppo-small",
+        "files": 2,
+        "samples": 400,
+        "steps": 25,
+        "tokens": runs["trl-ppo-small"]["tokens"],
+        "bad_lines": 0,
+    }
     assert runs["trl-ppo-small"]["tokens"] > 0
     assert runs["rlloggingboard-eval-poem"]["tokens"] == 0
     # One run folder works too.
@@ -34,11 +45,26 @@ def test_cli001_ingest_json_summary(fixtures_dir, tmp_path):
 def test_cli002_export_csv_one_step(fixtures_dir, tmp_path):
     """`export --run R --step S` writes one row per response of the step with the documented columns."""
     out = tmp_path / "step3.csv"
-    p = run_cli("export", str(fixtures_dir), "--run", "trl-ppo-small", "--step", "3", "-o", str(out), cache=tmp_path)
+    p = run_cli(
+        "export", str(fixtures_dir), "--run", "trl-ppo-small", "--step", "3", "-o", str(out), cache=tmp_path
+    )
     assert p.returncode == 0, p.stderr
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert len(rows) == 16
-    for col in ("sample_id", "step", "reward", "ref_reward", "reward_gain", "response_length", "log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "prompt", "response"):
+    for col in (
+        "sample_id",
+        "step",
+        "reward",
+        "ref_reward",
+        "reward_gain",
+        "response_length",
+        "log_ratio_mean",
+        "log_ratio_sum",
+        "kl_mean",
+        "kl_sum",
+        "prompt",
+        "response",
+    ):
         assert col in rows[0]
     expected = []
     for f in ("rank0.jsonl", "rank1.jsonl"):
@@ -57,7 +83,17 @@ def test_cli003_export_jsonl_and_parquet(fixtures_dir, tmp_path):
     assert p.returncode == 0, p.stderr
     assert len(p.stdout.splitlines()) == 400
     out = tmp_path / "all.parquet"
-    p = run_cli("export", str(fixtures_dir), "--run", "trl-grpo-small", "--format", "parquet", "-o", str(out), cache=tmp_path)
+    p = run_cli(
+        "export",
+        str(fixtures_dir),
+        "--run",
+        "trl-grpo-small",
+        "--format",
+        "parquet",
+        "-o",
+        str(out),
+        cache=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     assert pl.read_parquet(out).height == 400
 

@@ -153,7 +153,7 @@ def _wait_idle(board, run: str) -> None:
 
 def test_live002_board_waits_for_files_to_settle(tmp_path, monkeypatch):
     """The board re-reads a growing run only once its files have been still for SETTLE_SECONDS (so a step
-    being written is committed whole), and anyway after MAX_DEFER_SECONDS."""
+    being written is committed whole), and anyway after MAX_DEFER_SECONDS, then hiding the last step."""
     from dataclasses import replace
 
     from data import service
@@ -182,6 +182,54 @@ def test_live002_board_waits_for_files_to_settle(tmp_path, monkeypatch):
     monkeypatch.setattr(service, "MAX_DEFER_SECONDS", 0.0)
     with open(run_dir / FILES[0], "ab") as f:
         f.write(_record(0, 12))
-    b.refresh("run")  # deferred long enough: read although the files just changed
+    b.refresh("run")  # deferred long enough: read although the files just changed ...
+    _wait_idle(b, "run")
+    store = b.store("run", wait=0)
+    # ... so its last step (1: records 8-12) may still be partial and is hidden until the files are still.
+    assert store.all_scalars().height == 13
+    assert store.scalars().height == 8 and store.steps().get_column("step").to_list() == [0]
+    monkeypatch.setattr(service, "MAX_DEFER_SECONDS", 30.0)
+    b.refresh("run")  # first look at the new signature
+    time.sleep(0.35)
+    b.refresh("run")
     _wait_idle(b, "run")
     assert b.store("run", wait=0).scalars().height == 13
+
+
+def test_live003_ingest_reads_a_cut_of_the_files(tmp_path, monkeypatch):
+    """Lines a trainer appends after the board decided to read a run (here: a whole step written to both
+    rank files between the decision and the read) wait for the next read: no step is committed half-way."""
+    from dataclasses import replace
+
+    from data import service
+
+    monkeypatch.setattr(service, "SETTLE_SECONDS", 0.0)
+    run_dir = tmp_path / "root" / "run"
+    run_dir.mkdir(parents=True)
+    for r, name in enumerate(FILES):
+        (run_dir / name).write_bytes(b"".join(_record(r, i) for i in range(PER_STEP)))
+    settings = replace(
+        service.load_settings({}), root=tmp_path / "root", cache_dir=tmp_path / "c", refresh_seconds=0.0
+    )
+    b = service.Board(settings)
+    assert b.store("run", wait=30).scalars().height == 2 * PER_STEP
+
+    real = service.ingest_run
+
+    def burst_then_ingest(*args, **kw):
+        for r, name in enumerate(FILES):  # the next step lands while the ingest starts
+            with open(run_dir / name, "ab") as f:
+                f.write(b"".join(_record(r, i) for i in range(PER_STEP, 2 * PER_STEP)))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(service, "ingest_run", burst_then_ingest)
+    b.refresh("run")
+    b.refresh("run")  # the files are unchanged since the last look: read them, up to that cut
+    _wait_idle(b, "run")
+    assert b.store("run", wait=0).scalars().height == 2 * PER_STEP
+    monkeypatch.setattr(service, "ingest_run", real)
+    b.refresh("run")
+    b.refresh("run")
+    _wait_idle(b, "run")
+    steps = b.store("run", wait=0).steps()
+    assert steps.get_column("n").to_list() == [2 * PER_STEP, 2 * PER_STEP]

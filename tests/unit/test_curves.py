@@ -238,8 +238,27 @@ def test_curves014_bin_index_matches_one_comparison_per_edge():
     from data.queries import bin_index
 
     edges = [-1.0, -0.5, 0.0, 0.25, 0.5]
-    values = [-1.0, -0.75, -0.5, -1e-12, 0.0, 0.1, 0.25, 0.49, 0.5, 7.0, -3.0, float("nan"), float("inf"), None]
-    expected = [None if v is None or not math.isfinite(v) else sum(v >= e for e in edges[1:-1]) for v in values]
+    values = [
+        -1.0,
+        -0.75,
+        -0.5,
+        -1e-12,
+        0.0,
+        0.1,
+        0.25,
+        0.49,
+        0.5,
+        7.0,
+        -3.0,
+        float("nan"),
+        float("inf"),
+        None,
+    ]
+    expected = [
+        None if v is None or not math.isfinite(v) else sum(v >= e for e in edges[1:-1]) for v in values
+    ]
     df = pl.DataFrame({"x": values}, schema={"x": pl.Float64})
     assert df.select(bin_index("x", edges)).to_series().to_list() == expected
-    assert df.select(bin_index("x", [0.7, 0.7])).to_series().to_list() == [None if e is None else 0 for e in expected]
+    assert df.select(bin_index("x", [0.7, 0.7])).to_series().to_list() == [
+        None if e is None else 0 for e in expected
+    ]

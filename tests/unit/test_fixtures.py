@@ -47,7 +47,11 @@ def test_fixtures002_poem_steps_and_last_partial_step(stores):
 
 
 def _history(fixtures_dir, run):
-    return {e["step"]: e for e in json.loads((fixtures_dir / run / "trl_log_history.json").read_text()) if "step" in e}
+    return {
+        e["step"]: e
+        for e in json.loads((fixtures_dir / run / "trl_log_history.json").read_text())
+        if "step" in e
+    }
 
 
 def test_fixtures003_ppo_matches_trl_objective_kl_and_scores(stores, fixtures_dir):

@@ -129,8 +129,12 @@ def test_ingest006_keys_differ_between_files_and_extras_kept(tmp_path):
     """Keys present in some files only, extra scalar keys (kept), non-scalar extras (ignored, named)."""
     run = tmp_path / "run"
     run.mkdir()
-    (run / "a.jsonl").write_bytes(line(rec(ground_truth="42", ref_reward=0.5)) + line(rec(step=2, ground_truth="7")))
-    (run / "b.jsonl").write_bytes(line(rec(group_id=3, advantages=[0.1, 0.2])) + line(rec(step=2, group_id=4)))
+    (run / "a.jsonl").write_bytes(
+        line(rec(ground_truth="42", ref_reward=0.5)) + line(rec(step=2, ground_truth="7"))
+    )
+    (run / "b.jsonl").write_bytes(
+        line(rec(group_id=3, advantages=[0.1, 0.2])) + line(rec(step=2, group_id=4))
+    )
     res, store = ingest(run, tmp_path / "cache")
     assert res.samples == 4 and res.files == 2
     sc = store.scalars().sort("source", "line")
@@ -188,7 +192,9 @@ def test_ingest010_complete_last_line_without_newline_is_taken(tmp_path):
     r2, store = ingest(run, cache)
     assert r2.samples == 3 and r2.bad_lines == 0
     rebuilt, store2 = ingest(run, tmp_path / "cache2")
-    assert sorted(store.scalars().get_column("sample_id").to_list()) == sorted(store2.scalars().get_column("sample_id").to_list())
+    assert sorted(store.scalars().get_column("sample_id").to_list()) == sorted(
+        store2.scalars().get_column("sample_id").to_list()
+    )
 
 
 def test_ingest011_truncated_file_is_reread(tmp_path):
@@ -315,7 +321,15 @@ def test_ingest018_concurrent_ingest_uses_a_lock(tmp_path):
 
 def test_ingest019_aliases_and_pad_tokens_setting(tmp_path):
     """Common alternative field names are mapped; the pad list changes lengths and has its own store."""
-    content = line({"query": "q", "completion": "a<pad>", "score": 0.5, "global_step": 4, "response_tokens": ["a", "<pad>"]})
+    content = line(
+        {
+            "query": "q",
+            "completion": "a<pad>",
+            "score": 0.5,
+            "global_step": 4,
+            "response_tokens": ["a", "<pad>"],
+        }
+    )
     run = run_with(tmp_path, content)
     res, store = ingest(run, tmp_path / "cache")
     assert res.samples == 1
@@ -324,3 +338,48 @@ def test_ingest019_aliases_and_pad_tokens_setting(tmp_path):
     res2 = ingest_run(run, tmp_path / "cache", ("<eos>",))
     assert res2.store_dir != res.store_dir
     assert open_store(res2.store_dir).scalars().item(0, "response_length") == 2
+
+
+def test_ingest020_incomplete_commit_hides_the_last_step_of_each_file(tmp_path):
+    """complete=False (files may end mid-step): steps from the smallest of the files' last steps on are
+    hidden; a later complete ingest shows them without re-reading anything."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rank0.jsonl").write_bytes(b"".join(line(rec(step=s)) for s in (1, 2, 3)))
+    (run / "rank1.jsonl").write_bytes(b"".join(line(rec(step=s)) for s in (1, 2)))  # rank 1 is behind
+    res = ingest_run(run, tmp_path / "cache", PADS, complete=False)
+    store = open_store(res.store_dir)
+    assert store.visible_below == 2
+    assert store.steps().get_column("step").to_list() == [1]
+    assert store.scalars().height == 2 and store.all_scalars().height == 5
+    assert store.lookup(sample_id("rank0.jsonl", 2)) is None  # a hidden response is not reachable
+    res2 = ingest_run(run, tmp_path / "cache", PADS)
+    assert res2.bytes_read == 0
+    store = open_store(res2.store_dir)
+    assert store.visible_below is None and store.steps().get_column("step").to_list() == [1, 2, 3]
+
+
+def test_ingest021_long_read_commits_only_whole_steps_while_reading(tmp_path, monkeypatch):
+    """Rank files are read a chunk each in turn; every commit made during the read shows only steps that
+    every file has already passed, so no reader ever sees a step with some ranks missing."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for r in range(2):
+        (run / f"rank{r}.jsonl").write_bytes(
+            b"".join(line(rec(step=s, rank=r)) for s in range(1, 31) for _ in range(2))
+        )
+    seen = []
+    real_commit = ingest_mod._Writer.commit
+
+    def spy(self, complete=True):
+        real_commit(self, complete)
+        st = open_store(self.dir).steps()
+        seen.append((complete, st.get_column("n").to_list()))
+
+    monkeypatch.setattr(ingest_mod._Writer, "commit", spy)
+    monkeypatch.setattr(ingest_mod._Writer, "maybe_commit", lambda self: self.commit(complete=False))
+    ingest_run(run, tmp_path / "cache", PADS, chunk_bytes=400)
+    partial = [n for complete, n in seen if not complete]
+    assert len(partial) > 5 and any(partial)
+    assert all(c == 4 for n in partial for c in n), partial  # 2 responses x 2 ranks in every shown step
+    assert seen[-1] == (True, [4] * 30)
