@@ -75,7 +75,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", type=Path, default=Path("/tmp/bench/cache"))
     ap.add_argument("--fresh", action="store_true", help="delete the cache first (measure a full ingest)")
     ap.add_argument("--skip-append", action="store_true")
-    ap.add_argument("--per-step", type=int, default=512, help="as given to generate.py (for the appended step)")
+    ap.add_argument(
+        "--per-step", type=int, default=512, help="as given to generate.py (for the appended step)"
+    )
     ap.add_argument("--tokens", type=int, default=135)
     ap.add_argument("--ranks", type=int, default=4)
     args = ap.parse_args(argv)
@@ -99,7 +101,9 @@ def main(argv=None) -> int:
         "steps": ing["steps"],
     }
     out["orjson_loop"] = orjson_loop(run)
-    out["ingest"]["ratio_to_orjson"] = round(out["ingest"]["mb_per_s"] / out["orjson_loop"]["mb_per_s"], 2) if ing["bytes"] else None
+    out["ingest"]["ratio_to_orjson"] = (
+        round(out["ingest"]["mb_per_s"] / out["orjson_loop"]["mb_per_s"], 2) if ing["bytes"] else None
+    )
     store_dir = store_dir_for(cache, run, DEFAULT_PAD_TOKENS)
     out["store_mb"] = round(sum(p.stat().st_size for p in store_dir.rglob("*") if p.is_file()) / 1e6, 1)
 
@@ -113,7 +117,9 @@ def main(argv=None) -> int:
         "print(json.dumps({'reopen':t1-t0,'scalars':t2-t1,'new_rows':r.new_rows}))"
     ) % (str(REPO), str(run), str(cache))
     t0 = time.perf_counter()
-    reopen = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    reopen = json.loads(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    )
     out["reopen"] = {
         "seconds": round(reopen["reopen"], 3),
         "load_scalars_seconds": round(reopen["scalars"], 2),
@@ -130,12 +136,26 @@ def main(argv=None) -> int:
     mid = int(steps.get_column("step").to_list()[len(steps) // 2])
     ids = sc.filter(pl.col("step") == mid).get_column("sample_id").to_list()[:20]
     q = {}
-    q["step_histogram"] = timed(lambda: histogram(store.scalars().lazy().filter(pl.col("step") == mid), "reward", edges).collect())
+    q["step_histogram"] = timed(
+        lambda: histogram(store.scalars().lazy().filter(pl.col("step") == mid), "reward", edges).collect()
+    )
     for col in ("reward", "kl_mean", "response_length"):
-        q[f"top50_{col}"] = timed(lambda col=col: sort_rows(store.scalars().lazy().filter(pl.col("step") == mid), col, True).head(50).collect())
+        q[f"top50_{col}"] = timed(
+            lambda col=col: (
+                sort_rows(store.scalars().lazy().filter(pl.col("step") == mid), col, True).head(50).collect()
+            )
+        )
     it = iter(ids * 10)
     q["one_response_token_arrays"] = timed(lambda: open_store(store_dir).sample(next(it)))
-    q["run_curves"] = timed(lambda: open_store(store_dir).steps().select("step", "reward_mean", "reward_p25", "reward_p75", "kl_token_mean", "response_length_mean"))
+    q["run_curves"] = timed(
+        lambda: (
+            open_store(store_dir)
+            .steps()
+            .select(
+                "step", "reward_mean", "reward_p25", "reward_p75", "kl_token_mean", "response_length_mean"
+            )
+        )
+    )
     out["queries"] = q
 
     if not args.skip_append:
