@@ -442,23 +442,22 @@ class _Writer:
                 p.unlink(missing_ok=True)
 
 
-def _iter_chunks(f, start: int, end: int, chunk_bytes: int):
-    """Yield ``(offset_after, complete_lines)`` for the complete lines in ``[start, end)`` of ``f``."""
+def _next_block(f, start: int, end: int, chunk_bytes: int) -> tuple[int, bytes] | None:
+    """``(offset_after, block)``: the complete lines from ``start`` of about ``chunk_bytes`` (more when one
+    line is longer), or None when ``[start, end)`` holds no complete line."""
     f.seek(start)
+    data = b""
     pos = start
-    carry = b""
     while pos < end:
-        data = f.read(min(chunk_bytes, end - pos))
-        if not data:
+        piece = f.read(min(chunk_bytes, end - pos))
+        if not piece:
             break
-        pos += len(data)
-        data = carry + data
+        pos += len(piece)
+        data += piece
         cut = data.rfind(b"\n")
-        if cut < 0:
-            carry = data
-            continue
-        carry = data[cut + 1 :]
-        yield pos - len(carry), data[: cut + 1]
+        if cut >= 0:
+            return start + cut + 1, data[: cut + 1]
+    return None
 
 
 def _split_lines(block: bytes, at_file_start: bool) -> list[bytes]:
@@ -519,11 +518,14 @@ def ingest_file(
                 entry["tail_open"] = False
             else:
                 start = size if not rest.strip() else start
-        for offset_after, block in _iter_chunks(f, start, size, chunk_bytes):
+        while (chunk := _next_block(f, start, size, chunk_bytes)) is not None:
+            offset_after, block = chunk
             lines = _split_lines(block, start == 0 and entry["lines"] == 0)
             result = parse_chunk(lines, entry["lines"] + 1)
             entry["parts"].append(writer.write_chunk(rel, result))
             entry["lines"] += len(lines)
+            # Several files are read in turn: hold no chunk while suspended at the yield below.
+            del chunk, block, lines, result
             read = offset_after - start
             start = offset_after
             entry["offset"] = offset_after
