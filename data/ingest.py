@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,10 +116,11 @@ class ChunkResult:
     ignored: set[str]
 
 
-def _fast_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult | None:
+def _fast_path(lines: list[bytes], line_nos: list[int], data: bytes | None = None) -> ChunkResult | None:
+    """Parse the lines in one Polars call (``data``: the same lines already joined, when at hand)."""
     if not lines:
         return ChunkResult(pl.DataFrame(), [], set())
-    data = b"\n".join(lines)
+    data = b"\n".join(lines) if data is None else data
     try:
         # Inferring the schema from the first rows is ~4x faster than from all rows; a type that
         # changes later raises (-> line-by-line path), and a key that only appears later is caught by
@@ -207,14 +209,21 @@ def _snippet(raw: bytes, n: int = 120) -> str:
     return text[:n] + ("…" if len(text) > n or len(raw) > n * 4 else "")
 
 
-def parse_chunk(lines: list[bytes], first_line: int) -> ChunkResult:
-    """Validate and convert complete lines numbered from ``first_line``; blank lines are skipped."""
+def parse_chunk(lines: list[bytes], first_line: int, block: bytes | None = None) -> ChunkResult:
+    """Validate and convert complete lines numbered from ``first_line``; blank lines are skipped.
+
+    ``block`` is the raw bytes the lines were split from; when the lines are exactly its
+    newline-separated pieces (no blank line, no CR, no BOM) Polars parses it without a copy.
+    """
     line_nos = list(range(first_line, first_line + len(lines)))
     keep = [i for i, raw in enumerate(lines) if raw.strip()]
     if len(keep) != len(lines):
         lines = [lines[i] for i in keep]
         line_nos = [line_nos[i] for i in keep]
-    result = _fast_path(lines, line_nos)
+        block = None
+    if block is not None and (b"\r" in block or block.startswith(BOM)):
+        block = None
+    result = _fast_path(lines, line_nos, block)
     return result if result is not None else _slow_path(lines, line_nos)
 
 
@@ -325,6 +334,10 @@ class _Writer:
         self.commit_every = 2.0
         # Files of the run that have lines (set by ingest_run); see _watermark.
         self.sources: set[str] = set()
+        # One writer thread: chunk N is built and written while chunk N+1 is parsed (Polars releases
+        # the GIL in both), in order.
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer")
+        self._pending: Future | None = None
 
     @property
     def scalars(self) -> pl.DataFrame:
@@ -339,6 +352,7 @@ class _Writer:
         self._scalars = value
 
     def drop_file(self, rel: str) -> None:
+        self.flush()
         entry = self.m.data["files"].pop(rel, None)
         self.m.data["pending"].pop(rel, None)
         if entry:
@@ -348,7 +362,28 @@ class _Writer:
                 self.scalars = self.scalars.filter(pl.col("source") != rel)
 
     def write_chunk(self, rel: str, result: ChunkResult) -> int:
+        """Queue a parsed chunk to become part ``pid`` (returned at once) and write it on the writer
+        thread, so that the next chunk is parsed meanwhile. At most one chunk waits (memory)."""
         pid = self.m.data["next_part"]
+        self.m.data["next_part"] = pid + 1
+        self.flush()
+        self._pending = self._pool.submit(self._write_part, pid, rel, result)
+        return pid
+
+    def flush(self) -> None:
+        """Wait for the queued chunk to be written (raises what writing it raised)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Finish or abandon writing; no thread is left writing into the store afterwards."""
+        try:
+            self.flush()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def _write_part(self, pid: int, rel: str, result: ChunkResult) -> None:
         name = part_name(pid)
         issues = list(result.issues)
         n = result.frame.height
@@ -380,9 +415,7 @@ class _Writer:
             "errors": sum(1 for i in issues if i["severity"] == "error"),
             "notes": sum(1 for i in issues if i["severity"] == "note"),
         }
-        self.m.data["next_part"] = pid + 1
         self.new_rows += n
-        return pid
 
     def maybe_commit(self) -> None:
         """Commit now and then during a long ingest, so that readers see the steps already read.
@@ -410,6 +443,7 @@ class _Writer:
     def commit(self, complete: bool = True) -> None:
         """Commit what was read. ``complete=False``: the files may hold a partial last step (read mid-way,
         or a trainer still writing), so readers are shown only the steps below :meth:`_watermark`."""
+        self.flush()
         self.last_commit = time.monotonic()
         gen = self.m.data["generation"] + 1
         steps_name = f"steps-g{gen:06d}.parquet"
@@ -521,7 +555,7 @@ def ingest_file(
         while (chunk := _next_block(f, start, size, chunk_bytes)) is not None:
             offset_after, block = chunk
             lines = _split_lines(block, start == 0 and entry["lines"] == 0)
-            result = parse_chunk(lines, entry["lines"] + 1)
+            result = parse_chunk(lines, entry["lines"] + 1, block)
             entry["parts"].append(writer.write_chunk(rel, result))
             entry["lines"] += len(lines)
             # Several files are read in turn: hold no chunk while suspended at the yield below.
@@ -599,6 +633,7 @@ def ingest_run(
         result.skipped_locked = True
         _fill_result(result, store_dir)
         return result
+    writer = None
     try:
         manifest = read_manifest(store_dir) or Manifest.empty(
             run_dir.name, str(run_dir.resolve()), pad_tokens
@@ -660,7 +695,11 @@ def ingest_run(
         if progress:
             progress(total, total)
     finally:
-        lock.release()
+        try:
+            if writer is not None:
+                writer.close()
+        finally:
+            lock.release()
     _fill_result(result, store_dir)
     result.seconds = time.perf_counter() - t0
     return result
