@@ -114,6 +114,7 @@ class ChunkResult:
     frame: pl.DataFrame  # conformed good rows with a "line" column
     issues: list[dict]
     ignored: set[str]
+    derived: bool = False  # frame already has the row index and derived metrics (derive_chunk)
 
 
 def _fast_path(lines: list[bytes], line_nos: list[int], data: bytes | None = None) -> ChunkResult | None:
@@ -245,14 +246,26 @@ def _preview(expr: pl.Expr, pad_tokens: tuple[str, ...]) -> pl.Expr:
     return text.str.replace_all(r"\s+", " ").str.strip_chars().str.slice(0, PREVIEW_CHARS)
 
 
-def build_part(frame: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
-    """Add ids, derived metrics and previews to a chunk's good rows; returns the full part frame."""
-    prefix = file_prefix(rel)
-    df = frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+def derive_chunk(result: ChunkResult, pad_tokens: tuple[str, ...]) -> ChunkResult:
+    """Add the row index, the derived per-response metrics and repetition to a chunk's good rows.
+
+    Runs on the reading thread, while the writer thread finishes the previous chunk (the two halves of
+    the work are about equal, so the two cores share it).
+    """
+    if result.derived or not result.frame.height:
+        return result
+    df = result.frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
     df = derive_response_metrics(df, pad_tokens)
     df = df.with_columns(
         repetition_of(df.select(strip_pads(pl.col("response"), pad_tokens)).to_series()).alias("repetition")
     )
+    return ChunkResult(df, result.issues, result.ignored, derived=True)
+
+
+def build_part(derived: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
+    """Add ids, prompt keys and previews to a :func:`derive_chunk` frame; returns the full part frame."""
+    prefix = file_prefix(rel)
+    df = derived
     key_text = df.select(prompt_key_text(pad_tokens)).to_series()
     df = df.with_columns(
         (pl.lit(prefix + "-") + pl.col("line").cast(pl.String)).alias("sample_id"),
@@ -388,7 +401,7 @@ class _Writer:
         issues = list(result.issues)
         n = result.frame.height
         if n:
-            full = build_part(result.frame, rel, pid, self.pad_tokens)
+            full = build_part(derive_chunk(result, self.pad_tokens).frame, rel, pid, self.pad_tokens)
             issues += _token_notes(full)
             # snappy: 2-3x faster to write than zstd, and parts are read a row group at a time.
             full.write_parquet(
@@ -555,7 +568,7 @@ def ingest_file(
         while (chunk := _next_block(f, start, size, chunk_bytes)) is not None:
             offset_after, block = chunk
             lines = _split_lines(block, start == 0 and entry["lines"] == 0)
-            result = parse_chunk(lines, entry["lines"] + 1, block)
+            result = derive_chunk(parse_chunk(lines, entry["lines"] + 1, block), writer.pad_tokens)
             entry["parts"].append(writer.write_chunk(rel, result))
             entry["lines"] += len(lines)
             # Several files are read in turn: hold no chunk while suspended at the yield below.
