@@ -247,7 +247,7 @@ def _preview(expr: pl.Expr, pad_tokens: tuple[str, ...]) -> pl.Expr:
 
 
 def derive_chunk(result: ChunkResult, pad_tokens: tuple[str, ...]) -> ChunkResult:
-    """Add the row index, the derived per-response metrics and repetition to a chunk's good rows.
+    """Add the row index and the derived per-response metrics to a chunk's good rows.
 
     Runs on the reading thread, while the writer thread finishes the previous chunk (the two halves of
     the work are about equal, so the two cores share it).
@@ -256,16 +256,18 @@ def derive_chunk(result: ChunkResult, pad_tokens: tuple[str, ...]) -> ChunkResul
         return result
     df = result.frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
     df = derive_response_metrics(df, pad_tokens)
-    df = df.with_columns(
-        repetition_of(df.select(strip_pads(pl.col("response"), pad_tokens)).to_series()).alias("repetition")
-    )
     return ChunkResult(df, result.issues, result.ignored, derived=True)
 
 
 def build_part(derived: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
-    """Add ids, prompt keys and previews to a :func:`derive_chunk` frame; returns the full part frame."""
+    """Add repetition, ids, prompt keys and previews to a :func:`derive_chunk` frame; returns the full part
+    frame."""
     prefix = file_prefix(rel)
-    df = derived
+    df = derived.with_columns(
+        repetition_of(derived.select(strip_pads(pl.col("response"), pad_tokens)).to_series()).alias(
+            "repetition"
+        )
+    )
     key_text = df.select(prompt_key_text(pad_tokens)).to_series()
     df = df.with_columns(
         (pl.lit(prefix + "-") + pl.col("line").cast(pl.String)).alias("sample_id"),
