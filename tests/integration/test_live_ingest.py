@@ -146,9 +146,14 @@ def test_live001_concurrent_writer_no_lost_or_duplicated_lines(tmp_path):
 
 
 def _wait_idle(board, run: str) -> None:
+    """Wait until the run's ingest thread has ended (not only flagged itself done: a refresh made while
+    the thread is still alive is skipped, which would make the next step of a test race with it)."""
     deadline = time.monotonic() + 30
     while board.status(run).running and time.monotonic() < deadline:
         time.sleep(0.02)
+    thread = board._threads.get(run)
+    if thread is not None:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def test_live002_board_waits_for_files_to_settle(tmp_path, monkeypatch):
