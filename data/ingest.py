@@ -699,12 +699,13 @@ def ingest_run(
         changed = changed or before != orjson.dumps(manifest.data["files"]) + orjson.dumps(
             manifest.data["pending"]
         )
-        if (
-            changed
-            or manifest.generation == 0
-            or manifest.data.get("visible_below") != (None if complete else writer._watermark())
-        ):
+        if changed or manifest.generation == 0:
             writer.commit(complete=complete)
+        elif complete and manifest.data.get("visible_below") is not None:
+            # Nothing new, and the files are still: the steps hidden by an earlier commit are whole.
+            writer.commit(complete=True)
+        # (Nothing new while the files keep changing: what is shown stays as it is. Hiding the last step
+        # again would change the store's version back and forth for nothing.)
         result.bytes_read = done
         result.new_rows = writer.new_rows
         if progress:

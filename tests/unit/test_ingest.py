@@ -383,3 +383,13 @@ def test_ingest021_long_read_commits_only_whole_steps_while_reading(tmp_path, mo
     assert len(partial) > 5 and any(partial)
     assert all(c == 4 for n in partial for c in n), partial  # 2 responses x 2 ranks in every shown step
     assert seen[-1] == (True, [4] * 30)
+
+
+def test_ingest022_incomplete_call_that_reads_nothing_changes_nothing(tmp_path):
+    """An incomplete call (files still changing) that finds nothing new keeps what is shown and the
+    version: it does not hide a step another call already showed whole."""
+    run = run_with(tmp_path, b"".join(line(rec(step=s)) for s in (1, 2)))
+    res = ingest_run(run, tmp_path / "cache", PADS)
+    again = ingest_run(run, tmp_path / "cache", PADS, complete=False)
+    assert again.generation == res.generation
+    assert open_store(again.store_dir).steps().get_column("step").to_list() == [1, 2]
