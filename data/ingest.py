@@ -12,11 +12,10 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -72,7 +71,6 @@ class IngestResult:
     seconds: float = 0.0
     skipped_locked: bool = False
     generation: int = 0
-    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
         return {
@@ -735,7 +733,3 @@ def _fill_result(result: IngestResult, store_dir: Path) -> None:
         int(steps.get_column("n_kl_tokens").fill_null(0).sum()) if "n_kl_tokens" in steps.columns else 0
     )
     result.bad_lines = sum(p["errors"] for p in m.data["parts"].values())
-
-
-def clear_store(cache_dir: Path, run_dir: Path, pad_tokens: tuple[str, ...]) -> None:
-    shutil.rmtree(store_dir_for(cache_dir, run_dir, pad_tokens), ignore_errors=True)

@@ -184,10 +184,3 @@ def step_histograms(lf: pl.LazyFrame, col: str, edges: list[float]) -> pl.LazyFr
         .with_columns((pl.col("count") / pl.col("count").sum().over("step")).alias("share"))
         .sort("step", "bin")
     )
-
-
-def column_range(lf: pl.LazyFrame, col: str) -> tuple[float | None, float | None]:
-    """Min and max of the finite values of ``col`` (None, None when there are none)."""
-    c = pl.col(col).filter(pl.col(col).is_finite())
-    row = lf.select(c.min().alias("lo"), c.max().alias("hi")).collect().row(0)
-    return (None if row[0] is None else float(row[0]), None if row[1] is None else float(row[1]))

@@ -19,6 +19,7 @@ dash.register_page(__name__, path="/", name="Runs", title="Runs · RL Logging Bo
 RUNS_TABLE = "runs-table"
 RUNS_TICK = "runs-tick"
 MAX_LISTED_ISSUES = 200
+FIRST_ANSWER_SECONDS = 5.0
 # One example location per kind of note: "rank0.jsonl:17 (logprobs 8, values 9)".
 _EXAMPLE = pl.format("{}:{} ({})", "source", "line", pl.col("detail").fill_null("")).first()
 
@@ -114,8 +115,11 @@ def runs_overview() -> html.Div:
     if not runs:
         return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {b.root}.")
     cards = []
+    # Small runs are ready within the first answer; a page over many or big runs must not wait for them
+    # all (10 s each before): past this budget, cards show progress and the tick fills them in.
+    deadline = time.monotonic() + FIRST_ANSWER_SECONDS
     for name, run_dir in runs.items():
-        store = b.store(name, wait=10.0)
+        store = b.store(name, wait=max(0.0, deadline - time.monotonic()))
         status = b.status(name)
         files = run_files(run_dir)
         last = max((f.stat().st_mtime for f in files), default=None)

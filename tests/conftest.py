@@ -154,3 +154,33 @@ def dash_post(
     r = client.post("/_dash-update-component", json=body)
     assert r.status_code in (200, 204), r.data[:500]
     return r.get_json()["response"] if r.status_code == 200 else None
+
+
+def router_body(path: str, search: str = "") -> dict:
+    """The POST the Dash renderer sends to render a page (the pages router callback) for ``path``+``search``."""
+    return {
+        "output": ".._pages_content.children..._pages_store.data..",
+        "outputs": [
+            {"id": "_pages_content", "property": "children"},
+            {"id": "_pages_store", "property": "data"},
+        ],
+        "inputs": [
+            {"id": "_pages_location", "property": "pathname", "value": path},
+            {"id": "_pages_location", "property": "search", "value": search},
+        ],
+        "state": [],
+        "changedPropIds": ["_pages_location.pathname"],
+    }
+
+
+def find(component, cid):
+    """The component with id ``cid`` in a layout tree, or None."""
+    if getattr(component, "id", None) == cid:
+        return component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list | tuple) else [children]:
+        if child is not None and not isinstance(child, str | int | float):
+            hit = find(child, cid)
+            if hit is not None:
+                return hit
+    return None

@@ -7,17 +7,9 @@ import base64
 import pytest
 
 from auth import COOKIE, secret_equal
+from tests.conftest import router_body
 
-ROUTER = {
-    "output": ".._pages_content.children..._pages_store.data..",
-    "outputs": [{"id": "_pages_content", "property": "children"}, {"id": "_pages_store", "property": "data"}],
-    "inputs": [
-        {"id": "_pages_location", "property": "pathname", "value": "/"},
-        {"id": "_pages_location", "property": "search", "value": ""},
-    ],
-    "state": [],
-    "changedPropIds": ["_pages_location.pathname"],
-}
+ROUTER = router_body("/")
 
 
 def _basic(user: str, password: str) -> dict:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.conftest import router_body
+
 REPO = Path(__file__).resolve().parents[2]
 PAGES = ("/", "/reward", "/responses", "/tokens", "/prompts")
 RUN = "trl-ppo-small"
@@ -95,23 +97,6 @@ class GunicornServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def router_body(path: str, search: str) -> dict:
-    """The POST the Dash renderer sends to render a page (the pages router callback)."""
-    return {
-        "output": ".._pages_content.children..._pages_store.data..",
-        "outputs": [
-            {"id": "_pages_content", "property": "children"},
-            {"id": "_pages_store", "property": "data"},
-        ],
-        "inputs": [
-            {"id": "_pages_location", "property": "pathname", "value": path},
-            {"id": "_pages_location", "property": "search", "value": search},
-        ],
-        "state": [],
-        "changedPropIds": ["_pages_location.pathname"],
-    }
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from data.store import sample_id
-from tests.conftest import dash_post
+from tests.conftest import dash_post, find
 
 RUN = "trl-ppo-small"
 
@@ -18,19 +18,6 @@ RUN = "trl-ppo-small"
 def page(dash_app):
     """The page module as Dash loaded it."""
     return sys.modules["pages.responses"]
-
-
-def find(component, cid):
-    """The component with id ``cid`` in a layout tree, or None."""
-    if getattr(component, "id", None) == cid:
-        return component
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, list | tuple) else [children]:
-        if child is not None and not isinstance(child, str | int | float):
-            hit = find(child, cid)
-            if hit is not None:
-                return hit
-    return None
 
 
 def texts(component) -> str:

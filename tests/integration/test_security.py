@@ -15,6 +15,7 @@ import pytest
 import routes
 from data import live, service
 from data.service import UnknownRun
+from tests.conftest import router_body
 
 PAGES = ("/reward", "/responses", "/tokens", "/prompts")
 
@@ -47,19 +48,7 @@ def _q(value: str) -> str:
 
 def _render(client, path: str, search: str) -> str:
     """The page layout Dash's router renders for ``path`` + ``search``, as JSON text."""
-    body = {
-        "output": ".._pages_content.children..._pages_store.data..",
-        "outputs": [
-            {"id": "_pages_content", "property": "children"},
-            {"id": "_pages_store", "property": "data"},
-        ],
-        "inputs": [
-            {"id": "_pages_location", "property": "pathname", "value": path},
-            {"id": "_pages_location", "property": "search", "value": search},
-        ],
-        "state": [],
-        "changedPropIds": ["_pages_location.pathname"],
-    }
+    body = router_body(path, search)
     r = client.post("/_dash-update-component", json=body)
     assert r.status_code == 200, (path, search, r.status_code, r.data[:300])
     return r.get_data(as_text=True)

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from data.store import sample_id
-from tests.conftest import dash_post
+from tests.conftest import dash_post, find
 
 PPO = "trl-ppo-small"
 GRPO = "trl-grpo-small"
@@ -23,19 +23,6 @@ FIRST = sample_id("rank0.jsonl", 1)  # PPO step 1, 9 positions, reward 1.0 on th
 def page(dash_app):
     """The page module as Dash loaded it."""
     return sys.modules["pages.tokens"]
-
-
-def find(component, cid):
-    """The component with id ``cid`` in a layout tree, or None."""
-    if getattr(component, "id", None) == cid:
-        return component
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, list | tuple) else [children]:
-        if child is not None and not isinstance(child, str | int | float):
-            hit = find(child, cid)
-            if hit is not None:
-                return hit
-    return None
 
 
 def find_all(component, pred, out=None):
