@@ -13,6 +13,7 @@ import io
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from filelock import FileLock, Timeout
 
 from data import schema
 from data.degeneration import repetition_of
-from data.metrics import derive_response_metrics, prompt_key_text, step_summary, strip_pads
+from data.metrics import CLEAN_RESPONSE, derive_response_metrics, prompt_key_text, step_summary, strip_pads
 from data.store import (
     PREVIEW_CHARS,
     ROW_GROUP_SIZE,
@@ -38,9 +39,11 @@ from data.store import (
     run_files,
     store_dir_for,
     write_atomic,
+    write_part_file,
 )
 
 CHUNK_BYTES = 32 * 1024 * 1024
+WORKERS = 2  # chunks built and written at once, besides the one being parsed
 BIG_CATCH_UP = 64 * 1024 * 1024
 BOM = b"\xef\xbb\xbf"
 HEAD_BYTES = 65536
@@ -115,9 +118,12 @@ class ChunkResult:
     derived: bool = False  # frame already has the row index and derived metrics (derive_chunk)
 
 
-def _fast_path(lines: list[bytes], line_nos: list[int], data: bytes | None = None) -> ChunkResult | None:
-    """Parse the lines in one Polars call (``data``: the same lines already joined, when at hand)."""
-    if not lines:
+def _fast_path(
+    lines: list[bytes] | None, line_nos: list[int] | range, data: bytes | None = None
+) -> ChunkResult | None:
+    """Parse the lines in one Polars call (``data``: the same lines already joined, when at hand; then
+    ``lines`` may be None)."""
+    if not line_nos:
         return ChunkResult(pl.DataFrame(), [], set())
     data = b"\n".join(lines) if data is None else data
     try:
@@ -129,7 +135,7 @@ def _fast_path(lines: list[bytes], line_nos: list[int], data: bytes | None = Non
             df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
     except Exception:  # noqa: BLE001 - any parse failure sends the chunk to the line-by-line path
         return None
-    if df.height != len(lines) or not schema.frame_is_conformant(df):
+    if df.height != len(line_nos) or not schema.frame_is_conformant(df):
         return None
     frame, reasons, ignored = schema.conform_frame(df)
     frame = frame.with_columns(pl.Series("line", line_nos, dtype=pl.Int64))
@@ -208,22 +214,33 @@ def _snippet(raw: bytes, n: int = 120) -> str:
     return text[:n] + ("…" if len(text) > n or len(raw) > n * 4 else "")
 
 
-def parse_chunk(lines: list[bytes], first_line: int, block: bytes | None = None) -> ChunkResult:
-    """Validate and convert complete lines numbered from ``first_line``; blank lines are skipped.
-
-    ``block`` is the raw bytes the lines were split from; when the lines are exactly its
-    newline-separated pieces (no blank line, no CR, no BOM) Polars parses it without a copy.
-    """
+def parse_chunk(lines: list[bytes], first_line: int) -> ChunkResult:
+    """Validate and convert complete lines numbered from ``first_line``; blank lines are skipped."""
     line_nos = list(range(first_line, first_line + len(lines)))
     keep = [i for i, raw in enumerate(lines) if raw.strip()]
     if len(keep) != len(lines):
         lines = [lines[i] for i in keep]
         line_nos = [line_nos[i] for i in keep]
-        block = None
-    if block is not None and (b"\r" in block or block.startswith(BOM)):
-        block = None
-    result = _fast_path(lines, line_nos, block)
+    result = _fast_path(lines, line_nos)
     return result if result is not None else _slow_path(lines, line_nos)
+
+
+def parse_block(block: bytes, first_line: int, at_file_start: bool) -> tuple[ChunkResult, int]:
+    """Validate and convert a block of complete lines (ending in a newline) numbered from ``first_line``;
+    returns the result and the number of lines the block held.
+
+    A plain block (no CR, no BOM, no empty line) goes to Polars as it is, without splitting it into
+    lines; any other block, or one Polars does not take whole, is split and read by :func:`parse_chunk`.
+    """
+    if at_file_start and block.startswith(BOM):
+        block = block[len(BOM) :]
+    n = block.count(b"\n")
+    if n and b"\r" not in block and b"\n\n" not in block and not block.startswith(b"\n"):
+        result = _fast_path(None, range(first_line, first_line + n), block)
+        if result is not None:
+            return result, n
+    lines = _split_lines(block, False)
+    return parse_chunk(lines, first_line), len(lines)
 
 
 # ---- building a part -----------------------------------------------------------------------------------
@@ -238,22 +255,22 @@ def _prompt_keys(texts: pl.Series) -> pl.Series:
     return texts.replace_strict(mapping, return_dtype=pl.String)
 
 
-def _preview(expr: pl.Expr, pad_tokens: tuple[str, ...]) -> pl.Expr:
-    # Cut before collapsing white space: the preview needs only the start of a long text.
-    text = strip_pads(expr.str.slice(0, PREVIEW_CHARS * 4), pad_tokens)
-    return text.str.replace_all(r"\s+", " ").str.strip_chars().str.slice(0, PREVIEW_CHARS)
+def _preview(expr: pl.Expr) -> pl.Expr:
+    """The start of a text (pads already removed) on one line: each run of white space becomes one space.
+
+    Cut before collapsing white space: the preview needs only the start of a long text. The pattern
+    leaves single spaces alone (replacing each of them by itself is 8x slower).
+    """
+    text = expr.str.slice(0, PREVIEW_CHARS * 4)
+    return text.str.replace_all(r"[^\S ]\s*| \s+", " ").str.strip_chars().str.slice(0, PREVIEW_CHARS)
 
 
 def derive_chunk(result: ChunkResult, pad_tokens: tuple[str, ...]) -> ChunkResult:
-    """Add the row index and the derived per-response metrics to a chunk's good rows.
-
-    Runs on the reading thread, while the writer thread finishes the previous chunk (the two halves of
-    the work are about equal, so the two cores share it).
-    """
+    """Add the row index and the derived per-response metrics to a chunk's good rows (on a worker)."""
     if result.derived or not result.frame.height:
         return result
     df = result.frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
-    df = derive_response_metrics(df, pad_tokens)
+    df = derive_response_metrics(df, pad_tokens, keep_clean=True)
     return ChunkResult(df, result.issues, result.ignored, derived=True)
 
 
@@ -261,22 +278,18 @@ def build_part(derived: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[
     """Add repetition, ids, prompt keys and previews to a :func:`derive_chunk` frame; returns the full part
     frame."""
     prefix = file_prefix(rel)
-    df = derived.with_columns(
-        repetition_of(derived.select(strip_pads(pl.col("response"), pad_tokens)).to_series()).alias(
-            "repetition"
-        )
-    )
-    key_text = df.select(prompt_key_text(pad_tokens)).to_series()
-    df = df.with_columns(
+    clean = derived.get_column(CLEAN_RESPONSE)
+    key_text = derived.select(prompt_key_text(pad_tokens)).to_series()
+    return derived.with_columns(
+        repetition_of(clean).alias("repetition"),
         (pl.lit(prefix + "-") + pl.col("line").cast(pl.String)).alias("sample_id"),
         pl.lit(rel).alias("source"),
         pl.lit(part_id, dtype=pl.Int64).alias("part"),
         _prompt_keys(key_text).alias("prompt_key"),
-        _preview(pl.col("prompt"), pad_tokens).alias("prompt_preview"),
-        _preview(pl.col("response"), pad_tokens).alias("response_preview"),
+        _preview(strip_pads(pl.col("prompt"), pad_tokens)).alias("prompt_preview"),
+        _preview(pl.col(CLEAN_RESPONSE)).alias("response_preview"),
         pl.any_horizontal(*(pl.col(c).is_not_null() for c in schema.TOKEN_FIELDS)).alias("has_tokens"),
-    )
-    return df
+    ).drop(CLEAN_RESPONSE)
 
 
 def scalar_columns(df: pl.DataFrame) -> list[str]:
@@ -341,16 +354,19 @@ class _Writer:
         self.pad_tokens = pad_tokens
         for sub in ("parts", "scalars", "issues"):
             (store_dir / sub).mkdir(parents=True, exist_ok=True)
+        self.row_group_size = manifest.data.setdefault("row_group_size", ROW_GROUP_SIZE)
         self._scalars: pl.DataFrame | None = None
         self.new_rows = 0
         self.last_commit = time.monotonic()
         self.commit_every = 2.0
+        self.last_commit_cost = 0.0  # seconds the last commit took, waiting for the workers included
         # Files of the run that have lines (set by ingest_run); see _watermark.
         self.sources: set[str] = set()
-        # One writer thread: chunk N is built and written while chunk N+1 is parsed (Polars releases
-        # the GIL in both), in order.
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer")
-        self._pending: Future | None = None
+        # Chunks are derived, built and written by WORKERS threads while the next chunk is parsed (Polars
+        # releases the GIL), and their results are taken in order (_apply), so that the store grows as if
+        # the chunks were written one after the other.
+        self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="ingest-writer")
+        self._pending: deque[tuple[int, str, set[str], Future]] = deque()
 
     @property
     def scalars(self) -> pl.DataFrame:
@@ -375,43 +391,53 @@ class _Writer:
                 self.scalars = self.scalars.filter(pl.col("source") != rel)
 
     def write_chunk(self, rel: str, result: ChunkResult) -> int:
-        """Queue a parsed chunk to become part ``pid`` (returned at once) and write it on the writer
-        thread, so that the next chunk is parsed meanwhile. At most one chunk waits (memory)."""
+        """Queue a parsed chunk to become part ``pid`` (returned at once), built and written on a worker
+        thread while the next chunk is parsed. At most WORKERS chunks wait (memory)."""
         pid = self.m.data["next_part"]
         self.m.data["next_part"] = pid + 1
-        self.flush()
-        self._pending = self._pool.submit(self._write_part, pid, rel, result)
+        while len(self._pending) >= WORKERS:
+            self._apply(self._pending.popleft())
+        self._pending.append(
+            (pid, rel, result.ignored, self._pool.submit(self._write_part, pid, rel, result))
+        )
         return pid
 
     def flush(self) -> None:
-        """Wait for the queued chunk to be written (raises what writing it raised)."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        """Wait for the queued chunks to be written and take their results (raises what writing raised)."""
+        while self._pending:
+            self._apply(self._pending.popleft())
 
     def close(self) -> None:
         """Finish or abandon writing; no thread is left writing into the store afterwards."""
         try:
             self.flush()
         finally:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pending.clear()
 
-    def _write_part(self, pid: int, rel: str, result: ChunkResult) -> None:
+    def _write_part(
+        self, pid: int, rel: str, result: ChunkResult
+    ) -> tuple[pl.DataFrame | None, list[dict], int]:
+        """Worker thread: derive and build the part, write its files; returns ``(scalars, issues, rows)``.
+
+        Touches no shared state: :meth:`_apply` takes the results in order on the reading thread."""
         name = part_name(pid)
         issues = list(result.issues)
         n = result.frame.height
+        scal = None
         if n:
             full = build_part(derive_chunk(result, self.pad_tokens).frame, rel, pid, self.pad_tokens)
             issues += _token_notes(full)
-            # snappy: 2-3x faster to write than zstd, and parts are read a row group at a time.
-            full.write_parquet(
-                self.dir / "parts" / name,
-                row_group_size=self.m.data.setdefault("row_group_size", ROW_GROUP_SIZE),
-                compression="snappy",
-                statistics=True,
-            )
+            write_part_file(full, self.dir / "parts" / name, self.row_group_size)
             scal = full.select(scalar_columns(full))
             scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
+        _issue_frame(issues, rel).write_parquet(self.dir / "issues" / name)
+        return scal, issues, n
+
+    def _apply(self, item: tuple[int, str, set[str], Future]) -> None:
+        pid, rel, ignored, future = item
+        scal, issues, n = future.result()
+        if scal is not None:
             self.scalars = (
                 pl.concat([self.scalars, scal], how="diagonal_relaxed") if self.scalars.height else scal
             )
@@ -419,9 +445,7 @@ class _Writer:
             for c in scal.columns:
                 if c not in SCALAR_CORE and c not in extras:
                     extras.append(c)
-        _issue_frame(issues, rel).write_parquet(self.dir / "issues" / name)
-        ign = set(self.m.data["ignored_fields"]) | result.ignored
-        self.m.data["ignored_fields"] = sorted(ign)
+        self.m.data["ignored_fields"] = sorted(set(self.m.data["ignored_fields"]) | ignored)
         self.m.data["parts"][str(pid)] = {
             "file": rel,
             "rows": n,
@@ -434,8 +458,10 @@ class _Writer:
         """Commit now and then during a long ingest, so that readers see the steps already read.
 
         Such a commit is taken mid-read, so its last steps may be partial: it shows only complete ones.
+        A commit waits for the workers and summarises every step read so far; spacing commits at least
+        nine times their cost apart keeps them under a tenth of a long ingest.
         """
-        if time.monotonic() - self.last_commit >= self.commit_every:
+        if time.monotonic() - self.last_commit >= max(self.commit_every, 9 * self.last_commit_cost):
             self.commit(complete=False)
 
     def _watermark(self) -> int | None:
@@ -456,8 +482,8 @@ class _Writer:
     def commit(self, complete: bool = True) -> None:
         """Commit what was read. ``complete=False``: the files may hold a partial last step (read mid-way,
         or a trainer still writing), so readers are shown only the steps below :meth:`_watermark`."""
+        started = time.monotonic()
         self.flush()
-        self.last_commit = time.monotonic()
         gen = self.m.data["generation"] + 1
         steps_name = f"steps-g{gen:06d}.parquet"
         below = None if complete else self._watermark()
@@ -475,6 +501,8 @@ class _Writer:
         self.m.data["generation"] = gen
         commit_manifest(self.dir, self.m)
         self._collect_garbage(old)
+        self.last_commit = time.monotonic()
+        self.last_commit_cost = self.last_commit - started
 
     def _collect_garbage(self, old_steps: str | None) -> None:
         """Remove files no committed manifest names any more (kept one generation for slow readers)."""
@@ -567,12 +595,11 @@ def ingest_file(
                 start = size if not rest.strip() else start
         while (chunk := _next_block(f, start, size, chunk_bytes)) is not None:
             offset_after, block = chunk
-            lines = _split_lines(block, start == 0 and entry["lines"] == 0)
-            result = derive_chunk(parse_chunk(lines, entry["lines"] + 1, block), writer.pad_tokens)
-            entry["parts"].append(writer.write_chunk(rel, result))
-            entry["lines"] += len(lines)
+            parsed, n_lines = parse_block(block, entry["lines"] + 1, start == 0 and entry["lines"] == 0)
+            entry["parts"].append(writer.write_chunk(rel, parsed))
+            entry["lines"] += n_lines
             # Several files are read in turn: hold no chunk while suspended at the yield below.
-            del chunk, block, lines, result
+            del chunk, block, parsed
             read = offset_after - start
             start = offset_after
             entry["offset"] = offset_after

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import polars as pl
 
 from data.prompts import group_step_summary
-from data.schema import FLOAT_LIST_FIELDS
 
 # Long (one row per token) column names, from the list fields of the contract.
 TOKEN_COLUMNS = {
@@ -136,21 +135,27 @@ def explode_tokens(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFram
     )
 
 
+def _k3(log_ratio: pl.Expr) -> pl.Expr:
+    """k3 of the module docstring from the log-ratio x = logprob − ref_logprob (r = −x exactly)."""
+    return (-log_ratio).exp() - 1.0 + log_ratio
+
+
 def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
     """Add the per-token metrics of the module docstring to an :func:`explode_tokens` frame."""
-    r = pl.col("ref_logprob") - pl.col("logprob")
     # Suffix sum within each response; positions without a token reward have no return.
     suffix = pl.col("token_reward").fill_null(0.0).reverse().cum_sum().reverse().over("row")
     return long.with_columns(
         (pl.col("logprob") - pl.col("ref_logprob")).alias("log_ratio"),
-        (r.exp() - 1.0 - r).alias("kl"),
         pl.col("logprob").exp().alias("prob"),
         pl.col("ref_logprob").exp().alias("ref_prob"),
         pl.when(pl.col("token_reward").is_not_null()).then(suffix).alias("return"),
     ).with_columns(
+        _k3(pl.col("log_ratio")).alias("kl"),
         (pl.col("value") - pl.col("return")).alias("value_error"),
         (
-            pl.col("log_ratio").is_not_null() & pl.col("log_ratio").is_finite() & pl.col("kl").is_finite()
+            pl.col("log_ratio").is_not_null()
+            & pl.col("log_ratio").is_finite()
+            & _k3(pl.col("log_ratio")).is_finite()
         ).alias("kl_valid"),
     )
 
@@ -198,36 +203,104 @@ def prompt_key_text(pad_tokens: tuple[str, ...]) -> pl.Expr:
     return strip_pads(pl.col("prompt"), pad_tokens).str.strip_chars()
 
 
-def derive_response_metrics(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
-    """Add the per-response metric columns to a conformed chunk (needs a ``row`` column)."""
-    has_lists = any(
-        df.get_column(c).null_count() < df.height for c in FLOAT_LIST_FIELDS + ("response_tokens",)
-    )
-    if has_lists and df.height:
-        agg = response_token_aggregates(token_metrics(explode_tokens(df, pad_tokens)))
-        df = df.join(agg, on="row", how="left", maintain_order="left")
-    else:
-        df = df.with_columns(
-            pl.lit(None, dtype=pl.Int64).alias("response_length"),
-            pl.lit(None, dtype=pl.Int64).alias("n_kl_tokens"),
-            *(
-                pl.lit(None, dtype=pl.Float64).alias(c)
-                for c in (
-                    "log_ratio_sum",
-                    "kl_sum",
-                    "log_ratio_mean",
-                    "kl_mean",
-                    "value_error_mean",
-                    "value_error_abs_mean",
-                    "token_reward_sum",
-                )
-            ),
+AGGREGATE_COLUMNS = {
+    "response_length": pl.Int64,
+    "n_kl_tokens": pl.Int64,
+    "log_ratio_sum": pl.Float64,
+    "kl_sum": pl.Float64,
+    "log_ratio_mean": pl.Float64,
+    "kl_mean": pl.Float64,
+    "value_error_mean": pl.Float64,
+    "value_error_abs_mean": pl.Float64,
+    "token_reward_sum": pl.Float64,
+}
+
+
+def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
+    """:func:`response_token_aggregates` computed on the list columns directly, without one row per token.
+
+    Same definitions and values (a test compares the two on random arrays); ingest uses this one because
+    exploding every token and grouping them again costs about twice as much. Returns the columns of
+    ``AGGREGATE_COLUMNS`` for the rows of ``df``, in order; null for a response without token arrays.
+
+    Arrays of unequal lengths: a position beyond the end of one array of a pair is null in the per-token
+    frame and drops out of every aggregate, so each pair is cut to its shorter array before the list
+    arithmetic (which needs equal lengths); the return is summed over all token rewards before the cut.
+    """
+    lists = [c for c in TOKEN_COLUMNS if c in df.columns]
+    if not df.height or not lists:
+        return pl.DataFrame(
+            {c: pl.Series(c, [None] * df.height, dtype=t) for c, t in AGGREGATE_COLUMNS.items()}
         )
-    clean_response = strip_pads(pl.col("response"), pad_tokens)
-    return df.with_columns(
-        (pl.col("reward") - pl.col("ref_reward")).alias("reward_gain"),
-        clean_response.str.len_chars().cast(pl.Int64).alias("response_chars"),
+    e = pl.element()
+    f64 = pl.List(pl.Float64)
+
+    def col(c: str) -> pl.Expr:
+        if c not in lists:
+            return pl.lit(None, dtype=pl.List(pl.String) if c == "response_tokens" else f64)
+        return pl.col(c) if c == "response_tokens" else pl.col(c).cast(f64)
+
+    def cut(a: pl.Expr, b: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+        n = pl.min_horizontal(a.list.len(), b.list.len())
+        return a.list.head(n), b.list.head(n)
+
+    n_any = pl.max_horizontal(*(pl.col(c).list.len().fill_null(0) for c in lists))
+    lp, ref = cut(col("logprobs"), col("ref_logprobs"))
+    # The log-ratio where it counts (both log-probs present, log-ratio and k3 finite), null elsewhere.
+    lr = (lp - ref).list.eval(pl.when(e.is_finite() & _k3(e).is_finite()).then(e))
+    tr = col("token_rewards")
+    ret = tr.list.eval(pl.when(e.is_not_null()).then(e.fill_null(0.0).reverse().cum_sum().reverse()))
+    values, ret = cut(col("values"), ret)
+    tokens = col("response_tokens")
+    step1 = df.select(
+        n_any.alias("__n"),
+        lr.alias("__lr"),
+        (values - ret).list.eval(pl.when(e.is_finite()).then(e)).alias("__ve"),
+        tokens.list.eval(e.is_not_null()).list.sum().alias("__tok"),
+        tokens.list.eval(e.is_not_null() & ~e.is_in(list(pad_tokens))).list.sum().alias("__tok_kept"),
+        col("logprobs").list.eval(e.is_not_null()).list.sum().alias("__lp"),
+        tr.list.eval(e.is_not_null()).list.sum().alias("__tr_n"),
+        tr.list.sum().alias("__tr_sum"),
     )
+    has = pl.col("__n") > 0
+    lr = pl.col("__lr")
+    kl = lr.list.eval(_k3(e))
+    return step1.select(
+        pl.when(has)
+        .then(pl.when(pl.col("__tok") > 0).then(pl.col("__tok_kept")).otherwise(pl.col("__lp").fill_null(0)))
+        .cast(pl.Int64)
+        .alias("response_length"),
+        pl.when(has)
+        .then(lr.list.eval(e.is_not_null()).list.sum().fill_null(0))
+        .cast(pl.Int64)
+        .alias("n_kl_tokens"),
+        pl.when(has).then(lr.list.sum().fill_null(0.0)).alias("log_ratio_sum"),
+        pl.when(has).then(kl.list.sum().fill_null(0.0)).alias("kl_sum"),
+        lr.list.mean().alias("log_ratio_mean"),
+        kl.list.mean().alias("kl_mean"),
+        pl.col("__ve").list.mean().alias("value_error_mean"),
+        pl.col("__ve").list.eval(e.abs()).list.mean().alias("value_error_abs_mean"),
+        pl.when(pl.col("__tr_n") > 0).then(pl.col("__tr_sum")).alias("token_reward_sum"),
+    )
+
+
+CLEAN_RESPONSE = "__response_clean"
+
+
+def derive_response_metrics(
+    df: pl.DataFrame, pad_tokens: tuple[str, ...], keep_clean: bool = False
+) -> pl.DataFrame:
+    """Add the per-response metric columns to a conformed chunk (with ``keep_clean``, also the response
+    text without pads as ``CLEAN_RESPONSE``, for the caller to use and drop)."""
+    agg = response_list_aggregates(df, pad_tokens)
+    out = pl.concat([df, agg], how="horizontal").with_columns(
+        strip_pads(pl.col("response"), pad_tokens).alias(CLEAN_RESPONSE)
+    )
+    out = out.with_columns(
+        (pl.col("reward") - pl.col("ref_reward")).alias("reward_gain"),
+        pl.col(CLEAN_RESPONSE).str.len_chars().cast(pl.Int64).alias("response_chars"),
+    )
+    return out if keep_clean else out.drop(CLEAN_RESPONSE)
 
 
 # ---- per step ------------------------------------------------------------------------------------------

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import orjson
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 # Bump when what ingest writes changes (columns, layout): stores of another format are rebuilt.
-STORE_FORMAT = 2
+STORE_FORMAT = 3
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 MANIFEST = "manifest.json"
 
@@ -54,6 +55,29 @@ SCALAR_CORE = (
     "has_tokens",
 )
 PREVIEW_CHARS = 160
+# String columns of a part that repeat within it (the same prompt for many responses): dictionary-encoded.
+# Other columns are not: trying a dictionary on each token array or response text and giving it up costs
+# more than the whole write of a part otherwise.
+DICTIONARY_COLUMNS = ("prompt", "ref_response", "source", "prompt_key", "prompt_preview")
+
+
+def write_part_file(df: pl.DataFrame, path: Path, row_group_size: int) -> None:
+    """Write one part: snappy, ``row_group_size`` rows a group, statistics only for the plain numeric and
+    boolean columns (range filters on them can skip row groups; texts and arrays are never filtered)."""
+    table = df.to_arrow()
+    plain = [
+        f.name
+        for f in table.schema
+        if pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type)
+    ]
+    pq.write_table(
+        table,
+        path,
+        row_group_size=row_group_size,
+        compression="snappy",
+        use_dictionary=[c for c in DICTIONARY_COLUMNS if c in table.schema.names],
+        write_statistics=plain,
+    )
 
 
 class UnknownRun(LookupError):

@@ -1,0 +1,112 @@
+"""The list-based per-response aggregates used at ingest equal the per-token definition on random arrays."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import polars as pl
+import pytest
+
+from data.metrics import (
+    AGGREGATE_COLUMNS,
+    explode_tokens,
+    response_list_aggregates,
+    response_token_aggregates,
+    token_metrics,
+)
+
+PADS = ("<pad>", "<|endoftext|>")
+F32 = pl.List(pl.Float32)
+SPECIAL = [math.nan, math.inf, -math.inf, None, -800.0, 800.0]
+
+
+def _array(rng: random.Random, n: int, specials: bool) -> list | None:
+    if rng.random() < 0.1:
+        return None
+    out = [round(rng.uniform(-6, 0.5), 3) for _ in range(n)]
+    if specials and out and rng.random() < 0.3:
+        out[rng.randrange(len(out))] = rng.choice(SPECIAL)
+    return out
+
+
+def _random_frame(seed: int, rows: int = 300) -> pl.DataFrame:
+    rng = random.Random(seed)
+    cols: dict[str, list] = {
+        c: [] for c in ("response_tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
+    }
+    for _ in range(rows):
+        n = rng.choice([0, 1, 2, 5, 17])
+        uneven = rng.random() < 0.3  # arrays of different lengths (e.g. PPO's trailing pad entry)
+        toks = [
+            rng.choice(["a", "Ġb", "<pad>", "<|endoftext|>", None])
+            for _ in range(n + (uneven and rng.random() < 0.5))
+        ]
+        cols["response_tokens"].append(None if rng.random() < 0.15 else toks)
+        for c in ("logprobs", "ref_logprobs", "values", "token_rewards"):
+            cols[c].append(_array(rng, max(0, n + (rng.choice([-1, 1]) if uneven else 0)), specials=True))
+    return (
+        pl.DataFrame(cols, schema_overrides={c: F32 for c in cols if c != "response_tokens"})
+        .with_row_index("row")
+        .with_columns(pl.col("row").cast(pl.Int64))
+    )
+
+
+def _reference(df: pl.DataFrame) -> pl.DataFrame:
+    agg = response_token_aggregates(token_metrics(explode_tokens(df, PADS)))
+    return df.select("row").join(agg, on="row", how="left", maintain_order="left").drop("row")
+
+
+def _assert_same(df: pl.DataFrame) -> None:
+    fast = response_list_aggregates(df, PADS)
+    ref = _reference(df)
+    assert fast.columns == list(AGGREGATE_COLUMNS)
+    assert fast.height == df.height
+    for c in AGGREGATE_COLUMNS:
+        for i, (a, b) in enumerate(
+            zip(fast.get_column(c).to_list(), ref.get_column(c).to_list(), strict=True)
+        ):
+            if a is None or b is None:
+                assert a is None and b is None, (c, i, a, b, df.row(i, named=True))
+            else:
+                assert a == pytest.approx(b, rel=1e-9, abs=1e-9, nan_ok=True), (c, i, df.row(i, named=True))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_metrics_lists001_same_as_per_token_definition(seed):
+    """Random arrays with NaN, infinities, nulls, pads, empty and unequal lengths: every aggregate agrees."""
+    _assert_same(_random_frame(seed))
+
+
+def test_metrics_lists002_missing_columns_and_all_null():
+    """Frames without some token columns, or where every array is null, agree too."""
+    df = _random_frame(7, 50)
+    _assert_same(df.select("row", "logprobs", "ref_logprobs"))
+    _assert_same(df.select("row", "response_tokens"))
+    _assert_same(df.select("row", "values", "token_rewards"))
+    none = df.with_columns(
+        pl.lit(None, dtype=F32).alias(c) for c in ("logprobs", "ref_logprobs", "values", "token_rewards")
+    )
+    _assert_same(none.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias("response_tokens")))
+
+
+def test_metrics_lists003_ppo_trailing_pad_by_hand():
+    """The hand-computed PPO example (reward on the trailing pad) through the list path."""
+    df = pl.DataFrame(
+        {
+            "response_tokens": [["Ġhi", "Ġthere", "<|endoftext|>", "<pad>"]],
+            "logprobs": [[-1.0, -2.0, -0.5]],
+            "ref_logprobs": [[-1.0, -2.5, -0.5]],
+            "values": [[0.5, 0.75, 1.0, 1.25]],
+            "token_rewards": [[0.0, -0.02, 0.0, 1.0]],
+        },
+        schema_overrides={c: F32 for c in ("logprobs", "ref_logprobs", "values", "token_rewards")},
+    )
+    agg = response_list_aggregates(df, PADS).row(0, named=True)
+    assert agg["response_length"] == 2
+    assert agg["n_kl_tokens"] == 3
+    assert agg["log_ratio_sum"] == pytest.approx(0.5)
+    assert agg["kl_sum"] == pytest.approx(math.exp(-0.5) - 1 + 0.5)
+    assert agg["token_reward_sum"] == pytest.approx(0.98)
+    assert agg["value_error_mean"] == pytest.approx((-0.48 - 0.23 + 0.0 + 0.25) / 4)
+    assert agg["value_error_abs_mean"] == pytest.approx((0.48 + 0.23 + 0.0 + 0.25) / 4)
