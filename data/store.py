@@ -55,10 +55,11 @@ SCALAR_CORE = (
     "has_tokens",
 )
 PREVIEW_CHARS = 160
-# String columns of a part that repeat within it (the same prompt for many responses): dictionary-encoded.
-# Other columns are not: trying a dictionary on each token array or response text and giving it up costs
-# more than the whole write of a part otherwise.
-DICTIONARY_COLUMNS = ("prompt", "ref_response", "source", "prompt_key", "prompt_preview")
+# String columns of a part whose values repeat (the same prompt for many responses, token strings from one
+# vocabulary): dictionary-encoded, which makes the token strings 3x smaller and faster to write. Other
+# columns are not: trying a dictionary on float arrays or response texts and giving it up costs about as
+# much as writing them.
+DICTIONARY_COLUMNS = ("prompt", "ref_response", "response_tokens", "source", "prompt_key", "prompt_preview")
 
 
 def write_part_file(df: pl.DataFrame, path: Path, row_group_size: int) -> None:
@@ -75,7 +76,12 @@ def write_part_file(df: pl.DataFrame, path: Path, row_group_size: int) -> None:
         path,
         row_group_size=row_group_size,
         compression="snappy",
-        use_dictionary=[c for c in DICTIONARY_COLUMNS if c in table.schema.names],
+        # A list column's values are named by their Parquet path.
+        use_dictionary=[
+            f"{f.name}.list.element" if pa.types.is_large_list(f.type) or pa.types.is_list(f.type) else f.name
+            for f in table.schema
+            if f.name in DICTIONARY_COLUMNS
+        ],
         write_statistics=plain,
     )
 
