@@ -240,17 +240,22 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
             return pl.lit(None, dtype=pl.List(pl.String) if c == "response_tokens" else f64)
         return pl.col(c) if c == "response_tokens" else pl.col(c).cast(f64)
 
-    def cut(a: pl.Expr, b: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
-        n = pl.min_horizontal(a.list.len(), b.list.len())
+    def cut(a: pl.Expr, b: pl.Expr, names: tuple[str, str]) -> tuple[pl.Expr, pl.Expr]:
+        if not all(c in lists for c in names):
+            return a, b  # one of them is all null: the arithmetic gives null lists
+        la, lb = (pl.col(c).list.len() for c in names)
+        if not df.select((la != lb).fill_null(False).any()).item():
+            return a, b  # the common case: the pair has equal lengths everywhere
+        n = pl.min_horizontal(la, lb)
         return a.list.head(n), b.list.head(n)
 
     n_any = pl.max_horizontal(*(pl.col(c).list.len().fill_null(0) for c in lists))
-    lp, ref = cut(col("logprobs"), col("ref_logprobs"))
+    lp, ref = cut(col("logprobs"), col("ref_logprobs"), ("logprobs", "ref_logprobs"))
     # The log-ratio where it counts (both log-probs present, log-ratio and k3 finite), null elsewhere.
     lr = (lp - ref).list.eval(pl.when(e.is_finite() & _k3(e).is_finite()).then(e))
     tr = col("token_rewards")
     ret = tr.list.eval(pl.when(e.is_not_null()).then(e.fill_null(0.0).reverse().cum_sum().reverse()))
-    values, ret = cut(col("values"), ret)
+    values, ret = cut(col("values"), ret, ("values", "token_rewards"))
     tokens = col("response_tokens")
     step1 = df.select(
         n_any.alias("__n"),

@@ -84,6 +84,11 @@ def test_metrics_lists002_missing_columns_and_all_null():
     _assert_same(df.select("row", "logprobs", "ref_logprobs"))
     _assert_same(df.select("row", "response_tokens"))
     _assert_same(df.select("row", "values", "token_rewards"))
+    # Pairs of equal lengths everywhere (no cut needed), as in most real files.
+    lens = [pl.col(c).list.len() for c in ("logprobs", "ref_logprobs", "values", "token_rewards")]
+    even = _random_frame(8).filter((lens[0] == lens[1]).fill_null(True), (lens[2] == lens[3]).fill_null(True))
+    assert even.height > 50
+    _assert_same(even)
     none = df.with_columns(
         pl.lit(None, dtype=F32).alias(c) for c in ("logprobs", "ref_logprobs", "values", "token_rewards")
     )
