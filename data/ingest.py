@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 import polars as pl
@@ -108,6 +109,14 @@ def _parse_line(raw: bytes) -> tuple[object, str | None]:
         raise schema.BadLine(f"invalid JSON: {e.msg} (column {e.colno})") from None
     except RecursionError:
         raise schema.BadLine("invalid JSON: nested too deeply") from None
+
+
+class RawBlock(NamedTuple):
+    """Complete lines as read (the arguments of :func:`parse_block`)."""
+
+    data: bytes
+    first_line: int
+    at_file_start: bool
 
 
 @dataclass
@@ -363,11 +372,11 @@ class _Writer:
         self.last_commit_cost = 0.0  # seconds the last commit took, waiting for the workers included
         # Files of the run that have lines (set by ingest_run); see _watermark.
         self.sources: set[str] = set()
-        # Chunks are derived, built and written by WORKERS threads while the next chunk is parsed (Polars
-        # releases the GIL), and their results are taken in order (_apply), so that the store grows as if
-        # the chunks were written one after the other.
+        # Chunks are parsed, derived, built and written by WORKERS threads while the next block is read
+        # (Polars releases the GIL), and their results are taken in order (_apply), so that the store
+        # grows as if the chunks were written one after the other.
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="ingest-writer")
-        self._pending: deque[tuple[int, str, set[str], Future]] = deque()
+        self._pending: deque[tuple[int, str, Future]] = deque()
 
     @property
     def scalars(self) -> pl.DataFrame:
@@ -391,16 +400,15 @@ class _Writer:
             if self.scalars.height and "source" in self.scalars.columns:
                 self.scalars = self.scalars.filter(pl.col("source") != rel)
 
-    def write_chunk(self, rel: str, result: ChunkResult) -> int:
-        """Queue a parsed chunk to become part ``pid`` (returned at once), built and written on a worker
-        thread while the next chunk is parsed. At most WORKERS chunks wait (memory)."""
+    def write_chunk(self, rel: str, chunk: ChunkResult | RawBlock) -> int:
+        """Queue a chunk (a block of lines, or lines already parsed) to become part ``pid`` (returned at
+        once), parsed, built and written on a worker thread while the next block is read. At most WORKERS
+        chunks wait (memory)."""
         pid = self.m.data["next_part"]
         self.m.data["next_part"] = pid + 1
         while len(self._pending) >= WORKERS:
             self._apply(self._pending.popleft())
-        self._pending.append(
-            (pid, rel, result.ignored, self._pool.submit(self._write_part, pid, rel, result))
-        )
+        self._pending.append((pid, rel, self._pool.submit(self._write_part, pid, rel, chunk)))
         return pid
 
     def flush(self) -> None:
@@ -417,11 +425,13 @@ class _Writer:
             self._pending.clear()
 
     def _write_part(
-        self, pid: int, rel: str, result: ChunkResult
-    ) -> tuple[pl.DataFrame | None, list[dict], int]:
-        """Worker thread: derive and build the part, write its files; returns ``(scalars, issues, rows)``.
+        self, pid: int, rel: str, chunk: ChunkResult | RawBlock
+    ) -> tuple[pl.DataFrame | None, list[dict], int, set[str]]:
+        """Worker thread: parse, derive and build the part, write its files; returns ``(scalars, issues,
+        rows, ignored fields)``.
 
         Touches no shared state: :meth:`_apply` takes the results in order on the reading thread."""
+        result = parse_block(*chunk)[0] if isinstance(chunk, RawBlock) else chunk
         name = part_name(pid)
         issues = list(result.issues)
         n = result.frame.height
@@ -433,11 +443,11 @@ class _Writer:
             scal = full.select(scalar_columns(full))
             scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
         _issue_frame(issues, rel).write_parquet(self.dir / "issues" / name)
-        return scal, issues, n
+        return scal, issues, n, result.ignored
 
-    def _apply(self, item: tuple[int, str, set[str], Future]) -> None:
-        pid, rel, ignored, future = item
-        scal, issues, n = future.result()
+    def _apply(self, item: tuple[int, str, Future]) -> None:
+        pid, rel, future = item
+        scal, issues, n, ignored = future.result()
         if scal is not None:
             self.scalars = (
                 pl.concat([self.scalars, scal], how="diagonal_relaxed") if self.scalars.height else scal
@@ -596,11 +606,11 @@ def ingest_file(
                 start = size if not rest.strip() else start
         while (chunk := _next_block(f, start, size, chunk_bytes)) is not None:
             offset_after, block = chunk
-            parsed, n_lines = parse_block(block, entry["lines"] + 1, start == 0 and entry["lines"] == 0)
-            entry["parts"].append(writer.write_chunk(rel, parsed))
-            entry["lines"] += n_lines
+            raw = RawBlock(block, entry["lines"] + 1, start == 0 and entry["lines"] == 0)
+            entry["parts"].append(writer.write_chunk(rel, raw))
+            entry["lines"] += block.count(b"\n")  # as many lines as parse_block finds
             # Several files are read in turn: hold no chunk while suspended at the yield below.
-            del chunk, block, parsed
+            del chunk, block, raw
             read = offset_after - start
             start = offset_after
             entry["offset"] = offset_after
