@@ -355,6 +355,16 @@ def _file_changed(path: Path, st: os.stat_result, prev: dict) -> bool:
     return _head_hash(path, prev["offset"]) != prev.get("head")
 
 
+@dataclass
+class _CommitPoint:
+    """The store's file state right after part ``pid`` was queued: committed once that part is applied."""
+
+    pid: int
+    next_part: int
+    files: dict
+    pending: dict
+
+
 class _Writer:
     """Accumulates committed state for one run while its files are read."""
 
@@ -377,6 +387,7 @@ class _Writer:
         # grows as if the chunks were written one after the other.
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="ingest-writer")
         self._pending: deque[tuple[int, str, Future]] = deque()
+        self._due: _CommitPoint | None = None
 
     @property
     def scalars(self) -> pl.DataFrame:
@@ -418,6 +429,7 @@ class _Writer:
 
     def close(self) -> None:
         """Finish or abandon writing; no thread is left writing into the store afterwards."""
+        self._due = None  # after a failure, no commit point may be committed past the failed part
         try:
             self.flush()
         finally:
@@ -464,16 +476,35 @@ class _Writer:
             "notes": sum(1 for i in issues if i["severity"] == "note"),
         }
         self.new_rows += n
+        if self._due is not None and pid >= self._due.pid:
+            self._commit_due()
 
     def maybe_commit(self) -> None:
         """Commit now and then during a long ingest, so that readers see the steps already read.
 
-        Such a commit is taken mid-read, so its last steps may be partial: it shows only complete ones.
-        A commit waits for the workers and summarises every step read so far; spacing commits at least
-        nine times their cost apart keeps them under a tenth of a long ingest.
+        Called after each chunk's file state is recorded. When a commit is due, that state is taken as a
+        commit point: the commit is made when the chunk's part has been applied (:meth:`_apply`), with the
+        files as they were then, so it never waits for the workers. Such a commit is taken mid-read, so
+        its last steps may be partial: it shows only complete ones. It summarises every step read so far;
+        spacing commits at least nine times their cost apart keeps them under a tenth of a long ingest.
         """
+        if self._due is not None:
+            return
         if time.monotonic() - self.last_commit >= max(self.commit_every, 9 * self.last_commit_cost):
-            self.commit(complete=False)
+            data = self.m.data
+            self._due = _CommitPoint(
+                pid=data["next_part"] - 1,
+                next_part=data["next_part"],
+                files={rel: {**e, "parts": list(e["parts"])} for rel, e in data["files"].items()},
+                pending=dict(data["pending"]),
+            )
+            if not self._pending:
+                self._commit_due()
+
+    def _commit_due(self) -> None:
+        point, self._due = self._due, None
+        data = {**self.m.data, "files": point.files, "pending": point.pending, "next_part": point.next_part}
+        self._commit(data, complete=False)
 
     def _watermark(self) -> int | None:
         """The first step that may still be partial: the smallest of the files' last steps.
@@ -493,12 +524,16 @@ class _Writer:
     def commit(self, complete: bool = True) -> None:
         """Commit what was read. ``complete=False``: the files may hold a partial last step (read mid-way,
         or a trainer still writing), so readers are shown only the steps below :meth:`_watermark`."""
-        started = time.monotonic()
+        self._due = None  # this commit covers it
         self.flush()
+        self._commit(self.m.data, complete)
+
+    def _commit(self, data: dict, complete: bool) -> None:
+        """Write the steps summary and the manifest ``data`` (the state of every applied part)."""
+        started = time.monotonic()
         gen = self.m.data["generation"] + 1
         steps_name = f"steps-g{gen:06d}.parquet"
         below = None if complete else self._watermark()
-        self.m.data["visible_below"] = below
         shown = self.scalars if below is None else self.scalars.filter(pl.col("step") < below)
         if shown.height:
             steps = step_summary(shown.lazy()).collect()
@@ -508,9 +543,9 @@ class _Writer:
         steps.write_parquet(buf)
         write_atomic(self.dir / steps_name, buf.getvalue())
         old = self.m.data.get("steps_file")
-        self.m.data["steps_file"] = steps_name
-        self.m.data["generation"] = gen
-        commit_manifest(self.dir, self.m)
+        for d in (self.m.data, data):
+            d.update(visible_below=below, steps_file=steps_name, generation=gen)
+        commit_manifest(self.dir, Manifest(data))
         self._collect_garbage(old)
         self.last_commit = time.monotonic()
         self.last_commit_cost = self.last_commit - started

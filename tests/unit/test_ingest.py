@@ -393,3 +393,103 @@ def test_ingest022_incomplete_call_that_reads_nothing_changes_nothing(tmp_path):
     again = ingest_run(run, tmp_path / "cache", PADS, complete=False)
     assert again.generation == res.generation
     assert open_store(again.store_dir).steps().get_column("step").to_list() == [1, 2]
+
+
+def _commit_every_chunk(monkeypatch):
+    """Make every chunk a commit point (the real maybe_commit, with no spacing between commits)."""
+    real = ingest_mod._Writer.maybe_commit
+
+    def eager(self):
+        self.commit_every, self.last_commit_cost = 0.0, 0.0
+        real(self)
+
+    monkeypatch.setattr(ingest_mod._Writer, "maybe_commit", eager)
+
+
+def _two_rank_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    for r in range(2):
+        (run / f"rank{r}.jsonl").write_bytes(
+            b"".join(line(rec(step=s, rank=r, reward=s / 10)) for s in range(1, 31) for _ in range(2))
+        )
+    return run
+
+
+def test_ingest023_commit_points_are_consistent_while_parts_are_in_flight(tmp_path, monkeypatch):
+    """Mid-read commits are made when the part of their commit point is applied, while later parts are
+    still being built: each committed manifest counts, per file, exactly the rows of the lines it says
+    were read, and shows only whole steps."""
+    run = _two_rank_run(tmp_path)
+    _commit_every_chunk(monkeypatch)
+    real_commit = ingest_mod._Writer._commit
+    seen = []
+
+    def spy(self, data, complete):
+        real_commit(self, data, complete)
+        store = open_store(self.dir)
+        sc = store.all_scalars()
+        for rel, entry in store.manifest.data["files"].items():
+            text = (run / rel).read_bytes()[: entry["offset"]]
+            rows = sc.filter(pl.col("source") == rel).height if sc.height else 0
+            assert rows == entry["lines"] == text.count(b"\n"), (rel, entry)
+            assert set(entry["parts"]) <= {int(k) for k in store.manifest.data["parts"]}
+        seen.append((complete, store.steps().get_column("n").to_list(), len(self._pending)))
+
+    monkeypatch.setattr(ingest_mod._Writer, "_commit", spy)
+    ingest_run(run, tmp_path / "cache", PADS, chunk_bytes=400)
+    partial = [n for complete, n, _ in seen if not complete]
+    assert len(partial) > 5 and any(partial)
+    assert all(c == 4 for n in partial for c in n), partial
+    assert any(in_flight for complete, _, in_flight in seen if not complete)  # made without waiting
+    assert seen[-1][:2] == (True, [4] * 30)
+
+
+@pytest.mark.parametrize("crash_at", [2, 5, 9])
+def test_ingest024_crash_after_a_commit_point_gives_the_same_store(tmp_path, monkeypatch, crash_at):
+    """Killing ingest at a mid-read commit (parts of later chunks already written, not yet committed),
+    then running again, gives exactly the store of an uninterrupted run."""
+    run = _two_rank_run(tmp_path)
+    clean_res, clean = ingest(run, tmp_path / "clean", chunk_bytes=400)
+    _commit_every_chunk(monkeypatch)
+    real_commit = ingest_mod._Writer._commit
+    calls = {"n": 0}
+
+    def crash(self, data, complete):
+        calls["n"] += 1
+        if calls["n"] == crash_at:
+            raise KeyboardInterrupt("simulated kill")
+        real_commit(self, data, complete)
+
+    monkeypatch.setattr(ingest_mod._Writer, "_commit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(run, tmp_path / "crashy", chunk_bytes=400)
+    monkeypatch.undo()
+    res, store = ingest(run, tmp_path / "crashy", chunk_bytes=400)
+    assert res.samples == clean_res.samples == 120
+    assert _store_snapshot(store) == _store_snapshot(clean)
+
+
+def test_ingest025_failed_part_commits_nothing_past_it(tmp_path, monkeypatch):
+    """When building a part fails, no later commit point is committed (it would skip the failed chunk's
+    lines); the next run gives the store of an uninterrupted run."""
+    run = _two_rank_run(tmp_path)
+    clean_res, clean = ingest(run, tmp_path / "clean", chunk_bytes=400)
+    _commit_every_chunk(monkeypatch)
+    real_write = ingest_mod._Writer._write_part
+
+    def fail_once(self, pid, rel, chunk):
+        if pid == 6:
+            raise OSError("disk full")
+        return real_write(self, pid, rel, chunk)
+
+    monkeypatch.setattr(ingest_mod._Writer, "_write_part", fail_once)
+    with pytest.raises(OSError):
+        ingest(run, tmp_path / "failed", chunk_bytes=400)
+    store = open_store(next((tmp_path / "failed").iterdir()))
+    for rel, entry in store.manifest.data["files"].items():
+        rows = store.all_scalars().filter(pl.col("source") == rel).height
+        assert rows == entry["lines"], (rel, entry)
+    monkeypatch.undo()
+    res, store = ingest(run, tmp_path / "failed", chunk_bytes=400)
+    assert _store_snapshot(store) == _store_snapshot(clean)
