@@ -117,6 +117,7 @@ class RawBlock(NamedTuple):
     data: bytes
     first_line: int
     at_file_start: bool
+    lines: int
 
 
 @dataclass
@@ -124,7 +125,6 @@ class ChunkResult:
     frame: pl.DataFrame  # conformed good rows with a "line" column
     issues: list[dict]
     ignored: set[str]
-    derived: bool = False  # frame already has the row index and derived metrics (derive_chunk)
 
 
 def _fast_path(
@@ -234,16 +234,18 @@ def parse_chunk(lines: list[bytes], first_line: int) -> ChunkResult:
     return result if result is not None else _slow_path(lines, line_nos)
 
 
-def parse_block(block: bytes, first_line: int, at_file_start: bool) -> tuple[ChunkResult, int]:
+def parse_block(
+    block: bytes, first_line: int, at_file_start: bool, lines: int | None = None
+) -> tuple[ChunkResult, int]:
     """Validate and convert a block of complete lines (ending in a newline) numbered from ``first_line``;
-    returns the result and the number of lines the block held.
+    returns the result and the number of lines the block held (``lines``: that number, when known).
 
     A plain block (no CR, no BOM, no empty line) goes to Polars as it is, without splitting it into
     lines; any other block, or one Polars does not take whole, is split and read by :func:`parse_chunk`.
     """
     if at_file_start and block.startswith(BOM):
         block = block[len(BOM) :]
-    n = block.count(b"\n")
+    n = block.count(b"\n") if lines is None else lines
     # Polars skips empty lines, so a block with one gives fewer rows than lines and goes the slow way.
     if n and b"\r" not in block:
         result = _fast_path(None, range(first_line, first_line + n), block)
@@ -277,11 +279,11 @@ def _preview(expr: pl.Expr) -> pl.Expr:
 
 def derive_chunk(result: ChunkResult, pad_tokens: tuple[str, ...]) -> ChunkResult:
     """Add the row index and the derived per-response metrics to a chunk's good rows (on a worker)."""
-    if result.derived or not result.frame.height:
+    if not result.frame.height:
         return result
     df = result.frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
     df = derive_response_metrics(df, pad_tokens, keep_clean=True)
-    return ChunkResult(df, result.issues, result.ignored, derived=True)
+    return ChunkResult(df, result.issues, result.ignored)
 
 
 def build_part(derived: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
@@ -641,9 +643,10 @@ def ingest_file(
                 start = size if not rest.strip() else start
         while (chunk := _next_block(f, start, size, chunk_bytes)) is not None:
             offset_after, block = chunk
-            raw = RawBlock(block, entry["lines"] + 1, start == 0 and entry["lines"] == 0)
+            n_lines = block.count(b"\n")
+            raw = RawBlock(block, entry["lines"] + 1, start == 0 and entry["lines"] == 0, n_lines)
             entry["parts"].append(writer.write_chunk(rel, raw))
-            entry["lines"] += block.count(b"\n")  # as many lines as parse_block finds
+            entry["lines"] += n_lines
             # Several files are read in turn: hold no chunk while suspended at the yield below.
             del chunk, block, raw
             read = offset_after - start
