@@ -2,8 +2,10 @@
 
     uv run python benchmarks/bench_ingest.py RUN_DIR [--cache-dir DIR] [--fresh]
 
-Measures, in one run: ingest MB/s and peak RSS (in a child process), a plain single-thread orjson loop's
-MB/s over the same files (the reference), store size, re-opening an ingested run, appending one step and
+Measures, in one run: ingest MB/s, CPU seconds and peak RSS (in a child process), a plain single-thread
+orjson loop's MB/s over the same files (the reference ``ratio_to_orjson`` is taken against the loop run
+right after the ingest; ``orjson_loop_before`` is the same loop run just before it, to show how much the
+machine moved), the hypervisor's steal time during the ingest, store size, re-opening an ingested run, appending one step and
 re-ingesting, and the latency of the store queries the pages use (per-step histogram, top-50 of a step,
 one response's token arrays, run-level curves). Generate a run first with benchmarks/generate.py.
 """
@@ -43,6 +45,22 @@ def orjson_loop(run: Path) -> dict:
     return {"lines": n, "seconds": round(dt, 2), "mb_per_s": round(size / 1e6 / dt, 1)}
 
 
+def _cpu_ticks() -> list[int] | None:
+    """The machine's CPU time counters (``/proc/stat``'s cpu line), or None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+
+
+def _steal_percent(a: list[int] | None, b: list[int] | None) -> float | None:
+    if not a or not b or len(a) < 8:
+        return None
+    delta = [y - x for x, y in zip(a, b, strict=False)]
+    return round(100 * delta[7] / max(sum(delta[:8]), 1), 1)
+
+
 def child_ingest(run: Path, cache: Path) -> dict:
     """Ingest in a child process so that its peak RSS is the ingest's alone."""
     code = (
@@ -50,7 +68,8 @@ def child_ingest(run: Path, cache: Path) -> dict:
         "from data.ingest import ingest_run;from data.config import DEFAULT_PAD_TOKENS;"
         "r=ingest_run(Path(%r),Path(%r),DEFAULT_PAD_TOKENS);"
         "print(json.dumps({'seconds':r.seconds,'bytes':r.bytes_read,'samples':r.samples,'steps':r.steps,"
-        "'maxrss_kb':resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))"
+        "'maxrss_kb':resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+        "'cpu':resource.getrusage(resource.RUSAGE_SELF).ru_utime+resource.getrusage(resource.RUSAGE_SELF).ru_stime}))"
     ) % (str(REPO), str(run), str(cache))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -92,11 +111,18 @@ def main(argv=None) -> int:
     out: dict = {"run": str(run), "bytes": sum(f.stat().st_size for f in _files(run))}
     if args.fresh:
         shutil.rmtree(cache, ignore_errors=True)
+    out["orjson_loop_before"] = orjson_loop(run)
+    steal0 = _cpu_ticks()
     ing = child_ingest(run, cache)
+    steal1 = _cpu_ticks()
     out["ingest"] = {
         "seconds": round(ing["seconds"], 2),
         "mb_per_s": round(ing["bytes"] / 1e6 / max(ing["seconds"], 1e-9), 1),
         "peak_rss_mb": round(ing["maxrss_kb"] / 1024, 1),
+        # CPU seconds of the whole child (imports included) and the share of the machine's CPU time the
+        # hypervisor gave to others meanwhile: on a shared VM, MB/s and the orjson loop move with it.
+        "cpu_seconds": round(ing["cpu"], 1),
+        "steal_percent": _steal_percent(steal0, steal1),
         "samples": ing["samples"],
         "steps": ing["steps"],
     }
