@@ -251,7 +251,7 @@ def parse_block(
         result = _fast_path(None, range(first_line, first_line + n), block)
         if result is not None:
             return result, n
-    lines = _split_lines(block, False)
+    lines = _split_lines(block)
     return parse_chunk(lines, first_line), len(lines)
 
 
@@ -583,9 +583,8 @@ def _next_block(f, start: int, end: int, chunk_bytes: int) -> tuple[int, bytes] 
     return None
 
 
-def _split_lines(block: bytes, at_file_start: bool) -> list[bytes]:
-    if at_file_start and block.startswith(BOM):
-        block = block[len(BOM) :]
+def _split_lines(block: bytes) -> list[bytes]:
+    """The lines of a block (BOM already removed), without their newline or a trailing CR."""
     lines = block.split(b"\n")
     lines.pop()  # the empty string after the final newline
     return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]

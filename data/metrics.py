@@ -160,11 +160,12 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def response_token_aggregates(long: pl.DataFrame, has_token_strings: pl.Series | None = None) -> pl.DataFrame:
-    """Per-response aggregates of a :func:`token_metrics` frame, one row per ``row``.
+def response_token_aggregates(long: pl.DataFrame) -> pl.DataFrame:
+    """Per-response aggregates of a :func:`token_metrics` frame, one row per ``row``: the definition.
 
     ``response_length`` counts positions that have a token string that is not a pad; for responses
-    without ``response_tokens`` it counts the log-prob positions instead.
+    without ``response_tokens`` it counts the log-prob positions instead. Ingest computes the same values
+    with :func:`response_list_aggregates` (faster); tests hold the two equal.
     """
     valid = pl.col("kl_valid")
     n_kl = valid.sum()
