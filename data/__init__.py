@@ -2,3 +2,7 @@
 
 Nothing in this package imports Dash.
 """
+
+from data.config import configure_allocator
+
+configure_allocator()

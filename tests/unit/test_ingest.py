@@ -493,3 +493,27 @@ def test_ingest025_failed_part_commits_nothing_past_it(tmp_path, monkeypatch):
     monkeypatch.undo()
     res, store = ingest(run, tmp_path / "failed", chunk_bytes=400)
     assert _store_snapshot(store) == _store_snapshot(clean)
+
+
+def test_ingest026_blocks_read_through_the_buffer_are_the_same_lines(tmp_path):
+    """Reading blocks through the reused buffer gives the same blocks as reading without it, with lines
+    shorter and longer than the buffer, and a last line without its newline."""
+    import random
+
+    rng = random.Random(7)
+    lines = [b"x" * rng.choice([0, 1, 5, 40, 300, 2000]) for _ in range(300)]
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\npartial")
+    size = path.stat().st_size
+    for chunk in (16, 100, 1000, 1 << 16):
+        with open(path, "rb") as f:
+            plain, buffered, start = [], [], 0
+            while (got := ingest_mod._next_block(f, start, size, chunk)) is not None:
+                plain.append(got)
+                start = got[0]
+            buf, start = bytearray(chunk), 0
+            while (got := ingest_mod._next_block(f, start, size, chunk, buf)) is not None:
+                buffered.append(got)
+                start = got[0]
+        assert buffered == plain
+        assert b"".join(b for _, b in plain) == b"\n".join(lines) + b"\n"

@@ -1,0 +1,34 @@
+"""Settings: the allocator setting that importing ``data`` makes for Polars."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from data.config import POLARS_ALLOCATOR, REPO_ROOT, configure_allocator
+
+
+def test_config001_allocator_setting_leaves_a_user_value_alone():
+    """The setting goes in when the variable is unset, and a value the user set is kept as it is."""
+    name, value = POLARS_ALLOCATOR
+    env: dict[str, str] = {}
+    configure_allocator(env)
+    assert env == {name: value}
+    env = {name: "dirty_decay_ms:0"}
+    configure_allocator(env)
+    assert env == {name: "dirty_decay_ms:0"}
+
+
+def test_config002_importing_data_configures_polars_before_it_loads():
+    """In a fresh interpreter, ``import data`` comes before Polars' own import (as in app.py), so Polars
+    hands our decay times to its allocator: they follow its defaults and override them."""
+    name, value = POLARS_ALLOCATOR
+    code = (
+        "import os, sys; import data; assert 'polars' not in sys.modules; "
+        "import polars; print(os.environ[%r])" % name
+    )
+    env = {"PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip().endswith("," + value)
