@@ -140,12 +140,16 @@ def _fast_path(
         # changes later raises (-> line-by-line path), and a key that only appears later is caught by
         # counting keys below (-> full inference).
         df = pl.read_ndjson(io.BytesIO(data))
-        if not _all_keys_parsed(data, df):
+        keys = _key_count(data, df)
+        if keys is None:
             df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+            keys = _key_count(data, df)  # still None with nested objects: their keys are no columns
     except Exception:  # noqa: BLE001 - any parse failure sends the chunk to the line-by-line path
         return None
     if df.height != len(line_nos) or not schema.frame_is_conformant(df):
         return None
+    if keys is not None and not _strings_parsed(data, df, keys):
+        return None  # a number, bool or array became text: the line-by-line path names the line
     frame, reasons, ignored = schema.conform_frame(df)
     frame = frame.with_columns(pl.Series("line", line_nos, dtype=pl.Int64))
     issues = []
@@ -158,8 +162,9 @@ def _fast_path(
     return ChunkResult(frame, issues, set(ignored))
 
 
-def _all_keys_parsed(data: bytes, df: pl.DataFrame) -> bool:
-    """True when every ``"key":`` of the chunk became a value of ``df`` (no key was left out).
+def _key_count(data: bytes, df: pl.DataFrame) -> int | None:
+    """The number of ``"key":`` in the chunk when every one became a value of ``df`` (no key was left
+    out), else None.
 
     Inside JSON strings a quote is escaped, so ``":`` occurs only after a key (``\\":`` is text). Each
     key is either a non-null value in ``df`` or an explicit ``null``. Nested objects or unusual spacing
@@ -168,10 +173,32 @@ def _all_keys_parsed(data: bytes, df: pl.DataFrame) -> bool:
     values = sum(df.height - n for n in df.null_count().row(0))
     keys = data.count(b'":')
     if keys == values:  # the common case costs one scan
-        return True
+        return keys
     keys -= data.count(b'\\":')
     nulls = data.count(b'":null') + data.count(b'": null')
-    return keys == values + nulls
+    return keys if keys == values + nulls else None
+
+
+def _strings_parsed(data: bytes, df: pl.DataFrame, keys: int) -> bool:
+    """True when the chunk's JSON strings are exactly its ``keys`` keys and the strings of ``df``.
+
+    Polars turns a number, bool or array into text where the first rows had a string (``"prompt": 5``
+    becomes ``"5"``); the contract makes that line unusable. Every JSON string has two unescaped quotes and
+    gives back each escaped one as a quote of its text, so the chunk's quotes number twice its strings
+    plus the quotes inside them; text made from a number has none. Checked only when every key is a
+    column (no nested objects); a ``\\u0022`` escape also makes the counts differ (line-by-line path).
+    """
+    strings = inner = 0
+    for name, dtype in df.schema.items():
+        if dtype == pl.String:
+            s = df.get_column(name)
+        elif dtype == pl.List(pl.String):
+            s = df.get_column(name).explode()
+        else:
+            continue
+        strings += s.len() - s.null_count()
+        inner += s.str.count_matches('"', literal=True).sum() or 0
+    return data.count(b'"') == 2 * (keys + strings) + inner
 
 
 def _slow_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult:

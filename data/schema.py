@@ -145,7 +145,8 @@ def validate_record(obj) -> tuple[dict, list[str]]:
             raise BadLine(f"field '{key}' is not a list of numbers")
         rec[key] = [None if x is None else float(x) for x in v]
     v = obj.get("response_tokens")
-    if v is not None and (not isinstance(v, list) or not all(isinstance(x, str) for x in v)):
+    # A null token (like a null log-prob) is kept, as the fast path keeps it.
+    if v is not None and (not isinstance(v, list) or not all(x is None or isinstance(x, str) for x in v)):
         raise BadLine("field 'response_tokens' is not a list of strings")
     rec["response_tokens"] = v
     ignored = []

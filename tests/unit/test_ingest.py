@@ -517,3 +517,57 @@ def test_ingest026_blocks_read_through_the_buffer_are_the_same_lines(tmp_path):
                 start = got[0]
         assert buffered == plain
         assert b"".join(b for _, b in plain) == b"\n".join(lines) + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (rec(prompt=5), "field 'prompt' is not a string (got int)"),
+        (rec(response=True), "field 'response' is not a string (got bool)"),
+        (rec(ref_response=[1, 2]), "field 'ref_response' is not a string (got list)"),
+        (rec(response_tokens=["a", 7]), "field 'response_tokens' is not a list of strings"),
+    ],
+)
+def test_ingest027_non_strings_where_text_is_expected_past_the_first_rows(tmp_path, bad, reason):
+    """A number, bool or list where the first rows had a string (which Polars would silently turn
+    into text, far past the rows it infers its schema from) makes that line unusable; the rest is kept."""
+    good = line(rec(ref_response="q", response_tokens=["a", "b"], logprobs=[-0.5, -1.0]))
+    content = good * 150 + line(bad) + good * 3
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
+    assert {ln: r for ln, (_, r) in issues_by_line(store).items()} == {151: reason}
+    assert res.samples == 153
+    assert store.scalars().filter(pl.col("line") > 150).get_column("line").to_list() == [152, 153, 154]
+
+
+def test_ingest028_escaped_quotes_and_backslashes_stay_on_the_fast_path(tmp_path, monkeypatch):
+    """Texts and token strings with escaped quotes, backslashes before quotes, a trailing backslash,
+    `":` and \\u escapes inside them are counted right: the chunk is read in one Polars call, not line
+    by line."""
+    # json.dumps escapes non-ASCII as \uXXXX, as most trainers write it
+    texts = ['say "hi"', "C:\\dir\\", 'a\\"b', '{"k": "v"}', '"', "\\", 'x": 1', "héllo ✓ 数学"]
+    content = b"".join(
+        line(rec(prompt=t, response=texts[(i + 1) % len(texts)], response_tokens=[t, "b", '"']))
+        for i, t in enumerate(texts * 20)
+    )
+
+    def no_slow_path(*a, **kw):
+        raise AssertionError("the chunk went to the line-by-line path")
+
+    monkeypatch.setattr(ingest_mod, "_slow_path", no_slow_path)
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
+    assert res.samples == len(texts) * 20 and res.bad_lines == 0
+    row = store.sample(sample_id("rank0.jsonl", 3))
+    assert row["prompt"] == texts[2] and row["response_tokens"] == [texts[2], "b", '"']
+
+
+def test_ingest029_null_token_strings_are_kept_on_both_paths(tmp_path):
+    """A null among the token strings is kept as a null token, whether the chunk is read in one Polars call
+    or line by line (here because of a bad line in the same chunk)."""
+    tokens = ["a", None, "b"]
+    fast = line(rec(response_tokens=tokens)) * 2
+    slow = fast + line(rec(reward="bad"))
+    for name, content in (("fast", fast), ("slow", slow)):
+        (tmp_path / name).mkdir()
+        res, store = ingest(run_with(tmp_path / name, content), tmp_path / name / "cache")
+        assert res.samples == 2
+        assert store.sample(sample_id("rank0.jsonl", 1))["response_tokens"] == tokens
