@@ -117,41 +117,44 @@ def _pick_run(run, pathname, search):
     Output(live_ui.LIVE_TICK, "disabled"),
     Input("app-location", "href"),
     Input(live_ui.LIVE_TICK, "n_intervals"),
-    Input(live_ui.LIVE_NEW, "n_clicks"),
     State("app-location", "search"),
     State(live_ui.LIVE_SEEN, "data"),
     State(live_ui.LIVE_RELOAD, "data"),
     State(live_ui.LIVE_AUTO, "value"),
 )
-def _live_poll(_href, _tick, _clicks, search, seen, reloads, auto):
+def _live_poll(_href, _tick, search, seen, reloads, auto):
     """Offer (or, with auto-refresh, do) a reload of the view when its run has new data."""
-    event = {live_ui.LIVE_TICK: "tick", live_ui.LIVE_NEW: "reload"}.get(dash.ctx.triggered_id, "navigate")
+    event = "tick" if dash.ctx.triggered_id == live_ui.LIVE_TICK else "navigate"
     run = live.run_from_search(search)
-    url_live = live.live_in_search(search)
-    auto = bool(auto) or (event == "navigate" and url_live)
-    d = live.live_decision(event, seen, live.run_version(run), auto)
+    # live=1 in the URL switches auto-refresh on with the first poll that lands after a navigation. Dash
+    # drops the answer to a call that a newer one of the same callback overtook: on a busy server a tick
+    # can overtake the navigation's call, and then only "nothing seen yet" tells that this is the first.
+    take_url = live.live_in_search(search) and not auto and (event == "navigate" or seen is None)
+    d = live.live_decision(event, seen, live.run_version(run), bool(auto) or take_url)
     return (
         d.seen,
         live_ui.SHOWN if d.offer else live_ui.HIDDEN,
         live_ui.new_steps_label(d.new_steps),
         (reloads or 0) + 1 if d.reload else no_update,
         live_ui.SHOWN if d.seen is not None else live_ui.HIDDEN,
-        True if auto and event == "navigate" and url_live else no_update,
+        True if take_url else no_update,
         run is None,
     )
 
 
 # A reload is a real one: the URL is the whole view state, and pages write their query strings through their
-# own dcc.Location(refresh=False), which the shell's Location does not hear about.
+# own dcc.Location(refresh=False), which the shell's Location does not hear about. A click on "new steps"
+# reloads here in the browser: sent through the poll above, a tick overtaking it would drop the click.
 dash.clientside_callback(
     """
-    function(reloads) {
-        if (reloads) { window.location.reload(); }
+    function(reloads, clicks) {
+        if (reloads || clicks) { window.location.reload(); }
         return window.dash_clientside.no_update;
     }
     """,
     Output(live_ui.LIVE_RELOAD, "modified_timestamp"),
     Input(live_ui.LIVE_RELOAD, "data"),
+    Input(live_ui.LIVE_NEW, "n_clicks"),
     prevent_initial_call=True,
 )
 

@@ -86,17 +86,16 @@ class LiveDecision:
 
 
 def live_decision(event: str, seen: dict | None, current: RunSnapshot | None, auto: bool) -> LiveDecision:
-    """Decide after ``event`` ("navigate": the view changed; "tick": a poll; "reload": the user asked).
+    """Decide after ``event`` ("navigate": the view changed; "tick": a poll). A click on the offer reloads
+    the page in the browser.
 
     ``seen`` is the snapshot the view was loaded with (as a dict, kept in the browser). A navigation
     remembers the current snapshot; a poll that finds another version (of the same run) offers a reload,
-    or reloads at once when ``auto``; a reload request reloads and remembers the current snapshot.
+    or reloads at once when ``auto``.
     """
     cur = current.to_dict() if current is not None else None
     if event == "navigate" or cur is None:
         return LiveDecision(seen=cur, offer=False, reload=False)
-    if event == "reload":
-        return LiveDecision(seen=cur, offer=False, reload=True)
     if seen is None or seen.get("run") != cur["run"]:
         return LiveDecision(seen=cur, offer=False, reload=False)
     if seen.get("version") == cur["version"]:
