@@ -136,7 +136,7 @@ def _live_poll(_href, _tick, search, seen, reloads, auto):
         live_ui.SHOWN if d.offer else live_ui.HIDDEN,
         live_ui.new_steps_label(d.new_steps),
         (reloads or 0) + 1 if d.reload else no_update,
-        live_ui.SHOWN if d.seen is not None else live_ui.HIDDEN,
+        live_ui.BOX_SHOWN if d.seen is not None else live_ui.HIDDEN,
         True if take_url else no_update,
         run is None,
     )

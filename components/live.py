@@ -15,6 +15,9 @@ LIVE_AUTO = "app-live-auto"
 
 HIDDEN = {"display": "none"}
 SHOWN: dict = {}
+# The box lays out its button and switch in a row. Not with Bootstrap's d-flex class: its
+# "display: flex !important" beats the inline "display: none", and the box showed on every page.
+BOX_SHOWN = {"display": "flex", "alignItems": "center"}
 
 
 def live_controls(poll_ms: int) -> html.Div:
@@ -48,8 +51,7 @@ def live_controls(poll_ms: int) -> html.Div:
             ),
         ],
         id=LIVE_BOX,
-        className="app-live position-fixed bottom-0 end-0 m-3 px-3 py-2 bg-white border rounded shadow-sm "
-        "d-flex align-items-center",
+        className="app-live position-fixed bottom-0 end-0 m-3 px-3 py-2 bg-white border rounded shadow-sm",
         style=HIDDEN,
     )
 

@@ -8,14 +8,17 @@ from selenium.webdriver.common.by import By
 
 
 def test_runs001_lists_fixture_runs_and_picker_navigates(dash_duo, dash_app, fixtures_dir):
-    """The runs page shows each fixture run with its counts; choosing a run opens its reward page."""
+    """The runs page shows each fixture run with its counts, and no live-run box (no run is open);
+    choosing a run opens its reward page, where the box shows."""
     dash_duo.start_server(dash_app)
     dash_duo.wait_for_text_to_equal("#runs-samples-trl-ppo-small", "400", timeout=20)
     assert dash_duo.find_element("#runs-samples-rlloggingboard-eval-poem").text == "3,000"
     assert dash_duo.find_element("#runs-bad-lines-trl-grpo-small").text == "0"
+    assert not dash_duo.find_element("#app-live").is_displayed()
     dash_duo.select_dcc_dropdown("#app-run", value="trl-grpo-small")
     dash_duo.wait_for_contains_text("body", "Reward", timeout=10)
     assert dash_duo.driver.current_url.endswith("/reward?run=trl-grpo-small")
+    dash_duo.wait_for_style_to_equal("#app-live", "display", "flex", timeout=10)
     assert dash_duo.get_logs() == []
 
 
