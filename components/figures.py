@@ -160,7 +160,8 @@ def curves_figure(
         )
     yaxis = dict(title=dict(text=y_title), zeroline=True)
     if percent:
-        yaxis["tickformat"] = ".0%"
+        # A share never needs more than ±100 %: Plotly pads a flat line at 100 % (every group tied) to 200 %.
+        yaxis.update(tickformat=".0%", autorangeoptions=dict(clipmin=-1.05, clipmax=1.05))
     return _figure(
         data,
         dict(

@@ -78,10 +78,13 @@ def test_figures004_curves_with_band_and_marker():
 
 
 def test_figures005_curves_percent_and_empty():
-    """Percent panels format as %; no series (or only empty frames) gives the empty state with its message."""
+    """Percent panels format as % and stay within ±105 %; no series (or only empty frames) gives the empty
+    state with its message."""
     frame = pl.DataFrame({"step": [1], "y": [0.375]})
     fig = figures.curves_figure([_Series("win rate", frame)], y_title="share", percent=True)
     assert fig.layout.yaxis.tickformat == ".0%" and "%" in fig.data[0].hovertemplate
+    clip = fig.layout.yaxis.autorangeoptions
+    assert (clip.clipmin, clip.clipmax) == (-1.05, 1.05)  # a flat line at 100 % is not padded to 200 %
     empty = figures.curves_figure([], y_title="x", empty_message="No KL here.")
     assert len(empty.data) == 0 and _annotation(empty) == "No KL here."
     assert len(figures.curves_figure([_Series("r", frame.head(0))], y_title="x").data) == 0
