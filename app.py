@@ -17,6 +17,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, dcc, html, no_update
 
+import auth
 from components import live as live_ui
 from components.layout import NAV_PAGES, nav_href, navbar
 from data import live, service
@@ -48,19 +49,8 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
     # Dash registers the script paths it may serve only while rendering the index page. Under gunicorn the
     # browser may fetch the index from one worker and the scripts from another, which would then answer
     # 404: render the index once in every process so that each knows its paths.
-    app.server.test_client().get(settings.url_prefix, headers=_own_credentials(settings))
+    app.server.test_client().get(settings.url_prefix, headers=auth.own_headers(settings))
     return app
-
-
-def _own_credentials(settings: Settings) -> dict:
-    """Headers that pass the app's own access control (for the warm-up request above)."""
-    import base64
-
-    if settings.token:
-        return {"Authorization": f"Bearer {settings.token}"}
-    if settings.basic_auth:
-        return {"Authorization": "Basic " + base64.b64encode(settings.basic_auth.encode()).decode()}
-    return {}
 
 
 def shell() -> html.Div:

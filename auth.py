@@ -8,6 +8,7 @@ cookie, which visiting any page with ``?token=<token>`` sets (the token is then 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 from urllib.parse import urlencode
@@ -28,6 +29,16 @@ def secret_equal(given: str | None, expected: str) -> bool:
     a = hashlib.sha256(given.encode("utf-8", "surrogatepass")).digest()
     b = hashlib.sha256(expected.encode("utf-8", "surrogatepass")).digest()
     return hmac.compare_digest(a, b)
+
+
+def own_headers(settings) -> dict:
+    """Request headers that pass this access control with ``settings``' own secrets (for the app's own
+    requests, e.g. its warm-up at start-up); empty when access control is off."""
+    if settings.token:
+        return {"Authorization": f"Bearer {settings.token}"}
+    if settings.basic_auth:
+        return {"Authorization": "Basic " + base64.b64encode(settings.basic_auth.encode()).decode()}
+    return {}
 
 
 def _basic_ok(expected: str) -> bool:

@@ -6,7 +6,6 @@ Command-line flags win over environment variables, which win over the defaults b
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,13 +22,12 @@ DEFAULT_PAD_TOKENS = ("<pad>", "<PAD>", "[PAD]", "<|pad|>", "<|endoftext|>")
 POLARS_ALLOCATOR = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:5000,muzzy_decay_ms:5000")
 
 
-def configure_allocator(environ=None) -> bool:
-    """Set :data:`POLARS_ALLOCATOR` unless the user set that variable; True when it takes effect (Polars is
-    not imported yet). Called by ``data/__init__.py``, before any module of the package imports Polars."""
+def configure_allocator(environ=None) -> None:
+    """Set :data:`POLARS_ALLOCATOR` unless the user set that variable. Called by ``data/__init__.py``,
+    before any module of the package imports Polars (later it would have no effect)."""
     environ = os.environ if environ is None else environ
     name, value = POLARS_ALLOCATOR
     environ.setdefault(name, value)
-    return "polars" not in sys.modules
 
 
 def _default_cache_dir() -> Path:

@@ -44,7 +44,7 @@ from data.store import (
 )
 
 CHUNK_BYTES = 32 * 1024 * 1024
-WORKERS = 2  # chunks built and written at once, besides the one being parsed
+WORKERS = 2  # chunks parsed, built and written at once while the reading thread reads the next block
 BIG_CATCH_UP = 64 * 1024 * 1024
 BOM = b"\xef\xbb\xbf"
 HEAD_BYTES = 65536
@@ -304,13 +304,10 @@ def _preview(expr: pl.Expr) -> pl.Expr:
     return text.str.replace_all(r"[^\S ]\s*| \s+", " ").str.strip_chars().str.slice(0, PREVIEW_CHARS)
 
 
-def derive_chunk(result: ChunkResult, pad_tokens: tuple[str, ...]) -> ChunkResult:
-    """Add the row index and the derived per-response metrics to a chunk's good rows (on a worker)."""
-    if not result.frame.height:
-        return result
-    df = result.frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
-    df = derive_response_metrics(df, pad_tokens, keep_clean=True)
-    return ChunkResult(df, result.issues, result.ignored)
+def derive_chunk(frame: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
+    """A chunk's good rows with the row index and the derived per-response metrics (on a worker)."""
+    df = frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+    return derive_response_metrics(df, pad_tokens, keep_clean=True)
 
 
 def build_part(derived: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
@@ -389,7 +386,6 @@ class _CommitPoint:
     """The store's file state right after part ``pid`` was queued: committed once that part is applied."""
 
     pid: int
-    next_part: int
     files: dict
     pending: dict
 
@@ -408,7 +404,7 @@ class _Writer:
         self.new_rows = 0
         self.last_commit = time.monotonic()
         self.commit_every = 2.0
-        self.last_commit_cost = 0.0  # seconds the last commit took, waiting for the workers included
+        self.last_commit_cost = 0.0  # wall seconds the last commit took
         # Files of the run that have lines (set by ingest_run); see _watermark.
         self.sources: set[str] = set()
         # Chunks are parsed, derived, built and written by WORKERS threads while the next block is read
@@ -478,7 +474,7 @@ class _Writer:
         n = result.frame.height
         scal = None
         if n:
-            full = build_part(derive_chunk(result, self.pad_tokens).frame, rel, pid, self.pad_tokens)
+            full = build_part(derive_chunk(result.frame, self.pad_tokens), rel, pid, self.pad_tokens)
             issues += _token_notes(full)
             write_part_file(full, self.dir / "parts" / name, self.row_group_size)
             scal = full.select(scalar_columns(full))
@@ -525,7 +521,6 @@ class _Writer:
             data = self.m.data
             self._due = _CommitPoint(
                 pid=data["next_part"] - 1,
-                next_part=data["next_part"],
                 files={rel: {**e, "parts": list(e["parts"])} for rel, e in data["files"].items()},
                 pending=dict(data["pending"]),
             )
@@ -534,7 +529,7 @@ class _Writer:
 
     def _commit_due(self) -> None:
         point, self._due = self._due, None
-        data = {**self.m.data, "files": point.files, "pending": point.pending, "next_part": point.next_part}
+        data = {**self.m.data, "files": point.files, "pending": point.pending, "next_part": point.pid + 1}
         self._commit(data, complete=False)
 
     def _watermark(self) -> int | None:

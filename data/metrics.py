@@ -144,19 +144,22 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
     """Add the per-token metrics of the module docstring to an :func:`explode_tokens` frame."""
     # Suffix sum within each response; positions without a token reward have no return.
     suffix = pl.col("token_reward").fill_null(0.0).reverse().cum_sum().reverse().over("row")
-    return long.with_columns(
-        (pl.col("logprob") - pl.col("ref_logprob")).alias("log_ratio"),
-        pl.col("logprob").exp().alias("prob"),
-        pl.col("ref_logprob").exp().alias("ref_prob"),
-        pl.when(pl.col("token_reward").is_not_null()).then(suffix).alias("return"),
-    ).with_columns(
-        _k3(pl.col("log_ratio")).alias("kl"),
-        (pl.col("value") - pl.col("return")).alias("value_error"),
-        (
-            pl.col("log_ratio").is_not_null()
-            & pl.col("log_ratio").is_finite()
-            & _k3(pl.col("log_ratio")).is_finite()
-        ).alias("kl_valid"),
+    return (
+        long.with_columns(
+            (pl.col("logprob") - pl.col("ref_logprob")).alias("log_ratio"),
+            pl.col("logprob").exp().alias("prob"),
+            pl.col("ref_logprob").exp().alias("ref_prob"),
+            pl.when(pl.col("token_reward").is_not_null()).then(suffix).alias("return"),
+        )
+        .with_columns(
+            _k3(pl.col("log_ratio")).alias("kl"),
+            (pl.col("value") - pl.col("return")).alias("value_error"),
+        )
+        .with_columns(
+            (
+                pl.col("log_ratio").is_not_null() & pl.col("log_ratio").is_finite() & pl.col("kl").is_finite()
+            ).alias("kl_valid"),
+        )
     )
 
 
