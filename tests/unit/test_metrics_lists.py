@@ -30,7 +30,7 @@ def _array(rng: random.Random, n: int, specials: bool) -> list | None:
     return out
 
 
-def _random_frame(seed: int, rows: int = 300) -> pl.DataFrame:
+def _random_frame(seed: int, rows: int = 300, specials: bool = True) -> pl.DataFrame:
     rng = random.Random(seed)
     cols: dict[str, list] = {
         c: [] for c in ("response_tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
@@ -44,7 +44,7 @@ def _random_frame(seed: int, rows: int = 300) -> pl.DataFrame:
         ]
         cols["response_tokens"].append(None if rng.random() < 0.15 else toks)
         for c in ("logprobs", "ref_logprobs", "values", "token_rewards"):
-            cols[c].append(_array(rng, max(0, n + (rng.choice([-1, 1]) if uneven else 0)), specials=True))
+            cols[c].append(_array(rng, max(0, n + (rng.choice([-1, 1]) if uneven else 0)), specials))
     return (
         pl.DataFrame(cols, schema_overrides={c: F32 for c in cols if c != "response_tokens"})
         .with_row_index("row")
@@ -93,6 +93,17 @@ def test_metrics_lists002_missing_columns_and_all_null():
         pl.lit(None, dtype=F32).alias(c) for c in ("logprobs", "ref_logprobs", "values", "token_rewards")
     )
     _assert_same(none.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias("response_tokens")))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_metrics_lists004_finite_rewards_summed_in_one_pass(seed):
+    """Finite token rewards take the one-pass suffix sum over all rows (NaN or infinities take the
+    per-row one): over 3,000 rows, with and without nulls, the returns still agree with the definition."""
+    df = _random_frame(100 + seed, 3000, specials=False)
+    assert df.select(pl.col("token_rewards").list.eval(pl.element().is_nan()).list.any().any()).item() is False
+    _assert_same(df)
+    nulls = pl.col("token_rewards").list.eval(pl.when(pl.element() > -1).then(pl.element()))
+    _assert_same(df.with_columns(nulls))
 
 
 def test_metrics_lists003_ppo_trailing_pad_by_hand():
