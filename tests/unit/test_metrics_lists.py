@@ -100,7 +100,9 @@ def test_metrics_lists004_finite_rewards_summed_in_one_pass(seed):
     """Finite token rewards take the one-pass suffix sum over all rows (NaN or infinities take the
     per-row one): over 3,000 rows, with and without nulls, the returns still agree with the definition."""
     df = _random_frame(100 + seed, 3000, specials=False)
-    assert df.select(pl.col("token_rewards").list.eval(pl.element().is_nan()).list.any().any()).item() is False
+    assert (
+        df.select(pl.col("token_rewards").list.eval(pl.element().is_nan()).list.any().any()).item() is False
+    )
     _assert_same(df)
     nulls = pl.col("token_rewards").list.eval(pl.when(pl.element() > -1).then(pl.element()))
     _assert_same(df.with_columns(nulls))
