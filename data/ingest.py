@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import orjson
 import polars as pl
 from filelock import FileLock, Timeout
@@ -140,15 +141,16 @@ def _fast_path(
         # changes later raises (-> line-by-line path), and a key that only appears later is caught by
         # counting keys below (-> full inference).
         df = pl.read_ndjson(io.BytesIO(data))
-        keys = _key_count(data, df)
+        marks = _marks(data)
+        keys = _key_count(data, df, marks)
         if keys is None:
             df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
-            keys = _key_count(data, df)  # still None with nested objects: their keys are no columns
+            keys = _key_count(data, df, marks)  # still None with nested objects: their keys are no columns
     except Exception:  # noqa: BLE001 - any parse failure sends the chunk to the line-by-line path
         return None
     if df.height != len(line_nos) or not schema.frame_is_conformant(df):
         return None
-    if keys is not None and not _strings_parsed(data, df, keys):
+    if keys is not None and not _strings_parsed(df, keys, marks):
         return None  # a number, bool or array became text: the line-by-line path names the line
     frame, reasons, ignored = schema.conform_frame(df)
     frame = frame.with_columns(pl.Series("line", line_nos, dtype=pl.Int64))
@@ -162,7 +164,38 @@ def _fast_path(
     return ChunkResult(frame, issues, set(ignored))
 
 
-def _key_count(data: bytes, df: pl.DataFrame) -> int | None:
+class _Marks(NamedTuple):
+    """How often the marks that delimit JSON strings occur in a chunk (see :func:`_marks`)."""
+
+    quotes: int  # "
+    keys: int  # ":
+    escaped: int  # \"
+    doubled: int  # \\" (an escaped backslash before a quote)
+
+
+MARK_SLICE = 1 << 20
+
+
+def _marks(data: bytes) -> _Marks:
+    """Count the chunk's quotes, ``":``, ``\\"`` and ``\\\\"`` in one pass, a slice of ``MARK_SLICE`` bytes at a
+    time (numpy compares bytes about four times as fast as ``bytes.count`` finds two-byte patterns)."""
+    arr = np.frombuffer(data, np.uint8)
+    quotes = keys = escaped = doubled = 0
+    for s in range(0, len(arr), MARK_SLICE):
+        a = arr[s : s + MARK_SLICE + 2]  # two bytes more: the patterns that start in this slice
+        m = min(MARK_SLICE, len(a))
+        q = a[:m] == 34
+        quotes += int(np.count_nonzero(q))
+        keys += int(np.count_nonzero(q[: len(a) - 1] & (a[1 : m + 1] == 58)))
+        b = np.flatnonzero(a[:m] == 92)  # backslashes are few: look at the bytes after each
+        b = b[b + 2 < len(a)]  # in valid JSON a backslash is never among the last two bytes
+        after = a[b + 1]
+        escaped += int(np.count_nonzero(after == 34))
+        doubled += int(np.count_nonzero((after == 92) & (a[b + 2] == 34)))
+    return _Marks(quotes, keys, escaped, doubled)
+
+
+def _key_count(data: bytes, df: pl.DataFrame, marks: _Marks) -> int | None:
     """The number of ``"key":`` in the chunk when every one became a value of ``df`` (no key was left
     out), else None.
 
@@ -171,34 +204,37 @@ def _key_count(data: bytes, df: pl.DataFrame) -> int | None:
     make the counts differ, which only costs a slower full inference.
     """
     values = sum(df.height - n for n in df.null_count().row(0))
-    keys = data.count(b'":')
-    if keys == values:  # the common case costs one scan
+    keys = marks.keys
+    if keys == values:  # the common case
         return keys
     keys -= data.count(b'\\":')
     nulls = data.count(b'":null') + data.count(b'": null')
     return keys if keys == values + nulls else None
 
 
-def _strings_parsed(data: bytes, df: pl.DataFrame, keys: int) -> bool:
+def _strings_parsed(df: pl.DataFrame, keys: int, marks: _Marks) -> bool:
     """True when the chunk's JSON strings are exactly its ``keys`` keys and the strings of ``df``.
 
     Polars turns a number, bool or array into text where the first rows had a string (``"prompt": 5``
-    becomes ``"5"``); the contract makes that line unusable. Every JSON string has two unescaped quotes and
-    gives back each escaped one as a quote of its text, so the chunk's quotes number twice its strings
-    plus the quotes inside them; text made from a number has none. Checked only when every key is a
-    column (no nested objects); a ``\\u0022`` escape also makes the counts differ (line-by-line path).
+    becomes ``"5"``); the contract makes that line unusable. Every JSON string has two unescaped quotes,
+    and each ``\\"`` escape adds one, so the chunk's quotes number twice its strings plus its escaped
+    quotes; text made from a number adds a string without its quotes. Without ``\\\\"`` in the chunk,
+    every ``\\"`` is an escaped quote; otherwise the quotes inside the parsed strings are counted instead
+    (a ``\\u0022`` escape then makes the counts differ: line-by-line path). Checked only when every key
+    is a column (no nested objects).
     """
     strings = inner = 0
     for name, dtype in df.schema.items():
         if dtype == pl.String:
             s = df.get_column(name)
         elif dtype == pl.List(pl.String):
-            s = df.get_column(name).explode()
+            s = df.get_column(name).explode(empty_as_null=False, keep_nulls=False)
         else:
             continue
         strings += s.len() - s.null_count()
-        inner += s.str.count_matches('"', literal=True).sum() or 0
-    return data.count(b'"') == 2 * (keys + strings) + inner
+        if marks.doubled:
+            inner += s.str.count_matches('"', literal=True).sum() or 0
+    return marks.quotes == 2 * (keys + strings) + (inner if marks.doubled else marks.escaped)
 
 
 def _slow_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult:

@@ -528,10 +528,14 @@ def test_ingest026_blocks_read_through_the_buffer_are_the_same_lines(tmp_path):
         (rec(response_tokens=["a", 7]), "field 'response_tokens' is not a list of strings"),
     ],
 )
-def test_ingest027_non_strings_where_text_is_expected_past_the_first_rows(tmp_path, bad, reason):
+@pytest.mark.parametrize(
+    "text", ["q", 'say "hi"', "C:\\dir\\"], ids=["plain", "escaped-quotes", "backslash-end"]
+)
+def test_ingest027_non_strings_where_text_is_expected_past_the_first_rows(tmp_path, bad, reason, text):
     """A number, bool or list where the first rows had a string (which Polars would silently turn
-    into text, far past the rows it infers its schema from) makes that line unusable; the rest is kept."""
-    good = line(rec(ref_response="q", response_tokens=["a", "b"], logprobs=[-0.5, -1.0]))
+    into text, far past the rows it infers its schema from) makes that line unusable; the rest is kept.
+    Also when the good lines' texts hold escaped quotes, or end in a backslash (\\\\" in the JSON)."""
+    good = line(rec(ref_response=text, response_tokens=["a", text], logprobs=[-0.5, -1.0]))
     content = good * 150 + line(bad) + good * 3
     res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
     assert {ln: r for ln, (_, r) in issues_by_line(store).items()} == {151: reason}
@@ -571,3 +575,22 @@ def test_ingest029_null_token_strings_are_kept_on_both_paths(tmp_path):
         res, store = ingest(run_with(tmp_path / name, content), tmp_path / name / "cache")
         assert res.samples == 2
         assert store.sample(sample_id("rank0.jsonl", 1))["response_tokens"] == tokens
+
+
+@pytest.mark.parametrize("slice_bytes", [1, 2, 3, 7, 64, 1 << 20])
+def test_ingest030_marks_counted_across_slices(monkeypatch, slice_bytes):
+    """The one-pass count of quotes, `":`, `\\"` and `\\\\"` equals bytes.count, wherever the slices cut."""
+    import random
+
+    rng = random.Random(slice_bytes)
+    data = (
+        b"".join(rng.choice([b'"', b":", b"\\", b"a", b'":', b'\\"', b'\\\\"']) for _ in range(3000)) + b"}\n"
+    )
+    monkeypatch.setattr(ingest_mod, "MARK_SLICE", slice_bytes)
+    expected = ingest_mod._Marks(
+        quotes=data.count(b'"'),
+        keys=data.count(b'":'),
+        escaped=sum(1 for i in range(len(data) - 1) if data[i : i + 2] == b'\\"'),
+        doubled=sum(1 for i in range(len(data) - 2) if data[i : i + 3] == b'\\\\"'),
+    )
+    assert ingest_mod._marks(data) == expected
