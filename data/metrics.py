@@ -228,7 +228,8 @@ class _Flat(NamedTuple):
 
     lens: np.ndarray  # int64, one per row
     starts: np.ndarray  # int64, one per row
-    values: np.ndarray  # float64 (null -> NaN) or, for token strings, whether the token is not a pad
+    values: np.ndarray  # the list's float type (null -> NaN; no copy without nulls) or, for token
+    # strings, whether the token is not a pad; arithmetic on them is done in float64
     present: np.ndarray | None  # bool: the element is not null (None: no element is null)
 
     @property
@@ -256,7 +257,7 @@ def _flat(df: pl.DataFrame, c: str, pad_tokens: tuple[str, ...] = ()) -> _Flat:
     if c == "response_tokens":
         values = (~flat.is_in(list(pad_tokens))).fill_null(False).to_numpy()
     else:
-        values = flat.cast(pl.Float64).to_numpy()
+        values = flat.to_numpy()
     return _Flat(lens, _starts(lens), values, present)
 
 
@@ -275,7 +276,7 @@ class _Segments(NamedTuple):
         Booleans are counted."""
         if keep is not None and not keep.all():
             values = np.where(keep, values, False if values.dtype == bool else 0.0)
-        out = np.zeros(len(self.lens), np.int64 if values.dtype == bool else values.dtype)
+        out = np.zeros(len(self.lens), np.int64 if values.dtype == bool else np.float64)
         full = self.lens > 0
         if full.any():  # each non-empty run ends where the next one starts
             out[full] = np.add.reduceat(values, self.starts[full], dtype=out.dtype)
@@ -299,15 +300,15 @@ def _suffix_sums(f: _Flat) -> np.ndarray:
     gamma = 1). Summed from the end of each row, as the definition does, where NaN or infinities occur."""
     x = f.values if f.present is None else np.where(f.present, f.values, 0.0)
     c = np.zeros(len(x) + 1)
-    np.cumsum(x, out=c[1:])
+    np.cumsum(x, dtype=np.float64, out=c[1:])
     if np.isfinite(c[-1]) and np.isfinite(x).all():  # no NaN, infinity or overflow
         # One pass over all rows: the suffix sum at j is (sum up to the row's end) - (sum before j).
         out = np.repeat(c[f.starts + f.lens], f.lens)
         out -= c[:-1]
         return out
-    out = np.empty_like(x)
+    out = np.empty(len(x))
     for s, n in zip(f.starts.tolist(), f.lens.tolist(), strict=True):
-        out[s : s + n] = np.cumsum(x[s : s + n][::-1])[::-1]
+        out[s : s + n] = np.cumsum(x[s : s + n][::-1], dtype=np.float64)[::-1]
     return out
 
 
@@ -331,7 +332,7 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
         # Log-ratio and k3 where both log-probs are present and finite (k3 is not finite where the
         # log-ratio is not). In place: each fresh array of this size costs its page faults.
         seg, ia, ib = _pair(lp, ref)
-        lr = lp.values[ia] - ref.values[ib]
+        lr = np.subtract(lp.values[ia], ref.values[ib], dtype=np.float64)
         kl = np.negative(lr)
         np.exp(kl, out=kl)
         kl -= 1.0
@@ -341,7 +342,7 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
         lr_sum, kl_sum = seg.sum(lr, valid), seg.sum(kl, valid)
         # Value error against the return (the suffix sum of the token rewards) where both are present.
         seg_v, iv, it = _pair(val, tr)
-        ve = val.values[iv] - _suffix_sums(tr)[it]
+        ve = np.subtract(val.values[iv], _suffix_sums(tr)[it], dtype=np.float64)
         ve_ok = _both(_both(val.where_present(iv), tr.where_present(it)), np.isfinite(ve))
         n_ve = seg_v.sum(ve_ok)
         ve_sum = seg_v.sum(ve, ve_ok)
