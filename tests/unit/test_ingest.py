@@ -495,28 +495,38 @@ def test_ingest025_failed_part_commits_nothing_past_it(tmp_path, monkeypatch):
     assert _store_snapshot(store) == _store_snapshot(clean)
 
 
-def test_ingest026_blocks_read_through_the_buffer_are_the_same_lines(tmp_path):
-    """Reading blocks through the reused buffer gives the same blocks as reading without it, with lines
-    shorter and longer than the buffer, and a last line without its newline."""
+@pytest.mark.parametrize("peek", [4, 64, 1 << 16])
+def test_ingest026_blocks_hold_as_many_complete_lines_as_fit(tmp_path, monkeypatch, peek):
+    """Each block is the complete lines that fit in the chunk size, whether the last newline is found in
+    the peeked end of the range or only by reading on; a line longer than the chunk size comes with the
+    lines that end in the same read. A last line without its newline is left out."""
     import random
 
+    monkeypatch.setattr(ingest_mod, "PEEK_BYTES", peek)
     rng = random.Random(7)
-    lines = [b"x" * rng.choice([0, 1, 5, 40, 300, 2000]) for _ in range(300)]
+    lines = [b"x" * rng.choice([0, 1, 5, 40, 300, 2000]) + b"\n" for _ in range(300)]
     path = tmp_path / "f.jsonl"
-    path.write_bytes(b"\n".join(lines) + b"\npartial")
+    path.write_bytes(b"".join(lines) + b"partial")
     size = path.stat().st_size
     for chunk in (16, 100, 1000, 1 << 16):
+        blocks, start = [], 0
         with open(path, "rb") as f:
-            plain, buffered, start = [], [], 0
             while (got := ingest_mod._next_block(f, start, size, chunk)) is not None:
-                plain.append(got)
+                assert got[0] == start + len(got[1])
+                blocks.append(got[1])
                 start = got[0]
-            buf, start = bytearray(chunk), 0
-            while (got := ingest_mod._next_block(f, start, size, chunk, buf)) is not None:
-                buffered.append(got)
-                start = got[0]
-        assert buffered == plain
-        assert b"".join(b for _, b in plain) == b"\n".join(lines) + b"\n"
+        assert b"".join(blocks) == b"".join(lines)
+        i = 0
+        for block in blocks:
+            j, n = i, 0
+            while n < len(block):
+                n, j = n + len(lines[j]), j + 1
+            assert block == b"".join(lines[i:j]), (chunk, i)  # whole lines
+            if len(block) <= chunk:  # as many as fit
+                assert j == len(lines) or len(block) + len(lines[j]) > chunk, (chunk, i)
+            else:  # a longer line, and what the reads past it held
+                assert len(lines[i]) > chunk and len(block) < len(lines[i]) + chunk, (chunk, i)
+            i = j
 
 
 @pytest.mark.parametrize(
