@@ -196,6 +196,12 @@ def _marks(data: bytes) -> _Marks:
     return _Marks(quotes, keys, escaped, doubled)
 
 
+def _count_newlines(block: bytes) -> int:
+    """``block.count(b"\\n")`` at a third of the cost (and without holding the GIL throughout)."""
+    arr = np.frombuffer(block, np.uint8)
+    return sum(int(np.count_nonzero(arr[s : s + MARK_SLICE] == 10)) for s in range(0, len(arr), MARK_SLICE))
+
+
 def _key_count(data: bytes, df: pl.DataFrame, marks: _Marks) -> int | None:
     """The number of ``"key":`` in the chunk when every one became a value of ``df`` (no key was left
     out), else None.
@@ -374,31 +380,28 @@ def _issue_frame(issues: list[dict], rel: str) -> pl.DataFrame:
     return pl.DataFrame([{**i, "source": rel} for i in issues], schema=ISSUE_SCHEMA)
 
 
-def _token_notes(df: pl.DataFrame) -> list[dict]:
-    """A data-quality note for each response whose token arrays have different lengths (kept, aligned)."""
+UNEQUAL_LENGTHS = "token arrays of unequal lengths (aligned from the first token)"
+
+
+def _token_notes(df: pl.DataFrame, rel: str) -> pl.DataFrame:
+    """A data-quality note (an issue frame) for each response whose token arrays have different lengths
+    (kept, aligned). Built column-wise: in some trainers' files nearly every response has one."""
     present = [c for c in schema.TOKEN_FIELDS if c in df.columns]
     if len(present) < 2 or not df.height:
-        return []
+        return pl.DataFrame(schema=ISSUE_SCHEMA)
     lens = [pl.col(c).list.len() for c in present]
     detail = pl.concat_str(
         [pl.lit(f"{c} ") + pl.col(c).list.len().cast(pl.String) for c in present],
         separator=", ",
         ignore_nulls=True,
     )
-    rows = df.select(
+    return df.filter(pl.max_horizontal(*lens) != pl.min_horizontal(*lens)).select(
+        pl.lit(rel).alias("source"),
         "line",
-        (pl.max_horizontal(*lens) != pl.min_horizontal(*lens)).alias("bad"),
+        pl.lit("note").alias("severity"),
+        pl.lit(UNEQUAL_LENGTHS).alias("reason"),
         detail.alias("detail"),
-    ).filter(pl.col("bad"))
-    return [
-        {
-            "line": ln,
-            "severity": "note",
-            "reason": "token arrays of unequal lengths (aligned from the first token)",
-            "detail": d,
-        }
-        for ln, _, d in rows.iter_rows()
-    ]
+    )
 
 
 # ---- ingest of a run -----------------------------------------------------------------------------------
@@ -500,28 +503,29 @@ class _Writer:
 
     def _write_part(
         self, pid: int, rel: str, chunk: ChunkResult | RawBlock
-    ) -> tuple[pl.DataFrame | None, list[dict], int, set[str]]:
+    ) -> tuple[pl.DataFrame | None, pl.DataFrame, int, set[str]]:
         """Worker thread: parse, derive and build the part, write its files; returns ``(scalars, issues,
         rows, ignored fields)``.
 
         Touches no shared state: :meth:`_apply` takes the results in order on the reading thread."""
         result = parse_block(*chunk)[0] if isinstance(chunk, RawBlock) else chunk
         name = part_name(pid)
-        issues = list(result.issues)
+        issues = _issue_frame(result.issues, rel)
         n = result.frame.height
         scal = None
         if n:
             full = build_part(derive_chunk(result.frame, self.pad_tokens), rel, pid, self.pad_tokens)
-            issues += _token_notes(full)
+            issues = pl.concat([issues, _token_notes(full, rel)]).sort("line", maintain_order=True)
             write_part_file(full, self.dir / "parts" / name, self.row_group_size)
             scal = full.select(scalar_columns(full))
             scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
-        _issue_frame(issues, rel).write_parquet(self.dir / "issues" / name)
+        issues.write_parquet(self.dir / "issues" / name)
         return scal, issues, n, result.ignored
 
     def _apply(self, item: tuple[int, str, Future]) -> None:
         pid, rel, future = item
         scal, issues, n, ignored = future.result()
+        severity = issues.get_column("severity")
         if scal is not None:
             self.scalars = (
                 pl.concat([self.scalars, scal], how="diagonal_relaxed") if self.scalars.height else scal
@@ -534,8 +538,8 @@ class _Writer:
         self.m.data["parts"][str(pid)] = {
             "file": rel,
             "rows": n,
-            "errors": sum(1 for i in issues if i["severity"] == "error"),
-            "notes": sum(1 for i in issues if i["severity"] == "note"),
+            "errors": int((severity == "error").sum()),
+            "notes": int((severity == "note").sum()),
         }
         self.new_rows += n
         if self._due is not None and pid >= self._due.pid:
@@ -716,7 +720,7 @@ def ingest_file(
                 start = size if not rest.strip() else start
         while (chunk := _next_block(f, start, size, chunk_bytes)) is not None:
             offset_after, block = chunk
-            n_lines = block.count(b"\n")
+            n_lines = _count_newlines(block)
             raw = RawBlock(block, entry["lines"] + 1, start == 0 and entry["lines"] == 0, n_lines)
             entry["parts"].append(writer.write_chunk(rel, raw))
             entry["lines"] += n_lines
