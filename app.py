@@ -22,6 +22,7 @@ from components import live as live_ui
 from components.layout import NAV_PAGES, nav_href, navbar
 from data import live, service
 from data.config import DEFAULT_ROOT, Settings, load_settings
+from data.viewstate import shown_run
 
 HERE = Path(__file__).resolve().parent
 
@@ -65,19 +66,24 @@ def shell() -> html.Div:
     )
 
 
+def _page_run(pathname: str | None, search: str | None) -> tuple[str, str | None]:
+    """``(path, run)``: the page (without the URL prefix) and the run it shows (see ``shown_run``)."""
+    path = "/" + (dash.strip_relative_path(pathname or "/") or "")
+    run = (parse_qs((search or "").lstrip("?")).get("run") or [None])[0]
+    return path, shown_run(path, run, service.board().runs())
+
+
 @dash.callback(
     Output("app-run", "value"),
     *(Output(f"app-nav-{name.lower()}", "href") for name, _ in NAV_PAGES),
+    Input("app-location", "pathname"),
     Input("app-location", "search"),
 )
-def _sync_shell(search):
-    """Keep the run picker and the page links on the run named in the URL."""
-    run = (parse_qs((search or "").lstrip("?")).get("run") or [None])[0]
-    if run not in service.board().runs():
-        run = None
-    return (run if run else no_update), *(
-        dash.get_relative_path(nav_href(path, run)) for _, path in NAV_PAGES
-    )
+def _sync_shell(pathname, search):
+    """Keep the run picker and the page links on the run the page shows: the run named in the URL, or the
+    first run where the page falls back to it (a run the page does not show is never selected)."""
+    _, run = _page_run(pathname, search)
+    return run, *(dash.get_relative_path(nav_href(path, run)) for _, path in NAV_PAGES)
 
 
 @dash.callback(
@@ -88,12 +94,12 @@ def _sync_shell(search):
     prevent_initial_call=True,
 )
 def _pick_run(run, pathname, search):
-    """Choosing a run keeps the current page (the runs page goes to the reward page) with only ``run`` set."""
-    current = (parse_qs((search or "").lstrip("?")).get("run") or [None])[0]
-    if not run or run == current:
+    """Choosing a run keeps the current page (the runs page goes to the reward page) with only ``run`` set.
+    The picker set to the run the page already shows (by :func:`_sync_shell`) changes nothing."""
+    path, shown = _page_run(pathname, search)
+    if not run or run == shown:
         return no_update
-    path = dash.strip_relative_path(pathname or "/") or ""
-    path = "/" + path if path else "/reward"
+    path = path if path != "/" else "/reward"
     return dash.get_relative_path(f"{path}?{urlencode({'run': run})}")
 
 

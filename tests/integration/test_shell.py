@@ -18,23 +18,58 @@ def test_shell002_healthz_counts_runs(client, fixtures_dir):
     assert body["runs"] == 3
 
 
+SHELL_OUT = (
+    "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-responses.href"
+    "...app-nav-tokens.href...app-nav-prompts.href.."
+)
+
+
+def _shell(client, path: str, search: str) -> dict:
+    inputs = [
+        {"id": "app-location", "property": "pathname", "value": path},
+        {"id": "app-location", "property": "search", "value": search},
+    ]
+    return dash_post(client, SHELL_OUT, inputs)
+
+
 def test_shell003_run_in_url_drives_picker_and_links(client, fixtures_dir):
     """The run named in the URL selects the run picker and is carried by the page links."""
-    out = "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-responses.href...app-nav-tokens.href...app-nav-prompts.href.."
-    resp = dash_post(
-        client, out, [{"id": "app-location", "property": "search", "value": "?run=trl-ppo-small"}]
-    )
+    resp = _shell(client, "/responses", "?run=trl-ppo-small")
     assert resp["app-run"]["value"] == "trl-ppo-small"
     assert resp["app-nav-reward"]["href"] == "/reward?run=trl-ppo-small"
     assert resp["app-nav-runs"]["href"] == "/"
 
 
-def test_shell004_unknown_run_is_not_selected(client, fixtures_dir):
-    """A run that is not under the root (e.g. a traversal attempt) is never selected."""
-    out = "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-responses.href...app-nav-tokens.href...app-nav-prompts.href.."
-    resp = dash_post(client, out, [{"id": "app-location", "property": "search", "value": "?run=../../etc"}])
-    assert "app-run" not in resp
-    assert resp["app-nav-reward"]["href"] == "/reward"
+def test_shell004_picker_shows_the_run_the_page_shows(client, fixtures_dir):
+    """With no run in the URL a run page shows the first run, and so does the picker; a run that is not
+    under the root (e.g. a traversal attempt) is never selected: the reward and prompts pages show the
+    first run instead (so does the picker), the responses and token pages an error (the picker is
+    empty), the runs page no run."""
+    first = "rlloggingboard-eval-poem"
+    for path in ("/reward", "/responses", "/tokens", "/prompts"):
+        assert _shell(client, path, "")["app-run"]["value"] == first, path
+    for path, shown in (("/reward", first), ("/prompts", first), ("/responses", None), ("/tokens", None)):
+        resp = _shell(client, path, "?run=../../etc")
+        assert resp["app-run"]["value"] == shown, path
+        assert resp["app-nav-reward"]["href"] == ("/reward" if shown is None else f"/reward?run={first}")
+    assert _shell(client, "/", "?run=trl-ppo-small")["app-run"]["value"] == "trl-ppo-small"
+    assert _shell(client, "/", "")["app-run"]["value"] is None
+
+
+def test_shell006_picker_set_to_the_shown_run_does_not_navigate(client, fixtures_dir):
+    """When the shell sets the picker to the run the page falls back to, the URL is left as it is (with
+    its notice and other parameters); choosing another run navigates to it on the same page."""
+    state = [
+        {"id": "app-location", "property": "pathname", "value": "/reward"},
+        {"id": "app-location", "property": "search", "value": "?run=gone&step=3"},
+    ]
+    pick = [{"id": "app-run", "property": "value", "value": "rlloggingboard-eval-poem"}]
+    assert not dash_post(client, "app-location.href", pick, state)  # no update
+    pick = [{"id": "app-run", "property": "value", "value": "trl-ppo-small"}]
+    assert (
+        dash_post(client, "app-location.href", pick, state)["app-location"]["href"]
+        == "/reward?run=trl-ppo-small"
+    )
 
 
 def test_shell005_fresh_process_serves_scripts_before_any_index(tmp_path):
