@@ -17,6 +17,7 @@ from dash import dcc, html
 
 from components.figures import TEMPLATE, empty_figure
 from components.layout import fmt_num
+from components.tables import TOKENS_LINK
 
 TREND_COLORS = {
     "improved": "success",
@@ -262,11 +263,8 @@ ZERO_SPREAD_TEXT = "all rewards equal: no learning signal"
 def _grid_column(col: Column) -> dict:
     d: dict = {"field": col.key, "headerName": col.label, "headerTooltip": col.label}
     if col.key == "sample_id":
-        # Markdown ``[id](href)`` built from ids we generate, never from model text (no HTML rendered).
         d.update(
-            field="tokens_link",
-            colId="sample_id",
-            cellRenderer="markdown",
+            **TOKENS_LINK,
             pinned="left",
             width=118,
             cellStyle={"fontFamily": "var(--rlb-mono)", "fontSize": "11px"},
@@ -303,7 +301,8 @@ def history_grid(
     data = []
     for row, href in zip(rows, hrefs, strict=True):
         d = {c.key: row.get(c.key) for c in columns}
-        d["tokens_link"] = f"[{row['sample_id']}]({href})"
+        d["sample_id"] = row["sample_id"]
+        d["tokens_href"] = href
         d["zero_spread"] = bool(row.get("zero_spread"))
         if "group_flag" in d:
             d["group_flag"] = ZERO_SPREAD_TEXT if row.get("zero_spread") else ""

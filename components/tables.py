@@ -29,6 +29,11 @@ _THEME = (
 )
 
 
+# The sample id as a link to the row's token page (``tokens_href``, a path built from ids we generate,
+# never from model text), followed inside the app without reloading it (assets/dashAgGridComponentFunctions.js).
+TOKENS_LINK = {"cellRenderer": "AppLink", "cellRendererParams": {"hrefField": "tokens_href"}}
+
+
 def column_defs(
     columns: list[tuple[str, str, str]],
     kinds: dict[str, str],
@@ -43,16 +48,15 @@ def column_defs(
     to ``"int"``, ``"float"``, ``"bool"`` or ``"text"`` (numbers right-aligned with 4 significant digits,
     whole numbers without decimals); ``signed`` fields are coloured by sign; ``previews``: ``(field,
     header, pinned)`` of the single-line text previews (not sortable; pinned ones stay in view on the right). The first column is ``sample_id`` rendered
-    as the link in the row's ``tokens_link`` (markdown ``[id](href)``, built from ids we generate, never
-    from model text). ``sort``/``order`` set the column sorted initially.
+    as a link to the row's ``tokens_href`` (see :data:`TOKENS_LINK`). ``sort``/``order`` set the column
+    sorted initially.
     """
     defs: list[dict] = [
         {
-            "field": "tokens_link",
-            "colId": "sample_id",
+            "field": "sample_id",
             "headerName": "sample",
             "headerTooltip": "open the response token by token",
-            "cellRenderer": "markdown",
+            **TOKENS_LINK,
             "sortable": False,
             "pinned": "left",
             "width": 108,

@@ -439,7 +439,7 @@ def _rows(request, view_data):
         return {"rowData": [], "rowCount": 0}
     rows = json_rows(df)
     for row in rows:
-        row["tokens_link"] = f"[{row['sample_id']}]({_tokens_href(view, row['sample_id'])})"
+        row["tokens_href"] = _tokens_href(view, row["sample_id"])
     return {"rowData": rows, "rowCount": count}
 
 

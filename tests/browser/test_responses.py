@@ -55,8 +55,11 @@ def test_responses201_filter_sort_select_and_open(dash_duo, dash_app, fixtures_d
     sid = link.text
     assert sid == selected  # the clicked row is row 0
     assert dash_duo.get_logs() == []
+    dash_duo.driver.execute_script("window.__rlbSamePage = true;")  # gone if the link reloads the page
     link.click()
     until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
+    dash_duo.wait_for_element("#tokens-strip", timeout=15)
+    assert dash_duo.driver.execute_script("return window.__rlbSamePage === true;")
     q = query(dash_duo)
     assert q["run"] == [RUN] and q["sample"] == [sid]
     assert q["back"] == [f"run={RUN}&step=3&sort=kl_mean&reward_min=1.5&sample={sid}"]

@@ -394,11 +394,11 @@ def test_prompts019_history_grid_links_and_flags():
     ]
     grid = history_grid(rows, cols, ["/tokens?run=r&sample=ab-1", "/tokens?run=r&sample=ab-2"], "g")
     data = grid.rowData
-    assert data[0]["tokens_link"] == "[ab-1](/tokens?run=r&sample=ab-1)"
+    assert (data[0]["sample_id"], data[0]["tokens_href"]) == ("ab-1", "/tokens?run=r&sample=ab-1")
     assert (data[0]["group_flag"], data[1]["group_flag"]) == (ZERO_SPREAD_TEXT, "")
     defs = {d.get("colId", d["field"]): d for d in grid.columnDefs}
-    assert defs["sample_id"]["cellRenderer"] == "markdown"
-    assert "cellRenderer" not in defs["response_preview"]  # model text is never rendered as markdown
+    assert defs["sample_id"]["cellRenderer"] == "AppLink"  # the id as text, linking to tokens_href
+    assert "cellRenderer" not in defs["response_preview"]  # model text is only ever text
 
 
 def test_prompts020_list_table_headers_sort_links():

@@ -320,7 +320,8 @@ def test_responses030_column_defs():
         "response_preview",
     ]
     by = {d.get("colId", d["field"]): d for d in defs}
-    assert by["sample_id"]["cellRenderer"] == "markdown" and by["sample_id"]["field"] == "tokens_link"
+    assert by["sample_id"]["cellRenderer"] == "AppLink"
+    assert by["sample_id"]["cellRendererParams"] == {"hrefField": "tokens_href"}
     assert by["reward"]["sort"] == "asc" and "sort" not in by["step"]
     assert by["reward"]["type"] == "rightAligned" and ".4~g" in by["reward"]["valueFormatter"]["function"]
     assert "'d'" in by["step"]["valueFormatter"]["function"] and "type" not in by["note"]
