@@ -27,11 +27,9 @@ def _text(value) -> str:
 
 
 def _hrefs(value, path: str) -> list[str]:
-    """Every link target to ``path`` in a rendered component tree (dcc.Link hrefs and grid markdown)."""
+    """Every link target to ``path`` in a rendered component tree (dcc.Link hrefs and grid rows' hrefs)."""
     text = _text(value)
-    found = re.findall(r'"href": "(' + re.escape(path) + r'\?[^"]*)"', text)
-    found += re.findall(r"\]\((" + re.escape(path) + r"\?[^)]*)\)", text)
-    return found
+    return re.findall(r'"(?:href|tokens_href)": "(' + re.escape(path) + r'\?[^"]*)"', text)
 
 
 def _find(tree, id_: str):
