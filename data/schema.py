@@ -32,9 +32,10 @@ CANONICAL: dict[str, pl.DataType] = {
 }
 KNOWN = tuple(CANONICAL)
 
-# Names other trainers use for a known field; used only when the canonical key is absent.
+# Names other trainers use for a known field; used only when the canonical key is absent. veRL's rollout
+# dumps (trainer.rollout_data_dir: one file per step) write input, output, score, step and gts.
 ALIASES: dict[str, tuple[str, ...]] = {
-    "prompt": ("query", "question"),
+    "prompt": ("query", "question", "input"),
     "response": ("completion", "output"),
     "step": ("global_step", "train_step", "iteration"),
     "reward": ("score",),

@@ -340,6 +340,35 @@ def test_ingest019_aliases_and_pad_tokens_setting(tmp_path):
     assert open_store(res2.store_dir).scalars().item(0, "response_length") == 2
 
 
+def test_ingest031_verl_rollout_dump(tmp_path):
+    """veRL's rollout dump (one file per step, named by step; input, output, score, step, gts and its reward
+    extras) loads: input and output become prompt and response, score the reward, the rest extra columns;
+    step files named 1, 2, 10 are merged by step."""
+    run = tmp_path / "root" / "verl-run"
+    run.mkdir(parents=True)
+    for step in (1, 2, 10):
+        rows = [
+            {
+                "input": f"user: 2+{i}?",
+                "output": f"<think>..</think>{2 + i}",
+                "gts": str(2 + i),
+                "score": float(i % 2),
+                "step": step,
+                "acc": bool(i % 2),
+            }
+            for i in range(3)
+        ]
+        (run / f"{step}.jsonl").write_bytes(b"".join(line(r) for r in rows))
+    res, store = ingest(run, tmp_path / "cache")
+    assert (res.samples, res.steps, res.bad_lines) == (9, 3, 0)
+    sc = store.scalars().sort("step", "line")
+    assert sc.get_column("step").unique().sort().to_list() == [1, 2, 10]
+    assert sc.get_column("reward").to_list()[:3] == [0.0, 1.0, 0.0]
+    assert sc.get_column("gts").to_list()[:3] == ["2", "3", "4"] and sc.get_column("acc").to_list()[1] is True
+    row = store.sample(sc.item(1, "sample_id"))
+    assert row["prompt"] == "user: 2+1?" and row["response"] == "<think>..</think>3"
+
+
 def test_ingest020_incomplete_commit_hides_the_last_step_of_each_file(tmp_path):
     """complete=False (files may end mid-step): steps from the smallest of the files' last steps on are
     hidden; a later complete ingest shows them without re-reading anything."""
