@@ -175,11 +175,14 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
         )
         out.append(Panel("length", "Response length", "tokens" + shift, (length,)))
     elif has_values(steps, "response_chars_mean"):
+        # A summary written before the character quantiles were kept has only their mean: no band then.
+        chars_band = band if "response_chars_std" in steps.columns else None
         length = Series(
             "response_chars",
             label("response_chars"),
-            curve(steps, "response_chars", None, zs),
+            curve(steps, "response_chars", chars_band, zs),
             COLORS["response_chars"],
+            band_text if chars_band else None,
         )
         out.append(Panel("length", "Response length", "characters" + shift, (length,), NOTE_CHARS))
     else:

@@ -444,7 +444,7 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("log_ratio_sum").mean().alias("log_ratio_sum_mean"),
             pl.col("n_kl_tokens").sum().alias("n_kl_tokens"),
             *_dist("response_length"),
-            pl.col("response_chars").mean().alias("response_chars_mean"),
+            *_dist("response_chars"),
             pl.col("value_error_abs_mean").mean().alias("value_error_abs_mean"),
             pl.col("value_error_mean").mean().alias("value_error_mean"),
         )

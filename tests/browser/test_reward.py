@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
+from selenium.common.exceptions import ElementClickInterceptedException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -24,6 +25,22 @@ def _open(dash_duo, dash_app, port, path):
     """Start the app and open ``path`` directly (not the runs page first: it is slower to render)."""
     dash_duo.start_server(dash_app, navigate=False, port=port)
     dash_duo.wait_for_page(f"{dash_duo.server.url.rstrip('/')}{path}")
+
+
+def _click_when_clear(dash_duo, selector, timeout=15):
+    """Click ``selector`` once nothing covers it: on a busy machine the graphs above may still be laid out
+    when the link appears, and a click then lands on them (a user would simply click again)."""
+
+    def clicked(driver):
+        el = dash_duo.find_element(selector)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", el)
+        try:
+            el.click()
+        except ElementClickInterceptedException:
+            return False
+        return True
+
+    WebDriverWait(dash_duo.driver, timeout, poll_frequency=0.5).until(clicked)
 
 
 def _bar_paths(dash_duo):
@@ -47,8 +64,7 @@ def test_reward101_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_di
     assert count == height
     link = dash_duo.find_element("#reward-drill-link")
     assert link.text.startswith(f"Show the {count} responses with reward [")
-    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", link)
-    dash_duo.find_element("#reward-drill-link").click()
+    _click_when_clear(dash_duo, "#reward-drill-link")
     _wait_url(dash_duo, lambda q: "reward_min" in q)
     url = urlparse(dash_duo.driver.current_url)
     q = parse_qs(url.query)

@@ -103,6 +103,16 @@ def test_curves004_panels_without_ref_or_token_fields_carry_notes():
     assert panels["length"].series[0].label == label("response_chars")
     assert panels["length"].note == curves.NOTE_CHARS
     assert panels["win"].series == () and panels["win"].note == curves.NOTE_NO_WIN
+    # The length in characters has its spread band too: ±1 std of 10 and 20 at step 1 (std 7.07).
+    chars = panels["length"].series[0]
+    assert chars.band_label == curves.BANDS[curves.DEFAULT_BAND]
+    assert chars.frame.row(0, named=True)["hi"] == pytest.approx(15 + 50**0.5)
+    # A summary written before the character quantiles were kept (mean only) gives the line, no band.
+    old = _summary(df).drop(
+        c for c in _summary(df).columns if c.startswith("response_chars_") and c != "response_chars_mean"
+    )
+    old_chars = {p.key: p for p in curves.panels(old)}["length"].series[0]
+    assert old_chars.band_label is None and "hi" not in old_chars.frame.columns
 
 
 def test_curves005_full_panels_labelled_from_metrics():

@@ -145,6 +145,9 @@ def test_metrics006_step_summary_by_hand():
     assert s2["kl_token_mean"] == pytest.approx(4.0 / 4)
     assert s1["reward_p50"] == pytest.approx(1.0)
     assert s1["reward_p25"] == pytest.approx(0.5)  # linear interpolation between 0 and 1
+    assert s1["response_chars_mean"] == pytest.approx(20 / 3)  # 5, 5, 10
+    assert s1["response_chars_std"] == pytest.approx((50 / 3 / 2) ** 0.5)  # sample std: Σ(x - x̄)² / (n - 1)
+    assert s2["response_chars_p05"] == pytest.approx(10.0)
 
 
 def test_metrics007_ranges_exclude_nan_and_infinity():
