@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
@@ -69,8 +69,7 @@ def shell() -> html.Div:
 def _page_run(pathname: str | None, search: str | None) -> tuple[str, str | None]:
     """``(path, run)``: the page (without the URL prefix) and the run it shows (see ``shown_run``)."""
     path = "/" + (dash.strip_relative_path(pathname or "/") or "")
-    run = (parse_qs((search or "").lstrip("?")).get("run") or [None])[0]
-    return path, shown_run(path, run, service.board().runs())
+    return path, shown_run(path, live.run_from_search(search), service.board().runs())
 
 
 @dash.callback(

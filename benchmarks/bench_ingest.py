@@ -6,8 +6,9 @@ Measures, in one run: ingest MB/s, CPU seconds and peak RSS (in a child process)
 orjson loop's MB/s over the same files (the reference ``ratio_to_orjson`` is taken against the loop run
 right after the ingest; ``orjson_loop_before`` is the same loop run just before it, to show how much the
 machine moved), the hypervisor's steal time during the ingest, store size, re-opening an ingested run,
-appending one step and re-ingesting, and the latency of the store queries the pages use (per-step histogram, top-50 of a step,
-one response's token arrays, run-level curves). Generate a run first with benchmarks/generate.py.
+appending one step and re-ingesting, and the latency of the store queries the pages use (per-step
+histogram, top-50 of a step, one response's token arrays, run-level curves). Generate a run first with
+benchmarks/generate.py.
 """
 
 from __future__ import annotations

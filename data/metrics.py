@@ -331,8 +331,9 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
     lp, ref, val, tr = (_flat(df, c) for c in ("logprobs", "ref_logprobs", "values", "token_rewards"))
     tok = _flat(df, "response_tokens", pad_tokens)
     with np.errstate(all="ignore"):
-        # Log-ratio and k3 where both log-probs are present and finite (k3 is not finite where the
-        # log-ratio is not). In place: each fresh array of this size costs its page faults.
+        # Log-ratio and k3 (the formula of _k3, on arrays) where both log-probs are present and finite (k3
+        # is not finite where the log-ratio is not). In place: each fresh array of this size costs its page
+        # faults.
         seg, ia, ib = _pair(lp, ref)
         lr = np.subtract(lp.values[ia], ref.values[ib], dtype=np.float64)
         kl = np.negative(lr)

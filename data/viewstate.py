@@ -27,7 +27,8 @@ def first(query: Mapping, key: str) -> str | None:
 
 # Pages that show one run: the first run when the URL names none. Of these, the reward and prompts pages
 # also show the first run (with a notice) when the URL names a run that is not under the root; the
-# responses and token pages show an error instead.
+# responses and token pages show an error instead. Each page decides with shown_run, and so does the
+# shell's run picker.
 RUN_PAGES = ("/reward", "/responses", "/tokens", "/prompts")
 FALLBACK_PAGES = ("/reward", "/prompts")
 

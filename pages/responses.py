@@ -39,7 +39,7 @@ from data.responses import (
     warm_text_index,
 )
 from data.service import UnknownRun, board
-from data.viewstate import parse_search
+from data.viewstate import parse_search, shown_run
 
 dash.register_page(
     __name__, path="/responses", name="Responses", title="Responses · RL Logging Board", order=2
@@ -72,11 +72,11 @@ def layout(**query):
     runs = board().runs()
     if not runs:
         return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {board().root}.")
-    run = query.get("run") or next(iter(runs))
-    if run not in runs:
+    run = shown_run("/responses", query.get("run"), runs)
+    if run is None:
         return html.Div(
             [
-                notices([f"Unknown run {run!r}: choose one of {', '.join(runs)}."], NOTICES),
+                notices([f"Unknown run {query.get('run')!r}: choose one of {', '.join(runs)}."], NOTICES),
                 empty_state(
                     "Unknown run", "Pick a run in the top bar.", ("All runs", dash.get_relative_path("/"))
                 ),

@@ -20,7 +20,7 @@ from components.layout import empty_state, fmt_num, notices
 from data import curves
 from data.metrics import label
 from data.service import UnknownRun, board
-from data.viewstate import encode, first, get_bool, get_choice, get_int, parse_search
+from data.viewstate import encode, first, get_bool, get_choice, get_int, parse_search, shown_run
 
 dash.register_page(__name__, path="/reward", name="Reward", title="Reward · RL Logging Board", order=1)
 
@@ -75,13 +75,11 @@ class RewardView:
         gives the run's steps, or None while nothing is ingested (the step is then kept as is).
         """
         msgs: list[str] = []
-        run = first(query, "run")
-        if run is not None and run not in runs:
-            fallback = f" Showing {runs[0]!r}." if runs else ""
-            msgs.append(f"Unknown run {run!r}: it is not one of the runs under the rollout root.{fallback}")
-            run = None
-        if run is None and runs:
-            run = runs[0]
+        asked = first(query, "run")
+        run = shown_run("/reward", asked, runs)
+        if asked is not None and run != asked:
+            fallback = f" Showing {run!r}." if run else ""
+            msgs.append(f"Unknown run {asked!r}: it is not one of the runs under the rollout root.{fallback}")
         step = get_int(query, "step", msgs)
         if step is not None and run is not None:
             steps = steps_of(run)

@@ -29,7 +29,7 @@ from components.token_view import (
     value_figure,
 )
 from data.metrics import METRICS, label
-from data.service import UnknownRun, board
+from data.service import board
 from data.tokens import (
     DEFAULT_METRIC,
     HOVER_METRICS,
@@ -47,7 +47,7 @@ from data.tokens import (
     top_tokens,
     visible_tokens,
 )
-from data.viewstate import parse_search
+from data.viewstate import parse_search, shown_run
 
 dash.register_page(__name__, path="/tokens", name="Tokens", title="Tokens · RL Logging Board", order=3)
 
@@ -149,11 +149,10 @@ def _resolve(state: TokensState) -> tuple[TokensState, TokenView | None, str | N
     runs = b.runs()
     if not runs:
         return state, None, "no-runs"
-    state = replace(state, run=state.run or next(iter(runs)))
-    try:
-        b.run_dir(state.run)
-    except UnknownRun:
+    run = shown_run("/tokens", state.run, runs)
+    if run is None:
         return state, None, "unknown-run"
+    state = replace(state, run=run)
     store = b.store(state.run, wait=STORE_WAIT)
     if store is None:
         return state, None, "ingesting"

@@ -625,7 +625,7 @@ def test_ingest030_marks_counted_across_slices(monkeypatch, slice_bytes):
     data = (
         b"".join(rng.choice([b'"', b":", b"\\", b"a", b'":', b'\\"', b'\\\\"']) for _ in range(3000)) + b"}\n"
     )
-    monkeypatch.setattr(ingest_mod, "MARK_SLICE", slice_bytes)
+    monkeypatch.setattr(ingest_mod, "SCAN_SLICE", slice_bytes)
     expected = ingest_mod._Marks(
         quotes=data.count(b'"'),
         keys=data.count(b'":'),
