@@ -395,12 +395,18 @@ def _token_notes(df: pl.DataFrame, rel: str) -> pl.DataFrame:
         separator=", ",
         ignore_nulls=True,
     )
-    return df.filter(pl.max_horizontal(*lens) != pl.min_horizontal(*lens)).select(
-        pl.lit(rel).alias("source"),
-        "line",
-        pl.lit("note").alias("severity"),
-        pl.lit(UNEQUAL_LENGTHS).alias("reason"),
-        detail.alias("detail"),
+    # Select before filtering: filtering the whole part would copy its token arrays.
+    return (
+        df.select(
+            pl.lit(rel).alias("source"),
+            "line",
+            pl.lit("note").alias("severity"),
+            pl.lit(UNEQUAL_LENGTHS).alias("reason"),
+            detail.alias("detail"),
+            (pl.max_horizontal(*lens) != pl.min_horizontal(*lens)).alias("unequal"),
+        )
+        .filter("unequal")
+        .drop("unequal")
     )
 
 
