@@ -221,7 +221,6 @@ def part_name(part_id: int) -> str:
 _SCALARS_CACHE: OrderedDict[str, tuple[tuple[int, ...], pl.DataFrame]] = OrderedDict()
 _SCALARS_LOCK = threading.Lock()
 _MAX_CACHED_RUNS = 8
-_LOOKUP_CACHE: dict[tuple, dict[str, tuple[int, int]]] = {}
 _VISIBLE_CACHE: dict[str, tuple[tuple, pl.DataFrame]] = {}
 
 
@@ -355,25 +354,21 @@ class RunStore:
         return name in df.columns and df.get_column(name).null_count() < df.height
 
     def lookup(self, sample: str) -> tuple[int, int] | None:
-        """``(part, row)`` of a sample id, or None when the store has no such sample.
+        """``(part, row)`` of a sample id, or None when the store has no such (visible) sample.
 
-        A dict of every id is built once per store version (a scan of all ids costs a few ms).
+        One vectorised comparison over the run's ids: ~2 ms at 270,000 responses, with nothing to build
+        first (a dict of every id took ~0.3 s to build after each new step, and ~40 MB to keep).
         """
-        key = (str(self.dir), tuple(self.part_ids()), self.visible_below)
-        with _SCALARS_LOCK:
-            index = _LOOKUP_CACHE.get(key)
-        if index is None:
-            df = self.scalars()
-            if "sample_id" not in df.columns:
-                return None
-            ids, parts, rows = (df.get_column(c).to_list() for c in ("sample_id", "part", "row"))
-            index = dict(zip(ids, zip(parts, rows, strict=True), strict=True))
-            with _SCALARS_LOCK:
-                _LOOKUP_CACHE[key] = index
-                while len(_LOOKUP_CACHE) > _MAX_CACHED_RUNS:
-                    _LOOKUP_CACHE.pop(next(iter(_LOOKUP_CACHE)))
-        hit = index.get(sample) if isinstance(sample, str) else None
-        return None if hit is None else (int(hit[0]), int(hit[1]))
+        if not isinstance(sample, str):
+            return None
+        df = self.scalars()
+        if "sample_id" not in df.columns:
+            return None
+        hit = df.lazy().filter(pl.col("sample_id") == sample).select("part", "row").collect()
+        if not hit.height:
+            return None
+        part, row = hit.row(0)
+        return int(part), int(row)
 
     def read_rows(self, part: int, rows: list[int], columns: list[str] | None = None) -> pl.DataFrame:
         """Full rows (texts, token arrays) of one part, reading only the row groups that hold them."""

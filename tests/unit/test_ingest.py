@@ -633,3 +633,19 @@ def test_ingest030_marks_counted_across_slices(monkeypatch, slice_bytes):
         doubled=sum(1 for i in range(len(data) - 2) if data[i : i + 3] == b'\\\\"'),
     )
     assert ingest_mod._marks(data) == expected
+
+
+def test_ingest032_every_sample_id_finds_its_own_row(tmp_path):
+    """Across files and parts, each sample id leads to the row of its file and line (the token page's read);
+    an id of no response, of another run's file, or not a string finds nothing."""
+    run = run_with(tmp_path, b"".join(line(rec(step=s, prompt=f"a{s}")) for s in range(40)))
+    (run / "rank1.jsonl").write_bytes(b"".join(line(rec(step=s, prompt=f"b{s}")) for s in range(40)))
+    _, store = ingest(run, tmp_path / "cache", chunk_bytes=600)  # a few lines a part
+    assert len(store.part_ids()) > 8
+    for name, letter in (("rank0.jsonl", "a"), ("rank1.jsonl", "b")):
+        for ln in (1, 2, 17, 40):
+            row = store.sample(sample_id(name, ln))
+            assert (row["source"], row["line"], row["prompt"]) == (name, ln, f"{letter}{ln - 1}")
+    assert store.lookup(sample_id("rank0.jsonl", 41)) is None
+    assert store.lookup(sample_id("rank2.jsonl", 1)) is None
+    assert store.lookup(None) is None and store.lookup(["x"]) is None
