@@ -286,8 +286,11 @@ class RunStore:
         else:
             frames = self._read_scalars(list(ids))
         frames = [f for f in frames if f.height or f.width]
+        # One chunk: a live run adds a part per file at every step, and queries over thousands of chunks
+        # are several times slower (top-50 of a step at 2,000 chunks: 25 ms, against 2 ms; rechunking 270,000
+        # responses takes ~12 ms).
         df = (
-            pl.concat(frames, how="diagonal_relaxed")
+            pl.concat(frames, how="diagonal_relaxed").rechunk()
             if frames
             else pl.DataFrame(schema={"sample_id": pl.String, "step": pl.Int64, "reward": pl.Float64})
         )

@@ -649,3 +649,20 @@ def test_ingest032_every_sample_id_finds_its_own_row(tmp_path):
     assert store.lookup(sample_id("rank0.jsonl", 41)) is None
     assert store.lookup(sample_id("rank2.jsonl", 1)) is None
     assert store.lookup(None) is None and store.lookup(["x"]) is None
+
+
+def test_ingest033_scalars_stay_one_chunk_as_a_live_run_grows(tmp_path):
+    """Each append adds parts; the per-process scalars a reader extends with them stay one contiguous chunk
+    (queries over thousands of chunks are several times slower) and hold every response in file order."""
+    run = run_with(tmp_path, line(rec(step=0)))
+    cache = tmp_path / "cache"
+    _, store = ingest(run, cache)
+    assert store.scalars().height == 1
+    for step in range(1, 6):
+        with open(run / "rank0.jsonl", "ab") as f:
+            f.write(b"".join(line(rec(step=step, reward=float(step))) for _ in range(3)))
+        _, store = ingest(run, cache)
+        sc = store.scalars()  # extended with the new part (cached from the previous store version)
+        assert sc.n_chunks() == 1
+    assert sc.get_column("line").to_list() == list(range(1, 17))
+    assert sc.get_column("reward").to_list() == [1.0] + [float(s) for s in range(1, 6) for _ in range(3)]
