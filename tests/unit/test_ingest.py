@@ -666,3 +666,105 @@ def test_ingest033_scalars_stay_one_chunk_as_a_live_run_grows(tmp_path):
         assert sc.n_chunks() == 1
     assert sc.get_column("line").to_list() == list(range(1, 17))
     assert sc.get_column("reward").to_list() == [1.0] + [float(s) for s in range(1, 6) for _ in range(3)]
+
+
+def _fresh_scalars(store):
+    """The store's scalars as a process that has not read it before sees them."""
+    from data import store as store_mod
+
+    store_mod._SCALARS_CACHE.clear()
+    store_mod._VISIBLE_CACHE.clear()
+    return store.scalars()
+
+
+def _grow_live(tmp_path, monkeypatch, pack_at=4, pack_rows=3, steps=14):
+    """A run appended to step by step, one ingest a step, with small packs; a big step now and then stays
+    out of the packs. Returns (run, cache, store)."""
+    monkeypatch.setattr(ingest_mod, "PACK_AT", pack_at)
+    monkeypatch.setattr(ingest_mod, "PACK_ROWS", pack_rows)
+    run = run_with(tmp_path, b"")
+    cache = tmp_path / "cache"
+    for s in range(steps):
+        n = 5 if s % 5 == 2 else 2  # steps 2, 7, 12: a part of 5 rows, too big for a pack
+        lines = [line(rec(step=s, reward=s + k / 10, prompt=f"q{s}-{k}")) for k in range(n)]
+        if s == 4:
+            lines.append(b"{not json\n")
+        with open(run / "rank0.jsonl", "ab") as f:
+            f.write(b"".join(lines))
+        _, store = ingest(run, cache)
+        store.scalars()  # a reader that follows the run: its cache grows part by part
+    return run, cache, store
+
+
+def test_ingest034_packs_hold_small_parts_and_change_nothing_read(tmp_path, monkeypatch):
+    """A live run's small parts are packed: the scalars (as a following reader and a new process read them),
+    every response, the issues and the steps equal those of the same file ingested at once."""
+    run, cache, store = _grow_live(tmp_path, monkeypatch)
+    packs = store.packs()
+    assert len(packs) == 2 and all(len(p["parts"]) == 4 for p in packs)
+    assert {7, 12} - {s for p in packs for s in p["parts"]}  # big parts stay loose, between packed ones
+    for sub in ("scalars", "issues"):
+        assert sorted(p.name for p in (store.dir / sub).glob("k*.parquet")) == sorted(
+            p["name"] for p in packs
+        )
+
+    _, whole = ingest(run, tmp_path / "cache_whole")
+    assert not whole.packs()
+    cols = ["sample_id", "source", "line", "step", "reward", "response_length", "prompt_key"]
+    want = whole.scalars().select(cols)
+    assert store.scalars().select(cols).equals(want)  # extended part by part
+    assert _fresh_scalars(store).select(cols).equals(want)  # read from packs and loose parts
+    assert store.issues().equals(whole.issues()) and store.issues().height == 1
+    assert store.steps().drop_nans().equals(whole.steps().drop_nans())
+    for sid in want.get_column("sample_id").to_list():
+        assert store.sample(sid)["prompt"] == whole.sample(sid)["prompt"]
+
+
+def test_ingest035_packs_lose_the_parts_of_a_file_read_again(tmp_path, monkeypatch):
+    """A file replaced after packing is read again: its old rows leave the packs (and a pack left with no
+    part is deleted), the new rows are read, and other files are untouched."""
+    run, cache, store = _grow_live(tmp_path, monkeypatch)
+    (run / "rank1.jsonl").write_bytes(line(rec(step=0, prompt="other")))
+    _, store = ingest(run, cache)
+    old_packs = [p["name"] for p in store.packs()]
+    (run / "rank0.jsonl").write_bytes(line(rec(step=0, prompt="new")) + line(rec(step=1, prompt="new")))
+    _, store = ingest(run, cache)
+    parts = store.manifest.data["parts"]
+    kept = store.packs()  # only rank1's part is left in a pack
+    assert [[parts[str(i)]["file"] for i in p["parts"]] for p in kept] == [["rank1.jsonl"]]
+    for sub in ("scalars", "issues"):
+        on_disk = {p.name for p in (store.dir / sub).glob("k*.parquet")}
+        assert on_disk == {kept[0]["name"]} and kept[0]["name"] in old_packs
+    sc = _fresh_scalars(store)
+    assert sc.filter(pl.col("source") == "rank0.jsonl").get_column("line").to_list() == [1, 2]
+    assert store.sample(sample_id("rank0.jsonl", 1))["prompt"] == "new"
+    assert sc.sort("source", "line").select("source", "line").rows() == [
+        ("rank0.jsonl", 1),
+        ("rank0.jsonl", 2),
+        ("rank1.jsonl", 1),
+    ]
+    assert store.issues().height == 0
+
+
+def test_ingest036_issue_files_read_with_their_part(tmp_path):
+    """Issue files read for a pack carry their part; files with different columns are read one by one."""
+    from data.ingest import ISSUE_SCHEMA, _issues_with_part
+
+    def issue(path, n, **extra):
+        rows = [
+            {"source": "a", "line": k, "severity": "note", "reason": "r", "detail": "", **extra}
+            for k in range(n)
+        ]
+        pl.DataFrame(rows, schema={**ISSUE_SCHEMA, **{k: pl.Int64 for k in extra}}).write_parquet(path)
+        return path
+
+    same = [
+        issue(tmp_path / "p1.parquet", 2),
+        issue(tmp_path / "p2.parquet", 0),
+        issue(tmp_path / "p3.parquet", 1),
+    ]
+    got = _issues_with_part(same, [1, 2, 3])
+    assert got.select("part", "line").rows() == [(1, 0), (1, 1), (3, 0)]
+    mixed = [same[0], issue(tmp_path / "p4.parquet", 1, extra=7)]
+    assert _issues_with_part(mixed, [1, 4]).select("part", "line").rows() == [(1, 0), (1, 1), (4, 0)]
+    assert _issues_with_part([], []).columns == [*ISSUE_SCHEMA, "part"]
