@@ -2,9 +2,10 @@
 
 Layout of one run's store (``<cache>/<run>-<hash>/``): ``manifest.json`` (committed atomically, last),
 ``parts/`` (one row per response, all columns, small row groups), ``scalars/`` (the same rows without
-text and token arrays), ``issues/`` (unusable lines and data-quality notes) and ``steps-g<N>.parquet``
-(the per-step summary of generation N). Readers only ever follow the manifest, so they see the last
-committed state while a writer works.
+text and token arrays; ``k<first>-<last>.parquet``: a pack of many small parts' rows), ``issues/``
+(unusable lines and data-quality notes; packs likewise) and ``steps-g<N>.parquet`` (the per-step summary
+of generation N). Readers only ever follow the manifest, so they see the last committed state while a
+writer works.
 """
 
 from __future__ import annotations
