@@ -29,6 +29,7 @@ from data import schema
 from data.degeneration import repetition_of
 from data.metrics import CLEAN_RESPONSE, derive_response_metrics, prompt_key_text, step_summary, strip_pads
 from data.store import (
+    ISSUE_SCHEMA,
     PACK_AT,
     PACK_ROWS,
     PREVIEW_CHARS,
@@ -40,6 +41,7 @@ from data.store import (
     file_prefix,
     has_issues,
     pack_name,
+    packed_parts,
     part_name,
     read_manifest,
     run_files,
@@ -54,13 +56,6 @@ BIG_CATCH_UP = 64 * 1024 * 1024
 PEEK_BYTES = 64 * 1024  # read to find a block's last newline (see _next_block)
 BOM = b"\xef\xbb\xbf"
 HEAD_BYTES = 65536
-ISSUE_SCHEMA = {
-    "source": pl.String,
-    "line": pl.Int64,
-    "severity": pl.String,
-    "reason": pl.String,
-    "detail": pl.String,
-}
 
 Progress = Callable[[int, int], None]
 
@@ -636,7 +631,7 @@ class _Writer:
         parts = data["parts"]
         packs = [{**p, "parts": [i for i in p["parts"] if str(i) in parts]} for p in data.get("packs", [])]
         packs = [p for p in packs if p["parts"]]
-        packed = {i for p in packs for i in p["parts"]}
+        packed = packed_parts(packs)
         small = sorted(int(k) for k, p in parts.items() if int(k) not in packed and p["rows"] <= PACK_ROWS)
         if len(small) >= PACK_AT:
             name = pack_name(small)
@@ -686,14 +681,14 @@ class _Writer:
         """Remove files no committed manifest names any more (kept one generation for slow readers)."""
         ids = {int(k) for k in self.m.data["parts"]}
         packs = self.m.data.get("packs", [])
-        loose = ids - {i for p in packs for i in p["parts"]}
+        loose = ids - packed_parts(packs)
+        names = {pack["name"] for pack in packs}
         floor = self.m.data["next_part"]
         for sub, keep in (("parts", ids), ("scalars", loose), ("issues", loose)):
             for p in (self.dir / sub).glob("p*.parquet"):
                 if int(p.stem[1:]) not in keep and int(p.stem[1:]) < floor - 64:
                     p.unlink(missing_ok=True)
             if sub != "parts":
-                names = {pack["name"] for pack in packs}
                 for p in (self.dir / sub).glob("k*.parquet"):
                     if p.name not in names:  # of a pack whose parts were all dropped, or left by a crash
                         p.unlink(missing_ok=True)

@@ -748,7 +748,8 @@ def test_ingest035_packs_lose_the_parts_of_a_file_read_again(tmp_path, monkeypat
 
 def test_ingest036_issue_files_read_with_their_part(tmp_path):
     """Issue files read for a pack carry their part; files with different columns are read one by one."""
-    from data.ingest import ISSUE_SCHEMA, _issues_with_part
+    from data.ingest import _issues_with_part
+    from data.store import ISSUE_SCHEMA
 
     def issue(path, n, **extra):
         rows = [
