@@ -142,17 +142,22 @@ def _fast_path(
         # counting keys below (-> full inference).
         df = pl.read_ndjson(io.BytesIO(data))
         marks = _marks(data)
-        keys = _key_count(data, df, marks)
+        parsed = _parsed(df)
+        keys = _key_count(data, parsed.values, marks)
         if keys is None:
             df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
-            keys = _key_count(data, df, marks)  # still None with nested objects: their keys are no columns
+            parsed = _parsed(df)
+            keys = _key_count(data, parsed.values, marks)
     except Exception:  # noqa: BLE001 - any parse failure sends the chunk to the line-by-line path
         return None
-    if df.height != len(line_nos) or not schema.frame_is_conformant(df):
+    if keys is None or df.height != len(line_nos) or not schema.frame_is_conformant(df):
+        return None  # a key Polars left out (or spacing the count does not see), or a type not allowed
+    if not _strings_parsed(parsed.strings, keys, marks):
+        return None  # a number, bool, array or object became text: the line-by-line path names the line
+    try:
+        frame, reasons, ignored = schema.conform_frame(df)
+    except pl.exceptions.PolarsError:  # a cast the checks above did not foresee: line by line, not a crash
         return None
-    if keys is not None and not _strings_parsed(df, keys, marks):
-        return None  # a number, bool or array became text: the line-by-line path names the line
-    frame, reasons, ignored = schema.conform_frame(df)
     frame = frame.with_columns(pl.Series("line", line_nos, dtype=pl.Int64))
     issues = []
     if reasons.null_count() < len(reasons):
@@ -168,17 +173,27 @@ class _Marks(NamedTuple):
     """How often the marks that delimit JSON strings occur in a chunk (see :func:`_marks`)."""
 
     quotes: int  # "
-    keys: int  # ":
+    keys: int  # ": where the quote closes a string (see _marks)
     escaped: int  # \"
     doubled: int  # \\" (an escaped backslash before a quote)
 
 
 SCAN_SLICE = 1 << 20  # bytes compared at a time by _marks and _count_newlines
 
+# Bytes before the opening quote of a string (after at most one space): a string that starts with a colon
+# (a ":" token) also makes a `":`, which is not the end of a key.
+_BEFORE_STRING = np.zeros(256, bool)
+_BEFORE_STRING[list(b"[,:{")] = True
+
 
 def _marks(data: bytes) -> _Marks:
     """Count the chunk's quotes, ``":``, ``\\"`` and ``\\\\"`` in one pass, a slice of ``SCAN_SLICE`` bytes at a
-    time (numpy compares bytes about four times as fast as ``bytes.count`` finds two-byte patterns)."""
+    time (numpy compares bytes about four times as fast as ``bytes.count`` finds two-byte patterns).
+
+    A ``":`` counts as a key's end unless the byte before its quote (or, after a space, the one before
+    that) is one of ``[,:{``: then the quote opens a string that starts with a colon. (A key that ends in
+    one of them is not counted, which only sends its chunk the slower way.)
+    """
     arr = np.frombuffer(data, np.uint8)
     quotes = keys = escaped = doubled = 0
     for s in range(0, len(arr), SCAN_SLICE):
@@ -186,7 +201,11 @@ def _marks(data: bytes) -> _Marks:
         m = min(SCAN_SLICE, len(a))
         q = a[:m] == 34
         quotes += int(np.count_nonzero(q))
-        keys += int(np.count_nonzero(q[: len(a) - 1] & (a[1 : m + 1] == 58)))
+        k = np.flatnonzero(q[: len(a) - 1] & (a[1 : m + 1] == 58)) + s  # where `":` starts, in arr
+        before = arr[np.maximum(k - 1, 0)]
+        spaced = (before == 32) & (k >= 2)
+        before[spaced] = arr[k[spaced] - 2]
+        keys += int(np.count_nonzero(~(_BEFORE_STRING[before] & (k >= 1))))
         b = np.flatnonzero(a[:m] == 92)  # backslashes are few: look at the bytes after each
         b = b[b + 2 < len(a)]  # in valid JSON a backslash is never among the last two bytes
         after = a[b + 1]
@@ -201,15 +220,52 @@ def _count_newlines(block: bytes) -> int:
     return sum(int(np.count_nonzero(arr[s : s + SCAN_SLICE] == 10)) for s in range(0, len(arr), SCAN_SLICE))
 
 
-def _key_count(data: bytes, df: pl.DataFrame, marks: _Marks) -> int | None:
-    """The number of ``"key":`` in the chunk when every one became a value of ``df`` (no key was left
-    out), else None.
+class _Parsed(NamedTuple):
+    """What a parsed chunk holds, to compare with the marks of its text (see :func:`_parsed`)."""
 
-    Inside JSON strings a quote is escaped, so ``":`` occurs only after a key (``\\":`` is text). Each
-    key is either a non-null value in ``df`` or an explicit ``null``. Nested objects or unusual spacing
-    make the counts differ, which only costs a slower full inference.
+    values: int  # non-null values under a key, at any depth
+    strings: list[pl.Series]  # every column or nested field of strings, one string per row
+
+
+def _holds_text_or_objects(dtype: pl.DataType) -> bool:
+    if dtype == pl.String or isinstance(dtype, pl.Struct):
+        return True
+    return isinstance(dtype, pl.List) and _holds_text_or_objects(dtype.inner)
+
+
+def _parsed(df: pl.DataFrame) -> _Parsed:
+    """The values under a key and the strings of a chunk Polars parsed, objects nested in lines included.
+
+    Each non-null column value is under a top-level key; each non-null field of a (non-null) object, in a
+    column or in a list, is under a nested key. Lists of numbers are not walked (they hold neither).
     """
     values = sum(df.height - n for n in df.null_count().row(0))
+    strings: list[pl.Series] = []
+    todo = [df.get_column(c) for c, t in df.schema.items() if _holds_text_or_objects(t)]
+    while todo:
+        s = todo.pop()
+        if s.dtype == pl.String:
+            strings.append(s)
+        elif isinstance(s.dtype, pl.List):
+            todo.append(s.explode(empty_as_null=False, keep_nulls=False))
+        else:  # an object: its fields
+            s = s.drop_nulls()
+            for name in s.struct.fields:
+                field = s.struct.field(name)
+                values += field.len() - field.null_count()
+                if _holds_text_or_objects(field.dtype):
+                    todo.append(field)
+    return _Parsed(values, strings)
+
+
+def _key_count(data: bytes, values: int, marks: _Marks) -> int | None:
+    """The number of ``"key":`` in the chunk when every one became one of the parsed ``values`` (no key was
+    left out), else None.
+
+    Inside JSON strings a quote is escaped, so ``":`` occurs only after a key (``\\":`` is text). Each
+    key is either a non-null value (at any depth, see :func:`_parsed`) or an explicit ``null``. Unusual
+    spacing makes the counts differ, which only costs a slower path.
+    """
     keys = marks.keys
     if keys == values:  # the common case
         return keys
@@ -218,29 +274,23 @@ def _key_count(data: bytes, df: pl.DataFrame, marks: _Marks) -> int | None:
     return keys if keys == values + nulls else None
 
 
-def _strings_parsed(df: pl.DataFrame, keys: int, marks: _Marks) -> bool:
-    """True when the chunk's JSON strings are exactly its ``keys`` keys and the strings of ``df``.
+def _strings_parsed(strings: list[pl.Series], keys: int, marks: _Marks) -> bool:
+    """True when the chunk's JSON strings are exactly its ``keys`` keys and the parsed ``strings``.
 
-    Polars turns a number, bool or array into text where the first rows had a string (``"prompt": 5``
-    becomes ``"5"``); the contract makes that line unusable. Every JSON string has two unescaped quotes,
-    and each ``\\"`` escape adds one, so the chunk's quotes number twice its strings plus its escaped
-    quotes; text made from a number adds a string without its quotes. Without ``\\\\"`` in the chunk,
-    every ``\\"`` is an escaped quote; otherwise the quotes inside the parsed strings are counted instead
-    (a ``\\u0022`` escape then makes the counts differ: line-by-line path). Checked only when every key
-    is a column (no nested objects).
+    Polars turns a number, bool, array or object into text where the first rows had a string
+    (``"prompt": 5`` becomes ``"5"``); the contract makes that line unusable. Every JSON string has two
+    unescaped quotes, and each ``\\"`` escape adds one, so the chunk's quotes number twice its strings
+    plus its escaped quotes; text made from a number adds a string without its quotes, and text made
+    from an array or object of strings has fewer strings and keys than its quotes. Without ``\\\\"``
+    in the chunk, every ``\\"`` is an escaped quote; otherwise the quotes inside the parsed strings are
+    counted instead (a ``\\u0022`` escape then makes the counts differ: line-by-line path).
     """
-    strings = inner = 0
-    for name, dtype in df.schema.items():
-        if dtype == pl.String:
-            s = df.get_column(name)
-        elif dtype == pl.List(pl.String):
-            s = df.get_column(name).explode(empty_as_null=False, keep_nulls=False)
-        else:
-            continue
-        strings += s.len() - s.null_count()
+    n = inner = 0
+    for s in strings:
+        n += s.len() - s.null_count()
         if marks.doubled:
             inner += s.str.count_matches('"', literal=True).sum() or 0
-    return marks.quotes == 2 * (keys + strings) + (inner if marks.doubled else marks.escaped)
+    return marks.quotes == 2 * (keys + n) + (inner if marks.doubled else marks.escaped)
 
 
 def _slow_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult:

@@ -109,6 +109,52 @@ def apply_aliases(obj: dict) -> dict:
     return obj
 
 
+def _part_text(part) -> str:
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict) and isinstance(part.get("text"), str):
+        return part["text"]
+    kind = part.get("type") if isinstance(part, dict) else None
+    return f"[{kind if isinstance(kind, str) else 'part'}]"
+
+
+def messages_text(value) -> str | None:
+    """The text of chat messages given where a text is expected (a prompt, response or reference response
+    logged as the list a chat template takes: ``[{"role": "user", "content": "..."}, ...]``), else None.
+
+    One message gives its content; several give each as ``role: content``, separated by a blank line.
+    A content given as a list of parts gives the text of each part on its own line (``[image]`` and the
+    like for parts without text); a null content gives nothing. Anything but a non-empty list of objects
+    with a string ``role`` or a ``content`` is not chat messages.
+    """
+    if not isinstance(value, list) or not value or not all(isinstance(m, dict) for m in value):
+        return None
+    texts = []
+    for m in value:
+        role, content = m.get("role"), m.get("content")
+        if role is not None and not isinstance(role, str):
+            return None
+        if content is None:
+            text = ""
+        elif isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            text = "\n".join(_part_text(p) for p in content)
+        else:
+            return None
+        texts.append((role, text))
+    if all(role is None for role, _ in texts) and all(m.get("content") is None for m in value):
+        return None
+    if len(texts) == 1:
+        return texts[0][1]
+    return "\n\n".join(f"{role}: {text}" if role else text for role, text in texts)
+
+
+def not_text_reason(key: str, value) -> str:
+    kind = "a string or chat messages" if isinstance(value, list) else "a string"
+    return f"field '{key}' is not {kind} (got {_type_name(value)})"
+
+
 def validate_record(obj) -> tuple[dict, list[str]]:
     """Check one parsed JSON line; return ``(record, ignored_fields)`` or raise :class:`BadLine`.
 
@@ -126,11 +172,15 @@ def validate_record(obj) -> tuple[dict, list[str]]:
     for key in TEXT_FIELDS:
         v = obj.get(key)
         if v is not None and not isinstance(v, str):
-            raise BadLine(f"field '{key}' is not a string (got {_type_name(v)})")
+            text = messages_text(v)
+            if text is None:
+                raise BadLine(not_text_reason(key, v))
+            v = text
         rec[key] = v
     for key in ("reward", "ref_reward"):
         v = obj.get(key)
-        if v is not None and not _is_number(v):
+        # A verifier's true / false counts as 1 / 0.
+        if v is not None and not isinstance(v, int | float):
             raise BadLine(f"field '{key}' is not a number (got {_type_name(v)})")
         rec[key] = None if v is None else float(v)
     step = obj["step"]
@@ -175,15 +225,18 @@ def _family(dtype: pl.DataType) -> str:
     if isinstance(dtype, pl.List):
         inner = _family(dtype.inner)
         return f"list[{inner}]"
+    if isinstance(dtype, pl.Struct):
+        return "object"
     return "other"
 
 
 _ALLOWED = {
-    "prompt": {"str", "null"},
-    "response": {"str", "null"},
-    "ref_response": {"str", "null"},
-    "reward": {"int", "float", "null"},
-    "ref_reward": {"int", "float", "null"},
+    # A list of objects may be chat messages (conform_frame decides, row by row).
+    "prompt": {"str", "null", "list[object]"},
+    "response": {"str", "null", "list[object]"},
+    "ref_response": {"str", "null", "list[object]"},
+    "reward": {"int", "float", "bool", "null"},
+    "ref_reward": {"int", "float", "bool", "null"},
     "step": {"int", "float", "null"},
     "response_tokens": {"list[str]", "list[null]", "null"},
     **{k: {"list[int]", "list[float]", "list[null]", "null"} for k in FLOAT_LIST_FIELDS},
@@ -196,27 +249,44 @@ def frame_is_conformant(df: pl.DataFrame) -> bool:
     A chunk where one line has, say, a string reward makes Polars widen the whole column to strings; such
     a chunk goes to the line-by-line path so that only the bad line is dropped.
     """
+    renames = _alias_renames(df.columns)
     for name, dtype in df.schema.items():
+        name = renames.get(name, name)
         if name in _ALLOWED and _family(dtype) not in _ALLOWED[name]:
             return False
     return True
+
+
+def _alias_renames(columns: list[str]) -> dict[str, str]:
+    """Which columns of a frame stand for a known field under another trainer's name (see ``ALIASES``)."""
+    renames = {}
+    for alias_target, alts in ALIASES.items():
+        if alias_target not in columns:
+            for alt in alts:
+                if alt in columns:
+                    renames[alt] = alias_target
+                    break
+    return renames
 
 
 def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]:
     """Cast a conformant frame to canonical types.
 
     Returns ``(frame, reasons, ignored_fields)``: ``reasons`` has one entry per row, null for a usable
-    row and the reason for an unusable one (missing required field, non-integer step).
+    row and the reason for an unusable one (missing required field, a list that is not chat messages where
+    a text is expected, non-integer step).
     """
-    renames = {}
-    for alias_target, alts in ALIASES.items():
-        if alias_target not in df.columns:
-            for alt in alts:
-                if alt in df.columns:
-                    renames[alt] = alias_target
-                    break
+    renames = _alias_renames(df.columns)
     if renames:
         df = df.rename(renames)
+    # Texts given as chat messages, one row at a time with the line-by-line path's function.
+    not_text: dict[str, pl.Series] = {}
+    for key in TEXT_FIELDS:
+        if key in df.columns and isinstance(df.schema[key], pl.List):
+            given = df.get_column(key)
+            texts = [None if v is None else messages_text(v) for v in given.to_list()]
+            df = df.with_columns(pl.Series(key, texts, dtype=pl.String))
+            not_text[key] = given.is_not_null() & df.get_column(key).is_null()
     ignored = []
     cols = []
     for name, dtype in df.schema.items():
@@ -242,9 +312,13 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
         ),
         (step.is_not_null() & ~step.cast(pl.Float64).is_finite(), "field 'step' is not an integer"),
     ]
+    for key in reversed(TEXT_FIELDS):
+        if key in not_text:
+            checks.append((pl.lit(not_text[key]), not_text_reason(key, [])))
     for key in reversed(REQUIRED):
         col = pl.col(key) if key in df.columns else pl.lit(None)
-        checks.append((col.is_null(), f"missing required field '{key}'"))
+        missing = col.is_null() & ~pl.lit(not_text[key]) if key in not_text else col.is_null()
+        checks.append((missing, f"missing required field '{key}'"))
     for cond, text in checks:
         reason = pl.when(cond).then(pl.lit(text)).otherwise(reason)
     out = df.select(

@@ -563,7 +563,9 @@ def test_ingest026_blocks_hold_as_many_complete_lines_as_fit(tmp_path, monkeypat
     [
         (rec(prompt=5), "field 'prompt' is not a string (got int)"),
         (rec(response=True), "field 'response' is not a string (got bool)"),
-        (rec(ref_response=[1, 2]), "field 'ref_response' is not a string (got list)"),
+        (rec(ref_response=[1, 2]), "field 'ref_response' is not a string or chat messages (got list)"),
+        (rec(prompt=[{"x": 1}]), "field 'prompt' is not a string or chat messages (got list)"),
+        (rec(prompt={"role": "user"}), "field 'prompt' is not a string (got dict)"),
         (rec(response_tokens=["a", 7]), "field 'response_tokens' is not a list of strings"),
     ],
 )
@@ -623,12 +625,24 @@ def test_ingest030_marks_counted_across_slices(monkeypatch, slice_bytes):
 
     rng = random.Random(slice_bytes)
     data = (
-        b"".join(rng.choice([b'"', b":", b"\\", b"a", b'":', b'\\"', b'\\\\"']) for _ in range(3000)) + b"}\n"
+        b"".join(
+            rng.choice([b'"', b":", b"\\", b"a", b'":', b'\\"', b'\\\\"', b"[", b",", b" ", b"{"])
+            for _ in range(3000)
+        )
+        + b"}\n"
     )
     monkeypatch.setattr(ingest_mod, "SCAN_SLICE", slice_bytes)
+    # A `":` is a key's end unless its quote follows [ , : { (after at most one space).
+    opening = sum(
+        1
+        for i in range(len(data) - 1)
+        if data[i : i + 2] == b'":'
+        and i >= 1
+        and (data[i - 1 : i] in (b"[", b",", b":", b"{") or (data[i - 2 : i] in (b"[ ", b", ", b": ", b"{ ")))
+    )
     expected = ingest_mod._Marks(
         quotes=data.count(b'"'),
-        keys=data.count(b'":'),
+        keys=data.count(b'":') - opening,
         escaped=sum(1 for i in range(len(data) - 1) if data[i : i + 2] == b'\\"'),
         doubled=sum(1 for i in range(len(data) - 2) if data[i : i + 3] == b'\\\\"'),
     )
@@ -769,3 +783,119 @@ def test_ingest036_issue_files_read_with_their_part(tmp_path):
     mixed = [same[0], issue(tmp_path / "p4.parquet", 1, extra=7)]
     assert _issues_with_part(mixed, [1, 4]).select("part", "line").rows() == [(1, 0), (1, 1), (4, 0)]
     assert _issues_with_part([], []).columns == [*ISSUE_SCHEMA, "part"]
+
+
+def _no_slow_path(monkeypatch):
+    def no_slow_path(*a, **kw):
+        raise AssertionError("the chunk went to the line-by-line path")
+
+    monkeypatch.setattr(ingest_mod, "_slow_path", no_slow_path)
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (rec(prompt=5), "field 'prompt' is not a string (got int)"),
+        (rec(response=["a", "b"]), "field 'response' is not a string or chat messages (got list)"),
+        (rec(prompt=[{"role": "user", "content": "hi"}]), None),  # chat messages: rendered, kept
+    ],
+)
+def test_ingest037_objects_in_lines_do_not_hide_a_wrong_type(tmp_path, bad, reason):
+    """Lines holding objects (here a `meta` extra) and tokens that start with a colon: a number, list or
+    messages past the rows Polars infers types from, where a text is expected, are not taken as the text
+    Polars makes of them. (Before, their keys were not counted, and such a chunk was read unchecked.)"""
+    extra = {"meta": {"src": "gsm8k", "tags": ["a", ":b"]}, "response_tokens": [":", "::", "x"]}
+    good = line(rec(**extra))
+    content = good * 150 + line({**bad, **extra}) + good * 3
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
+    if reason is None:
+        assert res.bad_lines == 0 and res.samples == 154
+        assert store.sample(sample_id("rank0.jsonl", 151))["prompt"] == "hi"
+    else:
+        assert {ln: r for ln, (_, r) in issues_by_line(store).items()} == {151: reason}
+        assert res.samples == 153
+    assert store.sample(sample_id("rank0.jsonl", 152))["response_tokens"] == [":", "::", "x"]
+
+
+def test_ingest038_colon_tokens_and_objects_stay_on_the_fast_path(tmp_path, monkeypatch):
+    """Strings that start with a colon (`":` that is no key's end, also after a space) and objects nested in
+    lines are counted: the chunk is read in one Polars call, and a key that first appears past the rows
+    Polars infers from is still read (full inference), not dropped."""
+    _no_slow_path(monkeypatch)
+    rows = [
+        rec(response_tokens=[":", " :", "a"], prompt=":x", meta={"k": ":v", "n": None}, msgs=[{"a": ":"}])
+        for _ in range(150)
+    ]
+    rows.append(rec(response_tokens=[":"], late="here"))
+    content = b"".join((json.dumps(r, separators=(", ", ": ")) + "\n").encode() for r in rows)
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
+    assert res.samples == 151 and res.bad_lines == 0
+    assert store.scalars().sort("line").get_column("late").to_list() == [None] * 150 + ["here"]
+    assert store.sample(sample_id("rank0.jsonl", 1))["prompt"] == ":x"
+
+
+def test_ingest039_wrong_types_under_other_trainers_names(tmp_path):
+    """A field under another trainer's name (veRL's `score`, `input`, `output`) with a wrong type in every
+    line of a chunk is recorded line by line (before, the cast failed and the ingest stopped)."""
+    content = b"".join(line({"input": f"q{i}", "output": "a", "score": "high", "step": 1}) for i in range(3))
+    content += line({"input": "q", "output": ["x", "y"], "score": 1, "step": 1})
+    res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
+    assert res.samples == 0
+    assert {ln: r for ln, (_, r) in issues_by_line(store).items()} == {
+        1: "field 'reward' is not a number (got str)",
+        2: "field 'reward' is not a number (got str)",
+        3: "field 'reward' is not a number (got str)",
+        4: "field 'response' is not a string or chat messages (got list)",
+    }
+
+
+CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
+PARTS = [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, {"type": "image_url"}]}]
+
+
+@pytest.mark.parametrize("path", ["fast", "slow"])
+def test_ingest040_chat_messages_and_true_false_rewards(tmp_path, monkeypatch, path):
+    """Prompts and responses logged as chat messages (TRL's conversational format) are read as text, the
+    same on both paths; a verifier's true / false reward is 1 / 0. The slow path is taken where a bad line
+    shares the chunk, or where contents are texts in some messages and lists of parts in others."""
+    if path == "fast":
+        _no_slow_path(monkeypatch)
+    rows = [
+        {"prompt": CHAT, "completion": [{"role": "assistant", "content": "4"}], "reward": True, "step": 1},
+        {
+            "prompt": CHAT[1:],
+            "completion": [{"role": "assistant", "content": "5"}],
+            "reward": False,
+            "step": 1,
+        },
+        {"prompt": CHAT, "completion": [{"role": "assistant", "content": None}], "reward": True, "step": 2},
+    ]
+    prompts = ["system: Be brief.\n\nuser: 2+2?", "2+2?", "system: Be brief.\n\nuser: 2+2?"]
+    responses = ["4", "5", ""]
+    if path == "slow":
+        rows += [{"prompt": PARTS, "response": "A cat.", "reward": 0, "step": 2}, rec(reward="bad")]
+        prompts.append("What is this?\n[image_url]")
+        responses.append("A cat.")
+    res, store = ingest(run_with(tmp_path, b"".join(line(r) for r in rows)), tmp_path / "cache")
+    assert res.samples == len(prompts)
+    got = [store.sample(sample_id("rank0.jsonl", i + 1)) for i in range(len(prompts))]
+    assert [g["prompt"] for g in got] == prompts
+    assert [g["response"] for g in got] == responses
+    assert store.scalars().sort("line").get_column("reward").to_list() == [1.0, 0.0, 1.0, 0.0][: len(prompts)]
+    assert store.scalars().get_column("prompt_key").n_unique() == len(set(prompts))
+
+
+def test_ingest041_messages_text_by_hand():
+    """The text of chat messages, case by case."""
+    from data.schema import messages_text
+
+    assert messages_text([{"role": "user", "content": "hi"}]) == "hi"
+    assert messages_text([{"content": "a"}, {"content": "b"}]) == "a\n\nb"
+    assert (
+        messages_text([{"role": "user", "content": "a"}, {"role": "assistant"}]) == "user: a\n\nassistant: "
+    )
+    assert messages_text([{"role": "user", "content": ["x", {"text": "y"}, {"type": "audio"}, 3]}]) == (
+        "x\ny\n[audio]\n[part]"
+    )
+    for not_messages in ([], ["a"], [{"x": 1}], [{"role": 1, "content": "a"}], [{"content": 5}], "a", None):
+        assert messages_text(not_messages) is None, not_messages
