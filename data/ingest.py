@@ -408,16 +408,20 @@ def build_part(derived: pl.DataFrame, rel: str, part_id: int, pad_tokens: tuple[
     prefix = file_prefix(rel)
     clean = derived.get_column(CLEAN_RESPONSE)
     key_text = derived.select(prompt_key_text(pad_tokens)).to_series()
+    # A prompt of several chat messages is previewed by its question (schema.PROMPT_LEAD).
+    prompt_shown = strip_pads(pl.col("prompt"), pad_tokens)
+    if schema.PROMPT_LEAD in derived.columns:
+        prompt_shown = pl.coalesce(strip_pads(pl.col(schema.PROMPT_LEAD), pad_tokens), prompt_shown)
     return derived.with_columns(
         repetition_of(clean).alias("repetition"),
         (pl.lit(prefix + "-") + pl.col("line").cast(pl.String)).alias("sample_id"),
         pl.lit(rel).alias("source"),
         pl.lit(part_id, dtype=pl.Int64).alias("part"),
         _prompt_keys(key_text).alias("prompt_key"),
-        _preview(strip_pads(pl.col("prompt"), pad_tokens)).alias("prompt_preview"),
+        _preview(prompt_shown).alias("prompt_preview"),
         _preview(pl.col(CLEAN_RESPONSE)).alias("response_preview"),
         pl.any_horizontal(*(pl.col(c).is_not_null() for c in schema.TOKEN_FIELDS)).alias("has_tokens"),
-    ).drop(CLEAN_RESPONSE)
+    ).drop(CLEAN_RESPONSE, schema.PROMPT_LEAD, strict=False)
 
 
 def scalar_columns(df: pl.DataFrame) -> list[str]:

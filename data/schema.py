@@ -71,6 +71,7 @@ RESERVED = frozenset(
         "token_length_mismatch",
         "repetition",
         "length_ratio",
+        "__prompt_lead",  # PROMPT_LEAD
     }
 )
 
@@ -150,6 +151,28 @@ def messages_text(value) -> str | None:
     return "\n\n".join(f"{role}: {text}" if role else text for role, text in texts)
 
 
+# The prompt's preview source, for a prompt given as several chat messages: the content of its last user
+# message (the question; a system message shared by every prompt would fill the preview). Set at ingest
+# and dropped once the preview is made.
+PROMPT_LEAD = "__prompt_lead"
+
+
+def messages_lead(value) -> str | None:
+    """The content of the last user message (else of the last message) of several chat messages; None
+    for one message or for anything :func:`messages_text` does not take."""
+    if messages_text(value) is None or len(value) < 2:
+        return None
+    users = [m for m in value if m.get("role") == "user"]
+    content = (users or value)[-1].get("content")
+    return (
+        ""
+        if content is None
+        else content
+        if isinstance(content, str)
+        else "\n".join(map(_part_text, content))
+    )
+
+
 def not_text_reason(key: str, value) -> str:
     kind = "a string or chat messages" if isinstance(value, list) else "a string"
     return f"field '{key}' is not {kind} (got {_type_name(value)})"
@@ -175,6 +198,8 @@ def validate_record(obj) -> tuple[dict, list[str]]:
             text = messages_text(v)
             if text is None:
                 raise BadLine(not_text_reason(key, v))
+            if key == "prompt":
+                rec[PROMPT_LEAD] = messages_lead(v)
             v = text
         rec[key] = v
     for key in ("reward", "ref_reward"):
@@ -279,21 +304,30 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
     renames = _alias_renames(df.columns)
     if renames:
         df = df.rename(renames)
+    if PROMPT_LEAD in df.columns:  # a field of that name in the file is an extra like any other
+        df = df.rename({PROMPT_LEAD: extra_name(PROMPT_LEAD)})
     # Texts given as chat messages, one row at a time with the line-by-line path's function.
     not_text: dict[str, pl.Series] = {}
     for key in TEXT_FIELDS:
         if key in df.columns and isinstance(df.schema[key], pl.List):
             given = df.get_column(key)
-            texts = [None if v is None else messages_text(v) for v in given.to_list()]
+            values = given.to_list()
+            texts = [None if v is None else messages_text(v) for v in values]
             df = df.with_columns(pl.Series(key, texts, dtype=pl.String))
             not_text[key] = given.is_not_null() & df.get_column(key).is_null()
+            if key == "prompt":
+                df = df.with_columns(
+                    pl.Series(PROMPT_LEAD, [messages_lead(v) for v in values], dtype=pl.String)
+                )
     ignored = []
     cols = []
     for name, dtype in df.schema.items():
         if name in CANONICAL:
             continue
         fam = _family(dtype)
-        if fam in ("str", "bool", "int", "float", "null"):
+        if name == PROMPT_LEAD:
+            cols.append(pl.col(name))
+        elif fam in ("str", "bool", "int", "float", "null"):
             cols.append(pl.col(name).alias(extra_name(name)))
         else:
             ignored.append(name)

@@ -861,7 +861,13 @@ def test_ingest040_chat_messages_and_true_false_rewards(tmp_path, monkeypatch, p
     if path == "fast":
         _no_slow_path(monkeypatch)
     rows = [
-        {"prompt": CHAT, "completion": [{"role": "assistant", "content": "4"}], "reward": True, "step": 1},
+        {
+            "prompt": CHAT,
+            "completion": [{"role": "assistant", "content": "4"}],
+            "reward": True,
+            "step": 1,
+            "__prompt_lead": "a field of the file",
+        },
         {
             "prompt": CHAT[1:],
             "completion": [{"role": "assistant", "content": "5"}],
@@ -883,11 +889,16 @@ def test_ingest040_chat_messages_and_true_false_rewards(tmp_path, monkeypatch, p
     assert [g["response"] for g in got] == responses
     assert store.scalars().sort("line").get_column("reward").to_list() == [1.0, 0.0, 1.0, 0.0][: len(prompts)]
     assert store.scalars().get_column("prompt_key").n_unique() == len(set(prompts))
+    # Previews lead with the question, not with a system message every prompt shares.
+    previews = ["2+2?", "2+2?", "2+2?", "What is this? [image_url]"][: len(prompts)]
+    scalars = store.scalars().sort("line")
+    assert scalars.get_column("prompt_preview").to_list() == previews
+    assert scalars.get_column("extra___prompt_lead").to_list()[:2] == ["a field of the file", None]
 
 
 def test_ingest041_messages_text_by_hand():
     """The text of chat messages, case by case."""
-    from data.schema import messages_text
+    from data.schema import messages_lead, messages_text
 
     assert messages_text([{"role": "user", "content": "hi"}]) == "hi"
     assert messages_text([{"content": "a"}, {"content": "b"}]) == "a\n\nb"
@@ -899,3 +910,10 @@ def test_ingest041_messages_text_by_hand():
     )
     for not_messages in ([], ["a"], [{"x": 1}], [{"role": 1, "content": "a"}], [{"content": 5}], "a", None):
         assert messages_text(not_messages) is None, not_messages
+        assert messages_lead(not_messages) is None, not_messages
+    # The preview's source: the last user message of several, else the last message; none for one.
+    assert messages_lead([{"role": "user", "content": "hi"}]) is None
+    chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "q1"}, {"role": "assistant"}]
+    assert messages_lead(chat) == "q1"
+    assert messages_lead([*chat, {"role": "user", "content": ["q2", {"type": "image"}]}]) == "q2\n[image]"
+    assert messages_lead([{"role": "system", "content": "s"}, {"role": "assistant", "content": None}]) == ""
