@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -35,6 +36,7 @@ from data.store import (
     PREVIEW_CHARS,
     ROW_GROUP_SIZE,
     SCALAR_CORE,
+    STORE_FORMAT,
     Manifest,
     RunStore,
     commit_manifest,
@@ -889,6 +891,38 @@ def ingest_file(
     files[rel] = entry
 
 
+def _remove_older_formats(store_dir: Path, manifest: Manifest) -> None:
+    """Delete the stores an older version of the app made of the same run with the same pad tokens (a new
+    ``STORE_FORMAT`` makes a new store; the old one would only take disk space). A store whose lock is held
+    is left alone."""
+    for other in store_dir.parent.iterdir():
+        if other == store_dir or not other.is_dir():
+            continue
+        try:
+            m = read_manifest(other)
+        except (OSError, ValueError):
+            continue
+        if m is None or not isinstance(m.data, dict):
+            continue
+        fmt = m.data.get("format")
+        if (
+            not isinstance(fmt, int)
+            or fmt >= STORE_FORMAT
+            or m.data.get("run_path") != manifest.data["run_path"]
+            or m.data.get("pad_tokens") != manifest.data["pad_tokens"]
+        ):
+            continue
+        lock = FileLock(str(other / ".lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            continue
+        try:
+            shutil.rmtree(other, ignore_errors=True)
+        finally:
+            lock.release()
+
+
 def ingest_run(
     run_dir: Path,
     cache_dir: Path,
@@ -922,9 +956,10 @@ def ingest_run(
         return result
     writer = None
     try:
-        manifest = read_manifest(store_dir) or Manifest.empty(
-            run_dir.name, str(run_dir.resolve()), pad_tokens
-        )
+        manifest = read_manifest(store_dir)
+        if manifest is None:
+            manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
+            _remove_older_formats(store_dir, manifest)
         writer = _Writer(store_dir, manifest, pad_tokens)
         paths = run_files(run_dir)
         on_disk = {p.relative_to(run_dir).as_posix() for p in paths}

@@ -917,3 +917,44 @@ def test_ingest041_messages_text_by_hand():
     assert messages_lead(chat) == "q1"
     assert messages_lead([*chat, {"role": "user", "content": ["q2", {"type": "image"}]}]) == "q2\n[image]"
     assert messages_lead([{"role": "system", "content": "s"}, {"role": "assistant", "content": None}]) == ""
+
+
+def test_ingest042_a_new_store_format_removes_the_old_store_of_the_run(tmp_path):
+    """A store made by an older format of the same run and pad tokens is deleted when the new one is made;
+    other runs' stores, other pad tokens' and a locked old store stay."""
+    from filelock import FileLock
+
+    from data.store import STORE_FORMAT
+
+    run = run_with(tmp_path, line(rec()))
+    other = tmp_path / "other"
+    other.mkdir()
+    cache = tmp_path / "cache"
+
+    def old_store(name, run_path, pads=PADS, fmt=STORE_FORMAT - 1):
+        d = cache / name
+        (d / "parts").mkdir(parents=True)
+        (d / "parts" / "p1.parquet").write_bytes(b"x")
+        manifest = {"format": fmt, "run": "run", "run_path": str(run_path), "pad_tokens": list(pads)}
+        (d / "manifest.json").write_text(json.dumps(manifest))
+        return d
+
+    stale = old_store("run-old", run.resolve())
+    locked = old_store("run-old-locked", run.resolve())
+    kept = [
+        old_store("other-old", other.resolve()),
+        old_store("run-other-pads", run.resolve(), pads=("<pad>",)),
+        old_store("run-newer", run.resolve(), fmt=STORE_FORMAT + 1),
+        locked,
+    ]
+    (cache / "not-a-store").mkdir()
+    with FileLock(str(locked / ".lock")):
+        res, store = ingest(run, cache)
+    assert res.samples == 1
+    assert not stale.exists()
+    assert all(d.exists() for d in kept)
+    assert (cache / "not-a-store").exists() and res.store_dir.exists()
+    # An existing store is not a reason to look again.
+    stale2 = old_store("run-old-2", run.resolve())
+    ingest(run, cache)
+    assert stale2.exists()
