@@ -119,6 +119,18 @@ def _part_text(part) -> str:
     return f"[{kind if isinstance(kind, str) else 'part'}]"
 
 
+def _content_text(content) -> str | None:
+    """A message's content as text: a string as it is, a list of parts one part a line, null as nothing;
+    None for anything else."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_part_text(p) for p in content)
+    return None
+
+
 def messages_text(value) -> str | None:
     """The text of chat messages given where a text is expected (a prompt, response or reference response
     logged as the list a chat template takes: ``[{"role": "user", "content": "..."}, ...]``), else None.
@@ -132,16 +144,8 @@ def messages_text(value) -> str | None:
         return None
     texts = []
     for m in value:
-        role, content = m.get("role"), m.get("content")
-        if role is not None and not isinstance(role, str):
-            return None
-        if content is None:
-            text = ""
-        elif isinstance(content, str):
-            text = content
-        elif isinstance(content, list):
-            text = "\n".join(_part_text(p) for p in content)
-        else:
+        role, text = m.get("role"), _content_text(m.get("content"))
+        if (role is not None and not isinstance(role, str)) or text is None:
             return None
         texts.append((role, text))
     if all(role is None for role, _ in texts) and all(m.get("content") is None for m in value):
@@ -163,14 +167,7 @@ def messages_lead(value) -> str | None:
     if messages_text(value) is None or len(value) < 2:
         return None
     users = [m for m in value if m.get("role") == "user"]
-    content = (users or value)[-1].get("content")
-    return (
-        ""
-        if content is None
-        else content
-        if isinstance(content, str)
-        else "\n".join(map(_part_text, content))
-    )
+    return _content_text((users or value)[-1].get("content"))
 
 
 def not_text_reason(key: str, value) -> str:
