@@ -30,6 +30,7 @@ from data import schema
 from data.degeneration import repetition_of
 from data.metrics import CLEAN_RESPONSE, derive_response_metrics, prompt_key_text, step_summary, strip_pads
 from data.store import (
+    BESIDE_STORE,
     ISSUE_SCHEMA,
     PACK_AT,
     PACK_ROWS,
@@ -39,6 +40,7 @@ from data.store import (
     STORE_FORMAT,
     Manifest,
     RunStore,
+    beside_store,
     commit_manifest,
     file_prefix,
     has_issues,
@@ -918,6 +920,8 @@ def _remove_older_formats(store_dir: Path, manifest: Manifest) -> None:
         except Timeout:
             continue
         try:
+            for kind in BESIDE_STORE:
+                shutil.rmtree(beside_store(other, kind), ignore_errors=True)
             shutil.rmtree(other, ignore_errors=True)
         finally:
             lock.release()

@@ -20,7 +20,7 @@ from data.cache import StoreKey
 from data.export import parts_scan
 from data.live import LIVE_KEY
 from data.queries import QueryError, ResponseFilter, check_regex, sort_rows
-from data.store import RunStore, part_name
+from data.store import TEXT_INDEX, RunStore, beside_store, part_name
 from data.viewstate import encode, first, get_bool, get_choice, get_float
 
 ALL_STEPS = "all"
@@ -265,7 +265,6 @@ class Order:
 
 # ---- text index: what a regex search scans --------------------------------------------------------------
 
-TEXT_INDEX = "text-index"
 TEXT_INDEX_COLUMNS = ("part", "row", "step", "prompt", "response")
 _WARMING: set[str] = set()  # text indexes being built in the background (one thread per store)
 _WARMING_LOCK = threading.Lock()
@@ -273,7 +272,7 @@ _WARMING_LOCK = threading.Lock()
 
 def text_index_dir(store: RunStore) -> Path:
     """``<cache>/<store>.text-index``: beside the store, not in it (the store's own files stay its own)."""
-    return store.dir.parent / f"{store.dir.name}.{TEXT_INDEX}"
+    return beside_store(store.dir, TEXT_INDEX)
 
 
 def text_index_files(store: RunStore, folder: Path | None = None) -> list[Path] | None:

@@ -192,6 +192,16 @@ def store_dir_for(cache_dir: Path, run_dir: Path, pad_tokens: tuple[str, ...]) -
     return Path(cache_dir) / f"{safe}-{_hash(key, 12)}"
 
 
+# Folders other modules keep beside a store, named ``<store>.<kind>`` (deleted with the store).
+TEXT_INDEX = "text-index"  # data.responses: the texts a regex search scans
+BESIDE_STORE = (TEXT_INDEX,)
+
+
+def beside_store(store_dir: Path, kind: str) -> Path:
+    """``<cache>/<store>.<kind>``: a folder kept beside the store, not in it (the store's files stay its own)."""
+    return store_dir.parent / f"{store_dir.name}.{kind}"
+
+
 def read_manifest(store_dir: Path) -> Manifest | None:
     try:
         return Manifest(orjson.loads((store_dir / MANIFEST).read_bytes()))

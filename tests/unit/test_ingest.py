@@ -920,8 +920,8 @@ def test_ingest041_messages_text_by_hand():
 
 
 def test_ingest042_a_new_store_format_removes_the_old_store_of_the_run(tmp_path):
-    """A store made by an older format of the same run and pad tokens is deleted when the new one is made;
-    other runs' stores, other pad tokens' and a locked old store stay."""
+    """A store made by an older format of the same run and pad tokens is deleted, with its text index, when
+    the new one is made; other runs' stores, other pad tokens' and a locked old store stay."""
     from filelock import FileLock
 
     from data.store import STORE_FORMAT
@@ -940,6 +940,9 @@ def test_ingest042_a_new_store_format_removes_the_old_store_of_the_run(tmp_path)
         return d
 
     stale = old_store("run-old", run.resolve())
+    stale_index = cache / "run-old.text-index"
+    stale_index.mkdir()
+    (stale_index / "p000001-1-1.arrow").write_bytes(b"x")
     locked = old_store("run-old-locked", run.resolve())
     kept = [
         old_store("other-old", other.resolve()),
@@ -951,7 +954,7 @@ def test_ingest042_a_new_store_format_removes_the_old_store_of_the_run(tmp_path)
     with FileLock(str(locked / ".lock")):
         res, store = ingest(run, cache)
     assert res.samples == 1
-    assert not stale.exists()
+    assert not stale.exists() and not stale_index.exists()
     assert all(d.exists() for d in kept)
     assert (cache / "not-a-store").exists() and res.store_dir.exists()
     # An existing store is not a reason to look again.
