@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+import dash
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
@@ -81,6 +82,16 @@ def empty_state(title: str, detail: str | None = None, link: tuple[str, str] | N
     if link:
         children.append(dcc.Link(link[0], href=link[1]))
     return html.Div(children, className="border rounded p-4 text-center bg-light")
+
+
+def no_runs_state(root) -> html.Div:
+    """What a page shows when the rollout root holds no run."""
+    return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {root}.")
+
+
+def unknown_run_state() -> html.Div:
+    """What the responses and token pages show for a URL naming a run that is not under the root."""
+    return empty_state("Unknown run", "Pick a run in the top bar.", ("All runs", dash.get_relative_path("/")))
 
 
 def stat(label: str, value, hint: str | None = None) -> html.Div:

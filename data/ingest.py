@@ -368,7 +368,7 @@ def parse_block(
     """
     if at_file_start and block.startswith(BOM):
         block = block[len(BOM) :]
-    n = block.count(b"\n") if lines is None else lines
+    n = _count_newlines(block) if lines is None else lines
     # Polars skips empty lines, so a block with one gives fewer rows than lines and goes the slow way.
     if n and b"\r" not in block:
         result = _fast_path(None, range(first_line, first_line + n), block)

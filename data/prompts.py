@@ -17,7 +17,7 @@ import polars as pl
 
 from data.cache import StoreKey
 from data.degeneration import length_ratio_from, step_length_medians, with_length_ratio
-from data.viewstate import encode, first, get_choice, get_int, shown_run
+from data.viewstate import encode, first, get_choice, get_int, shown_run, unknown_run_notice
 
 # ---- definitions -----------------------------------------------------------------------------------------
 
@@ -583,11 +583,8 @@ class PromptsView:
         run = first(query, "run") or None
         if runs is not None:
             asked, run = run, shown_run("/prompts", run, runs)
-            if asked is not None and run != asked:
-                shown = f" Showing {run!r}." if run else ""
-                msgs.append(
-                    f"Unknown run {asked!r}: it is not one of the runs under the rollout root.{shown}"
-                )
+            if notice := unknown_run_notice("/prompts", asked, run, runs):
+                msgs.append(notice)
         prompt = first(query, "prompt") or None
         if prompt is not None and not PROMPT_KEY_RE.fullmatch(prompt):
             msgs.append(f"Ignored prompt={prompt!r}: a prompt key is 16 hexadecimal digits.")

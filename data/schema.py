@@ -101,12 +101,10 @@ def extra_name(key: str) -> str:
 
 
 def apply_aliases(obj: dict) -> dict:
-    for canon, alts in ALIASES.items():
-        if canon not in obj:
-            for alt in alts:
-                if alt in obj:
-                    obj[canon] = obj.pop(alt)
-                    break
+    """A parsed line with its fields under other trainers' names moved to the known names (as
+    :func:`conform_frame` renames a chunk's columns)."""
+    for alt, canon in _alias_renames(list(obj)).items():
+        obj[canon] = obj.pop(alt)
     return obj
 
 
@@ -301,10 +299,9 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
     renames = _alias_renames(df.columns)
     if renames:
         df = df.rename(renames)
-    if PROMPT_LEAD in df.columns:  # a field of that name in the file is an extra like any other
-        df = df.rename({PROMPT_LEAD: extra_name(PROMPT_LEAD)})
     # Texts given as chat messages, one row at a time with the line-by-line path's function.
     not_text: dict[str, pl.Series] = {}
+    lead = []  # the prompts' PROMPT_LEAD, added beside the extras (a field of that name is one of them)
     for key in TEXT_FIELDS:
         if key in df.columns and isinstance(df.schema[key], pl.List):
             given = df.get_column(key)
@@ -313,18 +310,14 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
             df = df.with_columns(pl.Series(key, texts, dtype=pl.String))
             not_text[key] = given.is_not_null() & df.get_column(key).is_null()
             if key == "prompt":
-                df = df.with_columns(
-                    pl.Series(PROMPT_LEAD, [messages_lead(v) for v in values], dtype=pl.String)
-                )
+                lead = [pl.lit(pl.Series(PROMPT_LEAD, [messages_lead(v) for v in values], dtype=pl.String))]
     ignored = []
     cols = []
     for name, dtype in df.schema.items():
         if name in CANONICAL:
             continue
         fam = _family(dtype)
-        if name == PROMPT_LEAD:
-            cols.append(pl.col(name))
-        elif fam in ("str", "bool", "int", "float", "null"):
+        if fam in ("str", "bool", "int", "float", "null"):
             cols.append(pl.col(name).alias(extra_name(name)))
         else:
             ignored.append(name)
@@ -356,6 +349,7 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
         *known,
         step.cast(pl.Float64).fill_nan(None).cast(pl.Int64, strict=False).alias("step"),
         *cols,
+        *lead,
         reason.alias("__reason"),
     )
     reasons = out.get_column("__reason")

@@ -43,6 +43,17 @@ def shown_run(path: str, run: str | None, runs: Collection[str]) -> str | None:
     return None
 
 
+def unknown_run_notice(path: str, asked: str | None, shown: str | None, runs: Collection[str]) -> str | None:
+    """The notice for a URL whose run ``asked`` page ``path`` does not show (``shown``: the run it shows
+    instead, see :func:`shown_run`), or None when it shows the run asked for (or none was asked)."""
+    if asked is None or asked == shown:
+        return None
+    if path in FALLBACK_PAGES:
+        instead = f" Showing {shown!r}." if shown else ""
+        return f"Unknown run {asked!r}: it is not one of the runs under the rollout root.{instead}"
+    return f"Unknown run {asked!r}: choose one of {', '.join(runs)}."
+
+
 def get_int(query: Mapping, key: str, notices: list[str], default: int | None = None) -> int | None:
     raw = first(query, key)
     if raw is None or raw == "":

@@ -15,7 +15,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
 from components import prompt_views as pv
-from components.layout import empty_state, fmt_num, notices, progress
+from components.layout import empty_state, fmt_num, no_runs_state, notices, progress
 from data import prompts
 from data.metrics import label
 from data.service import UnknownRun, board
@@ -243,7 +243,7 @@ def _controls(view) -> dbc.Card:
 def layout(**query):
     runs = list(board().runs())
     if not runs:
-        return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {board().root}.")
+        return no_runs_state(board().root)
     view, _msgs = prompts.PromptsView.from_query(query, runs)
     return html.Div(
         [

@@ -12,7 +12,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
-from components.layout import empty_state, notices, progress
+from components.layout import no_runs_state, notices, progress, unknown_run_state
 from components.tables import (
     column_defs,
     column_kind,
@@ -39,7 +39,7 @@ from data.responses import (
     warm_text_index,
 )
 from data.service import UnknownRun, board
-from data.viewstate import parse_search, shown_run
+from data.viewstate import parse_search, shown_run, unknown_run_notice
 
 dash.register_page(
     __name__, path="/responses", name="Responses", title="Responses · RL Logging Board", order=2
@@ -71,17 +71,11 @@ STORE_WAIT = 10.0
 def layout(**query):
     runs = board().runs()
     if not runs:
-        return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {board().root}.")
+        return no_runs_state(board().root)
     run = shown_run("/responses", query.get("run"), runs)
     if run is None:
-        return html.Div(
-            [
-                notices([f"Unknown run {query.get('run')!r}: choose one of {', '.join(runs)}."], NOTICES),
-                empty_state(
-                    "Unknown run", "Pick a run in the top bar.", ("All runs", dash.get_relative_path("/"))
-                ),
-            ]
-        )
+        notice = unknown_run_notice("/responses", query.get("run"), run, runs)
+        return html.Div([notices([notice], NOTICES), unknown_run_state()])
     store = board().store(run, wait=STORE_WAIT)
     if store is None:
         status = board().status(run)

@@ -16,11 +16,20 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, Patch, State, callback, ctx, dcc, html, no_update
 
 from components import figures
-from components.layout import empty_state, fmt_num, notices
+from components.layout import fmt_num, no_runs_state, notices
 from data import curves
 from data.metrics import label
 from data.service import UnknownRun, board
-from data.viewstate import encode, first, get_bool, get_choice, get_int, parse_search, shown_run
+from data.viewstate import (
+    encode,
+    first,
+    get_bool,
+    get_choice,
+    get_int,
+    parse_search,
+    shown_run,
+    unknown_run_notice,
+)
 
 dash.register_page(__name__, path="/reward", name="Reward", title="Reward · RL Logging Board", order=1)
 
@@ -77,9 +86,8 @@ class RewardView:
         msgs: list[str] = []
         asked = first(query, "run")
         run = shown_run("/reward", asked, runs)
-        if asked is not None and run != asked:
-            fallback = f" Showing {run!r}." if run else ""
-            msgs.append(f"Unknown run {asked!r}: it is not one of the runs under the rollout root.{fallback}")
+        if notice := unknown_run_notice("/reward", asked, run, runs):
+            msgs.append(notice)
         step = get_int(query, "step", msgs)
         if step is not None and run is not None:
             steps = steps_of(run)
@@ -268,7 +276,7 @@ def _controls(view: RewardView, steps: list[int]) -> dbc.Card:
 def layout(**query):
     runs = list(board().runs())
     if not runs:
-        return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {board().root}.")
+        return no_runs_state(board().root)
     view, msgs = RewardView.from_query(query, runs, _steps_of)
     store = _store(view.run)
     steps = curves.step_list(store) if store is not None else []

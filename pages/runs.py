@@ -10,7 +10,7 @@ import dash_bootstrap_components as dbc
 import polars as pl
 from dash import Input, Output, callback, dcc, html
 
-from components.layout import empty_state, fmt_num, progress
+from components.layout import fmt_num, no_runs_state, progress
 from data.service import board
 from data.store import run_files
 
@@ -113,7 +113,7 @@ def runs_overview() -> html.Div:
     b = board()
     runs = b.runs()
     if not runs:
-        return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {b.root}.")
+        return no_runs_state(b.root)
     cards = []
     # Small runs are ready within the first answer; a page over many or big runs must not wait for them
     # all (10 s each before): past this budget, cards show progress and the tick fills them in.

@@ -15,7 +15,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
-from components.layout import empty_state, fmt_num, notices, progress, stat
+from components.layout import empty_state, fmt_num, no_runs_state, notices, progress, stat, unknown_run_state
 from components.token_view import (
     POSITION_FIGURE_HEIGHT,
     colour_stops,
@@ -47,7 +47,7 @@ from data.tokens import (
     top_tokens,
     visible_tokens,
 )
-from data.viewstate import parse_search, shown_run
+from data.viewstate import parse_search, shown_run, unknown_run_notice
 
 dash.register_page(__name__, path="/tokens", name="Tokens", title="Tokens · RL Logging Board", order=3)
 
@@ -176,16 +176,11 @@ def _body(state: TokensState, notes: list[str]) -> list:
     if problem == "no-runs":
         return [
             hidden,
-            empty_state("No runs found", f"Put one folder of *.jsonl files per run under {b.root}."),
+            no_runs_state(b.root),
         ]
     if problem == "unknown-run":
-        return [
-            hidden,
-            notices([*notes, f"Unknown run {run!r}: choose one of {', '.join(b.runs())}."], NOTICES),
-            empty_state(
-                "Unknown run", "Pick a run in the top bar.", ("All runs", dash.get_relative_path("/"))
-            ),
-        ]
+        notice = unknown_run_notice("/tokens", run, None, b.runs())
+        return [hidden, notices([*notes, notice], NOTICES), unknown_run_state()]
     if problem == "ingesting":
         status = b.status(run)
         return [hidden, progress(status.fraction, f"Reading run {run}… reload the page in a moment.")]
