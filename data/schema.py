@@ -267,13 +267,21 @@ def frame_is_conformant(df: pl.DataFrame) -> bool:
     """True when every known column Polars inferred has a type the contract allows for the whole chunk.
 
     A chunk where one line has, say, a string reward makes Polars widen the whole column to strings; such
-    a chunk goes to the line-by-line path so that only the bad line is dropped.
+    a chunk goes to the line-by-line path so that only the bad line is dropped. So does a chunk whose lines
+    name a field in two ways (``prompt`` in some, ``input`` in others): another trainer's name is taken
+    line by line, where the known one is absent, while a chunk's column is renamed only where no line
+    has the known name.
     """
     renames = _alias_renames(df.columns)
     for name, dtype in df.schema.items():
         name = renames.get(name, name)
         if name in _ALLOWED and _family(dtype) not in _ALLOWED[name]:
             return False
+    for canon, alts in ALIASES.items():
+        if canon in df.columns:
+            lacking = df.get_column(canon).is_null()
+            if any(alt in df.columns and (lacking & df.get_column(alt).is_not_null()).any() for alt in alts):
+                return False
     return True
 
 

@@ -961,3 +961,19 @@ def test_ingest042_a_new_store_format_removes_the_old_store_of_the_run(tmp_path)
     stale2 = old_store("run-old-2", run.resolve())
     ingest(run, cache)
     assert stale2.exists()
+
+
+def test_ingest043_a_field_named_two_ways_in_one_file(tmp_path):
+    """Lines that name the prompt `input` (veRL) among lines that name it `prompt` are read as they are read
+    line by line: the other name stands for the prompt where a line has none, and stays an extra column
+    where it has one. (Before, the chunk's `input` column stayed an extra, and those lines were reported
+    as missing their prompt.)"""
+    rows = [
+        {"input": "q1", "response": "a", "reward": 1, "step": 1},
+        {"prompt": "q2", "input": "raw q2", "response": "b", "reward": 2, "step": 1},
+        {"input": "q3", "response": "c", "reward": 3, "step": 2},
+    ]
+    res, store = ingest(run_with(tmp_path, b"".join(line(r) for r in rows)), tmp_path / "cache")
+    assert res.samples == 3 and res.bad_lines == 0
+    assert [store.sample(sample_id("rank0.jsonl", i))["prompt"] for i in (1, 2, 3)] == ["q1", "q2", "q3"]
+    assert store.scalars().sort("line").get_column("input").to_list() == [None, "raw q2", None]
