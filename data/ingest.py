@@ -141,14 +141,20 @@ def _fast_path(
         return ChunkResult(pl.DataFrame(), [], set())
     data = b"\n".join(lines) if data is None else data
     try:
-        # Inferring the schema from the first rows is ~4x faster than from all rows; a type that
-        # changes later raises (-> line-by-line path), and a key that only appears later is caught by
-        # counting keys below (-> full inference).
-        df = pl.read_ndjson(io.BytesIO(data))
+        # Inferring the schema from the first rows is ~4x faster than from all rows. A type that changes
+        # later (an integer reward, then 0.5; nulls, then numbers) makes that read fail, and a key that
+        # only appears later is caught by counting keys below: both are read again with the schema
+        # inferred from all rows (a type that still does not fit -> line-by-line path).
+        try:
+            df = pl.read_ndjson(io.BytesIO(data))
+            full = False
+        except pl.exceptions.PolarsError:
+            df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
+            full = True
         marks = _marks(data)
         parsed = _parsed(df)
         keys = _key_count(data, parsed.values, marks)
-        if keys is None:
+        if keys is None and not full:
             df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
             parsed = _parsed(df)
             keys = _key_count(data, parsed.values, marks)
