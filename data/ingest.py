@@ -304,6 +304,22 @@ def _strings_parsed(strings: list[pl.Series], keys: int, marks: _Marks) -> bool:
 
 
 def _slow_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult:
+    plain = [_plain_json(raw) for raw in lines]
+    if any(plain) and not all(plain):
+        # NaN / Infinity literals (an -inf log-prob), which Polars does not read: the other lines in one
+        # call when they go together, and only these one by one.
+        fast = _fast_path(
+            [raw for raw, p in zip(lines, plain, strict=True) if p],
+            [ln for ln, p in zip(line_nos, plain, strict=True) if p],
+        )
+        if fast is not None:
+            rest = _slow_path(
+                [raw for raw, p in zip(lines, plain, strict=True) if not p],
+                [ln for ln, p in zip(line_nos, plain, strict=True) if not p],
+            )
+            frames = [f for f in (fast.frame, rest.frame) if f.height]
+            frame = pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else pl.DataFrame()
+            return ChunkResult(frame, fast.issues + rest.issues, fast.ignored | rest.ignored)
     records, rec_lines, issues, ignored = [], [], [], set()
     good_raw, good_lines = [], []
     for raw, ln in zip(lines, line_nos, strict=True):
@@ -352,14 +368,19 @@ def _snippet(raw: bytes, n: int = 120) -> str:
     return text[:n] + ("…" if len(text) > n or len(raw) > n * 4 else "")
 
 
-def parse_chunk(lines: list[bytes], first_line: int) -> ChunkResult:
-    """Validate and convert complete lines numbered from ``first_line``; blank lines are skipped."""
+def parse_chunk(lines: list[bytes], first_line: int, tried_whole: bool = False) -> ChunkResult:
+    """Validate and convert complete lines numbered from ``first_line``; blank lines are skipped.
+
+    ``tried_whole``: the same lines already failed to go to Polars in one call (then they are not tried so
+    again unless blank lines were left out).
+    """
     line_nos = list(range(first_line, first_line + len(lines)))
     keep = [i for i, raw in enumerate(lines) if raw.strip()]
     if len(keep) != len(lines):
         lines = [lines[i] for i in keep]
         line_nos = [line_nos[i] for i in keep]
-    result = _fast_path(lines, line_nos)
+        tried_whole = False
+    result = None if tried_whole else _fast_path(lines, line_nos)
     return result if result is not None else _slow_path(lines, line_nos)
 
 
@@ -376,12 +397,13 @@ def parse_block(
         block = block[len(BOM) :]
     n = _count_newlines(block) if lines is None else lines
     # Polars skips empty lines, so a block with one gives fewer rows than lines and goes the slow way.
-    if n and b"\r" not in block:
+    tried = bool(n) and b"\r" not in block
+    if tried:
         result = _fast_path(None, range(first_line, first_line + n), block)
         if result is not None:
             return result, n
     lines = _split_lines(block)
-    return parse_chunk(lines, first_line), len(lines)
+    return parse_chunk(lines, first_line, tried_whole=tried), len(lines)
 
 
 # ---- building a part -----------------------------------------------------------------------------------

@@ -1002,3 +1002,54 @@ def test_ingest044_types_that_change_after_the_first_rows(tmp_path, monkeypatch,
     assert scalars.get_column("token_reward_sum").to_list() == [i % 2 for i in range(150)] + [0.5]
     last = store.sample(sample_id("rank0.jsonl", 151))
     assert list(last["token_rewards"]) == [0, 0.5] and list(last["logprobs"]) == [-0.25, -2]
+
+
+def test_ingest045_nan_and_infinity_lines_alone_go_line_by_line(tmp_path, monkeypatch):
+    """Lines with NaN / Infinity literals (which Polars does not read) are parsed one by one, and the other
+    lines of their chunk in one Polars call: before, every line of the chunk was parsed and checked one by
+    one, about twice the time of the chunk."""
+    parsed = []
+    real = ingest_mod._parse_line
+
+    def spy(raw):
+        parsed.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(ingest_mod, "_parse_line", spy)
+    rows = [line(rec(step=1 + i // 10, logprobs=[-1.0, -0.5], extra=i)) for i in range(40)]
+    rows[7] = b'{"prompt": "p", "response": "r", "reward": 1.0, "step": 1, "logprobs": [-Infinity, -0.5]}\n'
+    rows[30] = b'{"prompt": "p", "response": "r", "reward": NaN, "step": 4, "logprobs": [-1.0, -0.5]}\n'
+    res, store = ingest(run_with(tmp_path, b"".join(rows)), tmp_path / "cache")
+    assert res.samples == 40 and res.bad_lines == 0
+    assert sorted(parsed) == sorted([rows[7].rstrip(), rows[30].rstrip()])
+    scalars = store.scalars().sort("line")
+    assert scalars.get_column("extra").to_list() == [None if i in (7, 30) else i for i in range(40)]
+    reward = scalars.get_column("reward").to_list()
+    assert reward[30] != reward[30] and reward[:30] == [1.0] * 30 and reward[31:] == [1.0] * 9
+    assert list(store.sample(sample_id("rank0.jsonl", 8))["logprobs"]) == [float("-inf"), -0.5]
+    assert scalars.get_column("step").to_list() == [1 + i // 10 for i in range(40)]
+
+
+def test_ingest046_a_failed_chunk_is_not_read_whole_twice(tmp_path, monkeypatch):
+    """A chunk that failed to go to Polars whole goes line by line at once (before, the same lines were
+    read whole a second time first); a chunk with blank lines is still read whole once they are left out."""
+    calls = []
+    real = ingest_mod._fast_path
+
+    def spy(lines, line_nos, data=None):
+        calls.append(len(line_nos))
+        return real(lines, line_nos, data)
+
+    monkeypatch.setattr(ingest_mod, "_fast_path", spy)
+    good = [line(rec(step=1 + i // 5)) for i in range(20)]
+    res, _ = ingest(
+        run_with(tmp_path, b"".join(good[:10]) + b"{not json\n" + b"".join(good[10:])), tmp_path / "a"
+    )
+    assert res.samples == 20 and res.bad_lines == 1
+    assert calls == [21, 20]  # the block, then its good lines together
+    calls.clear()
+    monkeypatch.setattr(ingest_mod, "_slow_path", lambda *a: pytest.fail("line by line"))
+    blank = tmp_path / "blank"
+    blank.mkdir()
+    res, _ = ingest(run_with(blank, b"".join(good[:10]) + b"\n  \n" + b"".join(good[10:])), tmp_path / "b")
+    assert res.samples == 20 and calls == [22, 20]  # the block, then its lines without the blank ones
