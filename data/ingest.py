@@ -313,16 +313,20 @@ def _slow_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult:
             [ln for ln, p in zip(line_nos, plain, strict=True) if p],
         )
         if fast is not None:
-            rest = _slow_path(
-                [raw for raw, p in zip(lines, plain, strict=True) if not p],
-                [ln for ln, p in zip(line_nos, plain, strict=True) if not p],
-            )
+            odd = [i for i, p in enumerate(plain) if not p]
+            rest = _line_by_line([lines[i] for i in odd], [line_nos[i] for i in odd], [False] * len(odd))
             frames = [f for f in (fast.frame, rest.frame) if f.height]
             frame = pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else pl.DataFrame()
             return ChunkResult(frame, fast.issues + rest.issues, fast.ignored | rest.ignored)
+    return _line_by_line(lines, line_nos, plain)
+
+
+def _line_by_line(lines: list[bytes], line_nos: list[int], plain: list[bool]) -> ChunkResult:
+    """Parse and check each line; the good lines without NaN / Infinity (``plain``) are then read in one
+    Polars call where they go together."""
     records, rec_lines, issues, ignored = [], [], [], set()
     good_raw, good_lines = [], []
-    for raw, ln in zip(lines, line_nos, strict=True):
+    for raw, ln, is_plain in zip(lines, line_nos, plain, strict=True):
         try:
             obj, note = _parse_line(raw)
             rec, ign = schema.validate_record(obj)
@@ -332,7 +336,7 @@ def _slow_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult:
         ignored.update(ign)
         if note:
             issues.append({"line": ln, "severity": "note", "reason": note, "detail": ""})
-        if note is None and _plain_json(raw):
+        if note is None and is_plain:
             good_raw.append(raw)
             good_lines.append(ln)
         else:

@@ -96,6 +96,12 @@ def _is_number(v) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
+# The types of a list's items (as parsed from JSON, no subclasses but bool) allowed in token arrays.
+_NUMBER_OR_NULL = frozenset({int, float, type(None)})
+_FLOAT_OR_NULL = frozenset({float, type(None)})
+_STR_OR_NULL = frozenset({str, type(None)})
+
+
 def extra_name(key: str) -> str:
     return f"extra_{key}" if key in RESERVED or key in KNOWN else key
 
@@ -212,12 +218,14 @@ def validate_record(obj) -> tuple[dict, list[str]]:
         if v is None:
             rec[key] = None
             continue
-        if not isinstance(v, list) or not all(x is None or _is_number(x) for x in v):
+        # Types compared by map (bool is not a number here): several times faster than a loop.
+        kinds = set(map(type, v)) if isinstance(v, list) else None
+        if kinds is None or not kinds <= _NUMBER_OR_NULL:
             raise BadLine(f"field '{key}' is not a list of numbers")
-        rec[key] = [None if x is None else float(x) for x in v]
+        rec[key] = v if kinds <= _FLOAT_OR_NULL else [None if x is None else float(x) for x in v]
     v = obj.get("response_tokens")
     # A null token (like a null log-prob) is kept, as the fast path keeps it.
-    if v is not None and (not isinstance(v, list) or not all(x is None or isinstance(x, str) for x in v)):
+    if v is not None and (not isinstance(v, list) or not set(map(type, v)) <= _STR_OR_NULL):
         raise BadLine("field 'response_tokens' is not a list of strings")
     rec["response_tokens"] = v
     ignored = []

@@ -1053,3 +1053,19 @@ def test_ingest046_a_failed_chunk_is_not_read_whole_twice(tmp_path, monkeypatch)
     blank.mkdir()
     res, _ = ingest(run_with(blank, b"".join(good[:10]) + b"\n  \n" + b"".join(good[10:])), tmp_path / "b")
     assert res.samples == 20 and calls == [22, 20]  # the block, then its lines without the blank ones
+
+
+def test_ingest047_token_arrays_checked_line_by_line():
+    """The line-by-line check of token arrays, case by case: integers become floats, a null item stays, a
+    bool or a string is not a number, and a number is not a token."""
+    from data.schema import BadLine, validate_record
+
+    got, _ = validate_record(rec(logprobs=[1, -2.5, None], values=[0.5], response_tokens=["a", None]))
+    assert got["logprobs"] == [1.0, -2.5, None] and type(got["logprobs"][0]) is float
+    assert got["values"] == [0.5] and got["response_tokens"] == ["a", None]
+    for bad in ([True, 0.5], ["0.5"], [[0.5]], {"a": 1}, 0.5):
+        with pytest.raises(BadLine, match="'logprobs' is not a list of numbers"):
+            validate_record(rec(logprobs=bad))
+    for bad in (["a", 1], ["a", ["b"]], "ab"):
+        with pytest.raises(BadLine, match="'response_tokens' is not a list of strings"):
+            validate_record(rec(response_tokens=bad))
