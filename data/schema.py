@@ -101,6 +101,11 @@ _NUMBER_OR_NULL = frozenset({int, float, type(None)})
 _FLOAT_OR_NULL = frozenset({float, type(None)})
 _STR_OR_NULL = frozenset({str, type(None)})
 
+# Integer types whose values an Int64 column holds; Polars reads a larger JSON integer as UInt64 or Int128.
+_INT64_WIDE = frozenset({pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32})
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+STEP_OUT_OF_RANGE = "field 'step' is out of range (not a 64-bit integer)"
+
 
 def extra_name(key: str) -> str:
     return f"extra_{key}" if key in RESERVED or key in KNOWN else key
@@ -213,6 +218,8 @@ def validate_record(obj) -> tuple[dict, list[str]]:
     if not _is_number(step) or (isinstance(step, float) and (not math.isfinite(step) or step != int(step))):
         raise BadLine(f"field 'step' is not an integer (got {step!r:.40})")
     rec["step"] = int(step)
+    if not INT64_MIN <= rec["step"] <= INT64_MAX:
+        raise BadLine(STEP_OUT_OF_RANGE)
     for key in FLOAT_LIST_FIELDS:
         v = obj.get(key)
         if v is None:
@@ -333,7 +340,9 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
         if name in CANONICAL:
             continue
         fam = _family(dtype)
-        if fam in ("str", "bool", "int", "float", "null"):
+        if fam == "int" and dtype not in _INT64_WIDE:  # an integer past 64 bits (a seed, a hash): its digits
+            cols.append(pl.col(name).cast(pl.String).alias(extra_name(name)))
+        elif fam in ("str", "bool", "int", "float", "null"):
             cols.append(pl.col(name).alias(extra_name(name)))
         else:
             ignored.append(name)
@@ -351,6 +360,7 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
             "field 'step' is not an integer",
         ),
         (step.is_not_null() & ~step.cast(pl.Float64).is_finite(), "field 'step' is not an integer"),
+        (step.is_not_null() & (step.cast(pl.Float64).abs() >= 2.0**63), STEP_OUT_OF_RANGE),
     ]
     for key in reversed(TEXT_FIELDS):
         if key in not_text:
@@ -392,12 +402,16 @@ def records_frame(records: list[dict]) -> pl.DataFrame:
             if isinstance(v, float)
             else pl.String
         )
-    # Extras whose type differs between lines fall back to strings rather than failing the chunk.
+    # Extras whose type differs between lines fall back to strings rather than failing the chunk, and so
+    # do integers past 64 bits (as in conform_frame).
     for k in extras:
         types = {type(r.get(k)) for r in records if r.get(k) is not None}
         if types == {int, float}:
             schema[k] = pl.Float64
-        elif len(types) > 1:
+        elif len(types) > 1 or (
+            types == {int}
+            and any(not INT64_MIN <= r[k] <= INT64_MAX for r in records if r.get(k) is not None)
+        ):
             schema[k] = pl.String
             for r in records:
                 if r.get(k) is not None:

@@ -1069,3 +1069,22 @@ def test_ingest047_token_arrays_checked_line_by_line():
     for bad in (["a", 1], ["a", ["b"]], "ab"):
         with pytest.raises(BadLine, match="'response_tokens' is not a list of strings"):
             validate_record(rec(response_tokens=bad))
+
+
+@pytest.mark.parametrize("path", ["fast", "slow"])
+def test_ingest048_integers_past_64_bits(tmp_path, monkeypatch, path):
+    """An extra integer past 64 bits (a seed, a hash) is kept as its digits (before, the ingest stopped with
+    an Arrow error), and so is the rest of its column in that chunk; a step past 64 bits (or 1e20) is a bad
+    line (before, the line was kept with no step)."""
+    rows = [rec(seed=i) for i in range(3)] + [rec(seed=2**70), rec(seed=-(2**64), step=2)]
+    rows += [rec(step=2**70), rec(step=1e20)]
+    if path == "fast":
+        _no_slow_path(monkeypatch)
+    else:
+        rows.append(rec(reward="bad"))
+    res, store = ingest(run_with(tmp_path, b"".join(line(r) for r in rows)), tmp_path / "cache")
+    assert res.samples == 5 and res.bad_lines == 2 + (path == "slow")
+    seeds = store.scalars().sort("line").get_column("seed").to_list()
+    assert seeds == ["0", "1", "2", str(2**70), str(-(2**64))]
+    assert issues_by_line(store)[6] == ("error", "field 'step' is out of range (not a 64-bit integer)")
+    assert issues_by_line(store)[7] == ("error", "field 'step' is out of range (not a 64-bit integer)")
