@@ -355,12 +355,12 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
     reason = pl.lit(None, dtype=pl.String)
     # Checked in reverse priority so that the first missing field named in REQUIRED wins.
     checks = [
+        (step.is_not_null() & (step.cast(pl.Float64).abs() >= 2.0**63), STEP_OUT_OF_RANGE),
         (
             step.is_not_null() & (step.cast(pl.Float64) != step.cast(pl.Float64).floor()),
             "field 'step' is not an integer",
         ),
         (step.is_not_null() & ~step.cast(pl.Float64).is_finite(), "field 'step' is not an integer"),
-        (step.is_not_null() & (step.cast(pl.Float64).abs() >= 2.0**63), STEP_OUT_OF_RANGE),
     ]
     for key in reversed(TEXT_FIELDS):
         if key in not_text:
