@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import time
 from collections import deque
@@ -101,19 +102,42 @@ def _parse_line(raw: bytes) -> tuple[object, str | None]:
         return orjson.loads(raw), None
     except orjson.JSONDecodeError:
         pass
-    note = None
+    notes = []
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         text = raw.decode("utf-8", errors="replace")
-        note = "invalid UTF-8 bytes replaced by U+FFFD"
+        notes.append("invalid UTF-8 bytes replaced by U+FFFD")
     try:
-        # The standard library accepts the NaN / Infinity literals that Python trainers write.
-        return json.loads(text), note
+        # The standard library accepts the NaN / Infinity literals that Python trainers write, and
+        # escapes of lone surrogates (a text cut inside a UTF-16 pair), which no text column can hold.
+        obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise schema.BadLine(f"invalid JSON: {e.msg} (column {e.colno})") from None
     except RecursionError:
         raise schema.BadLine("invalid JSON: nested too deeply") from None
+    replaced = [0]
+    obj = _replace_surrogates(obj, replaced)
+    if replaced[0]:
+        notes.append("lone surrogate escapes replaced by U+FFFD")
+    return obj, "; ".join(notes) or None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replace_surrogates(obj, count: list[int]):
+    """``obj`` with each lone surrogate in its strings (keys too) replaced by U+FFFD; adds the strings
+    changed to ``count[0]``. (``json.loads`` joins the escapes of a valid pair into one character.)"""
+    if isinstance(obj, str):
+        new, n = _SURROGATE.subn("\ufffd", obj)
+        count[0] += n > 0
+        return new
+    if isinstance(obj, list):
+        return [_replace_surrogates(v, count) for v in obj]
+    if isinstance(obj, dict):
+        return {_replace_surrogates(k, count): _replace_surrogates(v, count) for k, v in obj.items()}
+    return obj
 
 
 class RawBlock(NamedTuple):
@@ -140,6 +164,9 @@ def _fast_path(
     if not line_nos:
         return ChunkResult(pl.DataFrame(), [], set())
     data = b"\n".join(lines) if data is None else data
+    marks = _marks(data)
+    if marks.lone_surrogates:
+        return None  # which Polars reads as NUL or fails on: the line-by-line path replaces them, noted
     try:
         # Inferring the schema from the first rows is ~4x faster than from all rows. A type that changes
         # later (an integer reward, then 0.5; nulls, then numbers) makes that read fail, and a key that
@@ -151,7 +178,6 @@ def _fast_path(
         except pl.exceptions.PolarsError:
             df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
             full = True
-        marks = _marks(data)
         parsed = _parsed(df)
         keys = _key_count(data, parsed.values, marks)
         if keys is None and not full:
@@ -186,6 +212,9 @@ class _Marks(NamedTuple):
     keys: int  # ": where the quote closes a string (see _marks)
     escaped: int  # \"
     doubled: int  # \\" (an escaped backslash before a quote)
+    lone_surrogates: (
+        bool  # a \uD800-\uDBFF escape not followed by one of \uDC00-\uDFFF, or one of those alone
+    )
 
 
 SCAN_SLICE = 1 << 20  # bytes compared at a time by _marks and _count_newlines
@@ -194,6 +223,11 @@ SCAN_SLICE = 1 << 20  # bytes compared at a time by _marks and _count_newlines
 # (a ":" token) also makes a `":`, which is not the end of a key.
 _BEFORE_STRING = np.zeros(256, bool)
 _BEFORE_STRING[list(b"[,:{")] = True
+# The third hex digit of a \uDxxx escape: a high surrogate (D800-DBFF) or a low one (DC00-DFFF).
+_HIGH_SURROGATE = np.zeros(256, bool)
+_HIGH_SURROGATE[list(b"89abAB")] = True
+_LOW_SURROGATE = np.zeros(256, bool)
+_LOW_SURROGATE[list(b"cdefCDEF")] = True
 
 
 def _marks(data: bytes) -> _Marks:
@@ -202,10 +236,12 @@ def _marks(data: bytes) -> _Marks:
 
     A ``":`` counts as a key's end unless the byte before its quote (or, after a space, the one before
     that) is one of ``[,:{``: then the quote opens a string that starts with a colon. (A key that ends in
-    one of them is not counted, which only sends its chunk the slower way.)
+    one of them is not counted, which only sends its chunk the slower way.) It also tells whether a
+    ``\\uD800``-``\\uDFFF`` escape stands outside a surrogate pair.
     """
     arr = np.frombuffer(data, np.uint8)
     quotes = keys = escaped = doubled = 0
+    highs, lows = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
     for s in range(0, len(arr), SCAN_SLICE):
         a = arr[s : s + SCAN_SLICE + 2]  # two bytes more: the patterns that start in this slice
         m = min(SCAN_SLICE, len(a))
@@ -221,7 +257,15 @@ def _marks(data: bytes) -> _Marks:
         after = a[b + 1]
         escaped += int(np.count_nonzero(after == 34))
         doubled += int(np.count_nonzero((after == 92) & (a[b + 2] == 34)))
-    return _Marks(quotes, keys, escaped, doubled)
+        u = b[after == 117] + s  # \u escapes, in arr
+        u = u[u + 5 < len(arr)]
+        u = u[arr[u + 2] | 32 == 100]  # \ud or \uD
+        highs.append(u[_HIGH_SURROGATE[arr[u + 3]]])
+        lows.append(u[_LOW_SURROGATE[arr[u + 3]]])
+    high, low = np.concatenate(highs), np.concatenate(lows)
+    # Each high one must be followed by a low one, and each low one preceded by a high one.
+    lone = len(high) != len(low) or not np.array_equal(high + 6, low)
+    return _Marks(quotes, keys, escaped, doubled, lone)
 
 
 def _count_newlines(block: bytes) -> int:
@@ -325,7 +369,7 @@ def _line_by_line(lines: list[bytes], line_nos: list[int], plain: list[bool]) ->
     """Parse and check each line; the good lines without NaN / Infinity (``plain``) are then read in one
     Polars call where they go together."""
     records, rec_lines, issues, ignored = [], [], [], set()
-    good_raw, good_lines = [], []
+    good_raw, good_lines, good_recs = [], [], []
     for raw, ln, is_plain in zip(lines, line_nos, plain, strict=True):
         try:
             obj, note = _parse_line(raw)
@@ -339,6 +383,7 @@ def _line_by_line(lines: list[bytes], line_nos: list[int], plain: list[bool]) ->
         if note is None and is_plain:
             good_raw.append(raw)
             good_lines.append(ln)
+            good_recs.append(rec)
         else:
             records.append(rec)
             rec_lines.append(ln)
@@ -348,9 +393,8 @@ def _line_by_line(lines: list[bytes], line_nos: list[int], plain: list[bool]) ->
         if fast is None:
             # Lines that are valid one by one but not together (e.g. an extra field whose type changes):
             # build them from the validated records instead.
-            for raw, ln in zip(good_raw, good_lines, strict=True):
-                records.append(schema.validate_record(orjson.loads(raw))[0])
-                rec_lines.append(ln)
+            records.extend(good_recs)
+            rec_lines.extend(good_lines)
         else:
             frames.append(fast.frame)
             issues.extend(fast.issues)

@@ -620,17 +620,19 @@ def test_ingest029_null_token_strings_are_kept_on_both_paths(tmp_path):
 
 @pytest.mark.parametrize("slice_bytes", [1, 2, 3, 7, 64, 1 << 20])
 def test_ingest030_marks_counted_across_slices(monkeypatch, slice_bytes):
-    """The one-pass count of quotes, `":`, `\\"` and `\\\\"` equals bytes.count, wherever the slices cut."""
+    """The one-pass count of quotes, `":`, `\\"` and `\\\\"` equals bytes.count, and the lone surrogate escapes
+    are found, wherever the slices cut."""
     import random
 
     rng = random.Random(slice_bytes)
-    data = (
-        b"".join(
-            rng.choice([b'"', b":", b"\\", b"a", b'":', b'\\"', b'\\\\"', b"[", b",", b" ", b"{"])
-            for _ in range(3000)
-        )
-        + b"}\n"
-    )
+    marks = [b'"', b":", b"\\", b"a", b'":', b'\\"', b'\\\\"', b"[", b",", b" ", b"{"]
+    pairs = [b"\\ud83d\\ude00"] * 8 + [b"\\u00e9", b"\\uD800\\uDFFF"]
+    data = b"".join(rng.choice(marks + pairs) for _ in range(3000)) + b"}\n"
+    # Once in two, no lone surrogate: then one in a random place.
+    lone = rng.random() < 0.5
+    if lone:
+        at = rng.randrange(len(data) - 2)
+        data = data[:at] + rng.choice([b"\\ud83d", b"\\uDC00", b"\\udbff"]) + data[at:]
     monkeypatch.setattr(ingest_mod, "SCAN_SLICE", slice_bytes)
     # A `":` is a key's end unless its quote follows [ , : { (after at most one space).
     opening = sum(
@@ -645,6 +647,7 @@ def test_ingest030_marks_counted_across_slices(monkeypatch, slice_bytes):
         keys=data.count(b'":') - opening,
         escaped=sum(1 for i in range(len(data) - 1) if data[i : i + 2] == b'\\"'),
         doubled=sum(1 for i in range(len(data) - 2) if data[i : i + 3] == b'\\\\"'),
+        lone_surrogates=lone,
     )
     assert ingest_mod._marks(data) == expected
 
@@ -1088,3 +1091,22 @@ def test_ingest048_integers_past_64_bits(tmp_path, monkeypatch, path):
     assert seeds == ["0", "1", "2", str(2**70), str(-(2**64))]
     assert issues_by_line(store)[6] == ("error", "field 'step' is out of range (not a 64-bit integer)")
     assert issues_by_line(store)[7] == ("error", "field 'step' is out of range (not a 64-bit integer)")
+
+
+def test_ingest049_lone_surrogate_escapes(tmp_path):
+    """A text cut inside a UTF-16 pair (`"\\ud83d"` alone, as JavaScript writes it) has the lone surrogate
+    replaced by U+FFFD with a note, in a text or a token; a valid pair (an emoji under `ensure_ascii`) is
+    read as its character. Before, a lone low surrogate in a token stopped the ingest, and a lone high one
+    became a NUL character."""
+    rows = [line(rec(response="ok \U0001f600", response_tokens=["a"], logprobs=[-1.0])) for _ in range(3)]
+    rows[1] = line(rec(response="cut \ud83d!", response_tokens=["\udc80", "b"], logprobs=[-1.0, -2.0]))
+    rows.append(line(rec(prompt="\udfff", step=2)))
+    assert b"\\ud83d!" in rows[1] and b"\\ud83d\\ude00" in rows[0]  # json.dumps escapes all of them
+    res, store = ingest(run_with(tmp_path, b"".join(rows)), tmp_path / "cache")
+    assert res.samples == 4 and res.bad_lines == 0
+    note = ("note", "lone surrogate escapes replaced by U+FFFD")
+    assert issues_by_line(store) == {2: note, 4: note}
+    got = [store.sample(sample_id("rank0.jsonl", i)) for i in (1, 2, 4)]
+    assert got[0]["response"] == "ok \U0001f600"
+    assert got[1]["response"] == "cut \ufffd!" and list(got[1]["response_tokens"]) == ["\ufffd", "b"]
+    assert got[2]["prompt"] == "\ufffd"
