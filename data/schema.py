@@ -72,6 +72,10 @@ RESERVED = frozenset(
         "repetition",
         "length_ratio",
         "__prompt_lead",  # PROMPT_LEAD
+        # Working columns of ingest and export, named here so that a field of the same name stays apart.
+        "__reason",
+        "__response_clean",
+        "__rank",
     }
 )
 

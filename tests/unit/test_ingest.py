@@ -1110,3 +1110,28 @@ def test_ingest049_lone_surrogate_escapes(tmp_path):
     assert got[0]["response"] == "ok \U0001f600"
     assert got[1]["response"] == "cut \ufffd!" and list(got[1]["response_tokens"]) == ["\ufffd", "b"]
     assert got[2]["prompt"] == "\ufffd"
+
+
+@pytest.mark.parametrize("batch", [2000, 2])
+def test_ingest050_fields_named_like_working_columns(tmp_path, monkeypatch, batch):
+    """A field of the file named like a working column of ingest or export (`__reason`, `__response_clean`,
+    `__rank`) is kept as `extra_<name>` and exported, also when the export spills to disk (batch 2).
+    Before, the first sent every chunk line by line, the second was lost, and the third stopped a large
+    export."""
+    from data import export
+    from data.queries import ResponseFilter
+
+    _no_slow_path(monkeypatch)
+    monkeypatch.setattr(export, "BATCH", batch)
+    monkeypatch.setattr(export, "SPILL_ROWS", 3)
+    names = ("__reason", "__response_clean", "__rank")
+    rows = [rec(step=1 + i // 3, response=f"r{i}", **{n: f"{n}{i}" for n in names}) for i in range(7)]
+    res, store = ingest(run_with(tmp_path, b"".join(line(r) for r in rows)), tmp_path / "cache")
+    assert res.samples == 7
+    scalars = store.scalars().sort("line")
+    for n in names:
+        assert scalars.get_column(f"extra_{n}").to_list() == [f"{n}{i}" for i in range(7)]
+    out = pl.concat(list(export.export_batches(store, ResponseFilter(), sort="step")))
+    assert out.get_column("response").to_list() == [f"r{i}" for i in range(7)]
+    for n in names:
+        assert out.get_column(f"extra_{n}").to_list() == [f"{n}{i}" for i in range(7)]
