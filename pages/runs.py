@@ -24,6 +24,12 @@ FIRST_ANSWER_SECONDS = 5.0
 _EXAMPLE = pl.format("{}:{} ({})", "source", "line", pl.col("detail").fill_null("")).first()
 
 
+def _step_range(steps) -> str:
+    """First and last step: ``1–25``, or ``-25 to -1`` where a dash would read as a minus sign."""
+    lo, hi = steps.min(), steps.max()
+    return f"{lo} to {hi}" if lo < 0 else f"{lo}–{hi}"
+
+
 def layout(**query):
     return html.Div(
         [
@@ -138,9 +144,7 @@ def runs_overview() -> html.Div:
             n = int(steps.get_column("n").sum()) if steps.height else 0
             errors = sum(p["errors"] for p in store.manifest.data["parts"].values())
             pending = len(store.manifest.data.get("pending", {}))
-            step_range = (
-                f"{steps.get_column('step').min()}–{steps.get_column('step').max()}" if steps.height else "–"
-            )
+            step_range = _step_range(steps.get_column("step")) if steps.height else "–"
             stats = [
                 ("files", f"{len(files)} ({size / 1e6:.1f} MB)"),
                 ("samples", fmt_num(n)),

@@ -45,3 +45,14 @@ def test_runs002_bad_lines_are_listed(dash_duo, dash_app, board_root, tmp_path):
     dash_duo.driver.save_screenshot(str(tmp_path / "runs.png"))
     assert dash_duo.get_logs() == []
     assert len(dash_duo.driver.find_elements(By.CSS_SELECTOR, ".card")) == 1
+
+
+def test_runs003_steps_below_zero(dash_duo, dash_app, board_root, tmp_path):
+    """A run whose steps are below zero shows their range without a dash that reads as a minus sign."""
+    run = tmp_path / "root" / "negative-steps"
+    run.mkdir(parents=True)
+    good = {"prompt": "p", "response": "r", "reward": 1.0}
+    (run / "rank0.jsonl").write_text("".join(json.dumps({**good, "step": -s}) + "\n" for s in (3, 2, 1)))
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    dash_duo.start_server(dash_app)
+    dash_duo.wait_for_contains_text("body", "3 (-3 to -1)", timeout=20)
