@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from data import ingest as ingest_mod
-from data.ingest import ingest_run
+from data.ingest import BOM, ingest_run
 from data.store import open_store, sample_id
 
 PADS = ("<pad>", "<|endoftext|>")
@@ -424,8 +424,13 @@ def test_ingest022_incomplete_call_that_reads_nothing_changes_nothing(tmp_path):
     assert open_store(again.store_dir).steps().get_column("step").to_list() == [1, 2]
 
 
-def _commit_every_chunk(monkeypatch):
-    """Make every chunk a commit point (the real maybe_commit, with no spacing between commits)."""
+def _commit_every_chunk(monkeypatch, batch_parts: int = 0):
+    """Make every chunk a commit point (the real maybe_commit, with no spacing between commits). Small
+    blocks go to the workers one by one, or (``batch_parts``) up to that many at a time."""
+    if batch_parts:
+        monkeypatch.setattr(ingest_mod, "BATCH_PARTS", batch_parts)
+    else:
+        monkeypatch.setattr(ingest_mod, "SMALL_BLOCK", 0)
     real = ingest_mod._Writer.maybe_commit
 
     def eager(self):
@@ -505,14 +510,14 @@ def test_ingest025_failed_part_commits_nothing_past_it(tmp_path, monkeypatch):
     run = _two_rank_run(tmp_path)
     clean_res, clean = ingest(run, tmp_path / "clean", chunk_bytes=400)
     _commit_every_chunk(monkeypatch)
-    real_write = ingest_mod._Writer._write_part
+    real_write = ingest_mod._Writer._write_files
 
-    def fail_once(self, pid, rel, chunk):
+    def fail_once(self, pid, *args):
         if pid == 6:
             raise OSError("disk full")
-        return real_write(self, pid, rel, chunk)
+        return real_write(self, pid, *args)
 
-    monkeypatch.setattr(ingest_mod._Writer, "_write_part", fail_once)
+    monkeypatch.setattr(ingest_mod._Writer, "_write_files", fail_once)
     with pytest.raises(OSError):
         ingest(run, tmp_path / "failed", chunk_bytes=400)
     store = open_store(next((tmp_path / "failed").iterdir()))
@@ -1135,3 +1140,93 @@ def test_ingest050_fields_named_like_working_columns(tmp_path, monkeypatch, batc
     assert out.get_column("response").to_list() == [f"r{i}" for i in range(7)]
     for n in names:
         assert out.get_column(f"extra_{n}").to_list() == [f"{n}{i}" for i in range(7)]
+
+
+def _small_files_run(tmp_path: Path) -> Path:
+    """One file a step (veRL's rollout_data_dir), some with what sends a block its own way: a BOM, CRLF line
+    ends, a bad line, an extra field of another type, token arrays."""
+    run = tmp_path / "steps"
+    run.mkdir()
+    for s in range(1, 13):
+        rows = [line(rec(step=s, prompt=f"q{i}", reward=s + i / 10, acc=i % 2 == 0)) for i in range(4)]
+        if s == 3:
+            rows[0] = BOM + rows[0]
+        if s == 5:
+            rows = [r.replace(b"\n", b"\r\n") for r in rows]
+        if s == 7:
+            rows[2] = b"{not json\n"
+        if s == 8:
+            rows = [
+                line(rec(step=s, prompt="q", acc="yes", logprobs=[-1.0, -0.5], response_tokens=["a", "b"]))
+            ]
+        (run / f"{s:04d}.jsonl").write_bytes(b"".join(rows))
+    return run
+
+
+def test_ingest051_small_files_built_together_give_the_same_store(tmp_path, monkeypatch):
+    """Small blocks (here, one file a step) parsed and built together, then written as one part each, give
+    the store of the same files read one block at a time: the same rows, ids, steps and issues, each part
+    naming its own file."""
+    run = _small_files_run(tmp_path)
+    calls = []
+    real = ingest_mod.parse_blocks
+    monkeypatch.setattr(ingest_mod, "parse_blocks", lambda blocks: calls.append(len(blocks)) or real(blocks))
+    res, together = ingest(run, tmp_path / "together")
+    assert calls == [11]  # the files without CR line ends together (which then go one by one: a bad line)
+    monkeypatch.setattr(ingest_mod, "SMALL_BLOCK", 0)
+    res1, alone = ingest(run, tmp_path / "alone")
+    assert _store_snapshot(together) == _store_snapshot(alone)
+    assert res.samples == res1.samples == 44 and res.bad_lines == 1
+    # Without the bad line and the field of another type, the batch is built at once; each part holds
+    # the rows of its own file.
+    (run / "0007.jsonl").write_bytes(line(rec(step=7, prompt="q0", reward=7.0)))
+    tokens = {"logprobs": [-1.0, -0.5], "response_tokens": ["a", "b"]}
+    (run / "0008.jsonl").write_bytes(line(rec(step=8, prompt="q", acc=False, **tokens)))
+    monkeypatch.undo()
+    alone_files = []
+    real_part = ingest_mod._Writer._write_part
+
+    def spy(self, pid, rel, chunk):
+        alone_files.append(rel)
+        return real_part(self, pid, rel, chunk)
+
+    monkeypatch.setattr(ingest_mod._Writer, "_write_part", spy)
+    res, together = ingest(run, tmp_path / "together2")
+    assert alone_files == ["0005.jsonl"]  # the CRLF one; the others in one batch
+    monkeypatch.undo()
+    res1, alone = ingest(run, tmp_path / "alone2", chunk_bytes=10)  # one line a block: no batch of files
+    assert _store_snapshot(together) == _store_snapshot(alone)
+    for pid, entry in together.manifest.data["parts"].items():
+        rows = together.scalars().filter(pl.col("part") == int(pid))
+        assert rows.get_column("source").unique().to_list() == [entry["file"]]
+        assert rows.get_column("row").sort().to_list() == list(range(entry["rows"]))
+    sid = sample_id("0008.jsonl", 1)
+    assert together.sample(sid)["step"] == 8 and list(together.sample(sid)["logprobs"]) == [-1.0, -0.5]
+
+
+def test_ingest052_crash_with_small_blocks_in_flight_gives_the_same_store(tmp_path, monkeypatch):
+    """Killing ingest at a commit made while batches of small blocks are being built, then running again,
+    gives the store of an uninterrupted run; every commit counts the rows of the lines it says were read."""
+    run = _two_rank_run(tmp_path)
+    clean_res, clean = ingest(run, tmp_path / "clean", chunk_bytes=400)
+    _commit_every_chunk(monkeypatch, batch_parts=3)
+    real_commit = ingest_mod._Writer._commit
+    calls = {"n": 0}
+
+    def crash(self, data, complete):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt("simulated kill")
+        real_commit(self, data, complete)
+        store = open_store(self.dir)
+        sc = store.all_scalars()
+        for rel, entry in store.manifest.data["files"].items():
+            rows = sc.filter(pl.col("source") == rel).height if sc.height else 0
+            assert rows == entry["lines"] == (run / rel).read_bytes()[: entry["offset"]].count(b"\n")
+
+    monkeypatch.setattr(ingest_mod._Writer, "_commit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ingest_run(run, tmp_path / "crashy", PADS, chunk_bytes=400)
+    monkeypatch.undo()
+    res, store = ingest(run, tmp_path / "crashy", chunk_bytes=400)
+    assert _store_snapshot(store) == _store_snapshot(clean)
