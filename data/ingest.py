@@ -783,37 +783,48 @@ class _Writer:
         self, items: list[tuple[int, str, RawBlock]]
     ) -> list[tuple[pl.DataFrame | None, pl.DataFrame, int, set[str]]]:
         """Worker thread: :meth:`_write_part` of several small blocks. Those without CR line ends are
-        parsed, derived and built at once where they go together (:func:`parse_blocks`), then written as
-        one part each; the others (and all, when they do not go together) one by one."""
+        parsed, derived and built at once where they go together (:func:`parse_blocks`; where they do
+        not, each half is tried again), then written as one part each; the rest one by one."""
         results: list = [None] * len(items)
-        together = [k for k, (_, _, chunk) in enumerate(items) if chunk.lines and b"\r" not in chunk.data]
-        parsed = parse_blocks([items[k][2] for k in together]) if len(together) > 1 else None
-        if parsed is not None:
-            fulls: dict[int, pl.DataFrame] = {}
-            if parsed.frame.height:
-                index = list(range(len(together)))
-
-                def each(values: list, dtype: pl.DataType) -> pl.Expr:  # the value of each row's block
-                    return pl.col("__item").replace_strict(index, values, return_dtype=dtype)
-
-                rels = [items[k][1] for k in together]
-                full = build_part(
-                    derive_chunk(parsed.frame, self.pad_tokens),
-                    each(rels, pl.String),
-                    each([items[k][0] for k in together], pl.Int64),
-                    self.pad_tokens,
-                    prefix=each([file_prefix(rel) for rel in rels], pl.String),
-                )
-                by_block = full.partition_by("__item", maintain_order=True, include_key=False, as_dict=True)
-                for (j,), part in by_block.items():
-                    fulls[j] = part.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
-            for j, k in enumerate(together):
-                pid, rel, _ = items[k]
-                results[k] = self._write_files(pid, rel, fulls.get(j), parsed.issues[j], parsed.ignored)
+        self._write_together(
+            items, [k for k, (_, _, c) in enumerate(items) if c.lines and b"\r" not in c.data], results
+        )
         for k, (pid, rel, chunk) in enumerate(items):
             if results[k] is None:
                 results[k] = self._write_part(pid, rel, chunk)
         return results
+
+    def _write_together(self, items: list[tuple[int, str, RawBlock]], ks: list[int], results: list) -> None:
+        """Fill ``results[k]`` for the blocks ``items[k]``, ``k`` in ``ks``, that go together in halves."""
+        if len(ks) < 2:
+            return
+        parsed = parse_blocks([items[k][2] for k in ks])
+        if parsed is None:  # a bad line, or a field of another type: find the blocks that do go together
+            half = len(ks) // 2
+            self._write_together(items, ks[:half], results)
+            self._write_together(items, ks[half:], results)
+            return
+        fulls: dict[int, pl.DataFrame] = {}
+        if parsed.frame.height:
+            index = list(range(len(ks)))
+
+            def each(values: list, dtype: pl.DataType) -> pl.Expr:  # the value of each row's block
+                return pl.col("__item").replace_strict(index, values, return_dtype=dtype)
+
+            rels = [items[k][1] for k in ks]
+            full = build_part(
+                derive_chunk(parsed.frame, self.pad_tokens),
+                each(rels, pl.String),
+                each([items[k][0] for k in ks], pl.Int64),
+                self.pad_tokens,
+                prefix=each([file_prefix(rel) for rel in rels], pl.String),
+            )
+            by_block = full.partition_by("__item", maintain_order=True, include_key=False, as_dict=True)
+            for (j,), part in by_block.items():
+                fulls[j] = part.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
+        for j, k in enumerate(ks):
+            pid, rel, _ = items[k]
+            results[k] = self._write_files(pid, rel, fulls.get(j), parsed.issues[j], parsed.ignored)
 
     def _write_files(
         self, pid: int, rel: str, full: pl.DataFrame | None, found: list[dict], ignored: set[str]

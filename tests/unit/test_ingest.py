@@ -1168,11 +1168,21 @@ def test_ingest051_small_files_built_together_give_the_same_store(tmp_path, monk
     the store of the same files read one block at a time: the same rows, ids, steps and issues, each part
     naming its own file."""
     run = _small_files_run(tmp_path)
-    calls = []
+    calls, alone_files = [], []
     real = ingest_mod.parse_blocks
     monkeypatch.setattr(ingest_mod, "parse_blocks", lambda blocks: calls.append(len(blocks)) or real(blocks))
+    real_part = ingest_mod._Writer._write_part
+
+    def spy(self, pid, rel, chunk):
+        alone_files.append(rel)
+        return real_part(self, pid, rel, chunk)
+
+    monkeypatch.setattr(ingest_mod._Writer, "_write_part", spy)
     res, together = ingest(run, tmp_path / "together")
-    assert calls == [11]  # the files without CR line ends together (which then go one by one: a bad line)
+    # The 11 files without CR line ends are tried together, then in halves: those with the bad line (7) and
+    # the field of another type (8) go alone, and so does 9, left alone by the halving.
+    assert calls == [11, 5, 6, 3, 2, 3]
+    assert sorted(alone_files) == ["0005.jsonl", "0007.jsonl", "0008.jsonl", "0009.jsonl"]
     monkeypatch.setattr(ingest_mod, "SMALL_BLOCK", 0)
     res1, alone = ingest(run, tmp_path / "alone")
     assert _store_snapshot(together) == _store_snapshot(alone)
@@ -1183,18 +1193,13 @@ def test_ingest051_small_files_built_together_give_the_same_store(tmp_path, monk
     tokens = {"logprobs": [-1.0, -0.5], "response_tokens": ["a", "b"]}
     (run / "0008.jsonl").write_bytes(line(rec(step=8, prompt="q", acc=False, **tokens)))
     monkeypatch.undo()
-    alone_files = []
-    real_part = ingest_mod._Writer._write_part
-
-    def spy(self, pid, rel, chunk):
-        alone_files.append(rel)
-        return real_part(self, pid, rel, chunk)
-
+    alone_files.clear()
     monkeypatch.setattr(ingest_mod._Writer, "_write_part", spy)
     res, together = ingest(run, tmp_path / "together2")
     assert alone_files == ["0005.jsonl"]  # the CRLF one; the others in one batch
     monkeypatch.undo()
-    res1, alone = ingest(run, tmp_path / "alone2", chunk_bytes=10)  # one line a block: no batch of files
+    monkeypatch.setattr(ingest_mod, "SMALL_BLOCK", 0)
+    res1, alone = ingest(run, tmp_path / "alone2")
     assert _store_snapshot(together) == _store_snapshot(alone)
     for pid, entry in together.manifest.data["parts"].items():
         rows = together.scalars().filter(pl.col("part") == int(pid))
