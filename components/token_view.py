@@ -22,6 +22,8 @@ import polars as pl
 from dash import html
 
 from components.figures import TEMPLATE
+from data.metrics import file_column
+from data.tokens import file_label
 
 # Colour stops (position in [0, 1] of the scale's range, RGB). Diverging: red below 0, white at 0, blue above.
 DIVERGING = (
@@ -469,6 +471,45 @@ def token_reward_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.F
             **hover,
         )
     return _figure([trace], labels["token_reward"], "reward", showlegend=False)
+
+
+# Colours of the trainer's own per-token fields, in the order the file first has them.
+FILE_COLOURS = ("#d62728", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+
+
+def _plotly_text(text: str) -> str:
+    """A name from the file for a Plotly trace or title, which read a few HTML tags: ``& < >`` escaped."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def file_fields_figure(tokens: pl.DataFrame, names: Sequence[str]) -> go.Figure:
+    """The trainer's own per-token fields (TRL's PPO ``advantages``, ``returns``), one line each, as the file
+    has them, x = position.
+
+    ``tokens``: visible positions with ``pos, text`` and ``file_column(name)`` for each of ``names``.
+    """
+    shown = [
+        n for n in names if tokens.height and tokens.get_column(file_column(n)).null_count() < tokens.height
+    ]
+    if not shown:
+        return empty_figure("no per-token fields of the trainer at these positions")
+    c = _columns(tokens, *(file_column(n) for n in shown))
+    traces = []
+    for i, name in enumerate(shown):
+        label = _plotly_text(file_label(name))
+        traces.append(
+            dict(
+                type="scatter",
+                x=c["pos"],
+                y=c[file_column(name)],
+                name=label,
+                mode=_mode(tokens),
+                marker={"size": 4},
+                line={"width": 1.5, "color": FILE_COLOURS[i % len(FILE_COLOURS)]},
+                **_hover(c, label, i == 0),
+            )
+        )
+    return _figure(traces, "the trainer's own per-token fields", "as in the file")
 
 
 # ---- tables ------------------------------------------------------------------------------------------

@@ -569,7 +569,13 @@ def build_part(
 
 def scalar_columns(df: pl.DataFrame) -> list[str]:
     extras = [c for c in df.columns if c not in schema.CANONICAL and c not in SCALAR_CORE]
-    return [c for c in SCALAR_CORE if c in df.columns] + extras
+    return [c for c in SCALAR_CORE if c in df.columns] + [c for c in extras if c not in token_extras(df)]
+
+
+def token_extras(df: pl.DataFrame) -> list[str]:
+    """The per-token fields of the trainer's own in a part frame (lists beside the contract's token arrays,
+    see ``schema.validate_record``): kept in the part only."""
+    return [c for c, t in df.schema.items() if isinstance(t, pl.List) and c not in schema.CANONICAL]
 
 
 def _issue_frame(issues: list[dict], rel: str) -> pl.DataFrame:
@@ -768,9 +774,9 @@ class _Writer:
 
     def _write_part(
         self, pid: int, rel: str, chunk: ChunkResult | RawBlock
-    ) -> tuple[pl.DataFrame | None, pl.DataFrame, int, set[str]]:
+    ) -> tuple[pl.DataFrame | None, pl.DataFrame, int, set[str], list[str]]:
         """Worker thread: parse, derive and build the part, write its files; returns ``(scalars, issues,
-        rows, ignored fields)``.
+        rows, ignored fields, per-token fields of the trainer's own that some row has)``.
 
         Touches no shared state: :meth:`_apply` takes the results in order on the reading thread."""
         result = parse_block(*chunk)[0] if isinstance(chunk, RawBlock) else chunk
@@ -781,7 +787,7 @@ class _Writer:
 
     def _write_batch(
         self, items: list[tuple[int, str, RawBlock]]
-    ) -> list[tuple[pl.DataFrame | None, pl.DataFrame, int, set[str]]]:
+    ) -> list[tuple[pl.DataFrame | None, pl.DataFrame, int, set[str], list[str]]]:
         """Worker thread: :meth:`_write_part` of several small blocks. Those without CR line ends are
         parsed, derived and built at once where they go together (:func:`parse_blocks`; where they do
         not, each half is tried again), then written as one part each; the rest one by one."""
@@ -828,24 +834,26 @@ class _Writer:
 
     def _write_files(
         self, pid: int, rel: str, full: pl.DataFrame | None, found: list[dict], ignored: set[str]
-    ) -> tuple[pl.DataFrame | None, pl.DataFrame, int, set[str]]:
+    ) -> tuple[pl.DataFrame | None, pl.DataFrame, int, set[str], list[str]]:
         """Write the part, scalars and issues files of part ``pid`` (``full``: its rows, if any)."""
         name = part_name(pid)
         issues = _issue_frame(found, rel)
         n = 0 if full is None else full.height
         scal = None
+        per_token = []
         if n:
+            per_token = [c for c in token_extras(full) if full.get_column(c).null_count() < n]
             issues = pl.concat([issues, _token_notes(full, rel)]).sort("line", maintain_order=True)
             write_part_file(full, self.dir / "parts" / name, self.row_group_size)
             scal = full.select(scalar_columns(full))
             scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
         if issues.height:  # readers open the issues file only of a part whose entry counts some
             issues.write_parquet(self.dir / "issues" / name)
-        return scal, issues, n, ignored
+        return scal, issues, n, ignored, per_token
 
     def _apply(self, item: tuple[int, str, Future, int | None]) -> None:
         pid, rel, future, k = item
-        scal, issues, n, ignored = future.result() if k is None else future.result()[k]
+        scal, issues, n, ignored, per_token = future.result() if k is None else future.result()[k]
         severity = issues.get_column("severity")
         if scal is not None:
             if self._scalars is None:
@@ -856,6 +864,8 @@ class _Writer:
                 if c not in SCALAR_CORE and c not in extras:
                     extras.append(c)
         self.m.data["ignored_fields"] = sorted(set(self.m.data["ignored_fields"]) | ignored)
+        known = self.m.data.setdefault("token_extras", [])
+        known.extend(c for c in per_token if c not in known)
         self.m.data["parts"][str(pid)] = {
             "file": rel,
             "rows": n,

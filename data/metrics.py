@@ -13,6 +13,7 @@ length in tokens without pads, reward gain = reward - ref_reward.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -107,26 +108,26 @@ def label(key: str) -> str:
 # ---- per token ---------------------------------------------------------------------------------------
 
 
-def explode_tokens(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
+def explode_tokens(df: pl.DataFrame, pad_tokens: tuple[str, ...], extras: Sequence[str] = ()) -> pl.DataFrame:
     """One row per (response, position): ``row, pos, token, logprob, ref_logprob, value, token_reward, is_pad``.
 
     ``df`` has a ``row`` column and the contract's list columns (possibly null). Arrays of unequal
     lengths are aligned from the first token: a position beyond a shorter array is null there, never
-    shifted. A response with no token fields has no rows.
+    shifted. A response with no token fields has no rows. ``extras``: per-token fields of the trainer's
+    own (lists of numbers) aligned the same way, as Float64 columns named ``file_column(name)``.
     """
     lists = [c for c in TOKEN_COLUMNS if c in df.columns]
-    lengths = [pl.col(c).list.len().fill_null(0) for c in lists]
+    names = {**{c: TOKEN_COLUMNS[c] for c in lists}, **{c: file_column(c) for c in extras}}
+    lengths = [pl.col(c).list.len().fill_null(0) for c in names]
     n = pl.max_horizontal(*lengths) if lengths else pl.lit(0)
-    base = df.select("row", *lists).with_columns(n.cast(pl.Int64).alias("__n")).filter(pl.col("__n") > 0)
+    base = df.select("row", *names).with_columns(n.cast(pl.Int64).alias("__n")).filter(pl.col("__n") > 0)
     idx = pl.int_ranges(0, pl.col("__n"))
     aligned = [
-        pl.col(c)
-        .fill_null(pl.lit([], dtype=df.schema[c]))
-        .list.gather(idx, null_on_oob=True)
-        .alias(TOKEN_COLUMNS[c])
-        for c in lists
+        pl.col(c).fill_null(pl.lit([], dtype=df.schema[c])).list.gather(idx, null_on_oob=True).alias(short)
+        for c, short in names.items()
     ]
-    long = base.select("row", idx.alias("pos"), *aligned).explode(["pos", *(TOKEN_COLUMNS[c] for c in lists)])
+    long = base.select("row", idx.alias("pos"), *aligned).explode(["pos", *names.values()])
+    long = long.with_columns(pl.col(file_column(c)).cast(pl.Float64) for c in extras)
     for c, short in TOKEN_COLUMNS.items():
         if short not in long.columns:
             dtype = pl.String if c == "response_tokens" else pl.Float32
@@ -136,6 +137,11 @@ def explode_tokens(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFram
         pl.col("logprob", "ref_logprob", "value", "token_reward").cast(pl.Float64),
         pl.col("token").is_in(pads).fill_null(False).alias("is_pad"),
     )
+
+
+def file_column(name: str) -> str:
+    """The column of a per-token field of the trainer's own in a token frame (apart from the metrics')."""
+    return f"file:{name}"
 
 
 def _k3(log_ratio: pl.Expr) -> pl.Expr:

@@ -105,6 +105,9 @@ _NUMBER_OR_NULL = frozenset({int, float, type(None)})
 _FLOAT_OR_NULL = frozenset({float, type(None)})
 _STR_OR_NULL = frozenset({str, type(None)})
 
+# Families (see _family) of a per-token field of the trainer's own: lists of numbers (or of nulls only).
+_NUMBER_LISTS = frozenset({"list[int]", "list[float]", "list[null]"})
+
 # Integer types whose values an Int64 column holds; Polars reads a larger JSON integer as UInt64 or Int128.
 _INT64_WIDE = frozenset({pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32})
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -245,6 +248,10 @@ def validate_record(obj) -> tuple[dict, list[str]]:
             continue
         if v is None or isinstance(v, bool | int | float | str):
             rec[extra_name(key)] = v
+        elif isinstance(v, list) and set(map(type, v)) <= _NUMBER_OR_NULL:
+            # A per-token field of the trainer's own (TRL's PPO `advantages`, `returns`): kept with the
+            # token arrays.
+            rec[extra_name(key)] = [None if x is None else float(x) for x in v]
         else:
             ignored.append(key)
     return rec, ignored
@@ -348,6 +355,8 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
             cols.append(pl.col(name).cast(pl.String).alias(extra_name(name)))
         elif fam in ("str", "bool", "int", "float", "null"):
             cols.append(pl.col(name).alias(extra_name(name)))
+        elif fam in _NUMBER_LISTS:  # a per-token field of the trainer's own (see validate_record)
+            cols.append(pl.col(name).cast(pl.List(pl.Float32)).alias(extra_name(name)))
         else:
             ignored.append(name)
     known = [
@@ -390,34 +399,32 @@ def records_frame(records: list[dict]) -> pl.DataFrame:
     """Frame of validated records (slow path) with canonical types for the known fields."""
     if not records:
         return pl.DataFrame(schema=CANONICAL)
-    extras = {}
-    for rec in records:
-        for k, v in rec.items():
-            if k not in CANONICAL and v is not None and k not in extras:
-                extras[k] = v
     schema = dict(CANONICAL)
-    for k, v in extras.items():
-        schema[k] = (
-            pl.Boolean
-            if isinstance(v, bool)
-            else pl.Int64
-            if isinstance(v, int)
-            else pl.Float64
-            if isinstance(v, float)
-            else pl.String
-        )
-    # Extras whose type differs between lines fall back to strings rather than failing the chunk, and so
-    # do integers past 64 bits (as in conform_frame).
-    for k in extras:
-        types = {type(r.get(k)) for r in records if r.get(k) is not None}
-        if types == {int, float}:
-            schema[k] = pl.Float64
-        elif len(types) > 1 or (
-            types == {int}
-            and any(not INT64_MIN <= r[k] <= INT64_MAX for r in records if r.get(k) is not None)
-        ):
-            schema[k] = pl.String
+    keys = dict.fromkeys(k for rec in records for k, v in rec.items() if k not in CANONICAL and v is not None)
+    for k in keys:
+        types = {type(r[k]) for r in records if r.get(k) is not None}
+        if list in types and types != {list}:
+            # A per-token field in some lines and a value in others (a chunk read whole cannot hold both):
+            # the values are kept, as they were before per-token fields were.
             for r in records:
-                if r.get(k) is not None:
+                if isinstance(r.get(k), list):
+                    r[k] = None
+            types.discard(list)
+        if types == {list}:
+            schema[k] = pl.List(pl.Float32)
+        elif types == {bool}:
+            schema[k] = pl.Boolean
+        elif types == {int} and all(INT64_MIN <= r[k] <= INT64_MAX for r in records if r.get(k) is not None):
+            schema[k] = pl.Int64
+        elif types <= {int, float} and types:
+            schema[k] = (
+                pl.Float64 if float in types else pl.String
+            )  # (ints past 64 bits: as in conform_frame)
+        else:
+            schema[k] = pl.String
+        if schema[k] == pl.String:
+            # Extras whose type differs between lines fall back to strings rather than failing the chunk.
+            for r in records:
+                if r.get(k) is not None and not isinstance(r[k], str):
                     r[k] = str(r[k])
     return pl.DataFrame(records, schema=schema, strict=False)

@@ -426,6 +426,11 @@ class RunStore:
         """Scalar extra columns found in the files (e.g. ``ground_truth``, ``group_id``, ``advantage``)."""
         return list(self.manifest.data.get("extra_columns", []))
 
+    def token_extras(self) -> list[str]:
+        """Per-token fields of the trainer's own found in the files (TRL's PPO ``advantages``, ``returns``),
+        kept in the parts beside the contract's token arrays."""
+        return list(self.manifest.data.get("token_extras", []))
+
     def has_column(self, name: str) -> bool:
         df = self.scalars()
         return name in df.columns and df.get_column(name).null_count() < df.height

@@ -83,6 +83,9 @@ class TokenView:
     tokens: pl.DataFrame
     fields: frozenset[str]
     nav: Neighbours
+    # Per-token fields of the trainer's own that this response has (TRL's PPO `advantages`, `returns`), as
+    # the file has them; in ``tokens`` as ``file_column(name)``.
+    file_fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,16 +162,35 @@ def hover_metrics(fields: frozenset[str]) -> list[str]:
     return [m for m in HOVER_METRICS if metric_available(m, fields)]
 
 
+def file_fields(row: pl.DataFrame) -> tuple[str, ...]:
+    """The per-token fields of the trainer's own in a one-row response frame that hold a value: lists of
+    numbers beside the contract's token arrays (see ``schema.validate_record``)."""
+    return tuple(
+        c
+        for c, t in row.schema.items()
+        if c not in TOKEN_COLUMNS
+        and isinstance(t, pl.List)
+        and t.inner.is_numeric()
+        and (row.get_column(c).list.drop_nulls().list.len() > 0).any()
+    )
+
+
+def file_label(name: str) -> str:
+    """How a per-token field of the trainer's own is named on the page: shown as the file has it."""
+    return f"{name} (from the file)"
+
+
 def token_frame(row: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
     """One row per position of a one-row response frame, sorted by ``pos``.
 
     Columns: ``pos, token, text, is_pad, keep, logprob, ref_logprob, value, token_reward, log_ratio, kl, prob,
-    ref_prob, return, value_error, kl_valid``. Arrays of unequal lengths are aligned from the first
-    token (a position beyond a shorter array is null there, never shifted). ``keep`` is False for a pad
-    position hidden by default (see :func:`pad_shown_expr`). A response without token fields has no rows.
+    ref_prob, return, value_error, kl_valid``, and ``file_column(name)`` for each of :func:`file_fields`.
+    Arrays of unequal lengths are aligned from the first token (a position beyond a shorter array is null
+    there, never shifted). ``keep`` is False for a pad position hidden by default (see
+    :func:`pad_shown_expr`). A response without token fields has no rows.
     """
     one = row.head(1).with_columns(pl.lit(0, dtype=pl.Int64).alias("row"))
-    long = token_metrics(explode_tokens(one, pad_tokens)).drop("row").sort("pos")
+    long = token_metrics(explode_tokens(one, pad_tokens, file_fields(one))).drop("row").sort("pos")
     return long.with_columns(
         decode_expr("token").alias("text"),
         (~pl.col("is_pad") | pad_shown_expr()).alias("keep"),
@@ -261,11 +283,12 @@ def strip_pad_text(text: str | None, pad_tokens: tuple[str, ...]) -> str | None:
 
 def build_view(row: pl.DataFrame, scalars: pl.DataFrame, pad_tokens: tuple[str, ...]) -> TokenView:
     """A :class:`TokenView` from the one-row frame of a response and the run's scalars (for navigation)."""
-    info = {k: v for k, v in row.row(0, named=True).items() if k not in TOKEN_COLUMNS}
+    lists = {c for c, t in row.schema.items() if isinstance(t, pl.List)}
+    info = {k: v for k, v in row.row(0, named=True).items() if k not in TOKEN_COLUMNS and k not in lists}
     fields = present_fields(row.row(0, named=True))
     tokens = token_frame(row, pad_tokens)
     nav = neighbours(scalars, info.get("sample_id"), info.get("step"))
-    return TokenView(info=info, tokens=tokens, fields=fields, nav=nav)
+    return TokenView(info=info, tokens=tokens, fields=fields, nav=nav, file_fields=file_fields(row))
 
 
 @lru_cache(maxsize=32)
@@ -312,6 +335,8 @@ __all__ = [
     "build_view",
     "decode_expr",
     "decode_token",
+    "file_fields",
+    "file_label",
     "first_sample",
     "hover_metrics",
     "metric_available",

@@ -19,6 +19,7 @@ from components.layout import empty_state, fmt_num, no_runs_state, notices, prog
 from components.token_view import (
     POSITION_FIGURE_HEIGHT,
     colour_stops,
+    file_fields_figure,
     highlight_js,
     legend,
     logprob_figure,
@@ -28,7 +29,7 @@ from components.token_view import (
     top_table,
     value_figure,
 )
-from data.metrics import METRICS, label
+from data.metrics import METRICS, file_column, label
 from data.service import board
 from data.tokens import (
     DEFAULT_METRIC,
@@ -38,6 +39,7 @@ from data.tokens import (
     TOP_K,
     TokensState,
     TokenView,
+    file_label,
     first_sample,
     hover_metrics,
     metric_available,
@@ -311,6 +313,7 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
         )
     )
     hover = [(m, label(m)) for m in hover_metrics(fields)]
+    hover += [(file_column(f), file_label(f)) for f in view.file_fields]
     out.append(_strip_card(shown, metric, hidden, hover, _controls(state, fields)))
     # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
     # drawing three 4,000-point charts would otherwise hold the strip back.
@@ -364,8 +367,9 @@ def _strip_card(shown, metric: str | None, hidden: int, hover: list, controls) -
     )
 
 
-def _charts(shown, fields: frozenset[str], labels: dict) -> dbc.Row:
-    """The per-position charts the response's fields allow (none without log-probs / token rewards)."""
+def _charts(shown, fields: frozenset[str], labels: dict, file_fields: tuple[str, ...] = ()) -> dbc.Row:
+    """The per-position charts the response's fields allow (none without log-probs / token rewards /
+    per-token fields of the trainer's own)."""
     charts = []
     if "logprobs" in fields:
         charts.append(("logprob", logprob_figure(shown, labels)))
@@ -373,6 +377,8 @@ def _charts(shown, fields: frozenset[str], labels: dict) -> dbc.Row:
         charts.append(("value", value_figure(shown, labels)))
     if "token_rewards" in fields:
         charts.append(("token_reward", token_reward_figure(shown, labels)))
+    if file_fields:
+        charts.append(("file", file_fields_figure(shown, file_fields)))
     if not charts:
         return dbc.Row()
     return dbc.Row(
@@ -457,7 +463,7 @@ def _fill_charts(_done, shown):
     state, view, problem = _resolve(state)
     if view is None:
         return None
-    return _charts(visible_tokens(view.tokens, state.pads), view.fields, _labels())
+    return _charts(visible_tokens(view.tokens, state.pads), view.fields, _labels(), view.file_fields)
 
 
 clientside_callback(strip_js(STRIP), Output(STRIP_DONE, "data"), Input(STRIP_DATA, "data"))

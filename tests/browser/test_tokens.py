@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qs, urlparse
 
+import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -70,6 +71,18 @@ def test_tokens201_strip_tokens_and_hover_values(dash_duo, dash_app, fixtures_di
     # The pad at the end carries the sequence reward: shown and marked.
     assert 'token "<pad>" · pad' in _hover_token(dash_duo, 15)
     assert "token reward: 1.5" in _hover_token(dash_duo, 15)
+
+    # TRL's own per-token fields, as the file has them (rank1.jsonl line 136): in the hover and a chart.
+    with open(fixtures_dir / "trl-ppo-small" / "rank1.jsonl") as f:
+        original = json.loads(f.readlines()[135])
+    for field in ("advantages", "returns"):
+        line = next(x for x in tip if x.startswith(f"{field} (from the file): "))
+        assert float(line.split(": ")[1]) == pytest.approx(original[field][5], rel=1e-3)
+    dash_duo.wait_for_element('#tokens-charts [id*="file"] .js-plotly-plot', timeout=30)
+    names = dash_duo.driver.execute_script(
+        "return document.querySelector('#tokens-charts [id*=\"file\"] .js-plotly-plot').data.map(t => t.name);"
+    )
+    assert names == ["advantages (from the file)", "returns (from the file)"]
 
     _hover_chart(dash_duo, 8)
     dash_duo.wait_for_element(f'{STRIP} > span.token-hl[data-pos="8"]', timeout=10)

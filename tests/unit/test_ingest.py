@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -126,22 +127,25 @@ def test_ingest005_unequal_token_arrays_kept_with_note(tmp_path):
 
 
 def test_ingest006_keys_differ_between_files_and_extras_kept(tmp_path):
-    """Keys present in some files only, extra scalar keys (kept), non-scalar extras (ignored, named)."""
+    """Keys present in some files only, extra scalar keys (kept), lists of numbers (kept with the token
+    arrays), other non-scalar extras (ignored, named)."""
     run = tmp_path / "run"
     run.mkdir()
     (run / "a.jsonl").write_bytes(
-        line(rec(ground_truth="42", ref_reward=0.5)) + line(rec(step=2, ground_truth="7"))
+        line(rec(ground_truth="42", ref_reward=0.5, meta={"a": 1})) + line(rec(step=2, ground_truth="7"))
     )
     (run / "b.jsonl").write_bytes(
-        line(rec(group_id=3, advantages=[0.1, 0.2])) + line(rec(step=2, group_id=4))
+        line(rec(group_id=3, advantages=[0.1, 0.2], words=["x"])) + line(rec(step=2, group_id=4))
     )
     res, store = ingest(run, tmp_path / "cache")
     assert res.samples == 4 and res.files == 2
     sc = store.scalars().sort("source", "line")
     assert sc.get_column("ground_truth").to_list() == ["42", "7", None, None]
     assert sc.get_column("group_id").to_list() == [None, None, 3, 4]
-    assert "advantages" in store.manifest.data["ignored_fields"]
-    assert set(store.extra_columns()) >= {"ground_truth", "group_id"}
+    assert store.manifest.data["ignored_fields"] == ["meta", "words"]
+    assert set(store.extra_columns()) == {"ground_truth", "group_id"} and "advantages" not in sc.columns
+    assert store.token_extras() == ["advantages"]
+    assert list(store.sample(sample_id("b.jsonl", 1))["advantages"]) == pytest.approx([0.1, 0.2], rel=1e-7)
 
 
 def test_ingest007_extra_key_changing_type_within_a_chunk(tmp_path):
@@ -1235,3 +1239,30 @@ def test_ingest052_crash_with_small_blocks_in_flight_gives_the_same_store(tmp_pa
     monkeypatch.undo()
     res, store = ingest(run, tmp_path / "crashy", chunk_bytes=400)
     assert _store_snapshot(store) == _store_snapshot(clean)
+
+
+@pytest.mark.parametrize("path", ["fast", "slow"])
+def test_ingest053_per_token_fields_of_the_trainer(fixtures_dir, tmp_path, monkeypatch, path):
+    """TRL's PPO writes `advantages` and `returns` per token: they are kept in the parts as float32, as the
+    file has them (first line of the fixture, by hand), named in the manifest, and left out of the scalars,
+    on both paths. A field that is a list in some lines and a value in others keeps the values."""
+    src = fixtures_dir / "trl-ppo-small" / "rank0.jsonl"
+    rows = [json.loads(x) for x in src.read_text().splitlines()[:20]]
+    if path == "fast":
+        _no_slow_path(monkeypatch)
+    else:
+        rows[5]["reward"] = "bad"  # sends the chunk line by line
+        rows[6]["mixed"], rows[7]["mixed"] = [1, 2], 3
+    res, store = ingest(run_with(tmp_path, b"".join(line(r) for r in rows)), tmp_path / "cache")
+    assert store.token_extras() == ["advantages", "returns"]
+    assert "advantages" not in store.manifest.data["ignored_fields"]
+    assert not {"advantages", "returns"} & set(store.scalars().columns)
+    got = store.sample(sample_id("rank0.jsonl", 1))
+    first = rows[0]
+    assert len(first["advantages"]) == 8 and len(first["returns"]) == 9
+    assert list(got["advantages"]) == [float(np.float32(x)) for x in first["advantages"]]
+    assert list(got["returns"]) == [float(np.float32(x)) for x in first["returns"]]
+    assert got["advantages"][0] == pytest.approx(-0.6926082372665405, rel=1e-7)
+    if path == "slow":
+        assert res.bad_lines == 1
+        assert store.scalars().sort("line").get_column("mixed").to_list()[5:7] == [None, 3]

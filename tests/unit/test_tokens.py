@@ -15,6 +15,8 @@ from data.tokens import (
     TokensState,
     decode_expr,
     decode_token,
+    file_fields,
+    file_label,
     hover_metrics,
     metric_available,
     neighbours,
@@ -247,6 +249,27 @@ def test_tokens013_token_view_of_the_ppo_fixture(fixtures_dir, tmp_path):
     pad = view.tokens.filter(pl.col("pos") == 8).row(0, named=True)
     assert (pad["token"], pad["keep"], pad["token_reward"], pad["logprob"]) == ("<pad>", True, 1.0, None)
     assert view.info["reward"] == 1.0 and view.info["prompt"] == "we thought the concert"
+    # TRL's own per-token fields: 8 advantages and 9 returns, aligned from the first token, as in the file.
+    assert view.file_fields == ("advantages", "returns") and "advantages" not in view.info
+    adv = view.tokens.get_column("file:advantages").to_list()
+    assert adv[0] == pytest.approx(-0.6926082372665405, rel=1e-7) and adv[8] is None
+    assert view.tokens.get_column("file:returns").to_list()[8] == pytest.approx(1.0, rel=1e-7)
     assert (view.nav.step, view.nav.index, view.nav.count, view.nav.prev_id) == (1, 0, 16, None)
     assert token_view(open_store(res.store_dir), sid, DEFAULT_PAD_TOKENS) is view
     assert token_view(store, "nope-1", DEFAULT_PAD_TOKENS) is None
+
+
+def test_tokens014_trainer_fields_aligned_and_named_apart():
+    """A per-token field of the trainer's own is aligned from the first token like the contract's arrays,
+    longer than them it adds positions, and a name like a metric's (`kl`) stays apart from the metric."""
+    row = one_row(response_tokens=["Ġa", "Ġb"], logprobs=[-1.0, -2.0], ref_logprobs=[-1.0, -1.0])
+    row = row.with_columns(
+        pl.Series("kl", [[0.5, 0.25, 0.125]], dtype=pl.List(pl.Float32)),
+        pl.Series("empty", [[]], dtype=pl.List(pl.Float32)),
+    )
+    assert file_fields(row) == ("kl",)
+    t = token_frame(row, DEFAULT_PAD_TOKENS)
+    assert t.get_column("pos").to_list() == [0, 1, 2]
+    assert t.get_column("file:kl").to_list() == [0.5, 0.25, 0.125]
+    approx_list(t.get_column("kl").to_list(), [0.0, math.exp(1.0) - 2.0, None])  # k3 of log-ratio -1
+    assert file_label("kl") == "kl (from the file)"
