@@ -323,6 +323,8 @@ def history_grid(
             "theme": {"function": _THEME},
             "animateRows": False,
             "suppressCellFocus": True,
+            # A file's field may have a dot in its name (an object's field, `rewards.accuracy`): a name, not a path.
+            "suppressFieldDotNotation": True,
             "tooltipShowDelay": 400,
             "localeText": {"noRowsToShow": "No response."},
         },

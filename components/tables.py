@@ -131,6 +131,8 @@ def responses_grid(
             "tooltipShowDelay": 400,
             "animateRows": False,
             "suppressCellFocus": True,
+            # A file's field may have a dot in its name (an object's field, `rewards.accuracy`): a name, not a path.
+            "suppressFieldDotNotation": True,
             "localeText": {"noRowsToShow": "No response matches these filters."},
         },
         style={"height": height, "minHeight": "22rem", "width": "100%"},

@@ -7,6 +7,7 @@ Two paths share these rules: :func:`validate_record` checks one parsed JSON obje
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import polars as pl
@@ -194,9 +195,10 @@ def not_text_reason(key: str, value) -> str:
 def validate_record(obj) -> tuple[dict, list[str]]:
     """Check one parsed JSON line; return ``(record, ignored_fields)`` or raise :class:`BadLine`.
 
-    The record holds the known fields converted to their canonical Python types and the scalar extras
-    (renamed with :func:`extra_name` where they collide with store columns); non-scalar extras are left
-    out and named in ``ignored_fields``.
+    The record holds the known fields converted to their canonical Python types, the scalar extras
+    (renamed with :func:`extra_name` where they collide with store columns; an object's fields as
+    ``object.field``, see :func:`_flat_items`) and lists of numbers (per-token fields of the trainer's own);
+    other extras are left out and named in ``ignored_fields``.
     """
     if not isinstance(obj, dict):
         raise BadLine(f"not a JSON object (got {_type_name(obj)})")
@@ -243,9 +245,7 @@ def validate_record(obj) -> tuple[dict, list[str]]:
         raise BadLine("field 'response_tokens' is not a list of strings")
     rec["response_tokens"] = v
     ignored = []
-    for key, v in obj.items():
-        if key in CANONICAL:
-            continue
+    for key, v in _flat_items(obj):
         if v is None or isinstance(v, bool | int | float | str):
             rec[extra_name(key)] = v
         elif isinstance(v, list) and set(map(type, v)) <= _NUMBER_OR_NULL:
@@ -323,6 +323,28 @@ def _alias_renames(columns: list[str]) -> dict[str, str]:
     return renames
 
 
+def _leaves(name: str, expr: pl.Expr, dtype: pl.DataType) -> Iterator[tuple[str, pl.Expr, pl.DataType]]:
+    """A column, or the fields of an object column as columns ``name.field`` (objects in it too): the
+    chunk's side of :func:`_flat_items`."""
+    if isinstance(dtype, pl.Struct):
+        for f in dtype.fields:
+            yield from _leaves(f"{name}.{f.name}", expr.struct.field(f.name), f.dtype)
+    else:
+        yield name, expr, dtype
+
+
+def _flat_items(obj: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """The extra fields of a line, an object's fields named ``object.field`` (objects in it too), so that
+    a line's ``{"rewards": {"accuracy": 1}}`` is its ``rewards.accuracy``."""
+    for key, v in obj.items():
+        if not prefix and key in CANONICAL:
+            continue
+        if isinstance(v, dict):
+            yield from _flat_items(v, f"{prefix}{key}.")
+        else:
+            yield prefix + key, v
+
+
 def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]:
     """Cast a conformant frame to canonical types.
 
@@ -347,16 +369,15 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
                 lead = [pl.lit(pl.Series(PROMPT_LEAD, [messages_lead(v) for v in values], dtype=pl.String))]
     ignored = []
     cols = []
-    for name, dtype in df.schema.items():
-        if name in CANONICAL:
-            continue
+    extras = ((n, pl.col(n), t) for n, t in df.schema.items() if n not in CANONICAL)
+    for name, expr, dtype in (leaf for extra in extras for leaf in _leaves(*extra)):
         fam = _family(dtype)
         if fam == "int" and dtype not in _INT64_WIDE:  # an integer past 64 bits (a seed, a hash): its digits
-            cols.append(pl.col(name).cast(pl.String).alias(extra_name(name)))
+            cols.append(expr.cast(pl.String).alias(extra_name(name)))
         elif fam in ("str", "bool", "int", "float", "null"):
-            cols.append(pl.col(name).alias(extra_name(name)))
+            cols.append(expr.alias(extra_name(name)))
         elif fam in _NUMBER_LISTS:  # a per-token field of the trainer's own (see validate_record)
-            cols.append(pl.col(name).cast(pl.List(pl.Float32)).alias(extra_name(name)))
+            cols.append(expr.cast(pl.List(pl.Float32)).alias(extra_name(name)))
         else:
             ignored.append(name)
     known = [

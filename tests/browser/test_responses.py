@@ -126,3 +126,22 @@ def test_responses203_bad_url_values_give_notices_and_double_click_opens(dash_du
     until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
     assert query(dash_duo)["sample"] == [sid] and query(dash_duo)["back"] == [f"run={RUN}&sample={sid}"]
     assert dash_duo.get_logs() == []
+
+
+def test_responses204_fields_of_objects_show_in_their_columns(dash_duo, dash_app, board_root, tmp_path):
+    """A run whose lines log the reward per function as an object: the column `rewards.accuracy` shows each
+    row's value and sorts (a dot in a field's name is part of the name, not a path into the row)."""
+    import json
+
+    run = tmp_path / "root" / "nested"
+    run.mkdir(parents=True)
+    rows = [
+        {"prompt": f"q{i}", "response": "r", "reward": i / 2, "step": 1, "rewards": {"accuracy": i % 3}}
+        for i in range(6)
+    ]
+    (run / "rank0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    dash_duo.start_server(dash_app)
+    dash_duo.driver.get(f"{dash_duo.server_url}/responses?run=nested&step=1&sort=rewards.accuracy")
+    dash_duo.wait_for_element(CELLS.format("rewards.accuracy"), timeout=20)
+    until(lambda: cell_values(dash_duo, "rewards.accuracy") == [2, 2, 1, 1, 0, 0], timeout=10)

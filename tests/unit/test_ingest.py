@@ -128,7 +128,7 @@ def test_ingest005_unequal_token_arrays_kept_with_note(tmp_path):
 
 def test_ingest006_keys_differ_between_files_and_extras_kept(tmp_path):
     """Keys present in some files only, extra scalar keys (kept), lists of numbers (kept with the token
-    arrays), other non-scalar extras (ignored, named)."""
+    arrays), the fields of objects (kept as `object.field`), other non-scalar extras (ignored, named)."""
     run = tmp_path / "run"
     run.mkdir()
     (run / "a.jsonl").write_bytes(
@@ -142,8 +142,11 @@ def test_ingest006_keys_differ_between_files_and_extras_kept(tmp_path):
     sc = store.scalars().sort("source", "line")
     assert sc.get_column("ground_truth").to_list() == ["42", "7", None, None]
     assert sc.get_column("group_id").to_list() == [None, None, 3, 4]
-    assert store.manifest.data["ignored_fields"] == ["meta", "words"]
-    assert set(store.extra_columns()) == {"ground_truth", "group_id"} and "advantages" not in sc.columns
+    assert store.manifest.data["ignored_fields"] == ["words"]
+    assert (
+        set(store.extra_columns()) == {"ground_truth", "group_id", "meta.a"}
+        and "advantages" not in sc.columns
+    )
     assert store.token_extras() == ["advantages"]
     assert list(store.sample(sample_id("b.jsonl", 1))["advantages"]) == pytest.approx([0.1, 0.2], rel=1e-7)
 
@@ -1266,3 +1269,31 @@ def test_ingest053_per_token_fields_of_the_trainer(fixtures_dir, tmp_path, monke
     if path == "slow":
         assert res.bad_lines == 1
         assert store.scalars().sort("line").get_column("mixed").to_list()[5:7] == [None, 3]
+
+
+@pytest.mark.parametrize("path", ["fast", "slow"])
+def test_ingest054_fields_of_objects_are_columns(tmp_path, monkeypatch, path):
+    """A GRPO run's reward per function logged as an object, and a `meta` object with nested fields: each
+    field is an extra column `object.field` (objects in objects too), the same on both paths; a list of
+    strings in an object is ignored and named. Before, the objects were ignored whole."""
+    rows = [
+        rec(
+            rewards={"accuracy": i % 2, "format": 0.5},
+            meta={"source": "gsm8k", "tags": ["x"], "deep": {"n": i}},
+        )
+        for i in range(4)
+    ]
+    rows[2]["meta"] = None
+    rows[3]["rewards"] = {"accuracy": 1}
+    if path == "fast":
+        _no_slow_path(monkeypatch)
+    else:
+        rows.append(rec(reward="bad"))
+    res, store = ingest(run_with(tmp_path, b"".join(line(r) for r in rows)), tmp_path / "cache")
+    sc = store.scalars().sort("line")
+    assert sc.get_column("rewards.accuracy").to_list() == [0, 1, 0, 1]
+    assert sc.get_column("rewards.format").to_list() == [0.5, 0.5, 0.5, None]
+    assert sc.get_column("meta.source").to_list() == ["gsm8k", "gsm8k", None, "gsm8k"]
+    assert sc.get_column("meta.deep.n").to_list() == [0, 1, None, 3]
+    assert store.manifest.data["ignored_fields"] == ["meta.tags"]
+    assert {"rewards.accuracy", "rewards.format", "meta.source", "meta.deep.n"} <= set(store.extra_columns())
