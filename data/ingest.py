@@ -218,9 +218,7 @@ class _Marks(NamedTuple):
     keys: int  # ": where the quote closes a string (see _marks)
     escaped: int  # \"
     doubled: int  # \\" (an escaped backslash before a quote)
-    lone_surrogates: (
-        bool  # a \uD800-\uDBFF escape not followed by one of \uDC00-\uDFFF, or one of those alone
-    )
+    lone_surrogates: bool  # a \uD800-\uDFFF escape outside a surrogate pair
 
 
 SCAN_SLICE = 1 << 20  # bytes compared at a time by _marks and _count_newlines
@@ -358,10 +356,8 @@ def _slow_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult:
     if any(plain) and not all(plain):
         # NaN / Infinity literals (an -inf log-prob), which Polars does not read: the other lines in one
         # call when they go together, and only these one by one.
-        fast = _fast_path(
-            [raw for raw, p in zip(lines, plain, strict=True) if p],
-            [ln for ln, p in zip(line_nos, plain, strict=True) if p],
-        )
+        even = [i for i, p in enumerate(plain) if p]
+        fast = _fast_path([lines[i] for i in even], [line_nos[i] for i in even])
         if fast is not None:
             odd = [i for i, p in enumerate(plain) if not p]
             rest = _line_by_line([lines[i] for i in odd], [line_nos[i] for i in odd], [False] * len(odd))
@@ -470,7 +466,7 @@ class BlocksResult(NamedTuple):
 
 def parse_blocks(blocks: list[RawBlock]) -> BlocksResult | None:
     """Parse several small blocks (of one file or several) in one Polars call, or None when they do not go
-    together (a bad line, a CR, an empty line, types that differ): then each is read by :func:`parse_block`.
+    together (a bad line, a CR, an empty line, types that differ; see ``_Writer._write_together``).
 
     Their lines are numbered one after the other for the call, and numbered in their files again after.
     """

@@ -511,12 +511,14 @@ def test_ingest024_crash_after_a_commit_point_gives_the_same_store(tmp_path, mon
     assert _store_snapshot(store) == _store_snapshot(clean)
 
 
-def test_ingest025_failed_part_commits_nothing_past_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("batch_parts", [0, 3])
+def test_ingest025_failed_part_commits_nothing_past_it(tmp_path, monkeypatch, batch_parts):
     """When building a part fails, no later commit point is committed (it would skip the failed chunk's
-    lines); the next run gives the store of an uninterrupted run."""
+    lines); the next run gives the store of an uninterrupted run. Also when small blocks are built
+    several at a time (``batch_parts``)."""
     run = _two_rank_run(tmp_path)
     clean_res, clean = ingest(run, tmp_path / "clean", chunk_bytes=400)
-    _commit_every_chunk(monkeypatch)
+    _commit_every_chunk(monkeypatch, batch_parts)
     real_write = ingest_mod._Writer._write_files
 
     def fail_once(self, pid, *args):
