@@ -838,7 +838,7 @@ class _Writer:
         scal = None
         per_token = []
         if n:
-            per_token = [c for c in token_extras(full) if full.get_column(c).null_count() < n]
+            per_token = [c for c in token_extras(full) if (full.get_column(c).list.len() > 0).any()]
             issues = pl.concat([issues, _token_notes(full, rel)]).sort("line", maintain_order=True)
             write_part_file(full, self.dir / "parts" / name, self.row_group_size)
             scal = full.select(scalar_columns(full))

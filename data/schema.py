@@ -435,13 +435,11 @@ def records_frame(records: list[dict]) -> pl.DataFrame:
             schema[k] = pl.List(pl.Float32)
         elif types == {bool}:
             schema[k] = pl.Boolean
+        elif types in ({float}, {int, float}):
+            schema[k] = pl.Float64
         elif types == {int} and all(INT64_MIN <= r[k] <= INT64_MAX for r in records if r.get(k) is not None):
             schema[k] = pl.Int64
-        elif types <= {int, float} and types:
-            schema[k] = (
-                pl.Float64 if float in types else pl.String
-            )  # (ints past 64 bits: as in conform_frame)
-        else:
+        else:  # texts, types that differ between lines, or an integer past 64 bits (as in conform_frame)
             schema[k] = pl.String
         if schema[k] == pl.String:
             # Extras whose type differs between lines fall back to strings rather than failing the chunk.

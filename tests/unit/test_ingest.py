@@ -135,7 +135,8 @@ def test_ingest006_keys_differ_between_files_and_extras_kept(tmp_path):
         line(rec(ground_truth="42", ref_reward=0.5, meta={"a": 1})) + line(rec(step=2, ground_truth="7"))
     )
     (run / "b.jsonl").write_bytes(
-        line(rec(group_id=3, advantages=[0.1, 0.2], words=["x"])) + line(rec(step=2, group_id=4))
+        line(rec(group_id=3, advantages=[0.1, 0.2], words=["x"], none=[]))
+        + line(rec(step=2, group_id=4, none=[]))
     )
     res, store = ingest(run, tmp_path / "cache")
     assert res.samples == 4 and res.files == 2
@@ -147,7 +148,7 @@ def test_ingest006_keys_differ_between_files_and_extras_kept(tmp_path):
         set(store.extra_columns()) == {"ground_truth", "group_id", "meta.a"}
         and "advantages" not in sc.columns
     )
-    assert store.token_extras() == ["advantages"]
+    assert store.token_extras() == ["advantages"]  # not `none`, empty wherever it is
     assert list(store.sample(sample_id("b.jsonl", 1))["advantages"]) == pytest.approx([0.1, 0.2], rel=1e-7)
 
 
