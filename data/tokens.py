@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 import polars as pl
 
 from data.cache import StoreKey
-from data.metrics import METRICS, TOKEN_COLUMNS, explode_tokens, token_metrics
+from data.metrics import METRICS, TOKEN_COLUMNS, explode_tokens, file_column, label, token_metrics
 from data.viewstate import encode, first, get_bool, get_choice, parse_search
 
 # Metrics a token can be coloured by, in the order of the metric picker.
@@ -102,7 +102,11 @@ class TokensState:
     def from_query(cls, query) -> tuple[TokensState, list[str]]:
         """State from a parsed query (or ``layout(**query)`` kwargs) and a notice per ignored value."""
         notes: list[str] = []
-        metric = get_choice(query, "metric", STRIP_METRICS, notes, DEFAULT_METRIC)
+        raw = first(query, "metric")
+        if is_file_metric(raw):  # a per-token field of the trainer's own: checked against the response
+            metric = raw
+        else:
+            metric = get_choice(query, "metric", STRIP_METRICS, notes, DEFAULT_METRIC)
         pads = get_bool(query, "pads", notes, False)
         # Re-encoded so that only a query string ever follows "/responses" in the link back.
         back = urlencode(parse_search(first(query, "back") or ""), doseq=True)
@@ -143,9 +147,25 @@ def present_fields(row: dict) -> frozenset[str]:
     return frozenset(c for c in TOKEN_COLUMNS if isinstance(row.get(c), list | pl.Series) and len(row[c]) > 0)
 
 
-def metric_available(metric: str, fields: frozenset[str]) -> bool:
-    """Whether a per-token metric can be computed from the fields a response has."""
+def metric_available(metric: str, fields: frozenset[str], file_fields: tuple[str, ...] = ()) -> bool:
+    """Whether a per-token metric can be computed from the fields a response has (for a field of the
+    trainer's own, ``file_column(name)``: whether the response has it)."""
+    if is_file_metric(metric):
+        return metric[len(FILE_PREFIX) :] in file_fields
     return all(f in fields for f in METRIC_FIELDS.get(metric, ()))
+
+
+FILE_PREFIX = file_column("")
+
+
+def is_file_metric(metric: str | None) -> bool:
+    """Whether a metric names a per-token field of the trainer's own (``file_column(name)``)."""
+    return isinstance(metric, str) and metric.startswith(FILE_PREFIX) and len(metric) > len(FILE_PREFIX)
+
+
+def metric_label(metric: str) -> str:
+    """The label of a metric of the token page, a field of the trainer's own included."""
+    return file_label(metric[len(FILE_PREFIX) :]) if is_file_metric(metric) else label(metric)
 
 
 def pad_shown_expr() -> pl.Expr:
@@ -339,7 +359,9 @@ __all__ = [
     "file_label",
     "first_sample",
     "hover_metrics",
+    "is_file_metric",
     "metric_available",
+    "metric_label",
     "neighbours",
     "pad_shown_expr",
     "present_fields",

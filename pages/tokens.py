@@ -33,6 +33,7 @@ from data.metrics import METRICS, file_column, label
 from data.service import board
 from data.tokens import (
     DEFAULT_METRIC,
+    FILE_PREFIX,
     HOVER_METRICS,
     METRIC_FIELDS,
     STRIP_METRICS,
@@ -42,7 +43,9 @@ from data.tokens import (
     file_label,
     first_sample,
     hover_metrics,
+    is_file_metric,
     metric_available,
+    metric_label,
     scale_range,
     strip_pad_text,
     token_view,
@@ -106,9 +109,11 @@ def _labels() -> dict[str, str]:
     return {k: label(k) for k in HOVER_METRICS}
 
 
-def _controls(state: TokensState, fields: frozenset[str] | None) -> html.Div:
+def _controls(
+    state: TokensState, fields: frozenset[str] | None, file_fields: tuple[str, ...] = ()
+) -> html.Div:
     """Metric picker and pad switch; hidden (but present, so the sync callback always has its inputs)
-    when there is no token to colour."""
+    when there is no token to colour. The picker also offers the trainer's own per-token fields."""
     options = [
         {
             "label": label(m)
@@ -119,6 +124,10 @@ def _controls(state: TokensState, fields: frozenset[str] | None) -> html.Div:
         }
         for m in STRIP_METRICS
     ]
+    options += [{"label": file_label(f), "value": file_column(f)} for f in file_fields]
+    if is_file_metric(state.metric) and state.metric not in {o["value"] for o in options}:
+        gone = f"{metric_label(state.metric)} (not in this response)"
+        options.append({"label": gone, "value": state.metric, "disabled": True})
     return html.Div(
         [
             html.Span("colour by", className="small text-muted me-2 fw-normal"),
@@ -294,14 +303,15 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
         return out
     missing = [MISSING[f] for f in MISSING if f not in fields]
     metric = state.metric
-    if not metric_available(metric, fields):
+    if not metric_available(metric, fields, view.file_fields):
         fallback = next((m for m in STRIP_METRICS if metric_available(m, fields)), None)
-        need = ", ".join(METRIC_FIELDS[metric])
-        missing.insert(
-            0,
-            f"{label(metric)} needs {need}, which this response does not have"
-            + (f": coloured by {label(fallback)} instead." if fallback else "."),
-        )
+        if is_file_metric(metric):
+            lack = f"This response has no per-token field {metric[len(FILE_PREFIX) :]!r} of the trainer"
+        else:
+            lack = (
+                f"{label(metric)} needs {', '.join(METRIC_FIELDS[metric])}, which this response does not have"
+            )
+        missing.insert(0, lack + (f": coloured by {label(fallback)} instead." if fallback else "."))
         metric = fallback
     shown = visible_tokens(view.tokens, state.pads)
     hidden = view.tokens.height - shown.height
@@ -314,7 +324,7 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
     )
     hover = [(m, label(m)) for m in hover_metrics(fields)]
     hover += [(file_column(f), file_label(f)) for f in view.file_fields]
-    out.append(_strip_card(shown, metric, hidden, hover, _controls(state, fields)))
+    out.append(_strip_card(shown, metric, hidden, hover, _controls(state, fields, view.file_fields)))
     # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
     # drawing three 4,000-point charts would otherwise hold the strip back.
     out.append(html.Div(id=CHARTS, style={"minHeight": f"{POSITION_FIGURE_HEIGHT + 10}px"}))
@@ -329,11 +339,11 @@ def _strip_card(shown, metric: str | None, hidden: int, hover: list, controls) -
         data_metric = "__none__"
         key_legend = html.Span("no metric to colour by", className="small text-muted")
     else:
-        signed = METRICS[metric].signed
+        signed = METRICS[metric].signed if metric in METRICS else True  # a field of the trainer's own
         lo, hi = scale_range(metric, shown.get_column(metric))
         stops = colour_stops(metric, signed)
         data_metric = metric
-        key_legend = legend(label(metric), lo, hi, stops, signed)
+        key_legend = legend(metric_label(metric), lo, hi, stops, signed)
     key = uuid.uuid4().hex[:12]
     return dbc.Card(
         [

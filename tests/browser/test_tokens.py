@@ -175,3 +175,30 @@ def test_tokens204_long_response_renders_in_time(dash_duo, dash_app, board_root,
     print(f"4,000-token strip filled {filled:.0f} ms after navigation")
     assert filled <= STRIP_BUDGET_MS
     assert dash_duo.get_logs() == []
+
+
+def test_tokens205_colour_by_a_field_of_the_trainer(dash_duo, dash_app, fixtures_dir):
+    """The picker offers TRL's own per-token `advantages`: choosing it writes metric=file:advantages and
+    colours the strip on a scale centred at 0 (the first token's advantage, -0.69, is red); a response
+    without that field says so and falls back."""
+    sid = sample_id("rank0.jsonl", 1)
+    _open(dash_duo, dash_app, 8655, f"/tokens?run=trl-ppo-small&sample={sid}")
+    _strip_filled(dash_duo)
+    dash_duo.select_dcc_dropdown("#tokens-metric", value="advantages (from the file)")
+    WebDriverWait(dash_duo.driver, 20).until(
+        lambda _: parse_qs(urlparse(dash_duo.driver.current_url).query).get("metric") == ["file:advantages"]
+    )
+    dash_duo.wait_for_contains_text("#tokens-body .card-header", "advantages (from the file)", timeout=20)
+    _strip_filled(dash_duo)
+    rgb = dash_duo.driver.execute_script(
+        f"return getComputedStyle(document.querySelector('{STRIP} > span[data-pos=\"0\"]')).backgroundColor;"
+    )
+    r, g, b = (int(x) for x in rgb[rgb.index("(") + 1 : rgb.index(")")].split(",")[:3])
+    assert r > b + 40, rgb  # red: below 0 on the diverging scale
+    # GRPO's lines have no such field: a notice, and the first metric it has.
+    grpo = f"/tokens?run=trl-grpo-small&sample={sid}&metric=file:advantages"
+    dash_duo.driver.get(f"{dash_duo.server.url.rstrip('/')}{grpo}")
+    dash_duo.wait_for_contains_text(
+        "#tokens-body", "no per-token field 'advantages' of the trainer", timeout=20
+    )
+    assert dash_duo.get_logs() == []

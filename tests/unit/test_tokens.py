@@ -273,3 +273,20 @@ def test_tokens014_trainer_fields_aligned_and_named_apart():
     assert t.get_column("file:kl").to_list() == [0.5, 0.25, 0.125]
     approx_list(t.get_column("kl").to_list(), [0.0, math.exp(1.0) - 2.0, None])  # k3 of log-ratio -1
     assert file_label("kl") == "kl (from the file)"
+
+
+def test_tokens015_colour_by_a_field_of_the_trainer():
+    """metric=file:<name> is taken from the URL and round-trips; whether it applies is the response's
+    matter (its per-token fields of the trainer); `file:` alone is a bad metric; labels say the source."""
+    from data.tokens import is_file_metric, metric_label
+
+    state, notes = TokensState.from_query({"metric": "file:advantages"})
+    assert state.metric == "file:advantages" and notes == []
+    assert TokensState.from_query(parse_search(state.to_query()))[0] == state
+    state, notes = TokensState.from_query({"metric": "file:"})
+    assert state.metric == "kl" and len(notes) == 1
+    fields = frozenset({"logprobs", "ref_logprobs"})
+    assert metric_available("file:advantages", fields, ("advantages", "returns"))
+    assert not metric_available("file:advantages", fields, ("returns",))
+    assert metric_available("kl", fields, ()) and not is_file_metric("kl") and not is_file_metric(None)
+    assert metric_label("file:advantages") == "advantages (from the file)" and metric_label("kl") == "KL (k3)"
