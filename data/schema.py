@@ -121,10 +121,28 @@ def extra_name(key: str) -> str:
 
 def apply_aliases(obj: dict) -> dict:
     """A parsed line with its fields under other trainers' names moved to the known names (as
-    :func:`conform_frame` renames a chunk's columns)."""
+    :func:`conform_frame` renames a chunk's columns), and a whole conversation split into prompt and
+    response (see :func:`split_messages`)."""
     for alt, canon in _alias_renames(list(obj)).items():
         obj[canon] = obj.pop(alt)
+    if CONVERSATION in obj and "prompt" not in obj and "response" not in obj:
+        obj["prompt"], obj["response"] = split_messages(obj.pop(CONVERSATION))
     return obj
+
+
+# A whole conversation under one key (OpenAI's chat format, as agent frameworks log a trajectory).
+CONVERSATION = "messages"
+
+
+def split_messages(value) -> tuple[list | None, list | None]:
+    """A whole conversation as ``(prompt, response)``: the chat messages before the first assistant
+    message, and that message with all that follows (tool results and later turns of a multi-turn
+    trajectory); ``(None, None)`` when ``value`` is not chat messages or has no message before an
+    assistant one."""
+    if messages_text(value) is None:
+        return None, None
+    first = next((i for i, m in enumerate(value) if m.get("role") == "assistant"), 0)
+    return (value[:first], value[first:]) if first else (None, None)
 
 
 def _part_text(part) -> str:
@@ -308,6 +326,14 @@ def frame_is_conformant(df: pl.DataFrame) -> bool:
             lacking = df.get_column(canon).is_null()
             if any(alt in df.columns and (lacking & df.get_column(alt).is_not_null()).any() for alt in alts):
                 return False
+    texts = [c for c in df.columns if renames.get(c, c) in ("prompt", "response")]
+    if CONVERSATION in df.columns and texts:
+        # A conversation in lines without prompt and response, beside lines with them: line by line.
+        alone = pl.col(CONVERSATION).is_not_null() & ~pl.any_horizontal(
+            pl.col(c).is_not_null() for c in texts
+        )
+        if df.select(alone.any()).item():
+            return False
     return True
 
 
@@ -355,6 +381,14 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
     renames = _alias_renames(df.columns)
     if renames:
         df = df.rename(renames)
+    if CONVERSATION in df.columns and "prompt" not in df.columns and "response" not in df.columns:
+        if isinstance(df.schema[CONVERSATION], pl.List):  # else an ordinary extra
+            given = df.schema[CONVERSATION]
+            halves = [split_messages(v) for v in df.get_column(CONVERSATION).to_list()]
+            df = df.drop(CONVERSATION).with_columns(
+                pl.Series("prompt", [p for p, _ in halves], dtype=given),
+                pl.Series("response", [r for _, r in halves], dtype=given),
+            )
     # Texts given as chat messages, one row at a time with the line-by-line path's function.
     not_text: dict[str, pl.Series] = {}
     lead = []  # the prompts' PROMPT_LEAD, added beside the extras (a field of that name is one of them)

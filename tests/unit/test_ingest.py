@@ -1300,3 +1300,40 @@ def test_ingest054_fields_of_objects_are_columns(tmp_path, monkeypatch, path):
     assert sc.get_column("meta.deep.n").to_list() == [0, 1, None, 3]
     assert store.manifest.data["ignored_fields"] == ["meta.tags"]
     assert {"rewards.accuracy", "rewards.format", "meta.source", "meta.deep.n"} <= set(store.extra_columns())
+
+
+@pytest.mark.parametrize("path", ["fast", "slow"])
+def test_ingest055_a_whole_conversation_under_messages(tmp_path, monkeypatch, path):
+    """A line that logs the whole conversation under `messages` (OpenAI's chat format, an agent's
+    trajectory) is split where the assistant first speaks: the messages before are the prompt (previewed
+    by the question), that one and all after the response (tool results and later turns); without an
+    assistant message after the prompt, the line has no prompt. Lines with prompt and response beside them
+    go line by line. Before, every such line was missing its prompt."""
+    system, user = {"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]}
+    tool = {"role": "tool", "content": "4"}
+    rows = [
+        {"messages": [system, user, {"role": "assistant", "content": "4"}], "reward": 1, "step": 1},
+        {
+            "messages": [user, call, tool, {"role": "assistant", "content": "It is 4."}],
+            "reward": 1,
+            "step": 1,
+        },
+        {"messages": [user], "reward": 0, "step": 1},
+    ]
+    if path == "fast":
+        _no_slow_path(monkeypatch)
+    else:
+        rows.append(rec(prompt="p", response="r", step=2))
+    res, store = ingest(run_with(tmp_path, b"".join(line(r) for r in rows)), tmp_path / "cache")
+    assert res.samples == 2 + (path == "slow") and res.bad_lines == 1
+    assert issues_by_line(store)[3] == ("error", "missing required field 'prompt'")
+    first, second = (store.sample(sample_id("rank0.jsonl", i)) for i in (1, 2))
+    assert (first["prompt"], first["response"]) == ("system: Be brief.\n\nuser: 2+2?", "4")
+    assert second["prompt"] == "2+2?"
+    assert second["response"] == "assistant: \n\ntool: 4\n\nassistant: It is 4."
+    previews = store.scalars().sort("line").get_column("prompt_preview").to_list()
+    assert previews[:2] == ["2+2?", "2+2?"]
+    assert "messages" not in store.manifest.data["ignored_fields"]
+    if path == "slow":
+        assert store.sample(sample_id("rank0.jsonl", 4))["prompt"] == "p"
