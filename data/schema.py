@@ -6,6 +6,7 @@ Two paths share these rules: :func:`validate_record` checks one parsed JSON obje
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -166,14 +167,33 @@ def _content_text(content) -> str | None:
     return None
 
 
+def _calls_text(calls) -> str:
+    """An assistant message's tool calls (OpenAI's chat format) as text, ``[call name(arguments)]`` a line."""
+    out = []
+    for call in calls if isinstance(calls, list) else ():
+        f = call.get("function") if isinstance(call, dict) else None
+        if isinstance(f, dict):
+            name, args = f.get("name"), f.get("arguments")
+            args = (
+                args
+                if isinstance(args, str)
+                else ""
+                if args is None
+                else json.dumps(args, ensure_ascii=False)
+            )
+            out.append(f"[call {name if isinstance(name, str) else '?'}({args})]")
+    return "\n".join(out)
+
+
 def messages_text(value) -> str | None:
     """The text of chat messages given where a text is expected (a prompt, response or reference response
     logged as the list a chat template takes: ``[{"role": "user", "content": "..."}, ...]``), else None.
 
     One message gives its content; several give each as ``role: content``, separated by a blank line.
     A content given as a list of parts gives the text of each part on its own line (``[image]`` and the
-    like for parts without text); a null content gives nothing. Anything but a non-empty list of objects
-    with a string ``role`` or a ``content`` is not chat messages.
+    like for parts without text); a null content gives nothing; tool calls follow as
+    ``[call name(arguments)]``. Anything but a non-empty list of objects with a string ``role`` or a
+    ``content`` is not chat messages.
     """
     if not isinstance(value, list) or not value or not all(isinstance(m, dict) for m in value):
         return None
@@ -182,7 +202,8 @@ def messages_text(value) -> str | None:
         role, text = m.get("role"), _content_text(m.get("content"))
         if (role is not None and not isinstance(role, str)) or text is None:
             return None
-        texts.append((role, text))
+        calls = _calls_text(m.get("tool_calls"))
+        texts.append((role, f"{text}\n{calls}" if text and calls else text or calls))
     if all(role is None for role, _ in texts) and all(m.get("content") is None for m in value):
         return None
     if len(texts) == 1:

@@ -926,6 +926,13 @@ def test_ingest041_messages_text_by_hand():
     assert messages_text([{"role": "user", "content": ["x", {"text": "y"}, {"type": "audio"}, 3]}]) == (
         "x\ny\n[audio]\n[part]"
     )
+    # Tool calls (OpenAI's format) after the content; arguments given as an object are written as JSON.
+    call = {"function": {"name": "f", "arguments": {"a": [1]}}}
+    calls = [
+        {"role": "assistant", "content": "Let me see.", "tool_calls": [call, {"function": {"name": "g"}}]}
+    ]
+    assert messages_text(calls) == 'Let me see.\n[call f({"a": [1]})]\n[call g()]'
+    assert messages_text([{"role": "assistant", "tool_calls": [{"id": "no function"}]}]) == ""
     for not_messages in ([], ["a"], [{"x": 1}], [{"role": 1, "content": "a"}], [{"content": 5}], "a", None):
         assert messages_text(not_messages) is None, not_messages
         assert messages_lead(not_messages) is None, not_messages
@@ -1310,7 +1317,10 @@ def test_ingest055_a_whole_conversation_under_messages(tmp_path, monkeypatch, pa
     assistant message after the prompt, the line has no prompt. Lines with prompt and response beside them
     go line by line. Before, every such line was missing its prompt."""
     system, user = {"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}
-    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]}
+    call = {"role": "assistant", "content": None}
+    call["tool_calls"] = [
+        {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": '{"x": "2+2"}'}}
+    ]
     tool = {"role": "tool", "content": "4"}
     rows = [
         {"messages": [system, user, {"role": "assistant", "content": "4"}], "reward": 1, "step": 1},
@@ -1331,7 +1341,7 @@ def test_ingest055_a_whole_conversation_under_messages(tmp_path, monkeypatch, pa
     first, second = (store.sample(sample_id("rank0.jsonl", i)) for i in (1, 2))
     assert (first["prompt"], first["response"]) == ("system: Be brief.\n\nuser: 2+2?", "4")
     assert second["prompt"] == "2+2?"
-    assert second["response"] == "assistant: \n\ntool: 4\n\nassistant: It is 4."
+    assert second["response"] == 'assistant: [call calc({"x": "2+2"})]\n\ntool: 4\n\nassistant: It is 4.'
     previews = store.scalars().sort("line").get_column("prompt_preview").to_list()
     assert previews[:2] == ["2+2?", "2+2?"]
     assert "messages" not in store.manifest.data["ignored_fields"]
