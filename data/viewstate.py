@@ -45,8 +45,9 @@ def shown_run(path: str, run: str | None, runs: Collection[str]) -> str | None:
 
 def unknown_run_notice(path: str, asked: str | None, shown: str | None, runs: Collection[str]) -> str | None:
     """The notice for a URL whose run ``asked`` page ``path`` does not show (``shown``: the run it shows
-    instead, see :func:`shown_run`), or None when it shows the run asked for (or none was asked)."""
-    if asked is None or asked == shown:
+    instead, see :func:`shown_run`), or None when it shows the run asked for (or none was asked: an empty
+    ``run=`` asks for none, as :func:`shown_run` takes it)."""
+    if not asked or asked == shown:
         return None
     if path in FALLBACK_PAGES:
         instead = f" Showing {shown!r}." if shown else ""

@@ -117,6 +117,10 @@ def test_reward003_bad_parameters_fall_back_with_notices(page, fixtures_dir):
     assert "Unknown run '../../etc'" in texts and "Ignored step='abc'" in texts
     assert "Ignored band='wide'" in texts and "Ignored zero='maybe'" in texts
     assert _find(root, "reward-run").data == sorted(board().runs())[0]
+    # An empty run= asks for no run, as on the other pages: the first run, without a notice.
+    root = page.layout(run="")
+    assert _find(root, "reward-run").data == sorted(board().runs())[0]
+    assert not _notice_texts(_find(root, "reward-notices"))
     root = page.layout(run=POEM, step="150")
     assert _find(root, "reward-selected").data == 100
     assert "has no step 150: showing step 100" in _notice_texts(_find(root, "reward-notices"))[0]
