@@ -24,8 +24,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
-# format are rebuilt.
-STORE_FORMAT = 5  # 5: integers past 64 bits, steps out of range, lone surrogates; 4: chat messages, true / false rewards, nested objects, fields named two ways
+# format are rebuilt. 5: integers past 64 bits, steps out of range, lone surrogates, per-token fields of the
+# trainer's own, objects' fields, whole conversations; 4: chat messages, true / false rewards, nested objects
+# counted, fields named two ways.
+STORE_FORMAT = 5
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 MANIFEST = "manifest.json"
 

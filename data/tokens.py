@@ -147,15 +147,15 @@ def present_fields(row: dict) -> frozenset[str]:
     return frozenset(c for c in TOKEN_COLUMNS if isinstance(row.get(c), list | pl.Series) and len(row[c]) > 0)
 
 
+FILE_PREFIX = file_column("")  # of a metric that names a per-token field of the trainer's own
+
+
 def metric_available(metric: str, fields: frozenset[str], file_fields: tuple[str, ...] = ()) -> bool:
     """Whether a per-token metric can be computed from the fields a response has (for a field of the
     trainer's own, ``file_column(name)``: whether the response has it)."""
     if is_file_metric(metric):
         return metric[len(FILE_PREFIX) :] in file_fields
     return all(f in fields for f in METRIC_FIELDS.get(metric, ()))
-
-
-FILE_PREFIX = file_column("")
 
 
 def is_file_metric(metric: str | None) -> bool:
