@@ -115,6 +115,40 @@ def _issues_block(store) -> html.Div | None:
     return html.Div(blocks)
 
 
+FIELDS_SHOWN = 20  # names listed per kind of field; the rest are counted
+
+
+def _fields_block(store, name: str) -> html.Div | None:
+    """What the files hold beyond the contract's fields, and where it is shown (or that it is not read)."""
+    kinds = [
+        ("extra columns", store.extra_columns(), "in the responses table"),
+        ("per-token fields of the trainer", store.token_extras(), "on the token page"),
+        (
+            "not read",
+            store.manifest.data.get("ignored_fields", []),
+            "not a number, a text or a list of numbers",
+        ),
+    ]
+    lines = []
+    for kind, names, where in kinds:
+        if not names:
+            continue
+        shown = ", ".join(names[:FIELDS_SHOWN]) + (
+            f" and {len(names) - FIELDS_SHOWN} more" if len(names) > FIELDS_SHOWN else ""
+        )
+        lines.append(
+            html.Div(
+                [
+                    html.Span(f"{kind}: ", className="text-muted"),
+                    html.Span(shown),
+                    html.Span(f" ({where})", className="text-muted"),
+                ],
+                id=f"runs-{kind.split()[0]}-{name}",
+            )
+        )
+    return html.Div(lines, className="small mb-2") if lines else None
+
+
 def runs_overview() -> html.Div:
     b = board()
     runs = b.runs()
@@ -167,6 +201,9 @@ def runs_overview() -> html.Div:
                     className="d-flex flex-wrap mb-2",
                 )
             )
+            fields = _fields_block(store, name)
+            if fields is not None:
+                body.append(fields)
             issues = _issues_block(store)
             if issues is not None:
                 body.append(issues)

@@ -14,6 +14,12 @@ def test_runs001_lists_fixture_runs_and_picker_navigates(dash_duo, dash_app, fix
     dash_duo.wait_for_text_to_equal("#runs-samples-trl-ppo-small", "400", timeout=20)
     assert dash_duo.find_element("#runs-samples-rlloggingboard-eval-poem").text == "3,000"
     assert dash_duo.find_element("#runs-bad-lines-trl-grpo-small").text == "0"
+    # What the files hold beyond the contract, and where the page shows it.
+    per_token = dash_duo.find_element("#runs-per-token-trl-ppo-small").text
+    assert per_token == "per-token fields of the trainer: advantages, returns (on the token page)"
+    extra = dash_duo.find_element("#runs-extra-trl-grpo-small").text
+    assert extra == "extra columns: advantage, prompt_id, group_id, ends_with_eos (in the responses table)"
+    assert not dash_duo.driver.find_elements(By.CSS_SELECTOR, "#runs-extra-rlloggingboard-eval-poem")
     assert not dash_duo.find_element("#app-live").is_displayed()
     dash_duo.select_dcc_dropdown("#app-run", value="trl-grpo-small")
     dash_duo.wait_for_contains_text("body", "Reward", timeout=10)
@@ -38,6 +44,7 @@ def test_runs002_bad_lines_are_listed(dash_duo, dash_app, board_root, tmp_path):
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
     dash_duo.start_server(dash_app)
     dash_duo.wait_for_text_to_equal("#runs-bad-lines-broken-run", "2", timeout=20)
+    assert not dash_duo.driver.find_elements(By.CSS_SELECTOR, "#runs-not-broken-run")
     dash_duo.find_element("details summary").click()
     table = dash_duo.find_element("details table").text
     assert "rank0.jsonl 2" in table and "invalid JSON" in table
@@ -56,3 +63,21 @@ def test_runs003_steps_below_zero(dash_duo, dash_app, board_root, tmp_path):
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
     dash_duo.start_server(dash_app)
     dash_duo.wait_for_contains_text("body", "3 (-3 to -1)", timeout=20)
+
+
+def test_runs004_fields_not_read_are_named(dash_duo, dash_app, board_root, tmp_path):
+    """A field that is neither a number, a text nor a list of numbers is named as not read; an object's
+    fields are extra columns."""
+    run = tmp_path / "root" / "odd-fields"
+    run.mkdir(parents=True)
+    row = {"prompt": "p", "response": "r", "reward": 1.0, "step": 1, "tags": ["a"], "meta": {"src": "x"}}
+    (run / "rank0.jsonl").write_text(json.dumps(row) + "\n")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    dash_duo.start_server(dash_app)
+    dash_duo.wait_for_text_to_equal(
+        "#runs-not-odd-fields", "not read: tags (not a number, a text or a list of numbers)", timeout=20
+    )
+    assert (
+        dash_duo.find_element("#runs-extra-odd-fields").text
+        == "extra columns: meta.src (in the responses table)"
+    )
