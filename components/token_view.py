@@ -509,7 +509,9 @@ def file_fields_figure(tokens: pl.DataFrame, names: Sequence[str]) -> go.Figure:
                 **_hover(c, label, i == 0),
             )
         )
-    return _figure(traces, "the trainer's own per-token fields", "as in the file")
+    # One line has no legend: the title names it.
+    title = _plotly_text(file_label(shown[0])) if len(shown) == 1 else "the trainer's own per-token fields"
+    return _figure(traces, title, "as in the file")
 
 
 # ---- tables ------------------------------------------------------------------------------------------

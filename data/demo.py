@@ -566,13 +566,17 @@ def _step_records(
     init = rng.normal(0.1, 0.3, n)[tok_rec] + rng.normal(0.0, 0.15, len(f))
     values = f * returns + (1.0 - f) * init + rng.normal(0.0, 1.0, len(f)) * (0.05 + 0.2 * (1.0 - f))
     values = round_sig(values)
-    advantage = round_sig(returns[tok_start] - values[tok_start])
+    # The trainer's own per-token advantages (return − value, γ = λ = 1; TRL logs its GAE ones the same way):
+    # the token page shows them "from the file". The scalar `advantage` is the first token's.
+    advantages = round_sig(returns - values)
+    advantage = advantages[tok_start]
     ref_reward = round_sig(ref_reward)
 
     lp_parts = np.split(lp, lp_start[1:])
     ref_parts = np.split(ref_lp, lp_start[1:])
     value_parts = np.split(values, tok_start[1:])
     tr_parts = np.split(token_rewards, tok_start[1:])
+    adv_parts = np.split(advantages, tok_start[1:])
     return [
         {
             "prompt": prompts[pid],
@@ -586,6 +590,7 @@ def _step_records(
             "step": step,
             "prompt_id": pid,
             "advantage": float(advantage[i]),
+            "advantages": adv_parts[i],
             "ref_response": ref_responses[i],
             "ref_reward": float(ref_reward[i]),
         }

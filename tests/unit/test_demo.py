@@ -109,7 +109,7 @@ def test_every_record_has_the_fields_with_the_right_types(records):
     assert len(records) == STEPS * PER_STEP
     str_fields = ("prompt", "response", "ref_response")
     float_fields = ("reward", "ref_reward", "advantage")
-    list_float = ("logprobs", "ref_logprobs", "values", "token_rewards")
+    list_float = ("logprobs", "ref_logprobs", "values", "token_rewards", "advantages")
     for rec in records:
         for k in str_fields:
             assert isinstance(rec[k], str)
@@ -131,7 +131,11 @@ def test_trl_ppo_token_layout(records):
     for rec in records:
         toks, lp = rec["response_tokens"], rec["logprobs"]
         assert len(lp) == len(rec["ref_logprobs"])
-        assert len(toks) == len(rec["values"]) == len(rec["token_rewards"])
+        assert len(toks) == len(rec["values"]) == len(rec["token_rewards"]) == len(rec["advantages"])
+        # The trainer's own advantages: return (γ = 1) minus value, per token; the scalar is the first's.
+        ret = np.cumsum(rec["token_rewards"][::-1])[::-1]
+        assert rec["advantages"] == pytest.approx(ret - np.array(rec["values"]), abs=2e-5)
+        assert rec["advantage"] == rec["advantages"][0]
         assert rec["response"] == detokenize(toks)
         assert all(-14.0 <= x <= 0.0 for x in lp + rec["ref_logprobs"])
         extra = len(toks) - len(lp)
