@@ -4,7 +4,8 @@
         [--recurring-prompts 2048] [--seed 0]
 
 writes ``OUT_DIR/rank{r}.jsonl`` in the demo's format (every token-level field, TRL's extra trailing
-``<pad>``, prompts drawn from a pool so they recur across steps) and prints one JSON line:
+``<pad>``, prompts drawn from a pool so they recur across steps; without the demo's per-token ``advantages``,
+so that figures stay comparable with earlier runs) and prints one JSON line:
 ``{"files": [...], "bytes": ..., "lines": ..., "seconds": ..., "mb_per_s": ...}``.
 
 The numbers of a step are drawn with numpy for the whole step at once (rng seeded by ``(seed, step)``, so
