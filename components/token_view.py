@@ -13,6 +13,7 @@ import copy
 import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from html import escape as html_escape  # names from the file in Plotly text, which reads a few tags
 
 import dash_bootstrap_components as dbc
 import numpy as np
@@ -477,11 +478,6 @@ def token_reward_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.F
 FILE_COLOURS = ("#d62728", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 
 
-def _plotly_text(text: str) -> str:
-    """A name from the file for a Plotly trace or title, which read a few HTML tags: ``& < >`` escaped."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def file_fields_figure(tokens: pl.DataFrame, names: Sequence[str]) -> go.Figure:
     """The trainer's own per-token fields (TRL's PPO ``advantages``, ``returns``), one line each, as the file
     has them, x = position.
@@ -496,7 +492,7 @@ def file_fields_figure(tokens: pl.DataFrame, names: Sequence[str]) -> go.Figure:
     c = _columns(tokens, *(file_column(n) for n in shown))
     traces = []
     for i, name in enumerate(shown):
-        label = _plotly_text(file_label(name))
+        label = html_escape(file_label(name), quote=False)
         traces.append(
             dict(
                 type="scatter",
@@ -510,7 +506,11 @@ def file_fields_figure(tokens: pl.DataFrame, names: Sequence[str]) -> go.Figure:
             )
         )
     # One line has no legend: the title names it.
-    title = _plotly_text(file_label(shown[0])) if len(shown) == 1 else "the trainer's own per-token fields"
+    title = (
+        html_escape(file_label(shown[0]), quote=False)
+        if len(shown) == 1
+        else "the trainer's own per-token fields"
+    )
     return _figure(traces, title, "as in the file")
 
 

@@ -13,7 +13,6 @@ import io
 import json
 import os
 import re
-import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -31,17 +30,14 @@ from data import schema
 from data.degeneration import repetition_of
 from data.metrics import CLEAN_RESPONSE, derive_response_metrics, prompt_key_text, step_summary, strip_pads
 from data.store import (
-    BESIDE_STORE,
     ISSUE_SCHEMA,
     PACK_AT,
     PACK_ROWS,
     PREVIEW_CHARS,
     ROW_GROUP_SIZE,
     SCALAR_CORE,
-    STORE_FORMAT,
     Manifest,
     RunStore,
-    beside_store,
     commit_manifest,
     file_prefix,
     has_issues,
@@ -49,6 +45,7 @@ from data.store import (
     packed_parts,
     part_name,
     read_manifest,
+    remove_older_formats,
     run_files,
     store_dir_for,
     write_atomic,
@@ -144,6 +141,16 @@ def _replace_surrogates(obj, count: list[int]):
     if isinstance(obj, dict):
         return {_replace_surrogates(k, count): _replace_surrogates(v, count) for k, v in obj.items()}
     return obj
+
+
+class _Written(NamedTuple):
+    """What a worker wrote of one part, for :meth:`_Writer._apply` to record in the manifest."""
+
+    scalars: pl.DataFrame | None  # None: no usable row
+    issues: pl.DataFrame
+    rows: int
+    ignored: set[str]  # fields not read
+    per_token: list[str]  # per-token fields of the trainer's own that some row has
 
 
 class RawBlock(NamedTuple):
@@ -447,13 +454,19 @@ def parse_block(
         block = block[len(BOM) :]
     n = _count_newlines(block) if lines is None else lines
     # Polars skips empty lines, so a block with one gives fewer rows than lines and goes the slow way.
-    tried = bool(n) and b"\r" not in block
+    tried = _goes_whole(block, n)
     if tried:
         result = _fast_path(None, range(first_line, first_line + n), block)
         if result is not None:
             return result, n
     lines = _split_lines(block)
     return parse_chunk(lines, first_line, tried_whole=tried), len(lines)
+
+
+def _goes_whole(block: bytes, lines: int) -> bool:
+    """Whether a block of ``lines`` complete lines may go to Polars in one call (Polars reads no CR line
+    ends; a block with an empty line is caught after, by its row count)."""
+    return bool(lines) and b"\r" not in block
 
 
 class BlocksResult(NamedTuple):
@@ -473,7 +486,7 @@ def parse_blocks(blocks: list[RawBlock]) -> BlocksResult | None:
     parts = []
     for b in blocks:
         data = b.data[len(BOM) :] if b.at_file_start and b.data.startswith(BOM) else b.data
-        if not b.lines or b"\r" in data:
+        if not _goes_whole(data, b.lines):
             return None
         parts.append(data)
     counts = np.array([b.lines for b in blocks], np.int64)
@@ -564,14 +577,11 @@ def build_part(
 
 
 def scalar_columns(df: pl.DataFrame) -> list[str]:
-    extras = [c for c in df.columns if c not in schema.CANONICAL and c not in SCALAR_CORE]
-    return [c for c in SCALAR_CORE if c in df.columns] + [c for c in extras if c not in token_extras(df)]
-
-
-def token_extras(df: pl.DataFrame) -> list[str]:
-    """The per-token fields of the trainer's own in a part frame (lists beside the contract's token arrays,
-    see ``schema.validate_record``): kept in the part only."""
-    return [c for c, t in df.schema.items() if isinstance(t, pl.List) and c not in schema.CANONICAL]
+    """The columns of a part frame kept in its scalars: not the texts, the token arrays or the trainer's own
+    per-token fields (kept in the part only)."""
+    lists = set(schema.trainer_token_fields(df))
+    extras = [c for c in df.columns if c not in schema.CANONICAL and c not in SCALAR_CORE and c not in lists]
+    return [c for c in SCALAR_CORE if c in df.columns] + extras
 
 
 def _issue_frame(issues: list[dict], rel: str) -> pl.DataFrame:
@@ -768,11 +778,8 @@ class _Writer:
             self._pending.clear()
             self._batch = []
 
-    def _write_part(
-        self, pid: int, rel: str, chunk: ChunkResult | RawBlock
-    ) -> tuple[pl.DataFrame | None, pl.DataFrame, int, set[str], list[str]]:
-        """Worker thread: parse, derive and build the part, write its files; returns ``(scalars, issues,
-        rows, ignored fields, per-token fields of the trainer's own that some row has)``.
+    def _write_part(self, pid: int, rel: str, chunk: ChunkResult | RawBlock) -> _Written:
+        """Worker thread: parse, derive and build the part, write its files.
 
         Touches no shared state: :meth:`_apply` takes the results in order on the reading thread."""
         result = parse_block(*chunk)[0] if isinstance(chunk, RawBlock) else chunk
@@ -781,22 +788,22 @@ class _Writer:
             full = build_part(derive_chunk(result.frame, self.pad_tokens), rel, pid, self.pad_tokens)
         return self._write_files(pid, rel, full, result.issues, result.ignored)
 
-    def _write_batch(
-        self, items: list[tuple[int, str, RawBlock]]
-    ) -> list[tuple[pl.DataFrame | None, pl.DataFrame, int, set[str], list[str]]]:
+    def _write_batch(self, items: list[tuple[int, str, RawBlock]]) -> list[_Written]:
         """Worker thread: :meth:`_write_part` of several small blocks. Those without CR line ends are
         parsed, derived and built at once where they go together (:func:`parse_blocks`; where they do
         not, each half is tried again), then written as one part each; the rest one by one."""
-        results: list = [None] * len(items)
+        results: list[_Written | None] = [None] * len(items)
         self._write_together(
-            items, [k for k, (_, _, c) in enumerate(items) if c.lines and b"\r" not in c.data], results
+            items, [k for k, (_, _, c) in enumerate(items) if _goes_whole(c.data, c.lines)], results
         )
         for k, (pid, rel, chunk) in enumerate(items):
             if results[k] is None:
                 results[k] = self._write_part(pid, rel, chunk)
         return results
 
-    def _write_together(self, items: list[tuple[int, str, RawBlock]], ks: list[int], results: list) -> None:
+    def _write_together(
+        self, items: list[tuple[int, str, RawBlock]], ks: list[int], results: list[_Written | None]
+    ) -> None:
         """Fill ``results[k]`` for the blocks ``items[k]``, ``k`` in ``ks``, that go together in halves."""
         if len(ks) < 2:
             return
@@ -830,7 +837,7 @@ class _Writer:
 
     def _write_files(
         self, pid: int, rel: str, full: pl.DataFrame | None, found: list[dict], ignored: set[str]
-    ) -> tuple[pl.DataFrame | None, pl.DataFrame, int, set[str], list[str]]:
+    ) -> _Written:
         """Write the part, scalars and issues files of part ``pid`` (``full``: its rows, if any)."""
         name = part_name(pid)
         issues = _issue_frame(found, rel)
@@ -838,14 +845,14 @@ class _Writer:
         scal = None
         per_token = []
         if n:
-            per_token = [c for c in token_extras(full) if (full.get_column(c).list.len() > 0).any()]
+            per_token = schema.trainer_token_fields(full, with_values=True)
             issues = pl.concat([issues, _token_notes(full, rel)]).sort("line", maintain_order=True)
             write_part_file(full, self.dir / "parts" / name, self.row_group_size)
             scal = full.select(scalar_columns(full))
             scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
         if issues.height:  # readers open the issues file only of a part whose entry counts some
             issues.write_parquet(self.dir / "issues" / name)
-        return scal, issues, n, ignored, per_token
+        return _Written(scal, issues, n, ignored, per_token)
 
     def _apply(self, item: tuple[int, str, Future, int | None]) -> None:
         pid, rel, future, k = item
@@ -1135,40 +1142,6 @@ def ingest_file(
     files[rel] = entry
 
 
-def _remove_older_formats(store_dir: Path, manifest: Manifest) -> None:
-    """Delete the stores an older version of the app made of the same run with the same pad tokens (a new
-    ``STORE_FORMAT`` makes a new store; the old one would only take disk space). A store whose lock is held
-    is left alone."""
-    for other in store_dir.parent.iterdir():
-        if other == store_dir or not other.is_dir():
-            continue
-        try:
-            m = read_manifest(other)
-        except (OSError, ValueError):
-            continue
-        if m is None or not isinstance(m.data, dict):
-            continue
-        fmt = m.data.get("format")
-        if (
-            not isinstance(fmt, int)
-            or fmt >= STORE_FORMAT
-            or m.data.get("run_path") != manifest.data["run_path"]
-            or m.data.get("pad_tokens") != manifest.data["pad_tokens"]
-        ):
-            continue
-        lock = FileLock(str(other / ".lock"))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            continue
-        try:
-            for kind in BESIDE_STORE:
-                shutil.rmtree(beside_store(other, kind), ignore_errors=True)
-            shutil.rmtree(other, ignore_errors=True)
-        finally:
-            lock.release()
-
-
 def ingest_run(
     run_dir: Path,
     cache_dir: Path,
@@ -1205,7 +1178,7 @@ def ingest_run(
         manifest = read_manifest(store_dir)
         if manifest is None:
             manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
-            _remove_older_formats(store_dir, manifest)
+            remove_older_formats(store_dir, manifest)
         writer = _Writer(store_dir, manifest, pad_tokens)
         paths = run_files(run_dir)
         on_disk = {p.relative_to(run_dir).as_posix() for p in paths}

@@ -107,11 +107,21 @@ _NUMBER_OR_NULL = frozenset({int, float, type(None)})
 _FLOAT_OR_NULL = frozenset({float, type(None)})
 _STR_OR_NULL = frozenset({str, type(None)})
 
+
+def _number_list(v) -> list | None:
+    """A parsed list of numbers (nulls kept) as floats, or None for anything else. Its items' types are
+    compared as a set (bool is no number here): several times faster than a test per item."""
+    kinds = set(map(type, v)) if isinstance(v, list) else None
+    if kinds is None or not kinds <= _NUMBER_OR_NULL:
+        return None
+    return v if kinds <= _FLOAT_OR_NULL else [None if x is None else float(x) for x in v]
+
+
 # Families (see _family) of a per-token field of the trainer's own: lists of numbers (or of nulls only).
 _NUMBER_LISTS = frozenset({"list[int]", "list[float]", "list[null]"})
 
 # Integer types whose values an Int64 column holds; Polars reads a larger JSON integer as UInt64 or Int128.
-_INT64_WIDE = frozenset({pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32})
+_FITS_INT64 = frozenset({pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32})
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 STEP_OUT_OF_RANGE = "field 'step' is out of range (not a 64-bit integer)"
 
@@ -174,13 +184,8 @@ def _calls_text(calls) -> str:
         f = call.get("function") if isinstance(call, dict) else None
         if isinstance(f, dict):
             name, args = f.get("name"), f.get("arguments")
-            args = (
-                args
-                if isinstance(args, str)
-                else ""
-                if args is None
-                else json.dumps(args, ensure_ascii=False)
-            )
+            if not isinstance(args, str):  # arguments given as an object (not OpenAI's string): as JSON
+                args = "" if args is None else json.dumps(args, ensure_ascii=False)
             out.append(f"[call {name if isinstance(name, str) else '?'}({args})]")
     return "\n".join(out)
 
@@ -226,9 +231,11 @@ def messages_lead(value) -> str | None:
     return _content_text((users or value)[-1].get("content"))
 
 
-def not_text_reason(key: str, value) -> str:
-    kind = "a string or chat messages" if isinstance(value, list) else "a string"
-    return f"field '{key}' is not {kind} (got {_type_name(value)})"
+def not_text_reason(key: str, got: str) -> str:
+    """Why a field that must be a text is not one; ``got``: the JSON type found (a list may be chat
+    messages, so its reason names them)."""
+    kind = "a string or chat messages" if got == "list" else "a string"
+    return f"field '{key}' is not {kind} (got {got})"
 
 
 def validate_record(obj) -> tuple[dict, list[str]]:
@@ -251,7 +258,7 @@ def validate_record(obj) -> tuple[dict, list[str]]:
         if v is not None and not isinstance(v, str):
             text = messages_text(v)
             if text is None:
-                raise BadLine(not_text_reason(key, v))
+                raise BadLine(not_text_reason(key, _type_name(v)))
             if key == "prompt":
                 rec[PROMPT_LEAD] = messages_lead(v)
             v = text
@@ -273,11 +280,9 @@ def validate_record(obj) -> tuple[dict, list[str]]:
         if v is None:
             rec[key] = None
             continue
-        # Types compared by map (bool is not a number here): several times faster than a loop.
-        kinds = set(map(type, v)) if isinstance(v, list) else None
-        if kinds is None or not kinds <= _NUMBER_OR_NULL:
+        rec[key] = _number_list(v)
+        if rec[key] is None:
             raise BadLine(f"field '{key}' is not a list of numbers")
-        rec[key] = v if kinds <= _FLOAT_OR_NULL else [None if x is None else float(x) for x in v]
     v = obj.get("response_tokens")
     # A null token (like a null log-prob) is kept, as the fast path keeps it.
     if v is not None and (not isinstance(v, list) or not set(map(type, v)) <= _STR_OR_NULL):
@@ -287,10 +292,10 @@ def validate_record(obj) -> tuple[dict, list[str]]:
     for key, v in _flat_items(obj):
         if v is None or isinstance(v, bool | int | float | str):
             rec[extra_name(key)] = v
-        elif isinstance(v, list) and set(map(type, v)) <= _NUMBER_OR_NULL:
+        elif (numbers := _number_list(v)) is not None:
             # A per-token field of the trainer's own (TRL's PPO `advantages`, `returns`): kept with the
             # token arrays.
-            rec[extra_name(key)] = [None if x is None else float(x) for x in v]
+            rec[extra_name(key)] = numbers
         else:
             ignored.append(key)
     return rec, ignored
@@ -358,6 +363,16 @@ def frame_is_conformant(df: pl.DataFrame) -> bool:
     return True
 
 
+def trainer_token_fields(df: pl.DataFrame, with_values: bool = False) -> list[str]:
+    """The per-token fields of the trainer's own in a frame of conformed rows (a part, or one response):
+    the lists beside the contract's token arrays, which :func:`conform_frame` and :func:`validate_record`
+    keep only as lists of numbers. ``with_values``: only those where some row has a non-empty list."""
+    names = [c for c, t in df.schema.items() if isinstance(t, pl.List) and c not in CANONICAL]
+    if with_values:
+        names = [c for c in names if (df.get_column(c).list.len() > 0).any()]
+    return names
+
+
 def _alias_renames(columns: list[str]) -> dict[str, str]:
     """Which columns of a frame stand for a known field under another trainer's name (see ``ALIASES``)."""
     renames = {}
@@ -402,14 +417,14 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
     renames = _alias_renames(df.columns)
     if renames:
         df = df.rename(renames)
-    if CONVERSATION in df.columns and "prompt" not in df.columns and "response" not in df.columns:
-        if isinstance(df.schema[CONVERSATION], pl.List):  # else an ordinary extra
-            given = df.schema[CONVERSATION]
-            halves = [split_messages(v) for v in df.get_column(CONVERSATION).to_list()]
-            df = df.drop(CONVERSATION).with_columns(
-                pl.Series("prompt", [p for p, _ in halves], dtype=given),
-                pl.Series("response", [r for _, r in halves], dtype=given),
-            )
+    given = df.schema.get(CONVERSATION)
+    if isinstance(given, pl.List) and "prompt" not in df.columns and "response" not in df.columns:
+        # A whole conversation, split as apply_aliases splits a line's (not a list: an ordinary extra).
+        halves = [split_messages(v) for v in df.get_column(CONVERSATION).to_list()]
+        df = df.drop(CONVERSATION).with_columns(
+            pl.Series("prompt", [p for p, _ in halves], dtype=given),
+            pl.Series("response", [r for _, r in halves], dtype=given),
+        )
     # Texts given as chat messages, one row at a time with the line-by-line path's function.
     not_text: dict[str, pl.Series] = {}
     lead = []  # the prompts' PROMPT_LEAD, added beside the extras (a field of that name is one of them)
@@ -427,7 +442,7 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
     extras = ((n, pl.col(n), t) for n, t in df.schema.items() if n not in CANONICAL)
     for name, expr, dtype in (leaf for extra in extras for leaf in _leaves(*extra)):
         fam = _family(dtype)
-        if fam == "int" and dtype not in _INT64_WIDE:  # an integer past 64 bits (a seed, a hash): its digits
+        if fam == "int" and dtype not in _FITS_INT64:  # an integer past 64 bits (a seed, a hash): its digits
             cols.append(expr.cast(pl.String).alias(extra_name(name)))
         elif fam in ("str", "bool", "int", "float", "null"):
             cols.append(expr.alias(extra_name(name)))
@@ -453,7 +468,7 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
     ]
     for key in reversed(TEXT_FIELDS):
         if key in not_text:
-            checks.append((pl.lit(not_text[key]), not_text_reason(key, [])))
+            checks.append((pl.lit(not_text[key]), not_text_reason(key, "list")))
     for key in reversed(REQUIRED):
         col = pl.col(key) if key in df.columns else pl.lit(None)
         missing = col.is_null() & ~pl.lit(not_text[key]) if key in not_text else col.is_null()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -22,6 +23,7 @@ import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+from filelock import FileLock, Timeout
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt. 5: integers past 64 bits, steps out of range, lone surrogates, per-token fields of the
@@ -481,3 +483,37 @@ class RunStore:
 def open_store(store_dir: Path) -> RunStore | None:
     m = read_manifest(store_dir)
     return None if m is None else RunStore(store_dir, m)
+
+
+def remove_older_formats(store_dir: Path, manifest: Manifest) -> None:
+    """Delete the stores an older version of the app made of the same run with the same pad tokens (a new
+    ``STORE_FORMAT`` makes a new store; the old one would only take disk space). A store whose lock is held
+    is left alone."""
+    for other in store_dir.parent.iterdir():
+        if other == store_dir or not other.is_dir():
+            continue
+        try:
+            m = read_manifest(other)
+        except (OSError, ValueError):
+            continue
+        if m is None or not isinstance(m.data, dict):
+            continue
+        fmt = m.data.get("format")
+        if (
+            not isinstance(fmt, int)
+            or fmt >= STORE_FORMAT
+            or m.data.get("run_path") != manifest.data["run_path"]
+            or m.data.get("pad_tokens") != manifest.data["pad_tokens"]
+        ):
+            continue
+        lock = FileLock(str(other / ".lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            continue
+        try:
+            for kind in BESIDE_STORE:
+                shutil.rmtree(beside_store(other, kind), ignore_errors=True)
+            shutil.rmtree(other, ignore_errors=True)
+        finally:
+            lock.release()

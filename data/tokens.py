@@ -16,6 +16,7 @@ import polars as pl
 
 from data.cache import StoreKey
 from data.metrics import METRICS, TOKEN_COLUMNS, explode_tokens, file_column, label, token_metrics
+from data.schema import trainer_token_fields
 from data.viewstate import encode, first, get_bool, get_choice, parse_search
 
 # Metrics a token can be coloured by, in the order of the metric picker.
@@ -183,16 +184,9 @@ def hover_metrics(fields: frozenset[str]) -> list[str]:
 
 
 def file_fields(row: pl.DataFrame) -> tuple[str, ...]:
-    """The per-token fields of the trainer's own in a one-row response frame that hold a value: lists of
-    numbers beside the contract's token arrays (see ``schema.validate_record``)."""
-    return tuple(
-        c
-        for c, t in row.schema.items()
-        if c not in TOKEN_COLUMNS
-        and isinstance(t, pl.List)
-        and t.inner.is_numeric()
-        and (row.get_column(c).list.drop_nulls().list.len() > 0).any()
-    )
+    """The per-token fields of the trainer's own that a one-row response frame has a value of (see
+    ``schema.trainer_token_fields``)."""
+    return tuple(trainer_token_fields(row, with_values=True))
 
 
 def file_label(name: str) -> str:
