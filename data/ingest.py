@@ -160,6 +160,7 @@ class RawBlock(NamedTuple):
     first_line: int
     at_file_start: bool
     lines: int
+    step: int | None = None  # the step of its lines that have none (from the file's name)
 
 
 @dataclass
@@ -170,10 +171,14 @@ class ChunkResult:
 
 
 def _fast_path(
-    lines: list[bytes] | None, line_nos: list[int] | range, data: bytes | None = None
+    lines: list[bytes] | None,
+    line_nos: list[int] | range,
+    data: bytes | None = None,
+    step: int | pl.Series | None = None,
 ) -> ChunkResult | None:
     """Parse the lines in one Polars call (``data``: the same lines already joined, when at hand; then
-    ``lines`` may be None)."""
+    ``lines`` may be None). ``step``: the step of the lines that have none (one for all, or one per
+    line), as :func:`schema.conform_frame` takes it."""
     if not line_nos:
         return ChunkResult(pl.DataFrame(), [], set())
     data = b"\n".join(lines) if data is None else data
@@ -204,7 +209,7 @@ def _fast_path(
     if not _strings_parsed(parsed.strings, keys, marks):
         return None  # a number, bool, array or object became text: the line-by-line path names the line
     try:
-        frame, reasons, ignored = schema.conform_frame(df)
+        frame, reasons, ignored = schema.conform_frame(df, step)
     except pl.exceptions.PolarsError:  # a cast the checks above did not foresee: line by line, not a crash
         return None
     frame = frame.with_columns(pl.Series("line", line_nos, dtype=pl.Int64))
@@ -358,23 +363,27 @@ def _strings_parsed(strings: list[pl.Series], keys: int, marks: _Marks) -> bool:
     return marks.quotes == 2 * (keys + n) + (inner if marks.doubled else marks.escaped)
 
 
-def _slow_path(lines: list[bytes], line_nos: list[int]) -> ChunkResult:
+def _slow_path(lines: list[bytes], line_nos: list[int], step: int | None = None) -> ChunkResult:
     plain = [_plain_json(raw) for raw in lines]
     if any(plain) and not all(plain):
         # NaN / Infinity literals (an -inf log-prob), which Polars does not read: the other lines in one
         # call when they go together, and only these one by one.
         even = [i for i, p in enumerate(plain) if p]
-        fast = _fast_path([lines[i] for i in even], [line_nos[i] for i in even])
+        fast = _fast_path([lines[i] for i in even], [line_nos[i] for i in even], step=step)
         if fast is not None:
             odd = [i for i, p in enumerate(plain) if not p]
-            rest = _line_by_line([lines[i] for i in odd], [line_nos[i] for i in odd], [False] * len(odd))
+            rest = _line_by_line(
+                [lines[i] for i in odd], [line_nos[i] for i in odd], [False] * len(odd), step
+            )
             frames = [f for f in (fast.frame, rest.frame) if f.height]
             frame = pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else pl.DataFrame()
             return ChunkResult(frame, fast.issues + rest.issues, fast.ignored | rest.ignored)
-    return _line_by_line(lines, line_nos, plain)
+    return _line_by_line(lines, line_nos, plain, step)
 
 
-def _line_by_line(lines: list[bytes], line_nos: list[int], plain: list[bool]) -> ChunkResult:
+def _line_by_line(
+    lines: list[bytes], line_nos: list[int], plain: list[bool], step: int | None = None
+) -> ChunkResult:
     """Parse and check each line; the good lines without NaN / Infinity (``plain``) are then read in one
     Polars call where they go together."""
     records, rec_lines, issues, ignored = [], [], [], set()
@@ -382,7 +391,7 @@ def _line_by_line(lines: list[bytes], line_nos: list[int], plain: list[bool]) ->
     for raw, ln, is_plain in zip(lines, line_nos, plain, strict=True):
         try:
             obj, note = _parse_line(raw)
-            rec, ign = schema.validate_record(obj)
+            rec, ign = schema.validate_record(obj, step)
         except schema.BadLine as e:
             issues.append({"line": ln, "severity": "error", "reason": e.reason, "detail": _snippet(raw)})
             continue
@@ -398,7 +407,7 @@ def _line_by_line(lines: list[bytes], line_nos: list[int], plain: list[bool]) ->
             rec_lines.append(ln)
     frames = []
     if good_raw:
-        fast = _fast_path(good_raw, good_lines)
+        fast = _fast_path(good_raw, good_lines, step=step)
         if fast is None:
             # Lines that are valid one by one but not together (e.g. an extra field whose type changes):
             # build them from the validated records instead.
@@ -425,11 +434,13 @@ def _snippet(raw: bytes, n: int = 120) -> str:
     return text[:n] + ("…" if len(text) > n or len(raw) > n * 4 else "")
 
 
-def parse_chunk(lines: list[bytes], first_line: int, tried_whole: bool = False) -> ChunkResult:
+def parse_chunk(
+    lines: list[bytes], first_line: int, tried_whole: bool = False, step: int | None = None
+) -> ChunkResult:
     """Validate and convert complete lines numbered from ``first_line``; blank lines are skipped.
 
     ``tried_whole``: the same lines already failed to go to Polars in one call (then they are not tried so
-    again unless blank lines were left out).
+    again unless blank lines were left out). ``step``: the step of the lines that have none.
     """
     line_nos = list(range(first_line, first_line + len(lines)))
     keep = [i for i, raw in enumerate(lines) if raw.strip()]
@@ -437,15 +448,16 @@ def parse_chunk(lines: list[bytes], first_line: int, tried_whole: bool = False) 
         lines = [lines[i] for i in keep]
         line_nos = [line_nos[i] for i in keep]
         tried_whole = False
-    result = None if tried_whole else _fast_path(lines, line_nos)
-    return result if result is not None else _slow_path(lines, line_nos)
+    result = None if tried_whole else _fast_path(lines, line_nos, step=step)
+    return result if result is not None else _slow_path(lines, line_nos, step)
 
 
 def parse_block(
-    block: bytes, first_line: int, at_file_start: bool, lines: int | None = None
+    block: bytes, first_line: int, at_file_start: bool, lines: int | None = None, step: int | None = None
 ) -> tuple[ChunkResult, int]:
     """Validate and convert a block of complete lines (ending in a newline) numbered from ``first_line``;
     returns the result and the number of lines the block held (``lines``: that number, when known).
+    ``step``: the step of its lines that have none (from the file's name).
 
     A plain block (no CR, no BOM, no empty line) goes to Polars as it is, without splitting it into
     lines; any other block, or one Polars does not take whole, is split and read by :func:`parse_chunk`.
@@ -456,11 +468,11 @@ def parse_block(
     # Polars skips empty lines, so a block with one gives fewer rows than lines and goes the slow way.
     tried = _goes_whole(block, n)
     if tried:
-        result = _fast_path(None, range(first_line, first_line + n), block)
+        result = _fast_path(None, range(first_line, first_line + n), block, step)
         if result is not None:
             return result, n
     lines = _split_lines(block)
-    return parse_chunk(lines, first_line, tried_whole=tried), len(lines)
+    return parse_chunk(lines, first_line, tried_whole=tried, step=step), len(lines)
 
 
 def _goes_whole(block: bytes, lines: int) -> bool:
@@ -491,7 +503,12 @@ def parse_blocks(blocks: list[RawBlock]) -> BlocksResult | None:
         parts.append(data)
     counts = np.array([b.lines for b in blocks], np.int64)
     total = int(counts.sum())
-    result = _fast_path(None, range(total), b"".join(parts))
+    steps = None  # each line's step from its file's name (for those without one)
+    if any(b.step is not None for b in blocks):
+        steps = pl.Series([b.step for b in blocks], dtype=pl.Int64).gather(
+            np.repeat(np.arange(len(blocks)), counts)
+        )
+    result = _fast_path(None, range(total), b"".join(parts), steps)
     if result is None:
         return None
     ends = np.cumsum(counts)
@@ -1052,6 +1069,7 @@ def ingest_file(
     """Read what is new in one file, up to byte ``limit`` when given, yielding the bytes each chunk
     consumed (so that several files can be read a chunk at a time, in turn)."""
     rel = path.relative_to(run_dir).as_posix()
+    name_step = schema.step_from_name(path.name)  # for its lines without a step
     st = path.stat()
     size = st.st_size if limit is None else min(limit, st.st_size)
     files = writer.m.data["files"]
@@ -1095,7 +1113,7 @@ def ingest_file(
         while (chunk := _next_block(f, start, size, chunk_bytes)) is not None:
             offset_after, block = chunk
             n_lines = _count_newlines(block)
-            raw = RawBlock(block, entry["lines"] + 1, start == 0 and entry["lines"] == 0, n_lines)
+            raw = RawBlock(block, entry["lines"] + 1, start == 0 and entry["lines"] == 0, n_lines, name_step)
             entry["parts"].append(writer.write_chunk(rel, raw))
             entry["lines"] += n_lines
             # Several files are read in turn: hold no chunk while suspended at the yield below.
@@ -1122,7 +1140,7 @@ def ingest_file(
                 except orjson.JSONDecodeError:
                     obj = None
             if isinstance(obj, dict):
-                result = parse_chunk([raw], line_no)
+                result = parse_chunk([raw], line_no, step=name_step)
                 entry["parts"].append(writer.write_chunk(rel, result))
                 entry["lines"] = line_no
                 entry["tail_open"] = True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -144,6 +145,23 @@ def apply_aliases(obj: dict) -> dict:
 # A whole conversation under one key (OpenAI's chat format, as agent frameworks log a trajectory).
 CONVERSATION = "messages"
 
+# A step in a file's name: "step" and its number (`step_120`, `global_step-5`, NeMo-RL's
+# `train_data_step12`), not after a letter (`substep3` is not one); or a name that is only a number
+# (veRL's rollout_data_dir writes `120.jsonl`).
+_NAME_STEP = re.compile(r"(?<![a-z])step[_=-]?(\d+)(?!.*(?<![a-z])step[_=-]?\d)|^(\d+)$", re.IGNORECASE)
+
+
+def step_from_name(name: str) -> int | None:
+    """The step that a rollout file's name gives (``name`` without its folder), for its lines that have
+    none; None when the name gives none (``rank0.jsonl``) or one out of range. With "step" twice, the
+    last one counts."""
+    stem = name.rsplit("/", 1)[-1].removesuffix(".jsonl")
+    m = _NAME_STEP.search(stem)
+    if m is None:
+        return None
+    step = int(m.group(1) or m.group(2))
+    return step if step <= INT64_MAX else None
+
 
 def split_messages(value) -> tuple[list | None, list | None]:
     """A whole conversation as ``(prompt, response)``: the chat messages before the first assistant
@@ -238,8 +256,9 @@ def not_text_reason(key: str, got: str) -> str:
     return f"field '{key}' is not {kind} (got {got})"
 
 
-def validate_record(obj) -> tuple[dict, list[str]]:
+def validate_record(obj, step: int | None = None) -> tuple[dict, list[str]]:
     """Check one parsed JSON line; return ``(record, ignored_fields)`` or raise :class:`BadLine`.
+    ``step``: the step of a line that has none (from its file's name, see :func:`step_from_name`).
 
     The record holds the known fields converted to their canonical Python types, the scalar extras
     (renamed with :func:`extra_name` where they collide with store columns; an object's fields as
@@ -249,6 +268,8 @@ def validate_record(obj) -> tuple[dict, list[str]]:
     if not isinstance(obj, dict):
         raise BadLine(f"not a JSON object (got {_type_name(obj)})")
     obj = apply_aliases(obj)
+    if step is not None and obj.get("step") is None:
+        obj["step"] = step
     rec: dict = {}
     for key in REQUIRED:
         if obj.get(key) is None:
@@ -407,8 +428,11 @@ def _flat_items(obj: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
             yield prefix + key, v
 
 
-def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]:
-    """Cast a conformant frame to canonical types.
+def conform_frame(
+    df: pl.DataFrame, step: int | pl.Series | None = None
+) -> tuple[pl.DataFrame, pl.Series, list[str]]:
+    """Cast a conformant frame to canonical types. ``step``: the step of the rows that have none (from
+    their file's name, see :func:`step_from_name`), one for all or one per row.
 
     Returns ``(frame, reasons, ignored_fields)``: ``reasons`` has one entry per row, null for a usable
     row and the reason for an unusable one (missing required field, a list that is not chat messages where
@@ -455,7 +479,10 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
         for k in KNOWN
         if k != "step"
     ]
-    step = pl.col("step") if "step" in df.columns else pl.lit(None, dtype=pl.Int64)
+    required = {k: pl.col(k) for k in REQUIRED if k in df.columns}
+    if step is not None:
+        required["step"] = pl.coalesce(required.get("step", pl.lit(None)), pl.lit(step, dtype=pl.Int64))
+    step = required.get("step", pl.lit(None, dtype=pl.Int64))
     reason = pl.lit(None, dtype=pl.String)
     # Checked in reverse priority so that the first missing field named in REQUIRED wins.
     checks = [
@@ -470,7 +497,7 @@ def conform_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]
         if key in not_text:
             checks.append((pl.lit(not_text[key]), not_text_reason(key, "list")))
     for key in reversed(REQUIRED):
-        col = pl.col(key) if key in df.columns else pl.lit(None)
+        col = required.get(key, pl.lit(None))
         missing = col.is_null() & ~pl.lit(not_text[key]) if key in not_text else col.is_null()
         checks.append((missing, f"missing required field '{key}'"))
     for cond, text in checks:

@@ -1061,9 +1061,9 @@ def test_ingest046_a_failed_chunk_is_not_read_whole_twice(tmp_path, monkeypatch)
     calls = []
     real = ingest_mod._fast_path
 
-    def spy(lines, line_nos, data=None):
+    def spy(lines, line_nos, data=None, step=None):
         calls.append(len(line_nos))
-        return real(lines, line_nos, data)
+        return real(lines, line_nos, data, step)
 
     monkeypatch.setattr(ingest_mod, "_fast_path", spy)
     good = [line(rec(step=1 + i // 5)) for i in range(20)]
@@ -1347,3 +1347,75 @@ def test_ingest055_a_whole_conversation_under_messages(tmp_path, monkeypatch, pa
     assert "messages" not in store.manifest.data["ignored_fields"]
     if path == "slow":
         assert store.sample(sample_id("rank0.jsonl", 4))["prompt"] == "p"
+
+
+@pytest.mark.parametrize("path", ["together", "one_by_one", "slow"])
+def test_ingest056_step_from_the_file_name(tmp_path, monkeypatch, path):
+    """Lines without a step (absent or null) in a file whose name gives one (`step_3.jsonl`, NeMo-RL's
+    `train_data_step12.jsonl`, veRL's `120.jsonl`) take that step; a line's own step wins; a file whose
+    name gives none (`rank0.jsonl`) still has the line "missing required field 'step'". The same whether
+    the small files are parsed together, one by one, or line by line. Before, every such line was bad."""
+
+    def no_step(reward, **kw):
+        d = rec(reward=reward, **kw)
+        del d["step"]
+        return d
+
+    run = tmp_path / "run"
+    run.mkdir()
+    files = {
+        "step_3.jsonl": [no_step(1.0), no_step(2.0)],
+        "train_data_step12.jsonl": [no_step(3.0), rec(step=None, reward=4.0), rec(step=7, reward=5.0)],
+        "120.jsonl": [no_step(6.0)],
+        "rank0.jsonl": [rec(step=1, reward=7.0), no_step(8.0)],
+    }
+    if path == "slow":
+        files["step_3.jsonl"].append(rec(reward="bad"))
+    elif path == "one_by_one":
+        _commit_every_chunk(monkeypatch)
+    for name, rows in files.items():
+        (run / name).write_bytes(b"".join(line(r) for r in rows))
+    if path != "slow":
+        _no_slow_path(monkeypatch)
+    res, store = ingest(run, tmp_path / "cache")
+    got = {
+        (r["source"], r["line"]): (r["step"], r["reward"])
+        for r in store.scalars().select("source", "line", "step", "reward").iter_rows(named=True)
+    }
+    assert got == {
+        ("step_3.jsonl", 1): (3, 1.0),
+        ("step_3.jsonl", 2): (3, 2.0),
+        ("train_data_step12.jsonl", 1): (12, 3.0),
+        ("train_data_step12.jsonl", 2): (12, 4.0),
+        ("train_data_step12.jsonl", 3): (7, 5.0),
+        ("120.jsonl", 1): (120, 6.0),
+        ("rank0.jsonl", 1): (1, 7.0),
+    }
+    bad = {(r["source"], r["line"]): r["reason"] for r in store.issues().iter_rows(named=True)}
+    assert bad[("rank0.jsonl", 2)] == "missing required field 'step'"
+    assert len(bad) == 1 + (path == "slow")
+
+
+def test_ingest057_step_from_name_rule():
+    """Which names give a step: "step" and a number not after a letter (the last when there are two), or a
+    name that is a number; one out of the 64-bit range gives none."""
+    from data.schema import step_from_name, validate_record
+
+    given = {
+        "120.jsonl": 120,
+        "step_120.jsonl": 120,
+        "global_step-5.jsonl": 5,
+        "val_data_step4.jsonl": 4,
+        "step=7.jsonl": 7,
+        "STEP_9.jsonl": 9,
+        "rollouts_step_3_rank1.jsonl": 3,
+        "step_1_step_2.jsonl": 2,
+        "rank0.jsonl": None,
+        "substep3.jsonl": None,
+        "data.jsonl": None,
+        "steps_10.jsonl": None,
+        "99999999999999999999.jsonl": None,
+    }
+    assert {name: step_from_name(name) for name in given} == given
+    assert validate_record({"prompt": "p", "response": "r", "reward": 1}, 4)[0]["step"] == 4
+    assert validate_record({"prompt": "p", "response": "r", "reward": 1, "step": 2}, 4)[0]["step"] == 2
