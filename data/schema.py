@@ -35,17 +35,26 @@ CANONICAL: dict[str, pl.DataType] = {
 }
 KNOWN = tuple(CANONICAL)
 
-# Names other trainers use for a known field; used only when the canonical key is absent. veRL's rollout
-# dumps (trainer.rollout_data_dir: one file per step) write input, output, score, step and gts.
+# Names other trainers use for a known field; used only when the canonical key is absent (the first of
+# them present, in this order). veRL's rollout dumps (trainer.rollout_data_dir: one file per step) write
+# input, output, score, step and gts; its batches name the arrays old_log_probs, ref_log_prob and
+# token_level_rewards, and its trainer counts global_steps; OpenRLHF's experiences have action_log_probs
+# and base_action_log_probs; TRL hands a reward function prompts and completions.
 ALIASES: dict[str, tuple[str, ...]] = {
-    "prompt": ("query", "question", "input"),
-    "response": ("completion", "output"),
-    "step": ("global_step", "train_step", "iteration"),
-    "reward": ("score",),
+    "prompt": ("query", "question", "input", "prompts"),
+    "response": ("completion", "output", "completions"),
+    "step": ("global_step", "train_step", "iteration", "global_steps", "training_step"),
+    "reward": ("score", "rewards"),
     "response_tokens": ("tokens",),
-    "ref_logprobs": ("ref_logps", "reference_logprobs"),
-    "logprobs": ("logps",),
-    "token_rewards": ("rewards_per_token",),
+    "ref_logprobs": (
+        "ref_logps",
+        "reference_logprobs",
+        "ref_log_probs",
+        "ref_log_prob",
+        "base_action_log_probs",
+    ),
+    "logprobs": ("logps", "log_probs", "old_log_probs", "action_log_probs"),
+    "token_rewards": ("rewards_per_token", "token_level_rewards"),
 }
 
 # Columns the store itself writes; an extra field of the same name is kept as ``extra_<name>``.

@@ -1419,3 +1419,51 @@ def test_ingest057_step_from_name_rule():
     assert {name: step_from_name(name) for name in given} == given
     assert validate_record({"prompt": "p", "response": "r", "reward": 1}, 4)[0]["step"] == 4
     assert validate_record({"prompt": "p", "response": "r", "reward": 1, "step": 2}, 4)[0]["step"] == 2
+
+
+@pytest.mark.parametrize("path", ["fast", "slow"])
+def test_ingest058_array_names_of_verl_openrlhf_and_trl(tmp_path, monkeypatch, path):
+    """A line logged from a veRL batch (old_log_probs, ref_log_prob, token_level_rewards, global_steps), from
+    OpenRLHF's experience (action_log_probs, base_action_log_probs) or from a TRL reward function's
+    arguments (prompts, completions, rewards) gives the known fields, and their metrics, on both paths.
+    Log-ratio by hand: (-1 - -1.5) + (-2 - -1) = -0.5; k3 KL: e^-0.5 + 0.5 - 1 + e^1 - 1 - 1."""
+    verl = {
+        "prompt": "p",
+        "response": "a b",
+        "score": 1.0,
+        "global_steps": 3,
+        "old_log_probs": [-1.0, -2.0],
+        "ref_log_prob": [-1.5, -1.0],
+        "token_level_rewards": [0.0, 1.0],
+        "response_tokens": ["a", "b"],
+    }
+    openrlhf = {
+        "prompt": "p",
+        "response": "a b",
+        "reward": 1.0,
+        "step": 3,
+        "action_log_probs": [-1.0, -2.0],
+        "base_action_log_probs": [-1.5, -1.0],
+    }
+    trl = {"prompts": "p", "completions": "a b", "rewards": 2.0, "step": 4}
+    rows = [verl, openrlhf, trl]
+    if path == "fast":
+        _no_slow_path(monkeypatch)
+        files = {f"{n}.jsonl": line(r) for n, r in zip("abc", rows, strict=True)}
+    else:
+        files = {f"{n}.jsonl": line(r) + line(rec(reward="bad")) for n, r in zip("abc", rows, strict=True)}
+    run = tmp_path / "run"
+    run.mkdir()
+    for name, content in files.items():
+        (run / name).write_bytes(content)
+    res, store = ingest(run, tmp_path / "cache")
+    assert res.samples == 3
+    sc = {r["source"]: r for r in store.scalars().iter_rows(named=True)}
+    kl = np.exp(-0.5) + 0.5 - 1 + np.exp(1.0) - 1 - 1
+    for name in ("a.jsonl", "b.jsonl"):
+        assert sc[name]["step"] == 3 and sc[name]["reward"] == 1.0
+        assert sc[name]["log_ratio_sum"] == pytest.approx(-0.5)
+        assert sc[name]["kl_sum"] == pytest.approx(kl, rel=1e-6)
+    assert sc["a.jsonl"]["token_reward_sum"] == pytest.approx(1.0)
+    assert (sc["c.jsonl"]["step"], sc["c.jsonl"]["reward"]) == (4, 2.0)
+    assert store.sample(sample_id("c.jsonl", 1))["response"] == "a b"
