@@ -87,6 +87,8 @@ class TokenView:
     # Per-token fields of the trainer's own that this response has (TRL's PPO `advantages`, `returns`), as
     # the file has them; in ``tokens`` as ``file_column(name)``.
     file_fields: tuple[str, ...] = ()
+    # Those left out for being longer than the response's tokens: (name, values, tokens).
+    overlong: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,10 +185,36 @@ def hover_metrics(fields: frozenset[str]) -> list[str]:
     return [m for m in HOVER_METRICS if metric_available(m, fields)]
 
 
+# How many values more than the response's token arrays a per-token field of the trainer may have and still
+# be drawn against its tokens (TRL's PPO writes one more entry in some arrays than in others).
+ALIGN_SLACK = 1
+
+
+def _file_field_lengths(row: pl.DataFrame) -> tuple[dict[str, int], int]:
+    """The lengths of the per-token fields of the trainer's own that a one-row response frame has a value
+    of (see ``schema.trainer_token_fields``), and the length of its longest token array of the contract's."""
+    one = row.head(1)
+    lengths = {c: one.get_column(c).list.len().item() for c in trainer_token_fields(one, with_values=True)}
+    tokens = max(
+        (one.get_column(c).list.len().item() or 0 for c in TOKEN_COLUMNS if c in one.columns), default=0
+    )
+    return lengths, tokens
+
+
 def file_fields(row: pl.DataFrame) -> tuple[str, ...]:
-    """The per-token fields of the trainer's own that a one-row response frame has a value of (see
-    ``schema.trainer_token_fields``)."""
-    return tuple(trainer_token_fields(row, with_values=True))
+    """The per-token fields of the trainer's own that a one-row response frame has a value of and that fit
+    its tokens: not longer than its token arrays by more than ``ALIGN_SLACK`` (a field over the prompt and
+    the response, such as ``input_ids`` or ``attention_mask``, would be drawn against the wrong tokens; see
+    :func:`overlong_file_fields`). With no token array of the contract's, all of them."""
+    lengths, tokens = _file_field_lengths(row)
+    return tuple(c for c, n in lengths.items() if not tokens or n <= tokens + ALIGN_SLACK)
+
+
+def overlong_file_fields(row: pl.DataFrame) -> tuple[tuple[str, int, int], ...]:
+    """``(name, values, tokens)`` of each per-token field of the trainer's own that :func:`file_fields`
+    leaves out for being longer than the response's token arrays."""
+    lengths, tokens = _file_field_lengths(row)
+    return tuple((c, n, tokens) for c, n in lengths.items() if tokens and n > tokens + ALIGN_SLACK)
 
 
 def file_label(name: str) -> str:
@@ -302,7 +330,14 @@ def build_view(row: pl.DataFrame, scalars: pl.DataFrame, pad_tokens: tuple[str, 
     fields = present_fields(row.row(0, named=True))
     tokens = token_frame(row, pad_tokens)
     nav = neighbours(scalars, info.get("sample_id"), info.get("step"))
-    return TokenView(info=info, tokens=tokens, fields=fields, nav=nav, file_fields=file_fields(row))
+    return TokenView(
+        info=info,
+        tokens=tokens,
+        fields=fields,
+        nav=nav,
+        file_fields=file_fields(row),
+        overlong=overlong_file_fields(row),
+    )
 
 
 @lru_cache(maxsize=32)
@@ -350,6 +385,7 @@ __all__ = [
     "decode_expr",
     "decode_token",
     "file_fields",
+    "overlong_file_fields",
     "file_label",
     "first_sample",
     "hover_metrics",

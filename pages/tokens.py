@@ -110,10 +110,14 @@ def _labels() -> dict[str, str]:
 
 
 def _controls(
-    state: TokensState, fields: frozenset[str] | None, file_fields: tuple[str, ...] = ()
+    state: TokensState,
+    fields: frozenset[str] | None,
+    file_fields: tuple[str, ...] = (),
+    overlong: frozenset[str] = frozenset(),
 ) -> html.Div:
     """Metric picker and pad switch; hidden (but present, so the sync callback always has its inputs)
-    when there is no token to colour. The picker also offers the trainer's own per-token fields."""
+    when there is no token to colour. The picker also offers the trainer's own per-token fields (not
+    those in ``overlong``, longer than the response)."""
     options = [
         {
             "label": label(m)
@@ -126,7 +130,12 @@ def _controls(
     ]
     options += [{"label": file_label(f), "value": file_column(f)} for f in file_fields]
     if is_file_metric(state.metric) and state.metric not in {o["value"] for o in options}:
-        gone = f"{metric_label(state.metric)} (not in this response)"
+        why = (
+            "longer than the response"
+            if state.metric[len(FILE_PREFIX) :] in overlong
+            else "not in this response"
+        )
+        gone = f"{metric_label(state.metric)} ({why})"
         options.append({"label": gone, "value": state.metric, "disabled": True})
     return html.Div(
         [
@@ -302,10 +311,18 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
         )
         return out
     missing = [MISSING[f] for f in MISSING if f not in fields]
+    overlong = {name: (n, tokens) for name, n, tokens in view.overlong}
+    missing += [
+        f"{file_label(name)} has {n} values for {tokens} tokens: longer than the response, so it is not drawn "
+        "(it likely covers the prompt too)."
+        for name, (n, tokens) in overlong.items()
+    ]
     metric = state.metric
     if not metric_available(metric, fields, view.file_fields):
         fallback = next((m for m in STRIP_METRICS if metric_available(m, fields)), None)
-        if is_file_metric(metric):
+        if is_file_metric(metric) and metric[len(FILE_PREFIX) :] in overlong:
+            lack = f"{file_label(metric[len(FILE_PREFIX) :])} is longer than the response"
+        elif is_file_metric(metric):
             lack = f"This response has no per-token field {metric[len(FILE_PREFIX) :]!r} of the trainer"
         else:
             lack = (
@@ -324,7 +341,11 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
     )
     hover = [(m, label(m)) for m in hover_metrics(fields)]
     hover += [(file_column(f), file_label(f)) for f in view.file_fields]
-    out.append(_strip_card(shown, metric, hidden, hover, _controls(state, fields, view.file_fields)))
+    out.append(
+        _strip_card(
+            shown, metric, hidden, hover, _controls(state, fields, view.file_fields, frozenset(overlong))
+        )
+    )
     # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
     # drawing three 4,000-point charts would otherwise hold the strip back.
     out.append(html.Div(id=CHARTS, style={"minHeight": f"{POSITION_FIGURE_HEIGHT + 10}px"}))

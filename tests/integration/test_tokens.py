@@ -183,3 +183,32 @@ def test_tokens109_partial_token_fields(page, board_root, tmp_path):
     assert "No response_tokens" in texts(find(only_lp, "tokens-missing"))
     d = strip(only_lp)
     assert d["text"] == ["□", "□", "□"] and None not in d["colour"]
+
+
+def test_tokens110_fields_longer_than_the_response_named(page, board_root, tmp_path):
+    """A batch's input_ids (over prompt and response) is named with its length and not drawn; coloured by
+    it, the page says why and falls back to the default colouring."""
+    run = tmp_path / "root" / "batch"
+    run.mkdir(parents=True)
+    one = {
+        "prompt": "p",
+        "response": "a b",
+        "reward": 1.0,
+        "step": 1,
+        "response_tokens": ["a", "b"],
+        "logprobs": [-1.0, -2.0],
+        "ref_logprobs": [-1.0, -1.5],
+        "input_ids": [7, 8, 9, 10, 11],
+        "advantages": [0.5, -0.5],
+    }
+    (run / "data.jsonl").write_text(json.dumps(one) + "\n")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    layout = page.layout(run="batch", sample=sample_id("data.jsonl", 1), metric="file:input_ids")
+    note = texts(find(layout, "tokens-missing"))
+    assert "input_ids (from the file) has 5 values for 2 tokens: longer than the response" in note
+    assert "input_ids (from the file) is longer than the response: coloured by" in note
+    d = strip(layout)
+    assert len(d["text"]) == 2
+    options = {o["value"]: o for o in find(layout, "tokens-metric").options}
+    assert not options["file:advantages"].get("disabled") and options["file:input_ids"]["disabled"]
+    assert options["file:input_ids"]["label"] == "input_ids (from the file) (longer than the response)"

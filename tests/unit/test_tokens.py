@@ -20,6 +20,7 @@ from data.tokens import (
     hover_metrics,
     metric_available,
     neighbours,
+    overlong_file_fields,
     present_fields,
     scale_range,
     strip_pad_text,
@@ -290,3 +291,21 @@ def test_tokens015_colour_by_a_field_of_the_trainer():
     assert not metric_available("file:advantages", fields, ("returns",))
     assert metric_available("kl", fields, ()) and not is_file_metric("kl") and not is_file_metric(None)
     assert metric_label("file:advantages") == "advantages (from the file)" and metric_label("kl") == "KL (k3)"
+
+
+def test_tokens016_fields_longer_than_the_response_are_left_out():
+    """A per-token field of the trainer's with more values than the response's token arrays plus one (a
+    batch's input_ids or attention_mask, over prompt and response) is not drawn against its tokens and is
+    named with its length; one as long (a response mask) or one longer (as TRL's PPO arrays) is drawn."""
+    row = one_row(response_tokens=["a", "b", "c"], logprobs=[-1.0, -2.0, -3.0])
+    row = row.with_columns(
+        pl.Series("input_ids", [[5, 6, 7, 8, 9, 1, 2, 3]], dtype=pl.List(pl.Float32)),
+        pl.Series("response_mask", [[1, 1, 0]], dtype=pl.List(pl.Float32)),
+        pl.Series("returns", [[0.5, 0.5, 0.5, 1.0]], dtype=pl.List(pl.Float32)),
+        pl.Series("attention_mask", [[1, 1, 1, 1, 1]], dtype=pl.List(pl.Float32)),
+    )
+    assert file_fields(row) == ("response_mask", "returns")
+    assert overlong_file_fields(row) == (("input_ids", 8, 3), ("attention_mask", 5, 3))
+    t = token_frame(row, DEFAULT_PAD_TOKENS)
+    assert t.height == 4 and "file:input_ids" not in t.columns
+    assert t.get_column("file:response_mask").to_list() == [1.0, 1.0, 0.0, None]
