@@ -70,8 +70,11 @@ DICTIONARY_COLUMNS = ("prompt", "ref_response", "response_tokens", "source", "pr
 
 def write_part_file(df: pl.DataFrame, path: Path, row_group_size: int) -> None:
     """Write one part: snappy, ``row_group_size`` rows a group, statistics only for the plain numeric and
-    boolean columns (range filters on them can skip row groups; texts and arrays are never filtered)."""
-    table = df.to_arrow()
+    boolean columns (range filters on them can skip row groups; texts and arrays are never filtered).
+
+    Texts go to Arrow as Polars holds them (string views): converting them to Arrow's older string layout
+    first cost ~9 ms of a 33 MB chunk's ~95 ms write."""
+    table = df.to_arrow(compat_level=pl.CompatLevel.newest())
     plain = [
         f.name
         for f in table.schema
