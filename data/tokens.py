@@ -222,17 +222,21 @@ def file_label(name: str) -> str:
     return f"{name} (from the file)"
 
 
-def token_frame(row: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
+def token_frame(
+    row: pl.DataFrame, pad_tokens: tuple[str, ...], fields_of_file: tuple[str, ...] | None = None
+) -> pl.DataFrame:
     """One row per position of a one-row response frame, sorted by ``pos``.
 
     Columns: ``pos, token, text, is_pad, keep, logprob, ref_logprob, value, token_reward, log_ratio, kl, prob,
-    ref_prob, return, value_error, kl_valid``, and ``file_column(name)`` for each of :func:`file_fields`.
-    Arrays of unequal lengths are aligned from the first token (a position beyond a shorter array is null
-    there, never shifted). ``keep`` is False for a pad position hidden by default (see
-    :func:`pad_shown_expr`). A response without token fields has no rows.
+    ref_prob, return, value_error, kl_valid``, and ``file_column(name)`` for each of :func:`file_fields`
+    (``fields_of_file``: those, when already known). Arrays of unequal lengths are aligned from the first
+    token (a position beyond a shorter array is null there, never shifted). ``keep`` is False for a pad
+    position hidden by default (see :func:`pad_shown_expr`). A response without token fields has no rows.
     """
     one = row.head(1).with_columns(pl.lit(0, dtype=pl.Int64).alias("row"))
-    long = token_metrics(explode_tokens(one, pad_tokens, file_fields(one))).drop("row").sort("pos")
+    if fields_of_file is None:
+        fields_of_file = file_fields(one)
+    long = token_metrics(explode_tokens(one, pad_tokens, fields_of_file)).drop("row").sort("pos")
     return long.with_columns(
         decode_expr("token").alias("text"),
         (~pl.col("is_pad") | pad_shown_expr()).alias("keep"),
@@ -328,14 +332,15 @@ def build_view(row: pl.DataFrame, scalars: pl.DataFrame, pad_tokens: tuple[str, 
     lists = {c for c, t in row.schema.items() if isinstance(t, pl.List)}
     info = {k: v for k, v in row.row(0, named=True).items() if k not in TOKEN_COLUMNS and k not in lists}
     fields = present_fields(row.row(0, named=True))
-    tokens = token_frame(row, pad_tokens)
+    of_file = file_fields(row)
+    tokens = token_frame(row, pad_tokens, of_file)
     nav = neighbours(scalars, info.get("sample_id"), info.get("step"))
     return TokenView(
         info=info,
         tokens=tokens,
         fields=fields,
         nav=nav,
-        file_fields=file_fields(row),
+        file_fields=of_file,
         overlong=overlong_file_fields(row),
     )
 
