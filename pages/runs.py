@@ -122,7 +122,11 @@ def _fields_block(store, name: str) -> html.Div | None:
     """What the files hold beyond the contract's fields, and where it is shown (or that it is not read)."""
     kinds = [
         ("extra columns", store.extra_columns(), "in the responses table"),
-        ("per-token fields of the trainer", store.token_extras(), "on the token page"),
+        (
+            "per-token fields of the trainer",
+            store.token_extras(),
+            "on the token page, where not longer than the response",
+        ),
         (
             "not read",
             store.manifest.data.get("ignored_fields", []),

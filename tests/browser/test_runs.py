@@ -16,7 +16,9 @@ def test_runs001_lists_fixture_runs_and_picker_navigates(dash_duo, dash_app, fix
     assert dash_duo.find_element("#runs-bad-lines-trl-grpo-small").text == "0"
     # What the files hold beyond the contract, and where the page shows it.
     per_token = dash_duo.find_element("#runs-per-token-trl-ppo-small").text
-    assert per_token == "per-token fields of the trainer: advantages, returns (on the token page)"
+    assert per_token == (
+        "per-token fields of the trainer: advantages, returns (on the token page, where not longer than the response)"
+    )
     extra = dash_duo.find_element("#runs-extra-trl-grpo-small").text
     assert extra == "extra columns: advantage, prompt_id, group_id, ends_with_eos (in the responses table)"
     assert not dash_duo.driver.find_elements(By.CSS_SELECTOR, "#runs-extra-rlloggingboard-eval-poem")
