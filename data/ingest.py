@@ -208,6 +208,7 @@ def _fast_path(
             keys = _key_count(data, parsed.values, marks)
     except Exception:  # noqa: BLE001 - any parse failure sends the chunk to the line-by-line path
         return None
+    df = schema.unwrap_batch_of_one_frame(df)
     if keys is None or df.height != len(line_nos) or not schema.frame_is_conformant(df):
         return None  # a key Polars left out (or spacing the count does not see), or a type not allowed
     if not _strings_parsed(parsed.strings, keys, marks):

@@ -143,16 +143,56 @@ def extra_name(key: str) -> str:
 def apply_aliases(obj: dict) -> dict:
     """A parsed line with its fields under other trainers' names moved to the known names (as
     :func:`conform_frame` renames a chunk's columns), and a whole conversation split into prompt and
-    response (see :func:`split_messages`)."""
+    response (see :func:`split_messages` and :data:`CONTENTS`)."""
     for alt, canon in _alias_renames(list(obj)).items():
         obj[canon] = obj.pop(alt)
-    if CONVERSATION in obj and "prompt" not in obj and "response" not in obj:
-        obj["prompt"], obj["response"] = split_messages(obj.pop(CONVERSATION))
+    if "prompt" not in obj and "response" not in obj:
+        if CONVERSATION in obj:
+            obj["prompt"], obj["response"] = split_messages(obj.pop(CONVERSATION))
+        elif _contents(obj.get(CONTENTS)):
+            contents = obj.pop(CONTENTS)
+            obj["prompt"], obj["response"] = CONTENTS_SEPARATOR.join(contents[:-1]), contents[-1]
     return obj
 
 
 # A whole conversation under one key (OpenAI's chat format, as agent frameworks log a trajectory).
 CONVERSATION = "messages"
+# The contents of a conversation's messages, in order, the last one the response (NeMo-RL's dumps); the
+# earlier ones make the prompt, a blank line apart.
+CONTENTS = "content"
+CONTENTS_SEPARATOR = "\n\n"
+
+
+def _contents(value) -> bool:
+    return isinstance(value, list) and len(value) >= 2 and all(isinstance(v, str) for v in value)
+
+
+# NeMo-RL writes each response of a batch as a batch of one: every value in a list of one item (a text, a
+# number, an array), beside the response's index in the batch.
+BATCH_INDEX = "idx"
+
+
+def unwrap_batch_of_one(obj):
+    """A parsed line logged as a batch of one (at least two values, every one but :data:`BATCH_INDEX` a
+    list of one item) with each value taken out of its list; any other line as it is."""
+    if not isinstance(obj, dict):
+        return obj
+    values = [v for k, v in obj.items() if k != BATCH_INDEX]
+    if len(values) < 2 or not all(isinstance(v, list) and len(v) == 1 for v in values):
+        return obj
+    return {k: v if k == BATCH_INDEX else v[0] for k, v in obj.items()}
+
+
+def unwrap_batch_of_one_frame(df: pl.DataFrame) -> pl.DataFrame:
+    """:func:`unwrap_batch_of_one` for a chunk: done only when every line is such a batch with the same
+    keys (no null); a chunk that mixes them goes line by line (its lists are not types the contract
+    allows)."""
+    cols = [c for c in df.columns if c != BATCH_INDEX]
+    if len(cols) < 2 or not df.height or not all(isinstance(df.schema[c], pl.List) for c in cols):
+        return df
+    ones = df.select(pl.all_horizontal(pl.col(c).list.len() == 1 for c in cols).fill_null(False).all()).item()
+    return df.with_columns(pl.col(c).list.first() for c in cols) if ones else df
+
 
 # A step in a file's name: "step" and its number (`step_120`, `global_step-5`, NeMo-RL's
 # `train_data_step12`), not after a letter (`substep3` is not one); or a name that is only a number
@@ -276,7 +316,7 @@ def validate_record(obj, step: int | None = None) -> tuple[dict, list[str]]:
     """
     if not isinstance(obj, dict):
         raise BadLine(f"not a JSON object (got {_type_name(obj)})")
-    obj = apply_aliases(obj)
+    obj = apply_aliases(unwrap_batch_of_one(obj))
     if step is not None and obj.get("step") is None:
         obj["step"] = step
     rec: dict = {}
@@ -383,13 +423,12 @@ def frame_is_conformant(df: pl.DataFrame) -> bool:
             if any(alt in df.columns and (lacking & df.get_column(alt).is_not_null()).any() for alt in alts):
                 return False
     texts = [c for c in df.columns if renames.get(c, c) in ("prompt", "response")]
-    if CONVERSATION in df.columns and texts:
-        # A conversation in lines without prompt and response, beside lines with them: line by line.
-        alone = pl.col(CONVERSATION).is_not_null() & ~pl.any_horizontal(
-            pl.col(c).is_not_null() for c in texts
-        )
-        if df.select(alone.any()).item():
-            return False
+    for whole in (CONVERSATION, CONTENTS):
+        if whole in df.columns and texts:
+            # A conversation in lines without prompt and response, beside lines with them: line by line.
+            alone = pl.col(whole).is_not_null() & ~pl.any_horizontal(pl.col(c).is_not_null() for c in texts)
+            if df.select(alone.any()).item():
+                return False
     return True
 
 
@@ -458,6 +497,18 @@ def conform_frame(
             pl.Series("prompt", [p for p, _ in halves], dtype=given),
             pl.Series("response", [r for _, r in halves], dtype=given),
         )
+    elif (
+        df.schema.get(CONTENTS) == pl.List(pl.String)
+        and "prompt" not in df.columns
+        and "response" not in df.columns
+    ):
+        # The contents of a conversation's messages, split as apply_aliases splits a line's (_contents).
+        c = pl.col(CONTENTS)
+        split = (c.list.len() >= 2) & (c.list.eval(pl.element().is_not_null()).list.all())
+        df = df.with_columns(
+            pl.when(split).then(c.list.head(c.list.len() - 1).list.join(CONTENTS_SEPARATOR)).alias("prompt"),
+            pl.when(split).then(c.list.last()).alias("response"),
+        ).drop(CONTENTS)
     # Texts given as chat messages, one row at a time with the line-by-line path's function.
     not_text: dict[str, pl.Series] = {}
     lead = []  # the prompts' PROMPT_LEAD, added beside the extras (a field of that name is one of them)
