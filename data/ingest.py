@@ -123,9 +123,8 @@ def _parse_line(raw: bytes) -> tuple[object, str | None]:
         raise schema.BadLine(f"invalid JSON: {e.msg} (column {e.colno})") from None
     except RecursionError:
         raise schema.BadLine("invalid JSON: nested too deeply") from None
-    replaced = [0]
-    obj = _replace_surrogates(obj, replaced)
-    if replaced[0]:
+    obj, replaced = _replace_surrogates(obj)
+    if replaced:
         notes.append("lone surrogate escapes replaced by U+FFFD")
     return obj, "; ".join(notes) or None
 
@@ -133,18 +132,24 @@ def _parse_line(raw: bytes) -> tuple[object, str | None]:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _replace_surrogates(obj, count: list[int]):
-    """``obj`` with each lone surrogate in its strings (keys too) replaced by U+FFFD; adds the strings
-    changed to ``count[0]``. (``json.loads`` joins the escapes of a valid pair into one character.)"""
-    if isinstance(obj, str):
-        new, n = _SURROGATE.subn("\ufffd", obj)
-        count[0] += n > 0
-        return new
-    if isinstance(obj, list):
-        return [_replace_surrogates(v, count) for v in obj]
-    if isinstance(obj, dict):
-        return {_replace_surrogates(k, count): _replace_surrogates(v, count) for k, v in obj.items()}
-    return obj
+def _replace_surrogates(obj) -> tuple[object, int]:
+    """``obj`` with each lone surrogate in its strings (keys too) replaced by U+FFFD, and how many strings
+    changed. (``json.loads`` joins the escapes of a valid pair into one character.)"""
+    changed = 0
+
+    def walk(v):
+        nonlocal changed
+        if isinstance(v, str):
+            new, n = _SURROGATE.subn("\ufffd", v)
+            changed += n > 0
+            return new
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, dict):
+            return {walk(k): walk(x) for k, x in v.items()}
+        return v
+
+    return walk(obj), changed
 
 
 class _Written(NamedTuple):

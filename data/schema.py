@@ -149,9 +149,9 @@ def apply_aliases(obj: dict) -> dict:
     if "prompt" not in obj and "response" not in obj:
         if CONVERSATION in obj:
             obj["prompt"], obj["response"] = split_messages(obj.pop(CONVERSATION))
-        elif _contents(obj.get(CONTENTS)):
-            contents = obj.pop(CONTENTS)
-            obj["prompt"], obj["response"] = CONTENTS_SEPARATOR.join(contents[:-1]), contents[-1]
+        elif (halves := split_contents(obj.get(CONTENTS)))[1] is not None:
+            del obj[CONTENTS]
+            obj["prompt"], obj["response"] = halves
     return obj
 
 
@@ -163,8 +163,12 @@ CONTENTS = "content"
 CONTENTS_SEPARATOR = "\n\n"
 
 
-def _contents(value) -> bool:
-    return isinstance(value, list) and len(value) >= 2 and all(isinstance(v, str) for v in value)
+def split_contents(value) -> tuple[str | None, str | None]:
+    """The contents of a conversation's messages (:data:`CONTENTS`) as ``(prompt, response)``; ``(None,
+    None)`` for anything but a list of at least two strings."""
+    if not isinstance(value, list) or len(value) < 2 or not all(isinstance(v, str) for v in value):
+        return None, None
+    return CONTENTS_SEPARATOR.join(value[:-1]), value[-1]
 
 
 # NeMo-RL writes each response of a batch as a batch of one: every value in a list of one item (a text, a
@@ -204,8 +208,7 @@ def step_from_name(name: str) -> int | None:
     """The step that a rollout file's name gives (``name`` without its folder), for its lines that have
     none; None when the name gives none (``rank0.jsonl``) or one out of range. With "step" twice, the
     last one counts."""
-    stem = name.rsplit("/", 1)[-1].removesuffix(".jsonl")
-    m = _NAME_STEP.search(stem)
+    m = _NAME_STEP.search(name.removesuffix(".jsonl"))
     if m is None:
         return None
     step = int(m.group(1) or m.group(2))
@@ -489,26 +492,19 @@ def conform_frame(
     renames = _alias_renames(df.columns)
     if renames:
         df = df.rename(renames)
-    given = df.schema.get(CONVERSATION)
-    if isinstance(given, pl.List) and "prompt" not in df.columns and "response" not in df.columns:
-        # A whole conversation, split as apply_aliases splits a line's (not a list: an ordinary extra).
-        halves = [split_messages(v) for v in df.get_column(CONVERSATION).to_list()]
-        df = df.drop(CONVERSATION).with_columns(
-            pl.Series("prompt", [p for p, _ in halves], dtype=given),
-            pl.Series("response", [r for _, r in halves], dtype=given),
-        )
-    elif (
-        df.schema.get(CONTENTS) == pl.List(pl.String)
-        and "prompt" not in df.columns
-        and "response" not in df.columns
-    ):
-        # The contents of a conversation's messages, split as apply_aliases splits a line's (_contents).
-        c = pl.col(CONTENTS)
-        split = (c.list.len() >= 2) & (c.list.eval(pl.element().is_not_null()).list.all())
-        df = df.with_columns(
-            pl.when(split).then(c.list.head(c.list.len() - 1).list.join(CONTENTS_SEPARATOR)).alias("prompt"),
-            pl.when(split).then(c.list.last()).alias("response"),
-        ).drop(CONTENTS)
+    if "prompt" not in df.columns and "response" not in df.columns:
+        # A whole conversation (not a list: an ordinary extra), split row by row with apply_aliases's
+        # functions: the chat messages stay messages (rendered below), the contents become texts.
+        conversation = df.schema.get(CONVERSATION)
+        whole = [(CONVERSATION, split_messages, conversation)] if isinstance(conversation, pl.List) else []
+        if not whole and df.schema.get(CONTENTS) == pl.List(pl.String):
+            whole = [(CONTENTS, split_contents, pl.String)]
+        for key, split, dtype in whole:
+            halves = [split(v) for v in df.get_column(key).to_list()]
+            df = df.drop(key).with_columns(
+                pl.Series("prompt", [p for p, _ in halves], dtype=dtype),
+                pl.Series("response", [r for _, r in halves], dtype=dtype),
+            )
     # Texts given as chat messages, one row at a time with the line-by-line path's function.
     not_text: dict[str, pl.Series] = {}
     lead = []  # the prompts' PROMPT_LEAD, added beside the extras (a field of that name is one of them)

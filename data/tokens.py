@@ -157,18 +157,26 @@ def metric_available(metric: str, fields: frozenset[str], file_fields: tuple[str
     """Whether a per-token metric can be computed from the fields a response has (for a field of the
     trainer's own, ``file_column(name)``: whether the response has it)."""
     if is_file_metric(metric):
-        return metric[len(FILE_PREFIX) :] in file_fields
+        return file_field_of(metric) in file_fields
     return all(f in fields for f in METRIC_FIELDS.get(metric, ()))
+
+
+def file_field_of(metric: str | None) -> str | None:
+    """The per-token field of the trainer's own that a metric names (``file_column(name)``), else None."""
+    if isinstance(metric, str) and metric.startswith(FILE_PREFIX) and len(metric) > len(FILE_PREFIX):
+        return metric[len(FILE_PREFIX) :]
+    return None
 
 
 def is_file_metric(metric: str | None) -> bool:
     """Whether a metric names a per-token field of the trainer's own (``file_column(name)``)."""
-    return isinstance(metric, str) and metric.startswith(FILE_PREFIX) and len(metric) > len(FILE_PREFIX)
+    return file_field_of(metric) is not None
 
 
 def metric_label(metric: str) -> str:
     """The label of a metric of the token page, a field of the trainer's own included."""
-    return file_label(metric[len(FILE_PREFIX) :]) if is_file_metric(metric) else label(metric)
+    name = file_field_of(metric)
+    return label(metric) if name is None else file_label(name)
 
 
 def pad_shown_expr() -> pl.Expr:
@@ -190,15 +198,16 @@ def hover_metrics(fields: frozenset[str]) -> list[str]:
 ALIGN_SLACK = 1
 
 
-def _file_field_lengths(row: pl.DataFrame) -> tuple[dict[str, int], int]:
-    """The lengths of the per-token fields of the trainer's own that a one-row response frame has a value
-    of (see ``schema.trainer_token_fields``), and the length of its longest token array of the contract's."""
+def _sort_file_fields(row: pl.DataFrame) -> tuple[tuple[str, ...], tuple[tuple[str, int, int], ...]]:
+    """:func:`file_fields` and :func:`overlong_file_fields` of a one-row response frame, from one look at
+    the lengths of its lists."""
     one = row.head(1)
     lengths = {c: one.get_column(c).list.len().item() for c in trainer_token_fields(one, with_values=True)}
     tokens = max(
         (one.get_column(c).list.len().item() or 0 for c in TOKEN_COLUMNS if c in one.columns), default=0
     )
-    return lengths, tokens
+    fit = tuple(c for c, n in lengths.items() if not tokens or n <= tokens + ALIGN_SLACK)
+    return fit, tuple((c, n, tokens) for c, n in lengths.items() if c not in fit)
 
 
 def file_fields(row: pl.DataFrame) -> tuple[str, ...]:
@@ -206,15 +215,13 @@ def file_fields(row: pl.DataFrame) -> tuple[str, ...]:
     its tokens: not longer than its token arrays by more than ``ALIGN_SLACK`` (a field over the prompt and
     the response, such as ``input_ids`` or ``attention_mask``, would be drawn against the wrong tokens; see
     :func:`overlong_file_fields`). With no token array of the contract's, all of them."""
-    lengths, tokens = _file_field_lengths(row)
-    return tuple(c for c, n in lengths.items() if not tokens or n <= tokens + ALIGN_SLACK)
+    return _sort_file_fields(row)[0]
 
 
 def overlong_file_fields(row: pl.DataFrame) -> tuple[tuple[str, int, int], ...]:
     """``(name, values, tokens)`` of each per-token field of the trainer's own that :func:`file_fields`
     leaves out for being longer than the response's token arrays."""
-    lengths, tokens = _file_field_lengths(row)
-    return tuple((c, n, tokens) for c, n in lengths.items() if tokens and n > tokens + ALIGN_SLACK)
+    return _sort_file_fields(row)[1]
 
 
 def file_label(name: str) -> str:
@@ -332,17 +339,10 @@ def build_view(row: pl.DataFrame, scalars: pl.DataFrame, pad_tokens: tuple[str, 
     lists = {c for c, t in row.schema.items() if isinstance(t, pl.List)}
     info = {k: v for k, v in row.row(0, named=True).items() if k not in TOKEN_COLUMNS and k not in lists}
     fields = present_fields(row.row(0, named=True))
-    of_file = file_fields(row)
+    of_file, overlong = _sort_file_fields(row)
     tokens = token_frame(row, pad_tokens, of_file)
     nav = neighbours(scalars, info.get("sample_id"), info.get("step"))
-    return TokenView(
-        info=info,
-        tokens=tokens,
-        fields=fields,
-        nav=nav,
-        file_fields=of_file,
-        overlong=overlong_file_fields(row),
-    )
+    return TokenView(info=info, tokens=tokens, fields=fields, nav=nav, file_fields=of_file, overlong=overlong)
 
 
 @lru_cache(maxsize=32)
@@ -389,8 +389,8 @@ __all__ = [
     "build_view",
     "decode_expr",
     "decode_token",
+    "file_field_of",
     "file_fields",
-    "overlong_file_fields",
     "file_label",
     "first_sample",
     "hover_metrics",
@@ -398,6 +398,7 @@ __all__ = [
     "metric_available",
     "metric_label",
     "neighbours",
+    "overlong_file_fields",
     "pad_shown_expr",
     "present_fields",
     "scale_range",

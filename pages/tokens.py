@@ -33,13 +33,13 @@ from data.metrics import METRICS, file_column, label
 from data.service import board
 from data.tokens import (
     DEFAULT_METRIC,
-    FILE_PREFIX,
     HOVER_METRICS,
     METRIC_FIELDS,
     STRIP_METRICS,
     TOP_K,
     TokensState,
     TokenView,
+    file_field_of,
     file_label,
     first_sample,
     hover_metrics,
@@ -131,9 +131,7 @@ def _controls(
     options += [{"label": file_label(f), "value": file_column(f)} for f in file_fields]
     if is_file_metric(state.metric) and state.metric not in {o["value"] for o in options}:
         why = (
-            "longer than the response"
-            if state.metric[len(FILE_PREFIX) :] in overlong
-            else "not in this response"
+            "longer than the response" if file_field_of(state.metric) in overlong else "not in this response"
         )
         gone = f"{metric_label(state.metric)} ({why})"
         options.append({"label": gone, "value": state.metric, "disabled": True})
@@ -320,10 +318,11 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
     metric = state.metric
     if not metric_available(metric, fields, view.file_fields):
         fallback = next((m for m in STRIP_METRICS if metric_available(m, fields)), None)
-        if is_file_metric(metric) and metric[len(FILE_PREFIX) :] in overlong:
-            lack = f"{file_label(metric[len(FILE_PREFIX) :])} is longer than the response"
-        elif is_file_metric(metric):
-            lack = f"This response has no per-token field {metric[len(FILE_PREFIX) :]!r} of the trainer"
+        name = file_field_of(metric)
+        if name in overlong:
+            lack = f"{file_label(name)} is longer than the response"
+        elif name is not None:
+            lack = f"This response has no per-token field {name!r} of the trainer"
         else:
             lack = (
                 f"{label(metric)} needs {', '.join(METRIC_FIELDS[metric])}, which this response does not have"

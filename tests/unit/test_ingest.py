@@ -1490,7 +1490,13 @@ def test_ingest059_nemo_rl_batch_of_one(tmp_path, monkeypatch, path):
             "input_lengths": [3],
             "idx": 1,
         },
-        {"content": [["only"]], "rewards": [0.5], "generation_logprobs": [[0.0]], "input_lengths": [1], "idx": 2},
+        {
+            "content": [["only"]],
+            "rewards": [0.5],
+            "generation_logprobs": [[0.0]],
+            "input_lengths": [1],
+            "idx": 2,
+        },
     ]
     if path == "fast":
         _no_slow_path(monkeypatch)
