@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -84,6 +85,30 @@ def fixtures_dir() -> Path:
     return FIXTURES_DIR
 
 
+@pytest.fixture(scope="session")
+def contract_root(fixtures_dir) -> Path:
+    """A rollout root holding copies of the fixture runs written in this project's contract (the app's root
+    in tests); the trainers' own dumps beside them in ../shared/fixtures are tested on their own."""
+    return CONTRACT_ROOT
+
+
+@pytest.fixture(autouse=True)
+def _free_dash_port():
+    """Each `dash_duo` server on a port free right now, so two checkouts can run the suite at once
+    (dash[testing] counts up from a fixed 58050)."""
+    from dash.testing.application_runners import BaseDashRunner
+
+    BaseDashRunner._next_port = free_port()
+    yield
+
+
+def free_port() -> int:
+    """A loopback TCP port that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def pytest_configure(config):
     # selenium 4.2 calls `HTTPResponse.getheader`, deprecated by urllib3, on every WebDriver command: dozens of
     # identical warnings per browser test that bury the useful ones. (Warnings raised while plugins are
@@ -95,8 +120,14 @@ def pytest_configure(config):
 # `app.py` builds its app at import from RLBOARD_* variables: point it at the shared fixtures (or the demo
 # when they are absent) and at a throw-away cache before any test imports it.
 os.environ.setdefault("RLBOARD_CACHE_DIR", tempfile.mkdtemp(prefix="rlboard-test-cache-"))
+# Only the runs in the contract: the trainers' own dumps in ../shared/fixtures would change what the pages
+# show by default (the first run by name) and how many runs there are.
+CONTRACT_RUNS = ("rlloggingboard-eval-poem", "trl-grpo-small", "trl-ppo-small")
+CONTRACT_ROOT = Path(tempfile.mkdtemp(prefix="rlboard-test-root-"))
 if FIXTURES_DIR.is_dir():
-    os.environ.setdefault("RLBOARD_ROOT", str(FIXTURES_DIR))
+    for _run in CONTRACT_RUNS:
+        shutil.copytree(FIXTURES_DIR / _run, CONTRACT_ROOT / _run)
+    os.environ.setdefault("RLBOARD_ROOT", str(CONTRACT_ROOT))
 
 
 @pytest.fixture(scope="session")

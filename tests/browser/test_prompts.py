@@ -27,7 +27,7 @@ def _click(dash_duo, css):
 
 def test_prompts201_list_to_prompt_to_token_page(dash_duo, dash_app, fixtures_dir):
     """A prompt of the list opens its history; its first response's link opens that response's token page."""
-    dash_duo.start_server(dash_app, port=8096)
+    dash_duo.start_server(dash_app)
     dash_duo.wait_for_page(f"{dash_duo.server_url}/prompts?run={POEM}")
     dash_duo.wait_for_contains_text("#prompts-summary", "128 prompts", timeout=30)
     _click(dash_duo, "#prompts-table .prompts-row-link")
@@ -44,7 +44,7 @@ def test_prompts201_list_to_prompt_to_token_page(dash_duo, dash_app, fixtures_di
 
 def test_prompts202_never_preset_and_back(dash_duo, dash_app, fixtures_dir):
     """The never-beat preset writes view=never without a reload; Back returns to all prompts."""
-    dash_duo.start_server(dash_app, port=8097)
+    dash_duo.start_server(dash_app)
     dash_duo.wait_for_page(f"{dash_duo.server_url}/prompts?run=trl-ppo-small")
     dash_duo.wait_for_element("#prompts-explain", timeout=30)
     dash_duo.wait_for_contains_text("#prompts-pager", "of 400 prompts")

@@ -21,9 +21,9 @@ def _wait_url(dash_duo, pred, timeout=30):
     WebDriverWait(dash_duo.driver, timeout).until(lambda d: pred(_query(dash_duo)))
 
 
-def _open(dash_duo, dash_app, port, path):
+def _open(dash_duo, dash_app, path):
     """Start the app and open ``path`` directly (not the runs page first: it is slower to render)."""
-    dash_duo.start_server(dash_app, navigate=False, port=port)
+    dash_duo.start_server(dash_app, navigate=False)
     dash_duo.wait_for_page(f"{dash_duo.server.url.rstrip('/')}{path}")
 
 
@@ -52,7 +52,7 @@ def _bar_paths(dash_duo):
 
 def test_reward101_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_dir):
     """Clicking a reward bar of step 5 shows a link whose URL carries run, step and the bar's interval."""
-    _open(dash_duo, dash_app, 8071, "/reward?run=trl-ppo-small&step=5")
+    _open(dash_duo, dash_app, "/reward?run=trl-ppo-small&step=5")
     bar = _bar_paths(dash_duo)[0]
     ActionChains(dash_duo.driver).move_to_element(bar).click().perform()
     dash_duo.wait_for_contains_text("#reward-drill", "Show the", timeout=30)
@@ -76,7 +76,7 @@ def test_reward101_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_di
 
 def test_reward102_controls_write_url_and_back_forward_restore(dash_duo, dash_app, fixtures_dir):
     """Next step and band choice update the URL without reloading; Back and Forward restore both views."""
-    _open(dash_duo, dash_app, 8072, "/reward?run=trl-grpo-small&step=3")
+    _open(dash_duo, dash_app, "/reward?run=trl-grpo-small&step=3")
     dash_duo.wait_for_text_to_equal("#reward-step-text", "step 3 · 3 of 25", timeout=30)
     dash_duo.driver.execute_script("window.__marker = 1;")  # survives only without a reload
     dash_duo.find_element("#reward-next").click()
@@ -106,7 +106,7 @@ def test_reward102_controls_write_url_and_back_forward_restore(dash_duo, dash_ap
 def test_reward103_run_without_token_fields_and_bad_params(dash_duo, dash_app, fixtures_dir):
     """The poem run (no token fields) renders with notes instead of KL and token length; step=abc gives a
     visible notice; clicking a curve point selects that step."""
-    _open(dash_duo, dash_app, 8073, "/reward?run=rlloggingboard-eval-poem&step=abc")
+    _open(dash_duo, dash_app, "/reward?run=rlloggingboard-eval-poem&step=abc")
     dash_duo.wait_for_contains_text("#reward-notices", "Ignored step='abc'", timeout=30)
     dash_duo.wait_for_contains_text("#reward-curve-kl-note", "No per-token log-probs")
     dash_duo.wait_for_contains_text("#reward-curve-length-note", "characters")

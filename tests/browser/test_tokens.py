@@ -20,8 +20,8 @@ STRIP = "#tokens-strip"
 STRIP_BUDGET_MS = 3000
 
 
-def _open(dash_duo, dash_app, port, path):
-    dash_duo.start_server(dash_app, navigate=False, port=port)
+def _open(dash_duo, dash_app, path):
+    dash_duo.start_server(dash_app, navigate=False)
     dash_duo.wait_for_page(f"{dash_duo.server.url.rstrip('/')}{path}")
 
 
@@ -59,7 +59,7 @@ def test_tokens201_strip_tokens_and_hover_values(dash_duo, dash_app, fixtures_di
     """PPO rank1:136 shows its 16 visible tokens; hovering position 5 lists its values; hovering a chart
     point outlines the same token in the strip."""
     sid = sample_id("rank1.jsonl", 136)
-    _open(dash_duo, dash_app, 8651, f"/tokens?run=trl-ppo-small&sample={sid}")
+    _open(dash_duo, dash_app, f"/tokens?run=trl-ppo-small&sample={sid}")
     assert _strip_filled(dash_duo) == 16
     text = dash_duo.find_element(STRIP).text
     assert text.startswith(" is rather happy although we will a goodarming .")
@@ -111,7 +111,7 @@ def test_tokens202_model_text_is_text(dash_duo, dash_app, board_root, tmp_path):
     run.mkdir(parents=True)
     (run / "data.jsonl").write_text(json.dumps(record) + "\n")
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
-    _open(dash_duo, dash_app, 8652, f"/tokens?run=html-run&sample={sample_id('data.jsonl', 1)}")
+    _open(dash_duo, dash_app, f"/tokens?run=html-run&sample={sample_id('data.jsonl', 1)}")
     assert _strip_filled(dash_duo) == 6  # the eos is a pad-list token kept: it carries the reward
     d = dash_duo.driver
     assert d.find_element("css selector", "#tokens-text-prompt").text == f"Say {script} and {img}"
@@ -134,7 +134,7 @@ def test_tokens203_metric_writes_url_and_back_restores(dash_duo, dash_app, fixtu
     """Choosing a metric recolours the strip and writes metric= without a reload; Back restores KL; next
     opens the following response of the step."""
     sid = sample_id("rank0.jsonl", 1)
-    _open(dash_duo, dash_app, 8653, f"/tokens?run=trl-grpo-small&sample={sid}")
+    _open(dash_duo, dash_app, f"/tokens?run=trl-grpo-small&sample={sid}")
     _strip_filled(dash_duo)
     dash_duo.wait_for_contains_text("#tokens-body .card-header", "KL (k3)", timeout=10)
     dash_duo.driver.execute_script("window.__marker = 1;")
@@ -165,7 +165,7 @@ def test_tokens204_long_response_renders_in_time(dash_duo, dash_app, board_root,
     sid = write_long_run(tmp_path / "root" / "long", tokens=4000)
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
     path = f"/tokens?run=long&sample={sid}"
-    _open(dash_duo, dash_app, 8654, path)  # first visit: ingest, browser caches
+    _open(dash_duo, dash_app, path)  # first visit: ingest, browser caches
     assert _strip_filled(dash_duo, timeout=60) == 4000
     dash_duo.driver.get(f"{dash_duo.server.url.rstrip('/')}{path}&metric=prob")
     assert _strip_filled(dash_duo, timeout=60) == 4000
@@ -182,7 +182,7 @@ def test_tokens205_colour_by_a_field_of_the_trainer(dash_duo, dash_app, fixtures
     colours the strip on a scale centred at 0 (the first token's advantage, -0.69, is red); a response
     without that field says so and falls back."""
     sid = sample_id("rank0.jsonl", 1)
-    _open(dash_duo, dash_app, 8655, f"/tokens?run=trl-ppo-small&sample={sid}")
+    _open(dash_duo, dash_app, f"/tokens?run=trl-ppo-small&sample={sid}")
     _strip_filled(dash_duo)
     dash_duo.select_dcc_dropdown("#tokens-metric", value="advantages (from the file)")
     WebDriverWait(dash_duo.driver, 20).until(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,17 +14,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import router_body
+from tests.conftest import free_port, router_body
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = ("/", "/reward", "/responses", "/tokens", "/prompts")
 RUN = "trl-ppo-small"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class GunicornServer:
@@ -100,9 +93,9 @@ class GunicornServer:
 
 
 @pytest.fixture(scope="module")
-def prefixed_server(fixtures_dir, tmp_path_factory):
+def prefixed_server(contract_root, tmp_path_factory):
     """gunicorn serving the fixture runs under /rlboard/ (as a reverse proxy passing the path through)."""
-    with GunicornServer(fixtures_dir, tmp_path_factory.mktemp("gunicorn-cache"), prefix="/rlboard/") as srv:
+    with GunicornServer(contract_root, tmp_path_factory.mktemp("gunicorn-cache"), prefix="/rlboard/") as srv:
         yield srv
 
 
