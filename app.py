@@ -22,7 +22,8 @@ from components import live as live_ui
 from components.layout import NAV_PAGES, nav_href, navbar
 from data import live, service
 from data.config import DEFAULT_ROOT, Settings, load_settings
-from data.viewstate import shown_run
+from data.views import paths
+from data.views.paths import shown_run
 
 HERE = Path(__file__).resolve().parent
 
@@ -98,7 +99,7 @@ def _pick_run(run, pathname, search):
     path, shown = _page_run(pathname, search)
     if not run or run == shown:
         return no_update
-    path = path if path != "/" else "/reward"
+    path = path if path != paths.RUNS else paths.REWARD
     return dash.get_relative_path(f"{path}?{urlencode({'run': run})}")
 
 

@@ -9,6 +9,7 @@ from dash.exceptions import DependencyException
 from flask import Flask, Response, jsonify
 
 from data import service
+from data.views import paths
 
 VERSION = "0.1.0"
 
@@ -24,7 +25,7 @@ def register(server: Flask, prefix: str) -> None:
     def healthz():
         return jsonify({"status": "ok", "version": VERSION, "runs": len(service.board().runs())})
 
-    @server.route(base + "/export")
+    @server.route(base + paths.EXPORT)
     def export():
         """The responses page's rows as a file: same query string as /responses, plus format=csv|jsonl."""
         from flask import request

@@ -16,7 +16,7 @@ import polars as pl
 
 from data.service import UnknownRun, board
 from data.store import open_store
-from data.viewstate import first, parse_search
+from data.views.codec import first, parse_search
 
 LIVE_KEY = "live"
 

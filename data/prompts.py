@@ -17,7 +17,9 @@ import polars as pl
 
 from data.cache import StoreKey
 from data.degeneration import length_ratio_from, step_length_medians, with_length_ratio
-from data.viewstate import encode, first, get_choice, get_int, shown_run, unknown_run_notice
+from data.views import paths
+from data.views.codec import encode, first, get_choice, get_int
+from data.views.paths import shown_run, unknown_run_notice
 
 # ---- definitions -----------------------------------------------------------------------------------------
 
@@ -582,8 +584,8 @@ class PromptsView:
         msgs: list[str] = []
         run = first(query, "run") or None
         if runs is not None:
-            asked, run = run, shown_run("/prompts", run, runs)
-            if notice := unknown_run_notice("/prompts", asked, run, runs):
+            asked, run = run, shown_run(paths.PROMPTS, run, runs)
+            if notice := unknown_run_notice(paths.PROMPTS, asked, run, runs):
                 msgs.append(notice)
         prompt = first(query, "prompt") or None
         if prompt is not None and not PROMPT_KEY_RE.fullmatch(prompt):

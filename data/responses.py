@@ -21,7 +21,7 @@ from data.export import parts_scan
 from data.live import LIVE_KEY
 from data.queries import QueryError, ResponseFilter, check_regex, sort_rows
 from data.store import TEXT_INDEX, RunStore, beside_store, part_name
-from data.viewstate import encode, first, get_bool, get_choice, get_float
+from data.views.codec import encode, first, get_bool, get_choice, get_float
 
 ALL_STEPS = "all"
 DEFAULT_SORT = "reward"

@@ -17,7 +17,7 @@ import polars as pl
 from data.cache import StoreKey
 from data.metrics import METRICS, TOKEN_COLUMNS, explode_tokens, file_column, label, token_metrics
 from data.schema import trainer_token_fields
-from data.viewstate import encode, first, get_bool, get_choice, parse_search
+from data.views.codec import encode, first, get_bool, get_choice, parse_search
 
 # Metrics a token can be coloured by, in the order of the metric picker.
 STRIP_METRICS = ("token_reward", "value", "prob", "ref_prob", "log_ratio", "kl", "value_error")

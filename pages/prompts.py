@@ -19,9 +19,10 @@ from components.layout import empty_state, fmt_num, no_runs_state, notices, prog
 from data import prompts
 from data.metrics import label
 from data.service import UnknownRun, board
-from data.viewstate import encode, parse_search
+from data.views import paths
+from data.views.codec import encode, parse_search
 
-dash.register_page(__name__, path="/prompts", name="Prompts", title="Prompts · RL Logging Board", order=4)
+dash.register_page(__name__, path=paths.PROMPTS, name="Prompts", title="Prompts · RL Logging Board", order=4)
 
 URL = "prompts-url"
 NOTICES = "prompts-notices"
@@ -69,11 +70,11 @@ def _store(run):
 
 
 def _href(view) -> str:
-    return dash.get_relative_path("/prompts" + view.to_query())
+    return dash.get_relative_path(paths.PROMPTS + view.to_query())
 
 
 def _tokens_href(run: str, sample_id: str) -> str:
-    return dash.get_relative_path("/tokens" + encode([("run", run), ("sample", sample_id)]))
+    return dash.get_relative_path(paths.TOKENS + encode([("run", run), ("sample", sample_id)]))
 
 
 def _tokens_hrefs(run: str, sample_ids: list[str]) -> list[str]:

@@ -39,10 +39,12 @@ from data.responses import (
     warm_text_index,
 )
 from data.service import UnknownRun, board
-from data.viewstate import parse_search, shown_run, unknown_run_notice
+from data.views import paths
+from data.views.codec import parse_search
+from data.views.paths import shown_run, unknown_run_notice
 
 dash.register_page(
-    __name__, path="/responses", name="Responses", title="Responses · RL Logging Board", order=2
+    __name__, path=paths.RESPONSES, name="Responses", title="Responses · RL Logging Board", order=2
 )
 
 URL = "responses-url"
@@ -72,9 +74,9 @@ def layout(**query):
     runs = board().runs()
     if not runs:
         return no_runs_state(board().root)
-    run = shown_run("/responses", query.get("run"), runs)
+    run = shown_run(paths.RESPONSES, query.get("run"), runs)
     if run is None:
-        notice = unknown_run_notice("/responses", query.get("run"), run, runs)
+        notice = unknown_run_notice(paths.RESPONSES, query.get("run"), run, runs)
         return html.Div([notices([notice], NOTICES), unknown_run_state()])
     store = board().store(run, wait=STORE_WAIT)
     if store is None:
@@ -93,7 +95,7 @@ def layout(**query):
             dcc.Location(id=URL, refresh=False),
             dcc.Store(id=VIEW, data=view.to_query()),
             dcc.Store(id=FILTER, data=view.filter_key()),
-            dcc.Store(id=TOKENS_BASE, data=dash.get_relative_path("/tokens")),
+            dcc.Store(id=TOKENS_BASE, data=dash.get_relative_path(paths.TOKENS)),
             notices(msgs, NOTICES),
             html.Div(
                 [
@@ -265,7 +267,7 @@ def _where(view: ResponsesView, steps: list[int]) -> str:
 def _tokens_href(view: ResponsesView, sample_id: str) -> str:
     back = view.with_(sample=sample_id).to_query().lstrip("?")
     return (
-        dash.get_relative_path("/tokens")
+        dash.get_relative_path(paths.TOKENS)
         + "?"
         + urlencode({"run": view.run, "sample": sample_id, "back": back})
     )
@@ -273,7 +275,7 @@ def _tokens_href(view: ResponsesView, sample_id: str) -> str:
 
 def _export_href(view: ResponsesView, fmt: str) -> str:
     base = view.with_(sample=None).to_query()
-    return dash.get_relative_path("/export") + (base + "&" if base else "?") + urlencode({"format": fmt})
+    return dash.get_relative_path(paths.EXPORT) + (base + "&" if base else "?") + urlencode({"format": fmt})
 
 
 def _view_from_controls(current: ResponsesView, steps, step, ranges: dict, q, loses, sort) -> ResponsesView:

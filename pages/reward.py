@@ -20,18 +20,11 @@ from components.layout import fmt_num, no_runs_state, notices
 from data import curves
 from data.metrics import label
 from data.service import UnknownRun, board
-from data.viewstate import (
-    encode,
-    first,
-    get_bool,
-    get_choice,
-    get_int,
-    parse_search,
-    shown_run,
-    unknown_run_notice,
-)
+from data.views import paths
+from data.views.codec import encode, first, get_bool, get_choice, get_int, parse_search
+from data.views.paths import shown_run, unknown_run_notice
 
-dash.register_page(__name__, path="/reward", name="Reward", title="Reward · RL Logging Board", order=1)
+dash.register_page(__name__, path=paths.REWARD, name="Reward", title="Reward · RL Logging Board", order=1)
 
 URL = "reward-url"
 RUN = "reward-run"
@@ -85,8 +78,8 @@ class RewardView:
         """
         msgs: list[str] = []
         asked = first(query, "run")
-        run = shown_run("/reward", asked, runs)
-        if notice := unknown_run_notice("/reward", asked, run, runs):
+        run = shown_run(paths.REWARD, asked, runs)
+        if notice := unknown_run_notice(paths.REWARD, asked, run, runs):
             msgs.append(notice)
         step = get_int(query, "step", msgs)
         if step is not None and run is not None:
@@ -455,7 +448,7 @@ def _curves(run, step, band, zero, drawn):
 def drill_href(run: str, step: int, prefix: str, lo: float, hi: float | None) -> str:
     """The responses page for one bar: run, step and the bar's interval (``<prefix>_min``/``_max``)."""
     q = encode([("run", run), ("step", step), (f"{prefix}_min", lo), (f"{prefix}_max", hi)])
-    return dash.get_relative_path("/responses" + q)
+    return dash.get_relative_path(paths.RESPONSES + q)
 
 
 def _title(text: str) -> str:

@@ -13,8 +13,9 @@ from dash import Input, Output, callback, dcc, html
 from components.layout import fmt_num, no_runs_state, progress
 from data.service import board
 from data.store import run_files
+from data.views import paths
 
-dash.register_page(__name__, path="/", name="Runs", title="Runs · RL Logging Board", order=0)
+dash.register_page(__name__, path=paths.RUNS, name="Runs", title="Runs · RL Logging Board", order=0)
 
 RUNS_TABLE = "runs-table"
 RUNS_TICK = "runs-tick"
@@ -218,17 +219,17 @@ def runs_overview() -> html.Div:
                         html.Div(
                             [
                                 html.H5(
-                                    dcc.Link(name, href=dash.get_relative_path(f"/reward?run={name}")),
+                                    dcc.Link(name, href=dash.get_relative_path(f"{paths.REWARD}?run={name}")),
                                     className="mb-2 me-3",
                                 ),
                                 dcc.Link(
                                     "responses",
-                                    href=dash.get_relative_path(f"/responses?run={name}"),
+                                    href=dash.get_relative_path(f"{paths.RESPONSES}?run={name}"),
                                     className="small me-2",
                                 ),
                                 dcc.Link(
                                     "prompts",
-                                    href=dash.get_relative_path(f"/prompts?run={name}"),
+                                    href=dash.get_relative_path(f"{paths.PROMPTS}?run={name}"),
                                     className="small",
                                 ),
                             ],

@@ -52,9 +52,11 @@ from data.tokens import (
     top_tokens,
     visible_tokens,
 )
-from data.viewstate import parse_search, shown_run, unknown_run_notice
+from data.views import paths
+from data.views.codec import parse_search
+from data.views.paths import shown_run, unknown_run_notice
 
-dash.register_page(__name__, path="/tokens", name="Tokens", title="Tokens · RL Logging Board", order=3)
+dash.register_page(__name__, path=paths.TOKENS, name="Tokens", title="Tokens · RL Logging Board", order=3)
 
 URL = "tokens-url"
 VIEW = "tokens-view"  # canonical query string of the state the body shows
@@ -167,7 +169,7 @@ def _resolve(state: TokensState) -> tuple[TokensState, TokenView | None, str | N
     runs = b.runs()
     if not runs:
         return state, None, "no-runs"
-    run = shown_run("/tokens", state.run, runs)
+    run = shown_run(paths.TOKENS, state.run, runs)
     if run is None:
         return state, None, "unknown-run"
     state = replace(state, run=run)
@@ -190,14 +192,14 @@ def _body(state: TokensState, notes: list[str]) -> list:
     state, view, problem = _resolve(state)
     run = state.run
     hidden = _controls(state, None)
-    back_href = _href("/responses", "?" + (state.back or urlencode({"run": run or ""})))
+    back_href = _href(paths.RESPONSES, "?" + (state.back or urlencode({"run": run or ""})))
     if problem == "no-runs":
         return [
             hidden,
             no_runs_state(b.root),
         ]
     if problem == "unknown-run":
-        notice = unknown_run_notice("/tokens", run, None, b.runs())
+        notice = unknown_run_notice(paths.TOKENS, run, None, b.runs())
         return [hidden, notices([*notes, notice], NOTICES), unknown_run_state()]
     if problem == "ingesting":
         status = b.status(run)
@@ -225,7 +227,7 @@ def _nav(state: TokensState, view: TokenView, back_href: str) -> html.Div:
     def link(text, sample, id_):
         if sample is None:
             return dbc.Button(text, id=id_, size="sm", color="secondary", outline=True, disabled=True)
-        href = _href("/tokens", replace(state, sample=sample).to_query())
+        href = _href(paths.TOKENS, replace(state, sample=sample).to_query())
         return dcc.Link(dbc.Button(text, size="sm", color="secondary", outline=True), href=href, id=id_)
 
     where = (

@@ -13,7 +13,7 @@ from data import prompts
 from data.ingest import ingest_run
 from data.metrics import prompt_key_text
 from data.store import open_store
-from data.viewstate import parse_search
+from data.views.codec import parse_search
 
 PADS = ("<pad>", "<|endoftext|>")
 

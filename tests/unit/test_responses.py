@@ -24,7 +24,7 @@ from data.responses import (
     table_columns,
 )
 from data.store import open_store, sample_id
-from data.viewstate import parse_search
+from data.views.codec import parse_search
 
 PADS = ("<pad>", "<|endoftext|>")
 # line: (step, reward, ref_reward, prompt, response). Lines 1-10 are step 1, lines 11-12 step 2.

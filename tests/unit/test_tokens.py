@@ -29,7 +29,7 @@ from data.tokens import (
     top_tokens,
     visible_tokens,
 )
-from data.viewstate import parse_search
+from data.views.codec import parse_search
 
 LIST_SCHEMA = {
     "response_tokens": pl.List(pl.String),

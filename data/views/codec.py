@@ -8,7 +8,7 @@ falls back to the default and adds a readable notice.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qs, urlencode
 
 
@@ -23,36 +23,6 @@ def first(query: Mapping, key: str) -> str | None:
     if isinstance(v, list | tuple):
         v = v[0] if v else None
     return None if v is None else str(v)
-
-
-# Pages that show one run: the first run when the URL names none. Of these, the reward and prompts pages
-# also show the first run (with a notice) when the URL names a run that is not under the root; the
-# responses and token pages show an error instead. Each page decides with shown_run, and so does the
-# shell's run picker.
-RUN_PAGES = ("/reward", "/responses", "/tokens", "/prompts")
-FALLBACK_PAGES = ("/reward", "/prompts")
-
-
-def shown_run(path: str, run: str | None, runs: Collection[str]) -> str | None:
-    """The run that page ``path`` (without the URL prefix) shows for URL parameter ``run``, or None when it
-    shows none (the runs page, no runs, or an error for an unknown run). ``runs``: in the board's order."""
-    if run in runs:
-        return run
-    if runs and path in RUN_PAGES and (not run or path in FALLBACK_PAGES):
-        return next(iter(runs))
-    return None
-
-
-def unknown_run_notice(path: str, asked: str | None, shown: str | None, runs: Collection[str]) -> str | None:
-    """The notice for a URL whose run ``asked`` page ``path`` does not show (``shown``: the run it shows
-    instead, see :func:`shown_run`), or None when it shows the run asked for (or none was asked: an empty
-    ``run=`` asks for none, as :func:`shown_run` takes it)."""
-    if not asked or asked == shown:
-        return None
-    if path in FALLBACK_PAGES:
-        instead = f" Showing {shown!r}." if shown else ""
-        return f"Unknown run {asked!r}: it is not one of the runs under the rollout root.{instead}"
-    return f"Unknown run {asked!r}: choose one of {', '.join(runs)}."
 
 
 def get_int(query: Mapping, key: str, notices: list[str], default: int | None = None) -> int | None:
