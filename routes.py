@@ -5,6 +5,8 @@ Each route takes its input from the query string and goes through ``data`` like 
 
 from __future__ import annotations
 
+import itertools
+
 from dash.exceptions import DependencyException
 from flask import Flask, Response, jsonify
 
@@ -31,15 +33,22 @@ def register(server: Flask, prefix: str) -> None:
         from flask import request
 
         from data.export import FORMATS, export_stream
+        from data.queries import QueryError
         from data.responses import ExportError, export_plan
 
         try:
             plan = export_plan(service.board(), request.args.to_dict(flat=False), FORMATS)
+            chunks = export_stream(plan.store, plan.flt, plan.fmt, plan.sort, plan.descending, plan.seconds)
+            # The first chunk before the status line: a text search that is stopped answers 400, not a
+            # 200 with a cut-off body.
+            first = next(chunks, b"")
         except ExportError as e:
             return Response(e.message + "\n", status=e.status, mimetype="text/plain")
-        chunks = export_stream(plan.store, plan.flt, plan.fmt, plan.sort, plan.descending)
+        except QueryError as e:
+            return Response(f"{e}\n", status=400, mimetype="text/plain")
         disposition = f'attachment; filename="{plan.filename}"'
-        return Response(chunks, mimetype=FORMATS[plan.fmt], headers={"Content-Disposition": disposition})
+        body = itertools.chain([first], chunks)
+        return Response(body, mimetype=FORMATS[plan.fmt], headers={"Content-Disposition": disposition})
 
     @server.errorhandler(DependencyException)
     def _unknown_component_file(_e):

@@ -3,6 +3,7 @@
 Nothing in this package imports Dash.
 """
 
-from data.config import configure_allocator
+from data.config import configure_allocator, configure_regex_limit
 
 configure_allocator()
+configure_regex_limit()

@@ -30,6 +30,23 @@ def configure_allocator(environ=None) -> None:
     environ.setdefault(name, value)
 
 
+# Polars runs a regex search with Rust's regex crate: matching is linear in the text, but its cost per byte
+# grows with the compiled pattern, which the crate caps at ~10 MiB by default: ((a{50}){50}){50} (4.2 MiB
+# compiled) took minutes over 1 MB texts. Capped at 1 MiB: \w{20} (~1 MiB) and (?s).{1000} still pass, a
+# costlier pattern is refused at once with a message. Polars reads the variable when a thread first compiles
+# a regex, so it is set before any query runs (and passed on to the search helpers, see data/bounded.py).
+REGEX_SIZE_LIMIT = ("POLARS_REGEX_SIZE_LIMIT", 1 << 20)
+# Seconds a text search may take before it is stopped (RLBOARD_SEARCH_SECONDS).
+DEFAULT_SEARCH_SECONDS = 10.0
+
+
+def configure_regex_limit(environ=None) -> None:
+    """Set :data:`REGEX_SIZE_LIMIT` (always: a limit inherited from elsewhere must not lift the board's)."""
+    environ = os.environ if environ is None else environ
+    name, value = REGEX_SIZE_LIMIT
+    environ[name] = str(value)
+
+
 def _default_cache_dir() -> Path:
     return Path(tempfile.gettempdir()) / "rlboard-cache"
 
@@ -51,6 +68,8 @@ class Settings:
     # Served under a sub-path behind a reverse proxy, e.g. "/rlboard/".
     url_prefix: str = "/"
     demo: bool = True
+    # Seconds a text search (a regular expression over prompts and responses) may take before it is stopped.
+    search_seconds: float = DEFAULT_SEARCH_SECONDS
 
     def with_overrides(self, **kw) -> Settings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
@@ -96,6 +115,8 @@ def load_settings(environ=None, **overrides) -> Settings:
         env_values["url_prefix"] = normalize_prefix(v)
     if (v := _env("RLBOARD_DEMO", environ)) is not None:
         env_values["demo"] = v.lower() not in ("0", "false", "no", "off")
+    if (v := _env("RLBOARD_SEARCH_SECONDS", environ)) is not None:
+        env_values["search_seconds"] = float(v)
     s = s.with_overrides(**env_values)
     if "pad_tokens" in overrides and isinstance(overrides["pad_tokens"], str):
         overrides["pad_tokens"] = parse_pad_tokens(overrides["pad_tokens"])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
+from data.config import DEFAULT_SEARCH_SECONDS
 from data.queries import ResponseFilter, sort_rows, text_match
 from data.store import RunStore
 
@@ -53,12 +54,18 @@ def parts_scan(store: RunStore) -> pl.LazyFrame:
 
 
 def select_rows(
-    store: RunStore, flt: ResponseFilter, sort: str | None = None, descending: bool = False
+    store: RunStore,
+    flt: ResponseFilter,
+    sort: str | None = None,
+    descending: bool = False,
+    seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> pl.LazyFrame:
-    """Scalars of the responses matching ``flt``, sorted by ``sort`` (default: step, then file and line)."""
+    """Scalars of the responses matching ``flt``, sorted by ``sort`` (default: step, then file and line).
+    A text search runs here, within ``seconds`` (raises :class:`data.queries.SearchStopped` after)."""
     lf = store.scalars().lazy().filter(flt.scalar_expr())
     if flt.q:
-        lf = lf.join(text_match(parts_scan(store), flt.q, flt.step), on="sample_id", how="semi")
+        hits = text_match(parts_scan(store), flt.q, flt.step, seconds)
+        lf = lf.join(hits.lazy(), on="sample_id", how="semi")
     if sort:
         return sort_rows(lf, sort, descending)
     return lf.sort("step", "source", "line")
@@ -75,10 +82,14 @@ def _with_texts(store: RunStore, batch: pl.DataFrame) -> pl.DataFrame:
 
 
 def export_batches(
-    store: RunStore, flt: ResponseFilter, sort: str | None = None, descending: bool = False
+    store: RunStore,
+    flt: ResponseFilter,
+    sort: str | None = None,
+    descending: bool = False,
+    seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> Iterator[pl.DataFrame]:
     """Frames of export rows (``EXPORT_COLUMNS`` present in the store, extras, then texts), in order."""
-    lf = select_rows(store, flt, sort, descending)
+    lf = select_rows(store, flt, sort, descending, seconds)
     names = lf.collect_schema().names()
     extras = [c for c in store.extra_columns() if c in names]
     cols = [c for c in EXPORT_COLUMNS if c in names] + extras
@@ -123,9 +134,15 @@ def _spilled_batches(store: RunStore, rows: pl.DataFrame, cols: list[str]) -> It
 
 
 def export_stream(
-    store: RunStore, flt: ResponseFilter, fmt: str, sort: str | None = None, descending: bool = False
+    store: RunStore,
+    flt: ResponseFilter,
+    fmt: str,
+    sort: str | None = None,
+    descending: bool = False,
+    seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> Iterator[bytes]:
-    """Bytes of the export in ``fmt`` (``csv``, ``jsonl`` or ``parquet``), produced batch by batch."""
+    """Bytes of the export in ``fmt`` (``csv``, ``jsonl`` or ``parquet``), produced batch by batch; a text
+    search is given ``seconds`` (see :func:`select_rows`), before the first bytes."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (choose csv, jsonl or parquet)")
     if fmt == "parquet":
@@ -134,7 +151,7 @@ def export_stream(
 
         buf = io.BytesIO()
         writer = None
-        for batch in export_batches(store, flt, sort, descending):
+        for batch in export_batches(store, flt, sort, descending, seconds):
             table = batch.to_arrow()
             if writer is None:
                 writer = pq.ParquetWriter(buf, table.schema)
@@ -144,7 +161,7 @@ def export_stream(
         yield buf.getvalue()
         return
     first = True
-    for batch in export_batches(store, flt, sort, descending):
+    for batch in export_batches(store, flt, sort, descending, seconds):
         buf = io.BytesIO()
         if fmt == "csv":
             batch.write_csv(buf, include_header=first)

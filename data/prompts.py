@@ -16,6 +16,7 @@ from functools import lru_cache
 import polars as pl
 
 from data.cache import StoreKey
+from data.config import DEFAULT_SEARCH_SECONDS
 from data.degeneration import length_ratio_from, step_length_medians, with_length_ratio
 from data.views import paths
 from data.views.codec import encode, first, get_choice, get_int
@@ -340,21 +341,21 @@ def _from_file(v: StoreKey) -> bool:
 
 
 @lru_cache(maxsize=64)
-def _search(v: StoreKey, pattern: str) -> frozenset[str]:
+def _search(v: StoreKey, pattern: str, seconds: float) -> frozenset[str]:
     from data.export import parts_scan
     from data.metrics import prompt_key_text
+    from data.queries import search
 
     pads = tuple(v.store.manifest.data.get("pad_tokens", ()))
-    texts = (
+    lf = (
         parts_scan(v.store)
         .select("prompt_key", "prompt")
         .unique("prompt_key")
         .with_columns(prompt_key_text(pads).alias("prompt"))
         .filter(pl.col("prompt").str.contains(pattern))
         .select("prompt_key")
-        .collect()
     )
-    return frozenset(texts.get_column("prompt_key").to_list())
+    return frozenset(search(lf, pattern, seconds).get_column("prompt_key").to_list())
 
 
 _EMPTY_TABLE = {
@@ -409,16 +410,17 @@ def store_length_ratio(store, rows: pl.LazyFrame) -> pl.LazyFrame:
     return with_length_ratio(rows, step_medians(store).lazy())
 
 
-def search_prompts(store, pattern: str) -> frozenset[str]:
+def search_prompts(store, pattern: str, seconds: float = DEFAULT_SEARCH_SECONDS) -> frozenset[str]:
     """Keys of the prompts whose text (pads removed, stripped) matches the regular expression ``pattern``.
 
-    Raises :class:`data.queries.QueryError` for an invalid pattern. Reads the prompt column of the parts
-    once per (store version, pattern).
+    Raises :class:`data.queries.QueryError` for an invalid pattern (:class:`data.queries.SearchStopped` for a
+    search that takes more than ``seconds``). Reads the prompt column of the parts once per (store version,
+    pattern).
     """
     from data.queries import check_regex
 
     check_regex(pattern)
-    return _search(StoreKey(store), pattern)
+    return _search(StoreKey(store), pattern, seconds)
 
 
 def overview(table: pl.DataFrame) -> dict:

@@ -7,9 +7,13 @@ collect once. Everything that is shown ordered is sorted explicitly (Polars does
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, fields
 
 import polars as pl
+
+from data import bounded
+from data.config import REGEX_SIZE_LIMIT
 
 # Ranges a user can filter on: URL prefix -> column. Every range is half-open: min <= x < max.
 RANGE_COLUMNS = {
@@ -22,6 +26,13 @@ RANGE_COLUMNS = {
 
 class QueryError(ValueError):
     """A user-supplied query that cannot run (e.g. an invalid regular expression); the text is shown as is."""
+
+
+class SearchStopped(QueryError):
+    """A text search that did not finish within its time: it was stopped, and nothing it found is used."""
+
+
+STOPPED_HINT = "narrow it to one step, or make the pattern simpler"
 
 
 @dataclass(frozen=True)
@@ -80,18 +91,38 @@ def check_regex(pattern: str) -> None:
         # Polars appends the failing expression after the parser's "error: ..." line: show the latter.
         reason = [m.strip()[len("error:") :].strip() for m in msg if m.strip().startswith("error:")]
         detail = reason[0] if reason else (msg[-1] if msg else str(e))
+        if "exceeds size limit" in str(e):
+            limit = int(os.environ.get(REGEX_SIZE_LIMIT[0], REGEX_SIZE_LIMIT[1]))
+            raise QueryError(
+                f"regular expression {pattern!r} refused: compiled, it is larger than {limit // 1024} KiB "
+                "(the limit that keeps a search's cost bounded); use fewer or smaller repetitions"
+            ) from None
         raise QueryError(f"invalid regular expression {pattern!r}: {detail}") from None
 
 
-def text_match(parts: pl.LazyFrame, pattern: str, step: int | None) -> pl.LazyFrame:
-    """``sample_id`` of responses whose prompt or response matches ``pattern`` (checked first)."""
+def search(lf: pl.LazyFrame, pattern: str, seconds: float) -> pl.DataFrame:
+    """Collect ``lf``, a query that matches the user's regular expression ``pattern`` against texts, with a
+    bounded cost (in a helper process, see :mod:`data.bounded`); raises :class:`SearchStopped` after
+    ``seconds`` and :class:`QueryError` for a pattern Polars refuses."""
     check_regex(pattern)
+    try:
+        return bounded.collect(lf, seconds)
+    except bounded.Stopped:
+        raise SearchStopped(
+            f"the search for {pattern!r} was stopped after {seconds:g} s: {STOPPED_HINT}"
+        ) from None
+    except bounded.Failed as e:
+        raise QueryError(f"the search for {pattern!r} failed: {str(e).strip().splitlines()[0]}") from None
+
+
+def text_match(parts: pl.LazyFrame, pattern: str, step: int | None, seconds: float) -> pl.DataFrame:
+    """``sample_id`` of responses whose prompt or response matches ``pattern``, found within ``seconds``
+    (see :func:`search`)."""
     lf = parts.select("sample_id", "step", "prompt", "response")
     if step is not None:
         lf = lf.filter(pl.col("step") == step)
-    return lf.filter(
-        pl.col("prompt").str.contains(pattern) | pl.col("response").str.contains(pattern)
-    ).select("sample_id")
+    hit = pl.col("prompt").str.contains(pattern) | pl.col("response").str.contains(pattern)
+    return search(lf.filter(hit).select("sample_id"), pattern, seconds)
 
 
 def sort_rows(lf: pl.LazyFrame, column: str, descending: bool) -> pl.LazyFrame:

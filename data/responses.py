@@ -10,16 +10,19 @@ import functools
 import math
 import os
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import polars as pl
 
+from data import bounded
 from data.cache import StoreKey
+from data.config import DEFAULT_SEARCH_SECONDS
 from data.export import parts_scan
 from data.live import LIVE_KEY
-from data.queries import QueryError, ResponseFilter, check_regex, sort_rows
+from data.queries import QueryError, ResponseFilter, SearchStopped, check_regex, search, sort_rows
 from data.store import TEXT_INDEX, RunStore, beside_store, part_name
 from data.views.codec import encode, first, get_bool, get_choice, get_float
 
@@ -316,6 +319,7 @@ def warm_text_index(store: RunStore) -> None:
 
     def build():
         try:
+            bounded.warm()  # and a search helper, so that a first search need not start one
             text_index_files(store)
         finally:
             with _WARMING_LOCK:
@@ -324,9 +328,22 @@ def warm_text_index(store: RunStore) -> None:
     threading.Thread(target=build, name=f"text-index-{store.dir.name}", daemon=True).start()
 
 
+# Searches stopped at their deadline, by (store key, pattern, step): each grid block and the summary ask for
+# the same search, and a search that just took all its time is not run again before STOPPED_SECONDS.
+STOPPED_SECONDS = 60.0
+_STOPPED: dict[tuple, tuple[float, str]] = {}
+_STOPPED_LOCK = threading.Lock()
+
+
 @functools.lru_cache(maxsize=16)
-def _text_hits(key: StoreKey, pattern: str, step: int | None) -> pl.DataFrame:
-    """``(part, row)`` of the responses whose prompt or response matches (integers join faster than ids)."""
+def _text_hits(key: StoreKey, pattern: str, step: int | None, seconds: float) -> pl.DataFrame:
+    """``(part, row)`` of the responses whose prompt or response matches (integers join faster than ids),
+    found within ``seconds`` (raises :class:`data.queries.SearchStopped`)."""
+    memo = (key, pattern, step)
+    with _STOPPED_LOCK:
+        when, message = _STOPPED.get(memo, (None, ""))
+    if when is not None and time.monotonic() - when < STOPPED_SECONDS:
+        raise SearchStopped(message)
     if step is not None:
         # One step: the parts' row-group statistics skip every other step, so they are the faster source.
         lf = parts_scan(key.store).select(*TEXT_INDEX_COLUMNS).filter(pl.col("step") == step)
@@ -334,11 +351,18 @@ def _text_hits(key: StoreKey, pattern: str, step: int | None) -> pl.DataFrame:
         files = text_index_files(key.store)
         lf = pl.scan_ipc(files) if files else parts_scan(key.store).select(*TEXT_INDEX_COLUMNS)
     hit = pl.col("prompt").str.contains(pattern) | pl.col("response").str.contains(pattern)
-    return lf.filter(hit).select("part", "row").collect()
+    try:
+        return search(lf.filter(hit).select("part", "row"), pattern, seconds)
+    except SearchStopped as e:
+        with _STOPPED_LOCK:
+            if len(_STOPPED) > 64:
+                _STOPPED.clear()
+            _STOPPED[memo] = (time.monotonic(), str(e))
+        raise
 
 
 @functools.lru_cache(maxsize=16)
-def _order(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool) -> Order:
+def _order(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, seconds: float) -> Order:
     df = key.store.scalars()
     if df.height == 0 or "step" not in df.columns:
         return Order(pl.Series("i", [], dtype=pl.UInt32), 0, None)
@@ -346,7 +370,7 @@ def _order(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool) -> O
     scope = base.filter(pl.col("step") == flt.step) if flt.step is not None else base
     lf = base.filter(flt.scalar_expr())
     if flt.q:
-        lf = lf.join(_text_hits(key, flt.q, flt.step).lazy(), on=["part", "row"], how="semi")
+        lf = lf.join(_text_hits(key, flt.q, flt.step, seconds).lazy(), on=["part", "row"], how="semi")
     out = sort_rows(lf, sort, descending).select("__i", "reward").collect()
     n_scope = scope.select(pl.len()).collect().item()
     rewards = out.get_column("reward")
@@ -355,18 +379,31 @@ def _order(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool) -> O
     return Order(out.get_column("__i"), int(n_scope), None if mean is None else float(mean))
 
 
-def ordered(store: RunStore, flt: ResponseFilter, sort: str, descending: bool) -> Order:
-    """The cached :class:`Order` of ``flt`` sorted by ``sort`` (ties by ``sample_id``); raises QueryError."""
+def ordered(
+    store: RunStore,
+    flt: ResponseFilter,
+    sort: str,
+    descending: bool,
+    seconds: float = DEFAULT_SEARCH_SECONDS,
+) -> Order:
+    """The cached :class:`Order` of ``flt`` sorted by ``sort`` (ties by ``sample_id``); raises QueryError
+    (:class:`data.queries.SearchStopped` for a text search that took more than ``seconds``)."""
     if flt.q:
         check_regex(flt.q)
-    return _order(StoreKey(store), flt, sort, descending)
+    return _order(StoreKey(store), flt, sort, descending, seconds)
 
 
 def page_rows(
-    store: RunStore, flt: ResponseFilter, sort: str, descending: bool, start: int, end: int
+    store: RunStore,
+    flt: ResponseFilter,
+    sort: str,
+    descending: bool,
+    start: int,
+    end: int,
+    seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> tuple[pl.DataFrame, int]:
     """Rows ``start:end`` of the ordered matches (table columns, previews and ``sample_id``) and the count."""
-    order = ordered(store, flt, sort, descending)
+    order = ordered(store, flt, sort, descending, seconds)
     start, end = max(0, start), max(0, min(end, order.count))
     metrics, extras = table_columns(store)
     cols = ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS]
@@ -439,13 +476,15 @@ class ExportPlan:
     descending: bool
     fmt: str
     filename: str
+    seconds: float = DEFAULT_SEARCH_SECONDS  # a text search's time
 
 
 def _strict(notice: str) -> str:
     """A page notice ("Ignored x=…: why, fallback") as an export error ("bad parameter x=…: why")."""
     text = notice.removeprefix("Ignored ").split(": showing ")[0].removesuffix(REGEX_FALLBACK)
     text = text.rstrip(".") + "."
-    return text if text.startswith(("unknown parameter", "invalid regular")) else "bad parameter " + text
+    kept = ("unknown parameter", "invalid regular", "regular expression")
+    return text if text.startswith(kept) else "bad parameter " + text
 
 
 def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
@@ -477,4 +516,6 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
     flt = view.response_filter(steps)
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run)
     where = "all" if flt.step is None else f"step{flt.step}"
-    return ExportPlan(store, flt, view.sort, view.descending, fmt, f"{safe}-{where}.{fmt}")
+    return ExportPlan(
+        store, flt, view.sort, view.descending, fmt, f"{safe}-{where}.{fmt}", board.settings.search_seconds
+    )

@@ -18,6 +18,7 @@ from components import prompt_views as pv
 from components.layout import empty_state, fmt_num, no_runs_state, notices, progress
 from data import prompts
 from data.metrics import label
+from data.queries import QueryError
 from data.service import UnknownRun, board
 from data.views import paths
 from data.views.codec import encode, parse_search
@@ -275,7 +276,11 @@ def _list_content(store, view):
     info = prompts.overview(table)
     keys = None
     if view.q:
-        keys = prompts.search_prompts(store, view.q)
+        try:
+            keys = prompts.search_prompts(store, view.q, board().settings.search_seconds)
+        except QueryError as e:  # stopped at its deadline: no prompt is shown as matching
+            msgs.append(f"{str(e)[:1].upper()}{str(e)[1:]}.")
+            keys = frozenset()
     rows = prompts.filter_prompts(table, view, keys)
     page_rows, page, pages = prompts.page_of(rows, view.page)
     if page != view.page and rows.height:

@@ -23,7 +23,7 @@ from components.tables import (
     text_panel,
 )
 from data.metrics import METRICS, label
-from data.queries import QueryError
+from data.queries import QueryError, SearchStopped
 from data.responses import (
     ALL_STEPS,
     RANGE_KEYS,
@@ -430,8 +430,9 @@ def _rows(request, view_data):
             view.descending,
             request["startRow"],
             request["endRow"],
+            board().settings.search_seconds,
         )
-    except QueryError:
+    except QueryError:  # an invalid regex is left out of the filter, so this is a stopped search: no rows
         return {"rowData": [], "rowCount": 0}
     rows = json_rows(df)
     for row in rows:
@@ -452,8 +453,16 @@ def _render(view_data):
     view, store, steps, _ = _decode(view_data)
     if store is None:
         return "", no_update, no_update, "", no_update
-    order = ordered(store, view.response_filter(steps), view.sort, view.descending)
-    summary = summary_line(order.count, order.scope, _where(view, steps), order.mean_reward, label("reward"))
+    try:
+        order = ordered(
+            store, view.response_filter(steps), view.sort, view.descending, board().settings.search_seconds
+        )
+        summary = summary_line(
+            order.count, order.scope, _where(view, steps), order.mean_reward, label("reward")
+        )
+        stopped = None
+    except SearchStopped as e:
+        summary, stopped = "No rows: the text search was stopped.", str(e)
     error = regex_error(view.q) if view.q else None
     texts = sample_texts(store, view.sample, board().settings.pad_tokens) if view.sample else None
     panel = text_panel(texts, _text_labels(), _tokens_href(view, view.sample) if texts else None)
@@ -461,6 +470,6 @@ def _render(view_data):
         summary,
         _export_href(view, "csv"),
         _export_href(view, "jsonl"),
-        f"{error}: not applied." if error else "",
+        f"{error}: not applied." if error else (f"{stopped[:1].upper()}{stopped[1:]}." if stopped else ""),
         panel,
     )

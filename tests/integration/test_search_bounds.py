@@ -1,0 +1,127 @@
+"""A text search has a bounded cost: a pattern too large once compiled is refused at once, a search that runs
+too long is stopped at its deadline with a message, and the server keeps answering meanwhile (real gunicorn,
+as the image runs it)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import requests
+
+from tests.integration.test_gunicorn import GunicornServer
+
+RUN = "long-texts"
+# Runs of 'a' one shorter than the pattern below: every position starts a near-match, which is what makes
+# a large compiled pattern slow on Rust's regex (92 s for one 1 MB text, measured before the bound).
+TEXT = ("a" * 9_999 + "b") * 100  # 1 MB
+SLOW = "(a{100}){100}"  # ~320 KiB compiled: under the size limit, so only the deadline stops it
+HUGE = "((a{50}){50}){50}"  # ~4 MiB compiled: refused before any search
+SECONDS = 3
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("root")
+    (root / RUN).mkdir()
+    lines = [
+        {"prompt": f"prompt {i}", "response": TEXT if i < 4 else f"short answer {i}", "reward": i, "step": 1}
+        for i in range(6)
+    ]
+    (root / RUN / "rank0.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    cache = tmp_path_factory.mktemp("cache")
+    with GunicornServer(root, cache, RLBOARD_SEARCH_SECONDS=SECONDS) as srv:
+        r = requests.get(
+            srv.base + "/export", params={"run": RUN, "step": "all", "format": "jsonl"}, timeout=60
+        )
+        assert r.status_code == 200 and r.text.count("\n") == 6
+        yield srv
+
+
+def test_search001_costly_regex_is_stopped_while_healthz_answers(server):
+    """Two exports with a pathological regex and one with a huge one, at once: the huge one is refused at
+    once, the slow ones answer 400 "stopped after 3 s" within the bound, and /healthz answers every probe
+    in under 2 s throughout; afterwards an ordinary search works (the helpers were replaced)."""
+    results: dict[str, tuple[int, str, float]] = {}
+
+    def export(name: str, q: str) -> None:
+        t0 = time.monotonic()
+        try:
+            r = requests.get(server.base + "/export", params={"run": RUN, "step": "all", "q": q}, timeout=60)
+            results[name] = (r.status_code, r.text, time.monotonic() - t0)
+        except requests.RequestException as e:
+            results[name] = (0, repr(e), time.monotonic() - t0)
+
+    threads = [
+        threading.Thread(target=export, args=(name, q))
+        for name, q in (("slow1", SLOW), ("slow2", SLOW), ("huge", HUGE))
+    ]
+    probes: list[tuple[int, float]] = []
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        t0 = time.monotonic()
+        try:
+            status = requests.get(server.base + "/healthz", timeout=2).status_code
+        except requests.RequestException:
+            status = 0
+        probes.append((status, time.monotonic() - t0))
+        time.sleep(0.2)
+    for t in threads:
+        t.join()
+
+    status, text, took = results["huge"]
+    assert status == 400 and "refused" in text and "1024 KiB" in text, results["huge"]
+    assert took < 5, took
+    for name in ("slow1", "slow2"):
+        status, text, took = results[name]
+        assert status == 400, (name, results[name][:2])
+        assert f"was stopped after {SECONDS} s" in text, text
+        # The deadline, plus a helper's start (Python and Polars) on a loaded machine.
+        assert took < SECONDS + 12, (name, took)
+    assert probes and all(s == 200 for s, _ in probes), probes
+    assert max(dt for _, dt in probes) < 2, probes
+
+    r = requests.get(server.base + "/export", params={"run": RUN, "step": "all", "q": "^short answer [45]$"})
+    assert r.status_code == 200 and r.text.count("\n") == 3, r.text[:300]
+
+
+def test_search002_stopped_search_on_the_responses_page(server):
+    """The responses page says the search was stopped (summary and under the search box) and shows no rows;
+    a refused pattern is a notice and is not applied."""
+    from tests.conftest import router_body
+
+    def render(q: str) -> dict:
+        body = {
+            "output": "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
+            "...responses-q-error.children...responses-text.children..",
+            "outputs": [
+                {"id": i, "property": p}
+                for i, p in (
+                    ("responses-summary", "children"),
+                    ("responses-export-csv", "href"),
+                    ("responses-export-jsonl", "href"),
+                    ("responses-q-error", "children"),
+                    ("responses-text", "children"),
+                )
+            ],
+            "inputs": [{"id": "responses-view", "property": "data", "value": f"?run={RUN}&step=all&q={q}"}],
+            "state": [],
+            "changedPropIds": ["responses-view.data"],
+        }
+        r = requests.post(server.base + "/_dash-update-component", json=body, timeout=60)
+        assert r.status_code == 200, r.text[:300]
+        return r.json()["response"]
+
+    got = render(SLOW)
+    assert got["responses-summary"]["children"] == "No rows: the text search was stopped."
+    assert got["responses-q-error"]["children"].startswith(f"The search for '{SLOW}' was stopped after 3 s")
+    page = requests.post(
+        server.base + "/_dash-update-component",
+        json=router_body("/responses", f"?run={RUN}&step=all&q={HUGE}"),
+        timeout=60,
+    )
+    assert page.status_code == 200
+    assert "refused: compiled, it is larger than 1024 KiB" in page.text
