@@ -37,6 +37,12 @@ TEXT_COLUMNS = ("prompt", "response", "ref_response")
 FORMATS = {"csv": "text/csv", "jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet"}
 BATCH = 2000
 SPILL_ROWS = 10000
+# CSV injection (OWASP): a spreadsheet runs a cell that starts with = + - @ TAB or CR as a formula. Such a
+# text cell is written with a leading single quote, which spreadsheets show as text and never evaluate; a
+# cell that is a plain number ("-0.5", a 64-bit-overflowing integer kept as its digits) stays as it is, and
+# numeric columns are numbers already.
+FORMULA_START = r"^[=+\-@\t\r]"
+PLAIN_NUMBER = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$"
 
 
 def parts_scan(store: RunStore) -> pl.LazyFrame:
@@ -133,6 +139,23 @@ def _spilled_batches(store: RunStore, rows: pl.DataFrame, cols: list[str]) -> It
                 yield chunk.slice(sub, BATCH).select(*cols, *TEXT_COLUMNS)
 
 
+def csv_safe(batch: pl.DataFrame) -> pl.DataFrame:
+    """``batch`` with every text cell (and column name) a spreadsheet would run as a formula prefixed with a
+    single quote (see :data:`FORMULA_START`); other cells unchanged."""
+    text = [c for c, t in batch.schema.items() if t == pl.String]
+    if text:
+        batch = batch.with_columns(
+            pl.when(pl.col(c).str.contains(FORMULA_START) & ~pl.col(c).str.contains(PLAIN_NUMBER))
+            .then(pl.lit("'") + pl.col(c))
+            .otherwise(pl.col(c))
+            .alias(c)
+            for c in text
+        )
+    names = pl.Series(batch.columns, dtype=pl.String)
+    risky = names.str.contains(FORMULA_START).to_list()
+    return batch.rename({c: "'" + c for c, r in zip(batch.columns, risky, strict=True) if r})
+
+
 def export_stream(
     store: RunStore,
     flt: ResponseFilter,
@@ -164,7 +187,7 @@ def export_stream(
     for batch in export_batches(store, flt, sort, descending, seconds):
         buf = io.BytesIO()
         if fmt == "csv":
-            batch.write_csv(buf, include_header=first)
+            csv_safe(batch).write_csv(buf, include_header=first)
         else:
             if batch.height:
                 batch.write_ndjson(buf)

@@ -114,3 +114,14 @@ def test_cli004_bad_arguments_exit_2_with_one_line(fixtures_dir, tmp_path):
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error:"), (args, p.stderr)
         assert "Traceback" not in p.stderr
+
+
+def test_cli005_export_csv_cells_never_start_a_formula(tmp_path):
+    """`export --format csv` neutralises formula cells as /export does (OWASP's single quote)."""
+    from tests.integration.test_export import check_formula_csv, formula_run
+
+    run = formula_run(tmp_path / "root")
+    out = tmp_path / "out.csv"
+    p = run_cli("export", str(run.parent), "--run", "formulas", "-o", str(out), cache=tmp_path / "cache")
+    assert p.returncode == 0, p.stderr
+    check_formula_csv(out.read_bytes().decode("utf-8"))

@@ -135,3 +135,60 @@ def test_export006_many_rows_spill_in_rank_buckets(client, monkeypatch):
     monkeypatch.setattr(export, "SPILL_ROWS", 150)
     spilled = client.get(query).data
     assert spilled == whole and len(whole.splitlines()) == 400
+
+
+# Cells a spreadsheet would run (OWASP's list: = + - @ TAB CR) in every place a text reaches the CSV.
+FORMULAS = ('=HYPERLINK("http://x")', "+1+2", "-2+3", "@SUM(A1)", "\tTAB", "\rCR")
+
+
+def formula_run(root):
+    """A run whose prompts, responses, extra values and an extra field's name start like formulas, beside
+    negative numbers (a negative reward, an extra number, a too-large negative integer kept as digits)."""
+    run = root / "formulas"
+    run.mkdir(parents=True)
+    lines = [
+        {
+            "prompt": f,
+            "response": FORMULAS[-1 - i],
+            "reward": -0.5 - i,
+            "step": 1,
+            "note": f,
+            "=cmd": "x",
+            "delta": -3,
+            "seed": -123456789012345678901234567890,
+        }
+        for i, f in enumerate(FORMULAS)
+    ]
+    (run / "rank0.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return run
+
+
+def check_formula_csv(text: str) -> None:
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    assert len(rows) == len(FORMULAS)
+    assert "'=cmd" in rows[0] and "=cmd" not in rows[0]
+    assert sorted(r["prompt"] for r in rows) == sorted("'" + f for f in FORMULAS)
+    assert sorted(r["response"] for r in rows) == sorted("'" + f for f in FORMULAS)
+    assert sorted(r["note"] for r in rows) == sorted("'" + f for f in FORMULAS)
+    # Numbers stay numbers: a spreadsheet reads them as such, and no formula starts with them.
+    assert sorted(float(r["reward"]) for r in rows) == sorted(-0.5 - i for i in range(len(FORMULAS)))
+    assert {r["delta"] for r in rows} == {"-3"}
+    assert {r["seed"] for r in rows} == {"-123456789012345678901234567890"}
+    assert {r["'=cmd"] for r in rows} == {"x"}
+    for r in rows:
+        for value in r.values():
+            assert not value.startswith(("=", "+", "@", "\t", "\r")), value
+            assert not value.startswith("-") or value.lstrip("-").replace(".", "").isdigit(), value
+
+
+def test_export007_csv_cells_never_start_a_formula(client, board_root, tmp_path):
+    """/export?format=csv prefixes a single quote to text cells and column names starting with = + - @ TAB
+    or CR (OWASP), and leaves negative numbers as numbers; JSON lines keep the texts as they are."""
+    formula_run(tmp_path / "root")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    r = client.get("/export?run=formulas&step=all&format=csv")
+    assert r.status_code == 200, r.data[:300]
+    check_formula_csv(r.data.decode("utf-8"))
+    r = client.get("/export?run=formulas&step=all&format=jsonl")
+    rows = [json.loads(x) for x in r.data.decode("utf-8").splitlines()]
+    assert sorted(x["prompt"] for x in rows) == sorted(FORMULAS) and "=cmd" in rows[0]
