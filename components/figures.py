@@ -185,6 +185,7 @@ def histogram_figure(
     ref_label: str | None = None,
     ref_color: str = "#495057",
     signed: bool = False,
+    discrete: bool = False,
     height: int = 300,
     empty_message: str = "No values at this step.",
 ) -> go.Figure:
@@ -195,29 +196,41 @@ def histogram_figure(
     the interval ``lo <= x < hi`` it stands for, with ``hi`` None for the last bar (``x >= lo``, the
     bounds of :func:`data.queries.bar_interval`), and the number of responses in it. Trace 1 (the
     reference) is drawn as outlined bars with the same ``customdata`` layout for its own counts.
-    With one distinct value in the run (edges ``[v, v]``) the single bar is drawn one unit wide around
-    ``v``. ``signed`` marks ``x = 0`` with a line. Empty ``bars`` -> :func:`empty_figure`.
+    ``discrete``: bar k holds the one value ``lo`` (few distinct values in the run): it is drawn centred
+    on ``lo``, 0.8 of the closest gap between two values wide, with the values as x ticks when they fit;
+    its ``customdata`` is still the whole interval. With one distinct value in the run (edges ``[v, v]``)
+    the single bar is drawn one unit wide around ``v``. Count ticks are whole numbers. ``signed`` marks
+    ``x = 0`` with a line. Empty ``bars`` -> :func:`empty_figure`.
     """
     if bars is None or bars.height == 0:
         return empty_figure(empty_message, height)
     rows = bars.sort("bin").to_dicts()
     last = len(rows) - 1
     total = sum(r["count"] for r in rows)
+    gaps = [float(r["hi"]) - float(r["lo"]) for r in rows if r["hi"] > r["lo"]]
+    bar_width = 0.8 * min(gaps) if discrete and gaps else None
 
     def geometry(rs):
         x, width, custom = [], [], []
         for k, r in enumerate(rs):
             lo, hi = float(r["lo"]), float(r["hi"])
             w = hi - lo if hi > lo else 1.0
-            x.append(lo + w / 2 if hi > lo else lo)
-            width.append(w)
+            if bar_width is not None:
+                x.append(lo)
+                width.append(bar_width)
+            else:
+                x.append(lo + w / 2 if hi > lo else lo)
+                width.append(w)
             custom.append([lo, None if k == last else hi, int(r["count"])])
         return x, width, custom
 
     def hover(name, custom, n_all):
         out = []
         for lo, hi, n in custom:
-            interval = f"≥ {_num(lo)}" if hi is None else f"[{_num(lo)}, {_num(hi)})"
+            if discrete:
+                interval = f"= {_num(lo)}"
+            else:
+                interval = f"≥ {_num(lo)}" if hi is None else f"[{_num(lo)}, {_num(hi)})"
             share = f" ({n / n_all:.1%})" if n_all else ""
             out.append(f"{name} {interval}: <b>{n}</b>{share}")
         return out
@@ -237,6 +250,7 @@ def histogram_figure(
         )
     ]
     has_ref = ref_bars is not None and ref_bars.height > 0
+    rcustom = []
     if has_ref:
         rx, rwidth, rcustom = geometry(ref_bars.sort("bin").to_dicts())
         data.append(
@@ -252,7 +266,20 @@ def histogram_figure(
                 name=ref_label or "reference",
             )
         )
+    top = max(c[2] for c in custom + (rcustom if has_ref else []))
     edges = [float(r["lo"]) for r in rows] + [float(rows[-1]["hi"])]
+    xaxis = dict(
+        title=dict(text=label),
+        range=_padded(edges),
+        zeroline=False,
+        unifiedhovertitle=dict(text="click for the responses"),
+    )
+    if bar_width is not None:
+        values = edges[:-1]
+        xaxis["range"] = [values[0] - bar_width, values[-1] + bar_width]
+        # One tick under each bar when the labels have room (about 1/12 of the axis each).
+        if len(values) <= 12 and min(gaps) >= (values[-1] - values[0]) / 12:
+            xaxis.update(tickmode="array", tickvals=values, ticktext=[_num(v) for v in values])
     shapes = []
     if signed and edges[0] < 0 < edges[-1]:
         shapes.append(
@@ -277,15 +304,20 @@ def histogram_figure(
             clickmode="event",
             showlegend=has_ref,
             shapes=shapes,
-            xaxis=dict(
-                title=dict(text=label),
-                range=_padded(edges),
-                zeroline=False,
-                unifiedhovertitle=dict(text="click for the responses"),
-            ),
-            yaxis=dict(title=dict(text="responses"), rangemode="tozero"),
+            xaxis=xaxis,
+            yaxis=dict(title=dict(text="responses"), rangemode="tozero", **count_ticks(top)),
         ),
     )
+
+
+def count_ticks(top: int) -> dict:
+    """Axis settings that put ticks on whole numbers only, about five of them up to ``top`` (a count):
+    Plotly's own choice for a top of 2 is 0, 0.5, 1, 1.5, 2 — half a response."""
+    step, k = 1, 0
+    while top / step > 6:
+        k += 1
+        step = (1, 2, 5)[k % 3] * 10 ** (k // 3)
+    return dict(tick0=0, dtick=step, tickformat="d")
 
 
 def _padded(edges: list[float]) -> list[float]:
@@ -304,6 +336,7 @@ def heatmap_figure(
     *,
     label: str,
     selected_step: int | None = None,
+    discrete: bool = False,
     height: int = 320,
     empty_message: str = "No values to show.",
 ) -> go.Figure:
@@ -311,16 +344,20 @@ def heatmap_figure(
 
     ``share`` and ``count`` are ``(bins, steps)`` arrays; the share is a sequential scale from 0. Hover
     shows the step, the bin's exact interval and its count; clicking gives ``clickData.points[0].x`` =
-    step. Bin labels follow :func:`histogram_figure` (half-open, the last one ``≥ lo``).
+    step. Bin labels follow :func:`histogram_figure` (half-open, the last one ``≥ lo``); with
+    ``discrete`` bins (bin k holds the one value ``edges[k]``) one row per value, labelled with it.
     """
     steps = np.asarray(steps)
     if len(edges) < 2 or steps.size == 0:
         return empty_figure(empty_message, height)
     nb = len(edges) - 1
-    labels = [
-        f"≥ {_num(edges[k])}" if k == nb - 1 else f"[{_num(edges[k])}, {_num(edges[k + 1])})"
-        for k in range(nb)
-    ]
+    if discrete:
+        labels = [_num(edges[k]) for k in range(nb)]
+    else:
+        labels = [
+            f"≥ {_num(edges[k])}" if k == nb - 1 else f"[{_num(edges[k])}, {_num(edges[k + 1])})"
+            for k in range(nb)
+        ]
     return _figure(
         [
             dict(
@@ -333,7 +370,10 @@ def heatmap_figure(
                 zmin=0,
                 colorbar=dict(title=dict(text="share", side="right"), tickformat=".0%", thickness=12),
                 hovertemplate=(
-                    "step %{x}<br>" + label + " %{y}<br>%{customdata} responses (%{z:.1%})<extra></extra>"
+                    "step %{x}<br>"
+                    + label
+                    + (" = %{y}" if discrete else " %{y}")
+                    + "<br>%{customdata} responses (%{z:.1%})<extra></extra>"
                 ),
                 xgap=0,
                 ygap=0,

@@ -14,7 +14,15 @@ import polars as pl
 
 from data.cache import StoreKey
 from data.metrics import METRICS, label
-from data.queries import histogram, histogram_edges, step_histograms
+from data.queries import (
+    MAX_DISCRETE_VALUES,
+    Bins,
+    discrete_edges,
+    distinct_values,
+    histogram,
+    histogram_edges,
+    step_histograms,
+)
 from data.store import RunStore
 
 # Spread bands of a curve: URL value -> UI text. All come from the store's per-step summary.
@@ -242,6 +250,16 @@ def edges_for(steps: pl.DataFrame, columns: tuple[str, ...]) -> list[float]:
     return histogram_edges(min(lows), max(highs))
 
 
+def bins_for(steps: pl.DataFrame, scalars: pl.DataFrame, columns: tuple[str, ...]) -> Bins:
+    """The run's :class:`~data.queries.Bins` for ``columns``: one bar per value when their values together
+    are few (:func:`data.queries.discrete_edges`, from the responses), else :func:`edges_for`."""
+    values = distinct_values(scalars.lazy(), columns, MAX_DISCRETE_VALUES)
+    edges = discrete_edges(values) if values is not None else None
+    if edges is not None:
+        return Bins(tuple(edges), discrete=True)
+    return Bins(tuple(edges_for(steps, columns)))
+
+
 def bars(scalars: pl.DataFrame, col: str, step: int, edges: list[float]) -> pl.DataFrame:
     """One step's histogram of ``col`` on ``edges``: ``bin, lo, hi, count`` for every bar, sorted by bin.
 
@@ -258,15 +276,19 @@ def bars(scalars: pl.DataFrame, col: str, step: int, edges: list[float]) -> pl.D
 @dataclass(frozen=True)
 class Heatmap:
     """Steps x bins distribution of a column: ``share[b, i]`` (float32) is the share of step ``steps[i]``'s
-    finite values in bar ``b`` of ``edges``, ``count[b, i]`` the number of responses there."""
+    finite values in bar ``b`` of ``edges``, ``count[b, i]`` the number of responses there. ``discrete``:
+    bar ``b`` holds the one value ``edges[b]`` (see :class:`~data.queries.Bins`)."""
 
     steps: np.ndarray
     edges: list[float]
     share: np.ndarray
     count: np.ndarray
+    discrete: bool = False
 
 
-def heatmap(scalars: pl.DataFrame, col: str, edges: list[float], steps: list[int]) -> Heatmap:
+def heatmap(
+    scalars: pl.DataFrame, col: str, edges: list[float], steps: list[int], discrete: bool = False
+) -> Heatmap:
     """Dense :class:`Heatmap` of ``col`` on ``edges`` for ``steps`` (steps without values stay at 0)."""
     nb = max(len(edges) - 1, 0)
     step_arr = np.asarray(sorted(steps), dtype=np.int64)
@@ -281,11 +303,14 @@ def heatmap(scalars: pl.DataFrame, col: str, edges: list[float], steps: list[int
     # The smallest unsigned type that holds the counts keeps the browser payload small.
     top = int(count.max()) if count.size else 0
     count = count.astype(np.uint8 if top < 2**8 else np.uint16 if top < 2**16 else np.uint32)
-    return Heatmap(step_arr, edges, share, count)
+    return Heatmap(step_arr, edges, share, count, discrete)
 
 
-def interval_text(lo: float, hi: float | None) -> str:
-    """A bar's interval as shown: ``[lo, hi)``, or ``≥ lo`` for the last bar (``hi`` None)."""
+def interval_text(lo: float, hi: float | None, discrete: bool = False) -> str:
+    """A bar's interval as shown: ``[lo, hi)``, or ``≥ lo`` for the last bar (``hi`` None); ``= lo`` for a
+    bar of :class:`~data.queries.Bins` that are ``discrete`` (it holds that one value)."""
+    if discrete:
+        return f"= {_num(lo)}"
     return f"≥ {_num(lo)}" if hi is None else f"[{_num(lo)}, {_num(hi)})"
 
 
@@ -307,18 +332,19 @@ def _panels(v: StoreKey, band: str, zero_shift: bool) -> tuple[Panel, ...]:
 
 
 @lru_cache(maxsize=32)
-def _edges(v: StoreKey, kind: str) -> tuple[float, ...]:
-    return tuple(edges_for(_steps(v), HISTOGRAMS[kind][1]))
+def _bins(v: StoreKey, kind: str) -> Bins:
+    return bins_for(_steps(v), v.store.scalars(), HISTOGRAMS[kind][1])
 
 
 @lru_cache(maxsize=256)
 def _bars(v: StoreKey, col: str, step: int, kind: str) -> pl.DataFrame:
-    return bars(v.store.scalars(), col, step, list(_edges(v, kind)))
+    return bars(v.store.scalars(), col, step, list(_bins(v, kind).edges))
 
 
 @lru_cache(maxsize=16)
 def _heatmap(v: StoreKey, kind: str) -> Heatmap:
-    return heatmap(v.store.scalars(), kind, list(_edges(v, kind)), step_list(v.store))
+    b = _bins(v, kind)
+    return heatmap(v.store.scalars(), kind, list(b.edges), step_list(v.store), b.discrete)
 
 
 def run_steps(store: RunStore) -> pl.DataFrame:
@@ -336,9 +362,15 @@ def run_panels(store: RunStore, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     return _panels(StoreKey(store), band, bool(zero_shift))
 
 
+def run_bins(store: RunStore, kind: str) -> Bins:
+    """The run-level :class:`~data.queries.Bins` of the ``kind`` histogram (a :data:`HISTOGRAMS` key),
+    cached on the store version; no edges without values."""
+    return _bins(StoreKey(store), kind)
+
+
 def run_edges(store: RunStore, kind: str) -> list[float]:
-    """The run-level edges of the ``kind`` histogram (a :data:`HISTOGRAMS` key); [] without values."""
-    return list(_edges(StoreKey(store), kind))
+    """The edges of :func:`run_bins`; [] without values."""
+    return list(run_bins(store, kind).edges)
 
 
 def step_bars(store: RunStore, kind: str, step: int, col: str | None = None) -> pl.DataFrame:

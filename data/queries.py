@@ -169,6 +169,52 @@ def histogram_edges(lo: float | None, hi: float | None, target_bins: int = 24) -
     return edges
 
 
+# A column with at most this many distinct values in a run gets one bar per value (a verifier's 0 / 1, a
+# reward in steps of 0.5) instead of evenly spaced bins, which there leave most bars empty, draw each value
+# off-centre and need one heatmap row per bin.
+MAX_DISCRETE_VALUES = 24
+# ... provided no two values are closer than this share of their range: each bar is drawn 0.8 of the
+# closest gap wide, and a thinner one could not be seen or clicked. Such values get even bins.
+MIN_DISCRETE_GAP = 1 / 48
+
+
+@dataclass(frozen=True)
+class Bins:
+    """A run's histogram bars: bar k covers ``edges[k] <= x < edges[k+1]`` (the last one also takes
+    ``x == edges[-1]``; the bounds of :func:`bar_interval`). ``discrete``: the run has few distinct values
+    and bar k holds exactly one of them, ``edges[k]`` (the top edge is past the largest value)."""
+
+    edges: tuple[float, ...] = ()
+    discrete: bool = False
+
+
+def distinct_values(lf: pl.LazyFrame, columns: tuple[str, ...], limit: int) -> list[float] | None:
+    """The sorted distinct finite values of ``columns`` together, or None when there are more than
+    ``limit`` (or none at all). Absent columns are skipped; -0.0 counts as 0.0."""
+    names = lf.collect_schema().names()
+    parts = [lf.select((pl.col(c).cast(pl.Float64) + 0.0).alias("v")) for c in columns if c in names]
+    if not parts:
+        return None
+    values = pl.concat(parts).filter(pl.col("v").is_finite()).unique().head(limit + 1).collect()
+    if values.height == 0 or values.height > limit:
+        return None
+    return sorted(values.get_column("v").to_list())
+
+
+def discrete_edges(values: list[float]) -> list[float] | None:
+    """Edges with one bar per value for sorted distinct ``values``: ``[v1, ..., vk, vk + gap]`` (gap: the
+    closest two values), so bar k is ``[v_k, v_k+1)`` and holds ``v_k`` alone. One value gives ``[v, v]``.
+    None when two values are closer than :data:`MIN_DISCRETE_GAP` of the range (bars too thin to see)."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return [values[0], values[0]]
+    gap = min(b - a for a, b in zip(values, values[1:], strict=False))
+    if gap < (values[-1] - values[0]) * MIN_DISCRETE_GAP:
+        return None
+    return [*values, values[-1] + gap]
+
+
 def bin_index(col: str, edges: list[float]) -> pl.Expr:
     """Index of the bar holding ``col`` for :func:`histogram_edges`: the number of inner edges <= x, by
     binary search (one comparison per edge is ~5x slower on a whole run); null for non-finite values."""

@@ -456,10 +456,10 @@ def _title(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _drill_link(kind: str, run: str, step: int, bar) -> html.Span:
+def _drill_link(kind: str, run: str, step: int, bar, discrete: bool = False) -> html.Span:
     lo, hi, n = bar
     prefix = curves.HISTOGRAMS[kind][0]
-    what = f"{label(kind)} {curves.interval_text(lo, hi)}"
+    what = f"{label(kind)} {curves.interval_text(lo, hi, discrete)}"
     if n == 0:
         return html.Span(f"No responses with {what} at step {step}.", className="text-muted")
     noun = "response" if n == 1 else "responses"
@@ -475,8 +475,8 @@ def _histograms(store, step):
     out_figs, titles, notes = [], [], []
     for kind in HIST:
         title = f"{label(kind)} at step {step}"
-        edges = curves.run_edges(store, kind)
-        if not edges:
+        bins = curves.run_bins(store, kind)
+        if not bins.edges:
             msg = (
                 "No reference reward (ref_reward) in this run, so there is no reward gain."
                 if kind == "reward_gain"
@@ -503,6 +503,7 @@ def _histograms(store, step):
                 ref_bars=ref,
                 ref_label=label("ref_reward"),
                 signed=kind == "reward_gain",
+                discrete=bins.discrete,
             )
         )
         titles.append(_title(title))
@@ -572,7 +573,9 @@ def _drill(*args):
     bar = figures.clicked_bar(clicks[list(HIST).index(kind)])
     links = [no_update] * len(HIST)
     if bar is not None and run and step is not None:
-        links[list(HIST).index(kind)] = _drill_link(kind, run, step, bar)
+        store = _store(run)
+        discrete = store is not None and curves.run_bins(store, kind).discrete
+        links[list(HIST).index(kind)] = _drill_link(kind, run, step, bar, discrete)
     return tuple(links)
 
 
@@ -594,6 +597,13 @@ def _heatmap(run, step, drawn):
         return figures.empty_figure("No data for this run yet.", 340), None
     hm = curves.run_heatmap(store, "reward")
     fig = figures.heatmap_figure(
-        hm.steps, hm.edges, hm.share, hm.count, label=label("reward"), selected_step=step, height=340
+        hm.steps,
+        hm.edges,
+        hm.share,
+        hm.count,
+        label=label("reward"),
+        selected_step=step,
+        discrete=hm.discrete,
+        height=340,
     )
     return fig, run

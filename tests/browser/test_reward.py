@@ -63,7 +63,7 @@ def test_reward101_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_di
     (lo, hi, count), height = expected
     assert count == height
     link = dash_duo.find_element("#reward-drill-link")
-    assert link.text.startswith(f"Show the {count} responses with reward [")
+    assert link.text == f"Show the {count} responses with reward = {lo:g}"  # one bar per value (0.5 steps)
     _click_when_clear(dash_duo, "#reward-drill-link")
     _wait_url(dash_duo, lambda q: "reward_min" in q)
     url = urlparse(dash_duo.driver.current_url)

@@ -323,3 +323,22 @@ def test_reward013_unknown_run_in_callbacks_is_an_empty_state(client, fixtures_d
     assert resp["reward-curve-reward"]["figure"]["data"] == []
     resp = _step_view(client, "nope", 1)
     assert resp["reward-hist"]["figure"]["data"] == []
+
+
+def test_reward014_half_step_rewards_one_bar_per_value(client, fixtures_dir):
+    """PPO's rewards are multiples of 0.5: the step's histogram has one bar centred on each value of the
+    run (0 to 3, 7 bars; was 16 bars of width 0.2 drawn beside their values), whole-number count ticks,
+    and the heatmap one row per value."""
+    resp = _step_view(client, PPO, 20)
+    fig = resp["reward-hist"]["figure"]
+    bars = fig["data"][0]
+    assert bars["x"] == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
+    assert [c[:2] for c in bars["customdata"]] == [[v, v + 0.5] for v in bars["x"][:-1]] + [[3.0, None]]
+    assert fig["layout"]["yaxis"]["dtick"] == 2 and fig["layout"]["xaxis"]["tickvals"] == bars["x"]
+    heat = dash_post(
+        client,
+        HEATMAP,
+        [_i("reward-run", "data", PPO), _i("reward-selected", "data", 20)],
+        [_i("reward-heatmap-drawn", "data", None)],
+    )
+    assert heat["reward-heatmap"]["figure"]["data"][0]["y"] == ["0", "0.5", "1", "1.5", "2", "2.5", "3"]

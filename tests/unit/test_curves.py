@@ -272,3 +272,95 @@ def test_curves014_bin_index_matches_one_comparison_per_edge():
     assert df.select(bin_index("x", [0.7, 0.7])).to_series().to_list() == [
         None if e is None else 0 for e in expected
     ]
+
+
+def _hand_bars(values: list[float], edges: list[float]) -> list[int]:
+    """Counts per bar by plain comparisons: edges[k] <= x < edges[k+1], the last bar x >= edges[-2]."""
+    nb = len(edges) - 1
+    return [sum(edges[k] <= x and (k == nb - 1 or x < edges[k + 1]) for x in values) for k in range(nb)]
+
+
+def test_curves015_verifier_rewards_get_one_bar_per_value():
+    """0/1 rewards (a verifier): two bars, [0, 1) and ≥ 1, each holding one value; counts and the
+    responses filter agree; the heatmap has one row per value (was 20 rows, 18 of them empty)."""
+    rows = [(1, 0.0, None), (1, 1.0, None), (1, 1.0, None), (2, 0.0, None), (2, -0.0, None), (2, 1.0, None)]
+    df = _scalars(rows)
+    bins = curves.bins_for(_summary(df), df, ("reward", "ref_reward"))
+    assert bins.discrete and bins.edges == (0.0, 1.0, 2.0)
+    assert curves.bars(df, "reward", 2, list(bins.edges)).get_column("count").to_list() == [2, 1]
+    for step in (1, 2):
+        counts = curves.bars(df, "reward", step, list(bins.edges)).get_column("count").to_list()
+        assert counts == _hand_bars([r[1] for r in rows if r[0] == step], list(bins.edges))
+        for k, n in enumerate(counts):
+            lo, hi = bar_interval(list(bins.edges), k)
+            flt = ResponseFilter(step=step, reward_min=lo, reward_max=hi)
+            assert df.filter(flt.scalar_expr()).height == n
+    hm = curves.heatmap(df, "reward", list(bins.edges), [1, 2], bins.discrete)
+    assert hm.discrete and hm.count.tolist() == [[1, 2], [2, 1]]
+    # A verifier's boolean reward (read as 0 / 1) that is always right is one value, one bar.
+    same = _scalars([(1, 1.0, None), (2, 1.0, None)])
+    assert curves.bins_for(_summary(same), same, ("reward",)).edges == (1.0, 1.0)
+
+
+def test_curves016_half_step_rewards_and_reference_share_value_bars():
+    """Rewards in steps of 0.5 with reference rewards among them: one bar per value of either column
+    (the reference's 2.5 has a bar although no reward has it), counts by hand for both columns."""
+    rows = [(1, 0.0, 1.0), (1, 1.5, 2.5), (1, 3.0, 0.0), (1, 3.0, 1.0), (2, 1.5, 1.5)]
+    df = _scalars(rows)
+    bins = curves.bins_for(_summary(df), df, ("reward", "ref_reward"))
+    assert bins.discrete and bins.edges == (0.0, 1.0, 1.5, 2.5, 3.0, 3.5)
+    edges = list(bins.edges)
+    assert curves.bars(df, "reward", 1, edges).get_column("count").to_list() == [1, 0, 1, 0, 2]
+    assert curves.bars(df, "ref_reward", 1, edges).get_column("count").to_list() == [1, 2, 0, 1, 0]
+    gain = curves.bins_for(_summary(df), df, ("reward_gain",))
+    assert gain.discrete and gain.edges == (-1.0, 0.0, 2.0, 3.0, 4.0)  # gains -1, 0, 2, 3 (closest gap 1)
+
+
+def test_curves017_many_or_crowded_values_keep_even_bins():
+    """More than MAX_DISCRETE_VALUES distinct values, or two values closer than MIN_DISCRETE_GAP of the
+    range (a bar would be too thin to see), keep the evenly spaced bins of edges_for."""
+    from data.queries import MAX_DISCRETE_VALUES
+
+    many = _scalars([(1, k / 10, None) for k in range(MAX_DISCRETE_VALUES + 1)])
+    bins = curves.bins_for(_summary(many), many, ("reward",))
+    assert not bins.discrete and list(bins.edges) == curves.edges_for(_summary(many), ("reward",))
+    few = _scalars([(1, k / 10, None) for k in range(MAX_DISCRETE_VALUES)])
+    assert curves.bins_for(_summary(few), few, ("reward",)).discrete
+    crowded = _scalars([(1, 0.0, None), (1, 0.001, None), (1, 1.0, None)])
+    assert not curves.bins_for(_summary(crowded), crowded, ("reward",)).discrete
+    nothing = _scalars([(1, float("nan"), None)])
+    assert curves.bins_for(_summary(nothing), nothing, ("reward",)).edges == ()
+
+
+def _fixture_rows(run_dir) -> list[dict]:
+    rows = []
+    for path in sorted(run_dir.glob("*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            rows += [json.loads(line) for line in f]
+    return rows
+
+
+@pytest.mark.parametrize("run", ["trl-ppo-small", "rlloggingboard-eval-poem"])
+def test_curves018_fixture_bins_and_counts_by_hand(tmp_path, fixtures_dir, run):
+    """On the fixtures: PPO's rewards (multiples of 0.5) get one bar per value of reward and reference
+    reward together, the poem run's 80-odd values even bins; every step's bar counts equal counts made by
+    hand from the JSON lines, and the heatmap has one row per bar."""
+    res = ingest_run(fixtures_dir / run, tmp_path / "cache", DEFAULT_PAD_TOKENS)
+    store = open_store(res.store_dir)
+    rows = _fixture_rows(fixtures_dir / run)
+    values = sorted({float(r[c]) for r in rows for c in ("reward", "ref_reward")})
+    bins = curves.run_bins(store, "reward")
+    if run == "trl-ppo-small":
+        assert values == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
+        assert bins.discrete and bins.edges == (*values, 3.5)
+        gains = sorted({r["reward"] - r["ref_reward"] for r in rows})
+        assert curves.run_bins(store, "reward_gain").edges == (*gains, gains[-1] + 0.5)
+    else:
+        assert len(values) > 24 and not bins.discrete
+    edges = list(bins.edges)
+    for step in sorted({r["step"] for r in rows}):
+        for col in ("reward", "ref_reward"):
+            got = curves.step_bars(store, "reward", step, col).get_column("count").to_list()
+            assert got == _hand_bars([float(r[col]) for r in rows if r["step"] == step], edges), (step, col)
+    hm = curves.run_heatmap(store, "reward")
+    assert hm.share.shape == (len(edges) - 1, len({r["step"] for r in rows})) and hm.discrete == bins.discrete

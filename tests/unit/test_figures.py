@@ -157,6 +157,67 @@ def test_figures009_builders_produce_valid_plotly():
             _bars(edges, [1, 2]), label="gain", ref_bars=_bars(edges, [0, 3]), signed=True
         ),
         figures.heatmap_figure([1, 2], edges, np.ones((2, 2)), np.ones((2, 2), dtype=np.uint8), label="r"),
+        figures.histogram_figure(
+            _bars([0.0, 1.0, 2.0], [1, 2]), label="r", ref_bars=_bars([0.0, 1.0, 2.0], [0, 3]), discrete=True
+        ),
+        figures.heatmap_figure(
+            [1, 2],
+            [0.0, 1.0, 2.0],
+            np.ones((2, 2)),
+            np.ones((2, 2), dtype=np.uint8),
+            label="r",
+            discrete=True,
+        ),
     ]
     for fig in built:
         go.Figure(fig.to_dict())  # raises ValueError on any invalid property
+
+
+def test_figures010_discrete_bars_sit_on_their_values():
+    """Discrete bins (one value per bar): each bar is centred on its value, 0.8 of the closest gap wide,
+    with the values as ticks; customdata is still the whole interval [lo, hi) (hi None for the last);
+    hover names the value."""
+    edges = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]
+    fig = figures.histogram_figure(_bars(edges, [0, 0, 3, 1, 0, 2, 2]), label="reward", discrete=True)
+    bar = fig.data[0]
+    assert list(bar.x) == edges[:-1] and list(bar.width) == [0.4] * 7
+    assert [list(c) for c in bar.customdata][:2] == [[0.0, 0.5, 0], [0.5, 1.0, 0]]
+    assert list(bar.customdata[-1]) == [3.0, None, 2]
+    assert bar.hovertext[2] == "reward = 1: <b>3</b> (37.5%)"
+    assert list(fig.layout.xaxis.tickvals) == edges[:-1] and fig.layout.xaxis.ticktext[3] == "1.5"
+    assert list(fig.layout.xaxis.range) == [-0.4, 3.4]
+    # 0 / 1 verifier rewards: two bars of width 0.8 at 0 and 1.
+    binary = figures.histogram_figure(_bars([0.0, 1.0, 2.0], [3, 5]), label="reward", discrete=True)
+    assert list(binary.data[0].x) == [0.0, 1.0] and list(binary.data[0].width) == [0.8, 0.8]
+    # The heatmap has a row per value, labelled with it.
+    hm = figures.heatmap_figure(
+        [1, 2],
+        [0.0, 1.0, 2.0],
+        np.ones((2, 2)),
+        np.ones((2, 2), dtype=np.uint8),
+        label="reward",
+        discrete=True,
+    )
+    assert list(hm.data[0].y) == ["0", "1"] and "reward = %{y}" in hm.data[0].hovertemplate
+
+
+def test_figures011_count_ticks_are_whole_numbers():
+    """The count axis ticks on whole numbers (Plotly's own ticks for a top of 2 are 0, 0.5, 1, 1.5, 2),
+    about six at most, for the reference's counts too."""
+    assert figures.count_ticks(2) == {"tick0": 0, "dtick": 1, "tickformat": "d"}
+    assert [figures.count_ticks(n)["dtick"] for n in (0, 6, 7, 12, 13, 30, 31, 61, 300, 301)] == [
+        1,
+        1,
+        2,
+        2,
+        5,
+        5,
+        10,
+        20,
+        50,
+        100,
+    ]
+    fig = figures.histogram_figure(
+        _bars([0.0, 1.0, 2.0], [1, 2]), label="reward", ref_bars=_bars([0.0, 1.0, 2.0], [0, 9])
+    )
+    assert fig.layout.yaxis.dtick == 2 and fig.layout.yaxis.tick0 == 0
