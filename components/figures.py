@@ -292,6 +292,7 @@ def histogram_figure(
                 y1=1,
                 yref="paper",
                 line=dict(color="#adb5bd", width=1),
+                layer="below",  # a bar is now centred on 0: the line would split it in two
             )
         )
     return _figure(

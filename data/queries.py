@@ -145,26 +145,23 @@ def _nice(x: float) -> float:
 def histogram_edges(lo: float | None, hi: float | None, target_bins: int = 24) -> list[float]:
     """Bin edges over ``[lo, hi]`` with a 'nice' width; the same edges for every step of a run.
 
-    Edges are rounded decimals (``0.25``, not ``0.25000000000000006``) so a URL can carry them exactly.
-    Bar k covers ``edges[k] <= x < edges[k+1]``; the last bar also takes ``x == edges[-1]``. With one
-    distinct value there is one bar ``[v, v]``.
+    Bars are centred on multiples of the width (edges at odd multiples of half of it): rewards pile up on
+    round numbers (0, 1, -1), and a value on an edge would be drawn half a bar beside itself. Edges are
+    rounded decimals (``0.25``, not ``0.25000000000000006``) so a URL can carry them exactly. Bar k covers
+    ``edges[k] <= x < edges[k+1]``; the last bar also takes ``x == edges[-1]``. With one distinct value
+    there is one bar ``[v, v]``.
     """
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
         return []
     if hi <= lo:
         return [float(lo), float(lo)]
     width = _nice((hi - lo) / target_bins)
-    start = math.floor(lo / width) * width
+    start = math.floor(lo / width + 0.5) - 0.5  # in widths: the edge below the bar centred nearest lo
     edges = []
     k = 0
-    while True:
-        e = round(start + k * width, 12)
-        edges.append(e)
-        if e > hi or (k > 0 and math.isclose(e, hi, rel_tol=0, abs_tol=width * 1e-9) and e >= hi):
-            break
+    while not edges or edges[-1] < hi:
+        edges.append(round((start + k) * width, 12))
         k += 1
-    if edges[-1] < hi:
-        edges.append(round(start + k * width, 12))
     # The last bar is closed, so a top edge equal to the maximum is enough.
     return edges
 

@@ -156,7 +156,7 @@ def test_curves007_edges_cover_reward_and_reference():
     df = _scalars([(1, 0.0, -1.0), (2, 2.0, 0.5)])
     edges = curves.edges_for(_summary(df), ("reward", "ref_reward"))
     assert edges[0] <= -1.0 and edges[-1] >= 2.0
-    assert curves.edges_for(_summary(df), ("reward",))[0] == 0.0
+    assert curves.edges_for(_summary(df), ("reward",))[:2] == [-0.05, 0.05]  # the bar of 0 is centred on it
     assert curves.edges_for(_summary(df), ("no_such_column",)) == []
 
 
@@ -364,3 +364,36 @@ def test_curves018_fixture_bins_and_counts_by_hand(tmp_path, fixtures_dir, run):
             assert got == _hand_bars([float(r[col]) for r in rows if r["step"] == step], edges), (step, col)
     hm = curves.run_heatmap(store, "reward")
     assert hm.share.shape == (len(edges) - 1, len({r["step"] for r in rows})) and hm.discrete == bins.discrete
+
+
+def test_curves019_even_bins_are_centred_on_round_numbers():
+    """Even bins are centred on multiples of their width, so a value on a round number (the poem run's
+    rewards are 0.0 for 37.7 % of responses) is in the middle of its bar, not on its left edge; the edges
+    cover [lo, hi], are equally wide, few, and exact short decimals."""
+    from data.queries import histogram_edges
+
+    assert histogram_edges(-2.5, 0.25) == [round(-2.5 + 0.2 * k, 12) for k in range(15)]
+    assert histogram_edges(0.0, 1.0)[:2] == [-0.025, 0.025] and histogram_edges(0.0, 1.0)[-1] == 1.025
+    rng = np.random.default_rng(7)
+    for lo, span in zip(rng.normal(0, 50, 300), rng.lognormal(0, 3, 300), strict=True):
+        hi = lo + span
+        edges = histogram_edges(lo, hi)
+        width = edges[1] - edges[0]
+        assert edges[0] <= lo and edges[-1] >= hi and 2 <= len(edges) <= 27
+        assert all(math.isclose(b - a, width, rel_tol=1e-6) for a, b in zip(edges, edges[1:], strict=False))
+        centre = (edges[0] + edges[1]) / 2
+        assert math.isclose(centre / width, round(centre / width), abs_tol=1e-6)
+        assert all(e == float(repr(e)) and len(repr(e)) <= 20 for e in edges)
+
+
+def test_curves020_poem_zero_rewards_sit_in_the_middle_of_their_bar(tmp_path, fixtures_dir):
+    """The poem fixture (80-odd reward values, even bins): the bar holding reward 0.0 is centred on 0
+    (was [0, 0.2), drawn at 0.1), and its count at the last step equals the count by hand."""
+    run = fixtures_dir / "rlloggingboard-eval-poem"
+    store = open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
+    edges = curves.run_edges(store, "reward")
+    k = next(k for k in range(len(edges) - 1) if edges[k] <= 0.0 < edges[k + 1])
+    assert (edges[k] + edges[k + 1]) / 2 == pytest.approx(0.0, abs=1e-12)
+    rows = [r for r in _fixture_rows(run) if r["step"] == 2300]
+    bars = curves.step_bars(store, "reward", 2300).get_column("count").to_list()
+    assert bars[k] == sum(edges[k] <= r["reward"] < edges[k + 1] for r in rows)
