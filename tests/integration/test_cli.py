@@ -125,3 +125,73 @@ def test_cli005_export_csv_cells_never_start_a_formula(tmp_path):
     p = run_cli("export", str(run.parent), "--run", "formulas", "-o", str(out), cache=tmp_path / "cache")
     assert p.returncode == 0, p.stderr
     check_formula_csv(out.read_bytes().decode("utf-8"))
+
+
+def small_root(tmp_path):
+    """A rollout root with one small run in the contract (2 steps of 3 responses), written here so the test
+    needs no fixtures."""
+    run = tmp_path / "root" / "tiny"
+    run.mkdir(parents=True)
+    lines = [
+        json.dumps({"prompt": f"p{i}", "response": f"r{i}", "reward": i / 10, "step": 1 + i // 3})
+        for i in range(6)
+    ]
+    (run / "rank0.jsonl").write_text("\n".join(lines) + "\n")
+    return run.parent
+
+
+def test_cli006_cli_py_is_the_command_line(tmp_path):
+    """`python cli.py …` and `python app.py …` are the same command line."""
+    root = small_root(tmp_path)
+    outs = []
+    for script in ("cli.py", "app.py"):
+        p = subprocess.run(
+            [sys.executable, script, "ingest", str(root), "--json", "--cache-dir", str(tmp_path / script)],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert p.returncode == 0, p.stderr
+        outs.append(json.loads(p.stdout))
+    assert outs[0] == outs[1]
+    assert outs[0]["runs"][0]["samples"] == 6 and outs[0]["runs"][0]["steps"] == 2
+
+
+def test_cli007_serve(tmp_path):
+    """`python app.py serve --root R --port P` serves the app: /healthz counts the run, and a page renders."""
+    import os
+    import signal
+    import time
+
+    import requests
+
+    from tests.conftest import free_port
+
+    root = small_root(tmp_path)
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "app.py", "serve", "--root", str(root), "--port", str(port)]
+            + ["--cache-dir", str(tmp_path / "cache")],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                r = requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.3)
+        assert r.status_code == 200 and r.json()["runs"] == 1
+        assert requests.get(f"http://127.0.0.1:{port}/reward?run=tiny", timeout=30).status_code == 200
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert f"http://127.0.0.1:{port}/" in log.read_text()

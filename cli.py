@@ -1,0 +1,158 @@
+"""The command line of RL Logging Board: ``serve`` (the default), ``ingest`` and ``export``.
+
+``python app.py …`` runs it too (app.py hands its arguments here); ``app.py`` stays the Dash shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from data.config import load_settings
+
+
+def _fail(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+class _Bar:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.tty:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.1 and done < total:
+            return
+        self.last = now
+        frac = 1.0 if not total else done / total
+        width = 30
+        bar = "█" * int(frac * width) + "·" * (width - int(frac * width))
+        mb = done / 1e6
+        rate = mb / max(now - self.t0, 1e-6)
+        sys.stderr.write(f"\r{self.label[:24]:<24} {bar} {frac * 100:5.1f}%  {mb:8.1f} MB  {rate:6.1f} MB/s")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _runs_at(path: Path) -> dict[str, Path]:
+    """Runs at PATH: each sub-folder holding *.jsonl, or PATH itself when it holds *.jsonl."""
+    from data.store import discover_runs
+
+    if any(p.suffix == ".jsonl" and p.is_file() for p in path.iterdir()):
+        return {path.resolve().name: path}
+    return discover_runs(path)
+
+
+def cmd_ingest(args) -> int:
+    from data.ingest import ingest_run
+
+    path = Path(args.path)
+    if not path.is_dir():
+        return _fail(f"no such folder: {path}")
+    settings = load_settings(cache_dir=args.cache_dir)
+    runs = _runs_at(path)
+    if not runs:
+        return _fail(f"no run under {path} (a run is a folder of *.jsonl files)")
+    out = []
+    for name, run_dir in runs.items():
+        res = ingest_run(run_dir, settings.cache_dir, settings.pad_tokens, progress=_Bar(name))
+        out.append(res.summary())
+        if not args.json:
+            print(
+                f"{name}: {res.files} files, {res.samples} samples, {res.steps} steps, {res.tokens} tokens, {res.bad_lines} bad lines ({res.bytes_read / 1e6:.1f} MB read in {res.seconds:.1f} s)"
+            )
+    if args.json:
+        print(json.dumps({"runs": out}))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from data.export import FORMATS, export_stream
+    from data.ingest import ingest_run
+    from data.queries import ResponseFilter
+    from data.store import open_store
+
+    path = Path(args.path)
+    if not path.is_dir():
+        return _fail(f"no such folder: {path}")
+    runs = _runs_at(path)
+    if args.run not in runs:
+        return _fail(f"unknown run {args.run!r} under {path} (runs: {', '.join(runs) or 'none'})")
+    if args.format not in FORMATS:
+        return _fail(f"unknown format {args.format!r}")
+    settings = load_settings(cache_dir=args.cache_dir)
+    res = ingest_run(runs[args.run], settings.cache_dir, settings.pad_tokens)
+    store = open_store(res.store_dir)
+    if args.step is not None and args.step not in set(store.steps().get_column("step").to_list()):
+        return _fail(f"run {args.run!r} has no step {args.step}")
+    chunks = export_stream(store, ResponseFilter(step=args.step), args.format)
+    if args.output:
+        with open(args.output, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+    else:
+        for chunk in chunks:
+            sys.stdout.buffer.write(chunk)
+    return 0
+
+
+def cmd_serve(args) -> int:
+    settings = load_settings(root=args.root, cache_dir=args.cache_dir, host=args.host, port=args.port)
+    if args.root and not Path(args.root).is_dir():
+        return _fail(f"no such folder: {args.root}")
+    from app import create_app
+
+    app = create_app(settings)
+    print(
+        f"RL Logging Board on http://{settings.host}:{settings.port}{settings.url_prefix} (runs under {settings.root})"
+    )
+    app.run(host=settings.host, port=settings.port, debug=False)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="app.py", description="RL Logging Board")
+    sub = parser.add_subparsers(dest="cmd")
+    p = sub.add_parser("serve", help="serve the web app (default)")
+    p.add_argument("--root", help="rollout root: one sub-folder of *.jsonl per run")
+    p.add_argument("--cache-dir")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p = sub.add_parser("ingest", help="ingest a rollout root or one run folder into the cache")
+    p.add_argument("path")
+    p.add_argument("--cache-dir")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p = sub.add_parser("export", help="export one row per response")
+    p.add_argument("path")
+    p.add_argument("--run", required=True)
+    p.add_argument("--step", type=int)
+    p.add_argument("--format", default="csv")
+    p.add_argument("-o", "--output")
+    p.add_argument("--cache-dir")
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0].startswith("--"):
+        argv = ["serve", *argv]
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return {"serve": cmd_serve, "ingest": cmd_ingest, "export": cmd_export}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    # Through app.py, so that the shell's module is loaded once, as `app` (see its end).
+    import runpy
+
+    runpy.run_path(str(Path(__file__).with_name("app.py")), run_name="__main__")
