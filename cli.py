@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 import time
 from pathlib import Path
 
-from data.config import load_settings
+from data.config import SettingsError, load_settings
 
 
 def _fail(msg: str) -> int:
@@ -108,10 +109,39 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _port(text: str) -> int:
+    """A TCP port, 1-65535 (argparse type of ``--port``)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is out of range (1-65535)")
+    return port
+
+
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (taken, not an address of this machine, …), or None."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        return f"cannot listen on {host}:{port}: {e.strerror}"
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as e:
+            return f"cannot listen on {host}:{port}: {e.strerror or e}"
+    return None
+
+
 def cmd_serve(args) -> int:
     settings = load_settings(root=args.root, cache_dir=args.cache_dir, host=args.host, port=args.port)
     if args.root and not Path(args.root).is_dir():
         return _fail(f"no such folder: {args.root}")
+    if reason := _cannot_listen(settings.host, settings.port):
+        return _fail(reason)
     from app import create_app
 
     app = create_app(settings)
@@ -122,14 +152,21 @@ def cmd_serve(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments: one line on stderr (what is wrong, where to look) and exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="app.py", description="RL Logging Board")
+    parser = _Parser(prog="app.py", description="RL Logging Board")
     sub = parser.add_subparsers(dest="cmd")
     p = sub.add_parser("serve", help="serve the web app (default)")
     p.add_argument("--root", help="rollout root: one sub-folder of *.jsonl per run")
     p.add_argument("--cache-dir")
     p.add_argument("--host")
-    p.add_argument("--port", type=int)
+    p.add_argument("--port", type=_port)
     p = sub.add_parser("ingest", help="ingest a rollout root or one run folder into the cache")
     p.add_argument("path")
     p.add_argument("--cache-dir")
@@ -148,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    return {"serve": cmd_serve, "ingest": cmd_ingest, "export": cmd_export}[args.cmd](args)
+    try:
+        return {"serve": cmd_serve, "ingest": cmd_ingest, "export": cmd_export}[args.cmd](args)
+    except SettingsError as e:  # a bad RLBOARD_* variable
+        return _fail(str(e))
 
 
 if __name__ == "__main__":

@@ -11,9 +11,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from data.config import load_settings  # noqa: E402
+from data.config import SettingsError, load_settings  # noqa: E402
 
-_settings = load_settings()
+try:
+    _settings = load_settings()
+except SettingsError as e:
+    raise SystemExit(f"error: {e}") from None
 
 
 def _int_env(name: str, default: int, minimum: int = 1) -> int:

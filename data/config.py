@@ -85,6 +85,21 @@ def parse_pad_tokens(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message names it (the command line prints it as one line)."""
+
+
+def parse_port(text: str, name: str) -> int:
+    """A TCP port (1-65535) from the text of setting ``name``; :class:`SettingsError` otherwise."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise SettingsError(f"{name}={text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise SettingsError(f"{name}={port} is out of range (1-65535)")
+    return port
+
+
 def normalize_prefix(prefix: str) -> str:
     prefix = "/" + prefix.strip("/")
     return prefix if prefix == "/" else prefix + "/"
@@ -102,11 +117,14 @@ def load_settings(environ=None, **overrides) -> Settings:
     if (v := _env("RLBOARD_HOST", environ)) is not None:
         env_values["host"] = v
     if (v := _env("RLBOARD_PORT", environ)) is not None:
-        env_values["port"] = int(v)
+        env_values["port"] = parse_port(v, "RLBOARD_PORT")
     if (v := _env("RLBOARD_PAD_TOKENS", environ)) is not None:
         env_values["pad_tokens"] = parse_pad_tokens(v)
     if (v := _env("RLBOARD_REFRESH_SECONDS", environ)) is not None:
-        env_values["refresh_seconds"] = float(v)
+        try:
+            env_values["refresh_seconds"] = float(v)
+        except ValueError:
+            raise SettingsError(f"RLBOARD_REFRESH_SECONDS={v!r} is not a number of seconds") from None
     if (v := _env("RLBOARD_BASIC_AUTH", environ)) is not None:
         env_values["basic_auth"] = v
     if (v := _env("RLBOARD_TOKEN", environ)) is not None:

@@ -195,3 +195,35 @@ def test_cli007_serve(tmp_path):
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
     assert f"http://127.0.0.1:{port}/" in log.read_text()
+
+
+def test_cli008_bad_serve_address_exit_2_with_one_line(tmp_path):
+    """A port out of range or not a number (flag or RLBOARD_PORT), a port already taken, an unknown flag:
+    one-line error, exit code 2, no traceback, and nothing served."""
+    import os
+    import socket
+
+    root = small_root(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        cases = [
+            (["--port", "99999"], {}, "port 99999 is out of range"),
+            (["--port", "http"], {}, "not a port number: 'http'"),
+            (["--port", "0"], {}, "out of range"),
+            ([], {"RLBOARD_PORT": "70000"}, "RLBOARD_PORT=70000 is out of range"),
+            (["--port", str(taken.getsockname()[1])], {}, "Address already in use"),
+            (["--verbose"], {}, "unrecognized arguments: --verbose"),
+        ]
+        for args, env, text in cases:
+            p = subprocess.run(
+                [sys.executable, "app.py", "serve", "--root", str(root), *args, "--cache-dir", str(tmp_path)],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, **env},
+            )
+            assert p.returncode == 2, (args, env, p.stderr)
+            lines = p.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error:") and text in lines[0], (args, p.stderr)
