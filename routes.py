@@ -25,7 +25,18 @@ def register(server: Flask, prefix: str) -> None:
 
     @server.route(base + "/healthz")
     def healthz():
-        return jsonify({"status": "ok", "version": VERSION, "runs": len(service.board().runs())})
+        # 200 whenever the server is up: a root it may not read is reported here (and on the runs page),
+        # not failed on, so that the container stays up to say what is wrong.
+        scan = service.board().scan()
+        return jsonify(
+            {
+                "status": "ok",
+                "version": VERSION,
+                "runs": len(scan.runs),
+                "root": scan.status,
+                "unreadable": scan.unreadable,
+            }
+        )
 
     @server.route(base + paths.EXPORT)
     def export():

@@ -84,9 +84,53 @@ def empty_state(title: str, detail: str | None = None, link: tuple[str, str] | N
     return html.Div(children, className="border rounded p-4 text-center bg-light")
 
 
-def no_runs_state(root) -> html.Div:
-    """What a page shows when the rollout root holds no run."""
+def no_runs_state(root, trouble: str | None = None) -> html.Div:
+    """What a page shows when the rollout root holds no run; ``trouble`` (e.g. "The rollout folder /data
+    cannot be read: permission denied.") sends the user to the runs page, which says what to do."""
+    if trouble:
+        return empty_state(
+            "No runs to show",
+            f"{trouble} The runs page says what to do.",
+            ("What to do", dash.get_relative_path("/")),
+        )
     return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {root}.")
+
+
+def access_problem(
+    headline: str,
+    detail: str,
+    fixes: list[tuple[str, str]],
+    note: str,
+    items: list[str] | None = None,
+    id_: str | None = None,
+    collapsed: bool = False,
+) -> dbc.Alert:
+    """What the board may not read and the ways out: ``headline``, optionally the ``items`` concerned (one
+    line each), ``detail`` (whose folder, who the board runs as), then ``fixes`` as ``(text, command)``
+    (the command shown verbatim, to copy; may be empty) and a closing ``note``. ``collapsed``: the fixes
+    open on a click (a smaller box, for a part of the root beside runs that load)."""
+    steps = [
+        html.Li(
+            [html.Span(text), html.Pre(cmd, className="mb-1 mt-1 small") if cmd else None], className="mb-1"
+        )
+        for text, cmd in fixes
+    ]
+    what = "What to do (any one of these)" if len(fixes) > 1 else "What to do"
+    todo = [html.Ol(steps, className="mb-2 mt-1"), html.P(note, className="mb-0 small")]
+    kw = {"id": id_} if id_ else {}
+    return dbc.Alert(
+        [
+            html.Div(headline, className="fw-semibold mb-1" if collapsed else "alert-heading h5"),
+            html.Ul([html.Li(i) for i in items], className="mb-2 font-monospace small") if items else None,
+            html.P(detail, className="mb-2"),
+            html.Details([html.Summary(what, className="fw-semibold"), *todo])
+            if collapsed
+            else html.Div([html.Div(what + ":", className="fw-semibold"), *todo]),
+        ],
+        color="warning",
+        className="py-2 mb-2" if collapsed else None,
+        **kw,
+    )
 
 
 def unknown_run_state() -> html.Div:

@@ -27,6 +27,7 @@ import polars as pl
 from filelock import FileLock, Timeout
 
 from data import schema
+from data.access import reason_of
 from data.degeneration import repetition_of
 from data.metrics import CLEAN_RESPONSE, derive_response_metrics, prompt_key_text, step_summary, strip_pads
 from data.store import (
@@ -1234,25 +1235,38 @@ def ingest_run(
         writer.commit_every = 2.0 if total >= BIG_CATCH_UP else float("inf")
         done = 0
         writer.sources = {p.relative_to(run_dir).as_posix() for p in paths if size_of(p) > 0}
-        before = orjson.dumps(manifest.data["files"]) + orjson.dumps(manifest.data["pending"])
+        unreadable: dict[str, str] = {}
+
+        def state() -> bytes:
+            data = manifest.data
+            return orjson.dumps([data["files"], data["pending"], data.get("unreadable", {})])
+
+        before = state()
         # Rank files are read a chunk each in turn, so that the steps committed during a long first read
         # hold every rank's responses (see _Writer._watermark).
-        readers = [
-            ingest_file(writer, run_dir, p, chunk_bytes, limits.get(p.relative_to(run_dir).as_posix()))
+        readers = {
+            p: ingest_file(writer, run_dir, p, chunk_bytes, limits.get(p.relative_to(run_dir).as_posix()))
             for p in paths
-        ]
+        }
         while readers:
-            for reader in list(readers):
+            for p, reader in list(readers.items()):
                 try:
                     done += next(reader)
                 except StopIteration:
-                    readers.remove(reader)
+                    del readers[p]
+                    continue
+                except OSError as e:
+                    if e.filename is None or os.fspath(e.filename) != os.fspath(p):
+                        raise  # not the source file (the cache, say): the ingest fails and says so
+                    # A file the board may not read (another user's, mode 0600): listed with its reason
+                    # on the runs page; the run's other files still load.
+                    unreadable[p.relative_to(run_dir).as_posix()] = reason_of(e)
+                    del readers[p]
                     continue
                 if progress:
                     progress(done, total)
-        changed = changed or before != orjson.dumps(manifest.data["files"]) + orjson.dumps(
-            manifest.data["pending"]
-        )
+        manifest.data["unreadable"] = unreadable
+        changed = changed or before != state()
         if changed or manifest.generation == 0:
             writer.commit(complete=complete)
         elif complete and manifest.data.get("visible_below") is not None:

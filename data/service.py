@@ -11,15 +11,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from data.access import Backoff
 from data.config import Settings, load_settings
 from data.ingest import IngestResult, ingest_run
 from data.store import (
+    RootScan,
     RunStore,
     UnknownRun,
-    discover_runs,
     open_store,
-    resolve_run,
     run_files,
+    scan_root,
     store_dir_for,
 )
 
@@ -58,17 +59,27 @@ class Board:
         self._status: dict[str, IngestStatus] = {}
         self._checked: dict[str, float] = {}
         self._files_seen: dict[str, tuple[tuple, float]] = {}
+        # What could not be read (the root, a run's folder, a run's ingest) is tried again only after a
+        # wait that doubles up to a minute: an unreadable root must not be listed on every request.
+        self._failures = Backoff(first=1.0, most=60.0)
 
     @property
     def root(self) -> Path:
         return self.settings.root
 
+    def scan(self) -> RootScan:
+        """The runs under the root and what could not be read there (never raises for that)."""
+        return scan_root(self.settings.root, self._failures)
+
     def runs(self) -> dict[str, Path]:
-        return discover_runs(self.settings.root)
+        return self.scan().runs
 
     def run_dir(self, run: str | None) -> Path:
         """Folder of a known run; raises :class:`UnknownRun` for anything else (never joins paths)."""
-        return resolve_run(self.settings.root, run)
+        runs = self.runs()
+        if not isinstance(run, str) or run not in runs:
+            raise UnknownRun(f"unknown run {run!r}")
+        return runs[run]
 
     def store_dir(self, run: str) -> Path:
         return store_dir_for(self.settings.cache_dir, self.run_dir(run), self.settings.pad_tokens)
@@ -93,6 +104,8 @@ class Board:
                 return
             if not force and now - self._checked.get(run, -1e9) < self.settings.refresh_seconds:
                 return
+            if self._failures.pending(("ingest", run)) is not None:
+                return  # the last ingest failed: wait out its back-off, forced or not
             sig, limits, complete = self._signature(run_dir), None, True
             if not force and run in self._checked:
                 state = self._settled(run, sig, now)
@@ -129,7 +142,11 @@ class Board:
     @staticmethod
     def _signature(run_dir: Path) -> tuple:
         sig = []
-        for p in run_files(run_dir):
+        try:
+            files = run_files(run_dir)
+        except OSError:  # the folder went away or became unreadable: the ingest says so, once per back-off
+            return ()
+        for p in files:
             try:
                 st = p.stat()
             except OSError:
@@ -154,6 +171,9 @@ class Board:
             )
         except Exception as e:  # noqa: BLE001 - shown on the page; the server keeps serving
             status.error = f"{type(e).__name__}: {e}"
+            self._failures.failed(("ingest", run), status.error)
+        else:
+            self._failures.succeeded(("ingest", run))
         finally:
             status.running = False
 
@@ -176,7 +196,8 @@ class Board:
                     self.refresh(run, force=True)
                     with self._lock:
                         t = self._threads.get(run)
-                    t.join(timeout=max(0.0, deadline - time.monotonic()))
+                    if t is not None:
+                        t.join(timeout=max(0.0, deadline - time.monotonic()))
                 break
             t.join(timeout=0.05)
             store = open_store(store_dir)

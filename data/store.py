@@ -16,7 +16,7 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -24,6 +24,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
+
+from data.access import AccessProblem, Backoff, reason_of
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt. 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers
@@ -127,37 +129,92 @@ def run_files(run_dir: Path) -> list[Path]:
     return out
 
 
-def discover_runs(root: Path) -> dict[str, Path]:
-    """Runs under the rollout root: ``{name: folder}`` for each direct sub-folder holding ``*.jsonl``.
+@dataclass(frozen=True)
+class RootScan:
+    """What :func:`scan_root` found: the runs, and what it could not read (with the reason)."""
+
+    root: Path
+    runs: dict[str, Path]
+    problem: AccessProblem | None = None  # the root itself cannot be listed
+    unreadable: dict[str, str] = field(default_factory=dict)  # sub-folder name -> reason
+
+    @property
+    def status(self) -> str:
+        """``"ok"``, or the root's problem (``"unreadable: permission denied"``, ``"missing: …"``)."""
+        return "ok" if self.problem is None else self.problem.status
+
+    @property
+    def trouble(self) -> str | None:
+        """One sentence for a page left without runs by what could not be read (else None)."""
+        if self.problem is not None:
+            return self.problem.headline
+        if not self.runs and self.unreadable:
+            n = len(self.unreadable)
+            return f"{n} folder{'s' if n != 1 else ''} under {self.root} cannot be read."
+        return None
+
+
+# Folders a file system puts at its root that are never runs (lost+found is 0700 root's).
+_NOT_RUNS = ("lost+found",)
+
+
+def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
+    """Runs under the rollout root: ``runs`` holds ``{name: folder}`` for each direct sub-folder holding
+    ``*.jsonl``; never raises for what the board may not read.
 
     A root that itself holds ``*.jsonl`` files is also a run (named after the folder). Sub-folders that
-    resolve outside the root (symlinks) are not runs.
+    resolve outside the root (symlinks) are not runs. A root that cannot be listed (not readable, gone) is
+    ``problem``; a sub-folder that cannot be, ``unreadable[name]``. With ``memory``, a failed listing is
+    not tried again before its back-off ends (the remembered answer is given instead).
     """
     root = Path(root)
     runs: dict[str, Path] = {}
-    if not root.is_dir():
-        return runs
+    remembered = memory.pending(("root", str(root))) if memory is not None else None
+    if remembered is not None:
+        return RootScan(root, runs, problem=remembered)
+    try:
+        entries = sorted(root.iterdir())
+    except OSError as e:
+        problem = AccessProblem.of(root, e)
+        if memory is not None:
+            memory.failed(("root", str(root)), problem)
+        return RootScan(root, runs, problem=problem)
+    if memory is not None:
+        memory.succeeded(("root", str(root)))
+    unreadable: dict[str, str] = {}
     real_root = root.resolve()
-    for p in sorted(root.iterdir()):
-        if not p.is_dir() or p.name.startswith("."):
+    for p in entries:
+        if p.name.startswith(".") or p.name in _NOT_RUNS or not p.is_dir():
             continue
         try:
             p.resolve().relative_to(real_root)
         except ValueError:
             continue
-        if any(f.suffix == ".jsonl" for f in p.iterdir()):
-            runs[p.name] = p
-    if not runs and any(f.suffix == ".jsonl" and f.is_file() for f in root.iterdir()):
+        key = ("folder", str(p))
+        reason = memory.pending(key) if memory is not None else None
+        if reason is None:
+            try:
+                holds_jsonl = any(f.suffix == ".jsonl" for f in p.iterdir())
+            except OSError as e:
+                reason = reason_of(e)
+                if memory is not None:
+                    memory.failed(key, reason)
+            else:
+                if memory is not None:
+                    memory.succeeded(key)
+                if holds_jsonl:
+                    runs[p.name] = p
+        if reason is not None:
+            unreadable[p.name] = reason
+    if not runs and any(f.suffix == ".jsonl" and f.is_file() for f in entries):
         runs[root.resolve().name] = root
-    return runs
+    return RootScan(root, runs, unreadable=unreadable)
 
 
-def resolve_run(root: Path, name: str | None) -> Path:
-    """The folder of run ``name`` if and only if it is one of :func:`discover_runs` (never a joined path)."""
-    runs = discover_runs(root)
-    if not isinstance(name, str) or name not in runs:
-        raise UnknownRun(f"unknown run {name!r}")
-    return runs[name]
+def discover_runs(root: Path) -> dict[str, Path]:
+    """Runs under the rollout root (see :func:`scan_root`): ``{name: folder}``; empty when the root
+    cannot be read."""
+    return scan_root(root).runs
 
 
 @dataclass
@@ -212,7 +269,7 @@ def beside_store(store_dir: Path, kind: str) -> Path:
 def read_manifest(store_dir: Path) -> Manifest | None:
     try:
         return Manifest(orjson.loads((store_dir / MANIFEST).read_bytes()))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no store (yet), or no cache folder to hold one
         return None
 
 
@@ -290,6 +347,10 @@ class RunStore:
     def version(self) -> str:
         """Changes whenever the committed content changes; the key of cached results."""
         return f"{self.dir.name}:{self.manifest.generation}"
+
+    def unreadable(self) -> dict[str, str]:
+        """Files of the run that the last ingest could not read: ``{file: reason}`` (see data.access)."""
+        return self.manifest.data.get("unreadable", {})
 
     def part_ids(self) -> list[int]:
         return sorted(int(k) for k in self.manifest.data["parts"])

@@ -245,7 +245,7 @@ def _controls(view) -> dbc.Card:
 def layout(**query):
     runs = list(board().runs())
     if not runs:
-        return no_runs_state(board().root)
+        return no_runs_state(board().root, board().scan().trouble)
     view, _msgs = prompts.PromptsView.from_query(query, runs)
     return html.Div(
         [

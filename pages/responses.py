@@ -73,7 +73,7 @@ STORE_WAIT = 10.0
 def layout(**query):
     runs = board().runs()
     if not runs:
-        return no_runs_state(board().root)
+        return no_runs_state(board().root, board().scan().trouble)
     run = shown_run(paths.RESPONSES, query.get("run"), runs)
     if run is None:
         notice = unknown_run_notice(paths.RESPONSES, query.get("run"), run, runs)

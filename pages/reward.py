@@ -269,7 +269,7 @@ def _controls(view: RewardView, steps: list[int]) -> dbc.Card:
 def layout(**query):
     runs = list(board().runs())
     if not runs:
-        return no_runs_state(board().root)
+        return no_runs_state(board().root, board().scan().trouble)
     view, msgs = RewardView.from_query(query, runs, _steps_of)
     store = _store(view.run)
     steps = curves.step_list(store) if store is not None else []

@@ -10,7 +10,8 @@ import dash_bootstrap_components as dbc
 import polars as pl
 from dash import Input, Output, callback, dcc, html
 
-from components.layout import fmt_num, no_runs_state, progress
+from components.layout import access_problem, fmt_num, no_runs_state, progress
+from data.access import AGAIN, Unreadable
 from data.service import board
 from data.store import run_files
 from data.views import paths
@@ -154,11 +155,27 @@ def _fields_block(store, name: str) -> html.Div | None:
     return html.Div(lines, className="small mb-2") if lines else None
 
 
+def _problem_box(problem, id_: str):
+    """An AccessProblem or Unreadable of data.access as the alert that says what to do."""
+    items = getattr(problem, "lines", None)  # an Unreadable: a part of the root, beside runs that load
+    fixes = [(f.text, f.command) for f in problem.fixes()]
+    return access_problem(problem.headline, problem.detail, fixes, AGAIN, items, id_, collapsed=bool(items))
+
+
 def runs_overview() -> html.Div:
     b = board()
-    runs = b.runs()
+    scan = b.scan()
+    if scan.problem is not None:
+        return html.Div(_problem_box(scan.problem, "runs-root-problem"))
+    runs = scan.runs
+    # Other users' folders under a shared root: said after the runs that can be shown.
+    unreadable = (
+        [_problem_box(Unreadable.of(scan.root, "folder", scan.unreadable), "runs-unreadable")]
+        if scan.unreadable
+        else []
+    )
     if not runs:
-        return no_runs_state(b.root)
+        return html.Div(unreadable) if unreadable else no_runs_state(b.root)
     cards = []
     # Small runs are ready within the first answer; a page over many or big runs must not wait for them
     # all (10 s each before): past this budget, cards show progress and the tick fills them in.
@@ -212,6 +229,12 @@ def runs_overview() -> html.Div:
             issues = _issues_block(store)
             if issues is not None:
                 body.append(issues)
+            if store.unreadable():
+                body.append(
+                    _problem_box(
+                        Unreadable.of(run_dir, "file", store.unreadable()), f"runs-unreadable-{name}"
+                    )
+                )
         cards.append(
             dbc.Card(
                 dbc.CardBody(
@@ -241,7 +264,7 @@ def runs_overview() -> html.Div:
                 className="mb-3",
             )
         )
-    return html.Div(cards)
+    return html.Div(cards + unreadable)
 
 
 @callback(

@@ -196,7 +196,7 @@ def _body(state: TokensState, notes: list[str]) -> list:
     if problem == "no-runs":
         return [
             hidden,
-            no_runs_state(b.root),
+            no_runs_state(b.root, b.scan().trouble),
         ]
     if problem == "unknown-run":
         notice = unknown_run_notice(paths.TOKENS, run, None, b.runs())

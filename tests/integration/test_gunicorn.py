@@ -15,6 +15,7 @@ import pytest
 import requests
 
 from tests.conftest import free_port, router_body
+from tests.unprivileged import as_unprivileged, unprivileged_python
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = ("/", "/reward", "/responses", "/tokens", "/prompts")
@@ -25,7 +26,17 @@ class GunicornServer:
     """``gunicorn -c gunicorn.conf.py app:server`` in its own process group, configured like the image
     (RLBOARD_* variables only), bound to 127.0.0.1."""
 
-    def __init__(self, root: Path, cache: Path, prefix: str = "/", workers: int = 2, threads: int = 4, **env):
+    def __init__(
+        self,
+        root: Path,
+        cache: Path,
+        prefix: str = "/",
+        workers: int = 2,
+        threads: int = 4,
+        unprivileged: bool = False,
+        **env,
+    ):
+        self.unprivileged = unprivileged  # run as a user who may not read everything (tests.unprivileged)
         self.port = free_port()
         self.prefix = prefix
         self.base = f"http://127.0.0.1:{self.port}{prefix.rstrip('/')}"
@@ -48,10 +59,12 @@ class GunicornServer:
     def start(self, timeout: float = 90.0) -> GunicornServer:
         Path(self.env["RLBOARD_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as log:
+            exe, extra = unprivileged_python() if self.unprivileged else (sys.executable, {})
+            cmd = [exe, "-m", "gunicorn", "-c", str(REPO / "gunicorn.conf.py"), "app:server"]
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", str(REPO / "gunicorn.conf.py"), "app:server"],
+                as_unprivileged(cmd) if self.unprivileged else cmd,
                 cwd=REPO,
-                env=self.env,
+                env={**self.env, **extra},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -96,12 +96,13 @@ def _has_page(dash_app, path: str) -> bool:
 
 
 def test_sec001_healthz(client, fixtures_dir):
-    """/healthz answers 200 with JSON: status, version and the number of runs found."""
+    """/healthz answers 200 with JSON: status, version, the number of runs found, the root's state and the
+    run folders it may not read."""
     r = client.get("/healthz")
     assert r.status_code == 200
     assert r.mimetype == "application/json"
     body = r.get_json()
-    assert body == {"status": "ok", "version": routes.VERSION, "runs": 3}
+    assert body == {"status": "ok", "version": routes.VERSION, "runs": 3, "root": "ok", "unreadable": {}}
 
 
 @pytest.mark.parametrize("case", sorted(TRAVERSALS))
