@@ -1,7 +1,9 @@
 # RL Logging Board on a shared server: gunicorn serving `app:server` on port 8050.
 #
 #   docker build -t rlboard .
-#   docker run -d -p 8050:8050 -v /path/to/rollouts:/data:ro -v rlboard-cache:/cache rlboard
+#   docker run -d --user "$(id -u):$(id -g)" -p 8050:8050 -v /path/to/rollouts:/data:ro -v rlboard-cache:/cache rlboard
+#
+# Runs as any uid: --user as the rollouts' owner (they are often mode 0700), or the image's own 10001.
 #
 # Dependencies come from the committed uv.lock only (exact versions and hashes; nothing is resolved at
 # build time). Settings are RLBOARD_* environment variables (see README, "Deploy on a shared server").
@@ -32,11 +34,14 @@ ENV PATH=/opt/venv/bin:$PATH \
     RLBOARD_PORT=8050 \
     RLBOARD_DEMO=0
 
-# A fixed non-root user; /cache belongs to it so that a named volume mounted there is writable.
+# A fixed non-root user by default. /cache is writable by every uid (sticky, as /tmp), and so is a new named
+# volume mounted there (it copies the folder's mode): the container also runs under --user as the owner of
+# the rollouts, which may be any uid.
 RUN groupadd --system --gid 10001 rlboard \
  && useradd --system --uid 10001 --gid rlboard --home-dir /app --no-create-home --shell /usr/sbin/nologin rlboard \
  && mkdir -p /data /cache \
- && chown rlboard:rlboard /cache
+ && chown rlboard:rlboard /cache \
+ && chmod 1777 /cache
 
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
@@ -46,7 +51,7 @@ RUN chmod 0755 /app/docker/entrypoint.sh
 USER rlboard
 EXPOSE 8050
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-    CMD python -c "import os, urllib.request; p = os.environ.get('RLBOARD_URL_PREFIX', '/').strip('/'); urllib.request.urlopen('http://127.0.0.1:%s/%shealthz' % (os.environ.get('RLBOARD_PORT', '8050'), p + '/' if p else ''), timeout=4)" || exit 1
+    CMD ["python", "/app/docker/healthcheck.py"]
 
 ENTRYPOINT ["/app/docker/entrypoint.sh"]
 CMD ["gunicorn", "--config", "/app/gunicorn.conf.py", "app:server"]
