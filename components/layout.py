@@ -150,7 +150,10 @@ def stat(label: str, value, hint: str | None = None) -> html.Div:
     )
 
 
-def progress(fraction: float, text: str) -> html.Div:
+def progress(fraction: float, text: str, failed: bool = False) -> html.Div:
+    """A progress bar under ``text``; ``failed``: ``text`` says why reading failed (an alert, no bar)."""
+    if failed:
+        return html.Div(dbc.Alert(text, color="danger", className="py-2"), className="mb-3")
     return html.Div(
         [
             html.Div(text, className="small text-muted mb-1"),

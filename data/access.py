@@ -186,6 +186,12 @@ class Backoff:
             delay = self.first if prev is None else min(self.most, prev[2] * 2)
             self._failed[key] = (what, self.clock() + delay, delay)
 
+    def retry_in(self, key: Hashable) -> float:
+        """Seconds until ``key`` may be tried again (0 when it may be now)."""
+        with self._lock:
+            hit = self._failed.get(key)
+        return 0.0 if hit is None else max(0.0, hit[1] - self.clock())
+
     def succeeded(self, key: Hashable) -> None:
         with self._lock:
             self._failed.pop(key, None)

@@ -6,6 +6,7 @@ waits for a long ingest: it gets the last committed state and the progress of th
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from data.store import (
 
 __all__ = ["Board", "IngestStatus", "UnknownRun", "board", "configure"]
 
+log = logging.getLogger(__name__)
+
 # Live runs: a run that has been ingested before is read again only once its files have been still for
 # SETTLE_SECONDS, so that a step a trainer is writing (rank files one after the other, a long line in
 # pieces) is committed whole rather than in halves; a run that never stops growing is read anyway every
@@ -41,7 +44,8 @@ class IngestStatus:
     running: bool = False
     done: int = 0
     total: int = 0
-    error: str | None = None
+    error: str | None = None  # why the last ingest failed; kept until one succeeds
+    failures: int = 0  # ingests failed in a row (tried again after a back-off, see Board._failures)
     last: IngestResult | None = None
 
     @property
@@ -118,8 +122,9 @@ class Board:
                 complete = state == "still"
             self._checked[run] = now
             self._files_seen[run] = (sig, now)
+            # The error of a failed ingest stays shown until one succeeds (pages show it meanwhile).
             status = self._status.setdefault(run, IngestStatus())
-            status.running, status.done, status.total, status.error = True, 0, 0, None
+            status.running, status.done, status.total = True, 0, 0
             t = threading.Thread(
                 target=self._ingest,
                 args=(run, run_dir, status, limits, complete),
@@ -170,12 +175,42 @@ class Board:
                 complete=complete,
             )
         except Exception as e:  # noqa: BLE001 - shown on the page; the server keeps serving
+            status.failures += 1
             status.error = f"{type(e).__name__}: {e}"
             self._failures.failed(("ingest", run), status.error)
+            log.error(
+                "ingest of run %r failed (%d in a row; next try in %.0f s): %s",
+                run,
+                status.failures,
+                self.retry_in(run),
+                status.error,
+            )
         else:
             self._failures.succeeded(("ingest", run))
+            status.failures, status.error = 0, None
         finally:
             status.running = False
+
+    def reading_text(self, run: str) -> str:
+        """What a page shows for a run with nothing committed yet: that it is being read, or why reading it
+        failed and when it is tried again."""
+        failed = self.failure_notices(run)
+        return failed[0] if failed else f"Reading run {run}… reload the page in a moment."
+
+    def retry_in(self, run: str) -> float:
+        """Seconds until the ingest of ``run``, which failed, is tried again (0: it may be now)."""
+        return self._failures.retry_in(("ingest", run))
+
+    def failure_notices(self, run: str | None) -> list[str]:
+        """``[why the last ingest of run failed and when it is tried again]``, or ``[]`` when it did not
+        fail: a page showing what was committed before says so beside it."""
+        status = self.status(run) if run else None
+        if status is None or status.error is None:
+            return []
+        return [
+            f"Reading run {run} failed ({status.failures} time{'s' if status.failures != 1 else ''} in a "
+            f"row): {status.error}. Tried again in {self.retry_in(run):.0f} s."
+        ]
 
     def store(self, run: str, wait: float = 30.0) -> RunStore | None:
         """The last committed store of ``run``, refreshing it in the background.

@@ -541,13 +541,13 @@ def _content(search):
     if store is None:
         status = board().status(view.run)
         return (
-            progress(status.fraction, f"Reading run {view.run}… reload the page in a moment."),
+            progress(status.fraction, board().reading_text(view.run), failed=status.error is not None),
             notices(msgs).children,
             view.run,
             hide,
         )
     body, more = (_prompt_content if view.prompt else _list_content)(store, view)
-    return body, notices(msgs + more).children, view.run, hide
+    return body, notices(msgs + more + board().failure_notices(view.run)).children, view.run, hide
 
 
 @callback(

@@ -84,7 +84,7 @@ def layout(**query):
         return html.Div(
             [
                 html.H4("Responses", className="mb-2"),
-                progress(status.fraction, f"Reading run {run}… reload the page in a moment."),
+                progress(status.fraction, board().reading_text(run), failed=status.error is not None),
             ]
         )
     steps = run_steps(store)
@@ -96,7 +96,7 @@ def layout(**query):
             dcc.Store(id=VIEW, data=view.to_query()),
             dcc.Store(id=FILTER, data=view.filter_key()),
             dcc.Store(id=TOKENS_BASE, data=dash.get_relative_path(paths.TOKENS)),
-            notices(msgs, NOTICES),
+            notices([*msgs, *board().failure_notices(run)], NOTICES),
             html.Div(
                 [
                     html.H4("Responses", className="mb-0 me-3"),

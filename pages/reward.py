@@ -274,7 +274,9 @@ def layout(**query):
     store = _store(view.run)
     steps = curves.step_list(store) if store is not None else []
     if store is None:
-        msgs.append(f"Run {view.run!r} is still being ingested: reload the page in a moment.")
+        msgs.append(board().reading_text(view.run))
+    else:
+        msgs += board().failure_notices(view.run)
     curve_cards = [
         dbc.Col(
             _card(CURVE_TITLE[k], "", [_graph(CURVE[k])], CURVE_NOTE[k]),

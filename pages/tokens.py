@@ -203,7 +203,7 @@ def _body(state: TokensState, notes: list[str]) -> list:
         return [hidden, notices([*notes, notice], NOTICES), unknown_run_state()]
     if problem == "ingesting":
         status = b.status(run)
-        return [hidden, progress(status.fraction, f"Reading run {run}… reload the page in a moment.")]
+        return [hidden, progress(status.fraction, b.reading_text(run), failed=status.error is not None)]
     if problem == "empty":
         return [hidden, empty_state("No responses in this run yet", run)]
     if problem == "unknown-sample":
@@ -293,7 +293,7 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
         className="d-flex align-items-baseline flex-wrap mb-2",
     )
     out = [
-        notices(notes, NOTICES),
+        notices([*notes, *board().failure_notices(state.run)], NOTICES),
         header,
         _nav(state, view, back_href),
         html.Div(stats, className="d-flex flex-wrap mb-2 numeric", id=STATS),

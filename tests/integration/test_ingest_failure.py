@@ -1,0 +1,124 @@
+"""A run whose ingest fails (a cache that cannot be written): it is tried again with a growing delay, not on
+every request, and every page of that run says why it is not shown."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from data.store import part_name, read_manifest
+from tests.conftest import dash_post, router_body
+
+RUN = "failing-run"
+
+
+def _root(tmp_path: Path) -> Path:
+    run = tmp_path / "root" / RUN
+    run.mkdir(parents=True)
+    rows = [{"prompt": f"p{i}", "response": "r", "reward": i / 4, "step": i // 2} for i in range(8)]
+    (run / "rank0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run.parent
+
+
+def _block_store(board, run: str) -> Path:
+    """Make every ingest of ``run`` fail as on a full or read-only volume, while reading still works: its
+    store's ``parts`` folder is a file (the tests run as root, whom permissions do not stop). Returns it."""
+    blocker = board.store_dir(run) / "parts"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("the disk is full")
+    return blocker
+
+
+def _wait_idle(board, run: str) -> None:
+    deadline = time.monotonic() + 10
+    while board.status(run).running and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_backoff001_a_failing_ingest_is_retried_with_a_growing_delay(tmp_path, board_root):
+    """Requests for a run whose ingest fails do not start it again until its delay has passed (before, every
+    page poll read the whole run again); the delay doubles; the error stays shown while waiting, and the
+    first ingest that succeeds clears it."""
+    b = board_root(_root(tmp_path), cache_dir=tmp_path / "cache")
+    blocker = _block_store(b, RUN)
+    for _ in range(10):
+        assert b.store(RUN, wait=0.2) is None
+        _wait_idle(b, RUN)
+    status = b.status(RUN)
+    assert status.failures == 1
+    assert status.error is not None and "FileExistsError" in status.error
+    assert 0 < b.retry_in(RUN) <= 1.0
+    time.sleep(1.1)
+    assert b.store(RUN, wait=0.2) is None
+    _wait_idle(b, RUN)
+    assert status.failures == 2 and status.error is not None
+    assert 1.0 < b.retry_in(RUN) <= 2.0  # twice the first delay
+    b.store(RUN, wait=0.2)
+    assert status.failures == 2  # still waiting
+    blocker.unlink()  # the volume is writable again
+    time.sleep(2.1)
+    store = b.store(RUN, wait=10)
+    assert store is not None and store.steps().height == 4
+    assert status.error is None and status.failures == 0
+    assert b.failure_notices(RUN) == []
+
+
+def _page_text(client, path: str) -> str:
+    r = client.post("/_dash-update-component", json=router_body(path, f"?run={RUN}"))
+    assert r.status_code == 200
+    return r.get_data(as_text=True)
+
+
+PAGES = ["/", "/reward", "/responses", "/tokens", "/prompts"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_backoff002_every_page_of_the_run_shows_the_error(tmp_path, board_root, client, path):
+    """Every page of a run whose ingest failed says so and why (before, only the runs page did; the others
+    said "Reading run… reload" for ever)."""
+    b = board_root(_root(tmp_path), cache_dir=tmp_path / "cache")
+    _block_store(b, RUN)
+    b.store(RUN, wait=5)
+    _wait_idle(b, RUN)
+    if path == "/prompts":
+        out = dash_post(
+            client,
+            "..prompts-content.children...prompts-notices.children...prompts-header.children...prompts-controls.style..",
+            [{"id": "prompts-url", "property": "search", "value": f"?run={RUN}"}],
+        )
+        text = json.dumps(out)
+    else:
+        text = _page_text(client, path)
+    assert "FileExistsError" in text
+    if path != "/":
+        assert re.search(rf"Reading run {RUN} failed \(\d+ times? in a row\)", text)
+        assert "reload the page in a moment" not in text
+
+
+@pytest.mark.parametrize("path", ["/reward", "/responses", "/tokens"])
+def test_backoff003_a_failing_refresh_is_shown_beside_what_was_read_before(
+    tmp_path, board_root, client, path
+):
+    """A run read before whose next ingest fails (the cache filled up) keeps showing what was committed,
+    with the error beside it."""
+    root = _root(tmp_path)
+    b = board_root(root, cache_dir=tmp_path / "cache")
+    assert b.store(RUN, wait=10) is not None
+    store_dir = b.store_dir(RUN)
+    _wait_idle(b, RUN)
+    with open(root / RUN / "rank0.jsonl", "a") as f:
+        f.write(json.dumps({"prompt": "p", "response": "r", "reward": 1, "step": 9}) + "\n")
+    # Writing the next part fails (a folder where its file goes), reading the committed ones still works.
+    next_part = read_manifest(store_dir).data["next_part"]
+    (store_dir / "parts" / part_name(next_part)).mkdir()
+    b.refresh(RUN, force=True)
+    _wait_idle(b, RUN)
+    assert b.status(RUN).error is not None
+    text = _page_text(client, path)
+    assert re.search(rf"Reading run {RUN} failed \(\d+ times? in a row\)", text)
+    shown = {"/reward": '"reward-step"', "/responses": '"responses-grid"', "/tokens": '"tokens-stats"'}
+    assert shown[path] in text  # the page of what was committed, not a progress bar
