@@ -43,7 +43,7 @@ def register(server: Flask, prefix: str) -> None:
         """The responses page's rows as a file: same query string as /responses, plus format=csv|jsonl."""
         from flask import request
 
-        from data.export import FORMATS, export_stream
+        from data.export import FORMATS, INCOMPLETE_HEADER, export_stream, incomplete_reason
         from data.queries import QueryError
         from data.responses import ExportError, export_plan
 
@@ -57,9 +57,11 @@ def register(server: Flask, prefix: str) -> None:
             return Response(e.message + "\n", status=e.status, mimetype="text/plain")
         except QueryError as e:
             return Response(f"{e}\n", status=400, mimetype="text/plain")
-        disposition = f'attachment; filename="{plan.filename}"'
+        headers = {"Content-Disposition": f'attachment; filename="{plan.filename}"'}
+        if (incomplete := incomplete_reason(plan.store)) is not None:
+            headers[INCOMPLETE_HEADER] = incomplete
         body = itertools.chain([first], chunks)
-        return Response(body, mimetype=FORMATS[plan.fmt], headers={"Content-Disposition": disposition})
+        return Response(body, mimetype=FORMATS[plan.fmt], headers=headers)
 
     @server.errorhandler(DependencyException)
     def _unknown_component_file(_e):

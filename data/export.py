@@ -43,6 +43,23 @@ SPILL_ROWS = 10000
 # numeric columns are numbers already.
 FORMULA_START = r"^[=+\-@\t\r]"
 PLAIN_NUMBER = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$"
+# An export of a store whose last steps are not shown yet (a run still being written, or read for the first
+# time) says so: in this HTTP header, in a last line (CSV: one cell starting with INCOMPLETE_MARK; JSON
+# lines: an object with only INCOMPLETE_KEY) and, in Parquet, in the file's key-value metadata.
+INCOMPLETE_HEADER = "X-RLBoard-Incomplete"
+INCOMPLETE_MARK = "# incomplete export:"
+INCOMPLETE_KEY = "incomplete_export"
+
+
+def incomplete_reason(store: RunStore) -> str | None:
+    """Why an export of ``store`` lacks some of the run's responses, or None when it holds all it has read."""
+    below = store.visible_below
+    if below is None:
+        return None
+    return (
+        f"steps from {below} on are not included: the run is still being written or read; "
+        "export again once it is read"
+    )
 
 
 def parts_scan(store: RunStore) -> pl.LazyFrame:
@@ -168,6 +185,7 @@ def export_stream(
     search is given ``seconds`` (see :func:`select_rows`), before the first bytes."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (choose csv, jsonl or parquet)")
+    incomplete = incomplete_reason(store)
     if fmt == "parquet":
         # Parquet needs a footer over all row groups: collect the (bounded) batches into one writer.
         import pyarrow.parquet as pq
@@ -177,7 +195,10 @@ def export_stream(
         for batch in export_batches(store, flt, sort, descending, seconds):
             table = batch.to_arrow()
             if writer is None:
-                writer = pq.ParquetWriter(buf, table.schema)
+                schema = table.schema
+                if incomplete:
+                    schema = schema.with_metadata({INCOMPLETE_KEY: incomplete})
+                writer = pq.ParquetWriter(buf, schema)
             writer.write_table(table.cast(writer.schema))
         if writer is not None:
             writer.close()
@@ -193,3 +214,12 @@ def export_stream(
                 batch.write_ndjson(buf)
         first = False
         yield buf.getvalue()
+    if incomplete:
+        if fmt == "csv":
+            yield (
+                pl.DataFrame({"": [f"{INCOMPLETE_MARK} {incomplete}"]})
+                .write_csv(include_header=False)
+                .encode()
+            )
+        else:
+            yield pl.DataFrame({INCOMPLETE_KEY: [incomplete]}).write_ndjson().encode()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from data.access import Backoff
 from data.config import Settings, load_settings
-from data.ingest import IngestResult, ingest_run
+from data.ingest import BIG_CATCH_UP, IngestResult, ingest_run
 from data.store import (
     RootScan,
     RunStore,
@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 # MAX_DEFER_SECONDS.
 SETTLE_SECONDS = 1.0
 MAX_DEFER_SECONDS = 30.0
+# A process's first look at a run takes its files as whole at once when none changed for this long (by this
+# machine's clock); otherwise only after they are seen still for SETTLE_SECONDS (compared between looks).
+OLD_SECONDS = 60.0
 
 
 @dataclass
@@ -46,6 +49,8 @@ class IngestStatus:
     total: int = 0
     error: str | None = None  # why the last ingest failed; kept until one succeeds
     failures: int = 0  # ingests failed in a row (tried again after a back-off, see Board._failures)
+    # A first read whose files may be mid-step: its last steps are hidden until the files are seen still.
+    settling: bool = False
     last: IngestResult | None = None
 
     @property
@@ -110,24 +115,33 @@ class Board:
                 return
             if self._failures.pending(("ingest", run)) is not None:
                 return  # the last ingest failed: wait out its back-off, forced or not
-            sig, limits, complete = self._signature(run_dir), None, True
+            sig = self._signature(run_dir)
+            # Read up to this cut of the files: lines a trainer appends from now on wait for the next
+            # ingest, so a step is never committed half-way.
+            limits = {name: size for name, size, _ in sig}
+            settle = None
             if not force and run in self._checked:
                 state = self._settled(run, sig, now)
                 if state is None:
                     return
-                # Read up to this cut of the files, taken while they were still: lines a trainer appends
-                # from now on wait for the next ingest, so a step is never committed half-way. A run that
-                # never stops growing is read anyway, with its last step hidden until the files are still.
-                limits = {name: size for name, size, _ in sig}
+                # A run that never stops growing is read anyway, with its last step hidden until the files
+                # are still.
                 complete = state == "still"
+            else:
+                # This process's first look at the run (or one forced because nothing is committed): its
+                # files may be mid-step as well. Unless they are clearly old, the last step of each file is
+                # hidden until they are seen still for SETTLE_SECONDS after this cut (see _ingest).
+                complete = self._old(sig)
+                settle = None if complete else (sig, now)
             self._checked[run] = now
             self._files_seen[run] = (sig, now)
             # The error of a failed ingest stays shown until one succeeds (pages show it meanwhile).
             status = self._status.setdefault(run, IngestStatus())
             status.running, status.done, status.total = True, 0, 0
+            status.settling = settle is not None
             t = threading.Thread(
                 target=self._ingest,
-                args=(run, run_dir, status, limits, complete),
+                args=(run, run_dir, status, limits, complete, settle),
                 name=f"ingest-{run}",
                 daemon=True,
             )
@@ -145,6 +159,12 @@ class Board:
         return "deferred" if now - self._checked[run] >= MAX_DEFER_SECONDS else None
 
     @staticmethod
+    def _old(sig: tuple) -> bool:
+        """True when every file of a signature was last modified at least OLD_SECONDS ago by this clock: a
+        run no trainer writes (a file server's clock may differ by less than that)."""
+        return all(mtime <= time.time_ns() - OLD_SECONDS * 1e9 for _, _, mtime in sig)
+
+    @staticmethod
     def _signature(run_dir: Path) -> tuple:
         sig = []
         try:
@@ -160,13 +180,19 @@ class Board:
         return tuple(sig)
 
     def _ingest(
-        self, run: str, run_dir: Path, status: IngestStatus, limits: dict | None = None, complete: bool = True
+        self,
+        run: str,
+        run_dir: Path,
+        status: IngestStatus,
+        limits: dict | None = None,
+        complete: bool = True,
+        settle: tuple | None = None,
     ) -> None:
         def progress(done, total):
             status.done, status.total = done, total
 
-        try:
-            status.last = ingest_run(
+        def read(complete: bool) -> IngestResult:
+            return ingest_run(
                 run_dir,
                 self.settings.cache_dir,
                 self.settings.pad_tokens,
@@ -174,6 +200,17 @@ class Board:
                 limits=limits,
                 complete=complete,
             )
+
+        try:
+            status.last = read(complete)
+            if settle is not None:
+                # The files as read are whole if they stay as they were for SETTLE_SECONDS after the cut:
+                # then their last steps are shown (a commit that reads nothing new); else the next checks
+                # (see _settled) take it from here.
+                sig, at = settle
+                time.sleep(max(0.0, at + SETTLE_SECONDS - time.monotonic()))
+                if self._signature(run_dir) == sig:
+                    status.last = read(True)
         except Exception as e:  # noqa: BLE001 - shown on the page; the server keeps serving
             status.failures += 1
             status.error = f"{type(e).__name__}: {e}"
@@ -189,7 +226,7 @@ class Board:
             self._failures.succeeded(("ingest", run))
             status.failures, status.error = 0, None
         finally:
-            status.running = False
+            status.running = status.settling = False
 
     def reading_text(self, run: str) -> str:
         """What a page shows for a run with nothing committed yet: that it is being read, or why reading it
@@ -216,13 +253,21 @@ class Board:
         """The last committed store of ``run``, refreshing it in the background.
 
         When nothing is committed yet, waits up to ``wait`` seconds for the first ingest to commit, then
-        returns None if it still has not (the page then shows the progress).
+        returns None if it still has not (the page then shows the progress). The first read of a small run
+        whose files changed lately, into a new store, is waited for until its files are seen still (about
+        SETTLE_SECONDS), so that a run nobody writes shows its last step at once.
         """
         self.refresh(run)
         store_dir = self.store_dir(run)
+        status = self.status(run)
         store = open_store(store_dir)
+        new = store is None
         deadline = time.monotonic() + wait
-        while store is None and time.monotonic() < deadline:
+
+        def waiting() -> bool:
+            return store is None or (new and status.settling and status.total < BIG_CATCH_UP)
+
+        while waiting() and time.monotonic() < deadline:
             with self._lock:
                 t = self._threads.get(run)
             if t is None or not t.is_alive():
@@ -236,7 +281,7 @@ class Board:
                 break
             t.join(timeout=0.05)
             store = open_store(store_dir)
-        return store or open_store(store_dir)
+        return open_store(store_dir)
 
 
 _board: Board | None = None
