@@ -62,20 +62,6 @@ def incomplete_reason(store: RunStore) -> str | None:
     )
 
 
-def parts_scan(store: RunStore) -> pl.LazyFrame:
-    """Lazy scan of every committed part (all columns)."""
-    paths = [
-        str(store.dir / "parts" / f"p{i:06d}.parquet")
-        for i in store.part_ids()
-        if store.manifest.data["parts"][str(i)]["rows"]
-    ]
-    if not paths:
-        return pl.LazyFrame(
-            schema={"sample_id": pl.String, "step": pl.Int64, "prompt": pl.String, "response": pl.String}
-        )
-    return pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore")
-
-
 def select_rows(
     store: RunStore,
     flt: ResponseFilter,
@@ -87,7 +73,7 @@ def select_rows(
     A text search runs here, within ``seconds`` (raises :class:`data.queries.SearchStopped` after)."""
     lf = store.scalars().lazy().filter(flt.scalar_expr())
     if flt.q:
-        hits = text_match(parts_scan(store), flt.q, flt.step, seconds)
+        hits = text_match(store.scan_parts(), flt.q, flt.step, seconds)
         lf = lf.join(hits.lazy(), on="sample_id", how="semi")
     if sort:
         return sort_rows(lf, sort, descending)

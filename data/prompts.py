@@ -342,13 +342,12 @@ def _from_file(v: StoreKey) -> bool:
 
 @lru_cache(maxsize=64)
 def _search(v: StoreKey, pattern: str, seconds: float) -> frozenset[str]:
-    from data.export import parts_scan
     from data.metrics import prompt_key_text
     from data.queries import search
 
     pads = tuple(v.store.manifest.data.get("pad_tokens", ()))
     lf = (
-        parts_scan(v.store)
+        v.store.scan_parts()
         .select("prompt_key", "prompt")
         .unique("prompt_key")
         .with_columns(prompt_key_text(pads).alias("prompt"))

@@ -20,7 +20,6 @@ import polars as pl
 from data import bounded
 from data.cache import StoreKey
 from data.config import DEFAULT_SEARCH_SECONDS
-from data.export import parts_scan
 from data.live import LIVE_KEY
 from data.queries import QueryError, ResponseFilter, SearchStopped, check_regex, search, sort_rows
 from data.store import TEXT_INDEX, RunStore, beside_store, part_name
@@ -346,10 +345,10 @@ def _text_hits(key: StoreKey, pattern: str, step: int | None, seconds: float) ->
         raise SearchStopped(message)
     if step is not None:
         # One step: the parts' row-group statistics skip every other step, so they are the faster source.
-        lf = parts_scan(key.store).select(*TEXT_INDEX_COLUMNS).filter(pl.col("step") == step)
+        lf = key.store.scan_parts().select(*TEXT_INDEX_COLUMNS).filter(pl.col("step") == step)
     else:
         files = text_index_files(key.store)
-        lf = pl.scan_ipc(files) if files else parts_scan(key.store).select(*TEXT_INDEX_COLUMNS)
+        lf = pl.scan_ipc(files) if files else key.store.scan_parts().select(*TEXT_INDEX_COLUMNS)
     hit = pl.col("prompt").str.contains(pattern) | pl.col("response").str.contains(pattern)
     try:
         return search(lf.filter(hit).select("part", "row"), pattern, seconds)

@@ -451,14 +451,23 @@ class RunStore:
                 out.append(scan.filter(pl.col("part").is_in(sorted(keep))))
         return out
 
-    def steps(self) -> pl.DataFrame:
-        """The per-step summary (see :func:`data.metrics.step_summary`), sorted by step."""
-        name = self.manifest.data.get("steps_file")
-        if not name:
-            from data.metrics import step_summary
+    def scan_parts(self) -> pl.LazyFrame:
+        """Lazy scan of every committed part (all columns)."""
+        paths = [
+            str(self.dir / "parts" / part_name(i))
+            for i in self.part_ids()
+            if self.manifest.data["parts"][str(i)]["rows"]
+        ]
+        if not paths:
+            return pl.LazyFrame(
+                schema={"sample_id": pl.String, "step": pl.Int64, "prompt": pl.String, "response": pl.String}
+            )
+        return pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore")
 
-            return step_summary(self.scalars().lazy()).collect()
-        return pl.read_parquet(self.dir / name)
+    def steps(self) -> pl.DataFrame:
+        """The per-step summary (see :func:`data.metrics.step_summary`), sorted by step; ingest writes it
+        at every commit, and a store is opened only once a manifest was committed."""
+        return pl.read_parquet(self.dir / self.manifest.data["steps_file"])
 
     def issues(self) -> pl.DataFrame:
         """Unusable lines (``severity == "error"``) and data-quality notes, with file and line."""
