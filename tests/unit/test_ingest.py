@@ -916,7 +916,7 @@ def test_ingest040_chat_messages_and_true_false_rewards(tmp_path, monkeypatch, p
 
 def test_ingest041_messages_text_by_hand():
     """The text of chat messages, case by case."""
-    from data.schema import messages_lead, messages_text
+    from data.schema.chat import messages_lead, messages_text
 
     assert messages_text([{"role": "user", "content": "hi"}]) == "hi"
     assert messages_text([{"content": "a"}, {"content": "b"}]) == "a\n\nb"

@@ -1,0 +1,221 @@
+"""A whole chunk that Polars parsed at once checked against the contract and cast to it (fast path), and
+the frame of the validated records of the line-by-line path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import polars as pl
+
+from data.schema.chat import PROMPT_LEAD, messages_lead, messages_text
+from data.schema.contract import (
+    _FITS_INT64,
+    _NUMBER_LISTS,
+    CANONICAL,
+    FLOAT_LIST_FIELDS,
+    INT64_MAX,
+    INT64_MIN,
+    KNOWN,
+    REQUIRED,
+    STEP_OUT_OF_RANGE,
+    TEXT_FIELDS,
+    extra_name,
+    not_text_reason,
+)
+from data.schema.dialects import ALIASES, alias_renames
+from data.schema.dialects.messages import CONVERSATION, split_messages
+from data.schema.dialects.nemo_rl import CONTENTS, split_contents
+
+
+def _family(dtype: pl.DataType) -> str:
+    if dtype == pl.Null:
+        return "null"
+    if dtype == pl.String:
+        return "str"
+    if dtype == pl.Boolean:
+        return "bool"
+    if dtype.is_integer():
+        return "int"
+    if dtype.is_float():
+        return "float"
+    if isinstance(dtype, pl.List):
+        inner = _family(dtype.inner)
+        return f"list[{inner}]"
+    if isinstance(dtype, pl.Struct):
+        return "object"
+    return "other"
+
+
+_ALLOWED = {
+    # A list of objects may be chat messages (conform_frame decides, row by row).
+    "prompt": {"str", "null", "list[object]"},
+    "response": {"str", "null", "list[object]"},
+    "ref_response": {"str", "null", "list[object]"},
+    "reward": {"int", "float", "bool", "null"},
+    "ref_reward": {"int", "float", "bool", "null"},
+    "step": {"int", "float", "null"},
+    "response_tokens": {"list[str]", "list[null]", "null"},
+    **{k: {"list[int]", "list[float]", "list[null]", "null"} for k in FLOAT_LIST_FIELDS},
+}
+
+
+def frame_is_conformant(df: pl.DataFrame) -> bool:
+    """True when every known column Polars inferred has a type the contract allows for the whole chunk.
+
+    A chunk where one line has, say, a string reward makes Polars widen the whole column to strings; such
+    a chunk goes to the line-by-line path so that only the bad line is dropped. So does a chunk whose lines
+    name a field in two ways (``prompt`` in some, ``input`` in others): another trainer's name is taken
+    line by line, where the known one is absent, while a chunk's column is renamed only where no line
+    has the known name.
+    """
+    renames = alias_renames(df.columns)
+    for name, dtype in df.schema.items():
+        name = renames.get(name, name)
+        if name in _ALLOWED and _family(dtype) not in _ALLOWED[name]:
+            return False
+    for canon, alts in ALIASES.items():
+        if canon in df.columns:
+            lacking = df.get_column(canon).is_null()
+            if any(alt in df.columns and (lacking & df.get_column(alt).is_not_null()).any() for alt in alts):
+                return False
+    texts = [c for c in df.columns if renames.get(c, c) in ("prompt", "response")]
+    for whole in (CONVERSATION, CONTENTS):
+        if whole in df.columns and texts:
+            # A conversation in lines without prompt and response, beside lines with them: line by line.
+            alone = pl.col(whole).is_not_null() & ~pl.any_horizontal(pl.col(c).is_not_null() for c in texts)
+            if df.select(alone.any()).item():
+                return False
+    return True
+
+
+def _leaves(name: str, expr: pl.Expr, dtype: pl.DataType) -> Iterator[tuple[str, pl.Expr, pl.DataType]]:
+    """A column, or the fields of an object column as columns ``name.field`` (objects in it too): the
+    chunk's side of :func:`_flat_items`."""
+    if isinstance(dtype, pl.Struct):
+        for f in dtype.fields:
+            yield from _leaves(f"{name}.{f.name}", expr.struct.field(f.name), f.dtype)
+    else:
+        yield name, expr, dtype
+
+
+def conform_frame(
+    df: pl.DataFrame, step: int | pl.Series | None = None
+) -> tuple[pl.DataFrame, pl.Series, list[str]]:
+    """Cast a conformant frame to canonical types. ``step``: the step of the rows that have none (from
+    their file's name, see :func:`step_from_name`), one for all or one per row.
+
+    Returns ``(frame, reasons, ignored_fields)``: ``reasons`` has one entry per row, null for a usable
+    row and the reason for an unusable one (missing required field, a list that is not chat messages where
+    a text is expected, non-integer step).
+    """
+    renames = alias_renames(df.columns)
+    if renames:
+        df = df.rename(renames)
+    if "prompt" not in df.columns and "response" not in df.columns:
+        # A whole conversation (not a list: an ordinary extra), split row by row with apply_aliases's
+        # functions: the chat messages stay messages (rendered below), the contents become texts.
+        conversation = df.schema.get(CONVERSATION)
+        whole = [(CONVERSATION, split_messages, conversation)] if isinstance(conversation, pl.List) else []
+        if not whole and df.schema.get(CONTENTS) == pl.List(pl.String):
+            whole = [(CONTENTS, split_contents, pl.String)]
+        for key, split, dtype in whole:
+            halves = [split(v) for v in df.get_column(key).to_list()]
+            df = df.drop(key).with_columns(
+                pl.Series("prompt", [p for p, _ in halves], dtype=dtype),
+                pl.Series("response", [r for _, r in halves], dtype=dtype),
+            )
+    # Texts given as chat messages, one row at a time with the line-by-line path's function.
+    not_text: dict[str, pl.Series] = {}
+    lead = []  # the prompts' PROMPT_LEAD, added beside the extras (a field of that name is one of them)
+    for key in TEXT_FIELDS:
+        if key in df.columns and isinstance(df.schema[key], pl.List):
+            given = df.get_column(key)
+            values = given.to_list()
+            texts = [None if v is None else messages_text(v) for v in values]
+            df = df.with_columns(pl.Series(key, texts, dtype=pl.String))
+            not_text[key] = given.is_not_null() & df.get_column(key).is_null()
+            if key == "prompt":
+                lead = [pl.lit(pl.Series(PROMPT_LEAD, [messages_lead(v) for v in values], dtype=pl.String))]
+    ignored = []
+    cols = []
+    extras = ((n, pl.col(n), t) for n, t in df.schema.items() if n not in CANONICAL)
+    for name, expr, dtype in (leaf for extra in extras for leaf in _leaves(*extra)):
+        fam = _family(dtype)
+        if fam == "int" and dtype not in _FITS_INT64:  # an integer past 64 bits (a seed, a hash): its digits
+            cols.append(expr.cast(pl.String).alias(extra_name(name)))
+        elif fam in ("str", "bool", "int", "float", "null"):
+            cols.append(expr.alias(extra_name(name)))
+        elif fam in _NUMBER_LISTS:  # a per-token field of the trainer's own (see validate_record)
+            cols.append(expr.cast(pl.List(pl.Float32)).alias(extra_name(name)))
+        else:
+            ignored.append(name)
+    known = [
+        pl.col(k).cast(CANONICAL[k]) if k in df.columns else pl.lit(None, dtype=CANONICAL[k]).alias(k)
+        for k in KNOWN
+        if k != "step"
+    ]
+    required = {k: pl.col(k) for k in REQUIRED if k in df.columns}
+    if step is not None:
+        required["step"] = pl.coalesce(required.get("step", pl.lit(None)), pl.lit(step, dtype=pl.Int64))
+    step = required.get("step", pl.lit(None, dtype=pl.Int64))
+    reason = pl.lit(None, dtype=pl.String)
+    # Checked in reverse priority so that the first missing field named in REQUIRED wins.
+    checks = [
+        (step.is_not_null() & (step.cast(pl.Float64).abs() >= 2.0**63), STEP_OUT_OF_RANGE),
+        (
+            step.is_not_null() & (step.cast(pl.Float64) != step.cast(pl.Float64).floor()),
+            "field 'step' is not an integer",
+        ),
+        (step.is_not_null() & ~step.cast(pl.Float64).is_finite(), "field 'step' is not an integer"),
+    ]
+    for key in reversed(TEXT_FIELDS):
+        if key in not_text:
+            checks.append((pl.lit(not_text[key]), not_text_reason(key, "list")))
+    for key in reversed(REQUIRED):
+        col = required.get(key, pl.lit(None))
+        missing = col.is_null() & ~pl.lit(not_text[key]) if key in not_text else col.is_null()
+        checks.append((missing, f"missing required field '{key}'"))
+    for cond, text in checks:
+        reason = pl.when(cond).then(pl.lit(text)).otherwise(reason)
+    out = df.select(
+        *known,
+        step.cast(pl.Float64).fill_nan(None).cast(pl.Int64, strict=False).alias("step"),
+        *cols,
+        *lead,
+        reason.alias("__reason"),
+    )
+    reasons = out.get_column("__reason")
+    return out.drop("__reason"), reasons, ignored
+
+
+def records_frame(records: list[dict]) -> pl.DataFrame:
+    """Frame of validated records (slow path) with canonical types for the known fields."""
+    if not records:
+        return pl.DataFrame(schema=CANONICAL)
+    schema = dict(CANONICAL)
+    keys = dict.fromkeys(k for rec in records for k, v in rec.items() if k not in CANONICAL and v is not None)
+    for k in keys:
+        types = {type(r[k]) for r in records if r.get(k) is not None}
+        if list in types and types != {list}:
+            # A per-token field in some lines and a value in others (a chunk read whole cannot hold both):
+            # the values are kept, as they were before per-token fields were.
+            for r in records:
+                if isinstance(r.get(k), list):
+                    r[k] = None
+            types.discard(list)
+        if types == {list}:
+            schema[k] = pl.List(pl.Float32)
+        elif types == {bool}:
+            schema[k] = pl.Boolean
+        elif types in ({float}, {int, float}):
+            schema[k] = pl.Float64
+        elif types == {int} and all(INT64_MIN <= r[k] <= INT64_MAX for r in records if r.get(k) is not None):
+            schema[k] = pl.Int64
+        else:  # texts, types that differ between lines, or an integer past 64 bits (as in conform_frame)
+            schema[k] = pl.String
+        if schema[k] == pl.String:
+            # Extras whose type differs between lines fall back to strings rather than failing the chunk.
+            for r in records:
+                if r.get(k) is not None and not isinstance(r[k], str):
+                    r[k] = str(r[k])
+    return pl.DataFrame(records, schema=schema, strict=False)

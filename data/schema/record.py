@@ -1,0 +1,103 @@
+"""One parsed JSON line checked against the contract and converted (the line-by-line path)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from data.schema.chat import PROMPT_LEAD, messages_lead, messages_text
+from data.schema.contract import (
+    _STR_OR_NULL,
+    CANONICAL,
+    FLOAT_LIST_FIELDS,
+    INT64_MAX,
+    INT64_MIN,
+    REQUIRED,
+    STEP_OUT_OF_RANGE,
+    TEXT_FIELDS,
+    BadLine,
+    _is_number,
+    _number_list,
+    _type_name,
+    extra_name,
+    not_text_reason,
+)
+from data.schema.dialects import apply_aliases, unwrap_batch_of_one
+
+
+def validate_record(obj, step: int | None = None) -> tuple[dict, list[str]]:
+    """Check one parsed JSON line; return ``(record, ignored_fields)`` or raise :class:`BadLine`.
+    ``step``: the step of a line that has none (from its file's name, see :func:`step_from_name`).
+
+    The record holds the known fields converted to their canonical Python types, the scalar extras
+    (renamed with :func:`extra_name` where they collide with store columns; an object's fields as
+    ``object.field``, see :func:`_flat_items`) and lists of numbers (per-token fields of the trainer's own);
+    other extras are left out and named in ``ignored_fields``.
+    """
+    if not isinstance(obj, dict):
+        raise BadLine(f"not a JSON object (got {_type_name(obj)})")
+    obj = apply_aliases(unwrap_batch_of_one(obj))
+    if step is not None and obj.get("step") is None:
+        obj["step"] = step
+    rec: dict = {}
+    for key in REQUIRED:
+        if obj.get(key) is None:
+            raise BadLine(f"missing required field '{key}'")
+    for key in TEXT_FIELDS:
+        v = obj.get(key)
+        if v is not None and not isinstance(v, str):
+            text = messages_text(v)
+            if text is None:
+                raise BadLine(not_text_reason(key, _type_name(v)))
+            if key == "prompt":
+                rec[PROMPT_LEAD] = messages_lead(v)
+            v = text
+        rec[key] = v
+    for key in ("reward", "ref_reward"):
+        v = obj.get(key)
+        # A verifier's true / false counts as 1 / 0.
+        if v is not None and not isinstance(v, int | float):
+            raise BadLine(f"field '{key}' is not a number (got {_type_name(v)})")
+        rec[key] = None if v is None else float(v)
+    step = obj["step"]
+    if not _is_number(step) or (isinstance(step, float) and (not math.isfinite(step) or step != int(step))):
+        raise BadLine(f"field 'step' is not an integer (got {step!r:.40})")
+    rec["step"] = int(step)
+    if not INT64_MIN <= rec["step"] <= INT64_MAX:
+        raise BadLine(STEP_OUT_OF_RANGE)
+    for key in FLOAT_LIST_FIELDS:
+        v = obj.get(key)
+        if v is None:
+            rec[key] = None
+            continue
+        rec[key] = _number_list(v)
+        if rec[key] is None:
+            raise BadLine(f"field '{key}' is not a list of numbers")
+    v = obj.get("response_tokens")
+    # A null token (like a null log-prob) is kept, as the fast path keeps it.
+    if v is not None and (not isinstance(v, list) or not set(map(type, v)) <= _STR_OR_NULL):
+        raise BadLine("field 'response_tokens' is not a list of strings")
+    rec["response_tokens"] = v
+    ignored = []
+    for key, v in _flat_items(obj):
+        if v is None or isinstance(v, bool | int | float | str):
+            rec[extra_name(key)] = v
+        elif (numbers := _number_list(v)) is not None:
+            # A per-token field of the trainer's own (TRL's PPO `advantages`, `returns`): kept with the
+            # token arrays.
+            rec[extra_name(key)] = numbers
+        else:
+            ignored.append(key)
+    return rec, ignored
+
+
+def _flat_items(obj: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """The extra fields of a line, an object's fields named ``object.field`` (objects in it too), so that
+    a line's ``{"rewards": {"accuracy": 1}}`` is its ``rewards.accuracy``."""
+    for key, v in obj.items():
+        if not prefix and key in CANONICAL:
+            continue
+        if isinstance(v, dict):
+            yield from _flat_items(v, f"{prefix}{key}.")
+        else:
+            yield prefix + key, v
