@@ -23,7 +23,7 @@ import polars as pl
 from dash import html
 
 from components.figures import TEMPLATE
-from data.metrics import file_column
+from data.metrics.token import file_column
 from data.tokens import file_label
 
 # Colour stops (position in [0, 1] of the scale's range, RGB). Diverging: red below 0, white at 0, blue above.

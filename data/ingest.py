@@ -28,8 +28,9 @@ from filelock import FileLock, Timeout
 
 from data import schema
 from data.access import reason_of
-from data.degeneration import repetition_of
-from data.metrics import CLEAN_RESPONSE, derive_response_metrics, prompt_key_text, step_summary, strip_pads
+from data.metrics.degeneration import repetition_of
+from data.metrics.response import CLEAN_RESPONSE, derive_response_metrics, prompt_key_text, strip_pads
+from data.metrics.step import step_summary
 from data.store import (
     ISSUE_SCHEMA,
     PACK_AT,

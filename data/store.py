@@ -465,7 +465,7 @@ class RunStore:
         return pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore")
 
     def steps(self) -> pl.DataFrame:
-        """The per-step summary (see :func:`data.metrics.step_summary`), sorted by step; ingest writes it
+        """The per-step summary (see :func:`data.metrics.step.step_summary`), sorted by step; ingest writes it
         at every commit, and a store is opened only once a manifest was committed."""
         return pl.read_parquet(self.dir / self.manifest.data["steps_file"])
 

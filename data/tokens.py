@@ -15,7 +15,8 @@ from urllib.parse import urlencode
 import polars as pl
 
 from data.cache import StoreKey
-from data.metrics import METRICS, TOKEN_COLUMNS, explode_tokens, file_column, label, token_metrics
+from data.metrics import METRICS, label
+from data.metrics.token import TOKEN_COLUMNS, explode_tokens, file_column, token_metrics
 from data.schema import trainer_token_fields
 from data.views.codec import encode, first, get_bool, get_choice, parse_search
 

@@ -18,6 +18,7 @@ from components import prompt_views as pv
 from components.layout import empty_state, fmt_num, no_runs_state, notices, progress
 from data import prompts
 from data.metrics import label
+from data.metrics.group import MIN_GROUP, TREND_EFFECT, TRENDS
 from data.queries import QueryError
 from data.service import UnknownRun, board
 from data.views import paths
@@ -186,7 +187,7 @@ def _controls(view) -> dbc.Card:
                             dbc.Label("Trend", html_for=TREND, className="small text-muted mb-1"),
                             dcc.Dropdown(
                                 id=TREND,
-                                options=[{"label": v, "value": k} for k, v in prompts.TRENDS.items()],
+                                options=[{"label": v, "value": k} for k, v in TRENDS.items()],
                                 value=view.trend,
                                 placeholder="any trend",
                                 clearable=True,
@@ -293,8 +294,8 @@ def _list_content(store, view):
             html.Span(f"{info['prompts']:,} prompts", className="fw-semibold me-2"),
             html.Span(f"· {info['recurring']:,} seen in 2+ steps ", className="me-2"),
             *(
-                html.Span([pv.trend_badge(code, prompts.TRENDS), f" {trends[code]:,}"], className="me-2")
-                for code in prompts.TRENDS
+                html.Span([pv.trend_badge(code, TRENDS), f" {trends[code]:,}"], className="me-2")
+                for code in TRENDS
                 if trends[code]
             ),
         ],
@@ -305,7 +306,7 @@ def _list_content(store, view):
     how = html.Div(
         f"Trend: mean {label('reward')} over the last quarter of a prompt's steps minus the first quarter; "
         f"above +{fmt_num(threshold)} is improved, below −{fmt_num(threshold)} regressed, otherwise flat "
-        f"({prompts.TREND_EFFECT} × the run's reward standard deviation). Never beats the reference: no "
+        f"({TREND_EFFECT} × the run's reward standard deviation). Never beats the reference: no "
         "response scored above its reference response in any step where both exist (takes precedence).",
         className="small text-muted mb-2",
     )
@@ -325,9 +326,7 @@ def _list_content(store, view):
     first = (page - 1) * prompts.PAGE_SIZE + 1
     last = first + page_rows.height - 1
     body = (
-        pv.prompt_list_table(
-            dicts, columns, view.sort, view.order, header_hrefs, row_hrefs, prompts.TRENDS, TABLE
-        )
+        pv.prompt_list_table(dicts, columns, view.sort, view.order, header_hrefs, row_hrefs, TRENDS, TABLE)
         if dicts
         else empty_state(
             "No prompt matches",
@@ -398,7 +397,7 @@ def _prompt_content(store, view):
             ),
             (f"{label('reward_gain')} · mean", pv.fmt_value(agg.get("gain_mean"), "signed")),
             ("win rate vs reference", pv.fmt_value(agg.get("win_rate"), "share")),
-            ("trend", pv.trend_badge(agg.get("trend"), prompts.TRENDS)),
+            ("trend", pv.trend_badge(agg.get("trend"), TRENDS)),
             *(
                 [("groups (zero spread)", f"{agg.get('n_groups')} ({agg.get('zero_spread_groups')})")]
                 if agg.get("n_groups")
@@ -439,7 +438,7 @@ def _prompt_content(store, view):
         )
         for title, row, text, pair_id in pair_specs
     ]
-    has_groups = bool(shown.height) and int(shown.get_column("group_n").max() or 0) >= prompts.MIN_GROUP
+    has_groups = bool(shown.height) and int(shown.get_column("group_n").max() or 0) >= MIN_GROUP
     group_note = None
     if has_groups:
         group_note = (

@@ -29,7 +29,8 @@ from components.token_view import (
     top_table,
     value_figure,
 )
-from data.metrics import METRICS, file_column, label
+from data.metrics import METRICS, label
+from data.metrics.token import file_column
 from data.service import board
 from data.tokens import (
     DEFAULT_METRIC,

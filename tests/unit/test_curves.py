@@ -13,7 +13,8 @@ import pytest
 from data import curves
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
-from data.metrics import label, step_summary
+from data.metrics import label
+from data.metrics.step import step_summary
 from data.queries import ResponseFilter, bar_interval
 from data.store import open_store
 

@@ -7,14 +7,14 @@ import json
 import polars as pl
 import pytest
 
-from data.degeneration import (
+from data.metrics import METRICS, label
+from data.metrics.degeneration import (
     length_ratio,
     repetition,
     step_length_medians,
     with_length_ratio,
     words,
 )
-from data.metrics import METRICS, label
 
 PADS = ("<pad>", "<|endoftext|>")
 

@@ -1,4 +1,4 @@
-"""Metrics of data/metrics.py against values worked out by hand."""
+"""Metrics of data/metrics/ against values worked out by hand."""
 
 from __future__ import annotations
 
@@ -7,13 +7,9 @@ import math
 import polars as pl
 import pytest
 
-from data.metrics import (
-    derive_response_metrics,
-    explode_tokens,
-    response_token_aggregates,
-    step_summary,
-    token_metrics,
-)
+from data.metrics.response import derive_response_metrics
+from data.metrics.step import step_summary
+from data.metrics.token import explode_tokens, response_token_aggregates, token_metrics
 
 PADS = ("<pad>", "<|endoftext|>")
 F32 = pl.List(pl.Float32)

@@ -8,13 +8,8 @@ import random
 import polars as pl
 import pytest
 
-from data.metrics import (
-    AGGREGATE_COLUMNS,
-    explode_tokens,
-    response_list_aggregates,
-    response_token_aggregates,
-    token_metrics,
-)
+from data.metrics.response import AGGREGATE_COLUMNS, response_list_aggregates
+from data.metrics.token import explode_tokens, response_token_aggregates, token_metrics
 
 PADS = ("<pad>", "<|endoftext|>")
 F32 = pl.List(pl.Float32)

@@ -11,7 +11,8 @@ import pytest
 
 from data import prompts
 from data.ingest import ingest_run
-from data.metrics import prompt_key_text
+from data.metrics.group import TREND_EFFECT, trend_expr, with_advantage
+from data.metrics.response import prompt_key_text
 from data.store import open_store
 from data.views.codec import parse_search
 
@@ -95,7 +96,7 @@ def test_prompts003_trend_thresholds():
             "never_beats": [False, False, False, False, False, True, False, False],
         }
     )
-    got = df.select(prompts.trend_expr(0.2)).to_series().to_list()
+    got = df.select(trend_expr(0.2)).to_series().to_list()
     assert got == ["improved", "regressed", "flat", "flat", "flat", "never", "single", None]
 
 
@@ -105,7 +106,7 @@ def test_prompts004_trend_threshold_is_a_fraction_of_the_reward_std(tmp_path):
     recs += [_rec("same", s, 0.5) for s in (1, 2, 3, 4)]
     store = _ingest(tmp_path, {"a.jsonl": recs})
     sd = pl.Series([0.0, 0.0, 1.0, 1.0] + [0.5] * 4).std()
-    assert prompts.run_trend_threshold(store) == pytest.approx(prompts.TREND_EFFECT * sd)
+    assert prompts.run_trend_threshold(store) == pytest.approx(TREND_EFFECT * sd)
     table = prompts.prompt_table(store)
     assert _row(table, "up")["trend"] == "improved"
     assert _row(table, "same")["trend"] == "flat"
@@ -191,7 +192,7 @@ def test_prompts008_recomputed_advantages():
             "reward": [1.0, 2.0, 3.0, 4.0, 4.0, 9.0],
         }
     )
-    got = prompts.with_advantage(rows, from_file=False).collect()
+    got = with_advantage(rows, from_file=False).collect()
     assert got.get_column("advantage").to_list()[:5] == pytest.approx([-1.0, 0.0, 1.0, 0.0, 0.0])
     assert got.get_column("advantage").to_list()[5] is None
     assert got.get_column("advantage_recomputed").all()
@@ -210,7 +211,7 @@ def test_prompts010_recomputed_matches_trl_grpo(fixtures_dir, tmp_path):
     """On the GRPO fixture, recomputing from rewards gives TRL's advantages (TRL adds 1e-4 to the std)."""
     res = ingest_run(fixtures_dir / "trl-grpo-small", tmp_path / "cache", PADS)
     scalars = open_store(res.store_dir).scalars()
-    got = prompts.with_advantage(scalars.lazy().select("step", "prompt_key", "group_id", "reward"), False)
+    got = with_advantage(scalars.lazy().select("step", "prompt_key", "group_id", "reward"), False)
     joined = got.collect().with_columns(file=scalars.get_column("advantage"))
     diff = joined.select((pl.col("advantage") - pl.col("file")).abs().max()).item()
     assert diff < 1e-3

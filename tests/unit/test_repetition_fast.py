@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from data.degeneration import repetition, repetition_of
+from data.metrics.degeneration import repetition, repetition_of
 
 TEXTS = [
     "go go go go go",  # 3 trigrams, 1 distinct: 2/3

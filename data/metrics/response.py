@@ -1,0 +1,208 @@
+"""Per-response metrics computed at ingest (see :mod:`data.metrics`), straight from the list columns of a
+chunk, and the texts without pads that previews and prompt keys are made of."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+
+def strip_pads(expr: pl.Expr, pad_tokens: tuple[str, ...]) -> pl.Expr:
+    """Text with every pad token removed (literal match)."""
+    for tok in pad_tokens:
+        expr = expr.str.replace_all(tok, "", literal=True)
+    return expr
+
+
+def prompt_key_text(pad_tokens: tuple[str, ...]) -> pl.Expr:
+    """The text that identifies a prompt for grouping: pads removed, surrounding whitespace stripped."""
+    return strip_pads(pl.col("prompt"), pad_tokens).str.strip_chars()
+
+
+AGGREGATE_COLUMNS = {
+    "response_length": pl.Int64,
+    "n_kl_tokens": pl.Int64,
+    "log_ratio_sum": pl.Float64,
+    "kl_sum": pl.Float64,
+    "log_ratio_mean": pl.Float64,
+    "kl_mean": pl.Float64,
+    "value_error_mean": pl.Float64,
+    "value_error_abs_mean": pl.Float64,
+    "token_reward_sum": pl.Float64,
+}
+
+
+class _Flat(NamedTuple):
+    """A list column as one flat array: each row's length (0 for a null list) and where its elements start."""
+
+    lens: np.ndarray  # int64, one per row
+    starts: np.ndarray  # int64, one per row
+    values: np.ndarray  # the list's float type (null -> NaN; no copy without nulls) or, for token
+    # strings, whether the token is not a pad; arithmetic on them is done in float64
+    present: np.ndarray | None  # bool: the element is not null (None: no element is null)
+
+    @property
+    def segments(self) -> _Segments:
+        return _Segments(self.lens, self.starts)
+
+    def where_present(self, idx: np.ndarray | slice = slice(None)) -> np.ndarray | None:
+        return None if self.present is None else self.present[idx]
+
+
+def _starts(lens: np.ndarray) -> np.ndarray:
+    starts = np.zeros(len(lens), np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    return starts
+
+
+def _flat(df: pl.DataFrame, c: str, pad_tokens: tuple[str, ...] = ()) -> _Flat:
+    if c not in df.columns:  # an absent field: every array null
+        zeros = np.zeros(df.height, np.int64)
+        return _Flat(zeros, zeros, np.zeros(0, bool if c == "response_tokens" else np.float64), None)
+    s = df.get_column(c)
+    lens = s.list.len().fill_null(0).cast(pl.Int64).to_numpy()
+    flat = s.explode(empty_as_null=False, keep_nulls=False)
+    present = flat.is_not_null().to_numpy() if flat.null_count() else None
+    if c == "response_tokens":
+        values = (~flat.is_in(list(pad_tokens))).fill_null(False).to_numpy()
+    else:
+        values = flat.to_numpy()
+    return _Flat(lens, _starts(lens), values, present)
+
+
+def _both(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    return b if a is None else a if b is None else a & b
+
+
+class _Segments(NamedTuple):
+    """Consecutive runs of a flat array, one per row (possibly empty), summed with :meth:`sum`."""
+
+    lens: np.ndarray
+    starts: np.ndarray
+
+    def sum(self, values: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+        """Per row: the sum of ``values`` where ``keep`` (everywhere when None); 0 for a row with none.
+        Booleans are counted."""
+        if keep is not None and not keep.all():
+            values = np.where(keep, values, False if values.dtype == bool else 0.0)
+        out = np.zeros(len(self.lens), np.int64 if values.dtype == bool else np.float64)
+        full = self.lens > 0
+        if full.any():  # each non-empty run ends where the next one starts
+            out[full] = np.add.reduceat(values, self.starts[full], dtype=out.dtype)
+        return out
+
+
+def _pair(a: _Flat, b: _Flat) -> tuple[_Segments, np.ndarray | slice, np.ndarray | slice]:
+    """The positions both arrays of a row have (aligned from the first, each pair cut to its shorter
+    array): their segments, and the index of each into ``a`` and into ``b``."""
+    if np.array_equal(a.lens, b.lens):  # the common case: the same layout
+        return a.segments, slice(None), slice(None)
+    n = np.minimum(a.lens, b.lens)
+    first = _starts(n)
+    rows = np.repeat(np.arange(len(n)), n)
+    pos = np.arange(len(rows)) - first[rows]
+    return _Segments(n, first), a.starts[rows] + pos, b.starts[rows] + pos
+
+
+def _suffix_sums(f: _Flat) -> np.ndarray:
+    """Per element: the sum of it and the elements after it in its row, nulls counted as 0 (a return with
+    gamma = 1). Summed from the end of each row, as the definition does, where NaN or infinities occur."""
+    x = f.values if f.present is None else np.where(f.present, f.values, 0.0)
+    c = np.zeros(len(x) + 1)
+    np.cumsum(x, dtype=np.float64, out=c[1:])
+    if np.isfinite(c[-1]) and np.isfinite(x).all():  # no NaN, infinity or overflow
+        # One pass over all rows: the suffix sum at j is (sum up to the row's end) - (sum before j). Its
+        # rounding error grows with the running total of the chunk, not of the row: on the 500 MB
+        # benchmark run the value errors differ from per-row sums by at most 1.2e-13.
+        out = np.repeat(c[f.starts + f.lens], f.lens)
+        out -= c[:-1]
+        return out
+    out = np.empty(len(x))
+    for s, n in zip(f.starts.tolist(), f.lens.tolist(), strict=True):
+        out[s : s + n] = np.cumsum(x[s : s + n][::-1], dtype=np.float64)[::-1]
+    return out
+
+
+def _nulls_where(values: np.ndarray, mask: np.ndarray) -> pa.Array:
+    return pa.array(values, mask=mask)
+
+
+def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
+    """:func:`response_token_aggregates` computed on the list columns directly, without one row per token.
+
+    Same definitions and values (a test compares the two on random arrays); ingest uses this one because
+    exploding every token and grouping them again costs about four times as much. Each list column is taken
+    as one flat array, positions are matched as in :func:`explode_tokens` (aligned from the first; a pair
+    of arrays is cut to its shorter one), and each response's sums are sums over its run of the flat
+    array. Returns the columns of ``AGGREGATE_COLUMNS`` for the rows of ``df``, in order; null for a
+    response without token arrays.
+    """
+    lp, ref, val, tr = (_flat(df, c) for c in ("logprobs", "ref_logprobs", "values", "token_rewards"))
+    tok = _flat(df, "response_tokens", pad_tokens)
+    with np.errstate(all="ignore"):
+        # Log-ratio and k3 (the formula of _k3, on arrays) where both log-probs are present and finite (k3
+        # is not finite where the log-ratio is not). In place: each fresh array of this size costs its page
+        # faults.
+        seg, ia, ib = _pair(lp, ref)
+        lr = np.subtract(lp.values[ia], ref.values[ib], dtype=np.float64)
+        kl = np.negative(lr)
+        np.exp(kl, out=kl)
+        kl -= 1.0
+        kl += lr
+        valid = _both(_both(lp.where_present(ia), ref.where_present(ib)), np.isfinite(kl))
+        n_kl = seg.sum(valid)
+        lr_sum, kl_sum = seg.sum(lr, valid), seg.sum(kl, valid)
+        # Value error against the return (the suffix sum of the token rewards) where both are present.
+        seg_v, iv, it = _pair(val, tr)
+        ve = np.subtract(val.values[iv], _suffix_sums(tr)[it], dtype=np.float64)
+        ve_ok = _both(_both(val.where_present(iv), tr.where_present(it)), np.isfinite(ve))
+        n_ve = seg_v.sum(ve_ok)
+        ve_sum = seg_v.sum(ve, ve_ok)
+        ve_abs = seg_v.sum(np.abs(ve, out=ve), ve_ok)
+        n_tr = tr.segments.sum(np.ones(len(tr.values), bool), tr.present)
+        tr_sum = tr.segments.sum(tr.values, tr.present)
+        # Length: tokens present and not pads; for a response without token strings, its log-probs.
+        n_tok = tok.segments.sum(np.ones(len(tok.values), bool), tok.present)
+        n_kept = tok.segments.sum(tok.values, tok.present)
+        n_lp = lp.segments.sum(np.ones(len(lp.values), bool), lp.present)
+        length = np.where(n_tok > 0, n_kept, n_lp)
+        lr_mean, kl_mean = lr_sum / n_kl, kl_sum / n_kl
+        ve_mean, ve_abs_mean = ve_sum / n_ve, ve_abs / n_ve
+    none = np.maximum.reduce([f.lens for f in (lp, ref, val, tr, tok)]) == 0
+    return pl.from_arrow(
+        pa.table(
+            {
+                "response_length": _nulls_where(length, none),
+                "n_kl_tokens": _nulls_where(n_kl, none),
+                "log_ratio_sum": _nulls_where(lr_sum, none),
+                "kl_sum": _nulls_where(kl_sum, none),
+                "log_ratio_mean": _nulls_where(lr_mean, n_kl == 0),
+                "kl_mean": _nulls_where(kl_mean, n_kl == 0),
+                "value_error_mean": _nulls_where(ve_mean, n_ve == 0),
+                "value_error_abs_mean": _nulls_where(ve_abs_mean, n_ve == 0),
+                "token_reward_sum": _nulls_where(tr_sum, n_tr == 0),
+            }
+        )
+    ).cast(AGGREGATE_COLUMNS)
+
+
+CLEAN_RESPONSE = "__response_clean"
+
+
+def derive_response_metrics(
+    df: pl.DataFrame, pad_tokens: tuple[str, ...], keep_clean: bool = False
+) -> pl.DataFrame:
+    """Add the per-response metric columns to a conformed chunk (with ``keep_clean``, also the response
+    text without pads as ``CLEAN_RESPONSE``, for the caller to use and drop)."""
+    agg = response_list_aggregates(df, pad_tokens)
+    out = pl.concat([df, agg], how="horizontal").with_columns(
+        strip_pads(pl.col("response"), pad_tokens).alias(CLEAN_RESPONSE)
+    )
+    out = out.with_columns(
+        (pl.col("reward") - pl.col("ref_reward")).alias("reward_gain"),
+        pl.col(CLEAN_RESPONSE).str.len_chars().cast(pl.Int64).alias("response_chars"),
+    )
+    return out if keep_clean else out.drop(CLEAN_RESPONSE)
