@@ -150,7 +150,8 @@ def _post(client, body) -> tuple[float, int, dict | None]:
 
 def _clear_caches(scalars: bool = True) -> None:
     """Forget the page's cached aggregates and, with ``scalars``, the run's in-memory scalars."""
-    from data import curves, store
+    from data import curves
+    from data.store import reader as store
 
     if scalars:
         with store._SCALARS_LOCK:

@@ -43,7 +43,8 @@ if str(ROOT) not in sys.path:
 from benchmarks.generate import append_step  # noqa: E402
 from data.config import DEFAULT_PAD_TOKENS  # noqa: E402
 from data.ingest import ingest_run  # noqa: E402
-from data.store import read_manifest, run_files, store_dir_for, write_atomic  # noqa: E402
+from data.store import run_files, store_dir_for  # noqa: E402
+from data.store.manifest import read_manifest, write_atomic  # noqa: E402
 
 PAGES = ("reward", "responses", "tokens")
 RUN = "big"

@@ -31,27 +31,27 @@ from data.access import reason_of
 from data.metrics.degeneration import repetition_of
 from data.metrics.response import CLEAN_RESPONSE, derive_response_metrics, prompt_key_text, strip_pads
 from data.metrics.step import step_summary
-from data.store import (
+from data.store import RunStore, run_files, store_dir_for
+from data.store.layout import (
     ISSUE_SCHEMA,
     PACK_AT,
     PACK_ROWS,
     PREVIEW_CHARS,
     ROW_GROUP_SIZE,
     SCALAR_CORE,
-    Manifest,
-    RunStore,
-    commit_manifest,
     file_prefix,
-    has_issues,
     pack_name,
-    packed_parts,
     part_name,
+    write_part_file,
+)
+from data.store.manifest import (
+    Manifest,
+    commit_manifest,
+    has_issues,
+    packed_parts,
     read_manifest,
     remove_older_formats,
-    run_files,
-    store_dir_for,
     write_atomic,
-    write_part_file,
 )
 
 # Bytes read at a time: under glibc's largest threshold for allocating by mmap (32 MiB). A block of 32 MiB

@@ -22,7 +22,8 @@ from data.cache import StoreKey
 from data.config import DEFAULT_SEARCH_SECONDS
 from data.live import LIVE_KEY
 from data.queries import QueryError, ResponseFilter, SearchStopped, check_regex, search, sort_rows
-from data.store import TEXT_INDEX, RunStore, beside_store, part_name
+from data.store import RunStore
+from data.store.layout import TEXT_INDEX, beside_store, part_name
 from data.views.codec import encode, first, get_bool, get_choice, get_float
 
 ALL_STEPS = "all"

@@ -13,7 +13,8 @@ import polars as pl
 
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
-from data.store import open_store, part_name
+from data.store import open_store
+from data.store.layout import part_name
 
 FILES = ("rank0.jsonl", "rank1.jsonl")
 LINES_PER_FILE = 240

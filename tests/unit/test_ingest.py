@@ -297,7 +297,7 @@ def test_ingest017_one_response_is_one_row_group(tmp_path):
     """Row groups are small: reading one response touches one row group of its part."""
     import pyarrow.parquet as pq
 
-    from data.store import ROW_GROUP_SIZE
+    from data.store.layout import ROW_GROUP_SIZE
 
     run = run_with(tmp_path, b"".join(line(rec(step=s, logprobs=[-1.0] * 50)) for s in range(300)))
     _, store = ingest(run, tmp_path / "cache")
@@ -702,7 +702,7 @@ def test_ingest033_scalars_stay_one_chunk_as_a_live_run_grows(tmp_path):
 
 def _fresh_scalars(store):
     """The store's scalars as a process that has not read it before sees them."""
-    from data import store as store_mod
+    from data.store import reader as store_mod
 
     store_mod._SCALARS_CACHE.clear()
     store_mod._VISIBLE_CACHE.clear()
@@ -781,7 +781,7 @@ def test_ingest035_packs_lose_the_parts_of_a_file_read_again(tmp_path, monkeypat
 def test_ingest036_issue_files_read_with_their_part(tmp_path):
     """Issue files read for a pack carry their part; files with different columns are read one by one."""
     from data.ingest import _issues_with_part
-    from data.store import ISSUE_SCHEMA
+    from data.store.layout import ISSUE_SCHEMA
 
     def issue(path, n, **extra):
         rows = [

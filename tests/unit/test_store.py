@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pyarrow.parquet as pq
 
-from data.store import write_part_file
+from data.store.layout import write_part_file
 
 
 def test_store_part_encodings(tmp_path):

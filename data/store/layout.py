@@ -1,0 +1,144 @@
+"""Where and how a run's store is written: its folder in the cache, ``STORE_FORMAT``, the files' names and
+the Parquet settings of a part.
+
+Layout of one run's store (``<cache>/<run>-<hash>/``): ``manifest.json`` (committed atomically, last),
+``parts/`` (one row per response, all columns, small row groups), ``scalars/`` (the same rows without
+text and token arrays; ``k<first>-<last>.parquet``: a pack of many small parts' rows), ``issues/``
+(unusable lines and data-quality notes; packs likewise) and ``steps-g<N>.parquet`` (the per-step summary
+of generation N).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
+# format are rebuilt. 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers
+# past 64 bits, steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields,
+# whole conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
+STORE_FORMAT = 6
+ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
+
+# Columns of the narrow in-memory table; everything else (texts, token arrays) stays in parts/.
+SCALAR_CORE = (
+    "sample_id",
+    "source",
+    "line",
+    "part",
+    "row",
+    "step",
+    "reward",
+    "ref_reward",
+    "reward_gain",
+    "response_length",
+    "response_chars",
+    "n_kl_tokens",
+    "log_ratio_sum",
+    "log_ratio_mean",
+    "kl_sum",
+    "kl_mean",
+    "value_error_mean",
+    "value_error_abs_mean",
+    "token_reward_sum",
+    "repetition",
+    "prompt_key",
+    "prompt_preview",
+    "response_preview",
+    "has_tokens",
+)
+PREVIEW_CHARS = 160
+# String columns of a part whose values repeat (the same prompt for many responses, token strings from one
+# vocabulary): dictionary-encoded, which makes the token strings 3x smaller and faster to write. Other
+# columns are not: trying a dictionary on float arrays or response texts and giving it up costs about as
+# much as writing them.
+DICTIONARY_COLUMNS = ("prompt", "ref_response", "response_tokens", "source", "prompt_key", "prompt_preview")
+
+
+def write_part_file(df: pl.DataFrame, path: Path, row_group_size: int) -> None:
+    """Write one part: snappy, ``row_group_size`` rows a group, statistics only for the plain numeric and
+    boolean columns (range filters on them can skip row groups; texts and arrays are never filtered).
+
+    Texts go to Arrow as Polars holds them (string views): converting them to Arrow's older string layout
+    first cost ~9 ms of a 33 MB chunk's ~95 ms write."""
+    table = df.to_arrow(compat_level=pl.CompatLevel.newest())
+    plain = [
+        f.name
+        for f in table.schema
+        if pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type)
+    ]
+    pq.write_table(
+        table,
+        path,
+        row_group_size=row_group_size,
+        compression="snappy",
+        # A list column's values are named by their Parquet path.
+        use_dictionary=[
+            f"{f.name}.list.element" if pa.types.is_large_list(f.type) or pa.types.is_list(f.type) else f.name
+            for f in table.schema
+            if f.name in DICTIONARY_COLUMNS
+        ],
+        write_statistics=plain,
+    )
+
+
+def _hash(text: str, n: int = 8) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()[:n]
+
+
+def file_prefix(rel: str) -> str:
+    """The stable per-file prefix of sample ids: 8 hex digits of the file's path inside the run."""
+    return _hash(rel)
+
+
+def sample_id(rel: str, line: int) -> str:
+    """Stable id of the response on 1-based ``line`` of file ``rel``: it survives a cache rebuild."""
+    return f"{file_prefix(rel)}-{line}"
+
+
+def store_dir_for(cache_dir: Path, run_dir: Path, pad_tokens: tuple[str, ...]) -> Path:
+    """Cache folder of a run: its name plus a hash of its absolute path, the pad tokens and the format."""
+    run_dir = Path(run_dir).resolve()
+    key = f"{run_dir}\n{','.join(pad_tokens)}\n{STORE_FORMAT}"
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run_dir.name)[:60]
+    return Path(cache_dir) / f"{safe}-{_hash(key, 12)}"
+
+
+# Folders other modules keep beside a store, named ``<store>.<kind>`` (deleted with the store).
+TEXT_INDEX = "text-index"  # data.responses: the texts a regex search scans
+BESIDE_STORE = (TEXT_INDEX,)
+
+
+def beside_store(store_dir: Path, kind: str) -> Path:
+    """``<cache>/<store>.<kind>``: a folder kept beside the store, not in it (the store's files stay its own)."""
+    return store_dir.parent / f"{store_dir.name}.{kind}"
+
+
+def part_name(part_id: int) -> str:
+    return f"p{part_id:06d}.parquet"
+
+
+# A live run adds a part per file at every ingest; their scalars and issues are read whole (not their token
+# arrays), at ~0.35 ms a file. When PACK_AT parts of at most PACK_ROWS rows are not yet in a pack, the writer
+# copies their scalars into one file in scalars/ and their issues into one in issues/ (a "pack"); the
+# parts' own token-array files stay as they are.
+PACK_AT = 128
+PACK_ROWS = 2048
+
+
+def pack_name(parts: list[int]) -> str:
+    return f"k{min(parts):06d}-{max(parts):06d}.parquet"
+
+
+# Columns of the issue files (one per part, and the packs' with a ``part`` column added).
+ISSUE_SCHEMA = {
+    "source": pl.String,
+    "line": pl.Int64,
+    "severity": pl.String,
+    "reason": pl.String,
+    "detail": pl.String,
+}

@@ -1,0 +1,116 @@
+"""The manifest of a store (what it holds: per source file its size, mtime, offset, line count and parts),
+written atomically and last, so that readers only ever see a committed state; and the removal of the
+stores an older format left."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from filelock import FileLock, Timeout
+
+from data.store.layout import BESIDE_STORE, ROW_GROUP_SIZE, STORE_FORMAT, beside_store
+
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class Manifest:
+    """What the store holds: per source file its size, mtime, offset, line count and parts."""
+
+    data: dict
+
+    @classmethod
+    def empty(cls, run: str, run_path: str, pad_tokens: tuple[str, ...]) -> Manifest:
+        return cls(
+            {
+                "format": STORE_FORMAT,
+                "run": run,
+                "run_path": run_path,
+                "pad_tokens": list(pad_tokens),
+                "generation": 0,
+                "next_part": 1,
+                "files": {},
+                "parts": {},
+                "ignored_fields": [],
+                "pending": {},
+                "steps_file": None,
+                "row_group_size": ROW_GROUP_SIZE,
+                "updated": None,
+            }
+        )
+
+    @property
+    def generation(self) -> int:
+        return self.data["generation"]
+
+
+def read_manifest(store_dir: Path) -> Manifest | None:
+    try:
+        return Manifest(orjson.loads((store_dir / MANIFEST).read_bytes()))
+    except (FileNotFoundError, NotADirectoryError):  # no store (yet), or no cache folder to hold one
+        return None
+
+
+def write_atomic(path: Path, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` so that readers see the old or the new file, never a mix."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def commit_manifest(store_dir: Path, manifest: Manifest) -> None:
+    manifest.data["updated"] = time.time()
+    write_atomic(store_dir / MANIFEST, orjson.dumps(manifest.data, option=orjson.OPT_INDENT_2))
+
+
+def packed_parts(packs: list[dict]) -> set[int]:
+    """The ids of the parts whose scalars and issues are read from ``packs`` (a manifest's list)."""
+    return {i for p in packs for i in p["parts"]}
+
+
+def has_issues(entry: dict) -> bool:
+    """Whether a part's manifest entry says it recorded an issue (entries written before the counts: yes)."""
+    return bool(entry.get("errors") or entry.get("notes") or "notes" not in entry)
+
+
+def remove_older_formats(store_dir: Path, manifest: Manifest) -> None:
+    """Delete the stores an older version of the app made of the same run with the same pad tokens (a new
+    ``STORE_FORMAT`` makes a new store; the old one would only take disk space). A store whose lock is held
+    is left alone."""
+    for other in store_dir.parent.iterdir():
+        if other == store_dir or not other.is_dir():
+            continue
+        try:
+            m = read_manifest(other)
+        except (OSError, ValueError):
+            continue
+        if m is None or not isinstance(m.data, dict):
+            continue
+        fmt = m.data.get("format")
+        if (
+            not isinstance(fmt, int)
+            or fmt >= STORE_FORMAT
+            or m.data.get("run_path") != manifest.data["run_path"]
+            or m.data.get("pad_tokens") != manifest.data["pad_tokens"]
+        ):
+            continue
+        lock = FileLock(str(other / ".lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            continue
+        try:
+            for kind in BESIDE_STORE:
+                shutil.rmtree(beside_store(other, kind), ignore_errors=True)
+            shutil.rmtree(other, ignore_errors=True)
+        finally:
+            lock.release()
