@@ -10,8 +10,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from data import ingest as ingest_mod
-from data.ingest import BOM, ingest_run
+from data.ingest import blocks as ingest_blocks
+from data.ingest import fast as ingest_fast
+from data.ingest import ingest_run
+from data.ingest import slow as ingest_slow
+from data.ingest import writer as ingest_writer
+from data.ingest.blocks import BOM
 from data.store import open_store, sample_id
 
 PADS = ("<pad>", "<|endoftext|>")
@@ -254,7 +258,7 @@ def test_ingest014_crash_between_part_and_manifest_gives_the_same_store(tmp_path
     clean_res, clean = ingest(run, tmp_path / "clean", chunk_bytes=512)
 
     cache = tmp_path / "crashy"
-    real_commit = ingest_mod._Writer.commit
+    real_commit = ingest_writer._Writer.commit
     calls = {"n": 0}
 
     def crash_on_second(self):
@@ -263,9 +267,9 @@ def test_ingest014_crash_between_part_and_manifest_gives_the_same_store(tmp_path
             raise KeyboardInterrupt("simulated kill")
         return real_commit(self)
 
-    monkeypatch.setattr(ingest_mod._Writer, "commit", crash_on_second)
+    monkeypatch.setattr(ingest_writer._Writer, "commit", crash_on_second)
     # Commit after every chunk so that the crash falls between a part and its manifest.
-    monkeypatch.setattr(ingest_mod._Writer, "maybe_commit", lambda self, every_seconds=0: self.commit())
+    monkeypatch.setattr(ingest_writer._Writer, "maybe_commit", lambda self, every_seconds=0: self.commit())
     with pytest.raises(KeyboardInterrupt):
         ingest(run, cache, chunk_bytes=512)
     monkeypatch.undo()
@@ -406,15 +410,15 @@ def test_ingest021_long_read_commits_only_whole_steps_while_reading(tmp_path, mo
             b"".join(line(rec(step=s, rank=r)) for s in range(1, 31) for _ in range(2))
         )
     seen = []
-    real_commit = ingest_mod._Writer.commit
+    real_commit = ingest_writer._Writer.commit
 
     def spy(self, complete=True):
         real_commit(self, complete)
         st = open_store(self.dir).steps()
         seen.append((complete, st.get_column("n").to_list()))
 
-    monkeypatch.setattr(ingest_mod._Writer, "commit", spy)
-    monkeypatch.setattr(ingest_mod._Writer, "maybe_commit", lambda self: self.commit(complete=False))
+    monkeypatch.setattr(ingest_writer._Writer, "commit", spy)
+    monkeypatch.setattr(ingest_writer._Writer, "maybe_commit", lambda self: self.commit(complete=False))
     ingest_run(run, tmp_path / "cache", PADS, chunk_bytes=400)
     partial = [n for complete, n in seen if not complete]
     assert len(partial) > 5 and any(partial)
@@ -436,16 +440,16 @@ def _commit_every_chunk(monkeypatch, batch_parts: int = 0):
     """Make every chunk a commit point (the real maybe_commit, with no spacing between commits). Small
     blocks go to the workers one by one, or (``batch_parts``) up to that many at a time."""
     if batch_parts:
-        monkeypatch.setattr(ingest_mod, "BATCH_PARTS", batch_parts)
+        monkeypatch.setattr(ingest_writer, "BATCH_PARTS", batch_parts)
     else:
-        monkeypatch.setattr(ingest_mod, "SMALL_BLOCK", 0)
-    real = ingest_mod._Writer.maybe_commit
+        monkeypatch.setattr(ingest_writer, "SMALL_BLOCK", 0)
+    real = ingest_writer._Writer.maybe_commit
 
     def eager(self):
         self.commit_every, self.last_commit_cost = 0.0, 0.0
         real(self)
 
-    monkeypatch.setattr(ingest_mod._Writer, "maybe_commit", eager)
+    monkeypatch.setattr(ingest_writer._Writer, "maybe_commit", eager)
 
 
 def _two_rank_run(tmp_path: Path) -> Path:
@@ -464,7 +468,7 @@ def test_ingest023_commit_points_are_consistent_while_parts_are_in_flight(tmp_pa
     were read, and shows only whole steps."""
     run = _two_rank_run(tmp_path)
     _commit_every_chunk(monkeypatch)
-    real_commit = ingest_mod._Writer._commit
+    real_commit = ingest_writer._Writer._commit
     seen = []
 
     def spy(self, data, complete):
@@ -478,7 +482,7 @@ def test_ingest023_commit_points_are_consistent_while_parts_are_in_flight(tmp_pa
             assert set(entry["parts"]) <= {int(k) for k in store.manifest.data["parts"]}
         seen.append((complete, store.steps().get_column("n").to_list(), len(self._pending)))
 
-    monkeypatch.setattr(ingest_mod._Writer, "_commit", spy)
+    monkeypatch.setattr(ingest_writer._Writer, "_commit", spy)
     ingest_run(run, tmp_path / "cache", PADS, chunk_bytes=400)
     partial = [n for complete, n, _ in seen if not complete]
     assert len(partial) > 5 and any(partial)
@@ -494,7 +498,7 @@ def test_ingest024_crash_after_a_commit_point_gives_the_same_store(tmp_path, mon
     run = _two_rank_run(tmp_path)
     clean_res, clean = ingest(run, tmp_path / "clean", chunk_bytes=400)
     _commit_every_chunk(monkeypatch)
-    real_commit = ingest_mod._Writer._commit
+    real_commit = ingest_writer._Writer._commit
     calls = {"n": 0}
 
     def crash(self, data, complete):
@@ -503,7 +507,7 @@ def test_ingest024_crash_after_a_commit_point_gives_the_same_store(tmp_path, mon
             raise KeyboardInterrupt("simulated kill")
         real_commit(self, data, complete)
 
-    monkeypatch.setattr(ingest_mod._Writer, "_commit", crash)
+    monkeypatch.setattr(ingest_writer._Writer, "_commit", crash)
     with pytest.raises(KeyboardInterrupt):
         ingest(run, tmp_path / "crashy", chunk_bytes=400)
     monkeypatch.undo()
@@ -520,14 +524,14 @@ def test_ingest025_failed_part_commits_nothing_past_it(tmp_path, monkeypatch, ba
     run = _two_rank_run(tmp_path)
     clean_res, clean = ingest(run, tmp_path / "clean", chunk_bytes=400)
     _commit_every_chunk(monkeypatch, batch_parts)
-    real_write = ingest_mod._Writer._write_files
+    real_write = ingest_writer._Writer._write_files
 
     def fail_once(self, pid, *args):
         if pid == 6:
             raise OSError("disk full")
         return real_write(self, pid, *args)
 
-    monkeypatch.setattr(ingest_mod._Writer, "_write_files", fail_once)
+    monkeypatch.setattr(ingest_writer._Writer, "_write_files", fail_once)
     with pytest.raises(OSError):
         ingest(run, tmp_path / "failed", chunk_bytes=400)
     store = open_store(next((tmp_path / "failed").iterdir()))
@@ -546,7 +550,7 @@ def test_ingest026_blocks_hold_as_many_complete_lines_as_fit(tmp_path, monkeypat
     lines that end in the same read. A last line without its newline is left out."""
     import random
 
-    monkeypatch.setattr(ingest_mod, "PEEK_BYTES", peek)
+    monkeypatch.setattr(ingest_blocks, "PEEK_BYTES", peek)
     rng = random.Random(7)
     lines = [b"x" * rng.choice([0, 1, 5, 40, 300, 2000]) + b"\n" for _ in range(300)]
     path = tmp_path / "f.jsonl"
@@ -555,7 +559,7 @@ def test_ingest026_blocks_hold_as_many_complete_lines_as_fit(tmp_path, monkeypat
     for chunk in (16, 100, 1000, 1 << 16):
         blocks, start = [], 0
         with open(path, "rb") as f:
-            while (got := ingest_mod._next_block(f, start, size, chunk)) is not None:
+            while (got := ingest_blocks._next_block(f, start, size, chunk)) is not None:
                 assert got[0] == start + len(got[1])
                 blocks.append(got[1])
                 start = got[0]
@@ -613,7 +617,7 @@ def test_ingest028_escaped_quotes_and_backslashes_stay_on_the_fast_path(tmp_path
     def no_slow_path(*a, **kw):
         raise AssertionError("the chunk went to the line-by-line path")
 
-    monkeypatch.setattr(ingest_mod, "_slow_path", no_slow_path)
+    monkeypatch.setattr(ingest_blocks, "_slow_path", no_slow_path)
     res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
     assert res.samples == len(texts) * 20 and res.bad_lines == 0
     row = store.sample(sample_id("rank0.jsonl", 3))
@@ -648,7 +652,7 @@ def test_ingest030_marks_counted_across_slices(monkeypatch, slice_bytes):
     if lone:
         at = rng.randrange(len(data) - 2)
         data = data[:at] + rng.choice([b"\\ud83d", b"\\uDC00", b"\\udbff"]) + data[at:]
-    monkeypatch.setattr(ingest_mod, "SCAN_SLICE", slice_bytes)
+    monkeypatch.setattr(ingest_fast, "SCAN_SLICE", slice_bytes)
     # A `":` is a key's end unless its quote follows [ , : { (after at most one space).
     opening = sum(
         1
@@ -657,14 +661,14 @@ def test_ingest030_marks_counted_across_slices(monkeypatch, slice_bytes):
         and i >= 1
         and (data[i - 1 : i] in (b"[", b",", b":", b"{") or (data[i - 2 : i] in (b"[ ", b", ", b": ", b"{ ")))
     )
-    expected = ingest_mod._Marks(
+    expected = ingest_fast._Marks(
         quotes=data.count(b'"'),
         keys=data.count(b'":') - opening,
         escaped=sum(1 for i in range(len(data) - 1) if data[i : i + 2] == b'\\"'),
         doubled=sum(1 for i in range(len(data) - 2) if data[i : i + 3] == b'\\\\"'),
         lone_surrogates=lone,
     )
-    assert ingest_mod._marks(data) == expected
+    assert ingest_fast._marks(data) == expected
 
 
 def test_ingest032_every_sample_id_finds_its_own_row(tmp_path):
@@ -712,8 +716,8 @@ def _fresh_scalars(store):
 def _grow_live(tmp_path, monkeypatch, pack_at=4, pack_rows=3, steps=14):
     """A run appended to step by step, one ingest a step, with small packs; a big step now and then stays
     out of the packs. Returns (run, cache, store)."""
-    monkeypatch.setattr(ingest_mod, "PACK_AT", pack_at)
-    monkeypatch.setattr(ingest_mod, "PACK_ROWS", pack_rows)
+    monkeypatch.setattr(ingest_writer, "PACK_AT", pack_at)
+    monkeypatch.setattr(ingest_writer, "PACK_ROWS", pack_rows)
     run = run_with(tmp_path, b"")
     cache = tmp_path / "cache"
     for s in range(steps):
@@ -780,7 +784,7 @@ def test_ingest035_packs_lose_the_parts_of_a_file_read_again(tmp_path, monkeypat
 
 def test_ingest036_issue_files_read_with_their_part(tmp_path):
     """Issue files read for a pack carry their part; files with different columns are read one by one."""
-    from data.ingest import _issues_with_part
+    from data.ingest.parts import _issues_with_part
     from data.store.layout import ISSUE_SCHEMA
 
     def issue(path, n, **extra):
@@ -807,7 +811,7 @@ def _no_slow_path(monkeypatch):
     def no_slow_path(*a, **kw):
         raise AssertionError("the chunk went to the line-by-line path")
 
-    monkeypatch.setattr(ingest_mod, "_slow_path", no_slow_path)
+    monkeypatch.setattr(ingest_blocks, "_slow_path", no_slow_path)
 
 
 @pytest.mark.parametrize(
@@ -1034,13 +1038,13 @@ def test_ingest045_nan_and_infinity_lines_alone_go_line_by_line(tmp_path, monkey
     lines of their chunk in one Polars call: before, every line of the chunk was parsed and checked one by
     one, about twice the time of the chunk."""
     parsed = []
-    real = ingest_mod._parse_line
+    real = ingest_slow._parse_line
 
     def spy(raw):
         parsed.append(raw)
         return real(raw)
 
-    monkeypatch.setattr(ingest_mod, "_parse_line", spy)
+    monkeypatch.setattr(ingest_slow, "_parse_line", spy)
     rows = [line(rec(step=1 + i // 10, logprobs=[-1.0, -0.5], extra=i)) for i in range(40)]
     rows[7] = b'{"prompt": "p", "response": "r", "reward": 1.0, "step": 1, "logprobs": [-Infinity, -0.5]}\n'
     rows[30] = b'{"prompt": "p", "response": "r", "reward": NaN, "step": 4, "logprobs": [-1.0, -0.5]}\n'
@@ -1059,13 +1063,14 @@ def test_ingest046_a_failed_chunk_is_not_read_whole_twice(tmp_path, monkeypatch)
     """A chunk that failed to go to Polars whole goes line by line at once (before, the same lines were
     read whole a second time first); a chunk with blank lines is still read whole once they are left out."""
     calls = []
-    real = ingest_mod._fast_path
+    real = ingest_blocks._fast_path
 
     def spy(lines, line_nos, data=None, step=None):
         calls.append(len(line_nos))
         return real(lines, line_nos, data, step)
 
-    monkeypatch.setattr(ingest_mod, "_fast_path", spy)
+    for mod in (ingest_blocks, ingest_slow):  # the fast path is tried from both
+        monkeypatch.setattr(mod, "_fast_path", spy)
     good = [line(rec(step=1 + i // 5)) for i in range(20)]
     res, _ = ingest(
         run_with(tmp_path, b"".join(good[:10]) + b"{not json\n" + b"".join(good[10:])), tmp_path / "a"
@@ -1073,7 +1078,7 @@ def test_ingest046_a_failed_chunk_is_not_read_whole_twice(tmp_path, monkeypatch)
     assert res.samples == 20 and res.bad_lines == 1
     assert calls == [21, 20]  # the block, then its good lines together
     calls.clear()
-    monkeypatch.setattr(ingest_mod, "_slow_path", lambda *a: pytest.fail("line by line"))
+    monkeypatch.setattr(ingest_blocks, "_slow_path", lambda *a: pytest.fail("line by line"))
     blank = tmp_path / "blank"
     blank.mkdir()
     res, _ = ingest(run_with(blank, b"".join(good[:10]) + b"\n  \n" + b"".join(good[10:])), tmp_path / "b")
@@ -1186,21 +1191,23 @@ def test_ingest051_small_files_built_together_give_the_same_store(tmp_path, monk
     naming its own file."""
     run = _small_files_run(tmp_path)
     calls, alone_files = [], []
-    real = ingest_mod.parse_blocks
-    monkeypatch.setattr(ingest_mod, "parse_blocks", lambda blocks: calls.append(len(blocks)) or real(blocks))
-    real_part = ingest_mod._Writer._write_part
+    real = ingest_writer.parse_blocks
+    monkeypatch.setattr(
+        ingest_writer, "parse_blocks", lambda blocks: calls.append(len(blocks)) or real(blocks)
+    )
+    real_part = ingest_writer._Writer._write_part
 
     def spy(self, pid, rel, chunk):
         alone_files.append(rel)
         return real_part(self, pid, rel, chunk)
 
-    monkeypatch.setattr(ingest_mod._Writer, "_write_part", spy)
+    monkeypatch.setattr(ingest_writer._Writer, "_write_part", spy)
     res, together = ingest(run, tmp_path / "together")
     # The 11 files without CR line ends are tried together, then in halves: those with the bad line (7) and
     # the field of another type (8) go alone, and so does 9, left alone by the halving.
     assert calls == [11, 5, 6, 3, 2, 3]
     assert sorted(alone_files) == ["0005.jsonl", "0007.jsonl", "0008.jsonl", "0009.jsonl"]
-    monkeypatch.setattr(ingest_mod, "SMALL_BLOCK", 0)
+    monkeypatch.setattr(ingest_writer, "SMALL_BLOCK", 0)
     res1, alone = ingest(run, tmp_path / "alone")
     assert _store_snapshot(together) == _store_snapshot(alone)
     assert res.samples == res1.samples == 44 and res.bad_lines == 1
@@ -1211,11 +1218,11 @@ def test_ingest051_small_files_built_together_give_the_same_store(tmp_path, monk
     (run / "0008.jsonl").write_bytes(line(rec(step=8, prompt="q", acc=False, **tokens)))
     monkeypatch.undo()
     alone_files.clear()
-    monkeypatch.setattr(ingest_mod._Writer, "_write_part", spy)
+    monkeypatch.setattr(ingest_writer._Writer, "_write_part", spy)
     res, together = ingest(run, tmp_path / "together2")
     assert alone_files == ["0005.jsonl"]  # the CRLF one; the others in one batch
     monkeypatch.undo()
-    monkeypatch.setattr(ingest_mod, "SMALL_BLOCK", 0)
+    monkeypatch.setattr(ingest_writer, "SMALL_BLOCK", 0)
     res1, alone = ingest(run, tmp_path / "alone2")
     assert _store_snapshot(together) == _store_snapshot(alone)
     for pid, entry in together.manifest.data["parts"].items():
@@ -1232,7 +1239,7 @@ def test_ingest052_crash_with_small_blocks_in_flight_gives_the_same_store(tmp_pa
     run = _two_rank_run(tmp_path)
     clean_res, clean = ingest(run, tmp_path / "clean", chunk_bytes=400)
     _commit_every_chunk(monkeypatch, batch_parts=3)
-    real_commit = ingest_mod._Writer._commit
+    real_commit = ingest_writer._Writer._commit
     calls = {"n": 0}
 
     def crash(self, data, complete):
@@ -1246,7 +1253,7 @@ def test_ingest052_crash_with_small_blocks_in_flight_gives_the_same_store(tmp_pa
             rows = sc.filter(pl.col("source") == rel).height if sc.height else 0
             assert rows == entry["lines"] == (run / rel).read_bytes()[: entry["offset"]].count(b"\n")
 
-    monkeypatch.setattr(ingest_mod._Writer, "_commit", crash)
+    monkeypatch.setattr(ingest_writer._Writer, "_commit", crash)
     with pytest.raises(KeyboardInterrupt):
         ingest_run(run, tmp_path / "crashy", PADS, chunk_bytes=400)
     monkeypatch.undo()

@@ -1,0 +1,165 @@
+"""Blocks of complete lines as read from a file, and their parsing: whole by Polars where a block goes so
+(:mod:`data.ingest.fast`), else line by line (:mod:`data.ingest.slow`)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import polars as pl
+
+from data.ingest.fast import ChunkResult, _count_newlines, _fast_path
+from data.ingest.slow import _slow_path
+
+PEEK_BYTES = 64 * 1024  # read to find a block's last newline (see _next_block)
+BOM = b"\xef\xbb\xbf"
+
+
+class RawBlock(NamedTuple):
+    """Complete lines as read (the arguments of :func:`parse_block`)."""
+
+    data: bytes
+    first_line: int
+    at_file_start: bool
+    lines: int
+    step: int | None = None  # the step of its lines that have none (from the file's name)
+
+
+def parse_chunk(
+    lines: list[bytes], first_line: int, tried_whole: bool = False, step: int | None = None
+) -> ChunkResult:
+    """Validate and convert complete lines numbered from ``first_line``; blank lines are skipped.
+
+    ``tried_whole``: the same lines already failed to go to Polars in one call (then they are not tried so
+    again unless blank lines were left out). ``step``: the step of the lines that have none.
+    """
+    line_nos = list(range(first_line, first_line + len(lines)))
+    keep = [i for i, raw in enumerate(lines) if raw.strip()]
+    if len(keep) != len(lines):
+        lines = [lines[i] for i in keep]
+        line_nos = [line_nos[i] for i in keep]
+        tried_whole = False
+    result = None if tried_whole else _fast_path(lines, line_nos, step=step)
+    return result if result is not None else _slow_path(lines, line_nos, step)
+
+
+def parse_block(
+    block: bytes, first_line: int, at_file_start: bool, lines: int | None = None, step: int | None = None
+) -> tuple[ChunkResult, int]:
+    """Validate and convert a block of complete lines (ending in a newline) numbered from ``first_line``;
+    returns the result and the number of lines the block held (``lines``: that number, when known).
+    ``step``: the step of its lines that have none (from the file's name).
+
+    A plain block (no CR, no BOM, no empty line) goes to Polars as it is, without splitting it into
+    lines; any other block, or one Polars does not take whole, is split and read by :func:`parse_chunk`.
+    """
+    if at_file_start and block.startswith(BOM):
+        block = block[len(BOM) :]
+    n = _count_newlines(block) if lines is None else lines
+    # Polars skips empty lines, so a block with one gives fewer rows than lines and goes the slow way.
+    tried = _goes_whole(block, n)
+    if tried:
+        result = _fast_path(None, range(first_line, first_line + n), block, step)
+        if result is not None:
+            return result, n
+    lines = _split_lines(block)
+    return parse_chunk(lines, first_line, tried_whole=tried, step=step), len(lines)
+
+
+def _goes_whole(block: bytes, lines: int) -> bool:
+    """Whether a block of ``lines`` complete lines may go to Polars in one call (Polars reads no CR line
+    ends; a block with an empty line is caught after, by its row count)."""
+    return bool(lines) and b"\r" not in block
+
+
+class BlocksResult(NamedTuple):
+    """Several blocks parsed in one call (see :func:`parse_blocks`)."""
+
+    frame: pl.DataFrame  # good rows of every block, with "line" (in its file) and "__item" (its block)
+    issues: list[list[dict]]  # per block
+    ignored: set[str]
+
+
+def parse_blocks(blocks: list[RawBlock]) -> BlocksResult | None:
+    """Parse several small blocks (of one file or several) in one Polars call, or None when they do not go
+    together (a bad line, a CR, an empty line, types that differ; see ``_Writer._write_together``).
+
+    Their lines are numbered one after the other for the call, and numbered in their files again after.
+    """
+    parts = []
+    for b in blocks:
+        data = b.data[len(BOM) :] if b.at_file_start and b.data.startswith(BOM) else b.data
+        if not _goes_whole(data, b.lines):
+            return None
+        parts.append(data)
+    counts = np.array([b.lines for b in blocks], np.int64)
+    total = int(counts.sum())
+    steps = None  # each line's step from its file's name (for those without one)
+    if any(b.step is not None for b in blocks):
+        steps = pl.Series([b.step for b in blocks], dtype=pl.Int64).gather(
+            np.repeat(np.arange(len(blocks)), counts)
+        )
+    result = _fast_path(None, range(total), b"".join(parts), steps)
+    if result is None:
+        return None
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    first = np.array([b.first_line for b in blocks], np.int64)
+
+    def where(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # rows: 0-based in the call
+        item = np.searchsorted(ends, rows, side="right")
+        return item, first[item] + rows - starts[item]
+
+    frame = result.frame
+    item, line = where(frame.get_column("line").to_numpy())
+    frame = frame.with_columns(
+        pl.Series("line", line, dtype=pl.Int64), pl.Series("__item", item, dtype=pl.Int64)
+    )
+    issues: list[list[dict]] = [[] for _ in blocks]
+    if result.issues:
+        items, lines = where(np.array([i["line"] for i in result.issues], np.int64))
+        for issue, k, ln in zip(result.issues, items.tolist(), lines.tolist(), strict=True):
+            issues[k].append({**issue, "line": ln})
+    return BlocksResult(frame, issues, result.ignored)
+
+
+def _next_block(f, start: int, end: int, chunk_bytes: int) -> tuple[int, bytes] | None:
+    """``(offset_after, block)``: the complete lines from ``start`` of about ``chunk_bytes`` (more when one
+    line is longer), or None when ``[start, end)`` holds no complete line.
+
+    The last newline before ``start + chunk_bytes`` is found by reading only the last ``PEEK_BYTES`` of
+    that range; the block is then read in one call into its own bytes. Reading a whole chunk and copying
+    its complete lines out would move every byte twice (a 32 MB copy is ~30 ms on the reading thread).
+    """
+    want = min(chunk_bytes, end - start)
+    if want > 0:
+        peek_from = max(start, start + want - PEEK_BYTES)
+        f.seek(peek_from)
+        cut = f.read(start + want - peek_from).rfind(b"\n")
+        if cut >= 0:
+            n = peek_from - start + cut + 1
+            f.seek(start)
+            block = f.read(n)
+            if len(block) == n and block.endswith(b"\n"):
+                return start + n, block
+    # A line longer than the peek (or a file that changed meanwhile): read on until a newline.
+    f.seek(start)
+    data = b""
+    pos = start
+    while pos < end:
+        piece = f.read(min(chunk_bytes, end - pos))
+        if not piece:
+            break
+        pos += len(piece)
+        data += piece
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1, data[: cut + 1]
+    return None
+
+
+def _split_lines(block: bytes) -> list[bytes]:
+    """The lines of a block (BOM already removed), without their newline or a trailing CR."""
+    lines = block.split(b"\n")
+    lines.pop()  # the empty string after the final newline
+    return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
