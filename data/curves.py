@@ -198,9 +198,13 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
 
     win = []
     if has_ref and has_values(steps, "win_rate"):
-        name = step_label("win_rate", f"win rate ({label('reward')} > {label('ref_reward')})")
         win.append(
-            Series("win_rate", name, curve(steps, "win_rate", None, zs, mean=False), COLORS["win_rate"])
+            Series(
+                "win_rate",
+                label("win_rate"),
+                curve(steps, "win_rate", None, zs, mean=False),
+                COLORS["win_rate"],
+            )
         )
     if has_values(steps, "zero_spread_share"):
         name = step_label("zero_spread_share", "share of groups whose responses all got the same reward")

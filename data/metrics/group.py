@@ -11,6 +11,7 @@ import math
 
 import polars as pl
 
+from data.metrics import reference
 from data.metrics.degeneration import length_ratio_from, step_length_medians
 
 # ---- definitions -----------------------------------------------------------------------------------------
@@ -174,13 +175,13 @@ def _prompt_step_stats(scalars: pl.LazyFrame) -> pl.LazyFrame:
         )
     rep = pl.col("repetition") if "repetition" in names else pl.lit(None, pl.Float64)
     ok = finite("reward")
-    both = ok & finite("ref_reward")
+    both = reference.compared()
     lf = lf.select(
         prompt_hash().alias("__p"),
         "step",
         pl.when(ok).then(pl.col("reward")).alias("__r"),
         pl.when(both).then(pl.col("reward") - pl.col("ref_reward")).alias("__g"),
-        pl.when(both).then((pl.col("reward") > pl.col("ref_reward")).cast(pl.Int64)).alias("__w"),
+        reference.win().alias("__w"),
         pl.when(rep.is_not_null() & rep.is_finite()).then(rep).alias("__rep"),
         pl.when(finite("length_ratio")).then(pl.col("length_ratio")).alias("__lr"),
     )
@@ -231,7 +232,8 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
     ``n_steps`` distinct steps, ``n_responses``, ``first_step``/``last_step``, ``reward_early`` /
     ``reward_late`` (mean reward over the first / last ``QUARTER`` of its steps), ``reward_delta`` (late −
     early, null for one step), ``reward_mean``, ``gain_mean`` (mean reward − ref_reward where both exist),
-    ``n_both``, ``wins``, ``win_rate`` (share of responses with reward > ref_reward among ``n_both``),
+    ``n_both`` (responses compared with their reference), ``wins``, ``win_rate`` (see
+    :mod:`data.metrics.reference`),
     ``never_beats`` (``n_both > 0`` and no win), ``trend`` (a ``TRENDS`` code, threshold in reward units),
     ``repetition_mean``, ``length_ratio_mean``, ``n_groups`` / ``zero_spread_groups`` and ``order``.
     """
@@ -299,7 +301,7 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
             pl.when(pl.col("n_steps") >= 2)
             .then(pl.col("reward_late") - pl.col("reward_early"))
             .alias("reward_delta"),
-            _ratio(pl.col("wins").cast(pl.Float64), pl.col("n_both")).alias("win_rate"),
+            reference.rate(pl.col("wins"), pl.col("n_both")).alias("win_rate"),
             ((pl.col("n_both") > 0) & (pl.col("wins") == 0)).alias("never_beats"),
         )
         .with_columns(trend_expr(threshold).alias("trend"))

@@ -67,6 +67,14 @@ METRICS: dict[str, Metric] = {
             "length ÷ step median",
             "response length over the median length of its step (tokens, else characters)",
         ),
+        # Against the reference (per step and per prompt; see data/metrics/reference.py)
+        Metric(
+            "win_rate",
+            "win rate (reward > reference reward)",
+            "share of the responses compared with their reference (both rewards finite) whose reward is higher",
+            False,
+            "step",
+        ),
     ]
 }
 

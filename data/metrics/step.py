@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from data.metrics import reference
 from data.metrics.group import group_step_summary
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -30,11 +31,11 @@ def _token_mean(sum_col: str) -> pl.Expr:
 def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
     """One row per step, sorted by step: counts, reward / ref reward / gain distributions, win rate, KL, length.
 
-    ``win_rate`` is the share of responses with ``reward > ref_reward`` among those that have both;
+    ``n_both`` counts the responses compared with their reference, ``win_rate`` / ``loss_rate`` are the
+    shares of wins / losses among them (see :mod:`data.metrics.reference`);
     ``kl_token_mean`` is Σ kl_sum / Σ n_kl_tokens over the step (a mean over all its tokens), while
     ``kl_mean_mean`` averages the per-response means.
     """
-    both = pl.col("reward").is_not_null() & pl.col("ref_reward").is_not_null()
     return (
         scalars.group_by("step")
         .agg(
@@ -43,9 +44,9 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
             *_dist("ref_reward"),
             *_dist("reward_gain"),
             pl.col("ref_reward").is_not_null().sum().alias("n_ref"),
-            both.sum().alias("n_both"),
-            (pl.col("reward") > pl.col("ref_reward")).filter(both).mean().alias("win_rate"),
-            (pl.col("reward") < pl.col("ref_reward")).filter(both).mean().alias("loss_rate"),
+            reference.compared().sum().alias("n_both"),
+            reference.rate(reference.win().sum(), reference.compared().sum()).alias("win_rate"),
+            reference.rate(reference.loss().sum(), reference.compared().sum()).alias("loss_rate"),
             _token_mean("kl_sum").alias("kl_token_mean"),
             _token_mean("log_ratio_sum").alias("log_ratio_token_mean"),
             pl.col("kl_mean").mean().alias("kl_mean_mean"),
