@@ -44,6 +44,7 @@ COLORS = {
     "response_length": "#20c997",
     "response_chars": "#20c997",
     "win_rate": "#198754",
+    "tie_rate": "#adb5bd",
     "zero_spread_share": "#dc3545",
 }
 
@@ -204,6 +205,18 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
                 label("win_rate"),
                 curve(steps, "win_rate", None, zs, mean=False),
                 COLORS["win_rate"],
+            )
+        )
+    if has_ref and has_values(steps, "tie_rate"):
+        # Beside the win rate: with a verifier's 0 / 1 rewards most responses may tie their reference,
+        # which a win rate alone hides.
+        win.append(
+            Series(
+                "tie_rate",
+                label("tie_rate"),
+                curve(steps, "tie_rate", None, zs, mean=False),
+                COLORS["tie_rate"],
+                dashed=True,
             )
         )
     if has_values(steps, "zero_spread_share"):

@@ -76,6 +76,7 @@ _EMPTY_TABLE = {
     "gain_mean": pl.Float64,
     "n_both": pl.Int64,
     "wins": pl.Int64,
+    "ties": pl.Int64,
     "repetition_mean": pl.Float64,
     "length_ratio_mean": pl.Float64,
     "order": pl.UInt32,
@@ -84,6 +85,7 @@ _EMPTY_TABLE = {
     "zero_spread_groups": pl.Int64,
     "reward_delta": pl.Float64,
     "win_rate": pl.Float64,
+    "tie_rate": pl.Float64,
     "never_beats": pl.Boolean,
     "trend": pl.String,
 }

@@ -182,6 +182,7 @@ def _prompt_step_stats(scalars: pl.LazyFrame) -> pl.LazyFrame:
         pl.when(ok).then(pl.col("reward")).alias("__r"),
         pl.when(both).then(pl.col("reward") - pl.col("ref_reward")).alias("__g"),
         reference.win().alias("__w"),
+        reference.tie().alias("__t"),
         pl.when(rep.is_not_null() & rep.is_finite()).then(rep).alias("__rep"),
         pl.when(finite("length_ratio")).then(pl.col("length_ratio")).alias("__lr"),
     )
@@ -195,6 +196,7 @@ def _prompt_step_stats(scalars: pl.LazyFrame) -> pl.LazyFrame:
         pl.col("__g").count().alias("b_n"),
         pl.col("__g").sum().alias("g_sum"),
         pl.col("__w").sum().alias("wins"),
+        pl.col("__t").sum().alias("ties"),
         pl.col("__rep").count().alias("rep_n"),
         pl.col("__rep").sum().alias("rep_sum"),
         pl.col("__lr").count().alias("lr_n"),
@@ -232,8 +234,8 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
     ``n_steps`` distinct steps, ``n_responses``, ``first_step``/``last_step``, ``reward_early`` /
     ``reward_late`` (mean reward over the first / last ``QUARTER`` of its steps), ``reward_delta`` (late −
     early, null for one step), ``reward_mean``, ``gain_mean`` (mean reward − ref_reward where both exist),
-    ``n_both`` (responses compared with their reference), ``wins``, ``win_rate`` (see
-    :mod:`data.metrics.reference`),
+    ``n_both`` (responses compared with their reference), ``wins``, ``win_rate``, ``ties``,
+    ``tie_rate`` (see :mod:`data.metrics.reference`),
     ``never_beats`` (``n_both > 0`` and no win), ``trend`` (a ``TRENDS`` code, threshold in reward units),
     ``repetition_mean``, ``length_ratio_mean``, ``n_groups`` / ``zero_spread_groups`` and ``order``.
     """
@@ -261,6 +263,7 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
         _ratio(pl.col("g_sum").sum(), pl.col("b_n").sum()).alias("gain_mean"),
         pl.col("b_n").sum().cast(pl.Int64).alias("n_both"),
         pl.col("wins").sum().cast(pl.Int64).alias("wins"),
+        pl.col("ties").sum().cast(pl.Int64).alias("ties"),
         _ratio(pl.col("rep_sum").sum(), pl.col("rep_n").sum()).alias("repetition_mean"),
         _ratio(pl.col("lr_sum").sum(), pl.col("lr_n").sum()).alias("length_ratio_mean"),
     )
@@ -302,6 +305,7 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
             .then(pl.col("reward_late") - pl.col("reward_early"))
             .alias("reward_delta"),
             reference.rate(pl.col("wins"), pl.col("n_both")).alias("win_rate"),
+            reference.rate(pl.col("ties"), pl.col("n_both")).alias("tie_rate"),
             ((pl.col("n_both") > 0) & (pl.col("wins") == 0)).alias("never_beats"),
         )
         .with_columns(trend_expr(threshold).alias("trend"))

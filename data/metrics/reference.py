@@ -22,6 +22,11 @@ def win() -> pl.Expr:
     return pl.when(compared()).then((pl.col("reward") > pl.col("ref_reward")).cast(pl.Int64))
 
 
+def tie() -> pl.Expr:
+    """1 for a tie (reward = reference reward), 0 otherwise, null when not compared."""
+    return pl.when(compared()).then((pl.col("reward") == pl.col("ref_reward")).cast(pl.Int64))
+
+
 def loss() -> pl.Expr:
     """1 for a loss (reward < reference reward), 0 otherwise, null when not compared."""
     return pl.when(compared()).then((pl.col("reward") < pl.col("ref_reward")).cast(pl.Int64))

@@ -75,6 +75,13 @@ METRICS: dict[str, Metric] = {
             False,
             "step",
         ),
+        Metric(
+            "tie_rate",
+            "tie rate (reward = reference reward)",
+            "share of the responses compared with their reference (both rewards finite) whose reward is equal",
+            False,
+            "step",
+        ),
     ]
 }
 

@@ -31,8 +31,8 @@ def _token_mean(sum_col: str) -> pl.Expr:
 def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
     """One row per step, sorted by step: counts, reward / ref reward / gain distributions, win rate, KL, length.
 
-    ``n_both`` counts the responses compared with their reference, ``win_rate`` / ``loss_rate`` are the
-    shares of wins / losses among them (see :mod:`data.metrics.reference`);
+    ``n_both`` counts the responses compared with their reference, ``win_rate`` / ``tie_rate`` /
+    ``loss_rate`` are the shares of wins / ties / losses among them (see :mod:`data.metrics.reference`);
     ``kl_token_mean`` is Σ kl_sum / Σ n_kl_tokens over the step (a mean over all its tokens), while
     ``kl_mean_mean`` averages the per-response means.
     """
@@ -46,6 +46,7 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("ref_reward").is_not_null().sum().alias("n_ref"),
             reference.compared().sum().alias("n_both"),
             reference.rate(reference.win().sum(), reference.compared().sum()).alias("win_rate"),
+            reference.rate(reference.tie().sum(), reference.compared().sum()).alias("tie_rate"),
             reference.rate(reference.loss().sum(), reference.compared().sum()).alias("loss_rate"),
             _token_mean("kl_sum").alias("kl_token_mean"),
             _token_mean("log_ratio_sum").alias("log_ratio_token_mean"),

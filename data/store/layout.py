@@ -18,11 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
-# format are rebuilt. 7: one win rate in the steps file (a NaN or infinite reward is no comparison);
+# format are rebuilt. 8: the tie rate in the steps file; 7: one win rate in the steps file (a NaN or
+# infinite reward is no comparison);
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 7
+STORE_FORMAT = 8
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
 # Columns of the narrow in-memory table; everything else (texts, token arrays) stays in parts/.

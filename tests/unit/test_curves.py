@@ -144,11 +144,12 @@ def test_curves005_full_panels_labelled_from_metrics():
 
 
 def test_curves006_zero_spread_share_shown_when_present():
-    """A zero_spread_share column in the step summary (GRPO groups) becomes a curve of the win panel."""
+    """A zero_spread_share column in the step summary (GRPO groups) becomes a curve of the win panel,
+    after the win rate and the share of ties."""
     df = _scalars([(1, 1.0, 0.0), (2, 3.0, 1.0)])
     steps = _summary(df).with_columns(pl.Series("zero_spread_share", [0.25, 0.5]))
     win = next(p for p in curves.panels(steps) if p.key == "win")
-    assert [s.key for s in win.series] == ["win_rate", "zero_spread_share"]
+    assert [s.key for s in win.series] == ["win_rate", "tie_rate", "zero_spread_share"]
 
 
 def test_curves007_edges_cover_reward_and_reference():

@@ -49,3 +49,15 @@ def test_reference002_infinite_rewards_are_no_comparison(tmp_path):
         pytest.approx(2 / 3),
     )
     assert (prompt["n_both"], prompt["win_rate"]) == (3, pytest.approx(1 / 3))
+
+
+def test_reference003_tie_rate_beside_win_rate(tmp_path):
+    """Rewards [0.5, 0.5, 1, 0, NaN] against 0.5: of the four compared, two tie, one wins, one loses; the
+    step summary and the prompt's row give the share of ties beside the win rate, and the three rates
+    add up to 1."""
+    store = _store(tmp_path, [0.5, 0.5, 1.0, 0.0, float("nan")], 0.5)
+    step = store.steps().row(0, named=True)
+    prompt = prompts.prompt_table(store).row(0, named=True)
+    assert (step["win_rate"], step["tie_rate"], step["loss_rate"]) == (0.25, 0.5, 0.25)
+    assert (prompt["n_both"], prompt["wins"], prompt["ties"]) == (4, 1, 2)
+    assert (prompt["win_rate"], prompt["tie_rate"]) == (0.25, 0.5)
