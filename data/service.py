@@ -38,6 +38,10 @@ MAX_DEFER_SECONDS = 30.0
 # A process's first look at a run takes its files as whole at once when none changed for this long (by this
 # machine's clock); otherwise only after they are seen still for SETTLE_SECONDS (compared between looks).
 OLD_SECONDS = 60.0
+# The runs found under the root are reused this long: a page load's layout and callbacks look a run up
+# 5-10 times within a second, and each look listed the root and every run folder (15-19 listings per
+# reward page load). A name not among them is looked for afresh, so a new run is found at once.
+RUNS_SECONDS = 2.0
 
 
 @dataclass
@@ -71,14 +75,24 @@ class Board:
         # What could not be read (the root, a run's folder, a run's ingest) is tried again only after a
         # wait that doubles up to a minute: an unreadable root must not be listed on every request.
         self._failures = Backoff(first=1.0, most=60.0)
+        self._scan: tuple[float, RootScan] | None = None
 
     @property
     def root(self) -> Path:
         return self.settings.root
 
-    def scan(self) -> RootScan:
-        """The runs under the root and what could not be read there (never raises for that)."""
-        return scan_root(self.settings.root, self._failures)
+    def scan(self, fresh: bool = False) -> RootScan:
+        """The runs under the root and what could not be read there (never raises for that); looked for
+        again at most every ``RUNS_SECONDS`` unless ``fresh``."""
+        now = time.monotonic()
+        with self._lock:
+            hit = self._scan
+        if not fresh and hit is not None and 0 <= now - hit[0] < RUNS_SECONDS:
+            return hit[1]
+        scan = scan_root(self.settings.root, self._failures)
+        with self._lock:
+            self._scan = (now, scan)
+        return scan
 
     def runs(self) -> dict[str, Path]:
         return self.scan().runs
@@ -86,6 +100,8 @@ class Board:
     def run_dir(self, run: str | None) -> Path:
         """Folder of a known run; raises :class:`UnknownRun` for anything else (never joins paths)."""
         runs = self.runs()
+        if isinstance(run, str) and run not in runs:
+            runs = self.scan(fresh=True).runs  # a run that appeared since the last look
         if not isinstance(run, str) or run not in runs:
             raise UnknownRun(f"unknown run {run!r}")
         return runs[run]
