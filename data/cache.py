@@ -1,11 +1,28 @@
-"""Caching of small computed results, keyed on the store version (never a whole table).
+"""Caching of small computed results (aggregates, one response's view), keyed on the store version, never
+a whole table.
 
-Functions cached with ``functools.lru_cache`` take a :class:`StoreKey` in place of the store: two keys
-are equal when they name the same store folder at the same version, so every ``RunStore`` object of one
-committed state shares the entry, and a new commit misses it.
+:func:`shared` caches a function of a :class:`StoreKey` twice: in the process (a small LRU, for the
+callbacks of one page load) and on disk in the cache folder, beside the stores (a diskcache bounded to
+``RESULTS_BYTES``), so that every gunicorn worker reads what one of them computed. Two keys are equal
+when they name the same store folder at the same version (and commit): every ``RunStore`` object of one committed
+state shares the entry, and a new commit misses it (old entries age out of the bounded cache).
 """
 
 from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import diskcache
+
+RESULTS = "results-cache"  # the folder, in the cache folder beside the stores
+RESULTS_BYTES = 256 << 20  # diskcache evicts the least recently stored entries past this size
+_MISS = object()
+_OPEN: dict[tuple[int, str], diskcache.Cache] = {}
+_OPEN_LOCK = threading.Lock()
 
 
 class StoreKey:
@@ -15,10 +32,77 @@ class StoreKey:
 
     def __init__(self, store):
         self.store = store
-        self.key = (str(store.dir), store.version)
+        # The commit's time as well: a store folder deleted and built again counts its versions afresh.
+        self.key = (str(store.dir), store.version, store.manifest.data.get("updated"))
 
     def __hash__(self) -> int:
         return hash(self.key)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, StoreKey) and self.key == other.key
+
+
+def results(cache_dir: Path) -> diskcache.Cache | None:
+    """The shared results cache of a cache folder, opened once per process (a forked worker opens its
+    own); None when it cannot be opened (a read-only folder): results are then computed each time."""
+    key = (os.getpid(), str(cache_dir))
+    with _OPEN_LOCK:
+        cache = _OPEN.get(key)
+        if cache is None:
+            try:
+                cache = diskcache.Cache(
+                    str(Path(cache_dir) / RESULTS), size_limit=RESULTS_BYTES, tag_index=True
+                )
+            except (OSError, sqlite3.Error):
+                return None
+            _OPEN[key] = cache
+        return cache
+
+
+def shared(maxsize: int):
+    """Decorator for ``fn(key: StoreKey, *args)`` with hashable, picklable arguments and a picklable result.
+
+    The result is kept in an LRU of ``maxsize`` entries in the process and in the results cache of the
+    store's cache folder, under ``(fn's name, store folder, version, args)``. ``cache_clear()`` forgets
+    both (benchmarks time the computation itself). A disk that fails is no error: the result is computed.
+    """
+
+    def decorate(fn):
+        name = f"{fn.__module__}.{fn.__qualname__}"
+
+        @functools.lru_cache(maxsize=maxsize)
+        def cached(key: StoreKey, *args):
+            disk = results(Path(key.store.dir).parent)
+            entry = (name, *key.key, *args)
+            if disk is not None:
+                try:
+                    hit = disk.get(entry, default=_MISS, retry=True)
+                except (OSError, sqlite3.Error, EOFError, ValueError):  # an unreadable entry: computed again
+                    hit = _MISS
+                if hit is not _MISS:
+                    return hit
+            out = fn(key, *args)
+            if disk is not None:
+                try:
+                    disk.set(entry, out, retry=True, tag=name)
+                except (OSError, sqlite3.Error):
+                    pass
+            return out
+
+        lru_clear = cached.cache_clear
+
+        def cache_clear() -> None:
+            lru_clear()
+            with _OPEN_LOCK:
+                caches = [c for (pid, _), c in _OPEN.items() if pid == os.getpid()]
+            for cache in caches:
+                try:
+                    cache.evict(name, retry=True)
+                except (OSError, sqlite3.Error):
+                    pass
+
+        cached.cache_clear = cache_clear
+        cached.__wrapped__ = fn
+        return cached
+
+    return decorate

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import polars as pl
 
-from data.cache import StoreKey
+from data.cache import StoreKey, shared
 from data.metrics import METRICS, label
 from data.queries import (
     MAX_DISCRETE_VALUES,
@@ -338,27 +337,27 @@ def _num(v: float) -> str:
 # ---- cached on the store version -------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=16)
+@shared(16)
 def _steps(v: StoreKey) -> pl.DataFrame:
     return v.store.steps().sort("step")
 
 
-@lru_cache(maxsize=64)
+@shared(64)
 def _panels(v: StoreKey, band: str, zero_shift: bool) -> tuple[Panel, ...]:
     return tuple(panels(_steps(v), band, zero_shift))
 
 
-@lru_cache(maxsize=32)
+@shared(32)
 def _bins(v: StoreKey, kind: str) -> Bins:
     return bins_for(_steps(v), v.store.scalars(), HISTOGRAMS[kind][1])
 
 
-@lru_cache(maxsize=256)
+@shared(256)
 def _bars(v: StoreKey, col: str, step: int, kind: str) -> pl.DataFrame:
     return bars(v.store.scalars(), col, step, list(_bins(v, kind).edges))
 
 
-@lru_cache(maxsize=16)
+@shared(16)
 def _heatmap(v: StoreKey, kind: str) -> Heatmap:
     b = _bins(v, kind)
     return heatmap(v.store.scalars(), kind, list(b.edges), step_list(v.store), b.discrete)

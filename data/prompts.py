@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import polars as pl
 
-from data.cache import StoreKey
+from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
 from data.metrics.degeneration import step_length_medians, with_length_ratio
 from data.metrics.group import TRENDS, finite, prompt_aggregates, trend_threshold, with_advantage
@@ -30,7 +29,7 @@ PROMPT_KEY_RE = re.compile(r"[0-9a-f]{16}")
 # ---- cached on the store version -------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=8)
+@shared(8)
 def _table(v: StoreKey) -> tuple[pl.DataFrame, float]:
     scalars = v.store.scalars()
     if "prompt_key" not in scalars.columns or scalars.height == 0:
@@ -40,17 +39,17 @@ def _table(v: StoreKey) -> tuple[pl.DataFrame, float]:
     return prompt_aggregates(lf, threshold).collect(), threshold
 
 
-@lru_cache(maxsize=8)
+@shared(8)
 def _medians(v: StoreKey) -> pl.DataFrame:
     return step_length_medians(v.store.scalars().lazy()).collect()
 
 
-@lru_cache(maxsize=8)
+@shared(8)
 def _from_file(v: StoreKey) -> bool:
     return v.store.has_column("advantage")
 
 
-@lru_cache(maxsize=64)
+@shared(64)
 def _search(v: StoreKey, pattern: str, seconds: float) -> frozenset[str]:
     pads = tuple(v.store.manifest.data.get("pad_tokens", ()))
     lf = (

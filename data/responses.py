@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from data import bounded
-from data.cache import StoreKey
+from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
 from data.live import LIVE_KEY
 from data.queries import QueryError, ResponseFilter, SearchStopped, check_regex, search, sort_rows
@@ -214,7 +214,7 @@ def regex_error(pattern: str) -> str | None:
 # ---- columns ---------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=32)
+@shared(32)
 def _columns(key: StoreKey) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     df = key.store.scalars()
     present = {c for c in df.columns if df.get_column(c).null_count() < df.height}
@@ -244,7 +244,7 @@ def run_steps(store: RunStore) -> list[int]:
     return list(_steps(StoreKey(store)))
 
 
-@functools.lru_cache(maxsize=32)
+@shared(32)
 def _steps(key: StoreKey) -> tuple[int, ...]:
     steps = key.store.steps()
     return tuple(int(s) for s in steps.get_column("step").to_list()) if steps.height else ()

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from urllib.parse import urlencode
 
 import polars as pl
 
-from data.cache import StoreKey
+from data.cache import StoreKey, shared
 from data.metrics import METRICS, label
 from data.metrics.token import TOKEN_COLUMNS, explode_tokens, file_column, token_metrics
 from data.schema import trainer_token_fields
@@ -346,7 +345,7 @@ def build_view(row: pl.DataFrame, scalars: pl.DataFrame, pad_tokens: tuple[str, 
     return TokenView(info=info, tokens=tokens, fields=fields, nav=nav, file_fields=of_file, overlong=overlong)
 
 
-@lru_cache(maxsize=32)
+@shared(32)
 def _cached_view(key: StoreKey, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | None:
     store = key.store
     loc = store.lookup(sample)
