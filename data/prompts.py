@@ -17,7 +17,7 @@ from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
 from data.metrics.degeneration import step_length_medians, with_length_ratio
 from data.metrics.group import TRENDS, finite, prompt_aggregates, trend_threshold, with_advantage
-from data.metrics.response import prompt_key_text
+from data.metrics.response import prompt_key_text, strip_pad_text
 from data.queries import QueryError, check_regex, search
 from data.views import paths
 from data.views.codec import encode, first, get_choice, get_int
@@ -219,14 +219,6 @@ def first_and_latest(rows: pl.DataFrame) -> tuple[dict | None, dict | None]:
     return firsts.row(0, named=True), lasts.row(0, named=True)
 
 
-def strip_pad_text(text: str | None, pad_tokens) -> str:
-    """A text with every pad token removed (literal), as the store's previews and prompt keys do."""
-    text = text or ""
-    for tok in pad_tokens:
-        text = text.replace(tok, "")
-    return text
-
-
 def texts(store, row: dict | None) -> dict:
     """``prompt``, ``response``, ``ref_response`` of one :func:`history` row, pad tokens removed (one read)."""
     if row is None:
@@ -236,8 +228,8 @@ def texts(store, row: dict | None) -> dict:
     pads = tuple(store.manifest.data.get("pad_tokens", ()))
     ref = got.get("ref_response")
     return {
-        "prompt": strip_pad_text(got.get("prompt"), pads).strip(),
-        "response": strip_pad_text(got.get("response"), pads),
+        "prompt": (strip_pad_text(got.get("prompt"), pads) or "").strip(),
+        "response": strip_pad_text(got.get("response"), pads) or "",
         "ref_response": None if ref is None else strip_pad_text(ref, pads),
     }
 

@@ -21,6 +21,7 @@ from data import bounded
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
 from data.live import LIVE_KEY
+from data.metrics.response import strip_pad_text
 from data.queries import QueryError, ResponseFilter, SearchStopped, check_regex, search, sort_rows
 from data.store import RunStore
 from data.store.layout import TEXT_INDEX, beside_store, part_name
@@ -431,11 +432,7 @@ def sample_texts(store: RunStore, sample: str, pad_tokens: tuple[str, ...]) -> d
         return None
 
     def clean(text):
-        if text is None:
-            return None
-        for tok in pad_tokens:
-            text = text.replace(tok, "")
-        return text
+        return strip_pad_text(text, tuple(pad_tokens))
 
     def num(v):
         return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v

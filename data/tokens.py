@@ -15,6 +15,7 @@ import polars as pl
 
 from data.cache import StoreKey, shared
 from data.metrics import METRICS, label
+from data.metrics.response import strip_pad_text
 from data.metrics.token import TOKEN_COLUMNS, explode_tokens, file_column, token_metrics
 from data.schema import trainer_token_fields
 from data.views.codec import encode, first, get_bool, get_choice, parse_search
@@ -320,15 +321,6 @@ def neighbours(scalars: pl.DataFrame, sample: str, step: int | None) -> Neighbou
         ids[i - 1] if i > 0 else None,
         ids[i + 1] if i + 1 < len(ids) else None,
     )
-
-
-def strip_pad_text(text: str | None, pad_tokens: tuple[str, ...]) -> str | None:
-    """A text with every pad token removed (shown when pads are hidden)."""
-    if text is None:
-        return None
-    for tok in pad_tokens:
-        text = text.replace(tok, "")
-    return text
 
 
 # ---- store access (cached) ---------------------------------------------------------------------------

@@ -17,6 +17,13 @@ def strip_pads(expr: pl.Expr, pad_tokens: tuple[str, ...]) -> pl.Expr:
     return expr
 
 
+def strip_pad_text(text: str | None, pad_tokens: tuple[str, ...]) -> str | None:
+    """:func:`strip_pads` of one Python text (None stays None), for a text shown on its own."""
+    if text is None or not pad_tokens:
+        return text
+    return pl.select(strip_pads(pl.lit(text, dtype=pl.String), tuple(pad_tokens))).item()
+
+
 def prompt_key_text(pad_tokens: tuple[str, ...]) -> pl.Expr:
     """The text that identifies a prompt for grouping: pads removed, surrounding whitespace stripped."""
     return strip_pads(pl.col("prompt"), pad_tokens).str.strip_chars()
