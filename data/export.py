@@ -15,24 +15,11 @@ from pathlib import Path
 import polars as pl
 
 from data.config import DEFAULT_SEARCH_SECONDS
+from data.metrics.registry import exported_columns
 from data.queries import ResponseFilter, sort_rows, text_match
 from data.store import RunStore
 
-EXPORT_COLUMNS = (
-    "sample_id",
-    "step",
-    "reward",
-    "ref_reward",
-    "reward_gain",
-    "response_length",
-    "log_ratio_mean",
-    "log_ratio_sum",
-    "kl_mean",
-    "kl_sum",
-    "value_error_abs_mean",
-    "source",
-    "line",
-)
+EXPORT_COLUMNS = exported_columns()  # beside the texts; see data.metrics.registry
 TEXT_COLUMNS = ("prompt", "response", "ref_response")
 FORMATS = {"csv": "text/csv", "jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet"}
 BATCH = 2000

@@ -14,14 +14,11 @@ import polars as pl
 
 from data import bounded
 from data.config import REGEX_SIZE_LIMIT
+from data.metrics.registry import range_columns
 
-# Ranges a user can filter on: URL prefix -> column. Every range is half-open: min <= x < max.
-RANGE_COLUMNS = {
-    "reward": "reward",
-    "gain": "reward_gain",
-    "kl": "kl_mean",
-    "len": "response_length",
-}
+# Ranges a user can filter on: URL prefix -> column (see data.metrics.registry). Every range is
+# half-open: min <= x < max.
+RANGE_COLUMNS = range_columns()
 
 
 class QueryError(ValueError):

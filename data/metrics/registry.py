@@ -1,4 +1,11 @@
-"""The metrics the app names: key, exact UI label, description, sign and level (token, response, step)."""
+"""Every column of a run's responses and every metric the app shows, once: key, exact UI label, unit,
+display format, sign, level, and where the column goes (the store's scalars, the export, a range filter).
+
+The store's scalar columns (``data.store.layout.SCALAR_CORE``), the export's columns
+(``data.export.EXPORT_COLUMNS``), the range filters' URL keys (``data.queries.RANGE_COLUMNS``) and the
+names a file's own field may not take (``data.schema.contract.RESERVED``) are derived from this table, so
+a new metric is one entry here plus its expression (in :mod:`data.metrics.response` or ``step``).
+"""
 
 from __future__ import annotations
 
@@ -7,16 +14,28 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Metric:
-    """How a metric is named in the UI; ``signed`` metrics get a diverging colour scale centred at 0."""
+    """One column or metric. ``signed`` metrics get a diverging colour scale centred at 0; ``fmt`` is the
+    kind of number the UI's formatter shows (``num``, ``int``, ``share``, ``step``, ``text``); ``level``
+    is ``token``, ``response`` or ``step`` for a metric and ``row`` for a column that only identifies or
+    previews a response. ``stored``: a column of the store's scalars; ``exported``: its place among the
+    export's columns (1 first; 0 not exported); ``range_key``: the URL prefix of its range filter
+    (``<key>_min`` / ``<key>_max``)."""
 
     key: str
     label: str
     description: str
     signed: bool = False
-    level: str = "response"  # "token", "response" or "step"
+    level: str = "response"
+    unit: str = ""
+    fmt: str = "num"
+    stored: bool = False
+    exported: int = 0
+    range_key: str | None = None
 
 
-METRICS: dict[str, Metric] = {
+ROW = "row"
+
+COLUMNS: dict[str, Metric] = {
     m.key: m
     for m in [
         # Per token
@@ -40,32 +59,177 @@ METRICS: dict[str, Metric] = {
         Metric(
             "value_error", "value error (value − return)", "critic value minus return (γ = 1)", True, "token"
         ),
-        # Per response
-        Metric("reward", "reward", "sequence reward from the reward model / verifier", True),
-        Metric("ref_reward", "reference reward", "reward of the reference model's response", True),
-        Metric("reward_gain", "reward gain (reward − ref reward)", "reward − ref_reward", True),
-        Metric("response_length", "response length (tokens, pads excluded)", "tokens without pad tokens"),
+        # The columns of one response, in the order of the store's scalars
         Metric(
-            "response_chars", "response length (characters, pads excluded)", "characters without pad tokens"
+            "sample_id",
+            "sample id",
+            "stable id of the response: its file's prefix and line",
+            level=ROW,
+            fmt="text",
+            stored=True,
+            exported=1,
         ),
-        Metric("log_ratio_sum", "log-ratio sum", "Σ_t (logprob_t − ref_logprob_t)", True),
-        Metric("log_ratio_mean", "log-ratio mean per token", "mean_t (logprob_t − ref_logprob_t)", True),
-        Metric("kl_sum", "KL sum (k3)", "Σ_t k3_t", False),
-        Metric("kl_mean", "KL mean per token (k3)", "mean_t k3_t", False),
-        Metric("value_error_mean", "value error mean (value − return)", "mean_t (value_t − return_t)", True),
         Metric(
-            "value_error_abs_mean", "value error mean |value − return|", "mean_t |value_t − return_t|", False
+            "source",
+            "file",
+            "the rollout file, as a path inside the run",
+            level=ROW,
+            fmt="text",
+            stored=True,
+            exported=12,
         ),
-        Metric("token_reward_sum", "token reward sum", "Σ_t token_reward_t", True),
+        Metric(
+            "line",
+            "line",
+            "the response's line in its file (from 1)",
+            level=ROW,
+            fmt="int",
+            stored=True,
+            exported=13,
+        ),
+        Metric("part", "part", "the store's part holding the response", level=ROW, fmt="int", stored=True),
+        Metric("row", "row", "the response's row in its part", level=ROW, fmt="int", stored=True),
+        Metric("step", "step", "training step", level=ROW, fmt="step", stored=True, exported=2),
+        Metric(
+            "reward",
+            "reward",
+            "sequence reward from the reward model / verifier",
+            True,
+            stored=True,
+            exported=3,
+            range_key="reward",
+        ),
+        Metric(
+            "ref_reward",
+            "reference reward",
+            "reward of the reference model's response",
+            True,
+            stored=True,
+            exported=4,
+        ),
+        Metric(
+            "reward_gain",
+            "reward gain (reward − ref reward)",
+            "reward − ref_reward",
+            True,
+            stored=True,
+            exported=5,
+            range_key="gain",
+        ),
+        Metric(
+            "response_length",
+            "response length (tokens, pads excluded)",
+            "tokens without pad tokens",
+            unit="tokens",
+            fmt="int",
+            stored=True,
+            exported=6,
+            range_key="len",
+        ),
+        Metric(
+            "response_chars",
+            "response length (characters, pads excluded)",
+            "characters without pad tokens",
+            unit="characters",
+            fmt="int",
+            stored=True,
+        ),
+        Metric(
+            "n_kl_tokens",
+            "tokens with both log-probs",
+            "positions where both log-probs are present and finite",
+            level=ROW,
+            unit="tokens",
+            fmt="int",
+            stored=True,
+        ),
+        Metric(
+            "log_ratio_sum",
+            "log-ratio sum",
+            "Σ_t (logprob_t − ref_logprob_t)",
+            True,
+            unit="nats",
+            stored=True,
+            exported=8,
+        ),
+        Metric(
+            "log_ratio_mean",
+            "log-ratio mean per token",
+            "mean_t (logprob_t − ref_logprob_t)",
+            True,
+            unit="nats",
+            stored=True,
+            exported=7,
+        ),
+        Metric("kl_sum", "KL sum (k3)", "Σ_t k3_t", False, unit="nats", stored=True, exported=10),
+        Metric(
+            "kl_mean",
+            "KL mean per token (k3)",
+            "mean_t k3_t",
+            False,
+            unit="nats",
+            stored=True,
+            exported=9,
+            range_key="kl",
+        ),
+        Metric(
+            "value_error_mean",
+            "value error mean (value − return)",
+            "mean_t (value_t − return_t)",
+            True,
+            stored=True,
+        ),
+        Metric(
+            "value_error_abs_mean",
+            "value error mean |value − return|",
+            "mean_t |value_t − return_t|",
+            False,
+            stored=True,
+            exported=11,
+        ),
+        Metric("token_reward_sum", "token reward sum", "Σ_t token_reward_t", True, stored=True),
         Metric(
             "repetition",
             "repetition (share of repeated word 3-grams)",
             "1 − distinct word 3-grams / word 3-grams of the response (see data/metrics/degeneration.py)",
+            stored=True,
         ),
         Metric(
             "length_ratio",
             "length ÷ step median",
-            "response length over the median length of its step (tokens, else characters)",
+            "response length over the median length of its step (tokens, else characters); computed when read",
+        ),
+        Metric(
+            "prompt_key",
+            "prompt key",
+            "hash of the prompt without pads and surrounding white space",
+            level=ROW,
+            fmt="text",
+            stored=True,
+        ),
+        Metric(
+            "prompt_preview",
+            "prompt",
+            "the start of the prompt (its question, for chat messages)",
+            level=ROW,
+            fmt="text",
+            stored=True,
+        ),
+        Metric(
+            "response_preview",
+            "response",
+            "the start of the response without pads",
+            level=ROW,
+            fmt="text",
+            stored=True,
+        ),
+        Metric(
+            "has_tokens",
+            "has token fields",
+            "whether any token array is present",
+            level=ROW,
+            fmt="text",
+            stored=True,
         ),
         # Against the reference (per step and per prompt; see data/metrics/reference.py)
         Metric(
@@ -74,6 +238,7 @@ METRICS: dict[str, Metric] = {
             "share of the responses compared with their reference (both rewards finite) whose reward is higher",
             False,
             "step",
+            fmt="share",
         ),
         Metric(
             "tie_rate",
@@ -81,9 +246,34 @@ METRICS: dict[str, Metric] = {
             "share of the responses compared with their reference (both rewards finite) whose reward is equal",
             False,
             "step",
+            fmt="share",
         ),
     ]
 }
+
+
+# The metrics (what the UI names and colours), without the columns that only identify a response.
+METRICS: dict[str, Metric] = {k: m for k, m in COLUMNS.items() if m.level != ROW}
+
+
+def stored_columns() -> tuple[str, ...]:
+    """The columns of the store's scalars (the narrow in-memory table), in order."""
+    return tuple(k for k, m in COLUMNS.items() if m.stored)
+
+
+def exported_columns() -> tuple[str, ...]:
+    """The columns of an export (beside the texts), in order."""
+    return tuple(m.key for m in sorted((m for m in COLUMNS.values() if m.exported), key=lambda m: m.exported))
+
+
+def range_columns() -> dict[str, str]:
+    """The range filters: URL prefix (``<prefix>_min`` / ``<prefix>_max``) -> column."""
+    return {m.range_key: k for k, m in COLUMNS.items() if m.range_key}
+
+
+def response_columns() -> frozenset[str]:
+    """Every column of a response the store derives or keeps (a file's field of the same name is renamed)."""
+    return frozenset(k for k, m in COLUMNS.items() if m.level in ("response", ROW))
 
 
 def label(key: str) -> str:

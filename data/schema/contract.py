@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from data.metrics.registry import response_columns
+
 TEXT_FIELDS = ("prompt", "response", "ref_response")
 REQUIRED = ("prompt", "response", "reward", "step")
 FLOAT_LIST_FIELDS = ("logprobs", "ref_logprobs", "values", "token_rewards")
@@ -31,39 +33,16 @@ CANONICAL: dict[str, pl.DataType] = {
 }
 KNOWN = tuple(CANONICAL)
 
-# Columns the store itself writes; an extra field of the same name is kept as ``extra_<name>``.
-RESERVED = frozenset(
-    {
-        "sample_id",
-        "source",
-        "line",
-        "part",
-        "row",
-        "reward_gain",
-        "response_length",
-        "response_chars",
-        "log_ratio_sum",
-        "log_ratio_mean",
-        "kl_sum",
-        "kl_mean",
-        "n_kl_tokens",
-        "value_error_mean",
-        "value_error_abs_mean",
-        "token_reward_sum",
-        "prompt_key",
-        "prompt_preview",
-        "response_preview",
-        "has_tokens",
-        "token_length_mismatch",
-        "repetition",
-        "length_ratio",
-        "__prompt_lead",  # PROMPT_LEAD
-        # Working columns of ingest and export, named here so that a field of the same name stays apart.
-        "__reason",
-        "__response_clean",
-        "__rank",
-    }
-)
+# Columns the store itself writes (every response column of the registry); an extra field of the same
+# name is kept as ``extra_<name>``.
+RESERVED = response_columns() | {
+    "token_length_mismatch",  # a column of stores before format 5: the name stays apart
+    "__prompt_lead",  # PROMPT_LEAD
+    # Working columns of ingest and export, named here so that a field of the same name stays apart.
+    "__reason",
+    "__response_clean",
+    "__rank",
+}
 
 SCALAR_EXTRA_DTYPES = (pl.Boolean, pl.String)
 

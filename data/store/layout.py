@@ -17,6 +17,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from data.metrics.registry import stored_columns
+
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt. 8: the tie rate in the steps file; 7: one win rate in the steps file (a NaN or
 # infinite reward is no comparison);
@@ -26,33 +28,9 @@ import pyarrow.parquet as pq
 STORE_FORMAT = 8
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
-# Columns of the narrow in-memory table; everything else (texts, token arrays) stays in parts/.
-SCALAR_CORE = (
-    "sample_id",
-    "source",
-    "line",
-    "part",
-    "row",
-    "step",
-    "reward",
-    "ref_reward",
-    "reward_gain",
-    "response_length",
-    "response_chars",
-    "n_kl_tokens",
-    "log_ratio_sum",
-    "log_ratio_mean",
-    "kl_sum",
-    "kl_mean",
-    "value_error_mean",
-    "value_error_abs_mean",
-    "token_reward_sum",
-    "repetition",
-    "prompt_key",
-    "prompt_preview",
-    "response_preview",
-    "has_tokens",
-)
+# Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token
+# arrays) stays in parts/.
+SCALAR_CORE = stored_columns()
 PREVIEW_CHARS = 160
 # String columns of a part whose values repeat (the same prompt for many responses, token strings from one
 # vocabulary): dictionary-encoded, which makes the token strings 3x smaller and faster to write. Other

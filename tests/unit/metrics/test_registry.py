@@ -1,0 +1,42 @@
+"""The column and metric registry: the lists other modules take from it are exactly what they listed before
+(order included), and every entry is complete."""
+
+from __future__ import annotations
+
+from data.export import EXPORT_COLUMNS
+from data.metrics import registry
+from data.queries import RANGE_COLUMNS
+from data.schema.contract import KNOWN, RESERVED
+from data.store.layout import SCALAR_CORE
+
+
+def test_registry001_derived_lists():
+    """The store's scalars, the export's columns and the range filters come from the registry, in order."""
+    assert SCALAR_CORE == (
+        *("sample_id", "source", "line", "part", "row", "step", "reward", "ref_reward", "reward_gain"),
+        *("response_length", "response_chars", "n_kl_tokens", "log_ratio_sum", "log_ratio_mean", "kl_sum"),
+        *("kl_mean", "value_error_mean", "value_error_abs_mean", "token_reward_sum", "repetition"),
+        *("prompt_key", "prompt_preview", "response_preview", "has_tokens"),
+    )
+    assert EXPORT_COLUMNS == (
+        *("sample_id", "step", "reward", "ref_reward", "reward_gain", "response_length", "log_ratio_mean"),
+        *("log_ratio_sum", "kl_mean", "kl_sum", "value_error_abs_mean", "source", "line"),
+    )
+    assert RANGE_COLUMNS == {
+        "reward": "reward",
+        "gain": "reward_gain",
+        "kl": "kl_mean",
+        "len": "response_length",
+    }
+
+
+def test_registry002_entries_complete():
+    """Every exported column is stored, every stored column and metric has a label and a known format, and a
+    file's field never takes the name of a column the store derives."""
+    cols = registry.COLUMNS
+    assert set(EXPORT_COLUMNS) <= set(SCALAR_CORE)
+    assert all(cols[c].stored for c in RANGE_COLUMNS.values())
+    assert all(m.label and m.fmt in {"num", "int", "share", "step", "text"} for m in cols.values())
+    assert set(SCALAR_CORE) - set(KNOWN) <= RESERVED and "length_ratio" in RESERVED
+    assert registry.label("win_rate") == "win rate (reward > reference reward)"
+    assert registry.label("no_such_field") == "no_such_field"
