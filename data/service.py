@@ -7,6 +7,7 @@ waits for a long ingest: it gets the last committed state and the progress of th
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from data.access import Backoff
 from data.config import Settings, load_settings
-from data.ingest import BIG_CATCH_UP, IngestResult, ingest_run
+from data.ingest import IngestResult, ingest_run
+from data.ingest.run import BIG_CATCH_UP
 from data.store import (
     RootScan,
     RunStore,
@@ -40,8 +42,9 @@ MAX_DEFER_SECONDS = 30.0
 OLD_SECONDS = 60.0
 # The runs found under the root are reused this long: a page load's layout and callbacks look a run up
 # 5-10 times within a second, and each look listed the root and every run folder (15-19 listings per
-# reward page load). A name not among them is looked for afresh, so a new run is found at once.
-RUNS_SECONDS = 2.0
+# reward page load). A name not among them is looked for afresh, so a new run is found at once, and a
+# root that changed (its mtime, ctime, mode or inode) is listed again at once.
+RUNS_SECONDS = 5.0
 
 
 @dataclass
@@ -75,7 +78,7 @@ class Board:
         # What could not be read (the root, a run's folder, a run's ingest) is tried again only after a
         # wait that doubles up to a minute: an unreadable root must not be listed on every request.
         self._failures = Backoff(first=1.0, most=60.0)
-        self._scan: tuple[float, RootScan] | None = None
+        self._scan: tuple[float, tuple | None, RootScan] | None = None
 
     @property
     def root(self) -> Path:
@@ -85,13 +88,26 @@ class Board:
         """The runs under the root and what could not be read there (never raises for that); looked for
         again at most every ``RUNS_SECONDS`` unless ``fresh``."""
         now = time.monotonic()
+        try:
+            # A root unmounted, made unreadable or given a new run folder looks different at once: only
+            # an unchanged root is answered from memory.
+            st = os.stat(self.settings.root)
+            seen = (st.st_dev, st.st_ino, st.st_mode, st.st_mtime_ns, st.st_ctime_ns)
+        except OSError:
+            seen = None
         with self._lock:
             hit = self._scan
-        if not fresh and hit is not None and 0 <= now - hit[0] < RUNS_SECONDS:
-            return hit[1]
+        if (
+            not fresh
+            and seen is not None
+            and hit is not None
+            and hit[1] == seen
+            and 0 <= now - hit[0] < RUNS_SECONDS
+        ):
+            return hit[2]
         scan = scan_root(self.settings.root, self._failures)
         with self._lock:
-            self._scan = (now, scan)
+            self._scan = (now, seen, scan)
         return scan
 
     def runs(self) -> dict[str, Path]:

@@ -13,6 +13,7 @@ def test_discovery001_one_root_listing_per_reward_page_load(client, contract_roo
     root once and each run folder at most once per lookup of its files (was 15-19 listings: each store
     lookup discovered the runs twice, listing the root and every run folder)."""
     import pages.reward as page
+    from data import service
     from data.service import board
 
     board().store(PPO, wait=60)  # ingested before, as a page load finds it
@@ -25,6 +26,7 @@ def test_discovery001_one_root_listing_per_reward_page_load(client, contract_roo
         return real(self)
 
     monkeypatch.setattr(board(), "_scan", None)  # nothing remembered from earlier tests
+    monkeypatch.setattr(service, "RUNS_SECONDS", 60.0)  # a page load that a loaded machine makes slow
     monkeypatch.setattr(Path, "iterdir", counting)
     page.layout(run=PPO, step="5")
     sync(client, f"?run={PPO}&step=5", index=4, run=PPO, selected=5)
