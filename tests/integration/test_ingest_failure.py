@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from data.store import part_name, read_manifest
+from data.store.layout import part_name
+from data.store.manifest import read_manifest
 from tests.conftest import dash_post, router_body
 
 RUN = "failing-run"
