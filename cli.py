@@ -47,13 +47,23 @@ class _Bar:
         sys.stderr.flush()
 
 
-def _runs_at(path: Path) -> dict[str, Path]:
-    """Runs at PATH: each sub-folder holding *.jsonl, or PATH itself when it holds *.jsonl."""
-    from data.store import discover_runs
+class _Unreadable(Exception):
+    """PATH cannot be listed: the message says why, whose folder it is and who runs this."""
 
+
+def _runs_at(path: Path) -> dict[str, Path]:
+    """Runs at PATH: each sub-folder holding *.jsonl, or PATH itself when it holds *.jsonl. Run folders it
+    may not read are skipped with a warning; PATH itself unreadable raises :class:`_Unreadable`."""
+    from data.store import scan_root
+
+    scan = scan_root(path)
+    if scan.problem is not None:
+        raise _Unreadable(f"{scan.problem.headline} {scan.problem.detail}")
+    for name, reason in scan.unreadable.items():
+        print(f"warning: {path / name}: {reason}; skipped", file=sys.stderr)
     if any(p.suffix == ".jsonl" and p.is_file() for p in path.iterdir()):
         return {path.resolve().name: path}
-    return discover_runs(path)
+    return scan.runs
 
 
 def cmd_ingest(args) -> int:
@@ -187,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     try:
         return {"serve": cmd_serve, "ingest": cmd_ingest, "export": cmd_export}[args.cmd](args)
-    except SettingsError as e:  # a bad RLBOARD_* variable
+    except (SettingsError, _Unreadable) as e:  # a bad RLBOARD_* variable; a folder it may not read
         return _fail(str(e))
 
 

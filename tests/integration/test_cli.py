@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -227,3 +228,46 @@ def test_cli008_bad_serve_address_exit_2_with_one_line(tmp_path):
             assert p.returncode == 2, (args, env, p.stderr)
             lines = p.stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("error:") and text in lines[0], (args, p.stderr)
+
+
+def test_cli009_unreadable_folder_one_line(fixtures_dir):
+    """`ingest` of a folder this user may not read (mode 0700, another user's): a one-line error with the
+    owner, the user it runs as and exit code 2, not a traceback; a run folder inside a readable root that
+    it may not read is skipped with a warning, and the others are ingested."""
+    from tests.unprivileged import (
+        as_unprivileged,
+        make_unreadable,
+        open_folder,
+        readable_copy,
+        remove,
+        unprivileged_python,
+    )
+
+    exe, env = unprivileged_python()
+    root, cache = open_folder(), open_folder(writable=True)
+    try:
+        for run in ("trl-ppo-small", "trl-grpo-small"):
+            readable_copy(fixtures_dir / run, root / run)
+        make_unreadable(root / "trl-grpo-small")
+
+        def ingest(path):
+            cmd = as_unprivileged([exe, "app.py", "ingest", str(path), "--json", "--cache-dir", str(cache)])
+            env_all = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **env}
+            return subprocess.run(
+                cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env_all
+            )
+
+        p = ingest(root)
+        assert p.returncode == 0, p.stderr
+        assert [r["run"] for r in json.loads(p.stdout)["runs"]] == ["trl-ppo-small"]
+        assert f"warning: {root / 'trl-grpo-small'}: permission denied; skipped" in p.stderr
+        make_unreadable(root)
+        p = ingest(root)
+        assert p.returncode == 2 and p.stdout == ""
+        assert p.stderr.startswith(
+            f"error: The rollout folder {root} cannot be read: permission denied. It is owned"
+        )
+        assert len(p.stderr.splitlines()) == 1 and "Traceback" not in p.stderr
+    finally:
+        remove(root)
+        remove(cache)
