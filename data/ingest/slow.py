@@ -90,13 +90,17 @@ def _line_by_line(
     for raw, ln, is_plain in zip(lines, line_nos, plain, strict=True):
         try:
             obj, note = _parse_line(raw)
-            rec, ign = schema.validate_record(obj, step)
+            twice: list[str] = []
+            rec, ign = schema.validate_record(obj, step, twice)
         except schema.BadLine as e:
             issues.append({"line": ln, "severity": "error", "reason": e.reason, "detail": _snippet(raw)})
             continue
         ignored.update(ign)
         if note:
             issues.append({"line": ln, "severity": "note", "reason": note, "detail": ""})
+        issues.extend({"line": ln, "severity": "note", "reason": t, "detail": ""} for t in twice)
+        if twice:
+            note = note or twice[0]  # built from its record (Polars would keep the other value)
         if note is None and is_plain:
             good_raw.append(raw)
             good_lines.append(ln)

@@ -90,7 +90,9 @@ STEP_OUT_OF_RANGE = "field 'step' is out of range (not a 64-bit integer)"
 
 
 def extra_name(key: str) -> str:
-    return f"extra_{key}" if key in RESERVED or key in KNOWN else key
+    """The column of an extra field: ``extra_<key>`` for a key the store or the contract uses, and for an
+    empty key (a column needs a name: Arrow readers name an empty one ``column_<n>``)."""
+    return f"extra_{key}" if key in RESERVED or key in KNOWN or not key else key
 
 
 def not_text_reason(key: str, got: str) -> str:

@@ -154,20 +154,34 @@ def conform_frame(
         for k in KNOWN
         if k != "step"
     ]
+    names = [c.meta.output_name() for c in cols]
+    if len(set(names)) < len(names):
+        # Two fields make one column ({"a.b": 1, "a": {"b": 2}}): which value a line keeps is decided line by
+        # line (see validate_record), whatever the other lines hold.
+        raise pl.exceptions.DuplicateError(f"fields that make one column: {sorted(names)}")
     required = {k: pl.col(k) for k in REQUIRED if k in df.columns}
+    # Integers are never widened to floats on the way (2**63 - 1 would round to 2**63): a step is whole and
+    # in range when it becomes an Int64 as it is, as validate_record takes it.
+    floats = df.schema.get("step", pl.Null).is_float()
+    if floats and df.select(pl.col("step").abs().is_between(2.0**53, 2.0**63).any()).item():
+        # Between 2**53 and 2**63 a float column may hold an integer it rounded (2**63 - 1 beside a 1e19 is
+        # 2**63, out of range): such a chunk goes line by line. Past that, a step is out of range either way.
+        raise pl.exceptions.InvalidOperationError("steps too large for floats to hold exactly")
     if step is not None:
-        required["step"] = pl.coalesce(required.get("step", pl.lit(None)), pl.lit(step, dtype=pl.Int64))
+        named = pl.lit(step, dtype=pl.Int64)
+        required["step"] = pl.coalesce(
+            required.get("step", pl.lit(None)), named.cast(pl.Float64) if floats else named
+        )
     step = required.get("step", pl.lit(None, dtype=pl.Int64))
+    as_int = (step.fill_nan(None) if floats else step).cast(pl.Int64, strict=False)
     reason = pl.lit(None, dtype=pl.String)
     # Checked in reverse priority so that the first missing field named in REQUIRED wins.
-    checks = [
-        (step.is_not_null() & (step.cast(pl.Float64).abs() >= 2.0**63), STEP_OUT_OF_RANGE),
-        (
-            step.is_not_null() & (step.cast(pl.Float64) != step.cast(pl.Float64).floor()),
-            "field 'step' is not an integer",
-        ),
-        (step.is_not_null() & ~step.cast(pl.Float64).is_finite(), "field 'step' is not an integer"),
-    ]
+    checks = [(step.is_not_null() & as_int.is_null(), STEP_OUT_OF_RANGE)]
+    if floats:
+        checks += [
+            (step.is_not_null() & (step != step.floor()), "field 'step' is not an integer"),
+            (step.is_not_null() & ~step.is_finite(), "field 'step' is not an integer"),
+        ]
     for key in reversed(TEXT_FIELDS):
         if key in not_text:
             checks.append((pl.lit(not_text[key]), not_text_reason(key, "list")))
@@ -179,7 +193,7 @@ def conform_frame(
         reason = pl.when(cond).then(pl.lit(text)).otherwise(reason)
     out = df.select(
         *known,
-        step.cast(pl.Float64).fill_nan(None).cast(pl.Int64, strict=False).alias("step"),
+        as_int.alias("step"),
         *cols,
         *lead,
         reason.alias("__reason"),

@@ -25,14 +25,15 @@ from data.schema.contract import (
 from data.schema.dialects import apply_aliases, unwrap_batch_of_one
 
 
-def validate_record(obj, step: int | None = None) -> tuple[dict, list[str]]:
+def validate_record(obj, step: int | None = None, notes: list[str] | None = None) -> tuple[dict, list[str]]:
     """Check one parsed JSON line; return ``(record, ignored_fields)`` or raise :class:`BadLine`.
     ``step``: the step of a line that has none (from its file's name, see :func:`step_from_name`).
 
     The record holds the known fields converted to their canonical Python types, the scalar extras
     (renamed with :func:`extra_name` where they collide with store columns; an object's fields as
     ``object.field``, see :func:`_flat_items`) and lists of numbers (per-token fields of the trainer's own);
-    other extras are left out and named in ``ignored_fields``.
+    other extras are left out and named in ``ignored_fields``. Two fields that make the same column (see
+    :func:`_column_paths`) keep one value; why is appended to ``notes``.
     """
     if not isinstance(obj, dict):
         raise BadLine(f"not a JSON object (got {_type_name(obj)})")
@@ -79,25 +80,54 @@ def validate_record(obj, step: int | None = None) -> tuple[dict, list[str]]:
         raise BadLine("field 'response_tokens' is not a list of strings")
     rec["response_tokens"] = v
     ignored = []
-    for key, v in _flat_items(obj):
+    taken: dict[str, tuple[str, ...]] = {}
+    for path, v in _column_paths(_flat_items(obj)):
+        key, column = ".".join(path), extra_name(".".join(path))
+        if column in taken:
+            if notes is not None:
+                notes.append(given_twice_note(column, taken[column], path))
+            continue
         if v is None or isinstance(v, bool | int | float | str):
-            rec[extra_name(key)] = v
+            rec[column] = v
         elif (numbers := _number_list(v)) is not None:
             # A per-token field of the trainer's own (TRL's PPO `advantages`, `returns`): kept with the
             # token arrays.
-            rec[extra_name(key)] = numbers
+            rec[column] = numbers
         else:
             ignored.append(key)
+            continue
+        taken[column] = path
     return rec, ignored
 
 
-def _flat_items(obj: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
-    """The extra fields of a line, an object's fields named ``object.field`` (objects in it too), so that
-    a line's ``{"rewards": {"accuracy": 1}}`` is its ``rewards.accuracy``."""
+def _column_paths(items: Iterator[tuple[tuple[str, ...], object]]) -> list[tuple[tuple[str, ...], object]]:
+    """A line's extra fields (``(path, value)``, see :func:`_flat_items`) in the order their columns are
+    taken: a field nearer the top before one deeper in objects, else in the line's order. So where two
+    fields make one column (``{"a.b": 1, "a": {"b": 2}}``), the key as written wins, whatever their order;
+    a chunk read whole with such a line goes line by line (its columns would clash)."""
+    return sorted(items, key=lambda item: len(item[0]))
+
+
+def given_twice_note(column: str, kept: tuple[str, ...], lost: tuple[str, ...]) -> str:
+    """The data-quality note of a line where two fields make one column (``kept`` and ``lost``: their
+    paths of keys)."""
+
+    def where(path):
+        return "/" + "/".join(path)
+
+    return (
+        f"field '{column}' given twice ({where(kept)} and {where(lost)}): the value at {where(lost)} left out"
+    )
+
+
+def _flat_items(obj: dict, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], object]]:
+    """The extra fields of a line as ``(path of keys, value)``, an object's fields inside it (objects in it
+    too): its column is the path joined by dots, so that a line's ``{"rewards": {"accuracy": 1}}`` is its
+    ``rewards.accuracy``."""
     for key, v in obj.items():
         if not prefix and key in CANONICAL:
             continue
         if isinstance(v, dict):
-            yield from _flat_items(v, f"{prefix}{key}.")
+            yield from _flat_items(v, (*prefix, key))
         else:
-            yield prefix + key, v
+            yield (*prefix, key), v
