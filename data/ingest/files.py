@@ -18,21 +18,43 @@ from data.ingest.fast import ChunkResult, _count_newlines
 from data.ingest.slow import _snippet
 from data.ingest.writer import _Writer
 
-HEAD_BYTES = 65536
+# A file's fingerprint (see _fingerprint): its first and last PRINT_WINDOW bytes up to where it was read, and
+# PRINT_SAMPLES pieces of PRINT_SAMPLE bytes spread between them.
+PRINT_WINDOW = 65536
+PRINT_SAMPLES = 8
+PRINT_SAMPLE = 4096
 
 
-def _head_hash(path: Path, upto: int) -> str:
+def _fingerprint(path: Path, upto: int) -> str:
+    """A hash of what was read of a file (its first ``upto`` bytes): of all of it up to
+    ``2 * PRINT_WINDOW + PRINT_SAMPLES * PRINT_SAMPLE`` bytes, else of its first and last ``PRINT_WINDOW``
+    bytes and ``PRINT_SAMPLES`` pieces between. A file rewritten in place (a trainer restarted with the same
+    seed reopens it with "w"), with the same start and no shorter, differs there, and most often just before
+    where it was read to: the start alone took it as unchanged."""
+    h = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as f:
-        return hashlib.blake2b(f.read(min(upto, HEAD_BYTES)), digest_size=16).hexdigest()
+        head = min(upto, PRINT_WINDOW)
+        h.update(f.read(head))
+        tail = max(head, upto - PRINT_WINDOW)
+        if tail - head <= PRINT_SAMPLES * PRINT_SAMPLE:
+            h.update(f.read(tail - head))
+        else:
+            for k in range(PRINT_SAMPLES):
+                f.seek(head + (tail - head - PRINT_SAMPLE) * k // (PRINT_SAMPLES - 1))
+                h.update(f.read(PRINT_SAMPLE))
+            f.seek(tail)
+        h.update(f.read(upto - tail))
+    return h.hexdigest()
 
 
 def _file_changed(path: Path, st: os.stat_result, prev: dict) -> bool:
-    """True when a file shrank or was replaced since it was last read (it is then read again from 0)."""
+    """True when a file shrank, was replaced or was rewritten since it was last read (it is then read again
+    from 0). Checked at every ingest, whatever its size and time say (see :func:`_fingerprint`)."""
     if st.st_size < prev["offset"]:
         return True
     if (st.st_dev, st.st_ino) != (prev.get("dev"), prev.get("ino")):
         return True
-    return _head_hash(path, prev["offset"]) != prev.get("head")
+    return _fingerprint(path, prev["offset"]) != prev.get("print")
 
 
 def ingest_file(
@@ -93,7 +115,7 @@ def ingest_file(
             read = offset_after - start
             start = offset_after
             entry["offset"] = offset_after
-            entry["head"] = _head_hash(path, offset_after)
+            entry["print"] = _fingerprint(path, offset_after)
             files[rel] = entry
             writer.maybe_commit()
             yield read
@@ -117,7 +139,7 @@ def ingest_file(
                 entry["lines"] = line_no
                 entry["tail_open"] = True
                 entry["offset"] = size
-                entry["head"] = _head_hash(path, size)
+                entry["print"] = _fingerprint(path, size)
                 yield size - start
             elif raw.strip():
                 age = time.time() - st.st_mtime
