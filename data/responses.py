@@ -24,7 +24,7 @@ from data.live import LIVE_KEY
 from data.metrics.response import strip_pad_text
 from data.queries import QueryError, ResponseFilter, SearchStopped, check_regex, search, sort_rows
 from data.store import RunStore
-from data.store.layout import TEXT_INDEX, beside_store, part_name
+from data.store.layout import TEXT_INDEX, beside_store
 from data.views.codec import encode, first, get_bool, get_choice, get_float
 
 ALL_STEPS = "all"
@@ -291,14 +291,11 @@ def text_index_files(store: RunStore, folder: Path | None = None) -> list[Path] 
     out = []
     try:
         folder.mkdir(exist_ok=True)
-        for i in store.part_ids():
-            if not store.manifest.data["parts"][str(i)]["rows"]:
-                continue
-            src = store.dir / "parts" / part_name(i)
+        for src in store.part_files():
             st = src.stat()
-            dst = folder / f"p{i:06d}-{st.st_size}-{st.st_mtime_ns}.arrow"
+            dst = folder / f"{src.stem}-{st.st_size}-{st.st_mtime_ns}.arrow"
             if not dst.exists():
-                for old in folder.glob(f"p{i:06d}-*.arrow"):
+                for old in folder.glob(f"{src.stem}-*.arrow"):
                     old.unlink(missing_ok=True)
                 df = pl.read_parquet(src, columns=list(TEXT_INDEX_COLUMNS))
                 tmp = folder / f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp"

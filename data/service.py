@@ -22,7 +22,7 @@ from data.store import (
     RunStore,
     UnknownRun,
     open_store,
-    run_files,
+    run_file_stats,
     scan_root,
     store_dir_for,
 )
@@ -198,18 +198,11 @@ class Board:
 
     @staticmethod
     def _signature(run_dir: Path) -> tuple:
-        sig = []
         try:
-            files = run_files(run_dir)
+            files = run_file_stats(run_dir)
         except OSError:  # the folder went away or became unreadable: the ingest says so, once per back-off
             return ()
-        for p in files:
-            try:
-                st = p.stat()
-            except OSError:
-                continue
-            sig.append((p.name, st.st_size, st.st_mtime_ns))
-        return tuple(sig)
+        return tuple((name, st.st_size, st.st_mtime_ns) for name, st in files)
 
     def _ingest(
         self,

@@ -13,7 +13,7 @@ from dash import Input, Output, callback, dcc, html
 from components.layout import access_problem, fmt_num, no_runs_state, progress
 from data.access import AGAIN, Unreadable
 from data.service import board
-from data.store import run_files
+from data.store import run_file_stats
 from data.views import paths
 
 dash.register_page(__name__, path=paths.RUNS, name="Runs", title="Runs · RL Logging Board", order=0)
@@ -183,9 +183,9 @@ def runs_overview() -> html.Div:
     for name, run_dir in runs.items():
         store = b.store(name, wait=max(0.0, deadline - time.monotonic()))
         status = b.status(name)
-        files = run_files(run_dir)
-        last = max((f.stat().st_mtime for f in files), default=None)
-        size = sum(f.stat().st_size for f in files)
+        files = run_file_stats(run_dir)
+        last = max((st.st_mtime for _, st in files), default=None)
+        size = sum(st.st_size for _, st in files)
         body = []
         if status.running and status.total:
             body.append(

@@ -84,17 +84,26 @@ def _issue_frame(issues: list[dict], rel: str) -> pl.DataFrame:
     return pl.DataFrame([{**i, "source": rel} for i in issues], schema=ISSUE_SCHEMA)
 
 
+def _part_issues(full: pl.DataFrame | None, found: list[dict], rel: str) -> pl.DataFrame:
+    """The issues of a part: the lines found unusable (``found``) and the notes on its rows ``full``."""
+    issues = _issue_frame(found, rel)
+    if full is None or not full.height:
+        return issues
+    return pl.concat([issues, _token_notes(full, rel)]).sort("line", maintain_order=True)
+
+
 UNEQUAL_LENGTHS = "token arrays of unequal lengths (aligned from the first token)"
 
 
-def _token_notes(df: pl.DataFrame, rel: str) -> pl.DataFrame:
+def _token_notes(df: pl.DataFrame, rel: str | None = None) -> pl.DataFrame:
     """A data-quality note (an issue frame) for each response whose token arrays have different lengths
-    (kept, aligned). Built column-wise: in some trainers' files nearly every response has one."""
+    (kept, aligned). Built column-wise: in some trainers' files nearly every response has one. ``rel``:
+    the file of every row; None: each row's ``source``, and the frame gets each row's ``part``."""
     present = [
         c for c in schema.TOKEN_FIELDS if c in df.columns and df.get_column(c).null_count() < df.height
     ]
     if len(present) < 2 or not df.height:
-        return pl.DataFrame(schema=ISSUE_SCHEMA)
+        return pl.DataFrame(schema=ISSUE_SCHEMA if rel is not None else {**ISSUE_SCHEMA, "part": pl.Int64})
     lens = [pl.col(c).list.len() for c in present]
     detail = pl.concat_str(
         [pl.lit(f"{c} ") + pl.col(c).list.len().cast(pl.String) for c in present],
@@ -104,11 +113,12 @@ def _token_notes(df: pl.DataFrame, rel: str) -> pl.DataFrame:
     # Select before filtering: filtering the whole part would copy its token arrays.
     return (
         df.select(
-            pl.lit(rel).alias("source"),
+            pl.lit(rel).alias("source") if rel is not None else pl.col("source"),
             "line",
             pl.lit("note").alias("severity"),
             pl.lit(UNEQUAL_LENGTHS).alias("reason"),
             detail.alias("detail"),
+            *([] if rel is not None else [pl.col("part")]),
             (pl.max_horizontal(*lens) != pl.min_horizontal(*lens)).alias("unequal"),
         )
         .filter("unequal")

@@ -95,31 +95,27 @@ def ingest_run(
             remove_older_formats(store_dir, manifest)
         writer = _Writer(store_dir, manifest, pad_tokens)
         paths = run_files(run_dir)
-        on_disk = {p.relative_to(run_dir).as_posix() for p in paths}
+        rels = {p: p.relative_to(run_dir).as_posix() for p in paths}
+        on_disk = set(rels.values())
         changed = False
         for rel in list(manifest.data["files"]):
             if rel not in on_disk:
                 writer.drop_file(rel)
                 changed = True
         limits = limits or {}
-
-        def size_of(p: Path) -> int:
-            rel = p.relative_to(run_dir).as_posix()
-            return min(p.stat().st_size, limits.get(rel, 1 << 62))
-
-        total = sum(
-            max(
-                0,
-                size_of(p)
-                - manifest.data["files"].get(p.relative_to(run_dir).as_posix(), {}).get("offset", 0),
-            )
-            for p in paths
-        )
+        sizes = {}  # one stat a file (a run of one file per step has thousands)
+        for p, rel in rels.items():
+            try:
+                sizes[rel] = min(p.stat().st_size, limits.get(rel, 1 << 62))
+            except FileNotFoundError:
+                sizes[rel] = 0
+        files = manifest.data["files"]
+        total = sum(max(0, size - files.get(rel, {}).get("offset", 0)) for rel, size in sizes.items())
         # A small catch-up (a live run's new steps) is committed once, whole; a big one now and then too,
         # so that pages show the steps read so far.
         writer.commit_every = 2.0 if total >= BIG_CATCH_UP else float("inf")
         done = 0
-        writer.sources = {p.relative_to(run_dir).as_posix() for p in paths if size_of(p) > 0}
+        writer.sources = {rel for rel, size in sizes.items() if size > 0}
         unreadable: dict[str, str] = {}
 
         def state() -> bytes:
@@ -129,10 +125,7 @@ def ingest_run(
         before = state()
         # Rank files are read a chunk each in turn, so that the steps committed during a long first read
         # hold every rank's responses (see _Writer._watermark).
-        readers = {
-            p: ingest_file(writer, run_dir, p, chunk_bytes, limits.get(p.relative_to(run_dir).as_posix()))
-            for p in paths
-        }
+        readers = {p: ingest_file(writer, run_dir, p, chunk_bytes, limits.get(rels[p])) for p in paths}
         while readers:
             for p, reader in list(readers.items()):
                 try:
@@ -145,7 +138,7 @@ def ingest_run(
                         raise  # not the source file (the cache, say): the ingest fails and says so
                     # A file the board may not read (another user's, mode 0600): listed with its reason
                     # on the runs page; the run's other files still load.
-                    unreadable[p.relative_to(run_dir).as_posix()] = reason_of(e)
+                    unreadable[rels[p]] = reason_of(e)
                     del readers[p]
                     continue
                 if progress:

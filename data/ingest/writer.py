@@ -18,8 +18,8 @@ from data import schema
 from data.ingest.blocks import RawBlock, _goes_whole, parse_block, parse_blocks
 from data.ingest.fast import ChunkResult
 from data.ingest.parts import (
-    _issue_frame,
     _issues_with_part,
+    _part_issues,
     _token_notes,
     build_part,
     derive_chunk,
@@ -28,6 +28,7 @@ from data.ingest.parts import (
 from data.metrics.step import step_summary
 from data.store import RunStore
 from data.store.layout import (
+    ISSUE_SCHEMA,
     PACK_AT,
     PACK_ROWS,
     ROW_GROUP_SIZE,
@@ -46,16 +47,30 @@ WORKERS = 2  # chunks parsed, built and written at once while the reading thread
 SMALL_BLOCK = 1 << 20
 BATCH_BYTES = 8 << 20
 BATCH_PARTS = 256
+# A batch of at least SHARE_AT small blocks (a run of one small file per step) is written as one file of rows
+# and one pack (see _Writer._write_shared); fewer (the new lines of a live run's rank files) as a part each.
+SHARE_AT = 16
+
+
+class _Built(NamedTuple):
+    """A part built on a worker, not written yet."""
+
+    full: pl.DataFrame | None  # its rows (None: no usable row)
+    issues: list[dict]
+    ignored: set[str]
 
 
 class _Written(NamedTuple):
     """What a worker wrote of one part, for :meth:`_Writer._apply` to record in the manifest."""
 
-    scalars: pl.DataFrame | None  # None: no usable row
-    issues: pl.DataFrame
+    scalars: pl.DataFrame | None  # None: no usable row, or written with others (see _Writer._write_shared)
+    issues: pl.DataFrame | None  # None: written with others (counted in ``counts``)
     rows: int
     ignored: set[str]  # fields not read
     per_token: list[str]  # per-token fields of the trainer's own that some row has
+    host: int | None = None  # the part whose file holds its rows, when written with others
+    pack: tuple[str, list[int]] | None = None  # the pack of scalars and issues it and others went to
+    counts: tuple[int, int] | None = None  # its unusable lines and notes, when ``issues`` is None
 
 
 @dataclass
@@ -176,42 +191,61 @@ class _Writer:
             self._pending.clear()
             self._batch = []
 
-    def _write_part(self, pid: int, rel: str, chunk: ChunkResult | RawBlock) -> _Written:
-        """Worker thread: parse, derive and build the part, write its files.
-
-        Touches no shared state: :meth:`_apply` takes the results in order on the reading thread."""
+    def _build(self, pid: int, rel: str, chunk: ChunkResult | RawBlock) -> _Built:
+        """Worker thread: parse, derive and build part ``pid`` (touches no shared state)."""
         result = parse_block(*chunk)[0] if isinstance(chunk, RawBlock) else chunk
         full = None
         if result.frame.height:
             full = build_part(derive_chunk(result.frame, self.pad_tokens), rel, pid, self.pad_tokens)
-        return self._write_files(pid, rel, full, result.issues, result.ignored)
+        return _Built(full, result.issues, result.ignored)
+
+    def _write_part(self, pid: int, rel: str, chunk: ChunkResult | RawBlock) -> _Written:
+        """Worker thread: build the part and write its files.
+
+        Touches no shared state: :meth:`_apply` takes the results in order on the reading thread."""
+        return self._write_files(pid, rel, *self._build(pid, rel, chunk))
 
     def _write_batch(self, items: list[tuple[int, str, RawBlock]]) -> list[_Written]:
         """Worker thread: :meth:`_write_part` of several small blocks. Those without CR line ends are
         parsed, derived and built at once where they go together (:func:`parse_blocks`; where they do
-        not, each half is tried again), then written as one part each; the rest one by one."""
-        results: list[_Written | None] = [None] * len(items)
-        self._write_together(
-            items, [k for k, (_, _, c) in enumerate(items) if _goes_whole(c.data, c.lines)], results
+        not, each half is tried again), the rest one by one; they are then written together (see
+        :meth:`_write_shared`), or as one part each when they are few."""
+        built: list[_Built | None] = [None] * len(items)
+        groups: list[pl.DataFrame] = []
+        self._build_together(
+            items, [k for k, (_, _, c) in enumerate(items) if _goes_whole(c.data, c.lines)], built, groups
         )
         for k, (pid, rel, chunk) in enumerate(items):
-            if results[k] is None:
-                results[k] = self._write_part(pid, rel, chunk)
-        return results
+            if built[k] is None:
+                built[k] = self._build(pid, rel, chunk)
+        if len(items) >= SHARE_AT:
+            written = self._write_shared(items, built, groups)
+            if written is not None:
+                return written
+        for group in groups:  # one part each: the rows of each block, numbered from 0
+            by_block = group.partition_by("__item", maintain_order=True, include_key=False, as_dict=True)
+            for (k,), part in by_block.items():
+                full = part.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
+                built[k] = built[k]._replace(full=full)
+        return [self._write_files(pid, rel, *b) for (pid, rel, _), b in zip(items, built, strict=True)]
 
-    def _write_together(
-        self, items: list[tuple[int, str, RawBlock]], ks: list[int], results: list[_Written | None]
+    def _build_together(
+        self,
+        items: list[tuple[int, str, RawBlock]],
+        ks: list[int],
+        built: list[_Built | None],
+        groups: list[pl.DataFrame],
     ) -> None:
-        """Fill ``results[k]`` for the blocks ``items[k]``, ``k`` in ``ks``, that go together in halves."""
+        """Build the blocks ``items[k]``, ``k`` in ``ks``, that go together in halves: their rows go to
+        ``groups`` (a frame each time, ``__item`` giving each row's ``k``), their issues to ``built[k]``."""
         if len(ks) < 2:
             return
         parsed = parse_blocks([items[k][2] for k in ks])
         if parsed is None:  # a bad line, or a field of another type: find the blocks that do go together
             half = len(ks) // 2
-            self._write_together(items, ks[:half], results)
-            self._write_together(items, ks[half:], results)
+            self._build_together(items, ks[:half], built, groups)
+            self._build_together(items, ks[half:], built, groups)
             return
-        fulls: dict[int, pl.DataFrame] = {}
         if parsed.frame.height:
             index = list(range(len(ks)))
 
@@ -226,25 +260,21 @@ class _Writer:
                 self.pad_tokens,
                 prefix=each([file_prefix(rel) for rel in rels], pl.String),
             )
-            by_block = full.partition_by("__item", maintain_order=True, include_key=False, as_dict=True)
-            for (j,), part in by_block.items():
-                fulls[j] = part.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
+            groups.append(full.with_columns(each(ks, pl.Int64)))
         for j, k in enumerate(ks):
-            pid, rel, _ = items[k]
-            results[k] = self._write_files(pid, rel, fulls.get(j), parsed.issues[j], parsed.ignored)
+            built[k] = _Built(None, parsed.issues[j], parsed.ignored)
 
     def _write_files(
         self, pid: int, rel: str, full: pl.DataFrame | None, found: list[dict], ignored: set[str]
     ) -> _Written:
         """Write the part, scalars and issues files of part ``pid`` (``full``: its rows, if any)."""
         name = part_name(pid)
-        issues = _issue_frame(found, rel)
+        issues = _part_issues(full, found, rel)
         n = 0 if full is None else full.height
         scal = None
         per_token = []
         if n:
             per_token = schema.trainer_token_fields(full, with_values=True)
-            issues = pl.concat([issues, _token_notes(full, rel)]).sort("line", maintain_order=True)
             write_part_file(full, self.dir / "parts" / name, self.row_group_size)
             scal = full.select(scalar_columns(full))
             scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
@@ -252,10 +282,78 @@ class _Writer:
             issues.write_parquet(self.dir / "issues" / name)
         return _Written(scal, issues, n, ignored, per_token)
 
+    def _write_shared(
+        self, items: list[tuple[int, str, RawBlock]], built: list[_Built], groups: list[pl.DataFrame]
+    ) -> list[_Written] | None:
+        """Write many small parts (a run of one file per step) as one: their rows in one file of ``parts/``
+        (named after the first part with rows; the others' manifest entries point to it with ``in``), their
+        scalars and issues in one pack (see ``PACK_AT``). Written one by one, 10,000 one-line files cost
+        30,000 files of a few ms each and a pack of them all at the end. None when their columns do not go
+        in one file (a field of another type in each); they are then written one by one."""
+        pids = [pid for pid, _, _ in items]
+        frames = groups + [
+            b.full.with_columns(pl.lit(k, pl.Int64).alias("__item"))
+            for k, b in enumerate(built)
+            if b.full is not None and b.full.height
+        ]
+        try:
+            whole = pl.concat(frames, how="diagonal_relaxed") if frames else None
+        except pl.exceptions.PolarsError:
+            return None
+        rows = [0] * len(items)
+        host = None
+        per_token: list[str] = []
+        notes = _token_notes(pl.DataFrame(schema={"source": pl.String, "line": pl.Int64, "part": pl.Int64}))
+        if whole is not None:
+            # Rows in block order (a block's rows keep theirs), numbered in the file.
+            whole = whole.sort("__item", maintain_order=True)
+            for k, n in whole.group_by("__item").len().iter_rows():
+                rows[k] = n
+            whole = whole.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row")).drop("__item")
+            host = next(pid for pid, n in zip(pids, rows, strict=True) if n)
+            per_token = schema.trainer_token_fields(whole, with_values=True)
+            write_part_file(whole, self.dir / "parts" / part_name(host), self.row_group_size)
+            scal = whole.select(scalar_columns(whole))
+            notes = _token_notes(whole)
+        else:
+            scal = pl.DataFrame(schema={"part": pl.Int64})
+        found = pl.DataFrame(
+            [
+                {**i, "source": rel, "part": pid}
+                for (pid, rel, _), b in zip(items, built, strict=True)
+                for i in b.issues
+            ],
+            schema={**ISSUE_SCHEMA, "part": pl.Int64},
+        )
+        issues = pl.concat([found, notes.select(found.columns)]).sort("part", "line", maintain_order=True)
+        counts = {
+            (pid, severity): n for pid, severity, n in issues.group_by("part", "severity").len().iter_rows()
+        }
+        name = pack_name(pids)
+        scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
+        issues.write_parquet(self.dir / "issues" / name)
+        return [
+            _Written(
+                scal if k == 0 and scal.height else None,
+                None,
+                rows[k],
+                built[k].ignored,
+                per_token if k == 0 else [],
+                host if rows[k] else None,
+                (name, pids) if k == 0 else None,
+                (counts.get((pid, "error"), 0), counts.get((pid, "note"), 0)),
+            )
+            for k, pid in enumerate(pids)
+        ]
+
     def _apply(self, item: tuple[int, str, Future, int | None]) -> None:
         pid, rel, future, k = item
-        scal, issues, n, ignored, per_token = future.result() if k is None else future.result()[k]
-        severity = issues.get_column("severity")
+        scal, issues, n, ignored, per_token, host, pack, counts = (
+            future.result() if k is None else future.result()[k]
+        )
+        if counts is None:
+            severity = issues.get_column("severity")
+            counts = (int((severity == "error").sum()), int((severity == "note").sum()))
         if scal is not None:
             if self._scalars is None:
                 self._load_committed()
@@ -264,15 +362,20 @@ class _Writer:
             for c in scal.columns:
                 if c not in SCALAR_CORE and c not in extras:
                     extras.append(c)
+        if pack is not None:
+            self.m.data.setdefault("packs", []).append({"name": pack[0], "parts": pack[1]})
         self.m.data["ignored_fields"] = sorted(set(self.m.data["ignored_fields"]) | ignored)
         known = self.m.data.setdefault("token_extras", [])
         known.extend(c for c in per_token if c not in known)
-        self.m.data["parts"][str(pid)] = {
+        entry = {
             "file": rel,
             "rows": n,
-            "errors": int((severity == "error").sum()),
-            "notes": int((severity == "note").sum()),
+            "errors": counts[0],
+            "notes": counts[1],
         }
+        if host is not None and host != pid:
+            entry["in"] = host
+        self.m.data["parts"][str(pid)] = entry
         self.new_rows += n
         if self._due is not None and pid >= self._due.pid:
             self._commit_due()
@@ -385,11 +488,12 @@ class _Writer:
     def _collect_garbage(self, old_steps: str | None) -> None:
         """Remove files no committed manifest names any more (kept one generation for slow readers)."""
         ids = {int(k) for k in self.m.data["parts"]}
+        hosts = ids | {e["in"] for e in self.m.data["parts"].values() if "in" in e}
         packs = self.m.data.get("packs", [])
         loose = ids - packed_parts(packs)
         names = {pack["name"] for pack in packs}
         floor = self.m.data["next_part"]
-        for sub, keep in (("parts", ids), ("scalars", loose), ("issues", loose)):
+        for sub, keep in (("parts", hosts), ("scalars", loose), ("issues", loose)):
             for p in (self.dir / sub).glob("p*.parquet"):
                 if int(p.stem[1:]) not in keep and int(p.stem[1:]) < floor - 64:
                     p.unlink(missing_ok=True)

@@ -3,6 +3,7 @@ what could not be read there."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,15 +16,30 @@ class UnknownRun(LookupError):
 
 def run_files(run_dir: Path) -> list[Path]:
     """The JSON-lines files of a run, sorted by name (symlinks that leave the run folder are skipped)."""
+    return [Path(run_dir) / name for name, _ in run_file_stats(run_dir)]
+
+
+def run_file_stats(run_dir: Path) -> list[tuple[str, os.stat_result]]:
+    """``(name, stat)`` of each of :func:`run_files`, in one read of the folder (a run of one file per step
+    has thousands: a ``Path`` and two ``stat`` calls each took a runs page 1-3 s at 10,000 files). Only a
+    symlink can lead out of the folder: only symlinks are resolved."""
+    run_dir = Path(run_dir)
+    real_run = None
     out = []
-    real_run = run_dir.resolve()
-    for p in sorted(run_dir.iterdir()):
-        if p.suffix == ".jsonl" and p.is_file():
-            try:
-                p.resolve().relative_to(real_run)
-            except ValueError:
+    with os.scandir(run_dir) as entries:
+        found = sorted((e for e in entries if e.name.endswith(".jsonl")), key=lambda e: e.name)
+    for e in found:
+        if e.name == ".jsonl":  # no suffix: a hidden file's name
+            continue
+        try:
+            if e.is_symlink():
+                real_run = real_run or run_dir.resolve()
+                (run_dir / e.name).resolve().relative_to(real_run)
+            if not e.is_file():
                 continue
-            out.append(p)
+            out.append((e.name, e.stat()))
+        except (ValueError, OSError):
+            continue
     return out
 
 

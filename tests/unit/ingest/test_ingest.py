@@ -1195,13 +1195,13 @@ def test_ingest051_small_files_built_together_give_the_same_store(tmp_path, monk
     monkeypatch.setattr(
         ingest_writer, "parse_blocks", lambda blocks: calls.append(len(blocks)) or real(blocks)
     )
-    real_part = ingest_writer._Writer._write_part
+    real_part = ingest_writer._Writer._build
 
     def spy(self, pid, rel, chunk):
         alone_files.append(rel)
         return real_part(self, pid, rel, chunk)
 
-    monkeypatch.setattr(ingest_writer._Writer, "_write_part", spy)
+    monkeypatch.setattr(ingest_writer._Writer, "_build", spy)
     res, together = ingest(run, tmp_path / "together")
     # The 11 files without CR line ends are tried together, then in halves: those with the bad line (7) and
     # the field of another type (8) go alone, and so does 9, left alone by the halving.
@@ -1218,7 +1218,7 @@ def test_ingest051_small_files_built_together_give_the_same_store(tmp_path, monk
     (run / "0008.jsonl").write_bytes(line(rec(step=8, prompt="q", acc=False, **tokens)))
     monkeypatch.undo()
     alone_files.clear()
-    monkeypatch.setattr(ingest_writer._Writer, "_write_part", spy)
+    monkeypatch.setattr(ingest_writer._Writer, "_build", spy)
     res, together = ingest(run, tmp_path / "together2")
     assert alone_files == ["0005.jsonl"]  # the CRLF one; the others in one batch
     monkeypatch.undo()
