@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import polars as pl
 
@@ -20,7 +20,7 @@ from data.metrics.group import TRENDS, finite, prompt_aggregates, trend_threshol
 from data.metrics.response import prompt_key_text, strip_pad_text
 from data.queries import QueryError, check_regex, search
 from data.views import paths
-from data.views.codec import encode, first, get_choice, get_int
+from data.views.codec import encode, first, get_choice, get_int, key_notices
 from data.views.paths import shown_run, unknown_run_notice
 
 PROMPT_KEY_RE = re.compile(r"[0-9a-f]{16}")
@@ -280,7 +280,7 @@ class PromptsView:
 
         With ``runs``, an unknown run falls back to the first run (notice); with no run, the first run.
         """
-        msgs: list[str] = []
+        msgs = key_notices(query, (f.name for f in fields(cls)))
         run = first(query, "run") or None
         if runs is not None:
             asked, run = run, shown_run(paths.PROMPTS, run, runs)

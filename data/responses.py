@@ -25,7 +25,7 @@ from data.metrics.response import strip_pad_text
 from data.queries import QueryError, ResponseFilter, SearchStopped, check_regex, search, sort_rows
 from data.store import RunStore
 from data.store.layout import TEXT_INDEX, beside_store
-from data.views.codec import encode, first, get_bool, get_choice, get_float
+from data.views.codec import encode, first, get_bool, get_choice, get_float, key_notices
 
 ALL_STEPS = "all"
 DEFAULT_SORT = "reward"
@@ -98,11 +98,7 @@ class ResponsesView:
         ``steps`` and ``sortable`` (when given) are the run's steps and sortable columns: a step or sort
         column the run does not have falls back too. Unknown keys (other than ``extra_keys``) are noticed.
         """
-        notices: list[str] = []
-        known = {f.name for f in fields(cls)} | set(extra_keys) | set(SHELL_KEYS)
-        for key in query:
-            if key not in known:
-                notices.append(f"Ignored unknown parameter {key!r}.")
+        notices = key_notices(query, {f.name for f in fields(cls)} | set(extra_keys) | set(SHELL_KEYS))
         run = first(query, "run") or None
         step = _parse_step(query, steps, notices)
         raw_sort = first(query, "sort")

@@ -8,7 +8,7 @@ per ``(store.version, sample)``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from urllib.parse import urlencode
 
 import polars as pl
@@ -18,7 +18,7 @@ from data.metrics import METRICS, label
 from data.metrics.response import strip_pad_text
 from data.metrics.token import TOKEN_COLUMNS, explode_tokens, file_column, token_metrics
 from data.schema import trainer_token_fields
-from data.views.codec import encode, first, get_bool, get_choice, parse_search
+from data.views.codec import encode, first, get_bool, get_choice, key_notices, parse_search
 
 # Metrics a token can be coloured by, in the order of the metric picker.
 STRIP_METRICS = ("token_reward", "value", "prob", "ref_prob", "log_ratio", "kl", "value_error")
@@ -105,7 +105,7 @@ class TokensState:
     @classmethod
     def from_query(cls, query) -> tuple[TokensState, list[str]]:
         """State from a parsed query (or ``layout(**query)`` kwargs) and a notice per ignored value."""
-        notes: list[str] = []
+        notes = key_notices(query, (f.name for f in fields(cls)))
         raw = first(query, "metric")
         if is_file_metric(raw):  # a per-token field of the trainer's own: checked against the response
             metric = raw

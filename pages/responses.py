@@ -40,7 +40,7 @@ from data.responses import (
 )
 from data.service import UnknownRun, board
 from data.views import paths
-from data.views.codec import parse_search
+from data.views.codec import first, parse_search
 from data.views.paths import shown_run, unknown_run_notice
 
 dash.register_page(
@@ -74,9 +74,10 @@ def layout(**query):
     runs = board().runs()
     if not runs:
         return no_runs_state(board().root, board().scan().trouble)
-    run = shown_run(paths.RESPONSES, query.get("run"), runs)
+    asked = first(query, "run")
+    run = shown_run(paths.RESPONSES, asked, runs)
     if run is None:
-        notice = unknown_run_notice(paths.RESPONSES, query.get("run"), run, runs)
+        notice = unknown_run_notice(paths.RESPONSES, asked, run, runs)
         return html.Div([notices([notice], NOTICES), unknown_run_state()])
     store = board().store(run, wait=STORE_WAIT)
     if store is None:
@@ -88,7 +89,8 @@ def layout(**query):
             ]
         )
     steps = run_steps(store)
-    view, msgs = ResponsesView.from_query({**query, "run": run}, steps, sortable_columns(store))
+    view, msgs = ResponsesView.from_query(query, steps, sortable_columns(store))
+    view = view.with_(run=run)  # the first run when the URL names none
     warm_text_index(store)  # a first regex search over all steps need not build it
     return html.Div(
         [
@@ -249,7 +251,7 @@ def _store_of(run):
 def _decode(search: str | None):
     """``(view, store, steps, notices)`` of a query string; store None for an unknown or unread run."""
     query = parse_search(search)
-    run = (query.get("run") or [None])[0]
+    run = first(query, "run")
     store = _store_of(run)
     if store is None:
         view, msgs = ResponsesView.from_query(query)

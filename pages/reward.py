@@ -9,7 +9,7 @@ shows a link to the responses behind it.
 # No ``from __future__ import annotations`` here: Dash loads page modules without registering them in
 # sys.modules, and dataclasses then cannot resolve string annotations of the view-state fields.
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import dash
 import dash_bootstrap_components as dbc
@@ -21,7 +21,7 @@ from data import curves
 from data.metrics import label
 from data.service import UnknownRun, board
 from data.views import paths
-from data.views.codec import encode, first, get_bool, get_choice, get_int, parse_search
+from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices, parse_search
 from data.views.paths import shown_run, unknown_run_notice
 
 dash.register_page(__name__, path=paths.REWARD, name="Reward", title="Reward · RL Logging Board", order=1)
@@ -76,7 +76,7 @@ class RewardView:
         ``runs`` are the runs under the root (an unknown run falls back to the first one); ``steps_of(run)``
         gives the run's steps, or None while nothing is ingested (the step is then kept as is).
         """
-        msgs: list[str] = []
+        msgs = key_notices(query, (f.name for f in fields(cls)))
         asked = first(query, "run")
         run = shown_run(paths.REWARD, asked, runs)
         if notice := unknown_run_notice(paths.REWARD, asked, run, runs):

@@ -25,6 +25,31 @@ def first(query: Mapping, key: str) -> str | None:
     return None if v is None else str(v)
 
 
+# Keys the app shell keeps in every page's URL (data/live.py's LIVE_KEY: auto-refresh), known to every page.
+SHELL_KEYS = ("live",)
+# A URL of thousands of bad keys gets this many notices (and a count of the rest), not thousands.
+MAX_KEY_NOTICES = 8
+
+
+def key_notices(query: Mapping, known: Iterable[str]) -> list[str]:
+    """Notices for the keys of ``query`` (parsed, or ``layout(**query)`` kwargs) that every page reads the
+    same way: a key the page does not know is ignored, and of a key given more than once only the first
+    value is used (every helper here reads the first value)."""
+    known = set(known) | set(SHELL_KEYS)
+    out: list[str] = []
+    for key, value in query.items():
+        if key not in known:
+            out.append(f"Ignored unknown parameter {key!r}.")
+        elif isinstance(value, list | tuple) and len(value) > 1:
+            out.extend(
+                f"Ignored {key}={v!r}: {key} is given more than once; the first, {key}={value[0]!r}, is used."
+                for v in value[1:]
+            )
+    if len(out) > MAX_KEY_NOTICES:
+        out[MAX_KEY_NOTICES - 1 :] = [f"… and {len(out) - MAX_KEY_NOTICES + 1} more ignored parameters."]
+    return out
+
+
 def get_int(query: Mapping, key: str, notices: list[str], default: int | None = None) -> int | None:
     raw = first(query, key)
     if raw is None or raw == "":
