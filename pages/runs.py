@@ -15,6 +15,7 @@ from data.access import AGAIN, Unreadable
 from data.service import board
 from data.store import run_file_stats
 from data.views import paths
+from data.views.codec import encode
 
 dash.register_page(__name__, path=paths.RUNS, name="Runs", title="Runs · RL Logging Board", order=0)
 
@@ -235,6 +236,7 @@ def runs_overview() -> html.Div:
                         Unreadable.of(run_dir, "file", store.unreadable()), f"runs-unreadable-{name}"
                     )
                 )
+        query = encode([("run", name)])  # percent-encoded: "c#d", "x&run=y", "%2e%2e" are run names too
         cards.append(
             dbc.Card(
                 dbc.CardBody(
@@ -242,17 +244,17 @@ def runs_overview() -> html.Div:
                         html.Div(
                             [
                                 html.H5(
-                                    dcc.Link(name, href=dash.get_relative_path(f"{paths.REWARD}?run={name}")),
+                                    dcc.Link(name, href=dash.get_relative_path(paths.REWARD + query)),
                                     className="mb-2 me-3",
                                 ),
                                 dcc.Link(
                                     "responses",
-                                    href=dash.get_relative_path(f"{paths.RESPONSES}?run={name}"),
+                                    href=dash.get_relative_path(paths.RESPONSES + query),
                                     className="small me-2",
                                 ),
                                 dcc.Link(
                                     "prompts",
-                                    href=dash.get_relative_path(f"{paths.PROMPTS}?run={name}"),
+                                    href=dash.get_relative_path(paths.PROMPTS + query),
                                     className="small",
                                 ),
                             ],

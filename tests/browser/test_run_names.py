@@ -1,0 +1,53 @@
+"""Run names that mean something in a URL (#, +, %, &, =, a trailing space) open their own run from the runs
+page's links, in a real browser: the links percent-encode them."""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import parse_qs, urlsplit
+
+from selenium.webdriver.common.by import By
+
+# "y" beside "x&run=y": an unencoded link would open /reward?run=x&run=y.
+NAMES = ("c#d", "e+f 50%", "x&run=y", "%2e%2e", "space at end ", "y")
+LINKS = (("name", "/reward"), ("responses", "/responses"), ("prompts", "/prompts"))
+
+
+def _until(cond, timeout=15.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def test_runnames001_runs_page_links_open_each_run(dash_duo, dash_app, board_root, tmp_path):
+    """Each run's three links (reward, responses, prompts) open a URL whose run= decodes to the run's exact
+    name, and the page shows that run: no unknown-run notice, no ignored parameter."""
+    root = tmp_path / "root"
+    for name in NAMES:
+        (root / name).mkdir(parents=True)
+        line = {"prompt": f"prompt of {name}", "response": "r", "reward": 1.0, "step": 1}
+        (root / name / "rank0.jsonl").write_text(json.dumps(line) + "\n")
+    board_root(root, cache_dir=tmp_path / "cache")
+    dash_duo.start_server(dash_app)
+    dash_duo.wait_for_page(url=dash_duo.server_url + "/", timeout=20)
+    for name in NAMES:
+        shown = " ".join(name.split())  # what the browser shows of the name (spaces collapsed)
+        for link, path in LINKS:
+            card = f"//div[contains(@class, 'card-body')][.//h5/a[normalize-space(.)='{shown}']]"
+            text = shown if link == "name" else link
+            _until(lambda c=card: dash_duo.driver.find_elements(By.XPATH, c))
+            a = dash_duo.driver.find_element(By.XPATH, f"{card}//a[normalize-space(.)='{text}']")
+            a.click()
+            _until(lambda p=path: urlsplit(dash_duo.driver.current_url).path == p)
+            query = parse_qs(urlsplit(dash_duo.driver.current_url).query, keep_blank_values=True)
+            assert query == {"run": [name]}, (name, link, dash_duo.driver.current_url)
+            _until(lambda s=shown: dash_duo.find_element("#app-run").text.strip() == s)
+            body = dash_duo.find_element("body").text
+            assert "Unknown run" not in body and "Ignored" not in body, (name, link, body[:300])
+            dash_duo.driver.back()  # the runs page again, as a user goes back to it
+            _until(lambda: urlsplit(dash_duo.driver.current_url).path == "/")
+    assert dash_duo.get_logs() == []
