@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from flask import Flask, Response, redirect, request
 
+from access_log import TOKEN_PARAM
 from data import service
 
 COOKIE = "rlboard_token"
@@ -77,12 +78,12 @@ def _denied(basic: bool, prefix: str) -> Response:
 
 def _token_in_url(expected: str, prefix: str) -> Response | None:
     """``?token=...``: a right token sets the cookie and redirects to the same URL without it."""
-    given = request.args.get("token")
+    given = request.args.get(TOKEN_PARAM)
     if given is None:
         return None
     if not secret_equal(given, expected):
         return None
-    rest = [(k, v) for k, v in request.args.items(multi=True) if k != "token"]
+    rest = [(k, v) for k, v in request.args.items(multi=True) if k != TOKEN_PARAM]
     target = request.path + ("?" + urlencode(rest) if rest else "")
     resp = redirect(target, code=303)
     resp.set_cookie(

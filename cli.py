@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import socket
 import sys
 import time
@@ -155,6 +156,9 @@ def cmd_serve(args) -> int:
     from app import create_app
 
     app = create_app(settings)
+    from access_log import RedactingFilter
+
+    logging.getLogger("werkzeug").addFilter(RedactingFilter())  # the request log: no ?token=… in it
     print(
         f"RL Logging Board on http://{settings.host}:{settings.port}{settings.url_prefix} (runs under {settings.root})"
     )

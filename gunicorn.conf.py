@@ -11,6 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from access_log import RedactingLogger  # noqa: E402
 from data.config import SettingsError, load_settings  # noqa: E402
 
 try:
@@ -46,6 +47,8 @@ preload_app = False
 # Heartbeat files in memory: a slow or read-only /tmp must not get workers killed.
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 accesslog = "-"
+# The access token of a first visit (?token=…) is written as token=[redacted] (docker logs are widely read).
+logger_class = RedactingLogger
 errorlog = "-"
 loglevel = os.environ.get("RLBOARD_LOG_LEVEL", "info")
 proc_name = "rlboard"
