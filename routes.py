@@ -14,6 +14,9 @@ from data import service
 from data.views import paths
 
 VERSION = "0.1.0"
+# The largest request body accepted (413 beyond). A callback POST of this app is a few KB (the biggest, the
+# responses grid's state, ~10 KB); without a limit a 200 MB body added 385 MB to a worker.
+MAX_BODY_BYTES = 2 * 1024 * 1024
 
 
 def register(server: Flask, prefix: str) -> None:
@@ -21,6 +24,7 @@ def register(server: Flask, prefix: str) -> None:
     import auth
 
     base = prefix.rstrip("/")
+    server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     auth.install(server, prefix)  # off unless RLBOARD_BASIC_AUTH / RLBOARD_TOKEN is set
 
     @server.route(base + "/healthz")
@@ -67,6 +71,14 @@ def register(server: Flask, prefix: str) -> None:
     def _unknown_component_file(_e):
         # Dash raises this for a component-suite path it did not register (e.g. "dash/../../app.py").
         return Response("Not found.", status=404, mimetype="text/plain")
+
+    @server.errorhandler(413)
+    def _too_large(_e):
+        return Response(
+            f"Request body too large (the limit is {MAX_BODY_BYTES // 1024 // 1024} MiB).\n",
+            status=413,
+            mimetype="text/plain",
+        )
 
     @server.errorhandler(500)
     def _server_error(_e):

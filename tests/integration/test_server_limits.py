@@ -1,0 +1,59 @@
+"""What a shared server refuses, on real gunicorn as the image runs it: request bodies over the limit (413,
+never read into a worker)."""
+
+from __future__ import annotations
+
+import http.client
+import time
+
+import psutil
+import pytest
+import requests
+
+import routes
+from tests.conftest import router_body
+from tests.integration.test_gunicorn import GunicornServer
+
+
+@pytest.fixture(scope="module")
+def server(contract_root, tmp_path_factory):
+    with GunicornServer(contract_root, tmp_path_factory.mktemp("limits-cache")) as srv:
+        yield srv
+
+
+def _post_raw(srv, path: str, size: int) -> tuple[int | None, bytes]:
+    """POST ``size`` bytes (Content-Length set), sending until the server stops reading; its answer."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    conn.putrequest("POST", path)
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", str(size))
+    conn.endheaders()
+    chunk, sent = b"x" * (1 << 20), 0
+    try:
+        while sent < size:
+            conn.send(chunk[: size - sent])
+            sent += len(chunk)
+    except OSError:
+        pass  # the server answered and closed without reading the rest: what the limit is for
+    try:
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def test_limits001_big_body_is_413_and_never_read(server):
+    """A 200 MB callback body answers 413 at once and adds nothing to the workers' memory (it added 385 MB
+    before); a body just over the limit is 413 too, and a real callback still answers."""
+    workers = psutil.Process(server.proc.pid).children()
+    before = {w.pid: w.memory_info().rss for w in workers}
+    t0 = time.monotonic()
+    status, body = _post_raw(server, "/_dash-update-component", 200 << 20)
+    assert status == 413 and b"too large" in body, (status, body[:200])
+    assert time.monotonic() - t0 < 10
+    grown = max(w.memory_info().rss - before[w.pid] for w in workers)
+    assert grown < 20 << 20, grown
+    status, _ = _post_raw(server, "/_dash-update-component", routes.MAX_BODY_BYTES + 1)
+    assert status == 413
+    r = requests.post(server.base + "/_dash-update-component", json=router_body("/reward", ""), timeout=60)
+    assert r.status_code == 200
