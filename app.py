@@ -176,6 +176,7 @@ def _register_routes(app: dash.Dash) -> None:
     import routes
 
     routes.register(app.server, app.config.requests_pathname_prefix)
+    routes.guard_callbacks(app)
 
 
 if __name__ == "__main__":

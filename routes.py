@@ -19,6 +19,86 @@ VERSION = "0.1.0"
 MAX_BODY_BYTES = 2 * 1024 * 1024
 
 
+def callback_problem(body, callback_map: dict) -> str | None:
+    """Why ``body`` is not a callback request the Dash renderer could have sent for ``callback_map``, or None.
+
+    Checks its shape against the callback it names: a known server-side output, then inputs and state as
+    declared (same count; same id and property where the id is not a pattern). Values are not checked here.
+    """
+    if not isinstance(body, dict):
+        return "the body is not a JSON object"
+    output = body.get("output")
+    if not isinstance(output, str) or "callback" not in callback_map.get(output, {}):
+        return f"no callback for output {str(output)[:80]!r}"
+    if not isinstance(body.get("outputs"), dict | list):
+        return "outputs is missing"
+    if not isinstance(body.get("changedPropIds", []), list):
+        return "changedPropIds is not a list"
+    spec = callback_map[output]
+    for group in ("inputs", "state"):
+        declared, given = spec.get(group, []), body.get(group, [] if group == "state" else None)
+        if not isinstance(given, list) or len(given) != len(declared):
+            return f"{group} do not match the callback's ({len(declared)} expected)"
+        for want, item in zip(declared, given, strict=True):
+            if isinstance(want.get("id"), dict):
+                continue  # a pattern-matching id: Dash expands it (a list of matches)
+            if not isinstance(item, dict) or (item.get("id"), item.get("property")) != (
+                want["id"],
+                want["property"],
+            ):
+                return f"{group} do not match the callback's ({want['id']}.{want['property']} expected)"
+    return None
+
+
+def guard_callbacks(app) -> None:
+    """Answer a callback request the renderer could not have sent with 400 and one log line, not a 500 and
+    a traceback per request: a malformed body (see :func:`callback_problem`), or values its callback cannot
+    use (the exception is named, with where it was raised, in one line)."""
+    import logging
+    import traceback
+
+    from flask import request
+    from werkzeug.exceptions import HTTPException
+
+    server = app.server
+    endpoint = next(
+        r.endpoint for r in server.url_map.iter_rules() if r.rule.endswith("_dash-update-component")
+    )
+    dispatch = server.view_functions[endpoint]
+    log = logging.getLogger("rlboard.callbacks")
+
+    def bad(reason: str) -> Response:
+        log.warning("bad callback request from %s: %s", request.remote_addr, reason)
+        return Response(f"Bad callback request: {reason}.\n", status=400, mimetype="text/plain")
+
+    def guarded(*args, **kwargs):
+        problem = callback_problem(request.get_json(silent=True), app.callback_map)
+        if problem is not None:
+            return bad(problem)
+        try:
+            return dispatch(*args, **kwargs)
+        except HTTPException:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure on an input the renderer would not send
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            output = request.get_json(silent=True)["output"]
+            log.warning(
+                "bad callback request from %s: %s raised %s: %s (%s:%d in %s)",
+                request.remote_addr,
+                output[:80],
+                type(e).__name__,
+                str(e)[:120],
+                where.filename.rsplit("/", 1)[-1],
+                where.lineno,
+                where.name,
+            )
+            # The client is told no more than that: the log has where it failed.
+            text = "Bad callback request: its callback cannot use the values sent.\n"
+            return Response(text, status=400, mimetype="text/plain")
+
+    server.view_functions[endpoint] = guarded
+
+
 def register(server: Flask, prefix: str) -> None:
     """Add the routes under the app's URL prefix (``/`` or e.g. ``/rlboard/``)."""
     import auth

@@ -190,7 +190,8 @@ def test_sec006_static_routes_do_not_traverse(client):
 
 
 def test_sec007_no_stack_trace_to_browsers(client):
-    """A callback that fails (here: one that does not exist) answers a plain 500 without a traceback."""
+    """A callback request that cannot be served (here: for an output that does not exist) answers a plain
+    400 without a traceback."""
     body = {
         "output": "nope.children",
         "outputs": {"id": "nope", "property": "children"},
@@ -199,7 +200,7 @@ def test_sec007_no_stack_trace_to_browsers(client):
         "changedPropIds": [],
     }
     r = client.post("/_dash-update-component", json=body)
-    assert r.status_code == 500
+    assert r.status_code == 400
     text = r.get_data(as_text=True)
     assert "Traceback" not in text and "File " not in text and ".py" not in text
     assert client.application.debug is False

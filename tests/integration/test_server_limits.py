@@ -57,3 +57,52 @@ def test_limits001_big_body_is_413_and_never_read(server):
     assert status == 413
     r = requests.post(server.base + "/_dash-update-component", json=router_body("/reward", ""), timeout=60)
     assert r.status_code == 200
+
+
+GRID_ROWS = {
+    "output": "responses-grid.getRowsResponse",
+    "outputs": {"id": "responses-grid", "property": "getRowsResponse"},
+    "inputs": [
+        {"id": "responses-grid", "property": "getRowsRequest", "value": {"startRow": 0, "endRow": 10}}
+    ],
+    "state": [{"id": "responses-view", "property": "data", "value": "?run=trl-ppo-small"}],
+    "changedPropIds": ["responses-grid.getRowsRequest"],
+}
+MALFORMED = {
+    "a list": [1, 2],
+    "empty object": {},
+    "unknown output": {
+        **GRID_ROWS,
+        "output": "nope.children",
+        "outputs": {"id": "nope", "property": "children"},
+    },
+    "output not a string": {**GRID_ROWS, "output": 5},
+    "no outputs": {k: v for k, v in GRID_ROWS.items() if k != "outputs"},
+    "inputs null": {**GRID_ROWS, "inputs": None},
+    "inputs missing": {**GRID_ROWS, "inputs": []},
+    "input of another id": {**GRID_ROWS, "inputs": [{"id": "reward-url", "property": "search", "value": ""}]},
+    "state missing": {**GRID_ROWS, "state": []},
+    "changedPropIds null": {**GRID_ROWS, "changedPropIds": None},
+    # Right shape, values the renderer never sends: the callback itself fails on them.
+    "value a string": {**GRID_ROWS, "inputs": [{**GRID_ROWS["inputs"][0], "value": "x"}]},
+    "value without keys": {**GRID_ROWS, "inputs": [{**GRID_ROWS["inputs"][0], "value": {"a": 1}}]},
+    "state a number": {**GRID_ROWS, "state": [{**GRID_ROWS["state"][0], "value": 5}]},
+}
+
+
+def test_limits002_malformed_callbacks_are_400_with_one_log_line(server):
+    """Each malformed callback POST, three times, answers 400 with a one-line reason (was 500); the log gets
+    one line per request and no traceback; the well-formed request still answers 200."""
+    before = server.log.read_text(errors="replace")
+    for name, body in MALFORMED.items():
+        for _ in range(3):
+            r = requests.post(server.base + "/_dash-update-component", json=body, timeout=60)
+            assert r.status_code == 400, (name, r.status_code, r.text[:200])
+            assert r.headers["Content-Type"].startswith("text/plain") and r.text.count("\n") == 1, name
+            assert "Traceback" not in r.text and ".py" not in r.text, name
+    r = requests.post(server.base + "/_dash-update-component", json=GRID_ROWS, timeout=60)
+    assert r.status_code == 200 and r.json()["response"]["responses-grid"]["getRowsResponse"]["rowCount"] > 0
+    time.sleep(0.5)
+    log = server.log.read_text(errors="replace")[len(before) :]
+    assert "Traceback" not in log, log[:3000]
+    assert log.count("bad callback request") == 3 * len(MALFORMED), log[-3000:]
