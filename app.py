@@ -177,6 +177,7 @@ def _register_routes(app: dash.Dash) -> None:
 
     routes.register(app.server, app.config.requests_pathname_prefix)
     routes.guard_callbacks(app)
+    routes.security_headers(app)
 
 
 if __name__ == "__main__":
