@@ -2,7 +2,7 @@
 
     uv run python benchmarks/load_test.py [--source-run /tmp/bench/big] [--source-cache /tmp/bench/cache]
         [--work /tmp/rlboard-load] [--clients 20] [--duration 60] [--workers 2] [--threads 4]
-        [--append-every 6] [--max-requests 200000]
+        [--append-every 6] [--max-requests 200000] [--abusive 1]
 
 1. Makes a private copy of the benchmark run (files, and its store so that nothing is re-ingested) under
    ``--work``: the writer appends to the copy, never to the shared run.
@@ -14,6 +14,10 @@
    parameters) every ``--append-every`` seconds. Reward-page clients follow the run like a browser: the
    URL callback picks the run's last step and the step callback's "responses" count must be the full
    per-step count (never a step committed half-way).
+   With ``--abusive N``, N more clients attack beside them, round after round: pathological regular
+   expressions (a search that would take minutes, one too large once compiled) through /export and the
+   responses page's callback, a 4 KB query string of junk keys and a 1 MB one in a callback, repeated keys,
+   and a 50 MB body. Their answers must be 4xx or 200, never a 5xx or a dropped connection.
 5. Prints one JSON object: requests, errors (must be 0), partial steps seen (must be 0), latency p50/p95/p99
    overall and per page, steps appended and steps the clients saw.
 
@@ -331,6 +335,89 @@ def client(
             post(body)
 
 
+# What the abusive client sends: a search that takes minutes on ordinary text with Rust's regex (559 s on
+# one 2.6 MB part of the benchmark run: under the compiled-size limit, so only the deadline stops it), one
+# refused for its compiled size, and the classic catastrophic-backtracking pattern.
+SLOW_REGEXES = (r"(?s)(.{0,100}){10}zq", r"((a{50}){50}){50}", r"(a+)+$")
+
+
+def abusive_client(base: str, bodies: dict, stats: dict, stop: threading.Event) -> None:
+    import requests
+
+    session = requests.Session()
+    url = base + CALLBACK_PATH
+    render = next((b for b in bodies["responses"] if "responses-summary.children" in b["output"]), None)
+    sync = next((b for b in bodies["reward"] if "reward-selected.data" in b["output"]), None)
+
+    def hit(kind: str, method: str, path: str, **kw) -> None:
+        t0 = time.perf_counter()
+        try:
+            r = session.request(method, base + path if path.startswith("/") else path, timeout=120, **kw)
+            code = r.status_code
+        except requests.RequestException as e:
+            code = type(e).__name__
+        with stats["lock"]:
+            stats["requests"] += 1
+            stats["latency"].append(time.perf_counter() - t0)
+            stats["answers"].setdefault(kind, {}).setdefault(str(code), 0)
+            stats["answers"][kind][str(code)] += 1
+            if not isinstance(code, int) or code >= 500:
+                stats["server_errors"].append(f"{kind}: {code}")
+
+    junk = "&".join(f"k{i}=v" for i in range(500))[:4000]
+    while not stop.is_set():
+        for q in SLOW_REGEXES:
+            hit("regex-export", "GET", "/export", params={"run": RUN, "step": "all", "q": q})
+            if render is not None:
+                body = _with_inputs(render, {"responses-view.data": f"?run={RUN}&step=all&q={q}"})
+                hit("regex-callback", "POST", url, json=body)
+        hit("huge-query", "GET", f"/reward?run={RUN}&{junk}")
+        if sync is not None:
+            search = f"?run={RUN}&" + "&".join(f"k{i}=" + "x" * 40 for i in range(20000))  # ~1 MB
+            hit("huge-query-callback", "POST", url, json=_with_inputs(sync, {"reward-url.search": search}))
+        hit("repeated-keys", "GET", f"/export?run={RUN}&run={RUN}&step=1&step=2")
+        if render is not None:
+            body = _with_inputs(
+                render, {"responses-view.data": f"?run={RUN}&run=x&step=1&step=2&sort=kl&sort=x"}
+            )
+            hit("repeated-keys-callback", "POST", url, json=body)
+        t0 = time.perf_counter()
+        code = _post_big(base, 50 << 20)
+        with stats["lock"]:
+            stats["requests"] += 1
+            stats["latency"].append(time.perf_counter() - t0)
+            stats["answers"].setdefault("big-body", {}).setdefault(str(code), 0)
+            stats["answers"]["big-body"][str(code)] += 1
+            if code is None or code >= 500:
+                stats["server_errors"].append(f"big-body: {code}")
+
+
+def _post_big(base: str, size: int) -> int | None:
+    """POST ``size`` bytes to the callback route, sending until the server stops reading; its status."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(base)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    try:
+        conn.putrequest("POST", u.path.rstrip("/") + CALLBACK_PATH)
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(size))
+        conn.endheaders()
+        chunk, sent = b"x" * (1 << 20), 0
+        try:
+            while sent < size:
+                conn.send(chunk)
+                sent += len(chunk)
+        except OSError:
+            pass  # answered (413) and closed without reading the rest
+        return conn.getresponse().status
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
 def writer(run_dir: Path, first: int, every: float, stop: threading.Event, log: list, gen: dict) -> None:
     step = first
     while not stop.wait(every):
@@ -364,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=200)
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--abusive", type=int, default=0, help="abusive clients beside the normal ones")
     args = ap.parse_args(argv)
     if not args.source_run.is_dir() or not run_files(args.source_run):
         raise SystemExit(f"no run at {args.source_run} (make one: python benchmarks/generate.py DIR)")
@@ -390,6 +478,11 @@ def main(argv: list[str] | None = None) -> int:
                 target=client, args=(i, base, bodies, stats, stop, args.per_step, args.max_requests)
             )
             for i in range(args.clients)
+        ]
+        abuse = {"lock": threading.Lock(), "requests": 0, "latency": [], "answers": {}, "server_errors": []}
+        threads += [
+            threading.Thread(target=abusive_client, args=(base, bodies, abuse, stop))
+            for _ in range(args.abusive)
         ]
         if args.append_every > 0:
             threads.append(
@@ -426,6 +519,14 @@ def main(argv: list[str] | None = None) -> int:
         "error_examples": stats.errors[:5],
         "partial_steps_seen": len(stats.partial),
         "partial_examples": stats.partial[:5],
+        "abusive": {
+            "clients": args.abusive,
+            "requests": abuse["requests"],
+            "answers": abuse["answers"],
+            "server_errors": len(abuse["server_errors"]),
+            "server_error_examples": abuse["server_errors"][:5],
+            "latency_ms": {"p50": pct(abuse["latency"], 0.5), "max": pct(abuse["latency"], 1.0)},
+        },
         "steps_appended": [a["step"] for a in appended],
         "steps_seen_by_clients": sorted(stats.steps_seen),
         "latency_ms": {
@@ -437,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     print(json.dumps(result))
-    return 0 if not stats.errors and not stats.partial else 1
+    return 0 if not stats.errors and not stats.partial and not abuse["server_errors"] else 1
 
 
 if __name__ == "__main__":
