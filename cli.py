@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import socket
 import sys
 import time
@@ -79,7 +80,12 @@ def cmd_ingest(args) -> int:
         return _fail(f"no run under {path} (a run is a folder of *.jsonl files)")
     out = []
     for name, run_dir in runs.items():
-        res = ingest_run(run_dir, settings.cache_dir, settings.pad_tokens, progress=_Bar(name))
+        try:
+            res = ingest_run(run_dir, settings.cache_dir, settings.pad_tokens, progress=_Bar(name))
+        except OSError as e:  # a full disk, a read-only cache: what the user can fix, not a traceback
+            reason = os.strerror(e.errno) if e.errno else str(e)
+            print(f"\nerror: cannot store run {name!r} in {settings.cache_dir}: {reason}", file=sys.stderr)
+            return 1
         out.append(res.summary())
         if not args.json:
             print(

@@ -271,3 +271,35 @@ def test_cli009_unreadable_folder_one_line(fixtures_dir):
     finally:
         remove(root)
         remove(cache)
+
+
+def test_cli020_ingest_on_a_full_disk_is_one_line(fixtures_dir, tmp_path):
+    """`ingest` that cannot write its store (here a file-size limit, as a full disk fails a write) exits 1
+    with one error line naming the run, the cache and the reason; no traceback."""
+    import resource
+    import signal
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    p = subprocess.run(
+        [
+            sys.executable,
+            "app.py",
+            "ingest",
+            str(fixtures_dir / "trl-ppo-small"),
+            "--cache-dir",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=small_files,
+    )
+    assert p.returncode == 1, (p.returncode, p.stderr[-500:])
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert lines == [f"error: cannot store run 'trl-ppo-small' in {tmp_path}: File too large"], p.stderr[
+        -800:
+    ]
