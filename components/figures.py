@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import plotly.graph_objects as go
@@ -189,91 +190,75 @@ def histogram_figure(
     height: int = 300,
     empty_message: str = "No values at this step.",
 ) -> go.Figure:
-    """One step's histogram on run-level bin edges, optionally overlaid with a reference histogram.
+    """One step's histogram on run-level bin edges, optionally beside a reference histogram.
 
     ``bars`` (and ``ref_bars``, on the same edges): columns ``bin, lo, hi, count`` for every bar, sorted by
-    ``bin``. Trace 0 holds the clickable bars; each bar's ``customdata`` is ``[lo, hi_or_None, count]``:
+    ``bin``. Trace 0 holds the bars of ``bars``; each bar's ``customdata`` is ``[lo, hi_or_None, count]``:
     the interval ``lo <= x < hi`` it stands for, with ``hi`` None for the last bar (``x >= lo``, the
     bounds of :func:`data.queries.bar_interval`), and the number of responses in it. Trace 1 (the
-    reference) is drawn as outlined bars with the same ``customdata`` layout for its own counts.
-    ``discrete``: bar k holds the one value ``lo`` (few distinct values in the run): it is drawn centred
+    reference) has the same ``customdata`` layout for its own counts; its bars stand beside trace 0's (the
+    left half of each bin's slot for trace 0, the right half for trace 1), so that a click lands on one bar
+    of one trace (hover mode "closest": :func:`clicked_bar` tells which).
+    ``discrete``: bar k holds the one value ``lo`` (few distinct values in the run): its slot is centred
     on ``lo``, 0.8 of the closest gap between two values wide, with the values as x ticks when they fit;
     its ``customdata`` is still the whole interval. With one distinct value in the run (edges ``[v, v]``)
-    the single bar is drawn one unit wide around ``v``. Count ticks are whole numbers. ``signed`` marks
+    the single slot is one unit wide around ``v``. Count ticks are whole numbers. ``signed`` marks
     ``x = 0`` with a line. Empty ``bars`` -> :func:`empty_figure`.
     """
     if bars is None or bars.height == 0:
         return empty_figure(empty_message, height)
     rows = bars.sort("bin").to_dicts()
     last = len(rows) - 1
-    total = sum(r["count"] for r in rows)
     gaps = [float(r["hi"]) - float(r["lo"]) for r in rows if r["hi"] > r["lo"]]
     bar_width = 0.8 * min(gaps) if discrete and gaps else None
+    has_ref = ref_bars is not None and ref_bars.height > 0
 
-    def geometry(rs):
+    def trace(rs, side, name, marker):
+        """Bars of ``rs``; ``side`` -1 / +1 puts each in the left / right half of its slot, 0 fills it."""
         x, width, custom = [], [], []
         for k, r in enumerate(rs):
             lo, hi = float(r["lo"]), float(r["hi"])
-            w = hi - lo if hi > lo else 1.0
             if bar_width is not None:
-                x.append(lo)
-                width.append(bar_width)
+                centre, slot = lo, bar_width
             else:
-                x.append(lo + w / 2 if hi > lo else lo)
-                width.append(w)
+                slot = hi - lo if hi > lo else 1.0
+                centre = lo + slot / 2 if hi > lo else lo
+            x.append(centre + side * slot / 4)
+            width.append(slot / 2 if side else slot)
             custom.append([lo, None if k == last else hi, int(r["count"])])
-        return x, width, custom
-
-    def hover(name, custom, n_all):
-        out = []
+        n_all = sum(c[2] for c in custom)
+        hover = []
         for lo, hi, n in custom:
             if discrete:
                 interval = f"= {_num(lo)}"
             else:
                 interval = f"≥ {_num(lo)}" if hi is None else f"[{_num(lo)}, {_num(hi)})"
             share = f" ({n / n_all:.1%})" if n_all else ""
-            out.append(f"{name} {interval}: <b>{n}</b>{share}")
-        return out
-
-    x, width, custom = geometry(rows)
-    data = [
-        dict(
+            hint = "<br><i>click for these responses</i>" if n else ""
+            hover.append(f"{name} {interval}: <b>{n}</b>{share}{hint}")
+        return dict(
             type="bar",
             x=x,
             y=[c[2] for c in custom],
             width=width,
             customdata=custom,
-            hovertext=hover(label, custom, total),
+            hovertext=hover,
             hovertemplate="%{hovertext}<extra></extra>",
-            marker=dict(color=_rgba(color, 0.75), line=dict(color=color, width=1)),
-            name=label,
+            marker=marker,
+            name=name,
+        )
+
+    data = [
+        trace(
+            rows, -1 if has_ref else 0, label, dict(color=_rgba(color, 0.75), line=dict(color=color, width=1))
         )
     ]
-    has_ref = ref_bars is not None and ref_bars.height > 0
-    rcustom = []
     if has_ref:
-        rx, rwidth, rcustom = geometry(ref_bars.sort("bin").to_dicts())
-        data.append(
-            dict(
-                type="bar",
-                x=rx,
-                y=[c[2] for c in rcustom],
-                width=rwidth,
-                customdata=rcustom,
-                hovertext=hover(ref_label or "reference", rcustom, sum(c[2] for c in rcustom)),
-                hovertemplate="%{hovertext}<extra></extra>",
-                marker=dict(color="rgba(0,0,0,0)", line=dict(color=ref_color, width=1.5)),
-                name=ref_label or "reference",
-            )
-        )
-    top = max(c[2] for c in custom + (rcustom if has_ref else []))
+        marker = dict(color=_rgba(ref_color, 0.15), line=dict(color=ref_color, width=1.5))
+        data.append(trace(ref_bars.sort("bin").to_dicts(), 1, ref_label or "reference", marker))
+    top = max(max(d["y"]) for d in data)
     edges = [float(r["lo"]) for r in rows] + [float(rows[-1]["hi"])]
-    xaxis = dict(
-        title=dict(text=label),
-        range=_padded(edges),
-        zeroline=False,
-        unifiedhovertitle=dict(text="click for the responses"),
-    )
+    xaxis = dict(title=dict(text=label), range=_padded(edges), zeroline=False)
     if bar_width is not None:
         values = edges[:-1]
         xaxis["range"] = [values[0] - bar_width, values[-1] + bar_width]
@@ -301,7 +286,7 @@ def histogram_figure(
             height=height,
             barmode="overlay",
             bargap=0,
-            hovermode="x unified",
+            hovermode="closest",
             clickmode="event",
             showlegend=has_ref,
             shapes=shapes,
@@ -344,21 +329,13 @@ def heatmap_figure(
     """Steps x bins heatmap (x = step, y = bins of ``edges``): colour = share of the step in the bin.
 
     ``share`` and ``count`` are ``(bins, steps)`` arrays; the share is a sequential scale from 0. Hover
-    shows the step, the bin's exact interval and its count; clicking gives ``clickData.points[0].x`` =
-    step. Bin labels follow :func:`histogram_figure` (half-open, the last one ``≥ lo``); with
-    ``discrete`` bins (bin k holds the one value ``edges[k]``) one row per value, labelled with it.
+    shows the step, the bin's exact interval and its count; :func:`clicked_cell` reads a click (step,
+    bin, its label, count). Rows are labelled by :func:`bin_labels`.
     """
     steps = np.asarray(steps)
     if len(edges) < 2 or steps.size == 0:
         return empty_figure(empty_message, height)
-    nb = len(edges) - 1
-    if discrete:
-        labels = [_num(edges[k]) for k in range(nb)]
-    else:
-        labels = [
-            f"≥ {_num(edges[k])}" if k == nb - 1 else f"[{_num(edges[k])}, {_num(edges[k + 1])})"
-            for k in range(nb)
-        ]
+    labels = bin_labels(edges, discrete)
     return _figure(
         [
             dict(
@@ -374,7 +351,8 @@ def heatmap_figure(
                     "step %{x}<br>"
                     + label
                     + (" = %{y}" if discrete else " %{y}")
-                    + "<br>%{customdata} responses (%{z:.1%})<extra></extra>"
+                    + "<br>%{customdata} responses (%{z:.1%})<br><i>click for these responses</i>"
+                    + "<extra></extra>"
                 ),
                 xgap=0,
                 ygap=0,
@@ -412,18 +390,60 @@ def clicked_step(click_data) -> int | None:
     return int(v) if math.isfinite(v) and v.is_integer() else None
 
 
-def clicked_bar(click_data) -> tuple[float, float | None, int] | None:
-    """``(lo, hi_or_None, count)`` of the clicked bar of trace 0 of a :func:`histogram_figure`.
+class BarClick(NamedTuple):
+    """A click on a bar of a :func:`histogram_figure`: its trace (0 the histogram, 1 the reference), its
+    interval ``lo <= x < hi`` (``hi`` None: ``x >= lo``) and its count."""
 
-    A click on the reference trace maps to the trace-0 bar at the same position (the unified hover gives
-    both points); None when the click holds no trace-0 bar.
-    """
+    trace: int
+    lo: float
+    hi: float | None
+    count: int
+
+
+def clicked_bar(click_data) -> BarClick | None:
+    """The clicked bar of a :func:`histogram_figure` (trace 0 or the reference's trace 1), read from its
+    ``customdata``; None when the click holds no such bar."""
     for p in (click_data or {}).get("points") or []:
         cd = p.get("customdata")
-        if p.get("curveNumber") == 0 and isinstance(cd, list | tuple) and len(cd) == 3:
+        if p.get("curveNumber") in (0, 1) and isinstance(cd, list | tuple) and len(cd) == 3:
             lo, hi, n = cd
             try:
-                return float(lo), (None if hi is None else float(hi)), int(n)
+                return BarClick(int(p["curveNumber"]), float(lo), None if hi is None else float(hi), int(n))
             except (TypeError, ValueError):
                 return None
     return None
+
+
+def bin_labels(edges: Sequence[float], discrete: bool = False) -> list[str]:
+    """The row labels of a :func:`heatmap_figure`: ``[lo, hi)`` per bin, ``≥ lo`` for the last one, as in
+    :func:`histogram_figure`; with ``discrete`` bins (bin k holds the one value ``edges[k]``) the value."""
+    nb = len(edges) - 1
+    if discrete:
+        return [_num(edges[k]) for k in range(nb)]
+    return [
+        f"≥ {_num(edges[k])}" if k == nb - 1 else f"[{_num(edges[k])}, {_num(edges[k + 1])})"
+        for k in range(nb)
+    ]
+
+
+class CellClick(NamedTuple):
+    """A click on a cell of a :func:`heatmap_figure`: its step, its row's label (one of :func:`bin_labels`:
+    the bin, found again by its text, so a click on a figure drawn on bins since changed finds none) and
+    its count."""
+
+    step: int
+    label: str
+    count: int
+
+
+def clicked_cell(click_data) -> CellClick | None:
+    """The clicked cell of a :func:`heatmap_figure` (Dash's clickData of a heatmap has no point index: the
+    row is its label ``y``); None when the click holds none."""
+    try:
+        p = (click_data or {})["points"][0]
+        step, count = clicked_step(click_data), int(p["customdata"])
+        if step is None or not isinstance(p["y"], str):
+            return None
+        return CellClick(step, p["y"], count)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None

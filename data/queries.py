@@ -51,6 +51,8 @@ class ResponseFilter:
     kl_max: float | None = None
     len_min: float | None = None
     len_max: float | None = None
+    ref_min: float | None = None
+    ref_max: float | None = None
     q: str | None = None
     loses_only: bool = False
 

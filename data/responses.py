@@ -31,7 +31,7 @@ ALL_STEPS = "all"
 DEFAULT_SORT = "reward"
 DEFAULT_ORDER = "desc"
 ORDERS = ("desc", "asc")
-RANGE_KEYS = ("reward", "gain", "kl", "len")
+RANGE_KEYS = ("reward", "gain", "kl", "len", "ref")
 # Hand-typed URLs may use the short names of the design notes (``sort=kl``).
 SORT_ALIASES = {"kl": "kl_mean", "gain": "reward_gain", "len": "response_length", "length": "response_length"}
 
@@ -81,6 +81,8 @@ class ResponsesView:
     kl_max: float | None = None
     len_min: float | None = None
     len_max: float | None = None
+    ref_min: float | None = None
+    ref_max: float | None = None
     q: str | None = None
     loses: bool = False
     sample: str | None = None
@@ -167,6 +169,8 @@ class ResponsesView:
             kl_max=self.kl_max,
             len_min=self.len_min,
             len_max=self.len_max,
+            ref_min=self.ref_min,
+            ref_max=self.ref_max,
             q=q,
             loses_only=self.loses,
         )

@@ -63,7 +63,13 @@ EXPORT_JSONL = "responses-export-jsonl"
 TEXT = "responses-text"
 TOKENS_BASE = "responses-tokens-base"  # path of the token page (behind the URL prefix)
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
-RANGE_METRIC = {"reward": "reward", "gain": "reward_gain", "kl": "kl_mean", "len": "response_length"}
+RANGE_METRIC = {
+    "reward": "reward",
+    "gain": "reward_gain",
+    "kl": "kl_mean",
+    "len": "response_length",
+    "ref": "ref_reward",
+}
 STORE_WAIT = 10.0
 
 

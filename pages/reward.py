@@ -3,7 +3,7 @@
 Curves over steps (reward with a spread band and the reference reward, KL to the reference, response
 length, win rate against the reference), then the selected step's reward and reward-gain histograms on
 run-level bins and a steps x reward-bins heatmap. Clicking a curve point selects its step; clicking a bar
-shows a link to the responses behind it.
+(reward, reference reward, gain) or a heatmap cell opens the responses behind it.
 """
 
 # No ``from __future__ import annotations`` here: Dash loads page modules without registering them in
@@ -13,12 +13,13 @@ from dataclasses import dataclass, fields, replace
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, Patch, State, callback, ctx, dcc, html, no_update
+from dash import Input, Output, Patch, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from components import figures
 from components.layout import fmt_num, no_runs_state, notices
 from data import curves
 from data.metrics import label
+from data.queries import bar_interval
 from data.service import UnknownRun, board
 from data.views import paths
 from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices, parse_search
@@ -46,8 +47,10 @@ STEP_STATS = "reward-step-stats"
 HIST = {"reward": "reward-hist", "reward_gain": "reward-gain-hist"}
 HIST_TITLE = {"reward": "reward-hist-title", "reward_gain": "reward-gain-hist-title"}
 HIST_NOTE = {"reward": "reward-hist-note", "reward_gain": "reward-gain-hist-note"}
-DRILL = {"reward": "reward-drill", "reward_gain": "reward-gain-drill"}
 HEATMAP = "reward-heatmap"
+# Where a click on a bar or a heatmap cell goes: the responses page, through this Location (callback-nav
+# makes Dash's page router follow it, as after a dcc.Link).
+NAV = "reward-nav"
 HEATMAP_DRAWN = "reward-heatmap-drawn"
 
 STORE_WAIT_SECONDS = 10.0
@@ -290,10 +293,7 @@ def layout(**query):
             _card(
                 HIST_TITLE[k],
                 "",
-                [
-                    _graph(HIST[k]),
-                    html.Div(id=DRILL[k], className="small mt-1", style={"minHeight": "1.5rem"}),
-                ],
+                [_graph(HIST[k])],
                 HIST_NOTE[k],
             ),
             lg=6,
@@ -304,6 +304,7 @@ def layout(**query):
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
+            dcc.Location(id=NAV, refresh="callback-nav"),
             dcc.Store(id=RUN, data=view.run),
             dcc.Store(id=SELECTED, data=_effective_step(view, steps)),
             dcc.Store(id=CURVES_DRAWN),
@@ -386,7 +387,8 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
             new_step = steps[min(max(i, 0), len(steps) - 1)]
         elif trigger == STEP and isinstance(index, int) and 0 <= index < len(steps):
             new_step = steps[index]
-        elif trigger in (*CURVE.values(), HEATMAP):
+        elif trigger in CURVE.values() or (trigger == HEATMAP and _empty_cell(clicks[-1])):
+            # A heatmap cell with responses opens them (see _drill); an empty one selects its step.
             picked = figures.clicked_step(clicks[[*CURVE.values(), HEATMAP].index(trigger)])
             new_step = picked if picked in steps else current
         if new_step == current and view.step is None:
@@ -458,18 +460,9 @@ def _title(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _drill_link(kind: str, run: str, step: int, bar, discrete: bool = False) -> html.Span:
-    lo, hi, n = bar
-    prefix = curves.HISTOGRAMS[kind][0]
-    what = f"{label(kind)} {curves.interval_text(lo, hi, discrete)}"
-    if n == 0:
-        return html.Span(f"No responses with {what} at step {step}.", className="text-muted")
-    noun = "response" if n == 1 else "responses"
-    return dcc.Link(
-        [f"Show the {n} {noun} with {what} ", html.I(className="bi bi-arrow-right")],
-        href=drill_href(run, step, prefix, lo, hi),
-        id=f"{DRILL[kind]}-link",
-    )
+def _empty_cell(click) -> bool:
+    cell = figures.clicked_cell(click)
+    return cell is None or cell.count == 0
 
 
 def _histograms(store, step):
@@ -557,28 +550,44 @@ def _step_view(run, step):
 
 
 @callback(
-    *(Output(DRILL[k], "children") for k in HIST),
+    Output(NAV, "href"),
     *(Input(HIST[k], "clickData") for k in HIST),
-    Input(RUN, "data"),
-    Input(SELECTED, "data"),
+    Input(HEATMAP, "clickData"),
+    State(RUN, "data"),
+    State(SELECTED, "data"),
+    prevent_initial_call=True,
 )
 def _drill(*args):
-    """A click on a bar shows the link to the responses behind it; a new step or run clears the links.
-
-    Kept apart from the figures' callback so that a click does not put the histograms in a loading state.
-    """
+    """A click on a bar (the histogram's or the reference's) or a heatmap cell opens the responses page
+    with exactly its responses: run, step and the bar's interval. A bar or cell without responses, or a
+    heatmap drawn on bins that have changed since (a growing run), does nothing here."""
     *clicks, run, step = args
     trigger = ctx.triggered_id
-    if trigger not in HIST.values():
-        return (None,) * len(HIST)
-    kind = next(k for k, v in HIST.items() if v == trigger)
-    bar = figures.clicked_bar(clicks[list(HIST).index(kind)])
-    links = [no_update] * len(HIST)
-    if bar is not None and run and step is not None:
-        store = _store(run)
-        discrete = store is not None and curves.run_bins(store, kind).discrete
-        links[list(HIST).index(kind)] = _drill_link(kind, run, step, bar, discrete)
-    return tuple(links)
+    store = _store(run)
+    if store is None:
+        return no_update
+    if trigger == HEATMAP:
+        cell = figures.clicked_cell(clicks[-1])
+        bins = curves.run_bins(store, "reward")
+        labels = figures.bin_labels(bins.edges, bins.discrete)
+        if cell is None or cell.count == 0 or cell.label not in labels:
+            return no_update
+        lo, hi = bar_interval(list(bins.edges), labels.index(cell.label))
+        return drill_href(run, cell.step, "reward", lo, hi)
+    kind = next((k for k, v in HIST.items() if v == trigger), None)
+    bar = figures.clicked_bar(clicks[list(HIST).index(kind)]) if kind else None
+    if bar is None or bar.count == 0 or step is None:
+        return no_update
+    prefix = "ref" if bar.trace == 1 else curves.HISTOGRAMS[kind][0]
+    return drill_href(run, step, prefix, bar.lo, bar.hi)
+
+
+# The responses open at the top of the page, as after following a link (Dash keeps the scroll position).
+clientside_callback(
+    "function (href) { if (href) { window.scrollTo(0, 0); } }",
+    Input(NAV, "href"),
+    prevent_initial_call=True,
+)
 
 
 @callback(

@@ -106,6 +106,7 @@ COLUMNS: dict[str, Metric] = {
             True,
             stored=True,
             exported=4,
+            range_key="ref",
         ),
         Metric(
             "reward_gain",

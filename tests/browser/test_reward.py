@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
-from selenium.common.exceptions import ElementClickInterceptedException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -27,50 +26,72 @@ def _open(dash_duo, dash_app, path):
     dash_duo.wait_for_page(f"{dash_duo.server.url.rstrip('/')}{path}")
 
 
-def _click_when_clear(dash_duo, selector, timeout=15):
-    """Click ``selector`` once nothing covers it: on a busy machine the graphs above may still be laid out
-    when the link appears, and a click then lands on them (a user would simply click again)."""
-
-    def clicked(driver):
-        el = dash_duo.find_element(selector)
-        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", el)
-        try:
-            el.click()
-        except ElementClickInterceptedException:
-            return False
-        return True
-
-    WebDriverWait(dash_duo.driver, timeout, poll_frequency=0.5).until(clicked)
-
-
-def _bar_paths(dash_duo):
-    """The reward bars (trace 0) with a visible height, in bar order."""
+def _bar_paths(dash_duo, trace=0):
+    """The bars of ``trace`` (0 the reward, 1 the reference reward) with a visible height, in bar order."""
     dash_duo.wait_for_element(f"{BARS} g.point path", timeout=30)
-    trace = dash_duo.driver.find_elements(By.CSS_SELECTOR, BARS)[0]
-    return [p for p in trace.find_elements(By.CSS_SELECTOR, "g.point path") if p.size["height"] > 2]
+    bars = dash_duo.driver.find_elements(By.CSS_SELECTOR, BARS)[trace]
+    return [p for p in bars.find_elements(By.CSS_SELECTOR, "g.point path") if p.size["height"] > 2]
+
+
+def _bar_data(dash_duo, trace, k):
+    """customdata ``[lo, hi, count]`` and height of the k-th bar of ``trace`` with a visible height."""
+    return dash_duo.driver.execute_script(
+        "const d = document.querySelector('#reward-hist .js-plotly-plot').data[arguments[0]];"
+        "const ks = d.y.map((v, i) => [v, i]).filter(p => p[0] > 0).map(p => p[1]);"
+        "const k = ks[arguments[1]]; return [d.customdata[k], d.y[k]];",
+        trace,
+        k,
+    )
+
+
+def _landed_on_responses(dash_duo, count):
+    """The click opened the responses page, scrolled to the top, with ``count`` rows listed and the first
+    row inside the viewport (not below the fold)."""
+    WebDriverWait(dash_duo.driver, 30).until(lambda d: urlparse(d.current_url).path == "/responses")
+    dash_duo.wait_for_text_to_equal("#responses-count", str(count), timeout=30)
+    first = ".ag-center-cols-container .ag-row[row-index='0']"
+    dash_duo.wait_for_element(first, timeout=30)
+    top, bottom, height, scrolled = dash_duo.driver.execute_script(
+        "const r = document.querySelector(arguments[0]).getBoundingClientRect();"
+        "return [r.top, r.bottom, window.innerHeight, window.scrollY];",
+        first,
+    )
+    assert 0 <= top and bottom <= height and scrolled == 0, (top, bottom, height, scrolled)
+    rows = dash_duo.driver.execute_script(
+        "return document.querySelectorAll('.ag-center-cols-container .ag-row').length;"
+    )
+    assert rows == count
 
 
 def test_reward101_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_dir):
-    """Clicking a reward bar of step 5 shows a link whose URL carries run, step and the bar's interval."""
+    """Clicking a reward bar of step 5 opens the responses page at once, in view, with exactly the bar's
+    responses (run, step and the bar's interval in the URL; as many rows as the bar's height). It used to
+    add a link under the chart, below the fold."""
     _open(dash_duo, dash_app, "/reward?run=trl-ppo-small&step=5")
     bar = _bar_paths(dash_duo)[0]
+    (lo, hi, count), height = _bar_data(dash_duo, 0, 0)
+    assert count == height > 0
     ActionChains(dash_duo.driver).move_to_element(bar).click().perform()
-    dash_duo.wait_for_contains_text("#reward-drill", "Show the", timeout=30)
-    expected = dash_duo.driver.execute_script(
-        "const d = document.querySelector('#reward-hist .js-plotly-plot').data[0];"
-        "const k = d.y.findIndex(v => v > 2); return [d.customdata[k], d.y[k]];"
-    )
-    (lo, hi, count), height = expected
-    assert count == height
-    link = dash_duo.find_element("#reward-drill-link")
-    assert link.text == f"Show the {count} responses with reward = {lo:g}"  # one bar per value (0.5 steps)
-    _click_when_clear(dash_duo, "#reward-drill-link")
-    _wait_url(dash_duo, lambda q: "reward_min" in q)
-    url = urlparse(dash_duo.driver.current_url)
-    q = parse_qs(url.query)
-    assert url.path == "/responses"
+    _landed_on_responses(dash_duo, count)
+    q = _query(dash_duo)
     assert q["run"] == ["trl-ppo-small"] and q["step"] == ["5"]
     assert float(q["reward_min"][0]) == lo and float(q["reward_max"][0]) == hi
+    assert dash_duo.get_logs() == []
+
+
+def test_reward104_reference_bar_opens_its_responses(dash_duo, dash_app, fixtures_dir):
+    """A reference-reward bar opens the responses whose reference reward is in its interval. (A heatmap
+    cell's drill is tested through its callback, tests/integration/test_reward.py::test_reward010.)"""
+    _open(dash_duo, dash_app, "/reward?run=trl-ppo-small&step=20")
+    bar = _bar_paths(dash_duo, trace=1)[0]
+    (lo, hi, count), height = _bar_data(dash_duo, 1, 0)
+    assert count == height > 0
+    ActionChains(dash_duo.driver).move_to_element(bar).click().perform()
+    _landed_on_responses(dash_duo, count)
+    q = _query(dash_duo)
+    assert q["step"] == ["20"] and float(q["ref_min"][0]) == lo and float(q["ref_max"][0]) == hi
+    assert "reward_min" not in q
+
     assert dash_duo.get_logs() == []
 
 

@@ -8,6 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from data.responses import RANGE_KEYS
 from data.store import sample_id
 from tests.conftest import dash_post, find
 
@@ -111,7 +112,7 @@ def test_responses104_row_link_opens_token_page_with_way_back(client, fixtures_d
 
 SYNC_OUT = (
     "..responses-url.search...responses-step.value"
-    + "".join(f"...responses-{k}-{e}.value" for k in ("reward", "gain", "kl", "len") for e in ("min", "max"))
+    + "".join(f"...responses-{k}-{e}.value" for k in RANGE_KEYS for e in ("min", "max"))
     + "...responses-q.value...responses-loses.value...responses-grid.columnState"
     + "...responses-view.data...responses-filter.data...responses-notices.children.."
 )
@@ -123,7 +124,7 @@ def sync(client, search, changed, **values):
     controls.update(values)
     inputs = [{"id": "responses-url", "property": "search", "value": search}]
     inputs.append({"id": "responses-step", "property": "value", "value": controls["responses-step"]})
-    for k in ("reward", "gain", "kl", "len"):
+    for k in RANGE_KEYS:
         for e in ("min", "max"):
             cid = f"responses-{k}-{e}"
             inputs.append({"id": cid, "property": "value", "value": controls.get(cid)})

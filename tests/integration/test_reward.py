@@ -32,7 +32,7 @@ STEP_VIEW = (
     "...reward-gain-hist-title.children...reward-hist-note.children...reward-gain-hist-note.children"
     "...reward-step-stats.children.."
 )
-DRILL = "..reward-drill.children...reward-gain-drill.children.."
+DRILL = "reward-nav.href"
 HEATMAP = "..reward-heatmap.figure...reward-heatmap-drawn.data.."
 CLICK_IDS = [f"reward-curve-{k}" for k in ("reward", "kl", "length", "win")] + ["reward-heatmap"]
 
@@ -242,46 +242,62 @@ def _step_view(client, run, step):
     return dash_post(client, STEP_VIEW, inputs)
 
 
-def _drill(client, run, step, click=None, gain_click=None, changed=None):
+def _drill(client, run, step, click=None, gain_click=None, heat_click=None, changed=None):
+    """POST the drill callback; returns the href the click navigates to (None: no navigation)."""
     inputs = [
         _i("reward-hist", "clickData", click),
         _i("reward-gain-hist", "clickData", gain_click),
-        _i("reward-run", "data", run),
-        _i("reward-selected", "data", step),
+        _i("reward-heatmap", "clickData", heat_click),
     ]
-    return dash_post(client, DRILL, inputs, changed=changed)
+    state = [_i("reward-run", "data", run), _i("reward-selected", "data", step)]
+    resp = dash_post(client, DRILL, inputs, state, changed=changed)
+    return (resp or {}).get("reward-nav", {}).get("href")
 
 
-def _link_href(children) -> str:
-    return children["props"]["href"]
+def _point(trace, k, curve=0):
+    return {"points": [{"curveNumber": curve, "x": trace["x"][k], "customdata": trace["customdata"][k]}]}
 
 
-def test_reward010_bar_click_gives_the_drill_link(client, fixtures_dir):
-    """A reward bar links to /responses with run, step and reward_min/max; a gain bar with gain_min/max; the
-    last bar has no max."""
+def test_reward010_clicks_navigate_to_exactly_their_responses(client, fixtures_dir):
+    """A reward bar opens /responses with run, step and reward_min/max; a reference-reward bar with
+    ref_min/max; a gain bar with gain_min/max (the last bar has no max); a heatmap cell with its step and
+    bin. Each href's filter selects exactly the bar's count. Empty bars and cells, and a cell whose label
+    is no bin of the run's current bins, go nowhere."""
+    scalars = board().store(PPO).scalars()
     resp = _step_view(client, PPO, 5)
-    bars = resp["reward-hist"]["figure"]["data"][0]
-    k = next(i for i, n in enumerate(bars["y"]) if n > 0)
-    point = {"curveNumber": 0, "x": bars["x"][k], "customdata": bars["customdata"][k]}
-    link = _drill(client, PPO, 5, click={"points": [point]}, changed=["reward-hist.clickData"])
-    assert set(link) == {"reward-drill"}
-    href = urlparse(_link_href(link["reward-drill"]["children"]))
-    lo, hi, n = bars["customdata"][k]
-    assert href.path == "/responses"
-    q = parse_qs(href.query)
-    assert q["run"] == [PPO] and q["step"] == ["5"]
-    assert float(q["reward_min"][0]) == lo and float(q["reward_max"][0]) == hi
-    assert f"Show the {n} response" in str(link["reward-drill"]["children"]["props"]["children"])
-
+    hist = resp["reward-hist"]["figure"]["data"]
+    cases = []
+    for curve, prefix in ((0, "reward"), (1, "ref")):
+        k = next(i for i, n in enumerate(hist[curve]["y"]) if n > 0)
+        href = _drill(client, PPO, 5, click=_point(hist[curve], k, curve), changed=["reward-hist.clickData"])
+        cases.append((href, prefix, hist[curve]["customdata"][k]))
     gain = resp["reward-gain-hist"]["figure"]["data"][0]
     last = len(gain["y"]) - 1
-    point = {"curveNumber": 0, "x": gain["x"][last], "customdata": gain["customdata"][last]}
-    link = _drill(client, PPO, 5, gain_click={"points": [point]}, changed=["reward-gain-hist.clickData"])
-    q = parse_qs(urlparse(_link_href(link["reward-gain-drill"]["children"])).query)
-    assert "gain_min" in q and "gain_max" not in q and "reward_min" not in q
-    # A new step clears both links.
-    cleared = _drill(client, PPO, 6, gain_click={"points": [point]}, changed=["reward-selected.data"])
-    assert cleared == {"reward-drill": {"children": None}, "reward-gain-drill": {"children": None}}
+    href = _drill(client, PPO, 5, gain_click=_point(gain, last), changed=["reward-gain-hist.clickData"])
+    cases.append((href, "gain", gain["customdata"][last]))
+    for href, prefix, (lo, hi, n) in cases:
+        url = urlparse(href)
+        q = parse_qs(url.query)
+        assert url.path == "/responses" and q["run"] == [PPO] and q["step"] == ["5"]
+        assert float(q[f"{prefix}_min"][0]) == lo
+        assert (hi is None and f"{prefix}_max" not in q) or float(q[f"{prefix}_max"][0]) == hi
+        assert set(q) == {"run", "step", f"{prefix}_min"} | ({f"{prefix}_max"} if hi is not None else set())
+        flt = ResponseFilter(step=5, **{f"{prefix}_min": lo, f"{prefix}_max": hi})
+        assert scalars.filter(flt.scalar_expr()).height == n > 0
+    assert cases[2][2][1] is None  # the gain click was on the last bar
+
+    heat = {"points": [{"curveNumber": 0, "x": 3, "y": "2", "z": 0.25, "customdata": 4}]}
+    href = _drill(client, PPO, 20, heat_click=heat, changed=["reward-heatmap.clickData"])
+    q = parse_qs(urlparse(href).query)
+    assert q["step"] == ["3"] and float(q["reward_min"][0]) == 2.0 and float(q["reward_max"][0]) == 2.5
+    assert scalars.filter(ResponseFilter(step=3, reward_min=2.0, reward_max=2.5).scalar_expr()).height == 4
+    empty_bar = {"points": [{"curveNumber": 0, "x": 0.4, "customdata": [0.5, 1.0, 0]}]}
+    assert _drill(client, PPO, 5, click=empty_bar, changed=["reward-hist.clickData"]) is None
+    for cell in ({**heat["points"][0], "customdata": 0}, {**heat["points"][0], "y": "[2, 2.5)"}):
+        assert (
+            _drill(client, PPO, 5, heat_click={"points": [cell]}, changed=["reward-heatmap.clickData"])
+            is None
+        )
 
 
 @pytest.mark.parametrize(("run", "step"), [(PPO, 5), (GRPO, 25), (POEM, 2300)])
@@ -332,9 +348,12 @@ def test_reward014_half_step_rewards_one_bar_per_value(client, fixtures_dir):
     resp = _step_view(client, PPO, 20)
     fig = resp["reward-hist"]["figure"]
     bars = fig["data"][0]
-    assert bars["x"] == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
-    assert [c[:2] for c in bars["customdata"]] == [[v, v + 0.5] for v in bars["x"][:-1]] + [[3.0, None]]
-    assert fig["layout"]["yaxis"]["dtick"] == 2 and fig["layout"]["xaxis"]["tickvals"] == bars["x"]
+    values = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
+    # Each value's pair of bars (reward left, reference right, 0.4 wide together) is centred on it.
+    assert [round(x + 0.1, 12) for x in bars["x"]] == values
+    assert [round(x - 0.1, 12) for x in fig["data"][1]["x"]] == values
+    assert [c[:2] for c in bars["customdata"]] == [[v, v + 0.5] for v in values[:-1]] + [[3.0, None]]
+    assert fig["layout"]["yaxis"]["dtick"] == 2 and fig["layout"]["xaxis"]["tickvals"] == values
     heat = dash_post(
         client,
         HEATMAP,

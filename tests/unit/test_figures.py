@@ -39,19 +39,30 @@ def test_figures001_histogram_customdata_is_the_bar_interval():
     assert [list(c) for c in bar.customdata] == [[0.0, 0.5, 2], [0.5, 1.0, 0], [1.0, None, 5]]
     assert list(bar.x) == [0.25, 0.75, 1.25] and list(bar.width) == [0.5, 0.5, 0.5]
     assert list(bar.y) == [2, 0, 5]
-    assert bar.hovertext[0] == "reward [0, 0.5): <b>2</b> (28.6%)"
-    assert bar.hovertext[2] == "reward ≥ 1: <b>5</b> (71.4%)"
+    hint = "<br><i>click for these responses</i>"
+    assert bar.hovertext[0] == "reward [0, 0.5): <b>2</b> (28.6%)" + hint
+    assert bar.hovertext[1] == "reward [0.5, 1): <b>0</b> (0.0%)"  # nothing to click
+    assert bar.hovertext[2] == "reward ≥ 1: <b>5</b> (71.4%)" + hint
+    assert fig.layout.hovermode == "closest"  # a click holds the one bar under the pointer
 
 
 def test_figures002_histogram_with_reference_overlay():
-    """The reference histogram is trace 1, on the same bars, with its own counts; the legend shows."""
+    """The reference histogram is trace 1, on the same bins, with its own counts, each bar in the right half
+    of its bin beside the histogram's bar in the left half (so either can be clicked); the legend shows."""
     edges = [0.0, 1.0, 2.0]
     fig = figures.histogram_figure(
         _bars(edges, [1, 3]), label="reward", ref_bars=_bars(edges, [4, 0]), ref_label="reference reward"
     )
     assert len(fig.data) == 2 and fig.data[1].name == "reference reward"
     assert [list(c) for c in fig.data[1].customdata] == [[0.0, 1.0, 4], [1.0, None, 0]]
+    assert list(fig.data[0].x) == [0.25, 1.25] and list(fig.data[1].x) == [0.75, 1.75]
+    assert list(fig.data[0].width) == list(fig.data[1].width) == [0.5, 0.5]
     assert fig.layout.barmode == "overlay" and fig.layout.showlegend
+    # Discrete bins: the pair is centred on the value.
+    disc = figures.histogram_figure(
+        _bars(edges, [1, 3]), label="reward", ref_bars=_bars(edges, [4, 0]), discrete=True
+    )
+    assert list(disc.data[0].x) == [-0.2, 0.8] and list(disc.data[1].x) == [0.2, 1.2]
 
 
 def test_figures003_histogram_single_value_and_empty():
@@ -96,7 +107,7 @@ def test_figures006_heatmap_bins_and_counts():
     count = np.array([[1, 2], [3, 0]], dtype=np.uint8)
     fig = figures.heatmap_figure([1, 5], [0.0, 0.5, 1.0], share, count, label="reward", selected_step=5)
     hm = fig.data[0]
-    assert list(hm.y) == ["[0, 0.5)", "≥ 0.5"]
+    assert list(hm.y) == ["[0, 0.5)", "≥ 0.5"] == figures.bin_labels([0.0, 0.5, 1.0])
     assert list(hm.x) == [1, 5]
     np.testing.assert_array_equal(hm.z, share)
     np.testing.assert_array_equal(hm.customdata, count)
@@ -113,15 +124,20 @@ def test_figures007_clicks():
             {"curveNumber": 0, "x": 0.25, "customdata": [0.0, 0.5, 2]},
         ]
     }
-    assert figures.clicked_bar(click) == (0.0, 0.5, 2)
+    assert figures.clicked_bar(click) == (1, 0.0, 0.5, 9)  # the first point: the one under the pointer
     assert figures.clicked_bar({"points": [{"curveNumber": 0, "customdata": [1.0, None, 4]}]}) == (
+        0,
         1.0,
         None,
         4,
     )
-    assert figures.clicked_bar({"points": [{"curveNumber": 1, "customdata": [0.0, 0.5, 9]}]}) is None
     for bad in (None, {}, {"points": []}, {"points": [{"curveNumber": 0, "customdata": "x"}]}):
         assert figures.clicked_bar(bad) is None
+    assert figures.clicked_bar({"points": [{"curveNumber": 2, "customdata": [0.0, 0.5, 9]}]}) is None
+    cell = {"points": [{"curveNumber": 0, "x": 20, "y": "[0, 0.5)", "z": 0.25, "customdata": 4}]}
+    assert figures.clicked_cell(cell) == (20, "[0, 0.5)", 4)
+    for bad in (None, {"points": [{"x": 2}]}, {"points": [{**cell["points"][0], "y": 0.5}]}):
+        assert figures.clicked_cell(bad) is None
     assert figures.clicked_step({"points": [{"x": 300}]}) == 300
     assert figures.clicked_step({"points": [{"x": 2.0}]}) == 2
     for bad in (None, {"points": [{"x": 2.5}]}, {"points": [{"x": "abc"}]}, {"points": []}):
@@ -183,7 +199,7 @@ def test_figures010_discrete_bars_sit_on_their_values():
     assert list(bar.x) == edges[:-1] and list(bar.width) == [0.4] * 7
     assert [list(c) for c in bar.customdata][:2] == [[0.0, 0.5, 0], [0.5, 1.0, 0]]
     assert list(bar.customdata[-1]) == [3.0, None, 2]
-    assert bar.hovertext[2] == "reward = 1: <b>3</b> (37.5%)"
+    assert bar.hovertext[2] == "reward = 1: <b>3</b> (37.5%)<br><i>click for these responses</i>"
     assert list(fig.layout.xaxis.tickvals) == edges[:-1] and fig.layout.xaxis.ticktext[3] == "1.5"
     assert list(fig.layout.xaxis.range) == [-0.4, 3.4]
     # 0 / 1 verifier rewards: two bars of width 0.8 at 0 and 1.

@@ -27,6 +27,7 @@ def test_registry001_derived_lists():
         "gain": "reward_gain",
         "kl": "kl_mean",
         "len": "response_length",
+        "ref": "ref_reward",  # a reference-reward bar of the reward page opens its responses
     }
 
 
