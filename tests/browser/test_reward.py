@@ -146,3 +146,21 @@ def test_reward103_run_without_token_fields_and_bad_params(dash_duo, dash_app, f
     _wait_url(dash_duo, lambda q: q.get("step") == ["0"])
     dash_duo.wait_for_text_to_equal("#reward-step-text", "step 0 · 1 of 24")
     assert dash_duo.get_logs() == []
+
+
+def test_reward105_navbar_keeps_run_and_step(dash_duo, dash_app, fixtures_dir):
+    """From the reward page at a step chosen there, the navbar's Responses opens that step of that run (it
+    opened the run's last step), and its Reward link brings the step back."""
+    _open(dash_duo, dash_app, "/reward?run=trl-ppo-small&step=5")
+    dash_duo.wait_for_text_to_equal("#reward-step-text", "step 5 · 5 of 25", timeout=30)
+    dash_duo.find_element("#reward-next").click()  # the page writes step=6 into its own URL
+    _wait_url(dash_duo, lambda q: q.get("step") == ["6"])
+    dash_duo.find_element("#app-nav-responses").click()
+    WebDriverWait(dash_duo.driver, 30).until(lambda d: urlparse(d.current_url).path == "/responses")
+    assert _query(dash_duo) == {"run": ["trl-ppo-small"], "step": ["6"]}
+    dash_duo.wait_for_contains_text("#responses-summary", "at step 6", timeout=30)
+    dash_duo.find_element("#app-nav-reward").click()
+    WebDriverWait(dash_duo.driver, 30).until(lambda d: urlparse(d.current_url).path == "/reward")
+    dash_duo.wait_for_text_to_equal("#reward-step-text", "step 6 · 6 of 25", timeout=30)
+    assert _query(dash_duo) == {"run": ["trl-ppo-small"], "step": ["6"]}
+    assert dash_duo.get_logs() == []
