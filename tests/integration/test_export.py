@@ -95,7 +95,7 @@ def test_export003_jsonl_and_headers(client, records):
     assert rewards == sorted(rewards, reverse=True)  # the page's default sort: reward, descending
 
 
-def test_export004_default_step_is_the_last(client):
+def test_export004_default_step_is_the_last(client, fixtures_dir):
     """No step: the last step, as on the page; a filter nothing passes gives a header-only CSV."""
     rows = get_csv(client, f"run={RUN}")
     assert {r["step"] for r in rows} == {"25"}
@@ -125,7 +125,7 @@ def test_export005_bad_requests(client, fixtures_dir, query, status, text):
     assert r.mimetype == "text/plain" and text in r.data.decode()
 
 
-def test_export006_many_rows_spill_in_rank_buckets(client, monkeypatch):
+def test_export006_many_rows_spill_in_rank_buckets(client, fixtures_dir, monkeypatch):
     """An export bigger than one batch goes through the rank buckets on disk: same bytes as in one go."""
     import data.export as export
 
