@@ -179,27 +179,44 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="app.py", description="RL Logging Board")
-    sub = parser.add_subparsers(dest="cmd")
-    p = sub.add_parser("serve", help="serve the web app (default)")
-    p.add_argument("--root", help="rollout root: one sub-folder of *.jsonl per run")
-    p.add_argument("--cache-dir")
-    p.add_argument("--host")
-    p.add_argument("--port", type=_port)
-    p = sub.add_parser("ingest", help="ingest a rollout root or one run folder into the cache")
-    p.add_argument("path")
-    p.add_argument("--cache-dir")
+def _parser() -> _Parser:
+    parser = _Parser(
+        prog="app.py",
+        description="RL Logging Board: see RL fine-tuning rollouts step by step and token by token.",
+        epilog="Without a command, app.py serves (app.py --port 8051 is app.py serve --port 8051). "
+        "A command's options: app.py COMMAND --help. Flags win over the RLBOARD_* variables (README).",
+    )
+    sub = parser.add_subparsers(dest="cmd", title="commands", metavar="COMMAND")
+    p = sub.add_parser("serve", help="serve the web app (the default)", description="Serve the web app.")
+    p.add_argument("--root", help="rollout root: one sub-folder of *.jsonl files per run")
+    p.add_argument("--cache-dir", help="where the Parquet stores live")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, help="port to listen on (default 8050)")
+    p = sub.add_parser(
+        "ingest",
+        help="ingest a rollout root or one run folder into the cache",
+        description="Bring the stores of the runs at PATH up to date and print what they hold.",
+    )
+    p.add_argument("path", help="a rollout root or one run folder")
+    p.add_argument("--cache-dir", help="where the Parquet stores live")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p = sub.add_parser("export", help="export one row per response")
-    p.add_argument("path")
-    p.add_argument("--run", required=True)
-    p.add_argument("--step", type=int)
-    p.add_argument("--format", default="csv")
-    p.add_argument("-o", "--output")
-    p.add_argument("--cache-dir")
+    p = sub.add_parser(
+        "export", help="export one row per response", description="Export one row per response of a run."
+    )
+    p.add_argument("path", help="a rollout root or one run folder")
+    p.add_argument("--run", required=True, help="the run's folder name")
+    p.add_argument("--step", type=int, help="only this step (default: every step)")
+    p.add_argument("--format", default="csv", help="csv (default), jsonl or parquet")
+    p.add_argument("-o", "--output", help="file to write (default: standard output)")
+    p.add_argument("--cache-dir", help="where the Parquet stores live")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0].startswith("--"):
+    # No command is serve; --help alone is the whole command line's help, not serve's.
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["serve", *argv]
     try:
         args = parser.parse_args(argv)

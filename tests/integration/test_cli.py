@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -303,3 +304,23 @@ def test_cli020_ingest_on_a_full_disk_is_one_line(fixtures_dir, tmp_path):
     assert lines == [f"error: cannot store run 'trl-ppo-small' in {tmp_path}: File too large"], p.stderr[
         -800:
     ]
+
+
+def test_cli010_help_shows_the_commands():
+    """`app.py --help` is the whole command line's help (its commands, serve the default), not serve's
+    options; `app.py COMMAND --help` shows that command's options."""
+    top = subprocess.run(
+        [sys.executable, "app.py", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert top.returncode == 0, top.stderr
+    listed = re.findall(r"^\s{4}(\w+)\s+\S", top.stdout, flags=re.M)
+    assert listed == ["serve", "ingest", "export"], top.stdout
+    assert "--cache-dir" not in top.stdout and "Without a command, app.py serves" in top.stdout
+    serve = subprocess.run(
+        [sys.executable, "app.py", "serve", "--help"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert serve.returncode == 0 and "--port PORT" in serve.stdout and "--root ROOT" in serve.stdout
