@@ -144,4 +144,11 @@ def test_responses204_fields_of_objects_show_in_their_columns(dash_duo, dash_app
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run=nested&step=1&sort=rewards.accuracy")
     dash_duo.wait_for_element(CELLS.format("rewards.accuracy"), timeout=20)
-    until(lambda: cell_values(dash_duo, "rewards.accuracy") == [2, 2, 1, 1, 0, 0], timeout=10)
+    seen = []  # every snapshot, so a failure says what the grid showed instead
+    try:
+        until(
+            lambda: seen.append(cell_values(dash_duo, "rewards.accuracy")) or seen[-1] == [2, 2, 1, 1, 0, 0],
+            30,
+        )
+    finally:
+        print("rewards.accuracy cells, last snapshots:", seen[-3:], dash_duo.driver.current_url)
