@@ -66,7 +66,11 @@ def test_smokeg002_new_steps_offer_and_auto_refresh(dash_br, live_server):
     dash_br.driver.execute_script("window.__before_reload = true;")
     with open(live_server.growing, "ab") as f:
         f.write(b"".join(rest[:16]))
-    dash_br.wait_for_contains_text("#app-live-new", "2 new steps available", timeout=30)
+    dash_br.wait_for_contains_text("#app-live-new", "new steps available", timeout=30)
+    # 2 steps were appended; a first read of files written a moment ago holds their last step back until
+    # they have been still for a second (c2f5e9a), so a page drawn before that offers that step too.
+    offered = dash_br.find_element("#app-live-new").text
+    assert offered.split()[0] in ("2", "3"), offered
     assert dash_br.find_element("#app-live-new").is_displayed()
     dash_br.find_element("#app-live-new").click()
     deadline = time.monotonic() + 30
