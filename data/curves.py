@@ -197,27 +197,13 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
         out.append(Panel("length", "Response length", "tokens", (), NOTE_NO_LENGTH))
 
     win = []
-    if has_ref and has_values(steps, "win_rate"):
-        win.append(
-            Series(
-                "win_rate",
-                label("win_rate"),
-                curve(steps, "win_rate", None, zs, mean=False),
-                COLORS["win_rate"],
+    # The tie rate beside the win rate: with a verifier's 0 / 1 rewards most responses may tie their
+    # reference, which a win rate alone hides.
+    for key, dashed in (("win_rate", False), ("tie_rate", True)):
+        if has_ref and has_values(steps, key):
+            win.append(
+                Series(key, label(key), curve(steps, key, None, zs, mean=False), COLORS[key], dashed=dashed)
             )
-        )
-    if has_ref and has_values(steps, "tie_rate"):
-        # Beside the win rate: with a verifier's 0 / 1 rewards most responses may tie their reference,
-        # which a win rate alone hides.
-        win.append(
-            Series(
-                "tie_rate",
-                label("tie_rate"),
-                curve(steps, "tie_rate", None, zs, mean=False),
-                COLORS["tie_rate"],
-                dashed=True,
-            )
-        )
     if has_values(steps, "zero_spread_share"):
         name = step_label("zero_spread_share", "share of groups whose responses all got the same reward")
         win.append(
