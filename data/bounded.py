@@ -10,6 +10,7 @@ Polars and the standard library.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import select
 import struct
@@ -187,7 +188,16 @@ def collect(lf: pl.LazyFrame, seconds: float) -> pl.DataFrame:
 
 def warm() -> None:
     """Start this process's first helper in the background (see :meth:`_Pool.warm`)."""
-    threading.Thread(target=_POOL.warm, name="search-helper-warm", daemon=True).start()
+    threading.Thread(target=_warm_or_log, name="search-helper-warm", daemon=True).start()
+
+
+def _warm_or_log() -> None:
+    # A helper that cannot start (an interpreter this uid may not run) is no crash of a background
+    # thread: one log line here; a search then fails with the same error, which the page reports.
+    try:
+        _POOL.warm()
+    except OSError as e:
+        logging.getLogger("rlboard.search").warning("cannot start a search helper: %s", e)
 
 
 # ---- the helper process ----------------------------------------------------------------------------------
