@@ -53,19 +53,25 @@ class _Unreadable(Exception):
     """PATH cannot be listed: the message says why, whose folder it is and who runs this."""
 
 
-def _runs_at(path: Path) -> dict[str, Path]:
-    """Runs at PATH: each sub-folder holding *.jsonl, or PATH itself when it holds *.jsonl. Run folders it
-    may not read are skipped with a warning; PATH itself unreadable raises :class:`_Unreadable`."""
-    from data.store import scan_root
+def _runs_at(path: Path) -> dict[str, tuple[Path, str]]:
+    """Runs at PATH, ``{name: (folder, split)}``: each sub-folder holding rollout files (its validation
+    files a run of their own), or PATH itself when it holds rollout files. Run folders it may not read are
+    skipped with a warning; PATH itself unreadable raises :class:`_Unreadable`."""
+    from data.store import folder_runs, is_rollout_file, scan_root
 
     scan = scan_root(path)
     if scan.problem is not None:
         raise _Unreadable(f"{scan.problem.headline} {scan.problem.detail}")
     for name, reason in scan.unreadable.items():
         print(f"warning: {path / name}: {reason}; skipped", file=sys.stderr)
-    if any(p.suffix == ".jsonl" and p.is_file() for p in path.iterdir()):
-        return {path.resolve().name: path}
-    return scan.runs
+    if any(is_rollout_file(p.name) and p.is_file() for p in path.iterdir()):
+        return {name: (path, split) for name, split in folder_runs(path.resolve().name, path).items()}
+    return {name: (folder, scan.split(name)) for name, folder in scan.runs.items()}
+
+
+def _reading(settings, split: str) -> dict:
+    """How ingest_run reads a run: its split and the dialect and reward weight settings."""
+    return {"split": split, "dialect": settings.dialect, "reward_weights": settings.reward_weights}
 
 
 def cmd_ingest(args) -> int:
@@ -77,11 +83,17 @@ def cmd_ingest(args) -> int:
     settings = load_settings(cache_dir=args.cache_dir)
     runs = _runs_at(path)
     if not runs:
-        return _fail(f"no run under {path} (a run is a folder of *.jsonl files)")
+        return _fail(f"no run under {path} (a run is a folder of rollout files: *.jsonl, *.parquet, …)")
     out = []
-    for name, run_dir in runs.items():
+    for name, (run_dir, split) in runs.items():
         try:
-            res = ingest_run(run_dir, settings.cache_dir, settings.pad_tokens, progress=_Bar(name))
+            res = ingest_run(
+                run_dir,
+                settings.cache_dir,
+                settings.pad_tokens,
+                progress=_Bar(name),
+                **_reading(settings, split),
+            )
         except OSError as e:  # a full disk, a read-only cache: what the user can fix, not a traceback
             reason = os.strerror(e.errno) if e.errno else str(e)
             print(f"\nerror: cannot store run {name!r} in {settings.cache_dir}: {reason}", file=sys.stderr)
@@ -111,7 +123,8 @@ def cmd_export(args) -> int:
     if args.format not in FORMATS:
         return _fail(f"unknown format {args.format!r}")
     settings = load_settings(cache_dir=args.cache_dir)
-    res = ingest_run(runs[args.run], settings.cache_dir, settings.pad_tokens)
+    run_dir, split = runs[args.run]
+    res = ingest_run(run_dir, settings.cache_dir, settings.pad_tokens, **_reading(settings, split))
     store = open_store(res.store_dir)
     if args.step is not None and args.step not in set(store.steps().get_column("step").to_list()):
         return _fail(f"run {args.run!r} has no step {args.step}")

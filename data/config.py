@@ -70,6 +70,10 @@ class Settings:
     demo: bool = True
     # Seconds a text search (a regular expression over prompts and responses) may take before it is stopped.
     search_seconds: float = DEFAULT_SEARCH_SECONDS
+    # The dialect of files whose dialect the board cannot tell for sure (see data/schema/dialects; a run's
+    # rlboard.toml names its own), and the weights of reward functions logged a column each (TRL's).
+    dialect: str | None = None
+    reward_weights: tuple[tuple[str, float], ...] | None = None
 
     def with_overrides(self, **kw) -> Settings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
@@ -83,6 +87,23 @@ def _env(name: str, environ) -> str | None:
 def parse_pad_tokens(text: str) -> tuple[str, ...]:
     """Parse a comma-separated pad token list (``"<pad>,<|endoftext|>"``); blanks are dropped."""
     return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def parse_reward_weights(text: str, name: str = "RLBOARD_REWARD_WEIGHTS") -> tuple[tuple[str, float], ...]:
+    """``"sentiment=1,concise_format=0.5"`` as ``(("sentiment", 1.0), ("concise_format", 0.5))``."""
+    out = []
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        key, sep, value = item.rpartition("=")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = None
+        if not sep or not key.strip() or weight is None:
+            raise SettingsError(f"{name}={text!r}: {item!r} is not name=weight")
+        out.append((key.strip(), weight))
+    return tuple(out)
 
 
 class SettingsError(ValueError):
@@ -135,6 +156,10 @@ def load_settings(environ=None, **overrides) -> Settings:
         env_values["demo"] = v.lower() not in ("0", "false", "no", "off")
     if (v := _env("RLBOARD_SEARCH_SECONDS", environ)) is not None:
         env_values["search_seconds"] = float(v)
+    if (v := _env("RLBOARD_DIALECT", environ)) is not None:
+        env_values["dialect"] = v.strip()
+    if (v := _env("RLBOARD_REWARD_WEIGHTS", environ)) is not None:
+        env_values["reward_weights"] = parse_reward_weights(v)
     s = s.with_overrides(**env_values)
     if "pad_tokens" in overrides and isinstance(overrides["pad_tokens"], str):
         overrides["pad_tokens"] = parse_pad_tokens(overrides["pad_tokens"])

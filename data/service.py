@@ -122,8 +122,21 @@ class Board:
             raise UnknownRun(f"unknown run {run!r}")
         return runs[run]
 
+    def split(self, run: str) -> str:
+        """Which of its folder's files a run is made of: ``"train"``, or ``"validation"`` for the run
+        ``"<folder> (validation)"`` (see data.store.runs)."""
+        return self.scan().split(run)
+
     def store_dir(self, run: str) -> Path:
-        return store_dir_for(self.settings.cache_dir, self.run_dir(run), self.settings.pad_tokens)
+        return store_dir_for(
+            self.settings.cache_dir, self.run_dir(run), self.settings.pad_tokens, self.split(run)
+        )
+
+    def _reading(self, run: str) -> dict:
+        """The arguments of ingest_run that say how the run is read (its split, the dialect and reward
+        weight settings)."""
+        s = self.settings
+        return {"split": self.split(run), "dialect": s.dialect, "reward_weights": s.reward_weights}
 
     def status(self, run: str) -> IngestStatus:
         with self._lock:
@@ -132,12 +145,17 @@ class Board:
     def ingest_now(self, run: str, progress=None) -> IngestResult:
         """Ingest in the calling thread (command line, tests)."""
         return ingest_run(
-            self.run_dir(run), self.settings.cache_dir, self.settings.pad_tokens, progress=progress
+            self.run_dir(run),
+            self.settings.cache_dir,
+            self.settings.pad_tokens,
+            progress=progress,
+            **self._reading(run),
         )
 
     def refresh(self, run: str, force: bool = False) -> None:
         """Start a background ingest of ``run`` unless one runs or the last check is too recent."""
         run_dir = self.run_dir(run)
+        split = self.split(run)  # before taking the lock: the scan takes it too
         now = time.monotonic()
         with self._lock:
             t = self._threads.get(run)
@@ -147,7 +165,7 @@ class Board:
                 return
             if self._failures.pending(("ingest", run)) is not None:
                 return  # the last ingest failed: wait out its back-off, forced or not
-            sig = self._signature(run_dir)
+            sig = self._signature(run_dir, split)
             # Read up to this cut of the files: lines a trainer appends from now on wait for the next
             # ingest, so a step is never committed half-way.
             limits = {name: size for name, size, _ in sig}
@@ -197,9 +215,9 @@ class Board:
         return all(mtime <= time.time_ns() - OLD_SECONDS * 1e9 for _, _, mtime in sig)
 
     @staticmethod
-    def _signature(run_dir: Path) -> tuple:
+    def _signature(run_dir: Path, split: str = "train") -> tuple:
         try:
-            files = run_file_stats(run_dir)
+            files = run_file_stats(run_dir, split)
         except OSError:  # the folder went away or became unreadable: the ingest says so, once per back-off
             return ()
         return tuple((name, st.st_size, st.st_mtime_ns) for name, st in files)
@@ -216,6 +234,8 @@ class Board:
         def progress(done, total):
             status.done, status.total = done, total
 
+        reading = self._reading(run)
+
         def read(complete: bool) -> IngestResult:
             return ingest_run(
                 run_dir,
@@ -224,6 +244,7 @@ class Board:
                 progress=progress,
                 limits=limits,
                 complete=complete,
+                **reading,
             )
 
         try:
@@ -234,7 +255,7 @@ class Board:
                 # (see _settled) take it from here.
                 sig, at = settle
                 time.sleep(max(0.0, at + SETTLE_SECONDS - time.monotonic()))
-                if self._signature(run_dir) == sig:
+                if self._signature(run_dir, reading["split"]) == sig:
                     status.last = read(True)
         except Exception as e:  # noqa: BLE001 - shown on the page; the server keeps serving
             status.failures += 1

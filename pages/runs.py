@@ -184,7 +184,7 @@ def runs_overview() -> html.Div:
     for name, run_dir in runs.items():
         store = b.store(name, wait=max(0.0, deadline - time.monotonic()))
         status = b.status(name)
-        files = run_file_stats(run_dir)
+        files = run_file_stats(run_dir, scan.split(name))
         last = max((st.st_mtime for _, st in files), default=None)
         size = sum(st.st_size for _, st in files)
         body = []

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
+from data import schema
 from data.ingest.fast import ChunkResult, _count_newlines, _fast_path
 from data.ingest.slow import _slow_path
 
@@ -22,11 +23,17 @@ class RawBlock(NamedTuple):
     first_line: int
     at_file_start: bool
     lines: int
-    step: int | None = None  # the step of its lines that have none (from the file's name)
+    step: int | None = None  # the step of its lines that have none (from the file's path)
+    dialect: str = schema.CONTRACT.name  # its file's (see data.schema.dialects)
 
 
 def parse_chunk(
-    lines: list[bytes], first_line: int, tried_whole: bool = False, step: int | None = None
+    lines: list[bytes],
+    first_line: int,
+    tried_whole: bool = False,
+    step: int | None = None,
+    dialect: schema.Dialect = schema.CONTRACT,
+    reading: schema.Reading | None = None,
 ) -> ChunkResult:
     """Validate and convert complete lines numbered from ``first_line``; blank lines are skipped.
 
@@ -39,16 +46,22 @@ def parse_chunk(
         lines = [lines[i] for i in keep]
         line_nos = [line_nos[i] for i in keep]
         tried_whole = False
-    result = None if tried_whole else _fast_path(lines, line_nos, step=step)
-    return result if result is not None else _slow_path(lines, line_nos, step)
+    result = None if tried_whole else _fast_path(lines, line_nos, step=step, dialect=dialect, reading=reading)
+    return result if result is not None else _slow_path(lines, line_nos, step, dialect, reading)
 
 
 def parse_block(
-    block: bytes, first_line: int, at_file_start: bool, lines: int | None = None, step: int | None = None
+    block: bytes,
+    first_line: int,
+    at_file_start: bool,
+    lines: int | None = None,
+    step: int | None = None,
+    dialect: str = schema.CONTRACT.name,
+    reading: schema.Reading | None = None,
 ) -> tuple[ChunkResult, int]:
     """Validate and convert a block of complete lines (ending in a newline) numbered from ``first_line``;
     returns the result and the number of lines the block held (``lines``: that number, when known).
-    ``step``: the step of its lines that have none (from the file's name).
+    ``step``: the step of its lines that have none (from the file's path); ``dialect``: its file's name.
 
     A plain block (no CR, no BOM, no empty line) goes to Polars as it is, without splitting it into
     lines; any other block, or one Polars does not take whole, is split and read by :func:`parse_chunk`.
@@ -56,14 +69,17 @@ def parse_block(
     if at_file_start and block.startswith(BOM):
         block = block[len(BOM) :]
     n = _count_newlines(block) if lines is None else lines
+    d = schema.by_name(dialect)
     # Polars skips empty lines, so a block with one gives fewer rows than lines and goes the slow way.
-    tried = _goes_whole(block, n)
+    tried = _goes_whole(block, n) and d.frame is not None
     if tried:
-        result = _fast_path(None, range(first_line, first_line + n), block, step)
+        result = _fast_path(None, range(first_line, first_line + n), block, step, d, reading)
         if result is not None:
             return result, n
     lines = _split_lines(block)
-    return parse_chunk(lines, first_line, tried_whole=tried, step=step), len(lines)
+    return parse_chunk(lines, first_line, tried_whole=tried, step=step, dialect=d, reading=reading), len(
+        lines
+    )
 
 
 def _goes_whole(block: bytes, lines: int) -> bool:
@@ -80,12 +96,15 @@ class BlocksResult(NamedTuple):
     ignored: set[str]
 
 
-def parse_blocks(blocks: list[RawBlock]) -> BlocksResult | None:
+def parse_blocks(blocks: list[RawBlock], reading: schema.Reading | None = None) -> BlocksResult | None:
     """Parse several small blocks (of one file or several) in one Polars call, or None when they do not go
     together (a bad line, a CR, an empty line, types that differ; see ``_Writer._write_together``).
 
     Their lines are numbered one after the other for the call, and numbered in their files again after.
     """
+    dialects = {b.dialect for b in blocks}
+    if len(dialects) != 1 or schema.by_name(dialects.pop()).frame is None:
+        return None  # files of different dialects, or one read line by line: each on its own
     parts = []
     for b in blocks:
         data = b.data[len(BOM) :] if b.at_file_start and b.data.startswith(BOM) else b.data
@@ -99,7 +118,8 @@ def parse_blocks(blocks: list[RawBlock]) -> BlocksResult | None:
         steps = pl.Series([b.step for b in blocks], dtype=pl.Int64).gather(
             np.repeat(np.arange(len(blocks)), counts)
         )
-    result = _fast_path(None, range(total), b"".join(parts), steps)
+    d = schema.by_name(blocks[0].dialect)
+    result = _fast_path(None, range(total), b"".join(parts), steps, d, reading)
     if result is None:
         return None
     ends = np.cumsum(counts)

@@ -25,12 +25,17 @@ def _fast_path(
     line_nos: list[int] | range,
     data: bytes | None = None,
     step: int | pl.Series | None = None,
+    dialect: schema.Dialect = schema.CONTRACT,
+    reading: schema.Reading | None = None,
 ) -> ChunkResult | None:
     """Parse the lines in one Polars call (``data``: the same lines already joined, when at hand; then
     ``lines`` may be None). ``step``: the step of the lines that have none (one for all, or one per
-    line), as :func:`schema.conform_frame` takes it."""
+    line), as :func:`schema.conform_frame` takes it. ``dialect``: the file's; one without a ``frame``
+    form reads its lines one by one (None)."""
     if not line_nos:
         return ChunkResult(pl.DataFrame(), [], set())
+    if dialect.frame is None:
+        return None
     data = b"\n".join(lines) if data is None else data
     marks = _marks(data)
     if marks.lone_surrogates:
@@ -54,13 +59,28 @@ def _fast_path(
             keys = _key_count(data, parsed.values, marks)
     except Exception:  # noqa: BLE001 - any parse failure sends the chunk to the line-by-line path
         return None
-    df = schema.unwrap_batch_of_one_frame(df)
-    if keys is None or df.height != len(line_nos) or not schema.frame_is_conformant(df):
+    if keys is None or df.height != len(line_nos) or not schema.frame_is_conformant(df, dialect):
         return None  # a key Polars left out (or spacing the count does not see), or a type not allowed
     if not _strings_parsed(parsed.strings, keys, marks):
         return None  # a number, bool, array or object became text: the line-by-line path names the line
+    return conform_chunk(df, line_nos, step, dialect, reading)
+
+
+def conform_chunk(
+    df: pl.DataFrame,
+    line_nos: list[int] | range,
+    step: int | pl.Series | None,
+    dialect: schema.Dialect,
+    reading: schema.Reading | None,
+) -> ChunkResult | None:
+    """A parsed chunk (or a Parquet file's rows) mapped by its ``dialect`` and conformed: its good rows
+    and its unusable ones; None when a cast fails (then it goes line by line)."""
     try:
-        frame, reasons, ignored = schema.conform_frame(df, step)
+        made = dialect.frame(df, reading or schema.Reading())
+        working = frozenset(c for c in (schema.PROMPT_LEAD, schema.RESPONSE_OWN) if c in made.columns) - set(
+            df.columns
+        )
+        frame, reasons, ignored = schema.conform_frame(made, step, dialect, working)
     except pl.exceptions.PolarsError:  # a cast the checks above did not foresee: line by line, not a crash
         return None
     frame = frame.with_columns(pl.Series("line", line_nos, dtype=pl.Int64))
@@ -212,3 +232,28 @@ def _strings_parsed(strings: list[pl.Series], keys: int, marks: _Marks) -> bool:
         if marks.doubled:
             inner += s.str.count_matches('"', literal=True).sum() or 0
     return marks.quotes == 2 * (keys + n) + (inner if marks.doubled else marks.escaped)
+
+
+def parse_rows(
+    df: pl.DataFrame, step: int | None, dialect: schema.Dialect, reading: schema.Reading | None
+) -> ChunkResult:
+    """A Parquet file's rows one by one (lines numbered from 1), as the line-by-line path reads JSON lines:
+    for a table whose rows do not go whole, so that exactly its bad rows are named."""
+    records, lines, issues, ignored = [], [], [], set()
+    for n, row in enumerate(df.iter_rows(named=True), start=1):
+        twice: list[str] = []
+        try:
+            rec, ign = schema.validate_record(row, step, twice, dialect, reading)
+        except schema.BadLine as e:
+            issues.append({"line": n, "severity": "error", "reason": e.reason, "detail": ""})
+            continue
+        ignored.update(ign)
+        issues.extend({"line": n, "severity": "note", "reason": t, "detail": ""} for t in twice)
+        records.append(rec)
+        lines.append(n)
+    frame = (
+        schema.records_frame(records).with_columns(pl.Series("line", lines, dtype=pl.Int64))
+        if records
+        else pl.DataFrame()
+    )
+    return ChunkResult(frame, issues, ignored)

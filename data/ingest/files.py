@@ -1,5 +1,6 @@
 """One rollout file read from the byte offset it reached last time (re-read from 0 when it shrank or was
-replaced), a block of complete lines at a time, handed to the writer."""
+replaced), a block of complete lines at a time, handed to the writer; a Parquet or compressed file read
+whole, and again whole when it changed. Each file is matched to its dialect when it is first read."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from data.ingest.blocks import BOM, RawBlock, _next_block, parse_chunk
 from data.ingest.fast import ChunkResult, _count_newlines
 from data.ingest.slow import _snippet
 from data.ingest.writer import _Writer
+
+COMPRESSED = (".jsonl.gz", ".jsonl.zst")
+PARQUET = ".parquet"
+FIRST_RECORD_BYTES = 256 << 20  # read at most this far for a file's first record (its fields: its dialect)
 
 # A file's fingerprint (see _fingerprint): its first and last PRINT_WINDOW bytes up to where it was read, and
 # PRINT_SAMPLES pieces of PRINT_SAMPLE bytes spread between them.
@@ -57,13 +62,75 @@ def _file_changed(path: Path, st: os.stat_result, prev: dict) -> bool:
     return _fingerprint(path, prev["offset"]) != prev.get("print")
 
 
+def _open_text(path: Path):
+    """A binary file object of a rollout file's JSON lines, decompressed where it is compressed."""
+    if path.name.endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rb")
+    if path.name.endswith(".zst"):
+        import zstandard
+
+        return zstandard.open(path, "rb")
+    return open(path, "rb")
+
+
+def _first_fields(path: Path) -> frozenset[str]:
+    """The keys of a file's first record (a Parquet file's columns): what its dialect is told by."""
+    try:
+        if path.name.endswith(PARQUET):
+            import pyarrow.parquet as pq
+
+            return frozenset(pq.read_schema(path).names)
+        with _open_text(path) as f:
+            for raw in f:
+                if len(raw) > FIRST_RECORD_BYTES:
+                    break
+                if raw.strip():
+                    obj = _loads(raw)
+                    return frozenset(obj) if isinstance(obj, dict) else frozenset()
+    except Exception:  # noqa: BLE001 - an unreadable start: no fields (read, the lines say why)
+        return frozenset()
+    return frozenset()
+
+
+def _loads(raw: bytes):
+    try:
+        return orjson.loads(raw.removeprefix(BOM))
+    except orjson.JSONDecodeError:
+        import json
+
+        try:
+            return json.loads(raw.removeprefix(BOM).decode("utf-8", errors="replace"))
+        except (ValueError, RecursionError):
+            return None
+
+
+def match_file(writer: _Writer, path: Path, rel: str, entry: dict) -> None:
+    """Record in a file's manifest entry its dialect (how it was matched) and the step of its lines that
+    have none: its path's, else 0 for an evaluation dump (see ``Dialect.stepless``)."""
+    if "dialect" not in entry:
+        m = schema.detect(rel, _first_fields(path), writer.options.dialect, writer.options.default)
+        entry.update(dialect=m.dialect.name, matched=m.how, also=list(m.others))
+    if "step" not in entry:
+        step = schema.step_from_path(rel)
+        if step is not None:
+            entry.update(step=step, step_from="path")
+        elif schema.by_name(entry["dialect"]).stepless:
+            entry.update(step=0, step_from="none")
+        else:
+            entry.update(step=None, step_from=None)
+
+
 def ingest_file(
     writer: _Writer, run_dir: Path, path: Path, chunk_bytes: int, limit: int | None = None
 ) -> Iterator[int]:
     """Read what is new in one file, up to byte ``limit`` when given, yielding the bytes each chunk
     consumed (so that several files can be read a chunk at a time, in turn)."""
     rel = path.relative_to(run_dir).as_posix()
-    name_step = schema.step_from_name(path.name)  # for its lines without a step
+    if path.name.endswith(PARQUET) or path.name.endswith(COMPRESSED):
+        yield from ingest_whole_file(writer, path, rel, chunk_bytes)
+        return
     st = path.stat()
     size = st.st_size if limit is None else min(limit, st.st_size)
     files = writer.m.data["files"]
@@ -74,6 +141,8 @@ def ingest_file(
     if prev is not None and prev["size"] == size and (limit is not None or prev["mtime"] == st.st_mtime_ns):
         return
     entry = prev or {"offset": 0, "lines": 0, "parts": [], "tail_open": False}
+    match_file(writer, path, rel, entry)
+    name_step, dialect = entry["step"], entry["dialect"]  # for its lines without a step; its dialect
     # size/mtime say "read up to here" only once the whole file is read: a commit made mid-file (or a
     # crash after it) must not make the rest look already read.
     entry.update(size=None, mtime=None, dev=st.st_dev, ino=st.st_ino)
@@ -107,7 +176,8 @@ def ingest_file(
         while (chunk := _next_block(f, start, size, chunk_bytes)) is not None:
             offset_after, block = chunk
             n_lines = _count_newlines(block)
-            raw = RawBlock(block, entry["lines"] + 1, start == 0 and entry["lines"] == 0, n_lines, name_step)
+            at_start = start == 0 and entry["lines"] == 0
+            raw = RawBlock(block, entry["lines"] + 1, at_start, n_lines, name_step, dialect)
             entry["parts"].append(writer.write_chunk(rel, raw))
             entry["lines"] += n_lines
             # Several files are read in turn: hold no chunk while suspended at the yield below.
@@ -134,7 +204,8 @@ def ingest_file(
                 except orjson.JSONDecodeError:
                     obj = None
             if isinstance(obj, dict):
-                result = parse_chunk([raw], line_no, step=name_step)
+                d = schema.by_name(dialect)
+                result = parse_chunk([raw], line_no, step=name_step, dialect=d, reading=writer.reading)
                 entry["parts"].append(writer.write_chunk(rel, result))
                 entry["lines"] = line_no
                 entry["tail_open"] = True
@@ -152,3 +223,66 @@ def ingest_file(
                 }
     entry.update(size=size, mtime=st.st_mtime_ns)
     files[rel] = entry
+
+
+def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -> Iterator[int]:
+    """A Parquet file (its rows, read with their types) or a compressed JSON-lines file (decompressed a
+    block at a time), read whole: again from its start whenever its size, time or fingerprint changed
+    (neither can be read on from an offset)."""
+    st = path.stat()
+    files = writer.m.data["files"]
+    prev = files.get(rel)
+    if prev is not None:
+        same = (prev.get("size"), prev.get("mtime"), prev.get("dev"), prev.get("ino")) == (
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_dev,
+            st.st_ino,
+        )
+        if same and prev.get("print") == _fingerprint(path, st.st_size):
+            return
+        writer.drop_file(rel)
+    entry = {"offset": 0, "lines": 0, "parts": [], "tail_open": False, "whole": True}
+    match_file(writer, path, rel, entry)
+    d = schema.by_name(entry["dialect"])
+    if path.name.endswith(PARQUET):
+        import polars as pl
+
+        from data.ingest.fast import conform_chunk, parse_rows
+
+        df = pl.read_parquet(path)
+        lines = range(1, df.height + 1)
+        result = None if d.frame is None else conform_chunk(df, lines, entry["step"], d, writer.reading)
+        entry["parts"].append(
+            writer.write_chunk(rel, result or parse_rows(df, entry["step"], d, writer.reading))
+        )
+        entry["lines"] = df.height
+    else:
+        with _open_text(path) as f:
+            rest = b""
+            while True:
+                piece = f.read(chunk_bytes)
+                data = rest + piece
+                cut = data.rfind(b"\n") + 1 if piece else len(data)
+                block, rest = data[:cut], data[cut:]
+                if block:
+                    if not block.endswith(b"\n"):
+                        block += b"\n"  # the last line, without its newline
+                    n = _count_newlines(block)
+                    at_start = entry["lines"] == 0
+                    raw = RawBlock(block, entry["lines"] + 1, at_start, n, entry["step"], entry["dialect"])
+                    entry["parts"].append(writer.write_chunk(rel, raw))
+                    entry["lines"] += n
+                if not piece:
+                    break
+    entry.update(
+        offset=st.st_size,
+        size=st.st_size,
+        mtime=st.st_mtime_ns,
+        dev=st.st_dev,
+        ino=st.st_ino,
+        print=_fingerprint(path, st.st_size),
+    )
+    files[rel] = entry
+    writer.maybe_commit()
+    yield st.st_size

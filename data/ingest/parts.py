@@ -56,10 +56,13 @@ def build_part(
         part_id = pl.lit(part_id, dtype=pl.Int64)
     clean = derived.get_column(CLEAN_RESPONSE)
     key_text = derived.select(prompt_key_text(pad_tokens)).to_series()
-    # A prompt of several chat messages is previewed by its question (schema.PROMPT_LEAD).
-    prompt_shown = strip_pads(pl.col("prompt"), pad_tokens)
+    # A prompt of several chat messages is previewed by its question (schema.PROMPT_LEAD), one rendered by a
+    # chat template by its last user turn (a system text every prompt shares would fill the preview).
+    lead = pl.col("prompt")
     if schema.PROMPT_LEAD in derived.columns:
-        prompt_shown = pl.coalesce(strip_pads(pl.col(schema.PROMPT_LEAD), pad_tokens), prompt_shown)
+        lead = pl.coalesce(schema.PROMPT_LEAD, "prompt")
+    template = schema.template_lead(derived.select(lead).to_series(), lead)
+    prompt_shown = strip_pads(lead if template is None else pl.coalesce(template, lead), pad_tokens)
     return derived.with_columns(
         repetition_of(clean).alias("repetition"),
         (prefix + pl.lit("-") + pl.col("line").cast(pl.String)).alias("sample_id"),
@@ -69,7 +72,7 @@ def build_part(
         _preview(prompt_shown).alias("prompt_preview"),
         _preview(pl.col(CLEAN_RESPONSE)).alias("response_preview"),
         pl.any_horizontal(*(pl.col(c).is_not_null() for c in schema.TOKEN_FIELDS)).alias("has_tokens"),
-    ).drop(CLEAN_RESPONSE, schema.PROMPT_LEAD, strict=False)
+    ).drop(CLEAN_RESPONSE, schema.PROMPT_LEAD, schema.RESPONSE_OWN, strict=False)
 
 
 def scalar_columns(df: pl.DataFrame) -> list[str]:

@@ -14,9 +14,11 @@ from filelock import FileLock, Timeout
 
 from data.access import reason_of
 from data.ingest.files import ingest_file
+from data.ingest.options import load_options
 from data.ingest.writer import _Writer
 from data.store import RunStore, run_files, store_dir_for
 from data.store.manifest import Manifest, read_manifest, remove_older_formats
+from data.store.runs import VALIDATION, VALIDATION_SUFFIX
 
 # Bytes read at a time: under glibc's largest threshold for allocating by mmap (32 MiB). A block of 32 MiB
 # was mapped afresh at every read (24-28 ms a read, against ~8 ms into reused memory): ingesting the
@@ -65,6 +67,9 @@ def ingest_run(
     chunk_bytes: int = CHUNK_BYTES,
     limits: dict[str, int] | None = None,
     complete: bool = True,
+    split: str = "train",
+    dialect: str | None = None,
+    reward_weights: tuple[tuple[str, float], ...] | None = None,
 ) -> IngestResult:
     """Bring the store of ``run_dir`` up to date with its files and return what it now holds.
 
@@ -73,13 +78,16 @@ def ingest_run(
     (``{file: size}``) reads each file only up to that size: a cut of the files taken at one moment, so
     that lines appended meanwhile wait for the next call. ``complete=False`` says the files may end in a
     partial step (a trainer still writing): the last step of each file is then hidden until a later call
-    with ``complete=True``. Commits made during a long read always hide it.
+    with ``complete=True``. Commits made during a long read always hide it. ``split``: which of the
+    folder's files make the run (``"validation"``: its validation files, see data.store.runs);
+    ``dialect`` and ``reward_weights``: the settings (see :func:`data.ingest.options.load_options`).
     """
     t0 = time.perf_counter()
     run_dir = Path(run_dir)
-    store_dir = store_dir_for(cache_dir, run_dir, pad_tokens)
+    store_dir = store_dir_for(cache_dir, run_dir, pad_tokens, split)
     store_dir.mkdir(parents=True, exist_ok=True)
-    result = IngestResult(run=run_dir.name, store_dir=store_dir)
+    name = run_dir.name + (VALIDATION_SUFFIX if split == VALIDATION else "")
+    result = IngestResult(run=name, store_dir=store_dir)
     lock = FileLock(str(store_dir / ".lock"))
     try:
         lock.acquire(timeout=-1 if wait else 0)
@@ -89,12 +97,19 @@ def ingest_run(
         return result
     writer = None
     try:
+        options = load_options(run_dir, dialect, reward_weights)
         manifest = read_manifest(store_dir)
+        if manifest is not None and manifest.data.get("options") != options.key():
+            # Read with other options (another dialect named, other weights): read again from the start.
+            manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
         if manifest is None:
             manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
             remove_older_formats(store_dir, manifest)
-        writer = _Writer(store_dir, manifest, pad_tokens)
-        paths = run_files(run_dir)
+        manifest.data.update(options=options.key(), split=split, problems=options.problems)
+        writer = _Writer(store_dir, manifest, pad_tokens, options)
+        if manifest.data.get("reward_formed"):
+            options.reading.formed.update(manifest.data["reward_formed"])
+        paths = run_files(run_dir, split)
         rels = {p: p.relative_to(run_dir).as_posix() for p in paths}
         on_disk = set(rels.values())
         changed = False
@@ -144,6 +159,9 @@ def ingest_run(
                 if progress:
                     progress(done, total)
         manifest.data["unreadable"] = unreadable
+        writer.flush()  # the dialects note how they formed the reward while the parts are built
+        if options.reading.formed:
+            manifest.data["reward_formed"] = dict(options.reading.formed)
         changed = changed or before != state()
         if changed or manifest.generation == 0:
             writer.commit(complete=complete)

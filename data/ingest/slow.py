@@ -62,26 +62,44 @@ def _replace_surrogates(obj) -> tuple[object, int]:
     return walk(obj), changed
 
 
-def _slow_path(lines: list[bytes], line_nos: list[int], step: int | None = None) -> ChunkResult:
+def _slow_path(
+    lines: list[bytes],
+    line_nos: list[int],
+    step: int | None = None,
+    dialect: schema.Dialect = schema.CONTRACT,
+    reading: schema.Reading | None = None,
+) -> ChunkResult:
     plain = [_plain_json(raw) for raw in lines]
-    if any(plain) and not all(plain):
+    if any(plain) and not all(plain) and dialect.frame is not None:
         # NaN / Infinity literals (an -inf log-prob), which Polars does not read: the other lines in one
         # call when they go together, and only these one by one.
         even = [i for i, p in enumerate(plain) if p]
-        fast = _fast_path([lines[i] for i in even], [line_nos[i] for i in even], step=step)
+        fast = _fast_path(
+            [lines[i] for i in even], [line_nos[i] for i in even], step=step, dialect=dialect, reading=reading
+        )
         if fast is not None:
             odd = [i for i, p in enumerate(plain) if not p]
             rest = _line_by_line(
-                [lines[i] for i in odd], [line_nos[i] for i in odd], [False] * len(odd), step
+                [lines[i] for i in odd],
+                [line_nos[i] for i in odd],
+                [False] * len(odd),
+                step,
+                dialect,
+                reading,
             )
             frames = [f for f in (fast.frame, rest.frame) if f.height]
             frame = pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else pl.DataFrame()
             return ChunkResult(frame, fast.issues + rest.issues, fast.ignored | rest.ignored)
-    return _line_by_line(lines, line_nos, plain, step)
+    return _line_by_line(lines, line_nos, plain, step, dialect, reading)
 
 
 def _line_by_line(
-    lines: list[bytes], line_nos: list[int], plain: list[bool], step: int | None = None
+    lines: list[bytes],
+    line_nos: list[int],
+    plain: list[bool],
+    step: int | None = None,
+    dialect: schema.Dialect = schema.CONTRACT,
+    reading: schema.Reading | None = None,
 ) -> ChunkResult:
     """Parse and check each line; the good lines without NaN / Infinity (``plain``) are then read in one
     Polars call where they go together."""
@@ -91,7 +109,7 @@ def _line_by_line(
         try:
             obj, note = _parse_line(raw)
             twice: list[str] = []
-            rec, ign = schema.validate_record(obj, step, twice)
+            rec, ign = schema.validate_record(obj, step, twice, dialect, reading)
         except schema.BadLine as e:
             issues.append({"line": ln, "severity": "error", "reason": e.reason, "detail": _snippet(raw)})
             continue
@@ -110,7 +128,7 @@ def _line_by_line(
             rec_lines.append(ln)
     frames = []
     if good_raw:
-        fast = _fast_path(good_raw, good_lines, step=step)
+        fast = _fast_path(good_raw, good_lines, step=step, dialect=dialect, reading=reading)
         if fast is None:
             # Lines that are valid one by one but not together (e.g. an extra field whose type changes):
             # build them from the validated records instead.

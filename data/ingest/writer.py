@@ -17,6 +17,7 @@ import polars as pl
 from data import schema
 from data.ingest.blocks import RawBlock, _goes_whole, parse_block, parse_blocks
 from data.ingest.fast import ChunkResult
+from data.ingest.options import RunOptions
 from data.ingest.parts import (
     _issues_with_part,
     _part_issues,
@@ -85,10 +86,18 @@ class _CommitPoint:
 class _Writer:
     """Accumulates committed state for one run while its files are read."""
 
-    def __init__(self, store_dir: Path, manifest: Manifest, pad_tokens: tuple[str, ...]):
+    def __init__(
+        self,
+        store_dir: Path,
+        manifest: Manifest,
+        pad_tokens: tuple[str, ...],
+        options: RunOptions | None = None,
+    ):
         self.dir = store_dir
         self.m = manifest
         self.pad_tokens = pad_tokens
+        self.options = options or RunOptions()  # the run's reading options (see data.ingest.options)
+        self.reading = self.options.reading
         for sub in ("parts", "scalars", "issues"):
             (store_dir / sub).mkdir(parents=True, exist_ok=True)
         self.row_group_size = manifest.data.setdefault("row_group_size", ROW_GROUP_SIZE)
@@ -193,7 +202,7 @@ class _Writer:
 
     def _build(self, pid: int, rel: str, chunk: ChunkResult | RawBlock) -> _Built:
         """Worker thread: parse, derive and build part ``pid`` (touches no shared state)."""
-        result = parse_block(*chunk)[0] if isinstance(chunk, RawBlock) else chunk
+        result = parse_block(*chunk, reading=self.reading)[0] if isinstance(chunk, RawBlock) else chunk
         full = None
         if result.frame.height:
             full = build_part(derive_chunk(result.frame, self.pad_tokens), rel, pid, self.pad_tokens)
@@ -212,9 +221,12 @@ class _Writer:
         :meth:`_write_shared`), or as one part each when they are few."""
         built: list[_Built | None] = [None] * len(items)
         groups: list[pl.DataFrame] = []
-        self._build_together(
-            items, [k for k, (_, _, c) in enumerate(items) if _goes_whole(c.data, c.lines)], built, groups
-        )
+        by_dialect: dict[str, list[int]] = {}  # blocks go together only with blocks of their dialect
+        for k, (_, _, c) in enumerate(items):
+            if _goes_whole(c.data, c.lines) and schema.by_name(c.dialect).frame is not None:
+                by_dialect.setdefault(c.dialect, []).append(k)
+        for ks in by_dialect.values():
+            self._build_together(items, ks, built, groups)
         for k, (pid, rel, chunk) in enumerate(items):
             if built[k] is None:
                 built[k] = self._build(pid, rel, chunk)
@@ -240,7 +252,7 @@ class _Writer:
         ``groups`` (a frame each time, ``__item`` giving each row's ``k``), their issues to ``built[k]``."""
         if len(ks) < 2:
             return
-        parsed = parse_blocks([items[k][2] for k in ks])
+        parsed = parse_blocks([items[k][2] for k in ks], self.reading)
         if parsed is None:  # a bad line, or a field of another type: find the blocks that do go together
             half = len(ks) // 2
             self._build_together(items, ks[:half], built, groups)

@@ -197,16 +197,21 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
 
 
 CLEAN_RESPONSE = "__response_clean"
+# The model's own text of a response given as turns, where ingest set it (data.schema.chat.RESPONSE_OWN):
+# its length, repetition and preview are counted on it rather than on the tool results between its turns.
+RESPONSE_OWN = "__response_own"
 
 
 def derive_response_metrics(
     df: pl.DataFrame, pad_tokens: tuple[str, ...], keep_clean: bool = False
 ) -> pl.DataFrame:
     """Add the per-response metric columns to a conformed chunk (with ``keep_clean``, also the response
-    text without pads as ``CLEAN_RESPONSE``, for the caller to use and drop)."""
+    text without pads as ``CLEAN_RESPONSE``, for the caller to use and drop): of the model's own text
+    (``RESPONSE_OWN``) where a multi-turn response has one."""
     agg = response_list_aggregates(df, pad_tokens)
+    own = pl.coalesce(RESPONSE_OWN, "response") if RESPONSE_OWN in df.columns else pl.col("response")
     out = pl.concat([df, agg], how="horizontal").with_columns(
-        strip_pads(pl.col("response"), pad_tokens).alias(CLEAN_RESPONSE)
+        strip_pads(own, pad_tokens).alias(CLEAN_RESPONSE)
     )
     out = out.with_columns(
         (pl.col("reward") - pl.col("ref_reward")).alias("reward_gain"),

@@ -37,7 +37,8 @@ KNOWN = tuple(CANONICAL)
 # name is kept as ``extra_<name>``.
 RESERVED = response_columns() | {
     "token_length_mismatch",  # a column of stores before format 5: the name stays apart
-    "__prompt_lead",  # PROMPT_LEAD
+    "__prompt_lead",  # chat.PROMPT_LEAD
+    "__response_own",  # chat.RESPONSE_OWN
     # Working columns of ingest and export, named here so that a field of the same name stays apart.
     "__reason",
     "__response_clean",

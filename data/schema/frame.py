@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import polars as pl
 
-from data.schema.chat import PROMPT_LEAD, messages_lead, messages_text
+from data.schema.chat import PROMPT_LEAD, RESPONSE_OWN, messages_lead, messages_own, messages_text
 from data.schema.contract import (
     _FITS_INT64,
     _NUMBER_LISTS,
@@ -22,9 +22,8 @@ from data.schema.contract import (
     extra_name,
     not_text_reason,
 )
-from data.schema.dialects import ALIASES, alias_renames
-from data.schema.dialects.messages import CONVERSATION, split_messages
-from data.schema.dialects.nemo_rl import CONTENTS, split_contents
+from data.schema.dialects import CONTRACT, Dialect
+from data.schema.dialects.contract import CONVERSATION
 
 
 def _family(dtype: pl.DataType) -> str:
@@ -59,32 +58,33 @@ _ALLOWED = {
 }
 
 
-def frame_is_conformant(df: pl.DataFrame) -> bool:
+def frame_is_conformant(df: pl.DataFrame, dialect: Dialect = CONTRACT) -> bool:
     """True when every known column Polars inferred has a type the contract allows for the whole chunk.
 
     A chunk where one line has, say, a string reward makes Polars widen the whole column to strings; such
     a chunk goes to the line-by-line path so that only the bad line is dropped. So does a chunk whose lines
     name a field in two ways (``prompt`` in some, ``input`` in others): another trainer's name is taken
     line by line, where the known one is absent, while a chunk's column is renamed only where no line
-    has the known name.
+    has the known name. ``dialect``: the file's, whose names are the other names tried.
     """
-    renames = alias_renames(df.columns)
+    renames = dialect.renames(df.columns)
     for name, dtype in df.schema.items():
         name = renames.get(name, name)
         if name in _ALLOWED and _family(dtype) not in _ALLOWED[name]:
             return False
-    for canon, alts in ALIASES.items():
+    for canon, alts in dialect.aliases.items():
         if canon in df.columns:
             lacking = df.get_column(canon).is_null()
             if any(alt in df.columns and (lacking & df.get_column(alt).is_not_null()).any() for alt in alts):
                 return False
     texts = [c for c in df.columns if renames.get(c, c) in ("prompt", "response")]
-    for whole in (CONVERSATION, CONTENTS):
-        if whole in df.columns and texts:
-            # A conversation in lines without prompt and response, beside lines with them: line by line.
-            alone = pl.col(whole).is_not_null() & ~pl.any_horizontal(pl.col(c).is_not_null() for c in texts)
-            if df.select(alone.any()).item():
-                return False
+    if CONVERSATION in df.columns and texts:
+        # A conversation in lines without prompt and response, beside lines with them: line by line.
+        alone = pl.col(CONVERSATION).is_not_null() & ~pl.any_horizontal(
+            pl.col(c).is_not_null() for c in texts
+        )
+        if df.select(alone.any()).item():
+            return False
     return True
 
 
@@ -99,31 +99,24 @@ def _leaves(name: str, expr: pl.Expr, dtype: pl.DataType) -> Iterator[tuple[str,
 
 
 def conform_frame(
-    df: pl.DataFrame, step: int | pl.Series | None = None
+    df: pl.DataFrame,
+    step: int | pl.Series | None = None,
+    dialect: Dialect = CONTRACT,
+    made: frozenset[str] = frozenset(),
 ) -> tuple[pl.DataFrame, pl.Series, list[str]]:
-    """Cast a conformant frame to canonical types. ``step``: the step of the rows that have none (from
-    their file's name, see :func:`step_from_name`), one for all or one per row.
+    """Cast a conformant frame (as its ``dialect``'s ``frame`` left it) to canonical types. ``step``: the
+    step of the rows that have none (from their file's path, see :func:`step_from_path`), one for all or
+    one per row. ``made``: the working columns the dialect made (``PROMPT_LEAD``, ``RESPONSE_OWN``), kept.
 
     Returns ``(frame, reasons, ignored_fields)``: ``reasons`` has one entry per row, null for a usable
     row and the reason for an unusable one (missing required field, a list that is not chat messages where
     a text is expected, non-integer step).
     """
-    renames = alias_renames(df.columns)
+    renames = dialect.renames(df.columns)
     if renames:
         df = df.rename(renames)
-    if "prompt" not in df.columns and "response" not in df.columns:
-        # A whole conversation (not a list: an ordinary extra), split row by row with apply_aliases's
-        # functions: the chat messages stay messages (rendered below), the contents become texts.
-        conversation = df.schema.get(CONVERSATION)
-        whole = [(CONVERSATION, split_messages, conversation)] if isinstance(conversation, pl.List) else []
-        if not whole and df.schema.get(CONTENTS) == pl.List(pl.String):
-            whole = [(CONTENTS, split_contents, pl.String)]
-        for key, split, dtype in whole:
-            halves = [split(v) for v in df.get_column(key).to_list()]
-            df = df.drop(key).with_columns(
-                pl.Series("prompt", [p for p, _ in halves], dtype=dtype),
-                pl.Series("response", [r for _, r in halves], dtype=dtype),
-            )
+    working = {c: df.get_column(c).cast(pl.String) for c in sorted(made) if c in df.columns}
+    df = df.drop(*made, strict=False)
     # Texts given as chat messages, one row at a time with the line-by-line path's function.
     not_text: dict[str, pl.Series] = {}
     lead = []  # the prompts' PROMPT_LEAD, added beside the extras (a field of that name is one of them)
@@ -136,6 +129,8 @@ def conform_frame(
             not_text[key] = given.is_not_null() & df.get_column(key).is_null()
             if key == "prompt":
                 lead = [pl.lit(pl.Series(PROMPT_LEAD, [messages_lead(v) for v in values], dtype=pl.String))]
+            elif key == "response":
+                working[RESPONSE_OWN] = pl.Series(RESPONSE_OWN, [messages_own(v) for v in values], pl.String)
     ignored = []
     cols = []
     extras = ((n, pl.col(n), t) for n, t in df.schema.items() if n not in CANONICAL)
@@ -196,6 +191,7 @@ def conform_frame(
         as_int.alias("step"),
         *cols,
         *lead,
+        *(pl.lit(v).alias(k) for k, v in working.items()),
         reason.alias("__reason"),
     )
     reasons = out.get_column("__reason")

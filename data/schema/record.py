@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from data.schema.chat import PROMPT_LEAD, messages_lead, messages_text
+from data.schema.chat import PROMPT_LEAD, RESPONSE_OWN, messages_lead, messages_own, messages_text
 from data.schema.contract import (
     _STR_OR_NULL,
     CANONICAL,
@@ -22,12 +22,19 @@ from data.schema.contract import (
     extra_name,
     not_text_reason,
 )
-from data.schema.dialects import apply_aliases, unwrap_batch_of_one
+from data.schema.dialects import CONTRACT, Dialect, Reading
 
 
-def validate_record(obj, step: int | None = None, notes: list[str] | None = None) -> tuple[dict, list[str]]:
+def validate_record(
+    obj,
+    step: int | None = None,
+    notes: list[str] | None = None,
+    dialect: Dialect = CONTRACT,
+    reading: Reading | None = None,
+) -> tuple[dict, list[str]]:
     """Check one parsed JSON line; return ``(record, ignored_fields)`` or raise :class:`BadLine`.
-    ``step``: the step of a line that has none (from its file's name, see :func:`step_from_name`).
+    ``step``: the step of a line that has none (from its file's path, see :func:`step_from_path`).
+    ``dialect``: its file's (see :mod:`data.schema.dialects`), which maps it onto the contract first.
 
     The record holds the known fields converted to their canonical Python types, the scalar extras
     (renamed with :func:`extra_name` where they collide with store columns; an object's fields as
@@ -37,10 +44,17 @@ def validate_record(obj, step: int | None = None, notes: list[str] | None = None
     """
     if not isinstance(obj, dict):
         raise BadLine(f"not a JSON object (got {_type_name(obj)})")
-    obj = apply_aliases(unwrap_batch_of_one(obj))
+    given = {k for k in (PROMPT_LEAD, RESPONSE_OWN) if k in obj}  # a file's own fields of those names
+    if dialect.line is not None:
+        obj = dialect.line(obj, reading or Reading())
+    obj = dialect.apply_aliases(obj)
     if step is not None and obj.get("step") is None:
         obj["step"] = step
     rec: dict = {}
+    # Set by a dialect that splits a flat text itself (see data.schema.chat).
+    for key in (PROMPT_LEAD, RESPONSE_OWN):
+        if key not in given and isinstance(obj.get(key), str):
+            rec[key] = obj.pop(key)
     for key in REQUIRED:
         if obj.get(key) is None:
             raise BadLine(f"missing required field '{key}'")
@@ -52,6 +66,8 @@ def validate_record(obj, step: int | None = None, notes: list[str] | None = None
                 raise BadLine(not_text_reason(key, _type_name(v)))
             if key == "prompt":
                 rec[PROMPT_LEAD] = messages_lead(v)
+            elif key == "response":
+                rec[RESPONSE_OWN] = messages_own(v)
             v = text
         rec[key] = v
     for key in ("reward", "ref_reward"):

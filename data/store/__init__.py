@@ -7,7 +7,16 @@ atomically; ``runs``: the runs under the rollout root; ``reader``: :class:`RunSt
 
 from data.store.layout import STORE_FORMAT, sample_id, store_dir_for
 from data.store.reader import RunStore, open_store
-from data.store.runs import RootScan, UnknownRun, discover_runs, run_file_stats, run_files, scan_root
+from data.store.runs import (
+    RootScan,
+    UnknownRun,
+    discover_runs,
+    folder_runs,
+    is_rollout_file,
+    run_file_stats,
+    run_files,
+    scan_root,
+)
 
 __all__ = [
     "STORE_FORMAT",
@@ -15,6 +24,8 @@ __all__ = [
     "RunStore",
     "UnknownRun",
     "discover_runs",
+    "folder_runs",
+    "is_rollout_file",
     "open_store",
     "run_file_stats",
     "run_files",

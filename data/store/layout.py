@@ -20,14 +20,15 @@ import pyarrow.parquet as pq
 from data.metrics.registry import stored_columns
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
-# format are rebuilt. 10: a file's fingerprint (files[...]["print"]) covers more than its first 64 KB;
+# format are rebuilt. 11: dialects (each file's in the manifest), nested folders, Parquet and compressed
+# files, validation files apart, the model's own text of multi-turn responses, template previews; 10: a file's fingerprint (files[...]["print"]) covers more than its first 64 KB;
 # 9: one rule for a line whichever path reads it (steps at the ends of 64 bits, an empty
 # key, a column named twice); 8: the tie rate in the steps file; 7: one win rate in the steps file (a NaN or
 # infinite reward is no comparison);
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 10
+STORE_FORMAT = 11
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token
@@ -82,11 +83,13 @@ def sample_id(rel: str, line: int) -> str:
     return f"{file_prefix(rel)}-{line}"
 
 
-def store_dir_for(cache_dir: Path, run_dir: Path, pad_tokens: tuple[str, ...]) -> Path:
-    """Cache folder of a run: its name plus a hash of its absolute path, the pad tokens and the format."""
+def store_dir_for(cache_dir: Path, run_dir: Path, pad_tokens: tuple[str, ...], split: str = "train") -> Path:
+    """Cache folder of a run: its name plus a hash of its absolute path, the pad tokens and the format
+    (and of its split, for a folder's validation files: a run of their own, see data.store.runs)."""
     run_dir = Path(run_dir).resolve()
-    key = f"{run_dir}\n{','.join(pad_tokens)}\n{STORE_FORMAT}"
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run_dir.name)[:60]
+    key = f"{run_dir}\n{','.join(pad_tokens)}\n{STORE_FORMAT}" + ("" if split == "train" else f"\n{split}")
+    name = run_dir.name if split == "train" else f"{run_dir.name}-{split}"
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:60]
     return Path(cache_dir) / f"{safe}-{_hash(key, 12)}"
 
 

@@ -1065,9 +1065,9 @@ def test_ingest046_a_failed_chunk_is_not_read_whole_twice(tmp_path, monkeypatch)
     calls = []
     real = ingest_blocks._fast_path
 
-    def spy(lines, line_nos, data=None, step=None):
+    def spy(lines, line_nos, data=None, step=None, *rest, **kw):
         calls.append(len(line_nos))
-        return real(lines, line_nos, data, step)
+        return real(lines, line_nos, data, step, *rest, **kw)
 
     for mod in (ingest_blocks, ingest_slow):  # the fast path is tried from both
         monkeypatch.setattr(mod, "_fast_path", spy)
@@ -1193,7 +1193,7 @@ def test_ingest051_small_files_built_together_give_the_same_store(tmp_path, monk
     calls, alone_files = [], []
     real = ingest_writer.parse_blocks
     monkeypatch.setattr(
-        ingest_writer, "parse_blocks", lambda blocks: calls.append(len(blocks)) or real(blocks)
+        ingest_writer, "parse_blocks", lambda blocks, *a: calls.append(len(blocks)) or real(blocks, *a)
     )
     real_part = ingest_writer._Writer._build
 
@@ -1474,58 +1474,3 @@ def test_ingest058_array_names_of_verl_openrlhf_and_trl(tmp_path, monkeypatch, p
     assert sc["a.jsonl"]["token_reward_sum"] == pytest.approx(1.0)
     assert (sc["c.jsonl"]["step"], sc["c.jsonl"]["reward"]) == (4, 2.0)
     assert store.sample(sample_id("c.jsonl", 1))["response"] == "a b"
-
-
-@pytest.mark.parametrize("path", ["fast", "slow"])
-def test_ingest059_nemo_rl_batch_of_one(tmp_path, monkeypatch, path):
-    """NeMo-RL's train_data_step{N}.jsonl: each line a batch of one (every value in a one-item list, beside
-    `idx`), `content` the contents of the messages (the last one the response), `rewards` the reward and
-    the step in the file's name. Read the same on both paths; a line that is not a batch of one (a value
-    outside a list) is read as it is, and a content of one message has no prompt."""
-    rows = [
-        {
-            "content": [["<|user|>What is 2+2?", "4"]],
-            "rewards": [1.0],
-            "generation_logprobs": [[0.0, 0.0, -0.5]],
-            "input_lengths": [3],
-            "idx": 0,
-        },
-        {
-            "content": [["system: be brief", "user: 3+3?", "6"]],
-            "rewards": [0.0],
-            "generation_logprobs": [[0.0, 0.0, -0.25]],
-            "input_lengths": [3],
-            "idx": 1,
-        },
-        {
-            "content": [["only"]],
-            "rewards": [0.5],
-            "generation_logprobs": [[0.0]],
-            "input_lengths": [1],
-            "idx": 2,
-        },
-    ]
-    if path == "fast":
-        _no_slow_path(monkeypatch)
-        rows.pop()
-    else:
-        rows.append({"content": ["q", "a"], "rewards": 2.0, "idx": 3})  # not a batch of one: as it is
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "train_data_step3.jsonl").write_bytes(b"".join(line(r) for r in rows))
-    res, store = ingest(run, tmp_path / "cache")
-    sc = store.scalars().sort("line")
-    assert sc.get_column("step").to_list() == [3] * sc.height
-    assert sc.get_column("reward").to_list()[:2] == [1.0, 0.0]
-    assert sc.get_column("idx").to_list()[:2] == [0, 1]
-    assert sc.get_column("input_lengths").to_list()[:2] == [3, 3]
-    first, second = (store.sample(sample_id("train_data_step3.jsonl", i)) for i in (1, 2))
-    assert (first["prompt"], first["response"]) == ("<|user|>What is 2+2?", "4")
-    assert (second["prompt"], second["response"]) == ("system: be brief\n\nuser: 3+3?", "6")
-    assert first["generation_logprobs"] == [0.0, 0.0, -0.5]
-    if path == "slow":
-        assert issues_by_line(store) == {3: ("error", "missing required field 'prompt'")}
-        assert (sc.get_column("line").to_list(), sc.get_column("reward").to_list()[2]) == ([1, 2, 4], 2.0)
-        assert store.sample(sample_id("train_data_step3.jsonl", 4))["response"] == "a"
-    else:
-        assert res.bad_lines == 0 and sc.height == 2

@@ -1,0 +1,110 @@
+"""How a run is read, beyond what its files say: the run folder's optional ``rlboard.toml`` (its dialect,
+its reward functions' weights), the settings, and the trainer's own log of its reward functions' names
+(TRL's log history). Read at every ingest; a change makes the store read the run again."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from data import schema
+
+RUN_FILE = "rlboard.toml"
+# Where TRL's Trainer keeps its log history: trainer_state.json in each checkpoint, or log_history.json
+# saved beside the completions by hand.
+TRL_LOGS = ("log_history.json", "trainer_state.json")
+TRL_REWARD_KEY = "rewards/"  # rewards/{function}/mean
+
+
+@dataclass
+class RunOptions:
+    """A run's reading options: ``dialect`` named by its rlboard.toml (wins), ``default`` by the setting
+    (where the guess is not sure), ``reading`` (weights and names of reward functions) and ``problems``
+    (an rlboard.toml that could not be used, said on the runs page)."""
+
+    dialect: str | None = None
+    default: str | None = None
+    reading: schema.Reading = field(default_factory=schema.Reading)
+    problems: list[str] = field(default_factory=list)
+
+    def key(self) -> list:
+        """What the store depends on: a store read with other options is read again."""
+        return [self.dialect, self.default, *self.reading.key()]
+
+
+def _weights(value, where: str, problems: list[str]) -> dict[str, float] | None:
+    if not isinstance(value, dict):
+        problems.append(f"{where}: reward_weights is not a table of name = weight")
+        return None
+    out = {}
+    for name, w in value.items():
+        if isinstance(w, int | float) and not isinstance(w, bool):
+            out[str(name)] = float(w)
+        else:
+            problems.append(f"{where}: the weight of {name!r} is not a number")
+    return out or None
+
+
+def _trl_reward_names(run_dir: Path) -> tuple[tuple[str, ...], str] | None:
+    """The reward functions TRL logged (``rewards/{name}/mean`` in its log history), from the newest of
+    the run's log files (the folder and its checkpoints, two levels deep)."""
+    found = []
+    for pattern in TRL_LOGS:
+        for depth in ("", "*/"):
+            found.extend(run_dir.glob(depth + pattern))
+    for path in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            data = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        history = data.get("log_history") if isinstance(data, dict) else data
+        names: dict[str, None] = {}
+        for entry in history if isinstance(history, list) else ():
+            for key in entry if isinstance(entry, dict) else ():
+                if key.startswith(TRL_REWARD_KEY) and key.endswith("/mean"):
+                    names[key[len(TRL_REWARD_KEY) : -len("/mean")]] = None
+        if names:
+            return tuple(names), f"TRL's log history ({path.relative_to(run_dir).as_posix()})"
+    return None
+
+
+def load_options(
+    run_dir: Path, dialect: str | None = None, reward_weights: tuple[tuple[str, float], ...] | None = None
+) -> RunOptions:
+    """The reading options of ``run_dir``: its ``rlboard.toml``, else the settings (``dialect``,
+    ``reward_weights``); never raises for a file it cannot use (the problem is kept)."""
+    opts = RunOptions(default=dialect if dialect in schema.dialects_by_name() else None)
+    if dialect and opts.default is None:
+        opts.problems.append(f"setting RLBOARD_DIALECT={dialect!r} names no dialect")
+    weights, weights_from = (
+        (dict(reward_weights), "the setting RLBOARD_REWARD_WEIGHTS") if reward_weights else (None, "")
+    )
+    path = Path(run_dir) / RUN_FILE
+    try:
+        text = path.read_bytes()
+    except OSError:
+        text = None
+    if text is not None:
+        try:
+            conf = tomllib.loads(text.decode("utf-8", errors="replace"))
+        except tomllib.TOMLDecodeError as e:
+            conf = {}
+            opts.problems.append(f"{RUN_FILE}: not TOML ({e})")
+        named = conf.get("dialect")
+        if isinstance(named, str) and named in schema.dialects_by_name():
+            opts.dialect = named
+        elif named is not None:
+            names = ", ".join(schema.dialects_by_name())
+            opts.problems.append(f"{RUN_FILE}: dialect {named!r} is not one of {names}")
+        if "reward_weights" in conf:
+            given = _weights(conf["reward_weights"], RUN_FILE, opts.problems)
+            if given:
+                weights, weights_from = given, RUN_FILE
+    opts.reading = schema.Reading(reward_weights=weights, weights_from=weights_from)
+    trl = _trl_reward_names(Path(run_dir))
+    if trl is not None:
+        opts.reading.reward_parts, opts.reading.parts_from = trl
+    return opts

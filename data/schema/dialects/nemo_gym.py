@@ -1,0 +1,110 @@
+"""NeMo Gym: collected rollouts (``ng_collect_rollouts``; a resource server's example_rollouts.jsonl), one a
+line: ``responses_create_params`` (the request; ``input`` the chat messages, ``instructions`` a system
+text), ``response`` (an OpenAI Responses API object whose ``output[]`` items are ``reasoning``, ``message``,
+``function_call`` and ``function_call_output``), ``reward`` and the verifier's own fields. No step: they
+are collected rollouts, not a training log."""
+
+from __future__ import annotations
+
+from data.schema.chat import call_text
+from data.schema.dialects import Dialect, merge_aliases
+from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
+
+REQUEST, RESPONSE = "responses_create_params", "response"
+
+
+def _text(content) -> str:
+    """An item's content (a string, or parts such as ``{"type": "output_text", "text": …}``) as text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return ""
+
+
+def output_messages(items) -> list[dict] | None:
+    """A Responses API ``output`` as chat messages: the model's reasoning (its summary or text), messages
+    and function calls as its turns, each function call's output as the tool's."""
+    if not isinstance(items, list):
+        return None
+    out = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "reasoning":
+            text = _text(item.get("content")) or _text(item.get("summary"))
+            if text:
+                out.append({"role": "assistant", "content": f"[reasoning]\n{text}"})
+        elif kind == "message" or (kind is None and "role" in item):
+            out.append({"role": item.get("role") or "assistant", "content": _text(item.get("content"))})
+        elif kind == "function_call":
+            out.append({"role": "assistant", "content": call_text(item.get("name"), item.get("arguments"))})
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "content": _text(item.get("output"))})
+    return out
+
+
+def input_messages(request) -> list[dict] | None:
+    """The request's chat messages (``input``; a string is one user message), after its ``instructions``."""
+    if not isinstance(request, dict):
+        return None
+    given = request.get("input")
+    if isinstance(given, str):
+        given = [{"role": "user", "content": given}]
+    if not isinstance(given, list):
+        return None
+    msgs = [
+        {"role": m.get("role") or "user", "content": _text(m.get("content"))}
+        for m in given
+        if isinstance(m, dict)
+    ]
+    if isinstance(request.get("instructions"), str) and request["instructions"]:
+        msgs.insert(0, {"role": "system", "content": request["instructions"]})
+    return msgs or None
+
+
+def line(obj: dict, reading=None) -> dict:
+    request, response = obj.get(REQUEST), obj.get(RESPONSE)
+    prompt = input_messages(request)
+    answer = output_messages(response.get("output")) if isinstance(response, dict) else None
+    if prompt is None or answer is None:
+        return obj
+    del obj[REQUEST]
+    obj["prompt"], obj["response"] = prompt, answer
+    # Of the response object, the model and its token counts; the rest is the API's bookkeeping.
+    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+    details = (
+        usage.get("output_tokens_details") if isinstance(usage.get("output_tokens_details"), dict) else {}
+    )
+    for key, value in (
+        ("model", response.get("model")),
+        ("output_tokens", usage.get("output_tokens")),
+        ("reasoning_tokens", details.get("reasoning_tokens")),
+        ("status", response.get("status")),
+    ):
+        if value is not None and key not in obj:
+            obj[key] = value
+    return obj
+
+
+def recognise(rel: str, fields: frozenset[str]) -> int:
+    return 30 if {REQUEST, RESPONSE} <= fields else 0
+
+
+DIALECT = Dialect(
+    name="nemo_gym",
+    title="NeMo Gym rollouts",
+    description="responses_create_params.input (chat), response.output[] (Responses API items), reward; no step",
+    recognise=recognise,
+    aliases=merge_aliases(CONTRACT_ALIASES),
+    mapping=(
+        "responses_create_params.input (after instructions) → prompt",
+        "response.output[] → response: reasoning, messages and function calls as the model's turns, "
+        "function_call_output as the tool's",
+        "response.model, usage.output_tokens, reasoning_tokens, status → columns",
+        "no step: step 0",
+    ),
+    line=line,
+    stepless=True,
+)
