@@ -289,10 +289,26 @@ class Board:
         fail: a page showing what was committed before says so beside it."""
         status = self.status(run) if run else None
         if status is None or status.error is None:
-            return []
+            return self.unusable_notices(run)
         return [
             f"Reading run {run} failed ({status.failures} time{'s' if status.failures != 1 else ''} in a "
             f"row): {status.error}. Tried again in {self.retry_in(run):.0f} s."
+        ]
+
+    def unusable_notices(self, run: str | None) -> list[str]:
+        """``[that the run has no usable line, and where to see why]`` for a run whose committed store
+        holds bad lines and no response (a format the board does not read), else ``[]``."""
+        try:
+            store = open_store(self.store_dir(run)) if run else None
+        except UnknownRun:
+            return []
+        parts = store.manifest.data["parts"].values() if store is not None else ()
+        errors = sum(p.get("errors", 0) for p in parts)
+        if store is None or not errors or any(p["rows"] for p in parts):
+            return []
+        return [
+            f"Run {run} has no usable line: all {errors:,} lines read were unusable. The Runs page (/) lists "
+            "each with its reason, and which trainer's format the files were read as."
         ]
 
     def store(self, run: str, wait: float = 30.0) -> RunStore | None:

@@ -359,7 +359,7 @@ def _sync(search, step, *args):
             grid_state,
             _changed(view.to_query(), view_data),
             _changed(view.filter_key(), filter_data),
-            notices(msgs) if trigger == URL else no_update,
+            notices([*msgs, *board().failure_notices(url_view.run)]) if trigger == URL else no_update,
         )
     if trigger == CLEAR:
         view = ResponsesView(run=url_view.run, step=url_view.step, sort=url_view.sort, order=url_view.order)

@@ -379,7 +379,7 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
     steps = curves.step_list(store) if store is not None else []
     current = _effective_step(view, steps)
     if trigger is None or trigger == URL:
-        new_view, url_out, notes = view, no_update, notices(msgs).children
+        new_view, url_out, notes = view, no_update, notices(msgs + board().failure_notices(view.run)).children
     else:
         new_step = current
         if trigger in (PREV, NEXT) and current in steps:

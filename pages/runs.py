@@ -14,6 +14,7 @@ from components.layout import access_problem, fmt_num, no_runs_state, progress
 from data.access import AGAIN, Unreadable
 from data.service import board
 from data.store import run_file_stats
+from data.store.reading import understood
 from data.views import paths
 from data.views.codec import encode
 
@@ -156,6 +157,25 @@ def _fields_block(store, name: str) -> html.Div | None:
     return html.Div(lines, className="small mb-2") if lines else None
 
 
+def _reading_block(store, name: str) -> html.Details:
+    """What the board understood of the run's files (computed in data.store.reading): the dialect it read
+    them as, shown; how their fields were mapped, what else it noted and what it did not read, on a click."""
+    u = understood(store)
+    read_as = "; ".join(f"{title}: {text}" for title, text in u.read_as) or "–"
+    items = [html.Li(m) for m in u.mapping] + [html.Li(n) for n in u.notes]
+    items += [html.Li(f"Not read: {t}", className="text-danger") for t in u.not_read]
+    return html.Details(
+        [
+            html.Summary(
+                [html.Span("read as ", className="text-muted"), html.Span(read_as, id=f"runs-read-as-{name}")]
+            ),
+            html.Ul(items, className="small mt-1 mb-1", id=f"runs-reading-{name}"),
+        ],
+        className="small mb-2",
+        open=bool(u.not_read),
+    )
+
+
 def _problem_box(problem, id_: str):
     """An AccessProblem or Unreadable of data.access as the alert that says what to do."""
     items = getattr(problem, "lines", None)  # an Unreadable: a part of the root, beside runs that load
@@ -224,6 +244,7 @@ def runs_overview() -> html.Div:
                     className="d-flex flex-wrap mb-2",
                 )
             )
+            body.append(_reading_block(store, name))
             fields = _fields_block(store, name)
             if fields is not None:
                 body.append(fields)

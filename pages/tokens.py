@@ -206,7 +206,12 @@ def _body(state: TokensState, notes: list[str]) -> list:
         status = b.status(run)
         return [hidden, progress(status.fraction, b.reading_text(run), failed=status.error is not None)]
     if problem == "empty":
-        return [hidden, empty_state("No responses in this run yet", run)]
+        unusable = b.failure_notices(run)
+        return [
+            hidden,
+            notices([*notes, *unusable], NOTICES),
+            empty_state("No responses in this run yet", run),
+        ]
     if problem == "unknown-sample":
         return [
             hidden,

@@ -34,6 +34,7 @@ from data.store.layout import (
     PACK_ROWS,
     ROW_GROUP_SIZE,
     SCALAR_CORE,
+    SCALAR_DTYPES,
     file_prefix,
     pack_name,
     part_name,
@@ -482,10 +483,8 @@ class _Writer:
         steps_name = f"steps-g{gen:06d}.parquet"
         below = None if complete else self._watermark()
         shown = self.scalars if below is None else self.scalars.filter(pl.col("step") < below)
-        if shown.height:
-            steps = step_summary(shown.lazy()).collect()
-        else:
-            steps = pl.DataFrame(schema={"step": pl.Int64, "n": pl.UInt32})
+        # No response shown (a run of only bad lines, or none read yet): the summary of none, every column.
+        steps = step_summary((shown if shown.height else pl.DataFrame(schema=SCALAR_DTYPES)).lazy()).collect()
         buf = io.BytesIO()
         steps.write_parquet(buf)
         write_atomic(self.dir / steps_name, buf.getvalue())

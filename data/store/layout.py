@@ -34,6 +34,17 @@ ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token
 # arrays) stays in parts/.
 SCALAR_CORE = stored_columns()
+# The types of the scalar columns, for a store with no usable response (a run of only bad lines): pages and
+# exports read an empty table with every column rather than fail on a missing one. A test compares them
+# with what ingest derives.
+SCALAR_DTYPES: dict[str, pl.DataType] = {
+    **dict.fromkeys(("sample_id", "source", "prompt_key", "prompt_preview", "response_preview"), pl.String()),
+    **dict.fromkeys(
+        ("line", "part", "row", "step", "response_length", "response_chars", "n_kl_tokens"), pl.Int64()
+    ),
+    "has_tokens": pl.Boolean(),
+}
+SCALAR_DTYPES = {c: SCALAR_DTYPES.get(c, pl.Float64()) for c in SCALAR_CORE}
 PREVIEW_CHARS = 160
 # String columns of a part whose values repeat (the same prompt for many responses, token strings from one
 # vocabulary): dictionary-encoded, which makes the token strings 3x smaller and faster to write. Other

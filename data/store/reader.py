@@ -13,7 +13,7 @@ import orjson
 import polars as pl
 import pyarrow.parquet as pq
 
-from data.store.layout import ISSUE_SCHEMA, ROW_GROUP_SIZE, part_name
+from data.store.layout import ISSUE_SCHEMA, ROW_GROUP_SIZE, SCALAR_DTYPES, part_name
 from data.store.manifest import MANIFEST, Manifest, has_issues, packed_parts
 
 _SCALARS_CACHE: OrderedDict[str, tuple[tuple[int, ...], pl.DataFrame]] = OrderedDict()
@@ -102,7 +102,7 @@ class RunStore:
         df = (
             pl.concat(frames, how="diagonal_relaxed").rechunk()
             if frames
-            else pl.DataFrame(schema={"sample_id": pl.String, "step": pl.Int64, "reward": pl.Float64})
+            else pl.DataFrame(schema=SCALAR_DTYPES)  # no usable response: every column, no row
         )
         with _SCALARS_LOCK:
             _SCALARS_CACHE[key] = (ids, df)

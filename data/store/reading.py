@@ -1,0 +1,82 @@
+"""What the board understood of a run's files, from its store's manifest: the dialect each file was read
+as (and how sure that was), how the dialect's fields map onto the contract, where the steps came from,
+how the reward was formed, and what was not read and why. The runs page shows it as it is."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from data.schema.dialects import by_name
+from data.store.reader import RunStore
+
+RUN_FILE = "rlboard.toml"
+
+
+@dataclass(frozen=True)
+class Understood:
+    """Sentences about one run, each a ``(label, text)`` pair: ``read_as`` (one per dialect found),
+    ``mapping`` (the fields of each), ``notes`` (steps, reward, guesses) and ``not_read``."""
+
+    read_as: list[tuple[str, str]]
+    mapping: list[str]
+    notes: list[str]
+    not_read: list[str]
+
+
+def _files(n: int) -> str:
+    return f"{n:,} file{'s' if n != 1 else ''}"
+
+
+def understood(store: RunStore) -> Understood:
+    """What the board made of ``store``'s run (see :class:`Understood`)."""
+    data = store.manifest.data
+    files = data.get("files", {})
+    by_dialect = Counter(e.get("dialect") or "contract" for e in files.values())
+    read_as, mapping, notes, not_read = [], [], [], []
+    for name, n in by_dialect.most_common():
+        d = by_name(name)
+        read_as.append((d.title, f"{d.description} ({_files(n)})"))
+        mapping.extend(d.mapping)
+    guessed = [(rel, e) for rel, e in files.items() if e.get("matched") == "guessed"]
+    if guessed:
+        rel, e = guessed[0]
+        also = ", ".join(by_name(o).title for o in e.get("also", ()))
+        why = f"it also fits {also}" if also else "no dialect recognised its fields"
+        notes.append(
+            f"{_files(len(guessed))} read as {by_name(e.get('dialect')).title} by a guess ({rel}: {why}); "
+            f'name the dialect in {RUN_FILE} in the run folder (dialect = "…") if that is wrong.'
+        )
+    named = sum(e.get("matched") == "named" for e in files.values())
+    if named:
+        notes.append(f"{_files(named)} read as {RUN_FILE} or the setting RLBOARD_DIALECT names.")
+    stepless = [rel for rel, e in files.items() if e.get("step_from") == "none"]
+    if stepless:
+        notes.append(
+            f"No step in {_files(len(stepless))} (an evaluation dump, e.g. {stepless[0]}): read as step 0."
+        )
+    from_path = [(rel, e["step"]) for rel, e in files.items() if e.get("step_from") == "path"]
+    if from_path:
+        rel, step = from_path[0]
+        notes.append(f"Lines without a step take their file's or folder's step (e.g. {rel}: step {step}).")
+    formed = data.get("reward_formed")
+    if formed:
+        notes.append(
+            f"reward = {formed['reward']} (reward functions from {formed['parts_from']}; weights: "
+            f"{formed['weights_from']}). Set them in {RUN_FILE}: [reward_weights] name = weight."
+        )
+    if data.get("split") == "validation":
+        notes.append("Validation or evaluation files of the run folder, kept apart from its training steps.")
+    notes.extend(data.get("problems", []))
+    ignored = data.get("ignored_fields", [])
+    if ignored:
+        shown = ", ".join(ignored[:20]) + (f" and {len(ignored) - 20} more" if len(ignored) > 20 else "")
+        not_read.append(f"fields {shown}: not a number, a text or a list of numbers")
+    errors = sum(p.get("errors", 0) for p in data.get("parts", {}).values())
+    rows = sum(p.get("rows", 0) for p in data.get("parts", {}).values())
+    if errors and not rows:
+        not_read.append(
+            f"every line ({errors:,}): no line had what the {' / '.join(t for t, _ in read_as)} format needs "
+            "(see the unusable lines below)"
+        )
+    return Understood(read_as, mapping, notes, not_read)
