@@ -19,6 +19,8 @@ from data.metrics.registry import range_columns
 # Ranges a user can filter on: URL prefix -> column (see data.metrics.registry). Every range is
 # half-open: min <= x < max.
 RANGE_COLUMNS = range_columns()
+# Range metrics computed when read (see data.metrics.registry): their expression over the scalars.
+COMPUTED = {"length": pl.coalesce("response_length", "response_chars")}
 
 
 class QueryError(ValueError):
@@ -66,13 +68,14 @@ class ResponseFilter:
         if self.step is not None:
             cond &= pl.col("step") == self.step
         for col, lo, hi in self.ranges():
+            value = COMPUTED.get(col, pl.col(col))
             if lo is not None or hi is not None:
                 # NaN and infinities are in no histogram bar, so no range holds them.
-                cond &= pl.col(col).is_finite()
+                cond &= value.is_finite()
             if lo is not None:
-                cond &= pl.col(col) >= lo
+                cond &= value >= lo
             if hi is not None:
-                cond &= pl.col(col) < hi
+                cond &= value < hi
         if self.loses_only:
             cond &= pl.col("reward") < pl.col("ref_reward")
         return cond

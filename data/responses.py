@@ -21,6 +21,7 @@ from data import bounded
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
 from data.live import LIVE_KEY
+from data.metrics.registry import LENGTH_TOKENS, length_column
 from data.metrics.response import strip_pad_text
 from data.queries import QueryError, ResponseFilter, SearchStopped, check_regex, search, sort_rows
 from data.store import RunStore
@@ -105,6 +106,8 @@ class ResponsesView:
         step = _parse_step(query, steps, notices)
         raw_sort = first(query, "sort")
         sort = SORT_ALIASES.get(raw_sort, raw_sort) if raw_sort else DEFAULT_SORT
+        if sort == LENGTH_TOKENS and sortable is not None:
+            sort = length_column(sortable)  # a run without token arrays: its length in characters
         if sortable is not None:
             choices = list(sortable)
             if sort not in choices:

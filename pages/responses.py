@@ -23,6 +23,7 @@ from components.tables import (
     text_panel,
 )
 from data.metrics import METRICS, label
+from data.metrics.registry import length_column
 from data.queries import QueryError, SearchStopped
 from data.responses import (
     ALL_STEPS,
@@ -155,7 +156,8 @@ def _filter_bar(store, view: ResponsesView, steps: list[int]) -> dbc.Card:
         className="me-3",
     )
     present = set(table_columns(store)[0])
-    ranges = [_range_input(key, view, RANGE_METRIC[key] in present) for key in RANGE_KEYS]
+    metric = {**RANGE_METRIC, "len": length_column(present)}  # characters where the run has no tokens
+    ranges = [_range_input(key, view, metric[key] in present, label(metric[key])) for key in RANGE_KEYS]
     search = html.Div(
         [
             html.Div("search prompt and response (regular expression)", className="small text-muted"),
@@ -195,9 +197,9 @@ def _filter_bar(store, view: ResponsesView, steps: list[int]) -> dbc.Card:
     )
 
 
-def _range_input(key: str, view: ResponsesView, available: bool) -> html.Div:
-    """min <= x < max inputs of one metric; disabled when the run has no value of it (e.g. no tokens)."""
-    text = label(RANGE_METRIC[key])
+def _range_input(key: str, view: ResponsesView, available: bool, text: str) -> html.Div:
+    """min <= x < max inputs of one metric (``text``: its label); disabled when the run has no value of it
+    (e.g. no reference reward)."""
     lo, hi = getattr(view, f"{key}_min"), getattr(view, f"{key}_max")
     common = {
         "type": "number",

@@ -125,7 +125,6 @@ COLUMNS: dict[str, Metric] = {
             fmt="int",
             stored=True,
             exported=6,
-            range_key="len",
         ),
         Metric(
             "response_chars",
@@ -134,6 +133,14 @@ COLUMNS: dict[str, Metric] = {
             unit="characters",
             fmt="int",
             stored=True,
+        ),
+        Metric(
+            "length",
+            "response length (tokens, or characters where a response has no token arrays)",
+            "response_length where the response has token arrays, else response_chars (evaluation dumps and most "
+            "trainers' files have none): what the length filter (len_min / len_max) compares; computed when read",
+            fmt="int",
+            range_key="len",
         ),
         Metric(
             "n_kl_tokens",
@@ -275,6 +282,16 @@ def range_columns() -> dict[str, str]:
 def response_columns() -> frozenset[str]:
     """Every column of a response the store derives or keeps (a file's field of the same name is renamed)."""
     return frozenset(k for k, m in COLUMNS.items() if m.level in ("response", ROW))
+
+
+# The length a run is filtered, sorted and drawn by: in tokens, or in characters where it has no token arrays.
+LENGTH_TOKENS, LENGTH_CHARS = "response_length", "response_chars"
+
+
+def length_column(present) -> str:
+    """The length column of a run whose columns with a value are ``present``: tokens when it has them,
+    else characters (each labelled as such by :func:`label`)."""
+    return LENGTH_TOKENS if LENGTH_TOKENS in present or LENGTH_CHARS not in present else LENGTH_CHARS
 
 
 def label(key: str) -> str:

@@ -388,3 +388,26 @@ def test_dialects008_whole_files_read_again_when_they_change(fixtures_dir, tmp_p
     res, store = _ingest(run, tmp_path / "cache")
     assert (res.samples, res.new_rows) == (15, 15)
     assert dict(store.steps().select("step", "n").iter_rows()) == {1: 10, 9: 5}
+
+
+def test_dialects009_length_in_characters_without_tokens(fixtures_dir, tmp_path):
+    """A run without token arrays (veRL's dump) is filtered by its length in characters (len_min /
+    len_max) and sorted by it (sort=len), labelled as characters; a run with tokens keeps tokens."""
+    from data.export import select_rows
+    from data.metrics import label
+    from data.metrics.registry import length_column
+    from data.queries import ResponseFilter
+    from data.responses import ResponsesView
+
+    _, store = _ingest(fixtures_dir / "real-verl-gsm8k-tools", tmp_path)
+    sc = store.scalars()
+    present = {c for c in sc.columns if sc.get_column(c).null_count() < sc.height}
+    assert length_column(present) == "response_chars"
+    assert label(length_column(present)) == "response length (characters, pads excluded)"
+    want = sc.filter((pl.col("response_chars") >= 300) & (pl.col("response_chars") < 600)).height
+    got = select_rows(store, ResponseFilter(len_min=300, len_max=600)).collect()
+    assert 0 < got.height == want < sc.height
+    view, notes = ResponsesView.from_query({"sort": "len"}, [2], sortable=["reward", "response_chars"])
+    assert (view.sort, notes) == ("response_chars", [])
+    view, _ = ResponsesView.from_query({"sort": "len"}, [2], sortable=["reward", "response_length", "response_chars"])
+    assert view.sort == "response_length"
