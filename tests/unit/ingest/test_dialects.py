@@ -409,5 +409,7 @@ def test_dialects009_length_in_characters_without_tokens(fixtures_dir, tmp_path)
     assert 0 < got.height == want < sc.height
     view, notes = ResponsesView.from_query({"sort": "len"}, [2], sortable=["reward", "response_chars"])
     assert (view.sort, notes) == ("response_chars", [])
-    view, _ = ResponsesView.from_query({"sort": "len"}, [2], sortable=["reward", "response_length", "response_chars"])
+    view, _ = ResponsesView.from_query(
+        {"sort": "len"}, [2], sortable=["reward", "response_length", "response_chars"]
+    )
     assert view.sort == "response_length"
