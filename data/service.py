@@ -26,6 +26,7 @@ from data.store import (
     scan_root,
     store_dir_for,
 )
+from data.store.reading import page_notices
 
 __all__ = ["Board", "IngestStatus", "UnknownRun", "board", "configure"]
 
@@ -297,15 +298,18 @@ class Board:
 
     def unusable_notices(self, run: str | None) -> list[str]:
         """``[that the run has no usable line, and where to see why]`` for a run whose committed store
-        holds bad lines and no response (a format the board does not read), else ``[]``."""
+        holds bad lines and no response (a format the board does not read); else what it says about how
+        the run was read (see :func:`data.store.reading.page_notices`)."""
         try:
             store = open_store(self.store_dir(run)) if run else None
         except UnknownRun:
             return []
         parts = store.manifest.data["parts"].values() if store is not None else ()
         errors = sum(p.get("errors", 0) for p in parts)
-        if store is None or not errors or any(p["rows"] for p in parts):
+        if store is None:
             return []
+        if not errors or any(p["rows"] for p in parts):
+            return page_notices(store)
         return [
             f"Run {run} has no usable line: all {errors:,} lines read were unusable. The Runs page (/) lists "
             "each with its reason, and which trainer's format the files were read as."

@@ -80,3 +80,24 @@ def understood(store: RunStore) -> Understood:
             "(see the unusable lines below)"
         )
     return Understood(read_as, mapping, notes, not_read)
+
+
+def page_notices(store: RunStore) -> list[str]:
+    """What every page of the run says about how it was read, where a reader could be misled: steps that
+    are no steps (an evaluation dump read as step 0) and a reward summed with weights nobody gave."""
+    data = store.manifest.data
+    out = []
+    stepless = [rel for rel, e in data.get("files", {}).items() if e.get("step_from") == "none"]
+    if stepless:
+        out.append(
+            f"No step in {stepless[0]}{' and the other files' if len(stepless) > 1 else ''} (an evaluation "
+            "dump): its responses are shown as step 0."
+        )
+    formed = data.get("reward_formed")
+    if formed and "equal weights" in formed.get("weights_from", ""):
+        out.append(
+            f"reward = {formed['reward']}: no weights were given for the reward functions, so equal weights "
+            f"are assumed; name them in {RUN_FILE} in the run folder ([reward_weights] name = weight) or "
+            "RLBOARD_REWARD_WEIGHTS."
+        )
+    return out

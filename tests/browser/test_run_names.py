@@ -7,11 +7,24 @@ import json
 import time
 from urllib.parse import parse_qs, urlsplit
 
+from selenium.common.exceptions import ElementClickInterceptedException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 # "y" beside "x&run=y": an unencoded link would open /reward?run=x&run=y.
 NAMES = ("c#d", "e+f 50%", "x&run=y", "%2e%2e", "space at end ", "y")
 LINKS = (("name", "/reward"), ("responses", "/responses"), ("prompts", "/prompts"))
+
+
+def _click(dash_duo, xpath: str) -> bool:
+    """Click the link at ``xpath`` mid-viewport; False when the page moved it meanwhile (the runs page is
+    redrawn while a run is read, and the cards are taller than the window: one may lie below it)."""
+    try:
+        a = dash_duo.driver.find_element(By.XPATH, xpath)
+        dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", a)
+        a.click()
+    except (ElementClickInterceptedException, StaleElementReferenceException):
+        return False
+    return True
 
 
 def _until(cond, timeout=15.0):
@@ -40,8 +53,7 @@ def test_runnames001_runs_page_links_open_each_run(dash_duo, dash_app, board_roo
             card = f"//div[contains(@class, 'card-body')][.//h5/a[normalize-space(.)='{shown}']]"
             text = shown if link == "name" else link
             _until(lambda c=card: dash_duo.driver.find_elements(By.XPATH, c))
-            a = dash_duo.driver.find_element(By.XPATH, f"{card}//a[normalize-space(.)='{text}']")
-            a.click()
+            _until(lambda c=card, t=text: _click(dash_duo, f"{c}//a[normalize-space(.)='{t}']"))
             _until(lambda p=path: urlsplit(dash_duo.driver.current_url).path == p)
             query = parse_qs(urlsplit(dash_duo.driver.current_url).query, keep_blank_values=True)
             assert query == {"run": [name]}, (name, link, dash_duo.driver.current_url)

@@ -47,7 +47,7 @@ def test_runs002_bad_lines_are_listed(dash_duo, dash_app, board_root, tmp_path):
     dash_duo.start_server(dash_app)
     dash_duo.wait_for_text_to_equal("#runs-bad-lines-broken-run", "2", timeout=20)
     assert not dash_duo.driver.find_elements(By.CSS_SELECTOR, "#runs-not-broken-run")
-    dash_duo.find_element("details summary").click()
+    dash_duo.find_element("details summary.text-danger").click()  # the unusable lines (not "read as")
     table = dash_duo.find_element("details table").text
     assert "rank0.jsonl 2" in table and "invalid JSON" in table
     assert "field 'reward' is not a number (got str)" in table

@@ -413,3 +413,21 @@ def test_dialects009_length_in_characters_without_tokens(fixtures_dir, tmp_path)
         {"sort": "len"}, [2], sortable=["reward", "response_length", "response_chars"]
     )
     assert view.sort == "response_length"
+
+
+def test_dialects010_pages_say_step_zero_and_assumed_weights(fixtures_dir, tmp_path):
+    """Every page of an evaluation dump says its responses are shown as step 0; of a TRL run without
+    weights, that equal weights are assumed and where to name them; a run in the contract says nothing."""
+    from data.store.reading import page_notices
+
+    _, store = _ingest(fixtures_dir / "real-nemo-gym-math", tmp_path / "a")
+    assert page_notices(store) == [
+        "No step in example_rollouts.jsonl (an evaluation dump): its responses are shown as step 0."
+    ]
+    _, store = _ingest(fixtures_dir / "trl-grpo-completions", tmp_path / "b")
+    (notice,) = page_notices(store)
+    assert notice.startswith("reward = 1 × sentiment + 1 × concise_format: no weights were given")
+    _, store = _ingest(fixtures_dir / "trl-grpo-completions", tmp_path / "c", reward_weights=TRL_WEIGHTS)
+    assert page_notices(store) == []
+    _, store = _ingest(fixtures_dir / "trl-grpo-small", tmp_path / "d")
+    assert page_notices(store) == []
