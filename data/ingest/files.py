@@ -225,6 +225,25 @@ def ingest_file(
     files[rel] = entry
 
 
+def _unreadable_whole(writer: _Writer, rel: str, entry: dict, st: os.stat_result, path: Path, error) -> None:
+    """A whole file that cannot be read to its end (a Parquet or compressed file still being written, or
+    damaged): what was read of it is kept, and it is listed as pending until it changes."""
+    writer.m.data["pending"][rel] = {
+        "line": entry["lines"] + 1,
+        "reason": "file cut short or damaged: read again when it changes",
+        "detail": f"{type(error).__name__}: {error}"[:200],
+    }
+    entry.update(
+        offset=st.st_size,
+        size=st.st_size,
+        mtime=st.st_mtime_ns,
+        dev=st.st_dev,
+        ino=st.st_ino,
+        print=_fingerprint(path, st.st_size),
+    )
+    writer.m.data["files"][rel] = entry
+
+
 def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -> Iterator[int]:
     """A Parquet file (its rows, read with their types) or a compressed JSON-lines file (decompressed a
     block at a time), read whole: again from its start whenever its size, time or fingerprint changed
@@ -242,6 +261,7 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
         if same and prev.get("print") == _fingerprint(path, st.st_size):
             return
         writer.drop_file(rel)
+    writer.m.data["pending"].pop(rel, None)
     entry = {"offset": 0, "lines": 0, "parts": [], "tail_open": False, "whole": True}
     match_file(writer, path, rel, entry)
     d = schema.by_name(entry["dialect"])
@@ -250,7 +270,11 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
 
         from data.ingest.fast import conform_chunk, parse_rows
 
-        df = pl.read_parquet(path)
+        try:
+            df = pl.read_parquet(path)
+        except Exception as e:  # noqa: BLE001 - a file still being written, or damaged: said, read again once changed
+            _unreadable_whole(writer, rel, entry, st, path, e)
+            return
         lines = range(1, df.height + 1)
         result = None if d.frame is None else conform_chunk(df, lines, entry["step"], d, writer.reading)
         entry["parts"].append(
@@ -261,7 +285,13 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
         with _open_text(path) as f:
             rest = b""
             while True:
-                piece = f.read(chunk_bytes)
+                try:
+                    piece = f.read(chunk_bytes)
+                except (OSError, EOFError, ValueError) as e:  # cut short (being written) or damaged
+                    if not isinstance(e, EOFError) and getattr(e, "filename", None) is not None:
+                        raise
+                    _unreadable_whole(writer, rel, entry, st, path, e)
+                    return
                 data = rest + piece
                 cut = data.rfind(b"\n") + 1 if piece else len(data)
                 block, rest = data[:cut], data[cut:]

@@ -431,3 +431,29 @@ def test_dialects010_pages_say_step_zero_and_assumed_weights(fixtures_dir, tmp_p
     assert page_notices(store) == []
     _, store = _ingest(fixtures_dir / "trl-grpo-small", tmp_path / "d")
     assert page_notices(store) == []
+
+
+def test_dialects011_a_whole_file_cut_short_is_pending_not_a_failure(fixtures_dir, tmp_path):
+    """A .jsonl.gz or .parquet still being written (cut short) does not fail the ingest: it is listed as
+    pending with its reason, the other files load, and it is read whole once it changes."""
+    import gzip
+
+    rows = (fixtures_dir / "real-verifiers-math-python" / "results.jsonl").read_bytes()
+    run = tmp_path / "run"
+    run.mkdir()
+    whole_gz = gzip.compress(rows)
+    (run / "step_1.jsonl.gz").write_bytes(whole_gz[: len(whole_gz) // 2])
+    whole_pq = (
+        fixtures_dir / "trl-grpo-completions" / "completions" / "completions_00001.parquet"
+    ).read_bytes()
+    (run / "completions_00001.parquet").write_bytes(whole_pq[: len(whole_pq) // 2])
+    (run / "step_2.jsonl").write_bytes(rows)
+    res, store = _ingest(run, tmp_path / "cache")
+    pending = store.issues().filter(pl.col("severity") == "pending")
+    assert set(pending.get_column("source")) == {"step_1.jsonl.gz", "completions_00001.parquet"}
+    assert res.samples >= 15
+    (run / "step_1.jsonl.gz").write_bytes(whole_gz)
+    (run / "completions_00001.parquet").write_bytes(whole_pq)
+    res, store = _ingest(run, tmp_path / "cache")
+    assert (res.samples, res.bad_lines) == (15 + 15 + 16, 0)
+    assert store.issues().filter(pl.col("severity") == "pending").height == 0
