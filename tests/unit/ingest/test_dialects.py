@@ -158,6 +158,7 @@ def test_dialects004_trl_completions_parquet_line_by_line(fixtures_dir, tmp_path
     assert formed["parts"] == ["sentiment", "concise_format"]
     assert formed["reward"] == f"1 × sentiment + {w['concise_format']:g} × concise_format"
     assert ("equal weights" in formed["weights_from"]) == (weights is None)
+    assert store.steps().get_column("n_groups").to_list() == [4] * 25  # the board's own GRPO groups
     if weights is None:
         return
     sc = store.scalars()
