@@ -133,11 +133,12 @@ class Board:
             self.settings.cache_dir, self.run_dir(run), self.settings.pad_tokens, self.split(run)
         )
 
-    def _reading(self, run: str) -> dict:
+    def _reading(self, run: str, split: str | None = None) -> dict:
         """The arguments of ingest_run that say how the run is read (its split, the dialect and reward
         weight settings)."""
         s = self.settings
-        return {"split": self.split(run), "dialect": s.dialect, "reward_weights": s.reward_weights}
+        split = self.split(run) if split is None else split
+        return {"split": split, "dialect": s.dialect, "reward_weights": s.reward_weights}
 
     def status(self, run: str) -> IngestStatus:
         with self._lock:
@@ -192,7 +193,7 @@ class Board:
             status.settling = settle is not None
             t = threading.Thread(
                 target=self._ingest,
-                args=(run, run_dir, status, limits, complete, settle),
+                args=(run, run_dir, status, limits, complete, settle, self._reading(run, split)),
                 name=f"ingest-{run}",
                 daemon=True,
             )
@@ -231,11 +232,12 @@ class Board:
         limits: dict | None = None,
         complete: bool = True,
         settle: tuple | None = None,
+        reading: dict | None = None,
     ) -> None:
         def progress(done, total):
             status.done, status.total = done, total
 
-        reading = self._reading(run)
+        reading = reading or self._reading(run)  # (given by refresh: the thread never lists the root)
 
         def read(complete: bool) -> IngestResult:
             return ingest_run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from data.export import EXPORT_COLUMNS
 from data.metrics import registry
-from data.queries import RANGE_COLUMNS
+from data.queries import COMPUTED, RANGE_COLUMNS
 from data.schema.contract import KNOWN, RESERVED
 from data.store.layout import SCALAR_CORE
 
@@ -26,7 +26,7 @@ def test_registry001_derived_lists():
         "reward": "reward",
         "gain": "reward_gain",
         "kl": "kl_mean",
-        "len": "response_length",
+        "len": "length",  # tokens, or characters where a response has no token arrays
         "ref": "ref_reward",  # a reference-reward bar of the reward page opens its responses
     }
 
@@ -36,8 +36,22 @@ def test_registry002_entries_complete():
     file's field never takes the name of a column the store derives."""
     cols = registry.COLUMNS
     assert set(EXPORT_COLUMNS) <= set(SCALAR_CORE)
-    assert all(cols[c].stored for c in RANGE_COLUMNS.values())
+    assert all(cols[c].stored or c in COMPUTED for c in RANGE_COLUMNS.values())
     assert all(m.label and m.fmt in {"num", "int", "share", "step", "text"} for m in cols.values())
     assert set(SCALAR_CORE) - set(KNOWN) <= RESERVED and "length_ratio" in RESERVED
     assert registry.label("win_rate") == "win rate (reward > reference reward)"
     assert registry.label("no_such_field") == "no_such_field"
+
+
+def test_registry003_empty_store_types_are_what_ingest_derives():
+    """The scalar columns' types that a store with no usable response is read with (SCALAR_DTYPES) are
+    those ingest derives for a part, column for column."""
+    import polars as pl
+
+    from data.ingest.parts import build_part, derive_chunk, scalar_columns
+    from data.schema import CANONICAL
+    from data.store.layout import SCALAR_DTYPES
+
+    empty = pl.DataFrame(schema={**CANONICAL, "line": pl.Int64})
+    full = build_part(derive_chunk(empty, ("<pad>",)), "a.jsonl", 1, ("<pad>",))
+    assert dict(full.select(scalar_columns(full)).schema) == SCALAR_DTYPES
