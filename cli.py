@@ -71,7 +71,12 @@ def _runs_at(path: Path) -> dict[str, tuple[Path, str]]:
 
 def _reading(settings, split: str) -> dict:
     """How ingest_run reads a run: its split and the dialect and reward weight settings."""
-    return {"split": split, "dialect": settings.dialect, "reward_weights": settings.reward_weights}
+    return {
+        "split": split,
+        "dialect": settings.dialect,
+        "reward_weights": settings.reward_weights,
+        "tokenizer": settings.tokenizer,
+    }
 
 
 def cmd_ingest(args) -> int:

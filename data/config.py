@@ -74,6 +74,9 @@ class Settings:
     # rlboard.toml names its own), and the weights of reward functions logged a column each (TRL's).
     dialect: str | None = None
     reward_weights: tuple[tuple[str, float], ...] | None = None
+    # A local tokenizer.json (Hugging Face tokenizers) that names the token ids of files that log ids
+    # (NeMo-RL's token_ids); nothing is downloaded.
+    tokenizer: Path | None = None
 
     def with_overrides(self, **kw) -> Settings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
@@ -160,6 +163,8 @@ def load_settings(environ=None, **overrides) -> Settings:
         env_values["dialect"] = v.strip()
     if (v := _env("RLBOARD_REWARD_WEIGHTS", environ)) is not None:
         env_values["reward_weights"] = parse_reward_weights(v)
+    if (v := _env("RLBOARD_TOKENIZER", environ)) is not None:
+        env_values["tokenizer"] = Path(v)
     s = s.with_overrides(**env_values)
     if "pad_tokens" in overrides and isinstance(overrides["pad_tokens"], str):
         overrides["pad_tokens"] = parse_pad_tokens(overrides["pad_tokens"])

@@ -138,7 +138,12 @@ class Board:
         weight settings)."""
         s = self.settings
         split = self.split(run) if split is None else split
-        return {"split": split, "dialect": s.dialect, "reward_weights": s.reward_weights}
+        return {
+            "split": split,
+            "dialect": s.dialect,
+            "reward_weights": s.reward_weights,
+            "tokenizer": s.tokenizer,
+        }
 
     def status(self, run: str) -> IngestStatus:
         with self._lock:

@@ -71,11 +71,31 @@ def _trl_reward_names(run_dir: Path) -> tuple[tuple[str, ...], str] | None:
     return None
 
 
+def _tokenizer_path(run_dir: Path, given, where: str, problems: list[str], inside: bool) -> str | None:
+    """A tokenizer.json that can be read (one named by rlboard.toml must lie in the run folder: the board
+    reads only the rollout root), as an absolute path; None (and a problem) otherwise."""
+    path = Path(given)
+    if inside:
+        path = (run_dir / path).resolve()
+        try:
+            path.relative_to(run_dir.resolve())
+        except ValueError:
+            problems.append(f"{where}: tokenizer {str(given)!r} is not in the run folder")
+            return None
+    if not path.is_file():
+        problems.append(f"{where}: tokenizer {str(given)!r} is not a file; token ids are shown")
+        return None
+    return str(path)
+
+
 def load_options(
-    run_dir: Path, dialect: str | None = None, reward_weights: tuple[tuple[str, float], ...] | None = None
+    run_dir: Path,
+    dialect: str | None = None,
+    reward_weights: tuple[tuple[str, float], ...] | None = None,
+    tokenizer: Path | None = None,
 ) -> RunOptions:
     """The reading options of ``run_dir``: its ``rlboard.toml``, else the settings (``dialect``,
-    ``reward_weights``); never raises for a file it cannot use (the problem is kept)."""
+    ``reward_weights``, ``tokenizer``); never raises for a file it cannot use (the problem is kept)."""
     opts = RunOptions(default=dialect if dialect in schema.dialects_by_name() else None)
     if dialect and opts.default is None:
         opts.problems.append(f"setting RLBOARD_DIALECT={dialect!r} names no dialect")
@@ -87,6 +107,7 @@ def load_options(
         text = path.read_bytes()
     except OSError:
         text = None
+    conf: dict = {}
     if text is not None:
         try:
             conf = tomllib.loads(text.decode("utf-8", errors="replace"))
@@ -104,6 +125,14 @@ def load_options(
             if given:
                 weights, weights_from = given, RUN_FILE
     opts.reading = schema.Reading(reward_weights=weights, weights_from=weights_from)
+    if isinstance(conf.get("tokenizer"), str):
+        opts.reading.tokenizer = _tokenizer_path(
+            Path(run_dir), conf["tokenizer"], RUN_FILE, opts.problems, True
+        )
+    elif tokenizer is not None:
+        opts.reading.tokenizer = _tokenizer_path(
+            Path(run_dir), tokenizer, "RLBOARD_TOKENIZER", opts.problems, False
+        )
     trl = _trl_reward_names(Path(run_dir))
     if trl is not None:
         opts.reading.reward_parts, opts.reading.parts_from = trl

@@ -70,6 +70,7 @@ def ingest_run(
     split: str = "train",
     dialect: str | None = None,
     reward_weights: tuple[tuple[str, float], ...] | None = None,
+    tokenizer: Path | None = None,
 ) -> IngestResult:
     """Bring the store of ``run_dir`` up to date with its files and return what it now holds.
 
@@ -80,7 +81,7 @@ def ingest_run(
     partial step (a trainer still writing): the last step of each file is then hidden until a later call
     with ``complete=True``. Commits made during a long read always hide it. ``split``: which of the
     folder's files make the run (``"validation"``: its validation files, see data.store.runs);
-    ``dialect`` and ``reward_weights``: the settings (see :func:`data.ingest.options.load_options`).
+    ``dialect``, ``reward_weights`` and ``tokenizer``: the settings (see :func:`data.ingest.options.load_options`).
     """
     t0 = time.perf_counter()
     run_dir = Path(run_dir)
@@ -97,7 +98,7 @@ def ingest_run(
         return result
     writer = None
     try:
-        options = load_options(run_dir, dialect, reward_weights)
+        options = load_options(run_dir, dialect, reward_weights, tokenizer)
         manifest = read_manifest(store_dir)
         if manifest is not None and manifest.data.get("options") != options.key():
             # Read with other options (another dialect named, other weights): read again from the start.
@@ -162,6 +163,7 @@ def ingest_run(
         writer.flush()  # the dialects note how they formed the reward while the parts are built
         if options.reading.formed:
             manifest.data["reward_formed"] = dict(options.reading.formed)
+        manifest.data["tokenizer"] = options.reading.tokenizer
         changed = changed or before != state()
         if changed or manifest.generation == 0:
             writer.commit(complete=complete)

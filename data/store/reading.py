@@ -65,6 +65,8 @@ def understood(store: RunStore) -> Understood:
             f"reward = {formed['reward']} (reward functions from {formed['parts_from']}; weights: "
             f"{formed['weights_from']}). Set them in {RUN_FILE}: [reward_weights] name = weight."
         )
+    if data.get("tokenizer"):
+        notes.append(f"Token ids named by the tokenizer {data['tokenizer']}.")
     if data.get("split") == "validation":
         notes.append("Validation or evaluation files of the run folder, kept apart from its training steps.")
     notes.extend(data.get("problems", []))

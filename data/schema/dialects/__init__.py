@@ -31,10 +31,34 @@ class Reading:
     reward_parts: tuple[str, ...] | None = None
     parts_from: str = ""
     formed: dict = field(default_factory=dict)
+    tokenizer: str | None = None  # a local tokenizer.json naming token ids (see token_names)
 
     def key(self) -> list:
         """What the store depends on (a store read with other weights is read again)."""
-        return [sorted((self.reward_weights or {}).items()), list(self.reward_parts or ())]
+        return [sorted((self.reward_weights or {}).items()), list(self.reward_parts or ()), self.tokenizer]
+
+    def token_names(self, ids: list) -> list[str]:
+        """Token ids as the tokens they stand for, by the tokenizer (``id_to_token``; an id it does not
+        know stays its number); without a tokenizer, the ids as text."""
+        tok = _tokenizer(self.tokenizer) if self.tokenizer else None
+        if tok is None:
+            return [str(i) for i in ids]
+        return [(tok.id_to_token(i) if isinstance(i, int) and i >= 0 else None) or str(i) for i in ids]
+
+
+_TOKENIZERS: dict[str, object] = {}
+
+
+def _tokenizer(path: str):
+    """The tokenizer of a local tokenizer.json (read once per process; None when it cannot be read)."""
+    if path not in _TOKENIZERS:
+        try:
+            from tokenizers import Tokenizer
+
+            _TOKENIZERS[path] = Tokenizer.from_file(path)
+        except Exception:  # noqa: BLE001 - no tokenizer: the ids are shown (the runs page says why)
+            _TOKENIZERS[path] = None
+    return _TOKENIZERS[path]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from data.schema.dialects import Dialect, base_name, merge_aliases
+from data.schema.dialects import Dialect, Reading, base_name, merge_aliases
 from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
 
 ALIASES = merge_aliases(CONTRACT_ALIASES, {"reward": ("rewards",)})
@@ -83,7 +83,9 @@ def line(obj: dict, reading=None) -> dict:
             values = obj.pop(name, None)
             if isinstance(values, list) and target not in obj:
                 cut = [values[i] for i in keep if i < len(values)]
-                obj[target] = [str(v) for v in cut] if target == "response_tokens" else cut
+                if target == "response_tokens":  # ids, named by a local tokenizer.json when one is given
+                    cut = (reading or Reading()).token_names(cut)
+                obj[target] = cut
         obj.pop(MASK)
     return DIALECT.apply_aliases(obj)
 
@@ -110,8 +112,8 @@ DIALECT = Dialect(
         "the environment's observations between them; length and repetition count the model's turns)",
         "rewards → reward",
         "token_ids, prev_logprobs, generation_logprobs, advantages → cut to the generated tokens "
-        "(token_loss_mask 1 within input_lengths): token ids, logprobs (the trainer's), generation_logprobs "
-        "(the inference engine's), advantages",
+        "(token_loss_mask 1 within input_lengths): tokens (their ids, or their text with a tokenizer.json), "
+        "logprobs (the trainer's), generation_logprobs (the inference engine's), advantages",
         "val_data_step{N}.jsonl → the run's validation",
     ),
     line=line,

@@ -458,3 +458,40 @@ def test_dialects011_a_whole_file_cut_short_is_pending_not_a_failure(fixtures_di
     res, store = _ingest(run, tmp_path / "cache")
     assert (res.samples, res.bad_lines) == (15 + 15 + 16, 0)
     assert store.issues().filter(pl.col("severity") == "pending").height == 0
+
+
+def test_dialects012_token_ids_named_by_a_local_tokenizer(tmp_path):
+    """NeMo-RL logs token ids: with a tokenizer.json in the run folder named by rlboard.toml (or the
+    setting), the tokens are their text (tokenizers' id_to_token), pads excluded from the length; without
+    one they are the ids; a tokenizer outside the run folder is refused with a reason (ids shown)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel()
+    tok.train_from_iterator(
+        ["the answer is four", "it is 4"], trainers.BpeTrainer(special_tokens=["<pad>", "<unk>"])
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    tok.save(str(run / "tokenizer.json"))
+    answer = tok.encode("the answer is 4").ids + [tok.token_to_id("<pad>")]
+    msgs = [("user", "q?", [7, 8]), ("assistant", "the answer is 4", answer), ("environment", "", [])]
+    (run / "train_data_step1.jsonl").write_text(json.dumps(_nemo_rl_line(0, msgs, 1.0, width=12)) + "\n")
+    names = [tok.id_to_token(i) for i in answer]
+
+    _, store = _ingest(run, tmp_path / "a")
+    got = store.sample(sample_id("train_data_step1.jsonl", 1))
+    assert got["response_tokens"] == [str(i) for i in answer]
+    _, store = _ingest(run, tmp_path / "b", tokenizer=run / "tokenizer.json")  # the setting
+    assert store.sample(sample_id("train_data_step1.jsonl", 1))["response_tokens"] == names
+    (run / "rlboard.toml").write_text('tokenizer = "tokenizer.json"\n')
+    _, store = _ingest(run, tmp_path / "a")
+    got = store.sample(sample_id("train_data_step1.jsonl", 1))
+    assert got["response_tokens"] == names and names[-1] == "<pad>"
+    assert got["response_length"] == len(answer) - 1  # the pad is not counted
+    (run / "rlboard.toml").write_text('tokenizer = "../elsewhere.json"\n')
+    _, store = _ingest(run, tmp_path / "a")
+    assert store.sample(sample_id("train_data_step1.jsonl", 1))["response_tokens"] == [str(i) for i in answer]
+    assert store.manifest.data["problems"] == [
+        "rlboard.toml: tokenizer '../elsewhere.json' is not in the run folder"
+    ]
