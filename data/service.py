@@ -278,19 +278,22 @@ class Board:
         """The last committed store of ``run``, refreshing it in the background.
 
         When nothing is committed yet, waits up to ``wait`` seconds for the first ingest to commit, then
-        returns None if it still has not (the page then shows the progress). The first read of a small run
-        whose files changed lately, into a new store, is waited for until its files are seen still (about
-        SETTLE_SECONDS), so that a run nobody writes shows its last step at once.
+        returns None if it still has not (the page then shows the progress). This process's first read of
+        a small run whose files changed lately hides the last steps until its files are seen still (about
+        SETTLE_SECONDS): that is waited for, so that a run nobody writes shows its last step at once. (It
+        was waited for only when no store existed before the first look; a first read that committed before
+        that look was not, and the page showed a run without its last step.)
         """
         self.refresh(run)
         store_dir = self.store_dir(run)
         status = self.status(run)
         store = open_store(store_dir)
-        new = store is None
         deadline = time.monotonic() + wait
 
         def waiting() -> bool:
-            return store is None or (new and status.settling and status.total < BIG_CATCH_UP)
+            if store is None:
+                return True
+            return status.settling and store.visible_below is not None and status.total < BIG_CATCH_UP
 
         while waiting() and time.monotonic() < deadline:
             with self._lock:
