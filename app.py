@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, dcc, html, no_update
+from dash import ALL, Input, Output, State, dcc, html, no_update
 
 import auth
 from components import live as live_ui
@@ -110,20 +110,24 @@ def _pick_run(run, pathname, search):
     Output(live_ui.LIVE_TICK, "disabled"),
     Input("app-location", "href"),
     Input(live_ui.LIVE_TICK, "n_intervals"),
+    Input({"type": live_ui.SHOWN_TYPE, "page": ALL}, "data"),
     State("app-location", "search"),
     State(live_ui.LIVE_SEEN, "data"),
     State(live_ui.LIVE_RELOAD, "data"),
     State(live_ui.LIVE_AUTO, "value"),
 )
-def _live_poll(_href, _tick, search, seen, reloads, auto):
-    """Offer (or, with auto-refresh, do) a reload of the view when its run has new data."""
-    event = "tick" if dash.ctx.triggered_id == live_ui.LIVE_TICK else "navigate"
-    run = live.run_from_search(search)
+def _live_poll(_href, _tick, shown, search, seen, reloads, auto):
+    """Offer (or, with auto-refresh, do) a reload of the view when its run has new data since the page was
+    rendered (the page's own snapshot, ``shown``, is the baseline; see ``live.live_decision``)."""
+    trigger = dash.ctx.triggered_id
+    event = "tick" if trigger == live_ui.LIVE_TICK else "shown" if isinstance(trigger, dict) else "navigate"
+    page = next((s for s in shown or [] if s), None)
+    run = live.run_from_search(search) or (page or {}).get("run")  # a page that fell back to the first run
     # live=1 in the URL switches auto-refresh on with the first poll that lands after a navigation. Dash
     # drops the answer to a call that a newer one of the same callback overtook: on a busy server a tick
     # can overtake the navigation's call, and then only "nothing seen yet" tells that this is the first.
     take_url = live.live_in_search(search) and not auto and (event == "navigate" or seen is None)
-    d = live.live_decision(event, seen, live.run_version(run), bool(auto) or take_url)
+    d = live.live_decision(event, seen, live.run_version(run), bool(auto) or take_url, shown=page)
     return (
         d.seen,
         live_ui.SHOWN if d.offer else live_ui.HIDDEN,

@@ -12,6 +12,9 @@ LIVE_SEEN = "app-live-seen"
 LIVE_RELOAD = "app-live-reload"
 LIVE_NEW = "app-live-new"
 LIVE_AUTO = "app-live-auto"
+# Each page that shows a run holds one store of this type (``{"type": SHOWN_TYPE, "page": <page>}``): the state of
+# the run it was rendered from, which the shell's poll compares with the run's current state.
+SHOWN_TYPE = "live-shown"
 
 HIDDEN = {"display": "none"}
 SHOWN: dict = {}
@@ -54,6 +57,11 @@ def live_controls(poll_ms: int) -> html.Div:
         className="app-live position-fixed bottom-0 end-0 m-3 px-3 py-2 bg-white border rounded shadow-sm",
         style=HIDDEN,
     )
+
+
+def shown_store(page: str, snapshot: dict | None) -> dcc.Store:
+    """The snapshot (``data.live.shown``) a page was rendered from, for the shell's poll."""
+    return dcc.Store(id={"type": SHOWN_TYPE, "page": page}, data=snapshot)
 
 
 def new_steps_label(new_steps: int) -> list:

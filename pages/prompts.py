@@ -16,7 +16,8 @@ from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
 from components import prompt_views as pv
 from components.layout import empty_state, fmt_num, no_runs_state, notices, progress
-from data import prompts
+from components.live import shown_store
+from data import live, prompts
 from data.metrics import label
 from data.metrics.group import MIN_GROUP, TREND_EFFECT, TRENDS
 from data.queries import QueryError
@@ -251,6 +252,7 @@ def layout(**query):
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
+            shown_store("prompts", live.shown(view.run)),
             html.Div(
                 [
                     html.H4("Prompts", className="mb-0 me-3"),

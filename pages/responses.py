@@ -13,6 +13,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from components.layout import no_runs_state, notices, progress, unknown_run_state
+from components.live import shown_store
 from components.tables import (
     column_defs,
     column_kind,
@@ -22,6 +23,7 @@ from components.tables import (
     summary_line,
     text_panel,
 )
+from data import live
 from data.metrics import METRICS, label
 from data.queries import QueryError, SearchStopped
 from data.responses import (
@@ -91,6 +93,7 @@ def layout(**query):
         return html.Div(
             [
                 html.H4("Responses", className="mb-2"),
+                shown_store("responses", live.shown(run)),
                 progress(status.fraction, board().reading_text(run), failed=status.error is not None),
             ]
         )
@@ -104,6 +107,7 @@ def layout(**query):
             dcc.Store(id=VIEW, data=view.to_query()),
             dcc.Store(id=FILTER, data=view.filter_key()),
             dcc.Store(id=TOKENS_BASE, data=dash.get_relative_path(paths.TOKENS)),
+            shown_store("responses", live.shown(run, store)),
             notices([*msgs, *board().failure_notices(run)], NOTICES),
             html.Div(
                 [

@@ -17,7 +17,8 @@ from dash import Input, Output, Patch, State, callback, clientside_callback, ctx
 
 from components import figures
 from components.layout import fmt_num, no_runs_state, notices
-from data import curves
+from components.live import shown_store
+from data import curves, live
 from data.metrics import label
 from data.queries import bar_interval
 from data.service import UnknownRun, board
@@ -308,6 +309,7 @@ def layout(**query):
             dcc.Store(id=RUN, data=view.run),
             dcc.Store(id=SELECTED, data=_effective_step(view, steps)),
             dcc.Store(id=CURVES_DRAWN),
+            shown_store("reward", live.shown(view.run, store)),
             dcc.Store(id=HEATMAP_DRAWN),
             html.Div(
                 [

@@ -16,6 +16,7 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from components.layout import empty_state, fmt_num, no_runs_state, notices, progress, stat, unknown_run_state
+from components.live import shown_store
 from components.token_view import (
     POSITION_FIGURE_HEIGHT,
     colour_stops,
@@ -29,6 +30,7 @@ from components.token_view import (
     top_table,
     value_figure,
 )
+from data import live
 from data.metrics import METRICS, label
 from data.metrics.token import file_column
 from data.service import board
@@ -97,13 +99,15 @@ MISSING = {
 
 def layout(**query):
     state, notes = TokensState.from_query(query)
+    body = _body(state, notes)  # first: it waits for the run's first read
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
             dcc.Store(id=VIEW, data=state.to_query()),
             dcc.Store(id=STRIP_DONE),
             dcc.Store(id=HOVER),
-            html.Div(_body(state, notes), id=BODY),
+            html.Div(body, id=BODY),
+            shown_store("tokens", live.shown(shown_run(paths.TOKENS, state.run, board().runs()))),
         ]
     )
 
