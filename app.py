@@ -29,10 +29,7 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
     """Build the Dash app for ``settings`` (default: from the environment) and make it the process's board."""
     settings = settings or load_settings()
     service.configure(settings)
-    if settings.demo and Path(settings.root).resolve() == DEFAULT_ROOT.resolve():
-        from data.demo import ensure_demo
-
-        ensure_demo(settings.root)
+    prepare_root(settings)
     app = dash.Dash(
         __name__,
         use_pages=True,
@@ -50,6 +47,14 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
     # 404: render the index once in every process so that each knows its paths.
     app.server.test_client().get(settings.url_prefix, headers=auth.own_headers(settings))
     return app
+
+
+def prepare_root(settings: Settings) -> None:
+    """Write the demo run into the default rollout root when it holds no run (``settings.demo``)."""
+    if settings.demo and Path(settings.root).resolve() == DEFAULT_ROOT.resolve():
+        from data.demo import ensure_demo
+
+        ensure_demo(settings.root)
 
 
 def shell() -> html.Div:
