@@ -59,12 +59,12 @@ def prepare_root(settings: Settings) -> None:
 
 def shell() -> html.Div:
     runs = list(service.board().runs())
+    live = live_ui.live_controls(poll_ms=int(max(1.0, service.board().settings.refresh_seconds) * 1000))
     return html.Div(
         [
             dcc.Location(id="app-location", refresh="callback-nav"),
-            html.Div(navbar(runs, None, dash.get_relative_path), id="app-navbar"),
+            html.Div(navbar(runs, None, dash.get_relative_path, live=live), id="app-navbar"),
             dbc.Container(dash.page_container, fluid=True, className="pb-5"),
-            live_ui.live_controls(poll_ms=int(max(1.0, service.board().settings.refresh_seconds) * 1000)),
         ]
     )
 

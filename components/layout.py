@@ -24,8 +24,9 @@ def nav_href(path: str, run: str | None) -> str:
     return f"{path}?{urlencode({'run': run})}"
 
 
-def navbar(runs: list[str], run: str | None, prefix_path) -> dbc.Navbar:
-    """Top bar: brand, one link per page (``app-nav-<page>``) and the run picker (``app-run``)."""
+def navbar(runs: list[str], run: str | None, prefix_path, live=None) -> dbc.Navbar:
+    """Top bar: brand, one link per page (``app-nav-<page>``), the ``live`` controls (the shell's, see
+    ``components.live``) and the run picker (``app-run``)."""
     links = [
         dbc.NavItem(
             dbc.NavLink(
@@ -54,7 +55,7 @@ def navbar(runs: list[str], run: str | None, prefix_path) -> dbc.Navbar:
                 ),
                 dbc.Nav(links, className="me-auto", navbar=True),
                 html.Div(
-                    [html.Span("Run", className="text-light me-2 small"), picker],
+                    [live, html.Span("Run", className="text-light me-2 small"), picker],
                     className="d-flex align-items-center",
                 ),
             ],

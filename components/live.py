@@ -24,7 +24,8 @@ BOX_SHOWN = {"display": "flex", "alignItems": "center"}
 
 
 def live_controls(poll_ms: int) -> html.Div:
-    """The shell's live-run box (fixed at the bottom right, hidden until a run is in the URL).
+    """The shell's live-run box, in the navbar beside the run picker (hidden while no run is shown). It sat
+    fixed at the bottom right of the window before, over the corners of charts and table headers.
 
     ``app-live-seen`` holds the snapshot the view was loaded with, ``app-live-reload`` counts reload
     requests (the browser reloads the page when it changes), ``app-live-new`` offers a reload,
@@ -50,11 +51,12 @@ def live_controls(poll_ms: int) -> html.Div:
                 label="Auto-refresh",
                 value=False,
                 className="mb-0 small",
+                label_class_name="text-light",
                 input_class_name="app-live-auto-input",
             ),
         ],
         id=LIVE_BOX,
-        className="app-live position-fixed bottom-0 end-0 m-3 px-3 py-2 bg-white border rounded shadow-sm",
+        className="app-live me-3",
         style=HIDDEN,
     )
 

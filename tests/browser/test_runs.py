@@ -27,6 +27,13 @@ def test_runs001_lists_fixture_runs_and_picker_navigates(dash_duo, dash_app, fix
     dash_duo.wait_for_contains_text("body", "Reward", timeout=10)
     assert dash_duo.driver.current_url.endswith("/reward?run=trl-grpo-small")
     dash_duo.wait_for_style_to_equal("#app-live", "display", "flex", timeout=10)
+    # In the navbar, where it covers nothing (it floated over chart corners and table headers before).
+    inside = dash_duo.driver.execute_script(
+        "const b = document.getElementById('app-live').getBoundingClientRect();"
+        "const n = document.getElementById('app-navbar').getBoundingClientRect();"
+        "return b.width > 0 && b.top >= n.top && b.bottom <= n.bottom;"
+    )
+    assert inside
     assert dash_duo.get_logs() == []
 
 
