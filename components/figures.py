@@ -16,6 +16,8 @@ from typing import NamedTuple
 import numpy as np
 import plotly.graph_objects as go
 
+from components.format import D3_INT, D3_PRECISE, D3_SHARE, D3_SHARE_AXIS, D3_SHARE_PRECISE, exact, share
+
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 GRID = "#e9ecef"
 MARKER_NAME = "selected-step"
@@ -46,11 +48,6 @@ def _rgba(hex_color: str, alpha: float) -> str:
     h = hex_color.lstrip("#")
     r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{alpha})"
-
-
-def _num(v: float) -> str:
-    """Shortest exact text of a number (``0.25``, ``3``)."""
-    return repr(float(v)) if not float(v).is_integer() else str(int(v))
 
 
 def _figure(data: list[dict], layout: dict) -> go.Figure:
@@ -123,7 +120,7 @@ def curves_figure(
     series = [s for s in series if s.frame.height]
     if not series:
         return empty_figure(empty_message, height)
-    fmt = ".2~%" if percent else ".6~g"
+    fmt = D3_SHARE_PRECISE if percent else D3_PRECISE
     data = []
     for s in series:
         x = s.frame.get_column("step").to_numpy()
@@ -162,7 +159,7 @@ def curves_figure(
     yaxis = dict(title=dict(text=y_title), zeroline=True)
     if percent:
         # A share never needs more than ±100 %: Plotly pads a flat line at 100 % (every group tied) to 200 %.
-        yaxis.update(tickformat=".0%", autorangeoptions=dict(clipmin=-1.05, clipmax=1.05))
+        yaxis.update(tickformat=D3_SHARE_AXIS, autorangeoptions=dict(clipmin=-1.05, clipmax=1.05))
     return _figure(
         data,
         dict(
@@ -230,12 +227,12 @@ def histogram_figure(
         hover = []
         for lo, hi, n in custom:
             if discrete:
-                interval = f"= {_num(lo)}"
+                interval = f"= {exact(lo)}"
             else:
-                interval = f"≥ {_num(lo)}" if hi is None else f"[{_num(lo)}, {_num(hi)})"
-            share = f" ({n / n_all:.1%})" if n_all else ""
+                interval = f"≥ {exact(lo)}" if hi is None else f"[{exact(lo)}, {exact(hi)})"
+            part = f" ({share(n / n_all)})" if n_all else ""
             hint = "<br><i>click for these responses</i>" if n else ""
-            hover.append(f"{name} {interval}: <b>{n}</b>{share}{hint}")
+            hover.append(f"{name} {interval}: <b>{n}</b>{part}{hint}")
         return dict(
             type="bar",
             x=x,
@@ -264,7 +261,7 @@ def histogram_figure(
         xaxis["range"] = [values[0] - bar_width, values[-1] + bar_width]
         # One tick under each bar when the labels have room (about 1/12 of the axis each).
         if len(values) <= 12 and min(gaps) >= (values[-1] - values[0]) / 12:
-            xaxis.update(tickmode="array", tickvals=values, ticktext=[_num(v) for v in values])
+            xaxis.update(tickmode="array", tickvals=values, ticktext=[exact(v) for v in values])
     shapes = []
     if signed and edges[0] < 0 < edges[-1]:
         shapes.append(
@@ -303,7 +300,7 @@ def count_ticks(top: int) -> dict:
     while top / step > 6:
         k += 1
         step = (1, 2, 5)[k % 3] * 10 ** (k // 3)
-    return dict(tick0=0, dtick=step, tickformat="d")
+    return dict(tick0=0, dtick=step, tickformat=D3_INT)
 
 
 def _padded(edges: list[float]) -> list[float]:
@@ -346,12 +343,12 @@ def heatmap_figure(
                 customdata=np.asarray(count),
                 colorscale=SEQUENTIAL,
                 zmin=0,
-                colorbar=dict(title=dict(text="share", side="right"), tickformat=".0%", thickness=12),
+                colorbar=dict(title=dict(text="share", side="right"), tickformat=D3_SHARE_AXIS, thickness=12),
                 hovertemplate=(
                     "step %{x}<br>"
                     + label
                     + (" = %{y}" if discrete else " %{y}")
-                    + "<br>%{customdata} responses (%{z:.1%})<br><i>click for these responses</i>"
+                    + f"<br>%{{customdata}} responses (%{{z:{D3_SHARE}}})<br><i>click for these responses</i>"
                     + "<extra></extra>"
                 ),
                 xgap=0,
@@ -419,9 +416,9 @@ def bin_labels(edges: Sequence[float], discrete: bool = False) -> list[str]:
     :func:`histogram_figure`; with ``discrete`` bins (bin k holds the one value ``edges[k]``) the value."""
     nb = len(edges) - 1
     if discrete:
-        return [_num(edges[k]) for k in range(nb)]
+        return [exact(edges[k]) for k in range(nb)]
     return [
-        f"≥ {_num(edges[k])}" if k == nb - 1 else f"[{_num(edges[k])}, {_num(edges[k + 1])})"
+        f"≥ {exact(edges[k])}" if k == nb - 1 else f"[{exact(edges[k])}, {exact(edges[k + 1])})"
         for k in range(nb)
     ]
 

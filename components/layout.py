@@ -162,17 +162,3 @@ def progress(fraction: float, text: str, failed: bool = False) -> html.Div:
         ],
         className="mb-3",
     )
-
-
-def fmt_num(v, digits: int = 4) -> str:
-    """Numbers for display: a fixed number of significant digits, '–' for missing."""
-    if v is None:
-        return "–"
-    if isinstance(v, int):
-        return f"{v:,}"
-    try:
-        if v != v:
-            return "NaN"
-    except TypeError:
-        return str(v)
-    return f"{v:.{digits}g}"

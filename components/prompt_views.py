@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from dash import dcc, html
 
 from components.figures import TEMPLATE, empty_figure
-from components.layout import fmt_num
+from components.format import D3_NUM, grid_formatter, value
 from components.tables import TOKENS_LINK
 
 TREND_COLORS = {
@@ -32,33 +32,13 @@ REF_COLOR = "#fd7e14"
 
 @dataclass(frozen=True)
 class Column:
-    """One list column: ``key`` in the rows, header ``label``, ``kind`` (text, int, float, signed, share,
-    trend) and whether its header sorts."""
+    """One list column: ``key`` in the rows, header ``label``, ``kind`` (how its cells read: a kind of
+    :func:`components.format.value`) and whether its header sorts."""
 
     key: str
     label: str
-    kind: str = "float"
+    kind: str = "num"
     sortable: bool = True
-
-
-def fmt_value(v, kind: str) -> str:
-    """A cell's text by column kind: ``share`` as a percentage, ``signed`` with a leading +, ``step`` as a
-    plain integer, other numbers with 4 significant digits; '–' for missing."""
-    if v is None:
-        return "–"
-    if kind in ("text", "trend"):
-        return str(v)
-    if isinstance(v, float) and v != v:
-        return "NaN"
-    if kind == "share":
-        return f"{100 * v:.0f} %"
-    if kind == "step":
-        return str(int(v))
-    if kind == "int":
-        return fmt_num(int(v))
-    if kind == "signed" and v > 0:
-        return "+" + fmt_num(float(v))
-    return fmt_num(float(v))
 
 
 def trend_badge(code: str | None, labels: Mapping[str, str]) -> html.Span | dbc.Badge:
@@ -126,7 +106,7 @@ def prompt_list_table(
                 cells.append(html.Td(trend_badge(v, trend_labels)))
             else:
                 cls = "text-end numeric" + (f" {_signed_class(v)}" if c.kind == "signed" else "")
-                cells.append(html.Td(fmt_value(v, c.kind), className=cls))
+                cells.append(html.Td(value(v, c.kind), className=cls))
         body.append(html.Tr(cells))
     return dbc.Table(
         [head, html.Tbody(body)],
@@ -190,7 +170,11 @@ def reward_figure(
             mode="markers",
             name=f"{labels['reward']} (one response)",
             marker=dict(color=REWARD_COLOR, size=7, opacity=0.45),
-            hovertemplate="step %{x}<br>" + labels["reward"] + " %{y:.4g}<br>%{customdata}<extra></extra>",
+            hovertemplate="step %{x}<br>"
+            + labels["reward"]
+            + " %{y:"
+            + D3_NUM
+            + "}<br>%{customdata}<extra></extra>",
         ),
         go.Scatter(
             x=_arr(per_step["step"]),
@@ -199,7 +183,7 @@ def reward_figure(
             name=f"{labels['reward']} (mean of the step)",
             line=dict(color=REWARD_COLOR, width=2),
             marker=dict(size=4),
-            hovertemplate="step %{x}<br>mean " + labels["reward"] + " %{y:.4g}<extra></extra>",
+            hovertemplate="step %{x}<br>mean " + labels["reward"] + " %{y:" + D3_NUM + "}<extra></extra>",
         ),
     ]
     refs = list(per_step.get("ref_reward", []))
@@ -213,7 +197,11 @@ def reward_figure(
                 line=dict(color=REF_COLOR, width=2, dash="dash"),
                 marker=dict(size=4, symbol="diamond"),
                 connectgaps=False,
-                hovertemplate="step %{x}<br>mean " + labels["ref_reward"] + " %{y:.4g}<extra></extra>",
+                hovertemplate="step %{x}<br>mean "
+                + labels["ref_reward"]
+                + " %{y:"
+                + D3_NUM
+                + "}<extra></extra>",
             )
         )
     xaxis: dict = {"title": {"text": "step"}}
@@ -245,9 +233,6 @@ def clicked_sample(click_data) -> str | None:
     return v if isinstance(v, str) else None
 
 
-_FLOAT_FMT = "params.value == null ? '–' : d3.format('.4~g')(params.value)"
-_INT_FMT = "params.value == null ? '–' : d3.format('d')(params.value)"
-_SIGNED_FMT = "params.value == null ? '–' : (params.value > 0 ? '+' : '') + d3.format('.4~g')(params.value)"
 _SIGNED_STYLE = (
     "params.value == null ? {} : params.value < 0 ? {color: '#b02a37'} : "
     "params.value > 0 ? {color: '#146c43'} : {}"
@@ -272,10 +257,9 @@ def _grid_column(col: Column) -> dict:
     elif col.kind in ("text", "trend"):
         d.update(tooltipField=col.key, width=300 if col.key == "response_preview" else 150)
     else:
-        fmt = {"step": _INT_FMT, "int": _INT_FMT, "signed": _SIGNED_FMT}.get(col.kind, _FLOAT_FMT)
         d.update(
             type="rightAligned",
-            valueFormatter={"function": fmt},
+            valueFormatter=grid_formatter(col.kind),
             width=70 if col.kind == "step" else 104,
             cellStyle={"function": _SIGNED_STYLE}
             if col.kind == "signed"

@@ -8,15 +8,11 @@ import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import html
 
-from components.layout import fmt_num
+from components.format import grid_formatter, num, signed
 
-# Columns holding whole numbers (no decimals) and those whose sign matters (coloured).
-INT_COLUMNS = {"step", "response_length", "response_chars", "line", "n_kl_tokens", "prompt_id", "group_id"}
 # Grid rows per request of the infinite row model.
 BLOCK_SIZE = 100
 
-_FLOAT_FMT = "params.value == null ? '' : d3.format('.4~g')(params.value)"
-_INT_FMT = "params.value == null ? '' : d3.format('d')(params.value)"
 _SIGNED_STYLE = (
     "params.value == null ? {} : params.value < 0 ? {color: '#b02a37'} : "
     "params.value > 0 ? {color: '#146c43'} : {}"
@@ -74,7 +70,7 @@ def column_defs(
         }
         if kind in ("int", "float"):
             col["type"] = "rightAligned"
-            col["valueFormatter"] = {"function": _INT_FMT if kind == "int" else _FLOAT_FMT}
+            col["valueFormatter"] = grid_formatter(kind, missing="")
             col["cellStyle"] = (
                 {"function": _SIGNED_STYLE} if field in signed else {"fontVariantNumeric": "tabular-nums"}
             )
@@ -162,7 +158,7 @@ def summary_line(count: int, scope: int, where: str, mean_reward: float | None, 
         parts += [
             " · ",
             f"mean {reward_label} of the matches ",
-            html.Span(fmt_num(mean_reward), className="fw-semibold"),
+            html.Span(num(mean_reward), className="fw-semibold"),
         ]
     return html.Span(parts)
 
@@ -203,7 +199,7 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
             html.Span(f"step {sample.get('step')}", className="me-2 fw-semibold"),
             html.Code(sample["sample_id"], className="me-2"),
             html.Span(
-                f"{labels['reward_gain']}: {'+' if gain is not None and gain > 0 else ''}{fmt_num(gain)}",
+                f"{labels['reward_gain']}: {signed(gain)}",
                 className="small text-muted me-2",
             )
             if gain is not None
@@ -232,7 +228,7 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
                     dbc.Col(
                         _text_block(
                             "Response",
-                            f"{labels['reward']} {fmt_num(sample.get('reward'))}",
+                            f"{labels['reward']} {num(sample.get('reward'))}",
                             sample.get("response"),
                             "responses-text-response",
                         ),
@@ -241,7 +237,7 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
                     dbc.Col(
                         _text_block(
                             "Reference response",
-                            f"{labels['ref_reward']} {fmt_num(sample.get('ref_reward'))}",
+                            f"{labels['ref_reward']} {num(sample.get('ref_reward'))}",
                             sample.get("ref_response"),
                             "responses-text-ref",
                         ),

@@ -23,6 +23,7 @@ import polars as pl
 from dash import html
 
 from components.figures import TEMPLATE
+from components.format import D3_NUM, DIGITS, num
 from data.metrics.token import file_column
 from data.tokens import file_label
 
@@ -129,7 +130,7 @@ def strip_data(
         pl.col("is_pad").cast(pl.Int8).alias("pad"),
         palette_index_expr(metric, lo, hi).alias("colour"),
         *(
-            pl.col(c).cast(pl.Float64).round_sig_figs(4).cast(pl.String).alias(f"__h{i}")
+            pl.col(c).cast(pl.Float64).round_sig_figs(DIGITS).cast(pl.String).alias(f"__h{i}")
             for i, (c, _) in enumerate(hover)
         ),
     )
@@ -141,17 +142,13 @@ def strip_data(
     return {"key": key, "n": df.height, "json": orjson.dumps(out).decode()}
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.3g}"
-
-
 def legend(title: str, lo: float, hi: float, stops, signed: bool) -> html.Div:
     """The scale's colour bar with its range (and 0 in the middle for a diverging scale)."""
     gradient = ", ".join(f"rgb{tuple(c)} {p * 100:.0f}%" for p, c in stops)
-    ticks = [html.Span(_fmt(lo))]
+    ticks = [html.Span(num(lo, 3))]
     if signed:
         ticks.append(html.Span("0"))
-    ticks.append(html.Span(_fmt(hi)))
+    ticks.append(html.Span(num(hi, 3)))
     return html.Div(
         [
             html.Span(title, className="small text-muted me-2"),
@@ -358,9 +355,9 @@ def _hover(c: dict, name: str, first: bool) -> dict:
     if first and c["label"] is not None:
         return {
             "customdata": c["label"],
-            "hovertemplate": "%{customdata}: %{y:.4g}<extra>" + name + "</extra>",
+            "hovertemplate": "%{customdata}: %{y:" + D3_NUM + "}<extra>" + name + "</extra>",
         }
-    return {"hovertemplate": "%{y:.4g}<extra>" + name + "</extra>"}
+    return {"hovertemplate": "%{y:" + D3_NUM + "}<extra>" + name + "</extra>"}
 
 
 def logprob_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure:
@@ -517,12 +514,6 @@ def file_fields_figure(tokens: pl.DataFrame, names: Sequence[str]) -> go.Figure:
 # ---- tables ------------------------------------------------------------------------------------------
 
 
-def _num(v) -> str:
-    if v is None:
-        return "–"
-    return f"{v:.4g}"
-
-
 def top_table(rows: pl.DataFrame, title: str, labels: Mapping[str, str], table_id: str) -> html.Div:
     """A small table of top-k tokens (``pos, token, is_pad, logprob, ref_logprob, log_ratio, kl``)."""
     head = html.Thead(
@@ -544,7 +535,7 @@ def top_table(rows: pl.DataFrame, title: str, labels: Mapping[str, str], table_i
                         html.Span(" pad", className="text-muted") if r["is_pad"] else None,
                     ]
                 ),
-                *(html.Td(_num(r[k])) for k in ("logprob", "ref_logprob", "log_ratio", "kl")),
+                *(html.Td(num(r[k])) for k in ("logprob", "ref_logprob", "log_ratio", "kl")),
             ]
         )
         for r in rows.iter_rows(named=True)

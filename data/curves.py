@@ -308,18 +308,6 @@ def heatmap(
     return Heatmap(step_arr, edges, share, count, discrete)
 
 
-def interval_text(lo: float, hi: float | None, discrete: bool = False) -> str:
-    """A bar's interval as shown: ``[lo, hi)``, or ``≥ lo`` for the last bar (``hi`` None); ``= lo`` for a
-    bar of :class:`~data.queries.Bins` that are ``discrete`` (it holds that one value)."""
-    if discrete:
-        return f"= {_num(lo)}"
-    return f"≥ {_num(lo)}" if hi is None else f"[{_num(lo)}, {_num(hi)})"
-
-
-def _num(v: float) -> str:
-    return repr(float(v)) if not float(v).is_integer() else str(int(v))
-
-
 # ---- cached on the store version -------------------------------------------------------------------------
 
 

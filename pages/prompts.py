@@ -15,7 +15,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
 from components import prompt_views as pv
-from components.layout import empty_state, fmt_num, no_runs_state, notices, progress
+from components.format import num, value
+from components.layout import empty_state, no_runs_state, notices, progress
 from components.live import shown_store
 from data import live, prompts
 from data.metrics import label
@@ -307,7 +308,7 @@ def _list_content(store, view):
     threshold = prompts.run_trend_threshold(store)
     how = html.Div(
         f"Trend: mean {label('reward')} over the last quarter of a prompt's steps minus the first quarter; "
-        f"above +{fmt_num(threshold)} is improved, below −{fmt_num(threshold)} regressed, otherwise flat "
+        f"above +{num(threshold)} is improved, below −{num(threshold)} regressed, otherwise flat "
         f"({TREND_EFFECT} × the run's reward standard deviation). Never beats the reference: no "
         "response scored above its reference response in any step where both exist (takes precedence).",
         className="small text-muted mb-2",
@@ -358,13 +359,13 @@ def _list_content(store, view):
 
 
 def _meta(row) -> str:
-    return f"step {row['step']} · {label('reward')} {fmt_num(row.get('reward'))}"
+    return f"step {row['step']} · {label('reward')} {num(row.get('reward'))}"
 
 
 def _ref_meta(row) -> str | None:
     if row.get("ref_reward") is None:
         return None
-    return f"{label('ref_reward')} {fmt_num(row.get('ref_reward'))}"
+    return f"{label('ref_reward')} {num(row.get('ref_reward'))}"
 
 
 def _prompt_content(store, view):
@@ -390,15 +391,15 @@ def _prompt_content(store, view):
     )
     stats = pv.stats_row(
         [
-            ("steps", fmt_num(agg.get("n_steps"))),
-            ("responses", fmt_num(agg.get("n_responses"))),
+            ("steps", num(agg.get("n_steps"))),
+            ("responses", num(agg.get("n_responses"))),
             ("steps seen", f"{agg.get('first_step')} – {agg.get('last_step')}"),
             (
                 f"{label('reward')} · first ¼ → last ¼",
-                f"{fmt_num(agg.get('reward_early'))} → {fmt_num(agg.get('reward_late'))}",
+                f"{num(agg.get('reward_early'))} → {num(agg.get('reward_late'))}",
             ),
-            (f"{label('reward_gain')} · mean", pv.fmt_value(agg.get("gain_mean"), "signed")),
-            ("win rate vs reference", pv.fmt_value(agg.get("win_rate"), "share")),
+            (f"{label('reward_gain')} · mean", value(agg.get("gain_mean"), "signed")),
+            ("win rate vs reference", value(agg.get("win_rate"), "share")),
             ("trend", pv.trend_badge(agg.get("trend"), TRENDS)),
             *(
                 [("groups (zero spread)", f"{agg.get('n_groups')} ({agg.get('zero_spread_groups')})")]

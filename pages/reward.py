@@ -16,7 +16,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, Patch, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from components import figures
-from components.layout import fmt_num, no_runs_state, notices
+from components.format import num, share
+from components.layout import no_runs_state, notices
 from components.live import shown_store
 from data import curves, live
 from data.metrics import label
@@ -520,7 +521,7 @@ def _step_stats(store, step) -> list:
     for name, v in stats:
         if v is None and name != "step":
             continue
-        text = f"{v:.1%}" if name == "win rate" else str(v) if name == "step" else fmt_num(v)
+        text = share(v) if name == "win rate" else str(v) if name == "step" else num(v)
         out.append(
             html.Div(
                 [

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime
 
 import dash
 import dash_bootstrap_components as dbc
 import polars as pl
 from dash import Input, Output, callback, dcc, html
 
-from components.layout import access_problem, fmt_num, no_runs_state, progress
+from components.format import age, megabytes, num, step_range
+from components.layout import access_problem, no_runs_state, progress
 from data.access import AGAIN, Unreadable
 from data.service import board
 from data.store import run_file_stats
@@ -27,12 +27,6 @@ FIRST_ANSWER_SECONDS = 5.0
 _EXAMPLE = pl.format("{}:{} ({})", "source", "line", pl.col("detail").fill_null("")).first()
 
 
-def _step_range(steps) -> str:
-    """First and last step: ``1–25``, or ``-25 to -1`` where a dash would read as a minus sign."""
-    lo, hi = steps.min(), steps.max()
-    return f"{lo} to {hi}" if lo < 0 else f"{lo}–{hi}"
-
-
 def layout(**query):
     return html.Div(
         [
@@ -42,17 +36,6 @@ def layout(**query):
             html.Div(id=RUNS_TABLE, children=runs_overview()),
         ]
     )
-
-
-def _age(ts: float | None) -> str:
-    if not ts:
-        return "–"
-    s = max(0, time.time() - ts)
-    when = datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
-    for unit, n in (("d", 86400), ("h", 3600), ("min", 60)):
-        if s >= n:
-            return f"{when} ({s / n:.0f} {unit} ago)"
-    return f"{when} ({s:.0f} s ago)"
 
 
 def _issues_block(store) -> html.Div | None:
@@ -201,12 +184,13 @@ def runs_overview() -> html.Div:
             n = int(steps.get_column("n").sum()) if steps.height else 0
             errors = sum(p["errors"] for p in store.manifest.data["parts"].values())
             pending = len(store.manifest.data.get("pending", {}))
-            step_range = _step_range(steps.get_column("step")) if steps.height else "–"
+            step_col = steps.get_column("step")
+            span = step_range(step_col.min(), step_col.max()) if steps.height else "–"
             stats = [
-                ("files", f"{len(files)} ({size / 1e6:.1f} MB)"),
-                ("samples", fmt_num(n)),
-                ("steps", f"{steps.height} ({step_range})"),
-                ("last update", _age(last)),
+                ("files", f"{len(files)} ({megabytes(size)})"),
+                ("samples", num(n)),
+                ("steps", f"{steps.height} ({span})"),
+                ("last update", age(last)),
                 ("bad lines", str(errors + pending)),
             ]
             body.append(

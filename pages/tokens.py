@@ -15,7 +15,8 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
-from components.layout import empty_state, fmt_num, no_runs_state, notices, progress, stat, unknown_run_state
+from components.format import num
+from components.layout import empty_state, no_runs_state, notices, progress, stat, unknown_run_state
 from components.live import shown_store
 from components.token_view import (
     POSITION_FIGURE_HEIGHT,
@@ -279,12 +280,12 @@ def _response(state: TokensState, view: TokenView, notes: list[str], back_href: 
     pad_tokens = board().settings.pad_tokens
     labels = _labels()
     stats = [
-        stat(label("reward"), fmt_num(info.get("reward"))),
-        stat(label("ref_reward"), fmt_num(info.get("ref_reward"))),
-        stat(label("reward_gain"), fmt_num(info.get("reward_gain"))),
-        stat(label("kl_mean"), fmt_num(info.get("kl_mean"))),
-        stat(label("kl_sum"), fmt_num(info.get("kl_sum"))),
-        stat(label("response_length"), fmt_num(info.get("response_length"))),
+        stat(label("reward"), num(info.get("reward"))),
+        stat(label("ref_reward"), num(info.get("ref_reward"))),
+        stat(label("reward_gain"), num(info.get("reward_gain"))),
+        stat(label("kl_mean"), num(info.get("kl_mean"))),
+        stat(label("kl_sum"), num(info.get("kl_sum"))),
+        stat(label("response_length"), num(info.get("response_length"))),
     ]
     header = html.Div(
         [
