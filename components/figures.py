@@ -16,38 +16,26 @@ from typing import NamedTuple
 import numpy as np
 import plotly.graph_objects as go
 
+from components import theme
 from components.format import D3_INT, D3_PRECISE, D3_SHARE, D3_SHARE_AXIS, D3_SHARE_PRECISE, exact, share
+from components.theme import colour, rgba
 
-FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
-GRID = "#e9ecef"
 MARKER_NAME = "selected-step"
-# ColorBrewer "Blues", light to dark, spelled out: plotly.js's own "Blues" runs the other way, and only
-# Plotly's (skipped) Python-side validation would translate the name.
-SEQUENTIAL = [
-    [i / 8, c]
-    for i, c in enumerate(
-        ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"]
-    )
-]
 
 TEMPLATE = dict(
     layout=dict(
-        font=dict(family=FONT, size=12, color="#212529"),
+        font=dict(family=theme.FONT, size=12, color=theme.TEXT),
         paper_bgcolor="white",
         plot_bgcolor="white",
         margin=dict(l=56, r=16, t=36, b=44),
-        hoverlabel=dict(font=dict(family=FONT, size=12)),
-        xaxis=dict(gridcolor=GRID, zerolinecolor="#ced4da", linecolor="#adb5bd", ticks="outside"),
-        yaxis=dict(gridcolor=GRID, zerolinecolor="#ced4da", linecolor="#adb5bd"),
+        hoverlabel=dict(font=dict(family=theme.FONT, size=12)),
+        xaxis=dict(
+            gridcolor=theme.GRID, zerolinecolor=theme.ZERO_LINE, linecolor=theme.AXIS_LINE, ticks="outside"
+        ),
+        yaxis=dict(gridcolor=theme.GRID, zerolinecolor=theme.ZERO_LINE, linecolor=theme.AXIS_LINE),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, font=dict(size=11)),
     )
 )
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    h = hex_color.lstrip("#")
-    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
-    return f"rgba({r},{g},{b},{alpha})"
 
 
 def _figure(data: list[dict], layout: dict) -> go.Figure:
@@ -71,7 +59,7 @@ def empty_figure(message: str, height: int = 300) -> go.Figure:
                     yref="paper",
                     x=0.5,
                     y=0.5,
-                    font=dict(color="#6c757d", size=13),
+                    font=dict(color=theme.MUTED, size=13),
                 )
             ],
         ),
@@ -95,7 +83,7 @@ def step_marker(step: int | None) -> list[dict]:
             y0=0,
             y1=1,
             yref="paper",
-            line=dict(color="#495057", width=1.5, dash="dot"),
+            line=dict(color=theme.MARKER, width=1.5, dash="dot"),
             layer="above",
         )
     ]
@@ -113,7 +101,7 @@ def curves_figure(
     """Curves over steps (x = step, numeric order), each with an optional shaded spread band.
 
     ``series``: objects with ``label``, ``frame`` (columns ``step, y`` and, for a band, ``lo, hi``;
-    sorted by step, nulls are gaps), ``color``, ``band_label`` (None: no band) and ``dashed``. Hover shows
+    sorted by step, nulls are gaps), ``key`` (its colour is the theme's), ``band_label`` (None: no band) and ``dashed``. Hover shows
     the exact values of every curve at the step; clicking anywhere gives ``clickData.points[*].x`` = step.
     ``percent`` formats the y axis and the hover as percentages. No series -> :func:`empty_figure`.
     """
@@ -123,6 +111,7 @@ def curves_figure(
     fmt = D3_SHARE_PRECISE if percent else D3_PRECISE
     data = []
     for s in series:
+        c = colour(s.key)
         x = s.frame.get_column("step").to_numpy()
         if s.band_label and {"lo", "hi"} <= set(s.frame.columns):
             for edge, fill in (("lo", "none"), ("hi", "tonexty")):
@@ -132,9 +121,9 @@ def curves_figure(
                         x=x,
                         y=s.frame.get_column(edge).cast(float).to_numpy(),
                         mode="lines",
-                        line=dict(width=0, color=s.color),
+                        line=dict(width=0, color=c),
                         fill=fill,
-                        fillcolor=_rgba(s.color, 0.16),
+                        fillcolor=rgba(c, 0.16),
                         name=f"{s.label} {s.band_label} ({'low' if edge == 'lo' else 'high'})",
                         legendgroup=s.label,
                         showlegend=False,
@@ -149,7 +138,7 @@ def curves_figure(
                 y=s.frame.get_column("y").cast(float).to_numpy(),
                 mode="lines+markers" if s.frame.height <= 60 else "lines",
                 marker=dict(size=4),
-                line=dict(color=s.color, width=2, dash="dash" if s.dashed else "solid"),
+                line=dict(color=c, width=2, dash="dash" if s.dashed else "solid"),
                 name=s.label + (f" (band: {s.band_label})" if s.band_label else ""),
                 legendgroup=s.label,
                 hovertemplate=f"%{{y:{fmt}}}",
@@ -178,10 +167,10 @@ def histogram_figure(
     bars,
     *,
     label: str,
-    color: str = "#0d6efd",
+    color: str = colour("reward"),
     ref_bars=None,
     ref_label: str | None = None,
-    ref_color: str = "#495057",
+    ref_color: str = colour("ref_reward"),
     signed: bool = False,
     discrete: bool = False,
     height: int = 300,
@@ -247,11 +236,11 @@ def histogram_figure(
 
     data = [
         trace(
-            rows, -1 if has_ref else 0, label, dict(color=_rgba(color, 0.75), line=dict(color=color, width=1))
+            rows, -1 if has_ref else 0, label, dict(color=rgba(color, 0.75), line=dict(color=color, width=1))
         )
     ]
     if has_ref:
-        marker = dict(color=_rgba(ref_color, 0.15), line=dict(color=ref_color, width=1.5))
+        marker = dict(color=rgba(ref_color, 0.15), line=dict(color=ref_color, width=1.5))
         data.append(trace(ref_bars.sort("bin").to_dicts(), 1, ref_label or "reference", marker))
     top = max(max(d["y"]) for d in data)
     edges = [float(r["lo"]) for r in rows] + [float(rows[-1]["hi"])]
@@ -273,7 +262,7 @@ def histogram_figure(
                 y0=0,
                 y1=1,
                 yref="paper",
-                line=dict(color="#adb5bd", width=1),
+                line=dict(color=theme.AXIS_LINE, width=1),
                 layer="below",  # a bar is now centred on 0: the line would split it in two
             )
         )
@@ -341,7 +330,7 @@ def heatmap_figure(
                 y=labels,
                 z=np.asarray(share, dtype=np.float32),
                 customdata=np.asarray(count),
-                colorscale=SEQUENTIAL,
+                colorscale=theme.HEATMAP_SCALE,
                 zmin=0,
                 colorbar=dict(title=dict(text="share", side="right"), tickformat=D3_SHARE_AXIS, thickness=12),
                 hovertemplate=(

@@ -18,16 +18,7 @@ from dash import dcc, html
 from components.figures import TEMPLATE, empty_figure
 from components.format import D3_NUM, grid_formatter, value
 from components.tables import TOKENS_LINK
-
-TREND_COLORS = {
-    "improved": "success",
-    "regressed": "danger",
-    "flat": "secondary",
-    "never": "warning",
-    "single": "light",
-}
-REWARD_COLOR = "#0d6efd"
-REF_COLOR = "#fd7e14"
+from components.theme import GRID_THEME_JS, HIGHLIGHT, SIGN_STYLE_JS, TREND_COLOURS, colour, sign_style
 
 
 @dataclass(frozen=True)
@@ -45,19 +36,13 @@ def trend_badge(code: str | None, labels: Mapping[str, str]) -> html.Span | dbc.
     """A coloured badge for a trend code (see ``data.prompts.TRENDS``); '–' when unknown."""
     if not code:
         return html.Span("–", className="text-muted")
-    color = TREND_COLORS.get(code, "secondary")
+    color = TREND_COLOURS.get(code, "secondary")
     return dbc.Badge(
         labels.get(code, code),
         color=color,
         text_color="dark" if color in ("light", "warning") else None,
         className="fw-normal",
     )
-
-
-def _signed_class(v) -> str:
-    if isinstance(v, int | float) and v == v:
-        return "text-success" if v > 0 else "text-danger" if v < 0 else ""
-    return ""
 
 
 def _header(col: Column, sort: str, order: str, href: str | None) -> html.Th:
@@ -105,8 +90,8 @@ def prompt_list_table(
             elif c.kind == "trend":
                 cells.append(html.Td(trend_badge(v, trend_labels)))
             else:
-                cls = "text-end numeric" + (f" {_signed_class(v)}" if c.kind == "signed" else "")
-                cells.append(html.Td(value(v, c.kind), className=cls))
+                style = sign_style(v) if c.kind == "signed" else {}
+                cells.append(html.Td(value(v, c.kind), className="text-end numeric", style=style))
         body.append(html.Tr(cells))
     return dbc.Table(
         [head, html.Tbody(body)],
@@ -169,7 +154,7 @@ def reward_figure(
             customdata=np.asarray(list(responses["sample_id"]), dtype=object),
             mode="markers",
             name=f"{labels['reward']} (one response)",
-            marker=dict(color=REWARD_COLOR, size=7, opacity=0.45),
+            marker=dict(color=colour("reward"), size=7, opacity=0.45),
             hovertemplate="step %{x}<br>"
             + labels["reward"]
             + " %{y:"
@@ -181,7 +166,7 @@ def reward_figure(
             y=_arr(per_step["reward"]),
             mode="lines+markers",
             name=f"{labels['reward']} (mean of the step)",
-            line=dict(color=REWARD_COLOR, width=2),
+            line=dict(color=colour("reward"), width=2),
             marker=dict(size=4),
             hovertemplate="step %{x}<br>mean " + labels["reward"] + " %{y:" + D3_NUM + "}<extra></extra>",
         ),
@@ -194,7 +179,7 @@ def reward_figure(
                 y=_arr(refs),
                 mode="lines+markers",
                 name=f"{labels['ref_reward']} (mean of the step)",
-                line=dict(color=REF_COLOR, width=2, dash="dash"),
+                line=dict(color=colour("ref_reward"), width=2, dash="dash"),
                 marker=dict(size=4, symbol="diamond"),
                 connectgaps=False,
                 hovertemplate="step %{x}<br>mean "
@@ -233,15 +218,6 @@ def clicked_sample(click_data) -> str | None:
     return v if isinstance(v, str) else None
 
 
-_SIGNED_STYLE = (
-    "params.value == null ? {} : params.value < 0 ? {color: '#b02a37'} : "
-    "params.value > 0 ? {color: '#146c43'} : {}"
-)
-_THEME = (
-    "themeQuartz.withParams({spacing: 3, fontSize: 12, headerFontSize: 12, rowHeight: 26, "
-    "headerHeight: 30, wrapperBorderRadius: 4, headerBackgroundColor: '#f1f3f5', "
-    "oddRowBackgroundColor: '#fafbfc', fontFamily: 'inherit'})"
-)
 ZERO_SPREAD_TEXT = "all rewards equal: no learning signal"
 
 
@@ -261,7 +237,7 @@ def _grid_column(col: Column) -> dict:
             type="rightAligned",
             valueFormatter=grid_formatter(col.kind),
             width=70 if col.kind == "step" else 104,
-            cellStyle={"function": _SIGNED_STYLE}
+            cellStyle={"function": SIGN_STYLE_JS}
             if col.kind == "signed"
             else {"fontVariantNumeric": "tabular-nums"},
         )
@@ -304,7 +280,7 @@ def history_grid(
             "suppressMovable": True,
         },
         dashGridOptions={
-            "theme": {"function": _THEME},
+            "theme": {"function": GRID_THEME_JS},
             "animateRows": False,
             "suppressCellFocus": True,
             # A file's field may have a dot in its name (an object's field, `rewards.accuracy`): a name, not a path.
@@ -314,7 +290,7 @@ def history_grid(
         },
         getRowStyle={
             "styleConditions": [
-                {"condition": "params.data.zero_spread", "style": {"backgroundColor": "#fff3cd"}},
+                {"condition": "params.data.zero_spread", "style": {"backgroundColor": HIGHLIGHT}},
             ]
         },
         style={"height": f"{26 * n + 110}px", "width": "100%"},  # rows + a wrapped header + scrollbar

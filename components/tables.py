@@ -9,21 +9,10 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from components.format import grid_formatter, num, signed
+from components.theme import GRID_THEME_JS, SIGN_STYLE_JS
 
 # Grid rows per request of the infinite row model.
 BLOCK_SIZE = 100
-
-_SIGNED_STYLE = (
-    "params.value == null ? {} : params.value < 0 ? {color: '#b02a37'} : "
-    "params.value > 0 ? {color: '#146c43'} : {}"
-)
-_THEME = (
-    "themeQuartz.withParams({spacing: 3, fontSize: 12, headerFontSize: 12, rowHeight: 26, "
-    "headerHeight: 30, wrapperBorderRadius: 4, headerBackgroundColor: '#f1f3f5', "
-    "oddRowBackgroundColor: '#fafbfc', selectedRowBackgroundColor: '#fff3cd', "
-    "fontFamily: 'inherit'})"
-)
-
 
 # The sample id as a link to the row's token page (``tokens_href``, a path built from ids we generate,
 # never from model text), followed inside the app without reloading it (assets/dashAgGridComponentFunctions.js).
@@ -72,7 +61,7 @@ def column_defs(
             col["type"] = "rightAligned"
             col["valueFormatter"] = grid_formatter(kind, missing="")
             col["cellStyle"] = (
-                {"function": _SIGNED_STYLE} if field in signed else {"fontVariantNumeric": "tabular-nums"}
+                {"function": SIGN_STYLE_JS} if field in signed else {"fontVariantNumeric": "tabular-nums"}
             )
         if field == sort:
             col["sort"] = order
@@ -118,7 +107,7 @@ def responses_grid(
             "suppressMovable": True,
         },
         dashGridOptions={
-            "theme": {"function": _THEME},
+            "theme": {"function": GRID_THEME_JS},
             "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
             "cacheBlockSize": BLOCK_SIZE,
             "maxBlocksInCache": 50,

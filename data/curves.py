@@ -35,18 +35,6 @@ HISTOGRAMS = {
     "reward_gain": ("gain", ("reward_gain",)),
 }
 
-COLORS = {
-    "reward": "#0d6efd",
-    "ref_reward": "#6c757d",
-    "kl_token_mean": "#6f42c1",
-    "log_ratio_token_mean": "#fd7e14",
-    "response_length": "#20c997",
-    "response_chars": "#20c997",
-    "win_rate": "#198754",
-    "tie_rate": "#adb5bd",
-    "zero_spread_share": "#dc3545",
-}
-
 
 def step_label(key: str, fallback: str) -> str:
     """The metrics registry's label of a per-step column when it has one, else ``fallback``.
@@ -102,12 +90,12 @@ def curve(
 
 @dataclass(frozen=True)
 class Series:
-    """One line of a curve panel: ``frame`` has ``step, y`` and, with a band, ``lo, hi``."""
+    """One line of a curve panel: ``key`` is the metric (or per-step column) it draws, ``frame`` has
+    ``step, y`` and, with a band, ``lo, hi``."""
 
     key: str
     label: str
     frame: pl.DataFrame
-    color: str
     band_label: str | None = None
     dashed: bool = False
 
@@ -142,9 +130,7 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     zs = zero_shift
     shift = " (minus first value)" if zs else ""
 
-    reward = [
-        Series("reward", label("reward"), curve(steps, "reward", band, zs), COLORS["reward"], band_text)
-    ]
+    reward = [Series("reward", label("reward"), curve(steps, "reward", band, zs), band_text)]
     has_ref = has_values(steps, "ref_reward_mean")
     if has_ref:
         reward.append(
@@ -152,7 +138,6 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
                 "ref_reward",
                 label("ref_reward"),
                 curve(steps, "ref_reward", None, zs),
-                COLORS["ref_reward"],
                 dashed=True,
             )
         )
@@ -170,7 +155,7 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     for key, base in (("kl_token_mean", "kl"), ("log_ratio_token_mean", "log_ratio")):
         if has_values(steps, key):
             name = step_label(key, f"{label(base)}, per-token mean")
-            kl.append(Series(key, name, curve(steps, key, None, zs, mean=False), COLORS[key]))
+            kl.append(Series(key, name, curve(steps, key, None, zs, mean=False)))
     out.append(Panel("kl", "KL to the reference", "per token" + shift, tuple(kl), None if kl else NOTE_NO_KL))
 
     if has_values(steps, "response_length_mean"):
@@ -178,7 +163,6 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
             "response_length",
             label("response_length"),
             curve(steps, "response_length", band, zs),
-            COLORS["response_length"],
             band_text,
         )
         out.append(Panel("length", "Response length", "tokens" + shift, (length,)))
@@ -189,7 +173,6 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
             "response_chars",
             label("response_chars"),
             curve(steps, "response_chars", chars_band, zs),
-            COLORS["response_chars"],
             band_text if chars_band else None,
         )
         out.append(Panel("length", "Response length", "characters" + shift, (length,), NOTE_CHARS))
@@ -201,9 +184,7 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     # reference, which a win rate alone hides.
     for key, dashed in (("win_rate", False), ("tie_rate", True)):
         if has_ref and has_values(steps, key):
-            win.append(
-                Series(key, label(key), curve(steps, key, None, zs, mean=False), COLORS[key], dashed=dashed)
-            )
+            win.append(Series(key, label(key), curve(steps, key, None, zs, mean=False), dashed=dashed))
     if has_values(steps, "zero_spread_share"):
         name = step_label("zero_spread_share", "share of groups whose responses all got the same reward")
         win.append(
@@ -211,7 +192,6 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
                 "zero_spread_share",
                 name,
                 curve(steps, "zero_spread_share", None, zs, mean=False),
-                COLORS["zero_spread_share"],
                 dashed=True,
             )
         )

@@ -19,6 +19,7 @@ from components import figures
 from components.format import num, share
 from components.layout import no_runs_state, notices
 from components.live import shown_store
+from components.theme import colour
 from data import curves, live
 from data.metrics import label
 from data.queries import bar_interval
@@ -497,7 +498,7 @@ def _histograms(store, step):
             figures.histogram_figure(
                 bars,
                 label=label(kind),
-                color=curves.COLORS["reward"] if kind == "reward" else curves.COLORS["win_rate"],
+                color=colour(kind),
                 ref_bars=ref,
                 ref_label=label("ref_reward"),
                 signed=kind == "reward_gain",

@@ -18,9 +18,9 @@ from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, 
 from components.format import num
 from components.layout import empty_state, no_runs_state, notices, progress, stat, unknown_run_state
 from components.live import shown_store
+from components.theme import colour_stops
 from components.token_view import (
     POSITION_FIGURE_HEIGHT,
-    colour_stops,
     file_fields_figure,
     highlight_js,
     legend,

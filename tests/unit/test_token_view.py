@@ -10,14 +10,12 @@ import plotly.graph_objects as go
 import polars as pl
 import pytest
 
+from components.theme import DIVERGING, ORANGES, colour_stops
 from components.token_view import (
-    DIVERGING,
     HIGHLIGHT_JS,
     LONG_RESPONSE,
-    ORANGES,
     STRIP_JS,
     colour,
-    colour_stops,
     empty_figure,
     highlight_js,
     hover_safe_expr,
