@@ -293,7 +293,7 @@ class Board:
         def waiting() -> bool:
             if store is None:
                 return True
-            return status.settling and store.visible_below is not None and status.total < BIG_CATCH_UP
+            return status.settling and status.total < BIG_CATCH_UP
 
         while waiting() and time.monotonic() < deadline:
             with self._lock:
