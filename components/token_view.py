@@ -3,8 +3,8 @@ top-k tables.
 
 The strip itself is filled in the browser by :data:`STRIP_JS` from a columnar dict (one ``<span>`` per token,
 text set with ``textContent`` and the hover with ``title``, so model text never becomes markup); building 4,000
-Dash components per response would cost far more than the 50 ms the server has. Labels are passed in by the
-page (``components`` never import ``data``).
+Dash components per response would cost far more than the 50 ms the server has. Labels and the columns of
+the trainer's own fields are passed in by the page (``components`` never import ``data``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from components import theme
 from components.figures import TEMPLATE
 from components.format import D3_NUM, DIGITS, num
 from components.theme import FILE_FIELD_COLOURS
-from data.metrics.token import file_column
-from data.tokens import file_label
 
 # Text turns white on backgrounds darker than this (0..255 luma).
 DARK_LUMA = 120.0
@@ -451,26 +449,29 @@ def token_reward_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.F
     return _figure([trace], labels["token_reward"], "reward", showlegend=False)
 
 
-def file_fields_figure(tokens: pl.DataFrame, names: Sequence[str]) -> go.Figure:
+def file_fields_figure(tokens: pl.DataFrame, fields: Sequence[tuple[str, str]]) -> go.Figure:
     """The trainer's own per-token fields (TRL's PPO ``advantages``, ``returns``), one line each, as the file
     has them, x = position.
 
-    ``tokens``: visible positions with ``pos, text`` and ``file_column(name)`` for each of ``names``.
+    ``tokens``: visible positions with ``pos, text`` and each column of ``fields``: ``(column, label)``
+    pairs, in the order the file has them (a field without a value at these positions is left out).
     """
     shown = [
-        n for n in names if tokens.height and tokens.get_column(file_column(n)).null_count() < tokens.height
+        (col, text)
+        for col, text in fields
+        if tokens.height and tokens.get_column(col).null_count() < tokens.height
     ]
     if not shown:
         return empty_figure("no per-token fields of the trainer at these positions")
-    c = _columns(tokens, *(file_column(n) for n in shown))
+    c = _columns(tokens, *(col for col, _ in shown))
     traces = []
-    for i, name in enumerate(shown):
-        label = html_escape(file_label(name), quote=False)
+    for i, (col, text) in enumerate(shown):
+        label = html_escape(text, quote=False)
         traces.append(
             dict(
                 type="scatter",
                 x=c["pos"],
-                y=c[file_column(name)],
+                y=c[col],
                 name=label,
                 mode=_mode(tokens),
                 marker={"size": 4},
@@ -479,11 +480,7 @@ def file_fields_figure(tokens: pl.DataFrame, names: Sequence[str]) -> go.Figure:
             )
         )
     # One line has no legend: the title names it.
-    title = (
-        html_escape(file_label(shown[0]), quote=False)
-        if len(shown) == 1
-        else "the trainer's own per-token fields"
-    )
+    title = html_escape(shown[0][1], quote=False) if len(shown) == 1 else "the trainer's own per-token fields"
     return _figure(traces, title, "as in the file")
 
 

@@ -416,7 +416,8 @@ def _charts(shown, fields: frozenset[str], labels: dict, file_fields: tuple[str,
     if "token_rewards" in fields:
         charts.append(("token_reward", token_reward_figure(shown, labels)))
     if file_fields:
-        charts.append(("file", file_fields_figure(shown, file_fields)))
+        fields_of_file = [(file_column(f), file_label(f)) for f in file_fields]
+        charts.append(("file", file_fields_figure(shown, fields_of_file)))
     if not charts:
         return dbc.Row()
     return dbc.Row(
