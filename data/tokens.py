@@ -8,8 +8,7 @@ per ``(store.version, sample)``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from urllib.parse import urlencode
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -18,11 +17,9 @@ from data.metrics import METRICS, label
 from data.metrics.response import strip_pad_text
 from data.metrics.token import TOKEN_COLUMNS, explode_tokens, file_column, token_metrics
 from data.schema import trainer_token_fields
-from data.views.codec import encode, first, get_bool, get_choice, key_notices, parse_search
 
 # Metrics a token can be coloured by, in the order of the metric picker.
 STRIP_METRICS = ("token_reward", "value", "prob", "ref_prob", "log_ratio", "kl", "value_error")
-DEFAULT_METRIC = "kl"
 # The file fields each per-token metric needs.
 METRIC_FIELDS: dict[str, tuple[str, ...]] = {
     "token_reward": ("token_rewards",),
@@ -90,43 +87,6 @@ class TokenView:
     file_fields: tuple[str, ...] = ()
     # Those left out for being longer than the response's tokens: (name, values, tokens).
     overlong: tuple[tuple[str, int, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class TokensState:
-    """The token page's URL state; ``back`` is the responses view's query string (without ``?``)."""
-
-    run: str | None = None
-    sample: str | None = None
-    metric: str = DEFAULT_METRIC
-    pads: bool = False
-    back: str = ""
-
-    @classmethod
-    def from_query(cls, query) -> tuple[TokensState, list[str]]:
-        """State from a parsed query (or ``layout(**query)`` kwargs) and a notice per ignored value."""
-        notes = key_notices(query, (f.name for f in fields(cls)))
-        raw = first(query, "metric")
-        if is_file_metric(raw):  # a per-token field of the trainer's own: checked against the response
-            metric = raw
-        else:
-            metric = get_choice(query, "metric", STRIP_METRICS, notes, DEFAULT_METRIC)
-        pads = get_bool(query, "pads", notes, False)
-        # Re-encoded so that only a query string ever follows "/responses" in the link back.
-        back = urlencode(parse_search(first(query, "back") or ""), doseq=True)
-        return cls(first(query, "run") or None, first(query, "sample") or None, metric, pads, back), notes
-
-    def to_query(self) -> str:
-        """``?run=…&sample=…`` with defaults left out ('' for the default state)."""
-        return encode(
-            [
-                ("run", self.run),
-                ("sample", self.sample),
-                ("metric", None if self.metric == DEFAULT_METRIC else self.metric),
-                ("pads", True if self.pads else None),
-                ("back", self.back or None),
-            ]
-        )
 
 
 # ---- pure functions ----------------------------------------------------------------------------------
@@ -367,7 +327,6 @@ def first_sample(store) -> str | None:
 
 
 __all__ = [
-    "DEFAULT_METRIC",
     "HOVER_METRICS",
     "MARKERS",
     "METRIC_FIELDS",
@@ -377,7 +336,6 @@ __all__ = [
     "TOP_K",
     "Neighbours",
     "TokenView",
-    "TokensState",
     "build_view",
     "decode_expr",
     "decode_token",

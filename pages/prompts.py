@@ -6,7 +6,6 @@ reference response. ``&prompt=KEY`` shows one prompt: its reward over steps, its
 beside their reference responses, and every response (grouped per step) linking to its token page.
 """
 
-# No ``from __future__ import annotations``: Dash loads page modules outside sys.modules (see reward.py).
 from dataclasses import replace
 from urllib.parse import quote
 
@@ -25,6 +24,7 @@ from data.queries import QueryError
 from data.service import UnknownRun, board
 from data.views import paths
 from data.views.codec import encode, parse_search
+from data.views.prompts import VIEWS, PromptsView
 
 dash.register_page(__name__, path=paths.PROMPTS, name="Prompts", title="Prompts · RL Logging Board", order=4)
 
@@ -61,7 +61,7 @@ VIEW_OPTIONS = {"all": "All prompts", "never": "Never beat the reference"}
 
 def _decode(search_or_query):
     query = parse_search(search_or_query) if isinstance(search_or_query, str | None) else search_or_query
-    return prompts.PromptsView.from_query(query, list(board().runs()))
+    return PromptsView.from_query(query, list(board().runs()))
 
 
 def _store(run):
@@ -249,7 +249,7 @@ def layout(**query):
     runs = list(board().runs())
     if not runs:
         return no_runs_state(board().root, board().scan().trouble)
-    view, _msgs = prompts.PromptsView.from_query(query, runs)
+    view, _msgs = PromptsView.from_query(query, runs)
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
@@ -334,7 +334,7 @@ def _list_content(store, view):
         else empty_state(
             "No prompt matches",
             "Change the filters above.",
-            ("All prompts of the run", _href(prompts.PromptsView(run=view.run))),
+            ("All prompts of the run", _href(PromptsView(run=view.run))),
         )
     )
     return (
@@ -515,7 +515,7 @@ def _sync(search, view_value, trend, min_steps, q):
     steps = int(min_steps) if isinstance(min_steps, int | float) and min_steps >= 1 else None
     new = replace(
         view,
-        view=view_value if view_value in prompts.VIEWS else "all",
+        view=view_value if view_value in VIEWS else "all",
         trend=trend or None,
         min_steps=steps,
         q=(q or "").strip() or None,

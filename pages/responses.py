@@ -25,15 +25,11 @@ from components.tables import (
 )
 from data import live
 from data.metrics import METRICS, label
-from data.queries import QueryError, SearchStopped
+from data.queries import QueryError, SearchStopped, regex_error
 from data.responses import (
-    ALL_STEPS,
-    RANGE_KEYS,
-    ResponsesView,
     json_rows,
     ordered,
     page_rows,
-    regex_error,
     run_steps,
     sample_texts,
     sortable_columns,
@@ -44,6 +40,7 @@ from data.service import UnknownRun, board
 from data.views import paths
 from data.views.codec import first, parse_search
 from data.views.paths import shown_run, unknown_run_notice
+from data.views.responses import ALL_STEPS, RANGE_KEYS, ResponsesView
 
 dash.register_page(
     __name__, path=paths.RESPONSES, name="Responses", title="Responses · RL Logging Board", order=2

@@ -6,10 +6,7 @@ run-level bins and a steps x reward-bins heatmap. Clicking a curve point selects
 (reward, reference reward, gain) or a heatmap cell opens the responses behind it.
 """
 
-# No ``from __future__ import annotations`` here: Dash loads page modules without registering them in
-# sys.modules, and dataclasses then cannot resolve string annotations of the view-state fields.
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 
 import dash
 import dash_bootstrap_components as dbc
@@ -25,8 +22,8 @@ from data.metrics import label
 from data.queries import bar_interval
 from data.service import UnknownRun, board
 from data.views import paths
-from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices, parse_search
-from data.views.paths import shown_run, unknown_run_notice
+from data.views.codec import encode, parse_search
+from data.views.reward import RewardView
 
 dash.register_page(__name__, path=paths.REWARD, name="Reward", title="Reward · RL Logging Board", order=1)
 
@@ -61,59 +58,6 @@ STORE_WAIT_SECONDS = 10.0
 GRAPH_CONFIG = {"displayModeBar": False, "responsive": True}
 
 
-# ---- view state ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RewardView:
-    """What the URL says: run, selected step (None = the run's last step), spread band, zero shift."""
-
-    run: str | None = None
-    step: int | None = None
-    band: str = curves.DEFAULT_BAND
-    zero: bool = False
-
-    @classmethod
-    def from_query(
-        cls, query: Mapping, runs: list[str], steps_of: Callable[[str], list[int] | None]
-    ) -> tuple["RewardView", list[str]]:
-        """Decode a query (parsed or ``layout(**query)``); bad values fall back with a notice each.
-
-        ``runs`` are the runs under the root (an unknown run falls back to the first one); ``steps_of(run)``
-        gives the run's steps, or None while nothing is ingested (the step is then kept as is).
-        """
-        msgs = key_notices(query, (f.name for f in fields(cls)))
-        asked = first(query, "run")
-        run = shown_run(paths.REWARD, asked, runs)
-        if notice := unknown_run_notice(paths.REWARD, asked, run, runs):
-            msgs.append(notice)
-        step = get_int(query, "step", msgs)
-        if step is not None and run is not None:
-            steps = steps_of(run)
-            if steps is not None and step not in steps:
-                near = curves.nearest_step(steps, step)
-                msgs.append(
-                    f"Run {run!r} has no step {step}: showing step {near}, the nearest one."
-                    if near is not None
-                    else f"Run {run!r} has no steps yet."
-                )
-                step = near
-        band = get_choice(query, "band", curves.BANDS, msgs, curves.DEFAULT_BAND)
-        zero = get_bool(query, "zero", msgs, False)
-        return cls(run, step, band, zero), msgs
-
-    def to_query(self) -> str:
-        """``?run=R&step=S&band=B&zero=1`` without defaults ('' when all are defaults)."""
-        return encode(
-            [
-                ("run", self.run),
-                ("step", self.step),
-                ("band", None if self.band == curves.DEFAULT_BAND else self.band),
-                ("zero", True if self.zero else None),
-            ]
-        )
-
-
 def _store(run: str | None):
     """The run's committed store, or None (no run, unknown run, nothing ingested yet)."""
     if not run:
@@ -129,7 +73,7 @@ def _steps_of(run: str) -> list[int] | None:
     return None if store is None else curves.step_list(store)
 
 
-def _decode(search_or_query) -> tuple["RewardView", list[str]]:
+def _decode(search_or_query) -> tuple[RewardView, list[str]]:
     query = parse_search(search_or_query) if isinstance(search_or_query, str | None) else search_or_query
     return RewardView.from_query(query, list(board().runs()), _steps_of)
 
@@ -154,10 +98,6 @@ def _step_text(step: int | None, steps: list[int]) -> str:
     if step is None or step not in steps:
         return "no step"
     return f"step {step} · {steps.index(step) + 1} of {len(steps)}"
-
-
-def _effective_step(view: RewardView, steps: list[int]) -> int | None:
-    return view.step if view.step is not None else (steps[-1] if steps else None)
 
 
 # ---- layout ----------------------------------------------------------------------------------------------
@@ -196,7 +136,7 @@ def _controls(view: RewardView, steps: list[int]) -> dbc.Card:
                                 [
                                     dbc.Label("Step", html_for=STEP, className="small text-muted mb-0 me-2"),
                                     html.Span(
-                                        _step_text(_effective_step(view, steps), steps),
+                                        _step_text(view.shown_step(steps), steps),
                                         id=STEP_TEXT,
                                         className="badge text-bg-primary",
                                     ),
@@ -218,7 +158,7 @@ def _controls(view: RewardView, steps: list[int]) -> dbc.Card:
                                             id=STEP,
                                             min=0,
                                             step=1,
-                                            value=_step_index(_effective_step(view, steps), steps),
+                                            value=_step_index(view.shown_step(steps), steps),
                                             updatemode="mouseup",
                                             allow_direct_input=False,
                                             included=False,
@@ -309,7 +249,7 @@ def layout(**query):
             dcc.Location(id=URL, refresh=False),
             dcc.Location(id=NAV, refresh="callback-nav"),
             dcc.Store(id=RUN, data=view.run),
-            dcc.Store(id=SELECTED, data=_effective_step(view, steps)),
+            dcc.Store(id=SELECTED, data=view.shown_step(steps)),
             dcc.Store(id=CURVES_DRAWN),
             shown_store("reward", live.shown(view.run, store)),
             dcc.Store(id=HEATMAP_DRAWN),
@@ -381,7 +321,7 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
     view, msgs = _decode(search)
     store = _store(view.run)
     steps = curves.step_list(store) if store is not None else []
-    current = _effective_step(view, steps)
+    current = view.shown_step(steps)
     if trigger is None or trigger == URL:
         new_view, url_out, notes = view, no_update, notices(msgs).children
     else:
@@ -400,7 +340,7 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
         new_view = replace(view, step=new_step, band=band or view.band, zero=bool(zero))
         url_out = no_update if new_view == view else new_view.to_query()
         notes = no_update if new_view == view else []
-    shown = _effective_step(new_view, steps)
+    shown = new_view.shown_step(steps)
     same_run = new_view.run == run
     slider = _slider_props(steps)
     return (

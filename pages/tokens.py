@@ -36,12 +36,10 @@ from data.metrics import METRICS, label
 from data.metrics.token import file_column
 from data.service import board
 from data.tokens import (
-    DEFAULT_METRIC,
     HOVER_METRICS,
     METRIC_FIELDS,
     STRIP_METRICS,
     TOP_K,
-    TokensState,
     TokenView,
     file_field_of,
     file_label,
@@ -59,6 +57,7 @@ from data.tokens import (
 from data.views import paths
 from data.views.codec import parse_search
 from data.views.paths import shown_run, unknown_run_notice
+from data.views.tokens import DEFAULT_METRIC, TokensState
 
 dash.register_page(__name__, path=paths.TOKENS, name="Tokens", title="Tokens · RL Logging Board", order=3)
 

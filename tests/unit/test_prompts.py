@@ -15,6 +15,7 @@ from data.metrics.group import TREND_EFFECT, trend_expr, with_advantage
 from data.metrics.response import prompt_key_text
 from data.store import open_store
 from data.views.codec import parse_search
+from data.views.prompts import PROMPT_KEY_RE, PromptsView
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -65,7 +66,7 @@ def test_prompts001_prompt_key_ignores_pads_and_surrounding_whitespace(tmp_path)
     )
     keys = store.scalars().sort("line").get_column("prompt_key").to_list()
     assert keys[0] == keys[1] != keys[2]
-    assert prompts.PROMPT_KEY_RE.fullmatch(keys[0])
+    assert PROMPT_KEY_RE.fullmatch(keys[0])
 
 
 # ---- early / late and trend ------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def test_prompts005_never_beats_the_reference(tmp_path):
     assert loser["gain_mean"] == pytest.approx(-0.5)
     assert (winner["never_beats"], winner["win_rate"]) == (False, 0.5)
     assert noref["never_beats"] is False and noref["win_rate"] is None
-    never = prompts.filter_prompts(table, prompts.PromptsView(view="never"))
+    never = prompts.filter_prompts(table, PromptsView(view="never"))
     assert never.get_column("prompt_preview").to_list() == ["loser"]
     assert prompts.overview(table)["never"] == 1
 
@@ -252,7 +253,7 @@ def test_prompts012_filter_sort_page(tmp_path):
     recs = [_rec(f"p{i}", s, float(i * s)) for i in range(5) for s in range(1, i + 2)]
     table = prompts.prompt_table(_ingest(tmp_path, {"a.jsonl": recs}))
     assert table.height == 5
-    view = prompts.PromptsView(sort="n_steps", order="desc")
+    view = PromptsView(sort="n_steps", order="desc")
     assert prompts.filter_prompts(table, view).get_column("prompt_preview").to_list() == [
         "p4",
         "p3",
@@ -260,10 +261,10 @@ def test_prompts012_filter_sort_page(tmp_path):
         "p1",
         "p0",
     ]
-    by_delta = prompts.filter_prompts(table, prompts.PromptsView(sort="reward_delta"))
+    by_delta = prompts.filter_prompts(table, PromptsView(sort="reward_delta"))
     assert by_delta.get_column("prompt_preview").to_list()[-1] == "p0"  # one step: no delta, last
-    assert prompts.filter_prompts(table, prompts.PromptsView(min_steps=3)).height == 3
-    assert prompts.filter_prompts(table, prompts.PromptsView(trend="single")).height == 1
+    assert prompts.filter_prompts(table, PromptsView(min_steps=3)).height == 3
+    assert prompts.filter_prompts(table, PromptsView(trend="single")).height == 1
     rows, page, pages = prompts.page_of(prompts.filter_prompts(table, view), 9, size=2)
     assert (page, pages, rows.get_column("prompt_preview").to_list()) == (3, 3, ["p0"])
 
@@ -283,13 +284,13 @@ def test_prompts013_search_over_the_full_prompt(tmp_path):
 
 def test_prompts014_view_state_round_trip():
     """A view survives to_query/from_query; defaults are left out; bad values fall back with notices."""
-    view = prompts.PromptsView(
+    view = PromptsView(
         run="r", view="never", trend="regressed", q="a+b", min_steps=3, sort="win_rate", order="desc", page=2
     )
-    back, msgs = prompts.PromptsView.from_query(parse_search(view.to_query()), ["r"])
+    back, msgs = PromptsView.from_query(parse_search(view.to_query()), ["r"])
     assert msgs == [] and back == view
-    assert prompts.PromptsView(run="r").to_query() == "?run=r"
-    bad, msgs = prompts.PromptsView.from_query(
+    assert PromptsView(run="r").to_query() == "?run=r"
+    bad, msgs = PromptsView.from_query(
         {
             "run": "nope",
             "prompt": "xyz",
@@ -301,13 +302,13 @@ def test_prompts014_view_state_round_trip():
         },
         ["r"],
     )
-    assert bad == prompts.PromptsView(run="r")
+    assert bad == PromptsView(run="r")
     assert len(msgs) == 7
 
 
 def test_prompts015_header_click_sorting():
     """A header click sorts by that column in its natural order; a second click flips it; page resets."""
-    view = prompts.PromptsView(run="r", page=4)
+    view = PromptsView(run="r", page=4)
     by_win = view.sorted_by("win_rate")
     assert (by_win.sort, by_win.order, by_win.page) == ("win_rate", "desc", 1)
     assert by_win.sorted_by("win_rate").order == "asc"

@@ -13,8 +13,6 @@ from components.tables import column_defs, column_kind, grid_sort, sort_state, s
 from data.ingest import ingest_run
 from data.queries import QueryError
 from data.responses import (
-    ALL_STEPS,
-    ResponsesView,
     json_rows,
     ordered,
     page_rows,
@@ -25,6 +23,7 @@ from data.responses import (
 )
 from data.store import open_store, sample_id
 from data.views.codec import parse_search
+from data.views.responses import ALL_STEPS, ResponsesView
 
 PADS = ("<pad>", "<|endoftext|>")
 # line: (step, reward, ref_reward, prompt, response). Lines 1-10 are step 1, lines 11-12 step 2.

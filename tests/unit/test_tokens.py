@@ -12,7 +12,6 @@ from data.config import DEFAULT_PAD_TOKENS
 from data.tokens import (
     MIN_SCALE,
     NO_TOKEN,
-    TokensState,
     decode_expr,
     decode_token,
     file_fields,
@@ -30,6 +29,7 @@ from data.tokens import (
     visible_tokens,
 )
 from data.views.codec import parse_search
+from data.views.tokens import TokensState
 
 LIST_SCHEMA = {
     "response_tokens": pl.List(pl.String),
