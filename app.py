@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
@@ -16,10 +15,10 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 
 import auth
 from components import live as live_ui
-from components.layout import NAV_PAGES, nav_href, navbar
+from components.layout import NAV_PAGES, navbar, url_prefix
 from data import live, service
 from data.config import DEFAULT_ROOT, Settings, load_settings
-from data.views import paths
+from data.views import links, paths
 from data.views.paths import shown_run
 
 HERE = Path(__file__).resolve().parent
@@ -85,7 +84,8 @@ def _sync_shell(pathname, search):
     """Keep the run picker and the page links on the run the page shows: the run named in the URL, or the
     first run where the page falls back to it (a run the page does not show is never selected)."""
     _, run = _page_run(pathname, search)
-    return run, *(dash.get_relative_path(nav_href(path, run)) for _, path in NAV_PAGES)
+    prefix = url_prefix()
+    return run, *(links.nav(path, run, prefix) for _, path in NAV_PAGES)
 
 
 @dash.callback(
@@ -102,7 +102,7 @@ def _pick_run(run, pathname, search):
     if not run or run == shown:
         return no_update
     path = path if path != paths.RUNS else paths.REWARD
-    return dash.get_relative_path(f"{path}?{urlencode({'run': run})}")
+    return links.run_page(path, run, url_prefix())
 
 
 @dash.callback(

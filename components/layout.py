@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import dash
 import dash_bootstrap_components as dbc
 from dash import dcc, html
@@ -17,11 +15,10 @@ NAV_PAGES = (
 )
 
 
-def nav_href(path: str, run: str | None) -> str:
-    """Link to a page keeping the selected run (the runs page takes no run)."""
-    if not run or path == "/":
-        return path
-    return f"{path}?{urlencode({'run': run})}"
+def url_prefix() -> str:
+    """The app's URL prefix without its last slash ('' at the root, ``/rlboard`` behind a proxy): what the
+    links of ``data.views.links`` are given to put before their path."""
+    return dash.get_relative_path("/").rstrip("/")
 
 
 def navbar(runs: list[str], run: str | None, prefix_path, live=None) -> dbc.Navbar:
@@ -31,7 +28,7 @@ def navbar(runs: list[str], run: str | None, prefix_path, live=None) -> dbc.Navb
         dbc.NavItem(
             dbc.NavLink(
                 name,
-                href=prefix_path(nav_href(path, run)),
+                href=prefix_path(path),
                 id=f"app-nav-{name.lower()}",
                 active="exact" if path == "/" else "partial",
             )

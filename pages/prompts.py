@@ -7,7 +7,6 @@ beside their reference responses, and every response (grouped per step) linking 
 """
 
 from dataclasses import replace
-from urllib.parse import quote
 
 import dash
 import dash_bootstrap_components as dbc
@@ -15,15 +14,15 @@ from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
 from components import prompt_views as pv
 from components.format import num, value
-from components.layout import empty_state, no_runs_state, notices, progress
+from components.layout import empty_state, no_runs_state, notices, progress, url_prefix
 from components.live import shown_store
 from data import live, prompts
 from data.metrics import label
 from data.metrics.group import MIN_GROUP, TREND_EFFECT, TRENDS
 from data.queries import QueryError
 from data.service import UnknownRun, board
-from data.views import paths
-from data.views.codec import encode, parse_search
+from data.views import links, paths
+from data.views.codec import parse_search
 from data.views.prompts import VIEWS, PromptsView
 
 dash.register_page(__name__, path=paths.PROMPTS, name="Prompts", title="Prompts · RL Logging Board", order=4)
@@ -74,17 +73,11 @@ def _store(run):
 
 
 def _href(view) -> str:
-    return dash.get_relative_path(paths.PROMPTS + view.to_query())
+    return links.prompts(view, url_prefix())
 
 
 def _tokens_href(run: str, sample_id: str) -> str:
-    return dash.get_relative_path(paths.TOKENS + encode([("run", run), ("sample", sample_id)]))
-
-
-def _tokens_hrefs(run: str, sample_ids: list[str]) -> list[str]:
-    """:func:`_tokens_href` of many samples (the run part encoded once: one prompt may have thousands)."""
-    base = _tokens_href(run, "")
-    return [base + quote(s, safe="") for s in sample_ids]
+    return links.tokens(run, sample_id, prefix=url_prefix())
 
 
 def _list_columns(table) -> list:
@@ -416,7 +409,7 @@ def _prompt_content(store, view):
         )
     recomputed = bool(shown.get_column("advantage_recomputed").any()) if shown.height else True
     dicts = shown.to_dicts()
-    hrefs = _tokens_hrefs(view.run, [r["sample_id"] for r in dicts])
+    hrefs = links.tokens_many(view.run, [r["sample_id"] for r in dicts], url_prefix())
     if latest_row["step"] == first_row["step"]:
         pair_specs = [
             (f"Response · step {first_row['step']} (the prompt's only step)", first_row, first_text, FIRST)

@@ -6,13 +6,11 @@ live in the URL. Selecting a row shows its full texts beside the table; its id o
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
-from components.layout import no_runs_state, notices, progress, unknown_run_state
+from components.layout import no_runs_state, notices, progress, unknown_run_state, url_prefix
 from components.live import shown_store
 from components.tables import (
     column_defs,
@@ -37,7 +35,7 @@ from data.responses import (
     warm_text_index,
 )
 from data.service import UnknownRun, board
-from data.views import paths
+from data.views import links, paths
 from data.views.codec import first, parse_search
 from data.views.paths import shown_run, unknown_run_notice
 from data.views.responses import ALL_STEPS, RANGE_KEYS, ResponsesView
@@ -60,7 +58,6 @@ SUMMARY = "responses-summary"
 EXPORT_CSV = "responses-export-csv"
 EXPORT_JSONL = "responses-export-jsonl"
 TEXT = "responses-text"
-TOKENS_BASE = "responses-tokens-base"  # path of the token page (behind the URL prefix)
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
 RANGE_METRIC = {
     "reward": "reward",
@@ -103,7 +100,6 @@ def layout(**query):
             dcc.Location(id=URL, refresh=False),
             dcc.Store(id=VIEW, data=view.to_query()),
             dcc.Store(id=FILTER, data=view.filter_key()),
-            dcc.Store(id=TOKENS_BASE, data=dash.get_relative_path(paths.TOKENS)),
             shown_store("responses", live.shown(run, store)),
             notices([*msgs, *board().failure_notices(run)], NOTICES),
             html.Div(
@@ -273,20 +269,6 @@ def _where(view: ResponsesView, steps: list[int]) -> str:
     return "over all steps" if step is None else f"at step {step}"
 
 
-def _tokens_href(view: ResponsesView, sample_id: str) -> str:
-    back = view.with_(sample=sample_id).to_query().lstrip("?")
-    return (
-        dash.get_relative_path(paths.TOKENS)
-        + "?"
-        + urlencode({"run": view.run, "sample": sample_id, "back": back})
-    )
-
-
-def _export_href(view: ResponsesView, fmt: str) -> str:
-    base = view.with_(sample=None).to_query()
-    return dash.get_relative_path(paths.EXPORT) + (base + "&" if base else "?") + urlencode({"format": fmt})
-
-
 def _view_from_controls(current: ResponsesView, steps, step, ranges: dict, q, loses, sort) -> ResponsesView:
     # Choosing the last step while the URL says "latest" (no step) keeps the URL as it was.
     if step == (steps[-1] if steps else None) and current.step is None:
@@ -398,20 +380,18 @@ clientside_callback(
 )
 
 
-# Double-clicking a row opens it on the token page, like clicking its id (same back= query).
+# Double-clicking a row opens it on the token page: the link its id cell has (the row's tokens_href).
 clientside_callback(
     """
-    function (cell, view, base) {
-        if (!cell || cell.rowId === undefined || cell.rowId === null) { return; }
-        var v = new URLSearchParams((view || "").replace(/^\\?/, ""));
-        v.set("sample", cell.rowId);
-        var t = new URLSearchParams({run: v.get("run") || "", sample: cell.rowId, back: v.toString()});
-        window.location.assign(base + "?" + t.toString());
+    function (cell) {
+        if (!cell || cell.rowId === undefined || cell.rowId === null || !window.dash_ag_grid) { return; }
+        window.dash_ag_grid.getApiAsync("responses-grid").then(function (api) {
+            var node = api.getRowNode(String(cell.rowId));
+            if (node && node.data && node.data.tokens_href) { window.location.assign(node.data.tokens_href); }
+        });
     }
     """,
     Input(GRID, "cellDoubleClicked"),
-    State(VIEW, "data"),
-    State(TOKENS_BASE, "data"),
     prevent_initial_call=True,
 )
 
@@ -444,8 +424,9 @@ def _rows(request, view_data):
     except QueryError:  # an invalid regex is left out of the filter, so this is a stopped search: no rows
         return {"rowData": [], "rowCount": 0}
     rows = json_rows(df)
+    prefix = url_prefix()
     for row in rows:
-        row["tokens_href"] = _tokens_href(view, row["sample_id"])
+        row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix)
     return {"rowData": rows, "rowCount": count}
 
 
@@ -474,11 +455,13 @@ def _render(view_data):
         summary, stopped = "No rows: the text search was stopped.", str(e)
     error = regex_error(view.q) if view.q else None
     texts = sample_texts(store, view.sample, board().settings.pad_tokens) if view.sample else None
-    panel = text_panel(texts, _text_labels(), _tokens_href(view, view.sample) if texts else None)
+    panel = text_panel(
+        texts, _text_labels(), links.row_tokens(view, view.sample, url_prefix()) if texts else None
+    )
     return (
         summary,
-        _export_href(view, "csv"),
-        _export_href(view, "jsonl"),
+        links.export(view, "csv", url_prefix()),
+        links.export(view, "jsonl", url_prefix()),
         f"{error}: not applied." if error else (f"{stopped[:1].upper()}{stopped[1:]}." if stopped else ""),
         panel,
     )

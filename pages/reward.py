@@ -14,15 +14,15 @@ from dash import Input, Output, Patch, State, callback, clientside_callback, ctx
 
 from components import figures
 from components.format import num, share
-from components.layout import no_runs_state, notices
+from components.layout import no_runs_state, notices, url_prefix
 from components.live import shown_store
 from components.theme import colour
 from data import curves, live
 from data.metrics import label
 from data.queries import bar_interval
 from data.service import UnknownRun, board
-from data.views import paths
-from data.views.codec import encode, parse_search
+from data.views import links, paths
+from data.views.codec import parse_search
 from data.views.reward import RewardView
 
 dash.register_page(__name__, path=paths.REWARD, name="Reward", title="Reward · RL Logging Board", order=1)
@@ -393,12 +393,6 @@ def _curves(run, step, band, zero, drawn):
     return *figs, *(panels[k].title for k in CURVE_KEYS), *(panels[k].note for k in CURVE_KEYS), key
 
 
-def drill_href(run: str, step: int, prefix: str, lo: float, hi: float | None) -> str:
-    """The responses page for one bar: run, step and the bar's interval (``<prefix>_min``/``_max``)."""
-    q = encode([("run", run), ("step", step), (f"{prefix}_min", lo), (f"{prefix}_max", hi)])
-    return dash.get_relative_path(paths.RESPONSES + q)
-
-
 def _title(text: str) -> str:
     """A sentence-case title from lower-case metric labels (the labels themselves stay exact)."""
     return text[:1].upper() + text[1:]
@@ -517,13 +511,13 @@ def _drill(*args):
         if cell is None or cell.count == 0 or cell.label not in labels:
             return no_update
         lo, hi = bar_interval(list(bins.edges), labels.index(cell.label))
-        return drill_href(run, cell.step, "reward", lo, hi)
+        return links.bar_responses(run, cell.step, "reward", lo, hi, url_prefix())
     kind = next((k for k, v in HIST.items() if v == trigger), None)
     bar = figures.clicked_bar(clicks[list(HIST).index(kind)]) if kind else None
     if bar is None or bar.count == 0 or step is None:
         return no_update
     prefix = "ref" if bar.trace == 1 else curves.HISTOGRAMS[kind][0]
-    return drill_href(run, step, prefix, bar.lo, bar.hi)
+    return links.bar_responses(run, step, prefix, bar.lo, bar.hi, url_prefix())
 
 
 # The responses open at the top of the page, as after following a link (Dash keeps the scroll position).

@@ -10,12 +10,11 @@ import polars as pl
 from dash import Input, Output, callback, dcc, html
 
 from components.format import age, megabytes, num, step_range
-from components.layout import access_problem, no_runs_state, progress
+from components.layout import access_problem, no_runs_state, progress, url_prefix
 from data.access import AGAIN, Unreadable
 from data.service import board
 from data.store import run_file_stats
-from data.views import paths
-from data.views.codec import encode
+from data.views import links, paths
 
 dash.register_page(__name__, path=paths.RUNS, name="Runs", title="Runs · RL Logging Board", order=0)
 
@@ -220,7 +219,7 @@ def runs_overview() -> html.Div:
                         Unreadable.of(run_dir, "file", store.unreadable()), f"runs-unreadable-{name}"
                     )
                 )
-        query = encode([("run", name)])  # percent-encoded: "c#d", "x&run=y", "%2e%2e" are run names too
+        prefix = url_prefix()
         cards.append(
             dbc.Card(
                 dbc.CardBody(
@@ -228,17 +227,17 @@ def runs_overview() -> html.Div:
                         html.Div(
                             [
                                 html.H5(
-                                    dcc.Link(name, href=dash.get_relative_path(paths.REWARD + query)),
+                                    dcc.Link(name, href=links.run_page(paths.REWARD, name, prefix)),
                                     className="mb-2 me-3",
                                 ),
                                 dcc.Link(
                                     "responses",
-                                    href=dash.get_relative_path(paths.RESPONSES + query),
+                                    href=links.run_page(paths.RESPONSES, name, prefix),
                                     className="small me-2",
                                 ),
                                 dcc.Link(
                                     "prompts",
-                                    href=dash.get_relative_path(paths.PROMPTS + query),
+                                    href=links.run_page(paths.PROMPTS, name, prefix),
                                     className="small",
                                 ),
                             ],

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from components.format import num
-from components.layout import empty_state, no_runs_state, notices, progress, stat, unknown_run_state
+from components.layout import (
+    empty_state,
+    no_runs_state,
+    notices,
+    progress,
+    stat,
+    unknown_run_state,
+    url_prefix,
+)
 from components.live import shown_store
 from components.theme import colour_stops
 from components.token_view import (
@@ -54,7 +61,7 @@ from data.tokens import (
     top_tokens,
     visible_tokens,
 )
-from data.views import paths
+from data.views import links, paths
 from data.views.codec import parse_search
 from data.views.paths import shown_run, unknown_run_notice
 from data.views.tokens import DEFAULT_METRIC, TokensState
@@ -162,10 +169,6 @@ def _controls(
     )
 
 
-def _href(path: str, query: str) -> str:
-    return dash.get_relative_path(path) + query
-
-
 def _resolve(state: TokensState) -> tuple[TokensState, TokenView | None, str | None]:
     """``state`` with the run and sample it shows filled in (first run, first response when absent), the
     response's token view, and why there is none: "no-runs", "unknown-run", "ingesting", "empty",
@@ -197,7 +200,7 @@ def _body(state: TokensState, notes: list[str]) -> list:
     state, view, problem = _resolve(state)
     run = state.run
     hidden = _controls(state, None)
-    back_href = _href(paths.RESPONSES, "?" + (state.back or urlencode({"run": run or ""})))
+    back_href = links.responses_back(state.back, run, url_prefix())
     if problem == "no-runs":
         return [
             hidden,
@@ -232,7 +235,9 @@ def _nav(state: TokensState, view: TokenView, back_href: str) -> html.Div:
     def link(text, sample, id_):
         if sample is None:
             return dbc.Button(text, id=id_, size="sm", color="secondary", outline=True, disabled=True)
-        href = _href(paths.TOKENS, replace(state, sample=sample).to_query())
+        href = links.tokens(
+            state.run, sample, state.back, metric=state.metric, pads=state.pads, prefix=url_prefix()
+        )
         return dcc.Link(dbc.Button(text, size="sm", color="secondary", outline=True), href=href, id=id_)
 
     where = (
