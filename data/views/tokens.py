@@ -1,12 +1,15 @@
-"""The token page's view state (``/tokens?run=R&sample=ID&metric=M&pads=1&back=...``)."""
+"""The token page's view state (``/tokens?run=R&sample=ID&metric=M&pads=1&back=...``) and the response it
+resolves to."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from urllib.parse import urlencode
 
-from data.tokens import STRIP_METRICS, is_file_metric
+from data.tokens import STRIP_METRICS, TokenView, first_sample, is_file_metric, token_view
+from data.views import paths
 from data.views.codec import encode, first, get_bool, get_choice, key_notices, parse_search
+from data.views.paths import shown_run
 
 DEFAULT_METRIC = "kl"
 
@@ -46,3 +49,37 @@ class TokensState:
                 ("back", self.back or None),
             ]
         )
+
+
+# Why the page shows no response: no runs, the URL's run is not under the root, the run is still being
+# read, it has no response yet, the URL's sample is not in it.
+NO_RUNS, UNKNOWN_RUN, INGESTING, EMPTY, UNKNOWN_SAMPLE = (
+    "no-runs",
+    "unknown-run",
+    "ingesting",
+    "empty",
+    "unknown-sample",
+)
+
+
+def resolve(state: TokensState, board, wait: float) -> tuple[TokensState, TokenView | None, str | None]:
+    """``state`` with the run and sample the page shows filled in (the first run, the run's first response
+    when the URL names none), that response's :class:`~data.tokens.TokenView`, and why there is none (one of
+    :data:`NO_RUNS` … :data:`UNKNOWN_SAMPLE`; None when there is a view). ``board``: the app's board."""
+    runs = board.runs()
+    if not runs:
+        return state, None, NO_RUNS
+    run = shown_run(paths.TOKENS, state.run, runs)
+    if run is None:
+        return state, None, UNKNOWN_RUN
+    state = replace(state, run=run)
+    store = board.store(state.run, wait=wait)
+    if store is None:
+        return state, None, INGESTING
+    if state.sample is None:
+        first_id = first_sample(store)
+        if first_id is None:
+            return state, None, EMPTY
+        state = replace(state, sample=first_id)
+    view = token_view(store, state.sample, board.settings.pad_tokens)
+    return state, view, (None if view is not None else UNKNOWN_SAMPLE)
