@@ -34,3 +34,133 @@ def token_controls(
         # Bootstrap's d-flex is !important: hiding needs its d-none, not an inline style.
         className="d-flex align-items-center" if visible else "d-none",
     )
+
+
+# ---- the reward page's step, band and zero shift ---------------------------------------------------------
+
+
+def slider_props(steps: list[int]) -> dict:
+    """max, marks and disabled of a step slider. The slider moves over step *indices* (steps may skip
+    numbers, and Dash's slider takes at most 500 marks); about eight marks are labelled with their step."""
+    if not steps:
+        return {"max": 0, "marks": {}, "disabled": True}
+    every = max(1, -(-len(steps) // 8))
+    idx = sorted(set(range(0, len(steps), every)) | {len(steps) - 1})
+    if len(idx) > 2 and idx[-1] - idx[-2] < every / 2:
+        idx.pop(-2)  # keep the last label from overlapping its neighbour
+    return {"max": len(steps) - 1, "marks": {i: str(steps[i]) for i in idx}, "disabled": False}
+
+
+def step_index(step: int | None, steps: list[int]) -> int:
+    """The slider's position of ``step`` (0 for a step the run does not have)."""
+    return steps.index(step) if step in steps else 0
+
+
+def step_text(step: int | None, steps: list[int]) -> str:
+    """The badge beside the slider: ``step 20 · 20 of 48``, or ``no step``."""
+    if step is None or step not in steps:
+        return "no step"
+    return f"step {step} · {steps.index(step) + 1} of {len(steps)}"
+
+
+def reward_controls(
+    step: int | None,
+    steps: list[int],
+    band: str,
+    bands: Mapping[str, str],
+    zero: bool,
+    ids: Mapping[str, str],
+) -> dbc.Card:
+    """The reward page's controls: the step (badge, previous / next buttons and a slider over ``steps``),
+    the curves' spread band (``bands``: value -> text) and the zero shift switch. ``ids``: ``step``,
+    ``step_text``, ``prev``, ``next``, ``band``, ``zero``."""
+    return dbc.Card(
+        dbc.CardBody(
+            dbc.Row(
+                [
+                    dbc.Col(
+                        [
+                            html.Div(
+                                [
+                                    dbc.Label(
+                                        "Step", html_for=ids["step"], className="small text-muted mb-0 me-2"
+                                    ),
+                                    html.Span(
+                                        step_text(step, steps),
+                                        id=ids["step_text"],
+                                        className="badge text-bg-primary",
+                                    ),
+                                ],
+                                className="d-flex align-items-center",
+                            ),
+                            html.Div(
+                                [
+                                    dbc.Button(
+                                        html.I(className="bi bi-chevron-left"),
+                                        id=ids["prev"],
+                                        color="light",
+                                        size="sm",
+                                        title="previous step",
+                                        className="me-1",
+                                    ),
+                                    html.Div(
+                                        dcc.Slider(
+                                            id=ids["step"],
+                                            min=0,
+                                            step=1,
+                                            value=step_index(step, steps),
+                                            updatemode="mouseup",
+                                            allow_direct_input=False,
+                                            included=False,
+                                            **slider_props(steps),
+                                        ),
+                                        className="flex-grow-1",
+                                    ),
+                                    dbc.Button(
+                                        html.I(className="bi bi-chevron-right"),
+                                        id=ids["next"],
+                                        color="light",
+                                        size="sm",
+                                        title="next step",
+                                        className="ms-1",
+                                    ),
+                                ],
+                                className="d-flex align-items-center",
+                            ),
+                        ],
+                        lg=7,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Spread band", html_for=ids["band"], className="small text-muted mb-1"),
+                            dbc.RadioItems(
+                                id=ids["band"],
+                                options=[
+                                    {"label": v, "value": k, "input_id": f"{ids['band']}-{k}"}
+                                    for k, v in bands.items()
+                                ],
+                                value=band,
+                                inline=True,
+                                className="small",
+                            ),
+                        ],
+                        lg=3,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label(
+                                "Compare trends", html_for=ids["zero"], className="small text-muted mb-1"
+                            ),
+                            dbc.Switch(
+                                id=ids["zero"], label="zero shift", value=zero, className="small mb-0"
+                            ),
+                        ],
+                        lg=2,
+                    ),
+                ],
+                className="g-3 align-items-end",
+            ),
+            className="py-2",
+        ),
+        className="mb-3 shadow-sm",
+    )

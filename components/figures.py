@@ -282,6 +282,35 @@ def histogram_figure(
     )
 
 
+def panel_figure(panel, selected_step: int | None) -> go.Figure:
+    """:func:`curves_figure` of one panel of curves (``series``, ``y_title``, ``percent``; see
+    ``data.curves.Panel``), saying so where the run has none of its curves."""
+    return curves_figure(
+        panel.series,
+        y_title=panel.y_title,
+        selected_step=selected_step,
+        percent=panel.percent,
+        empty_message="Not available for this run (see the note above).",
+    )
+
+
+def step_histogram_figure(hist, label: str, ref_label: str) -> go.Figure:
+    """:func:`histogram_figure` of one step's histogram panel (``kind``, ``note``, ``bars``, ``ref_bars``,
+    ``discrete``; see ``data.curves.StepHistogram``) in its metric's colour, the reference's bars beside;
+    the panel's note as an empty state when it has no bars. A gain (``reward_gain``) is signed."""
+    if hist.bars is None:
+        return empty_figure(hist.note)
+    return histogram_figure(
+        hist.bars,
+        label=label,
+        color=colour(hist.kind),
+        ref_bars=hist.ref_bars,
+        ref_label=ref_label,
+        signed=hist.kind == "reward_gain",
+        discrete=hist.discrete,
+    )
+
+
 def count_ticks(top: int) -> dict:
     """Axis settings that put ticks on whole numbers only, about five of them up to ``top`` (a count):
     Plotly's own choice for a top of 2 is 0, 0.5, 1, 1.5, 2 — half a response."""

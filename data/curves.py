@@ -202,6 +202,71 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     return out
 
 
+def sentence(text: str) -> str:
+    """A sentence-case title from lower-case metric labels (the labels themselves stay exact)."""
+    return text[:1].upper() + text[1:]
+
+
+HEATMAP_TITLE = sentence(
+    f"{label('reward')} distribution across training: share of each step's responses per bin"
+)
+NOTE_BARS = "Bars share the run's bins at every step; click a bar for its responses."
+
+
+@dataclass(frozen=True)
+class StepHistogram:
+    """One histogram panel of a step: ``kind`` (a :data:`HISTOGRAMS` key), its title and note, the step's
+    bars on the run's bins (None when the run has no value to bin: ``note`` says why) and the reference
+    rewards' bars beside the rewards' (None when there are none)."""
+
+    kind: str
+    title: str
+    note: str
+    bars: pl.DataFrame | None = None
+    ref_bars: pl.DataFrame | None = None
+    discrete: bool = False
+
+
+def histogram_panels(store: RunStore, step: int) -> list[StepHistogram]:
+    """The reward and reward-gain histograms of ``step`` on the run-level bins (cached aggregates)."""
+    out = []
+    for kind in HISTOGRAMS:
+        title = f"{label(kind)} at step {step}"
+        bins = run_bins(store, kind)
+        if not bins.edges:
+            msg = (
+                "No reference reward (ref_reward) in this run, so there is no reward gain."
+                if kind == "reward_gain"
+                else "No finite rewards in this run."
+            )
+            out.append(StepHistogram(kind, sentence(title), msg))
+            continue
+        ref, note = None, NOTE_BARS
+        if kind == "reward":
+            ref = step_bars(store, kind, step, "ref_reward")
+            if ref.get_column("count").sum() == 0:
+                ref, note = None, NOTE_NO_REF + " " + note
+            else:
+                title = f"{label('reward')} and {label('ref_reward')} at step {step}"
+        out.append(
+            StepHistogram(kind, sentence(title), note, step_bars(store, kind, step), ref, bins.discrete)
+        )
+    return out
+
+
+def step_stats(store: RunStore, step: int) -> list[tuple[str, object, str]]:
+    """``(name, value, kind)`` of the step's key figures (kind: the registry's ``fmt``): step, responses,
+    mean reward and reference reward, win rate; those without a value left out."""
+    stats = [
+        ("step", step, "step"),
+        ("responses", summary_value(store, step, "n"), "int"),
+        (f"{label('reward')} mean", summary_value(store, step, "reward_mean"), "num"),
+        (f"{label('ref_reward')} mean", summary_value(store, step, "ref_reward_mean"), "num"),
+        ("win rate", summary_value(store, step, "win_rate"), METRICS["win_rate"].fmt),
+    ]
+    return [s for s in stats if s[1] is not None or s[0] == "step"]
+
+
 def nearest_step(steps: list[int], step: int) -> int | None:
     """The existing step closest to ``step`` (the lower one on a tie); None when there are no steps."""
     if not steps:
@@ -266,6 +331,10 @@ class Heatmap:
     share: np.ndarray
     count: np.ndarray
     discrete: bool = False
+
+    def arrays(self) -> tuple:
+        """``(steps, edges, share, count)``: what a heatmap figure draws."""
+        return self.steps, self.edges, self.share, self.count
 
 
 def heatmap(

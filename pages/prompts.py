@@ -14,7 +14,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
 from components import prompt_views as pv
 from components.format import num, value
-from components.layout import empty_state, no_runs_state, notices, progress, url_prefix
+from components.layout import empty_state, no_runs_state, notices, page_title, progress, url_prefix
 from components.live import shown_store
 from data import live, prompts
 from data.metrics import label
@@ -246,14 +246,8 @@ def layout(**query):
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
+            page_title("Prompts", view.run, HEADER),
             shown_store("prompts", live.shown(view.run)),
-            html.Div(
-                [
-                    html.H4("Prompts", className="mb-0 me-3"),
-                    html.Span(view.run or "", id=HEADER, className="text-muted"),
-                ],
-                className="d-flex align-items-baseline mb-2",
-            ),
             html.Div(id=NOTICES),
             _controls(view),
             dcc.Loading(html.Div(id=CONTENT), type="circle", delay_show=300),

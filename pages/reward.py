@@ -6,17 +6,24 @@ run-level bins and a steps x reward-bins heatmap. Clicking a curve point selects
 (reward, reference reward, gain) or a heatmap cell opens the responses behind it.
 """
 
-from dataclasses import replace
-
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, Patch, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from components import figures
+from components.controls import reward_controls, slider_props, step_index, step_text
 from components.format import num, share
-from components.layout import no_runs_state, notices, url_prefix
+from components.layout import (
+    card,
+    graph,
+    inline_stats,
+    no_runs_state,
+    notices,
+    page_title,
+    stats_bar,
+    url_prefix,
+)
 from components.live import shown_store
-from components.theme import colour
 from data import curves, live
 from data.metrics import label
 from data.queries import bar_interval
@@ -53,9 +60,9 @@ HEATMAP = "reward-heatmap"
 NAV = "reward-nav"
 HEATMAP_DRAWN = "reward-heatmap-drawn"
 
+CONTROL_IDS = {"step": STEP, "step_text": STEP_TEXT, "prev": PREV, "next": NEXT, "band": BAND, "zero": ZERO}
+
 STORE_WAIT_SECONDS = 10.0
-# No mode bar: it covers the legends. Dragging zooms and a double click resets, as in any Plotly chart.
-GRAPH_CONFIG = {"displayModeBar": False, "responsive": True}
 
 
 def _store(run: str | None):
@@ -78,140 +85,6 @@ def _decode(search_or_query) -> tuple[RewardView, list[str]]:
     return RewardView.from_query(query, list(board().runs()), _steps_of)
 
 
-def _slider_props(steps: list[int]) -> dict:
-    """max, marks and disabled of the step slider. The slider moves over step *indices* (steps may skip
-    numbers, and Dash's slider takes at most 500 marks); about eight marks are labelled with their step."""
-    if not steps:
-        return {"max": 0, "marks": {}, "disabled": True}
-    every = max(1, -(-len(steps) // 8))
-    idx = sorted(set(range(0, len(steps), every)) | {len(steps) - 1})
-    if len(idx) > 2 and idx[-1] - idx[-2] < every / 2:
-        idx.pop(-2)  # keep the last label from overlapping its neighbour
-    return {"max": len(steps) - 1, "marks": {i: str(steps[i]) for i in idx}, "disabled": False}
-
-
-def _step_index(step: int | None, steps: list[int]) -> int:
-    return steps.index(step) if step in steps else 0
-
-
-def _step_text(step: int | None, steps: list[int]) -> str:
-    if step is None or step not in steps:
-        return "no step"
-    return f"step {step} · {steps.index(step) + 1} of {len(steps)}"
-
-
-# ---- layout ----------------------------------------------------------------------------------------------
-
-
-def _card(title_id: str, title: str, body: list, note_id: str | None = None, note=None) -> dbc.Card:
-    head = dbc.CardHeader(html.Span(title, id=title_id), className="fw-semibold py-2 small")
-    content = []
-    if note_id:
-        content.append(html.Div(note, id=note_id, className="text-muted small mb-1"))
-    return dbc.Card([head, dbc.CardBody([*content, *body], className="p-2")], className="h-100 shadow-sm")
-
-
-def _graph(id_: str, height: int = 300) -> dcc.Loading:
-    return dcc.Loading(
-        dcc.Graph(
-            id=id_,
-            figure=figures.empty_figure("Loading…", height),
-            config=GRAPH_CONFIG,
-            style={"height": f"{height}px"},
-        ),
-        type="circle",
-        delay_show=300,
-    )
-
-
-def _controls(view: RewardView, steps: list[int]) -> dbc.Card:
-    slider = _slider_props(steps)
-    return dbc.Card(
-        dbc.CardBody(
-            dbc.Row(
-                [
-                    dbc.Col(
-                        [
-                            html.Div(
-                                [
-                                    dbc.Label("Step", html_for=STEP, className="small text-muted mb-0 me-2"),
-                                    html.Span(
-                                        _step_text(view.shown_step(steps), steps),
-                                        id=STEP_TEXT,
-                                        className="badge text-bg-primary",
-                                    ),
-                                ],
-                                className="d-flex align-items-center",
-                            ),
-                            html.Div(
-                                [
-                                    dbc.Button(
-                                        html.I(className="bi bi-chevron-left"),
-                                        id=PREV,
-                                        color="light",
-                                        size="sm",
-                                        title="previous step",
-                                        className="me-1",
-                                    ),
-                                    html.Div(
-                                        dcc.Slider(
-                                            id=STEP,
-                                            min=0,
-                                            step=1,
-                                            value=_step_index(view.shown_step(steps), steps),
-                                            updatemode="mouseup",
-                                            allow_direct_input=False,
-                                            included=False,
-                                            **slider,
-                                        ),
-                                        className="flex-grow-1",
-                                    ),
-                                    dbc.Button(
-                                        html.I(className="bi bi-chevron-right"),
-                                        id=NEXT,
-                                        color="light",
-                                        size="sm",
-                                        title="next step",
-                                        className="ms-1",
-                                    ),
-                                ],
-                                className="d-flex align-items-center",
-                            ),
-                        ],
-                        lg=7,
-                    ),
-                    dbc.Col(
-                        [
-                            dbc.Label("Spread band", html_for=BAND, className="small text-muted mb-1"),
-                            dbc.RadioItems(
-                                id=BAND,
-                                options=[
-                                    {"label": v, "value": k, "input_id": f"{BAND}-{k}"}
-                                    for k, v in curves.BANDS.items()
-                                ],
-                                value=view.band,
-                                inline=True,
-                                className="small",
-                            ),
-                        ],
-                        lg=3,
-                    ),
-                    dbc.Col(
-                        [
-                            dbc.Label("Compare trends", html_for=ZERO, className="small text-muted mb-1"),
-                            dbc.Switch(id=ZERO, label="zero shift", value=view.zero, className="small mb-0"),
-                        ],
-                        lg=2,
-                    ),
-                ],
-                className="g-3 align-items-end",
-            ),
-            className="py-2",
-        ),
-        className="mb-3 shadow-sm",
-    )
-
-
 def layout(**query):
     runs = list(board().runs())
     if not runs:
@@ -224,60 +97,31 @@ def layout(**query):
     else:
         msgs += board().failure_notices(view.run)
     curve_cards = [
-        dbc.Col(
-            _card(CURVE_TITLE[k], "", [_graph(CURVE[k])], CURVE_NOTE[k]),
-            lg=6,
-            className="mb-3",
-        )
+        dbc.Col(card(CURVE_TITLE[k], "", [graph(CURVE[k])], CURVE_NOTE[k]), lg=6, className="mb-3")
         for k in CURVE_KEYS
     ]
     hist_cards = [
-        dbc.Col(
-            _card(
-                HIST_TITLE[k],
-                "",
-                [_graph(HIST[k])],
-                HIST_NOTE[k],
-            ),
-            lg=6,
-            className="mb-3",
-        )
-        for k in HIST
+        dbc.Col(card(HIST_TITLE[k], "", [graph(HIST[k])], HIST_NOTE[k]), lg=6, className="mb-3") for k in HIST
     ]
+    step = view.shown_step(steps)
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
             dcc.Location(id=NAV, refresh="callback-nav"),
             dcc.Store(id=RUN, data=view.run),
-            dcc.Store(id=SELECTED, data=view.shown_step(steps)),
+            dcc.Store(id=SELECTED, data=step),
             dcc.Store(id=CURVES_DRAWN),
             shown_store("reward", live.shown(view.run, store)),
             dcc.Store(id=HEATMAP_DRAWN),
-            html.Div(
-                [
-                    html.H4("Reward", className="mb-0 me-3"),
-                    html.Span(view.run or "", id=HEADER, className="text-muted"),
-                ],
-                className="d-flex align-items-baseline mb-2",
-            ),
+            page_title("Reward", view.run, HEADER),
             notices(msgs, NOTICES),
-            _controls(view, steps),
+            reward_controls(step, steps, view.band, curves.BANDS, view.zero, CONTROL_IDS),
             dbc.Row(curve_cards, className="g-3"),
-            html.Div(
-                id=STEP_STATS,
-                className="d-flex flex-wrap align-items-baseline bg-white border rounded px-3 py-2 mb-3 shadow-sm",
-            ),
+            stats_bar(STEP_STATS),
             dbc.Row(hist_cards, className="g-3"),
             dbc.Row(
                 dbc.Col(
-                    _card(
-                        "reward-heatmap-title",
-                        _title(
-                            f"{label('reward')} distribution across training: "
-                            "share of each step's responses per bin"
-                        ),
-                        [_graph(HEATMAP, 340)],
-                    ),
+                    card("reward-heatmap-title", curves.HEATMAP_TITLE, [graph(HEATMAP, 340)]),
                     className="mb-3",
                 ),
                 className="g-3",
@@ -321,36 +165,33 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
     view, msgs = _decode(search)
     store = _store(view.run)
     steps = curves.step_list(store) if store is not None else []
-    current = view.shown_step(steps)
     if trigger is None or trigger == URL:
         new_view, url_out, notes = view, no_update, notices(msgs).children
     else:
-        new_step = current
-        if trigger in (PREV, NEXT) and current in steps:
-            i = steps.index(current) + (1 if trigger == NEXT else -1)
-            new_step = steps[min(max(i, 0), len(steps) - 1)]
-        elif trigger == STEP and isinstance(index, int) and 0 <= index < len(steps):
-            new_step = steps[index]
+        new_step = view.shown_step(steps)
+        if trigger in (PREV, NEXT):
+            new_step = view.moved(steps, 1 if trigger == NEXT else -1)
+        elif trigger == STEP:
+            new_step = view.at(steps, index)
         elif trigger in CURVE.values() or (trigger == HEATMAP and _empty_cell(clicks[-1])):
             # A heatmap cell with responses opens them (see _drill); an empty one selects its step.
-            picked = figures.clicked_step(clicks[[*CURVE.values(), HEATMAP].index(trigger)])
-            new_step = picked if picked in steps else current
-        if new_step == current and view.step is None:
-            new_step = None  # still "the last step": the URL keeps following a growing run
-        new_view = replace(view, step=new_step, band=band or view.band, zero=bool(zero))
+            new_step = view.picked(
+                steps, figures.clicked_step(clicks[[*CURVE.values(), HEATMAP].index(trigger)])
+            )
+        new_view = view.with_step(steps, new_step, band=band or view.band, zero=bool(zero))
         url_out = no_update if new_view == view else new_view.to_query()
         notes = no_update if new_view == view else []
     shown = new_view.shown_step(steps)
     same_run = new_view.run == run
-    slider = _slider_props(steps)
+    slider = slider_props(steps)
     return (
         url_out,
         no_update if same_run else new_view.run,
         no_update if same_run else (new_view.run or ""),
         notes,
         no_update if shown == selected else shown,
-        no_update if shown == selected and same_run else _step_text(shown, steps),
-        no_update if _step_index(shown, steps) == index else _step_index(shown, steps),
+        no_update if shown == selected and same_run else step_text(shown, steps),
+        no_update if step_index(shown, steps) == index else step_index(shown, steps),
         *((no_update,) * 3 if same_run else (slider["max"], slider["marks"], slider["disabled"])),
         no_update if new_view.band == band else new_view.band,
         no_update if new_view.zero == bool(zero) else new_view.zero,
@@ -380,22 +221,13 @@ def _curves(run, step, band, zero, drawn):
         empty = figures.empty_figure("No data for this run yet.")
         return *([empty] * 4), *("",) * 4, *("",) * 4, None
     panels = {p.key: p for p in curves.run_panels(store, band or curves.DEFAULT_BAND, bool(zero))}
-    figs = [
-        figures.curves_figure(
-            panels[k].series,
-            y_title=panels[k].y_title,
-            selected_step=step,
-            percent=panels[k].percent,
-            empty_message="Not available for this run (see the note above).",
-        )
-        for k in CURVE_KEYS
-    ]
-    return *figs, *(panels[k].title for k in CURVE_KEYS), *(panels[k].note for k in CURVE_KEYS), key
-
-
-def _title(text: str) -> str:
-    """A sentence-case title from lower-case metric labels (the labels themselves stay exact)."""
-    return text[:1].upper() + text[1:]
+    shown = [panels[k] for k in CURVE_KEYS]
+    return (
+        *(figures.panel_figure(p, step) for p in shown),
+        *(p.title for p in shown),
+        *(p.note for p in shown),
+        key,
+    )
 
 
 def _empty_cell(click) -> bool:
@@ -403,70 +235,8 @@ def _empty_cell(click) -> bool:
     return cell is None or cell.count == 0
 
 
-def _histograms(store, step):
-    """Figures, titles and notes of the two histograms of ``step``."""
-    out_figs, titles, notes = [], [], []
-    for kind in HIST:
-        title = f"{label(kind)} at step {step}"
-        bins = curves.run_bins(store, kind)
-        if not bins.edges:
-            msg = (
-                "No reference reward (ref_reward) in this run, so there is no reward gain."
-                if kind == "reward_gain"
-                else "No finite rewards in this run."
-            )
-            out_figs.append(figures.empty_figure(msg))
-            titles.append(_title(title))
-            notes.append(msg)
-            continue
-        bars = curves.step_bars(store, kind, step)
-        ref = None
-        note = "Bars share the run's bins at every step; click a bar for its responses."
-        if kind == "reward":
-            ref = curves.step_bars(store, kind, step, "ref_reward")
-            if ref.get_column("count").sum() == 0:
-                ref, note = None, curves.NOTE_NO_REF + " " + note
-            else:
-                title = f"{label('reward')} and {label('ref_reward')} at step {step}"
-        out_figs.append(
-            figures.histogram_figure(
-                bars,
-                label=label(kind),
-                color=colour(kind),
-                ref_bars=ref,
-                ref_label=label("ref_reward"),
-                signed=kind == "reward_gain",
-                discrete=bins.discrete,
-            )
-        )
-        titles.append(_title(title))
-        notes.append(note)
-    return out_figs, titles, notes
-
-
-def _step_stats(store, step) -> list:
-    stats = [
-        ("step", step),
-        ("responses", curves.summary_value(store, step, "n")),
-        (f"{label('reward')} mean", curves.summary_value(store, step, "reward_mean")),
-        (f"{label('ref_reward')} mean", curves.summary_value(store, step, "ref_reward_mean")),
-        ("win rate", curves.summary_value(store, step, "win_rate")),
-    ]
-    out = []
-    for name, v in stats:
-        if v is None and name != "step":
-            continue
-        text = share(v) if name == "win rate" else str(v) if name == "step" else num(v)
-        out.append(
-            html.Div(
-                [
-                    html.Span(name, className="text-muted small me-1"),
-                    html.Span(text, className="fw-semibold"),
-                ],
-                className="me-4",
-            )
-        )
-    return out
+def _stat_text(v, kind: str) -> str:
+    return share(v) if kind == "share" else str(v) if kind == "step" else num(v)
 
 
 @callback(
@@ -483,8 +253,14 @@ def _step_view(run, step):
     if store is None or step is None:
         empty = figures.empty_figure("No data for this run yet.")
         return empty, empty, "", "", "", "", []
-    figs, titles, notes = _histograms(store, step)
-    return *figs, *titles, *notes, _step_stats(store, step)
+    hists = curves.histogram_panels(store, step)
+    stats = [(name, _stat_text(v, kind)) for name, v, kind in curves.step_stats(store, step)]
+    return (
+        *(figures.step_histogram_figure(h, label(h.kind), label("ref_reward")) for h in hists),
+        *(h.title for h in hists),
+        *(h.note for h in hists),
+        inline_stats(stats),
+    )
 
 
 @callback(
@@ -545,14 +321,6 @@ def _heatmap(run, step, drawn):
     if store is None:
         return figures.empty_figure("No data for this run yet.", 340), None
     hm = curves.run_heatmap(store, "reward")
-    fig = figures.heatmap_figure(
-        hm.steps,
-        hm.edges,
-        hm.share,
-        hm.count,
-        label=label("reward"),
-        selected_step=step,
-        discrete=hm.discrete,
-        height=340,
-    )
-    return fig, run
+    return figures.heatmap_figure(
+        *hm.arrays(), label=label("reward"), selected_step=step, discrete=hm.discrete, height=340
+    ), run

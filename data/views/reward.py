@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from data.curves import BANDS, DEFAULT_BAND, nearest_step
 from data.views import paths
@@ -63,3 +63,25 @@ class RewardView:
     def shown_step(self, steps: list[int]) -> int | None:
         """The step the page shows: the URL's, else the run's last one (None without steps)."""
         return self.step if self.step is not None else (steps[-1] if steps else None)
+
+    def moved(self, steps: list[int], by: int) -> int | None:
+        """The step ``by`` steps of the run away from the one shown (previous / next), kept within the run."""
+        current = self.shown_step(steps)
+        if current not in steps:
+            return current
+        return steps[min(max(steps.index(current) + by, 0), len(steps) - 1)]
+
+    def at(self, steps: list[int], index) -> int | None:
+        """The step at a slider position (the step shown for a position the run does not have)."""
+        return steps[index] if isinstance(index, int) and 0 <= index < len(steps) else self.shown_step(steps)
+
+    def picked(self, steps: list[int], step) -> int | None:
+        """A step picked on a chart (the step shown for one the run does not have)."""
+        return step if step in steps else self.shown_step(steps)
+
+    def with_step(self, steps: list[int], step: int | None, **changes) -> RewardView:
+        """This view at ``step`` (and ``changes``); a view that follows the run's last step (no step in its
+        URL) keeps following it when ``step`` is that last step, so its URL stays with a growing run."""
+        if step == self.shown_step(steps) and self.step is None:
+            step = None
+        return replace(self, step=step, **changes)
