@@ -164,3 +164,103 @@ def reward_controls(
         ),
         className="mb-3 shadow-sm",
     )
+
+
+# ---- the responses page's filters ------------------------------------------------------------------------
+
+
+def _range_input(text: str, available: bool, lo, hi, ids: tuple[str, str]) -> html.Div:
+    """min <= x < max inputs of one metric; disabled when the run has no value of it (and no bound is set)."""
+    common = {
+        "type": "number",
+        "step": "any",
+        "debounce": True,
+        "size": "sm",
+        "style": {"width": "5.2rem"},
+        "disabled": not available and lo is None and hi is None,
+    }
+    hint = text if available else f"{text}: not in this run's files"
+    return html.Div(
+        [
+            html.Div(
+                text, className="small text-muted text-truncate", title=hint, style={"maxWidth": "14rem"}
+            ),
+            dbc.InputGroup(
+                [
+                    dbc.Input(id=ids[0], value=lo, placeholder="min", **common),
+                    dbc.InputGroupText("≤ x <", className="px-1 small"),
+                    dbc.Input(id=ids[1], value=hi, placeholder="max", **common),
+                ],
+                size="sm",
+                className="flex-nowrap",
+            ),
+        ],
+        className="me-3",
+    )
+
+
+def responses_filters(
+    steps: Sequence[int],
+    all_steps: str,
+    step,
+    ranges: Sequence[tuple[str, bool, object, object, tuple[str, str]]],
+    q: str | None,
+    loses: bool,
+    ids: Mapping[str, str],
+) -> dbc.Card:
+    """The responses page's filters: the step (``all_steps`` for every step, else one of ``steps``), one
+    ``min <= x < max`` pair per range (``(label, available, lo, hi, (min id, max id))``), the text search,
+    the "loses to the reference" switch and "Clear filters". ``ids``: ``step``, ``q``, ``q_error``,
+    ``loses``, ``clear``."""
+    picker = html.Div(
+        [
+            html.Div("step", className="small text-muted"),
+            dcc.Dropdown(
+                id=ids["step"],
+                options=[{"label": "all steps", "value": all_steps}]
+                + [{"label": f"step {s}", "value": s} for s in steps],
+                value=step,
+                clearable=False,
+                style={"width": "8.5rem", "fontSize": "0.85rem"},
+            ),
+        ],
+        className="me-3",
+    )
+    search = html.Div(
+        [
+            html.Div("search prompt and response (regular expression)", className="small text-muted"),
+            dbc.Input(
+                id=ids["q"],
+                type="text",
+                value=q or "",
+                debounce=True,
+                size="sm",
+                placeholder="e.g. (?i)great|\\bthe the\\b",
+                style={"width": "17rem"},
+            ),
+            html.Div(id=ids["q_error"], className="small text-danger"),
+        ],
+        className="me-3",
+    )
+    switch = html.Div(
+        dbc.Switch(
+            id=ids["loses"],
+            label="only responses that lose to the reference",
+            value=loses,
+            className="small mb-0",
+        ),
+        className="me-3 align-self-center pt-3",
+    )
+    clear = dbc.Button(
+        "Clear filters", id=ids["clear"], size="sm", color="link", className="align-self-center pt-3 px-0"
+    )
+    return dbc.Card(
+        dbc.CardBody(
+            html.Div(
+                [picker, *(_range_input(*r) for r in ranges), search, switch, clear],
+                className="d-flex flex-wrap align-items-start gap-1",
+            ),
+            className="py-2",
+        ),
+        className="mb-2",
+    )

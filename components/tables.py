@@ -238,3 +238,64 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
         ],
         className="border rounded p-2 bg-white",
     )
+
+
+def sorted_state(column_state: list[dict] | None, sort: str, order: str) -> list[dict] | None:
+    """The ``columnState`` that sorts a grid by ``sort`` / ``order``; None when it already does so (or
+    has no columns yet)."""
+    fields = [f for f in (c.get("colId") for c in column_state or []) if f]
+    if not fields or grid_sort(column_state) == (sort, order):
+        return None
+    return sort_state(fields, sort, order)
+
+
+def responses_header(run: str, ids: dict[str, str]) -> html.Div:
+    """The responses page's title line: the run, the summary of the view (filled in by a callback) and the
+    export buttons (their links too). ``ids``: ``summary``, ``csv``, ``jsonl``."""
+    btn = {"color": "secondary", "outline": True, "className": "py-0", "href": "", "external_link": True}
+    return html.Div(
+        [
+            html.H4("Responses", className="mb-0 me-3"),
+            html.Span(run, className="text-muted me-3"),
+            html.Span(id=ids["summary"], className="small me-auto"),
+            html.Span("Export", className="small text-muted me-2"),
+            dbc.ButtonGroup(
+                [dbc.Button("CSV", id=ids["csv"], **btn), dbc.Button("JSONL", id=ids["jsonl"], **btn)],
+                size="sm",
+            ),
+        ],
+        className="d-flex align-items-baseline flex-wrap mb-2",
+    )
+
+
+# A new filter empties the grid's block cache so that the infinite row model asks the server again.
+PURGE_JS = """
+function (key) {
+    if (window.dash_ag_grid) {
+        window.dash_ag_grid.getApiAsync("__GRID__").then(function (api) {
+            api.ensureIndexVisible(0, "top");
+            api.purgeInfiniteCache();
+        });
+    }
+}
+"""
+# A double-clicked row opens on the token page: the link its id cell has (the row's tokens_href).
+OPEN_ROW_JS = """
+function (cell) {
+    if (!cell || cell.rowId === undefined || cell.rowId === null || !window.dash_ag_grid) { return; }
+    window.dash_ag_grid.getApiAsync("__GRID__").then(function (api) {
+        var node = api.getRowNode(String(cell.rowId));
+        if (node && node.data && node.data.tokens_href) { window.location.assign(node.data.tokens_href); }
+    });
+}
+"""
+
+
+def purge_js(grid_id: str) -> str:
+    """:data:`PURGE_JS` for grid ``grid_id`` (a clientside callback on the view's filter key)."""
+    return PURGE_JS.replace("__GRID__", grid_id)
+
+
+def open_row_js(grid_id: str) -> str:
+    """:data:`OPEN_ROW_JS` for grid ``grid_id`` (a clientside callback on its ``cellDoubleClicked``)."""
+    return OPEN_ROW_JS.replace("__GRID__", grid_id)

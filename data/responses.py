@@ -20,12 +20,13 @@ import polars as pl
 from data import bounded
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
+from data.metrics import METRICS, label
 from data.metrics.response import strip_pad_text
-from data.queries import ResponseFilter, SearchStopped, check_regex, search, sort_rows
-from data.store import RunStore
+from data.queries import RANGE_COLUMNS, ResponseFilter, SearchStopped, check_regex, search, sort_rows
+from data.store import RunStore, UnknownRun
 from data.store.layout import TEXT_INDEX, beside_store
 from data.views.codec import first
-from data.views.responses import REGEX_FALLBACK, ResponsesView
+from data.views.responses import RANGE_KEYS, REGEX_FALLBACK, ResponsesView
 
 # Table columns in order; optional ones are shown only when the run has a value in them.
 METRIC_COLUMNS = (
@@ -85,6 +86,69 @@ def run_steps(store: RunStore) -> list[int]:
 def _steps(key: StoreKey) -> tuple[int, ...]:
     steps = key.store.steps()
     return tuple(int(s) for s in steps.get_column("step").to_list()) if steps.height else ()
+
+
+# The metrics whose sign a table colours: a gain, a log-ratio, a value error; not the rewards themselves.
+UNSIGNED_IN_TABLE = ("reward", "ref_reward")
+# The labels of the selected response's texts panel.
+TEXT_LABELS = ("reward", "ref_reward", "reward_gain")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """The responses table of a run: its value ``columns`` as ``(field, header, tooltip)`` in order, their
+    Polars ``dtypes``, and the ``signed`` ones (coloured by sign)."""
+
+    columns: tuple[tuple[str, str, str], ...]
+    dtypes: dict
+    signed: frozenset[str]
+
+
+def table_spec(store: RunStore) -> TableSpec:
+    """The :class:`TableSpec` of the run's responses table: its metric columns (registry labels and
+    descriptions), then the files' extra fields."""
+    metrics, extras = table_columns(store)
+    schema = store.scalars().schema
+    cols = tuple(
+        (c, label(c), METRICS[c].description if c in METRICS else "extra field of the files")
+        for c in metrics + extras
+    )
+    signed = frozenset(
+        c for c in metrics if c in METRICS and METRICS[c].signed and c not in UNSIGNED_IN_TABLE
+    )
+    return TableSpec(cols, {c: schema[c] for c in metrics + extras}, signed)
+
+
+def range_filters(store: RunStore) -> list[tuple[str, str, bool]]:
+    """``(key, label, available)`` of each range filter (URL ``<key>_min`` / ``_max``) in order; not
+    available where the run has no value of its column (e.g. no tokens, no KL)."""
+    present = set(table_columns(store)[0])
+    return [(key, label(RANGE_COLUMNS[key]), RANGE_COLUMNS[key] in present) for key in RANGE_KEYS]
+
+
+def text_labels() -> dict[str, str]:
+    """The labels of the rewards shown beside a response's texts."""
+    return {k: label(k) for k in TEXT_LABELS}
+
+
+def resolve(
+    query: Mapping, board, wait: float
+) -> tuple[ResponsesView, RunStore | None, list[int], list[str]]:
+    """``(view, store, steps, notices)`` of a parsed query; store None (and the view checked against no
+    run) for an unknown or unread run. ``board``: the app's board."""
+    run = first(query, "run")
+    store = None
+    if run in board.runs():
+        try:
+            store = board.store(run, wait=wait)
+        except UnknownRun:
+            store = None
+    if store is None:
+        view, msgs = ResponsesView.from_query(query)
+        return view, None, [], msgs
+    steps = run_steps(store)
+    view, msgs = ResponsesView.from_query(query, steps, sortable_columns(store))
+    return view, store, steps, msgs
 
 
 # ---- rows ------------------------------------------------------------------------------------------------
@@ -323,8 +387,6 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
     Unlike the page, nothing falls back: an unknown run raises ``ExportError(404)``, any bad or unknown
     parameter (including an invalid regex) ``ExportError(400)``, a run not read yet ``ExportError(503)``.
     """
-    from data.store import UnknownRun
-
     run = first(query, "run")
     if not run:
         raise ExportError(400, "missing parameter run=")

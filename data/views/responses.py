@@ -143,6 +143,38 @@ class ResponsesView:
     def with_(self, **changes) -> ResponsesView:
         return replace(self, **changes)
 
+    def step_value(self, steps: list[int]) -> int | str | None:
+        """The step picker's value: the URL's step (or ``all``), else the run's last step."""
+        return self.step if self.step is not None else (steps[-1] if steps else None)
+
+    def where(self, steps: list[int]) -> str:
+        """Which responses the view ranks: ``over all steps`` or ``at step S``."""
+        step = self.resolved_step(steps)
+        return "over all steps" if step is None else f"at step {step}"
+
+    def from_controls(
+        self, steps: list[int], step, ranges: Mapping[str, object], q, loses, sort: tuple[str, str] | None
+    ) -> ResponsesView:
+        """This view after its controls changed: the step picker's ``step``, the range inputs' ``ranges``
+        (``<key>_min`` / ``_max``: a number, or None / '' for no bound), the search ``q``, the ``loses``
+        switch and the grid's ``sort`` (``(column, order)``; None: the view's). Choosing the last step while
+        the URL follows the last step keeps following it."""
+        if step == (steps[-1] if steps else None) and self.step is None:
+            step = None
+        sort_col, order = sort if sort else (self.sort, self.order)
+        return self.with_(
+            step=step,
+            sort=sort_col,
+            order=order,
+            q=(q or None),
+            loses=bool(loses),
+            **{k: (None if v is None or v == "" else float(v)) for k, v in ranges.items()},
+        )
+
+    def cleared(self) -> ResponsesView:
+        """This view without its filters: the run, step and sort kept."""
+        return ResponsesView(run=self.run, step=self.step, sort=self.sort, order=self.order)
+
 
 def _parse_step(query: Mapping, steps: Iterable[int] | None, notices: list[str]) -> int | str | None:
     raw = first(query, "step")
