@@ -264,3 +264,100 @@ def responses_filters(
         ),
         className="mb-2",
     )
+
+
+# ---- the prompts page's list filters ---------------------------------------------------------------------
+
+
+def prompts_controls(
+    view: str,
+    views: Mapping[str, str],
+    trend: str | None,
+    trends: Mapping[str, str],
+    min_steps: int | None,
+    q: str | None,
+    hidden: bool,
+    ids: Mapping[str, str],
+) -> dbc.Card:
+    """The prompt list's filters: which prompts (``views``: value -> text), a trend (``trends``), the
+    fewest steps a prompt is seen in and a search of the prompt text; ``hidden`` on one prompt's page.
+    ``ids``: ``card``, ``view``, ``trend``, ``min_steps``, ``q``."""
+    return dbc.Card(
+        dbc.CardBody(
+            dbc.Row(
+                [
+                    dbc.Col(
+                        [
+                            dbc.Label("Show", html_for=ids["view"], className="small text-muted mb-1"),
+                            dbc.RadioItems(
+                                id=ids["view"],
+                                options=[
+                                    {"label": v, "value": k, "input_id": f"{ids['view']}-{k}"}
+                                    for k, v in views.items()
+                                ],
+                                value=view,
+                                inline=True,
+                                className="small",
+                            ),
+                        ],
+                        lg=4,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Trend", html_for=ids["trend"], className="small text-muted mb-1"),
+                            dcc.Dropdown(
+                                id=ids["trend"],
+                                options=[{"label": v, "value": k} for k, v in trends.items()],
+                                value=trend,
+                                placeholder="any trend",
+                                clearable=True,
+                                className="small",
+                            ),
+                        ],
+                        lg=2,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label(
+                                "Seen in at least … steps",
+                                html_for=ids["min_steps"],
+                                className="small text-muted mb-1",
+                            ),
+                            dbc.Input(
+                                id=ids["min_steps"],
+                                type="number",
+                                min=1,
+                                step=1,
+                                value=min_steps,
+                                debounce=True,
+                                size="sm",
+                                placeholder="any",
+                            ),
+                        ],
+                        lg=2,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label(
+                                "Search the prompt text", html_for=ids["q"], className="small text-muted mb-1"
+                            ),
+                            dbc.Input(
+                                id=ids["q"],
+                                type="search",
+                                value=q or "",
+                                debounce=True,
+                                size="sm",
+                                placeholder="regular expression, (?i) for any case; Enter to apply",
+                            ),
+                        ],
+                        lg=4,
+                    ),
+                ],
+                className="g-3 align-items-end",
+            ),
+            className="py-2",
+        ),
+        id=ids["card"],
+        className="mb-3 shadow-sm",
+        style={"display": "none"} if hidden else {},
+    )

@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 from dash import dcc, html
 
 from components.figures import TEMPLATE, empty_figure
-from components.format import D3_NUM, grid_formatter, value
+from components.format import D3_NUM, grid_formatter, num, value
+from components.layout import GRAPH_CONFIG
 from components.tables import TOKENS_LINK
 from components.theme import GRID_THEME_JS, HIGHLIGHT, SIGN_STYLE_JS, TREND_COLOURS, colour, sign_style
 
@@ -358,4 +359,133 @@ def stats_row(items: Sequence[tuple[str, object]], row_id: str | None = None) ->
         ],
         className="d-flex flex-wrap align-items-end bg-white border rounded px-3 py-2 mb-3 shadow-sm",
         **kw,
+    )
+
+
+# ---- the list and one prompt, whole ----------------------------------------------------------------------
+
+
+def list_summary(info: Mapping, trend_labels: Mapping[str, str], summary_id: str) -> html.Div:
+    """'N prompts · M seen in 2+ steps' and a badge with the count of each trend the run has (``info``:
+    ``prompts``, ``recurring``, ``trends``)."""
+    trends = info["trends"]
+    return html.Div(
+        [
+            html.Span(f"{info['prompts']:,} prompts", className="fw-semibold me-2"),
+            html.Span(f"· {info['recurring']:,} seen in 2+ steps ", className="me-2"),
+            *(
+                html.Span([trend_badge(code, trend_labels), f" {trends[code]:,}"], className="me-2")
+                for code in trend_labels
+                if trends[code]
+            ),
+        ],
+        id=summary_id,
+        className="small mb-1",
+    )
+
+
+def trend_note(reward_label: str, threshold: float, effect: float) -> html.Div:
+    """How a trend is told, with the run's threshold (``effect`` × the run's reward standard deviation)."""
+    return html.Div(
+        f"Trend: mean {reward_label} over the last quarter of a prompt's steps minus the first quarter; "
+        f"above +{num(threshold)} is improved, below −{num(threshold)} regressed, otherwise flat "
+        f"({effect} × the run's reward standard deviation). Never beats the reference: no "
+        "response scored above its reference response in any step where both exist (takes precedence).",
+        className="small text-muted mb-2",
+    )
+
+
+def single_step_note(alert_id: str) -> dbc.Alert:
+    """Why cross-step views say little: every prompt of the run appears in a single step."""
+    return dbc.Alert(
+        "Every prompt of this run appears in a single step: cross-step views (early vs late reward, "
+        "trend) need prompts that recur across steps.",
+        color="info",
+        className="py-2 small",
+        id=alert_id,
+    )
+
+
+def prompt_stats(
+    agg: Mapping, labels: Mapping[str, str], trend_labels: Mapping[str, str], row_id: str
+) -> html.Div:
+    """One prompt's key figures (``agg``: its row of the prompt table): steps, responses, the steps it was
+    seen in, early and late reward, mean gain, win rate, trend and groups when it has any."""
+    items = [
+        ("steps", num(agg.get("n_steps"))),
+        ("responses", num(agg.get("n_responses"))),
+        ("steps seen", f"{agg.get('first_step')} – {agg.get('last_step')}"),
+        (
+            f"{labels['reward']} · first ¼ → last ¼",
+            f"{num(agg.get('reward_early'))} → {num(agg.get('reward_late'))}",
+        ),
+        (f"{labels['reward_gain']} · mean", value(agg.get("gain_mean"), "signed")),
+        ("win rate vs reference", value(agg.get("win_rate"), "share")),
+        ("trend", trend_badge(agg.get("trend"), trend_labels)),
+    ]
+    if agg.get("n_groups"):
+        items.append(("groups (zero spread)", f"{agg.get('n_groups')} ({agg.get('zero_spread_groups')})"))
+    return stats_row(items, row_id)
+
+
+def response_pairs(
+    first: Mapping,
+    latest: Mapping,
+    first_text: Mapping,
+    latest_text: Mapping,
+    hrefs: tuple,
+    labels,
+    ids: tuple,
+) -> dbc.Row:
+    """The prompt's first and latest response beside their reference responses (one pair when both are of
+    its only step); ``hrefs`` and ``ids``: the token pages and the ids of the first and the latest."""
+    if latest["step"] == first["step"]:
+        specs = [
+            (f"Response · step {first['step']} (the prompt's only step)", first, first_text, hrefs[0], ids[0])
+        ]
+    else:
+        specs = [
+            (f"First response · step {first['step']}", first, first_text, hrefs[0], ids[0]),
+            (f"Latest response · step {latest['step']}", latest, latest_text, hrefs[1], ids[1]),
+        ]
+
+    def meta(row):
+        return f"step {row['step']} · {labels['reward']} {num(row.get('reward'))}"
+
+    def ref_meta(row):
+        return (
+            None if row.get("ref_reward") is None else f"{labels['ref_reward']} {num(row.get('ref_reward'))}"
+        )
+
+    return dbc.Row(
+        [
+            dbc.Col(
+                response_pair(
+                    title, text["response"], text["ref_response"], meta(row), ref_meta(row), href, pair_id
+                ),
+                lg=12 // len(specs),
+            )
+            for title, row, text, href, pair_id in specs
+        ],
+        className="g-3",
+    )
+
+
+def chart_card(title: str, figure: go.Figure, chart_id: str, link_id: str) -> dbc.Card:
+    """The prompt's reward chart in a card, with the line where a clicked point's link appears."""
+    return dbc.Card(
+        [
+            dbc.CardHeader(title),
+            dbc.CardBody(
+                [
+                    dcc.Graph(id=chart_id, figure=figure, config=GRAPH_CONFIG),
+                    html.Div(
+                        "Click a point to open that response token by token.",
+                        id=link_id,
+                        className="small text-muted",
+                    ),
+                ]
+            ),
+        ],
+        className="shadow-sm",
     )

@@ -15,6 +15,8 @@ from data.views.paths import shown_run, unknown_run_notice
 
 PROMPT_KEY_RE = re.compile(r"[0-9a-f]{16}")
 VIEWS = ("all", "never")
+# The list's choices as the page names them.
+VIEW_OPTIONS = {"all": "All prompts", "never": "Never beat the reference"}
 # Sortable list columns and the order a first click on their header gives.
 SORT_COLUMNS = {
     "prompt_preview": "asc",
@@ -108,6 +110,19 @@ class PromptsView:
                 ("page", None if self.page == 1 else self.page),
             ]
         )
+
+    def from_controls(self, view, trend, min_steps, q) -> PromptsView:
+        """This view after the list's controls changed (the radio ``view``, ``trend``, the fewest steps, the
+        search): back to page 1 when anything changed."""
+        steps = int(min_steps) if isinstance(min_steps, int | float) and min_steps >= 1 else None
+        new = replace(
+            self,
+            view=view if view in VIEWS else "all",
+            trend=trend or None,
+            min_steps=steps,
+            q=(q or "").strip() or None,
+        )
+        return self if new == self else replace(new, page=1)
 
     def sorted_by(self, column: str) -> PromptsView:
         """The view after a click on ``column``'s header: same column flips the order, another column

@@ -346,6 +346,47 @@ def test_prompts016_fixtures(fixtures_dir, tmp_path, run, n_prompts, max_steps, 
         assert math.isclose(float((share * steps.get_column("n_groups")).sum()), equal)
 
 
+def test_prompts021_list_page_and_its_columns(tmp_path):
+    """A page of the list says which prompts it shows of how many; optional columns only where the run
+    has values (no reference: no gain, no win rate); a page past the end shows the last, with a notice."""
+    recs = [_rec(f"q{i}", s, float(s)) for i in range(3) for s in (1, 2)]
+    store = _ingest(tmp_path, {"a.jsonl": recs})
+    listing = prompts.prompt_list(store, PromptsView(run="run"))
+    assert (listing.matching, listing.first_shown, listing.last_shown, listing.pages) == (3, 1, 3, 1)
+    keys = [c[0] for c in listing.columns]
+    assert "gain_mean" not in keys and "win_rate" not in keys and keys[:2] == ["prompt_preview", "first_step"]
+    late = prompts.prompt_list(store, PromptsView(run="run", page=4))
+    assert late.page == 1 and late.notices == ["Page 4 is past the end: showing page 1 of 1."]
+    none = prompts.prompt_list(store, PromptsView(run="run", trend="regressed"))
+    assert (none.matching, none.first_shown, none.last_shown) == (0, 0, 0)
+
+
+def test_prompts022_one_prompt_detail(tmp_path):
+    """One prompt: its responses with the grid's columns, first and latest response, groups and the note
+    on where advantages come from; an unknown key gives none."""
+    recs = [_rec("q", 1, r, ref=0.5) for r in (0.0, 1.0)] + [_rec("q", 2, r, ref=0.5) for r in (1.0, 1.0)]
+    store = _ingest(tmp_path, {"a.jsonl": recs})
+    key = prompts.prompt_table(store).item(0, "prompt_key")
+    detail = prompts.prompt_detail(store, key)
+    assert detail.total == 4 and detail.points.columns == ["step", "reward", "sample_id"]
+    assert (detail.first["step"], detail.latest["step"]) == (1, 2) and detail.has_groups and detail.recomputed
+    assert [c[0] for c in detail.columns][:5] == ["step", "sample_id", "reward", "ref_reward", "reward_gain"]
+    assert "advantage (recomputed)" in [c[1] for c in detail.columns]
+    assert prompts.group_note(detail).endswith("0 when all rewards are equal.")
+    assert prompts.prompt_detail(store, "0" * 16) is None
+    assert prompts.prompt_detail(store, key, limit=3).rows.height == 3
+
+
+def test_prompts023_view_after_the_list_controls():
+    """The list's controls give the next view back on page 1; the same values change nothing."""
+    view = PromptsView(run="r", page=3, trend="flat")
+    assert view.from_controls("all", "flat", None, "") is view
+    assert view.from_controls("never", "flat", 2.0, " x ") == PromptsView(
+        run="r", view="never", trend="flat", min_steps=2, q="x"
+    )
+    assert view.from_controls("bogus", None, 0, None) == PromptsView(run="r")
+
+
 # ---- components ------------------------------------------------------------------------------------------
 
 
