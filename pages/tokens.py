@@ -22,7 +22,7 @@ from data.service import board
 from data.views import links, paths
 from data.views import tokens as views
 from data.views.codec import parse_search
-from data.views.paths import unknown_run_notice
+from data.views.paths import shown_run, unknown_run_notice
 from data.views.tokens import DEFAULT_METRIC, TokensState
 
 dash.register_page(__name__, path=paths.TOKENS, name="Tokens", title="Tokens · RL Logging Board", order=3)
@@ -64,7 +64,7 @@ def layout(**query):
             dcc.Store(id=STRIP_DONE),
             dcc.Store(id=HOVER),
             html.Div(body, id=BODY),
-            shown_store("tokens", live.shown(views.shown_run(paths.TOKENS, state.run, board().runs()))),
+            shown_store("tokens", live.shown(shown_run(paths.TOKENS, state.run, board().runs()))),
         ]
     )
 
