@@ -128,3 +128,19 @@ TREND_COLOURS = {
     "never": "warning",
     "single": "light",
 }
+
+# ---- comparing runs --------------------------------------------------------------------------------------
+
+# One colour per run on the compare page, by the run's position in its URL, on every chart and table of it
+# (colour-blind safe: Okabe & Ito's palette without its yellow).
+RUN_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#000000", "#999999")
+# Bootstrap colours of the agreement check's verdicts (the trainer's logs against the rollouts).
+AGREEMENT_COLOURS = {"agrees": "success", "disagrees": "danger", "not comparable": "secondary"}
+# Text only in the first / only in the second of two compared responses (the word diff).
+DIFF_DELETE = {"background": "#f8d7da", "textDecoration": "line-through"}
+DIFF_INSERT = {"background": "#d1e7dd", "textDecoration": "underline"}
+
+
+def run_colours(runs) -> dict[str, str]:
+    """Each compared run's colour, by its position among the runs."""
+    return {r: RUN_COLOURS[i % len(RUN_COLOURS)] for i, r in enumerate(runs)}

@@ -36,6 +36,7 @@ from data.cache import StoreKey, shared
 from data.compare.notes import PROMPTS, Note
 from data.metrics.group import finite
 from data.metrics.response import strip_pad_text, strip_pads
+from data.queries import MAX_DISCRETE_VALUES, discrete_edges, distinct_values, histogram, histogram_edges
 from data.store import RunStore
 
 # At most this many responses of one prompt at one step are shown side by side (a GRPO group is 4-64).
@@ -167,6 +168,14 @@ class Paired:
     b_prompts: int
     notes: tuple[Note, ...]
 
+    def headline(self) -> str:
+        """One sentence: how many prompts are shared, of how many, and the solved threshold."""
+        tau = "–" if self.threshold is None else f"{self.threshold:.4g}"
+        return (
+            f"{self.table.height} shared prompts ({self.a_prompts} in {self.a}, {self.b_prompts} in {self.b}); "
+            f"solved: mean reward at the prompt's last step ≥ {tau}."
+        )
+
     def solved_by(self, first: str) -> pl.DataFrame:
         """Prompts solved by run ``first`` (``a`` or ``b``) and not by the other, the largest reward
         difference in its favour first."""
@@ -296,6 +305,35 @@ def prompt_responses(store: RunStore, keys: list[str], step: int, limit: int = M
     return out.select("sample_id", "step", "reward", "response", "has_tokens")
 
 
+@dataclass(frozen=True)
+class OpenedPrompt:
+    """A shared prompt opened on the page: its preview, each run's step (its last step of the prompt) and
+    responses there (:func:`prompt_responses` rows as dicts), and the :class:`WordDiff` of the best
+    response of each (A's first)."""
+
+    match: str
+    preview: str
+    a_step: int
+    b_step: int
+    a_rows: list[dict]
+    b_rows: list[dict]
+    diff: WordDiff
+
+
+def open_prompt(paired: Paired, store_a: RunStore, store_b: RunStore, match: str) -> OpenedPrompt | None:
+    """:class:`OpenedPrompt` of the shared prompt ``match`` (None when the two runs do not share it)."""
+    row = paired.table.filter(pl.col("match") == match)
+    if row.height == 0:
+        return None
+    r = row.row(0, named=True)
+    a_rows = prompt_responses(store_a, r["a_keys"], r["a_last_step"]).to_dicts()
+    b_rows = prompt_responses(store_b, r["b_keys"], r["b_last_step"]).to_dicts()
+    best = [rows[0]["response"] if rows else "" for rows in (a_rows, b_rows)]
+    return OpenedPrompt(
+        match, r["preview"] or "", r["a_last_step"], r["b_last_step"], a_rows, b_rows, word_diff(*best)
+    )
+
+
 _TOKENS = re.compile(r"\s+|[^\s]+")
 
 
@@ -337,3 +375,20 @@ def word_diff(first: str, second: str, limit: int = MAX_DIFF_TOKENS) -> WordDiff
     add("delete", a_tail)
     add("insert", b_tail)
     return WordDiff(tuple(out), truncated)
+
+
+def diff_bars(table: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """Histogram of a :class:`Paired` table's ``diff``: ``bin, lo, hi, count`` (bar k covers
+    ``lo <= diff < hi``, the last one also its top edge), and whether the bars are discrete (one per
+    value, when the differences take few values: see :func:`data.queries.discrete_edges`)."""
+    diffs = table.lazy().select(pl.col("diff").cast(pl.Float64)).filter(pl.col("diff").is_finite())
+    values = distinct_values(diffs, ("diff",), MAX_DISCRETE_VALUES)
+    edges = discrete_edges(values) if values is not None else None
+    discrete = edges is not None
+    if edges is None:
+        r = diffs.select(pl.col("diff").min().alias("lo"), pl.col("diff").max().alias("hi")).collect()
+        edges = histogram_edges(r.item(0, "lo"), r.item(0, "hi")) if r.height else []
+    if not edges:
+        empty = {"bin": pl.Int32, "lo": pl.Float64, "hi": pl.Float64, "count": pl.Int64}
+        return pl.DataFrame(schema=empty), False
+    return histogram(diffs, "diff", edges).collect(), discrete

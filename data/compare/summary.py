@@ -11,7 +11,8 @@ import polars as pl
 # run's steps (at least one step each): "length, first 10 %" → "length, last 10 %".
 TREND_SHARE = 0.1
 
-# Column -> label, as the table shows them.
+# Column -> label, as the table shows them; KINDS: how each is formatted (``text``, ``int`` a count,
+# ``step``, ``num``, ``share``).
 COLUMNS = {
     "run": "run",
     "steps": "steps",
@@ -26,6 +27,16 @@ COLUMNS = {
     "length_last": "length, last 10 % of steps",
     "length_unit": "length unit",
     "zero_spread_share": "share of zero-spread groups",
+}
+KINDS = {
+    "run": "text",
+    "steps": "int",
+    "first_step": "step",
+    "last_step": "step",
+    "responses": "int",
+    "reward_best_step": "step",
+    "length_unit": "text",
+    "zero_spread_share": "share",
 }
 
 

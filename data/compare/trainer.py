@@ -17,10 +17,18 @@ from data.store import RunStore
 from data.trainer_logs import TrainerScalars, align, trainer_scalars
 from data.trainer_logs.agreement import Check, checks
 
+# The key charted first, when the URL names none: the first of these that a run logged (else the first key).
+FIRST_KEYS = ("loss", "train/loss", "reward", "train/reward", "objective/kl", "kl", "objective/scores")
+
 
 def trainer_keys(logs: dict[str, TrainerScalars]) -> list[str]:
     """Every trainer key of any of the runs, sorted."""
     return sorted({k for t in logs.values() for k in t.keys()})
+
+
+def default_key(keys: list[str]) -> str | None:
+    """The key charted when none is chosen: the first of :data:`FIRST_KEYS` present, else the first key."""
+    return next((k for k in FIRST_KEYS if k in keys), keys[0] if keys else None)
 
 
 def trainer_overlay(
@@ -33,7 +41,8 @@ def trainer_overlay(
     """The chart of trainer key ``key`` over the runs (``logs``: run -> its :class:`TrainerScalars`;
     ``frames``: run -> :func:`data.compare.curves.run_frame`, for the samples-seen axis). Every logged step
     is drawn on the step axis; on the samples-seen axis only steps with rollouts (their responses seen so
-    far), with a note counting the others. A run without the key gets a note. Values are rounded to
+    far), with a note counting the others. A run whose logs lack the key gets a note (one without any log
+    gets its note from :func:`trainer_notes`). Values are rounded to
     :data:`~data.compare.curves.SIG_DIGITS` significant digits, as the rollout curves are."""
     if x not in X_AXES:
         raise ValueError(f"unknown x-axis {x!r}")
@@ -41,8 +50,8 @@ def trainer_overlay(
     for run, t in logs.items():
         s = t.series(key)
         if s.height == 0:
-            why = "no trainer log found in its folder" if not t.files else f"its trainer log has no {key!r}"
-            notes.append(Note(TRAINER, (run,), f"{run}: {why}."))
+            if t.files:  # a run without any log has its note from trainer_notes
+                notes.append(Note(TRAINER, (run,), f"{run}: its trainer log has no {key!r}."))
             continue
         frame = frames.get(run)
         if x == "samples":

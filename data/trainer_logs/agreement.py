@@ -46,6 +46,11 @@ class Check:
     note: str | None = None
     rows: pl.DataFrame | None = None
 
+    def as_row(self) -> dict:
+        """The check without its per-step rows, as a plain dict (what a table shows)."""
+        keys = ("key", "board", "definition", "status", "steps", "bad", "max_abs_diff", "worst_step", "note")
+        return {k: getattr(self, k) for k in keys}
+
 
 def _find_key(scalars: TrainerScalars, key: str) -> str | None:
     """``key`` as logged: itself (a log history), or ``train/<key>`` (the Trainer's TensorBoard tag)."""

@@ -277,3 +277,36 @@ def test_compare014_load_runs_notes(tmp_path):
     runs, notes = load_runs(board, ["b", "../etc", "a", "b"], wait=30)
     assert [r.name for r in runs] == ["b", "a"]
     assert [n.kind for n in notes] == [RUN] and "Unknown run '../etc'" in notes[0].text
+
+
+def test_compare015_diff_bars_and_opened_prompt(tmp_path):
+    """The paired differences (−1 and 0.75) get one bar each; opening "2+2" gives A's step-2 responses,
+    B's step-3 ones (best first) and the word diff of the two best."""
+    a, b = _two_runs(tmp_path)
+    p = prompts.pair("a", a, "b", b)
+    bars, discrete = prompts.diff_bars(p.table)
+    assert discrete and bars.select("lo", "count").rows() == [(-1.0, 1), (0.75, 1)]
+    assert p.headline().startswith(
+        "2 shared prompts (3 in a, 3 in b); solved: mean reward at the prompt's last step ≥ 0.5"
+    )
+    match = p.table.filter(pl.col("preview") == "What is 2+2?").item(0, "match")
+    got = prompts.open_prompt(p, a, b, match)
+    assert (got.a_step, got.b_step) == (2, 3)
+    assert [r["reward"] for r in got.a_rows] == [1.0, 1.0] and [r["reward"] for r in got.b_rows] == [
+        1,
+        0,
+        0,
+        0,
+    ]
+    assert got.diff.segments == (("equal", "r"),)
+    assert prompts.open_prompt(p, a, b, "0" * 32) is None
+
+
+def test_compare016_default_trainer_key():
+    """The trainer key charted first: loss when logged, else the TensorBoard tag, else the first key."""
+    from data.compare.trainer import default_key
+
+    assert default_key(["a", "kl", "loss"]) == "loss"
+    assert default_key(["train/loss", "x"]) == "train/loss"
+    assert default_key(["b", "a"]) == "b"
+    assert default_key([]) is None
