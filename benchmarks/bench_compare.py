@@ -1,6 +1,6 @@
 """Compare page benchmark: every query of ``/compare`` on two runs, cold and warm, with its payload size.
 
-    python benchmarks/bench_compare.py RUN_A RUN_B CACHE_DIR [--repeat 7] [--trainer-log]
+    python benchmarks/bench_compare.py RUN_A RUN_B CACHE_DIR [--repeat 7] [--trainer-log] [--callbacks]
 
 RUN_A and RUN_B are run folders under one rollout root (generated with ``benchmarks/generate.py``; see
 benchmarks/README.md), ingested into CACHE_DIR here when they are not yet. With ``--trainer-log`` a
@@ -170,6 +170,111 @@ def _queries(board, a: str, b: str) -> dict:
     }
 
 
+def _i(cid, prop, value):
+    return {"id": cid, "property": prop, "value": value}
+
+
+def _body(output: str, inputs: list, state: list, changed: list[str]) -> dict:
+    parts = output.strip(".").split("...")
+    outputs = [{"id": p.rsplit(".", 1)[0], "property": p.rsplit(".", 1)[1]} for p in parts]
+    return {"output": output, "outputs": outputs if output.startswith("..") else outputs[0], "inputs": inputs,
+            "state": state, "changedPropIds": changed}  # fmt: skip
+
+
+def _callback_bodies(a: str, b: str, match: str) -> dict[str, dict]:
+    """The compare page's callbacks as the browser POSTs them: name -> request body."""
+    from urllib.parse import urlencode
+
+    q = "?" + urlencode([("run", a), ("run", b), ("smooth", "0.6")])
+    view = lambda search: [_i("compare-view", "data", search)]  # noqa: E731
+    sections = {
+        "curves_and_summary": "..compare-summary.children...compare-step-notes.children...compare-curves.children..",
+        "trainer_and_agreement": "..compare-trainer-fig.figure...compare-trainer-notes.children...compare-agreement.children..",
+        "distributions": "..compare-dist.figure...compare-dist-notes.children..",
+        "paired_prompts": "..compare-scatter.figure...compare-diff-hist.figure...compare-over.figure...compare-pair-notes.children"
+        "...compare-solved-a-title.children...compare-solved-a.children...compare-solved-b-title.children...compare-solved-b.children..",
+    }  # fmt: skip
+    out = {
+        "page_layout": _body(
+            ".._pages_content.children..._pages_store.data..",
+            [_i("_pages_location", "pathname", "/compare"), _i("_pages_location", "search", q)],
+            [],
+            ["_pages_location.search"],
+        ),
+        "sync_x_axis": _body(
+            "..compare-url.search...compare-view.data..",
+            [
+                _i("compare-url", "search", q),
+                _i("compare-smooth", "value", 0.6),
+                _i("compare-x", "value", "samples"),
+                _i("compare-band", "value", "std"),
+                _i("compare-trainer", "value", None),
+                _i("compare-a", "value", a),
+                _i("compare-b", "value", b),
+                _i("compare-solved", "value", None),
+                [_i({"type": "compare-at", "run": r}, "value", None) for r in (a, b)],
+                _i("compare-scatter", "clickData", None),
+                [],
+                _i("compare-close", "n_clicks", None),
+            ],
+            [
+                [
+                    _i({"type": "compare-at", "run": r}, "id", {"type": "compare-at", "run": r})
+                    for r in (a, b)
+                ],
+                _i("compare-view", "data", q),
+            ],
+            ["compare-x.value"],
+        ),  # fmt: skip
+    }
+    for name, output in sections.items():
+        out[name] = _body(output, view(q), [], ["compare-view.data"])
+        out[name + "_samples_axis"] = _body(output, view(q + "&x=samples"), [], ["compare-view.data"])
+    out["opened_prompt"] = _body(
+        "..compare-opened.children...compare-close.className..",
+        view(q + f"&prompt={match}"),
+        [],
+        ["compare-view.data"],
+    )
+    return out
+
+
+def _callbacks(run_a: Path, run_b: Path, cache_dir: Path, repeat: int) -> dict:
+    """Cold and warm times and answer sizes of every callback of the compare page."""
+    os.environ["RLBOARD_ROOT"] = str(run_a.parent)
+    os.environ["RLBOARD_CACHE_DIR"] = str(cache_dir)
+    os.environ["RLBOARD_REFRESH_SECONDS"] = "1000000"
+    import app as app_module
+    from data.compare import prompts
+    from data.service import board
+
+    b = board()
+    sa, sb = b.store(run_a.name), b.store(run_b.name)
+    p = prompts.pair(run_a.name, sa, run_b.name, sb)
+    match = p.table.item(p.table.height - 1, "match")
+    client = app_module.app.server.test_client()
+    out = {}
+    for name, body in _callback_bodies(run_a.name, run_b.name, match).items():
+        times, size = [], 0
+        _clear(scalars=True)
+        for _ in range(repeat + 1):
+            t = time.perf_counter()
+            r = client.post("/_dash-update-component", json=body)
+            times.append((time.perf_counter() - t) * 1000)
+            if r.status_code not in (200, 204):
+                raise RuntimeError(f"{name}: {r.status_code} {r.data[:300]!r}")
+            size = max(size, len(r.data))
+        warm = times[1:]
+        out[name] = {
+            "cold_ms": round(times[0], 1),
+            "warm_min_ms": round(min(warm), 1),
+            "warm_median_ms": round(statistics.median(warm), 1),
+            "warm_max_ms": round(max(warm), 1),
+            "json_bytes": size,
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_a")
@@ -177,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("cache_dir")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--trainer-log", action="store_true")
+    ap.add_argument("--callbacks", action="store_true", help="time the page's callbacks too")
     args = ap.parse_args(argv)
     run_a, run_b = Path(args.run_a).resolve(), Path(args.run_b).resolve()
     if run_a.parent != run_b.parent:
@@ -234,6 +340,11 @@ def main(argv: list[str] | None = None) -> int:
         "all_warm_within_limit": all(r["warm_max_ms"] <= LIMIT_MS for r in results.values()),
         "all_json_within_limit": all((r["json_bytes"] or 0) <= LIMIT_BYTES for r in results.values()),
     }
+    if args.callbacks:
+        cbs = _callbacks(run_a, run_b, Path(args.cache_dir).resolve(), args.repeat)
+        out["callbacks"] = cbs
+        out["callbacks_warm_within_limit"] = all(r["warm_max_ms"] <= LIMIT_MS for r in cbs.values())
+        out["callbacks_json_within_limit"] = all(r["json_bytes"] <= LIMIT_BYTES for r in cbs.values())
     print(json.dumps(out))
     return 0
 

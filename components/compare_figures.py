@@ -4,6 +4,8 @@ numpy arrays, no Plotly validation)."""
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -12,9 +14,28 @@ from components.figures import _figure, count_ticks, empty_figure
 from components.format import D3_NUM, D3_PRECISE, D3_SHARE, D3_SHARE_AXIS, D3_SHARE_PRECISE, exact
 from components.theme import rgba
 
+# A prompt's preview in the paired scatter's hover is cut to this many characters.
+PREVIEW_HOVER = 80
+
 
 def _arr(series) -> np.ndarray:
     return series.cast(float).to_numpy()
+
+
+def _xs(x: np.ndarray) -> dict:
+    """A trace's x: ``x0`` and ``dx`` when the values are evenly spaced (steps 1, 2, 3… or a fixed batch
+    size's responses seen), so that no array is sent for them; else the array."""
+    if len(x) >= 2:
+        d = np.diff(x)
+        if (d == d[0]).all() and d[0] > 0:
+            return {"x0": int(x[0]), "dx": int(d[0])}
+    return {"x": x}
+
+
+def _f32(series) -> np.ndarray:
+    """A long series as float32 (7 significant digits, more than a chart shows): Plotly sends numpy arrays
+    as base64 typed arrays, and float32 halves what the page downloads for each curve."""
+    return series.cast(float).to_numpy().astype(np.float32)
 
 
 def overlay_figure(
@@ -30,65 +51,34 @@ def overlay_figure(
 ) -> go.Figure:
     """One metric of several runs. ``lines``: ``(run, color, frame)`` with ``frame`` columns ``x, step, y,
     smooth`` (+ ``lo, hi``). With ``smoothed`` each run's raw ``y`` is drawn faint beneath its smoothed
-    line (as TensorBoard and W&B do); the band (``lo``–``hi``) is shaded when given. Hover shows the run,
-    the step and the value; ``customdata`` of every point is its step."""
+    line (as TensorBoard and W&B do; hover gives the smoothed value); the band (``lo``–``hi``) is shaded
+    when given. Hover shows the run, the step and the value; on the samples axis the ``customdata`` of
+    every point is its step. Evenly spaced x values are sent as ``x0`` / ``dx``."""
     lines = [ln for ln in lines if ln[2].height]
     if not lines:
         return empty_figure(empty_message, height)
     fmt = D3_SHARE_PRECISE if percent else D3_PRECISE
     data = []
     for run, color, f in lines:
-        x, step = _arr(f.get_column("x")), f.get_column("step").to_numpy()
+        # On the step axis x is the step; on the samples axis the step rides along as customdata.
+        x = f.get_column("x").cast(int)
+        xs = _xs(x.to_numpy().astype(np.int32))
+        steps = None if x.equals(f.get_column("step")) else f["step"].to_numpy().astype(np.int32)
+        step_text = "step %{x}" if steps is None else "step %{customdata}"
         mode = "lines+markers" if f.height <= 60 else "lines"
+        common = dict(type="scatter", legendgroup=run, connectgaps=False, **xs)
         if band_label and {"lo", "hi"} <= set(f.columns):
             for edge, fill in (("lo", "none"), ("hi", "tonexty")):
-                data.append(
-                    dict(
-                        type="scatter",
-                        x=x,
-                        y=_arr(f.get_column(edge)),
-                        mode="lines",
-                        line=dict(width=0),
-                        fill=fill,
-                        fillcolor=rgba(color, 0.12),
-                        showlegend=False,
-                        legendgroup=run,
-                        hoverinfo="skip",
-                        connectgaps=False,
-                    )  # fmt: skip
-                )
-        hover = f"<b>{run}</b><br>step %{{customdata}}<br>%{{y:{fmt}}}<extra></extra>"
+                band = dict(y=_f32(f[edge]), mode="lines", line=dict(width=0), fill=fill, hoverinfo="skip")
+                data.append(dict(common, **band, fillcolor=rgba(color, 0.12), showlegend=False))
         if smoothed:
-            data.append(
-                dict(
-                    type="scatter",
-                    x=x,
-                    y=_arr(f.get_column("y")),
-                    mode="lines",
-                    showlegend=False,
-                    line=dict(color=rgba(color, 0.3), width=1),
-                    legendgroup=run,
-                    customdata=step,
-                    hovertemplate=f"<b>{run}</b> (raw)<br>step %{{customdata}}<br>%{{y:{fmt}}}<extra></extra>",
-                    connectgaps=False,
-                )  # fmt: skip
-            )
-        y = f.get_column("smooth" if smoothed else "y")
-        data.append(
-            dict(
-                type="scatter",
-                x=x,
-                y=_arr(y),
-                mode=mode,
-                marker=dict(size=4),
-                name=run,
-                legendgroup=run,
-                line=dict(color=color, width=2),
-                customdata=step,
-                hovertemplate=hover,
-                connectgaps=False,
-            )  # fmt: skip
-        )
+            raw = dict(y=_f32(f["y"]), mode="lines", line=dict(color=rgba(color, 0.3), width=1))
+            data.append(dict(common, **raw, showlegend=False, hoverinfo="skip"))
+        hover = f"<b>{run}</b><br>{step_text}<br>%{{y:{fmt}}}<extra></extra>"
+        y = _f32(f["smooth" if smoothed else "y"])
+        line = dict(color=color, width=2)
+        data.append(dict(common, y=y, mode=mode, marker=dict(size=4), name=run, line=line, customdata=steps,
+                         hovertemplate=hover))  # fmt: skip
     yaxis = dict(title=dict(text=y_title), zeroline=True)
     if percent:
         yaxis.update(tickformat=D3_SHARE_AXIS)
@@ -182,22 +172,23 @@ def paired_scatter(
     finite = np.concatenate([xa[np.isfinite(xa)], ya[np.isfinite(ya)]])
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     pad = (hi - lo) * 0.05 or 0.5
-    color = np.where(d > 0, a_color, np.where(d < 0, b_color, theme.MUTED))
-    # A little jitter-free transparency: rewards often take few values and many points coincide.
-    data = [
-        dict(
-            type="scatter",
-            x=xa,
-            y=ya,
-            mode="markers",
-            marker=dict(color=color.tolist(), size=8, opacity=0.55, line=dict(width=0.5, color="white")),
-            customdata=np.stack([table.get_column("match").to_numpy()], axis=-1),
-            hovertext=table.get_column("preview").to_list(),
-            hovertemplate=f"%{{hovertext}}<br>{a}: %{{y:{D3_NUM}}} · {b}: %{{x:{D3_NUM}}}<br><i>click to open both</i><extra></extra>",
-            name="shared prompt",
-            showlegend=False,
-        )  # fmt: skip
+    # The point's colour tells which run did better: A's colour above the diagonal, B's below (a number
+    # per point on a three-colour scale: much lighter to send than a colour name per point).
+    sign = np.sign(np.nan_to_num(d)).astype(np.int8)
+    scale = [[0.0, b_color], [0.5, theme.MUTED], [1.0, a_color]]
+    # Plotly reads a hover text as its own small HTML: the prompt's "<" and ">" are escaped to show as text.
+    previews = [
+        html.escape((t or "")[:PREVIEW_HOVER] + ("…" if len(t or "") > PREVIEW_HOVER else ""), quote=False)
+        for t in table["preview"]
     ]
+    data = [
+        dict(type="scatter", x=xa.astype(np.float32), y=ya.astype(np.float32), mode="markers",
+             marker=dict(color=sign, colorscale=scale, cmin=-1, cmax=1, size=8, opacity=0.55,
+                         line=dict(width=0.5, color="white")),
+             customdata=np.stack([table.get_column("match").to_numpy()], axis=-1), hovertext=previews,
+             hovertemplate=f"%{{hovertext}}<br>{a}: %{{y:{D3_NUM}}} · {b}: %{{x:{D3_NUM}}}<br><i>click to open both</i><extra></extra>",
+             name="shared prompt", showlegend=False)
+    ]  # fmt: skip
     shapes = [
         dict(
             type="line",

@@ -244,7 +244,8 @@ def _pairs(q):
         return empty_figure(msg, 340), empty_figure(msg, 340), empty_figure("", 240), msg, "", "", "", ""
     colors = run_colours(view.runs)
     diff = label("reward_diff").replace("A", p.a, 1).replace("B", p.b, 1)
-    table = p.table.select("match", "preview", "a_reward", "b_reward", "diff")
+    rows, left_out = p.scatter_rows()
+    table = rows.select("match", "preview", "a_reward", "b_reward", "diff")
     scatter = cf.paired_scatter(
         table, a=p.a, b=p.b, a_color=colors[p.a], b_color=colors[p.b], threshold=p.threshold
     )
@@ -256,7 +257,12 @@ def _pairs(q):
         rows = p.solved_by(first)
         items = cv.solved_list(rows.head(SOLVED_SHOWN).to_dicts(), OPEN, p.a, p.b, "None.")
         lists += [f"Solved by {name}, not by {other} ({rows.height})", items]
-    return scatter, hist, over, [p.headline(), *(" " + n.text for n in p.notes)], *lists
+    notes = [p.headline(), *(" " + n.text for n in p.notes)]
+    if left_out:
+        notes.append(
+            f" The scatter shows the {rows.height:,} prompts with the largest differences ({left_out:,} more)."
+        )
+    return scatter, hist, over, notes, *lists
 
 
 @callback(Output(OPENED, "children"), Output(CLOSE, "className"), Input(VIEW, "data"))

@@ -39,6 +39,9 @@ from data.metrics.response import strip_pad_text, strip_pads
 from data.queries import MAX_DISCRETE_VALUES, discrete_edges, distinct_values, histogram, histogram_edges
 from data.store import RunStore
 
+# The paired scatter draws at most this many prompts (those with the largest differences): each point
+# carries its prompt's preview and key to the browser, and beyond this it would weigh more than 300 kB.
+MAX_SCATTER = 2000
 # At most this many responses of one prompt at one step are shown side by side (a GRPO group is 4-64).
 MAX_RESPONSES = 16
 # The word diff compares at most this many words and spaces of each response (difflib is quadratic in
@@ -175,6 +178,16 @@ class Paired:
             f"{self.table.height} shared prompts ({self.a_prompts} in {self.a}, {self.b_prompts} in {self.b}); "
             f"solved: mean reward at the prompt's last step ≥ {tau}."
         )
+
+    def scatter_rows(self, limit: int = MAX_SCATTER) -> tuple[pl.DataFrame, int]:
+        """The shared prompts a scatter draws: all of them, or the ``limit`` with the largest absolute
+        difference (then by match key) when there are more; and how many were left out."""
+        if self.table.height <= limit:
+            return self.table, 0
+        ranked = self.table.sort(
+            [pl.col("diff").abs(), pl.col("match")], descending=[True, False], nulls_last=True
+        )
+        return ranked.head(limit), self.table.height - limit
 
     def solved_by(self, first: str) -> pl.DataFrame:
         """Prompts solved by run ``first`` (``a`` or ``b``) and not by the other, the largest reward

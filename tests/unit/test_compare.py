@@ -310,3 +310,12 @@ def test_compare016_default_trainer_key():
     assert default_key(["train/loss", "x"]) == "train/loss"
     assert default_key(["b", "a"]) == "b"
     assert default_key([]) is None
+
+
+def test_compare017_scatter_keeps_the_largest_differences(tmp_path):
+    """Past the scatter's limit, the prompts with the largest |difference| are drawn and the rest counted."""
+    a, b = _two_runs(tmp_path)
+    p = prompts.pair("a", a, "b", b)
+    rows, left = p.scatter_rows(limit=1)
+    assert rows.get_column("preview").to_list() == ["Name a colour."] and left == 1  # |−1| > |0.75|
+    assert p.scatter_rows()[1] == 0
