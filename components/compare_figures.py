@@ -286,7 +286,7 @@ def over_steps_figure(frame, *, label: str, height: int = 260) -> go.Figure:
     )
 
 
-def sparkline(x, y, *, color: str, height: int = 48) -> go.Figure:
+def sparkline(x, y, *, color: str, height: int = 40) -> go.Figure:
     """A tiny line of a run's mean reward over steps: no axes, no hover labels beyond the value."""
     if len(x) == 0:
         return empty_figure("", height)

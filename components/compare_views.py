@@ -9,7 +9,8 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from components import format as fmt
-from components.figures import empty_figure
+from components.layout import GRAPH_CONFIG
+from components.layout import graph as layout_graph
 from components.theme import AGREEMENT_COLOURS, DIFF_DELETE, DIFF_INSERT
 
 
@@ -160,16 +161,12 @@ def word_diff_view(
     )  # fmt: skip
 
 
-GRAPH_CONFIG = {"displayModeBar": False, "responsive": True}
-
-
 def graph(id_, height: int = 280, figure=None) -> dcc.Loading | dcc.Graph:
-    """A chart of the page: with an id, a loading placeholder the callbacks fill; without, ``figure``."""
-    style = {"height": f"{height}px"}
-    if id_ is None:
-        return dcc.Graph(figure=figure, config=GRAPH_CONFIG, style=style)
-    fig = empty_figure("Loading…", height)
-    return dcc.Loading(dcc.Graph(id=id_, figure=fig, config=GRAPH_CONFIG, style=style), delay_show=300)
+    """A chart of the page: with an id, :func:`components.layout.graph` (a placeholder its callback
+    fills); without, ``figure`` drawn as it is."""
+    if id_ is not None:
+        return layout_graph(id_, height)
+    return dcc.Graph(figure=figure, config=GRAPH_CONFIG, style={"height": f"{height}px"})
 
 
 def card(title, body, className: str = "mb-3") -> dbc.Card:

@@ -9,17 +9,28 @@ from collections.abc import Mapping, Sequence
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
+from components.compare_figures import sparkline
 from components.format import age, megabytes, num, step_range
+from components.layout import GRAPH_CONFIG
+from components.theme import colour
 
 
-def run_card(name: str, hrefs: Mapping[str, str], body: Sequence) -> dbc.Card:
+def run_card(
+    name: str, hrefs: Mapping[str, str], body: Sequence, pick_id: dict | None = None, picked: bool = False
+) -> dbc.Card:
     """A run's card: its name linking to its reward page, links to its ``responses`` and ``prompts``
-    (``hrefs``: ``reward``, ``responses``, ``prompts``), then ``body``."""
+    (``hrefs``: ``reward``, ``responses``, ``prompts``), then ``body``. With ``pick_id``, a checkbox of
+    that id (ticked when ``picked``) before the name, to pick the run for the compare page."""
+    pick = []
+    if pick_id is not None:
+        pick = [dbc.Checkbox(id=pick_id, value=picked, className="me-2", label=f"compare {name}",
+                             label_class_name="visually-hidden")]  # fmt: skip
     return dbc.Card(
         dbc.CardBody(
             [
                 html.Div(
                     [
+                        *pick,
                         html.H5(dcc.Link(name, href=hrefs["reward"]), className="mb-2 me-3"),
                         dcc.Link("responses", href=hrefs["responses"], className="small me-2"),
                         dcc.Link("prompts", href=hrefs["prompts"], className="small"),
@@ -38,10 +49,10 @@ def ingest_text(done: int, total: int) -> str:
     return f"Ingesting: {done / 1e6:.0f} of {total / 1e6:.0f} MB"
 
 
-def run_stats(name: str, files, health) -> html.Div:
+def run_stats(name: str, files, health, extra: Sequence = ()) -> html.Div:
     """The run's key figures, each with its id ``runs-<figure>-<run>``: ``files`` (count, size and newest
     time; see ``data.runs_overview.RunFiles``) and ``health`` (samples, steps, their span, bad lines; see
-    ``data.runs_overview.RunHealth``)."""
+    ``data.runs_overview.RunHealth``), then ``extra`` in the same row (the headline, see :func:`headline`)."""
     span = step_range(*health.step_span) if health.step_span else "–"
     stats = [
         ("files", f"{files.count} ({megabytes(files.size)})"),
@@ -60,8 +71,9 @@ def run_stats(name: str, files, health) -> html.Div:
                 className="me-4",
             )
             for k, v in stats
-        ],
-        className="d-flex flex-wrap mb-2",
+        ]
+        + list(extra),
+        className="d-flex flex-wrap align-items-center mb-2",
     )
 
 
@@ -133,3 +145,36 @@ def issues_block(
             )
         )
     return html.Div(blocks) if blocks else None
+
+
+def headline(name: str, figures: Sequence[tuple[str, float | None]], steps, rewards) -> list:
+    """A run's headline figures (``(label, value)``, ids ``runs-headline-<n>-<run>``) and a sparkline of
+    its mean reward over ``steps`` (``runs-spark-<run>``), to put in the row of :func:`run_stats`."""
+    cells = [
+        html.Div([html.Div(k, className="text-muted small"),
+                  html.Div(num(v), className="fw-semibold", id=f"runs-headline-{i}-{name}")], className="me-4")
+        for i, (k, v) in enumerate(figures)
+    ]  # fmt: skip
+    spark = dcc.Graph(
+        figure=sparkline(steps, rewards, color=colour("reward")),
+        config=GRAPH_CONFIG,
+        style={"height": "40px", "width": "180px"},
+        id=f"runs-spark-{name}",
+    )
+    return [*cells, spark]
+
+
+def compare_bar(link_id: str, href: str) -> html.Div:
+    """The link to the compare page (``link_id``), disabled until two runs are ticked."""
+    link = dcc.Link(
+        "Compare the runs ticked", id=link_id, href=href, className="btn btn-primary btn-sm disabled me-2"
+    )
+    hint = html.Span("Tick two or more runs to compare them.", className="text-muted small")
+    return html.Div([link, hint], className="mb-2")
+
+
+def compare_link(count: int) -> tuple[str, str]:
+    """The compare link's class and text for ``count`` runs ticked (disabled below two)."""
+    if count >= 2:
+        return "btn btn-primary btn-sm me-2", f"Compare the {count} runs ticked"
+    return "btn btn-primary btn-sm disabled me-2", "Compare the runs ticked"

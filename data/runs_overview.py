@@ -8,6 +8,8 @@ from pathlib import Path
 
 import polars as pl
 
+from data import curves
+from data.compare.summary import summary_row
 from data.store import RunStore, run_file_stats
 
 MAX_LISTED_ISSUES = 200  # unusable lines listed per run; the rest are counted
@@ -102,4 +104,33 @@ def run_health(store: RunStore) -> RunHealth:
         n_errors=errors.height,
         notes=notes,
         n_notes=noted.height,
+    )
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A run's headline figures (see :func:`data.compare.summary.summary_row`): the mean reward of its last
+    step, its best step's mean reward and that step, KL per token (k3) at the last step that has one; and
+    the mean reward of every step (``steps``, ``rewards``) for a sparkline."""
+
+    reward_last: float | None
+    reward_best: float | None
+    reward_best_step: int | None
+    kl_last: float | None
+    steps: list[int]
+    rewards: list[float | None]
+
+
+def run_headline(name: str, store: RunStore) -> Headline:
+    """:class:`Headline` of a committed store (its per-step summary, cached on the store version)."""
+    steps = curves.run_steps(store)
+    row = summary_row(name, steps)
+    rewards = steps.get_column("reward_mean").to_list() if "reward_mean" in steps.columns else []
+    return Headline(
+        row["reward_last"],
+        row["reward_best"],
+        row["reward_best_step"],
+        row["kl_last"],
+        steps.get_column("step").to_list(),
+        rewards,
     )

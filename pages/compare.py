@@ -13,7 +13,7 @@ from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, 
 from components import compare_figures as cf
 from components import compare_views as cv
 from components.figures import empty_figure
-from components.layout import empty_state, no_runs_state, notices
+from components.layout import empty_state, no_runs_state, notices, url_prefix
 from components.live import shown_store
 from components.theme import run_colours
 from data import live
@@ -23,8 +23,8 @@ from data.curves import BANDS
 from data.metrics import label
 from data.service import board
 from data.trainer_logs import trainer_scalars
-from data.views import paths
-from data.views.codec import encode, parse_search
+from data.views import links, paths
+from data.views.codec import parse_search
 from data.views.compare import CompareView
 
 dash.register_page(__name__, path=paths.COMPARE, name="Compare", title="Compare · RL Logging Board", order=5)
@@ -65,12 +65,12 @@ def layout(**query):
         return no_runs_state(board().root, board().scan().trouble)
     view, msgs = CompareView.from_query(query, list(board().runs()))
     if not view.runs:
-        runs_link = ("All runs", dash.get_relative_path(paths.RUNS))
+        runs_link = ("All runs", links.run_page(paths.RUNS, None, url_prefix()))
         choose = empty_state("Choose runs to compare", "Tick two or more runs on the runs page.", runs_link)
         return html.Div([notices(msgs, NOTICES), choose])
     runs, run_notes = _runs(view)
     colors = run_colours(view.runs)
-    chips = [(r, colors[r], dash.get_relative_path(paths.REWARD + encode([("run", r)]))) for r in view.runs]
+    chips = [(r, colors[r], links.run_page(paths.REWARD, r, url_prefix())) for r in view.runs]
     keys = trainer.trainer_keys({r.name: trainer_scalars(r.run_dir) for r in runs})
     key = dcc.Dropdown(id=TRAINER, options=keys, value=view.trainer or trainer.default_key(keys),
                        placeholder="no trainer log found", className="mb-1")  # fmt: skip
@@ -280,7 +280,7 @@ def _opened(q):
         ), "mt-2 d-none"
     colors, cols = run_colours(view.runs), []
     for side, run, step, rows in (("a", p.a, got.a_step, got.a_rows), ("b", p.b, got.b_step, got.b_rows)):
-        href = lambda s, run=run: dash.get_relative_path(paths.TOKENS + encode([("run", run), ("sample", s)]))  # noqa: E731
+        href = lambda s, run=run: links.tokens(run, s, prefix=url_prefix())  # noqa: E731
         cols.append(cv.responses_column(run, colors[run], step, rows, href, f"compare-responses-{side}"))
     diff = cv.word_diff_view(got.diff.segments, p.a, p.b, got.diff.truncated, "compare-diff")
     return cv.opened_prompt(got.preview, cols, diff), "mt-2"

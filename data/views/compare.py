@@ -11,7 +11,6 @@ from data.compare.curves import X_AXES
 from data.compare.runs import MAX_RUNS
 from data.compare.smoothing import MAX_WEIGHT
 from data.curves import BANDS, DEFAULT_BAND
-from data.views import paths
 from data.views.codec import encode, fmt_float, get_choice, get_float, key_notices
 
 # Keys that may be given more than once: the runs (in order) and the chosen step of each run.
@@ -124,8 +123,3 @@ class CompareView:
 
     def with_(self, **changes) -> CompareView:
         return replace(self, **changes)
-
-
-def compare_href(runs: list[str]) -> str:
-    """The compare page of ``runs`` (without the URL prefix)."""
-    return paths.COMPARE + CompareView(tuple(runs)).to_query()

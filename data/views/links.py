@@ -22,6 +22,11 @@ def run_page(path: str, run: str | None, prefix: str = "") -> str:
     return prefix + path + encode([("run", run)])
 
 
+def compare(runs: Iterable[str], prefix: str = "") -> str:
+    """The compare page of ``runs``, in that order (``/compare?run=A&run=B``)."""
+    return prefix + paths.COMPARE + encode([("run", r) for r in runs])
+
+
 def nav(path: str, run: str | None, prefix: str = "") -> str:
     """A navbar link: page ``path`` keeping the run shown (the runs page takes no run)."""
     return run_page(path, None if path == paths.RUNS else run, prefix)

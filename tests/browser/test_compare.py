@@ -181,3 +181,23 @@ def test_compare104_solved_list_item_opens_the_prompt(dash_duo, dash_app, fixtur
     dash_duo.wait_for_contains_text("#compare-opened-body", preview, timeout=30)
     dash_duo.wait_for_element("#compare-responses-b pre", timeout=30)
     assert dash_duo.get_logs() == []
+
+
+def test_compare105_runs_page_ticks_open_the_compare_page(dash_duo, dash_app, fixtures_dir):
+    """On the runs page each card shows its headline figures and a reward sparkline; ticking two runs
+    enables the compare link, which opens the compare page with both runs in the page's order."""
+    _open(dash_duo, dash_app, "/")
+    dash_duo.wait_for_element(f"#runs-spark-{PPO} .js-plotly-plot", timeout=30)
+    assert dash_duo.find_element(f"#runs-headline-0-{GRPO}").text == "1.781"  # its last step's mean reward
+    link = dash_duo.find_element("#runs-compare")
+    assert "disabled" in link.get_attribute("class")
+    for run in (PPO, GRPO):
+        box = dash_duo.driver.find_element(By.CSS_SELECTOR, f'input[id*=\'"run":"{run}"\']')
+        _click(dash_duo, box)
+    WebDriverWait(dash_duo.driver, 30).until(lambda d: "disabled" not in link.get_attribute("class"))
+    assert link.text == "Compare the 2 runs ticked"
+    _click(dash_duo, link)
+    WebDriverWait(dash_duo.driver, 30).until(lambda d: urlparse(d.current_url).path == "/compare")
+    assert _query(dash_duo)["run"] == [GRPO, PPO]  # the runs page lists runs by name
+    dash_duo.wait_for_contains_text("#compare-summary", PPO, timeout=30)
+    assert dash_duo.get_logs() == []
