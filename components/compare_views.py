@@ -9,6 +9,8 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from components import format as fmt
+from components.compare_figures import overlay_figure
+from components.figures import empty_figure
 from components.layout import GRAPH_CONFIG
 from components.layout import graph as layout_graph
 from components.theme import AGREEMENT_COLOURS, DIFF_DELETE, DIFF_INSERT
@@ -246,3 +248,27 @@ def pair_section(ids: tuple, runs: list[str], a: str | None, b: str | None, solv
         dbc.Button("Close", id=close, size="sm", color="light", className="mt-2 d-none"),
         dcc.Loading(html.Div(id=opened, className="mt-2"), delay_show=300),
     ]
+
+
+def trainer_card(ids: tuple[str, str, str, str], keys: list[str], value: str | None) -> dbc.Card:
+    """The trainer's own scalars: a key picker, notes, the chart and the agreement tables under "Do the
+    dumped rollouts match what the trainer logged?". ``ids``: picker, notes, chart, agreement."""
+    pick_id, notes_id, fig_id, agreement_id = ids
+    pick = dcc.Dropdown(
+        id=pick_id, options=keys, value=value, placeholder="no trainer log found", className="mb-1"
+    )
+    check = html.Div("Do the dumped rollouts match what the trainer logged?", className="fw-semibold small")
+    body = [pick, notes_list([], notes_id), graph(fig_id), check, html.Div(id=agreement_id)]
+    return card("The trainer's own scalars", body)
+
+
+def trainer_outputs(lines: Sequence, key: str | None, x_title: str, smoothed: bool, notes: Sequence[str],
+                    checks: Sequence[tuple[str, str, Sequence[dict]]], ids_prefix: str) -> tuple:  # fmt: skip
+    """What :func:`trainer_card` shows: the chart of ``key`` (``lines``: ``(run, colour, frame)``, see
+    :func:`~components.compare_figures.overlay_figure`; an empty state without a key), the notes, and one
+    agreement table per ``(run, colour, checks)`` (ids ``<ids_prefix>-<i>``)."""
+    fig = empty_figure("No trainer log in the folder.", 280)
+    if key is not None:
+        fig = overlay_figure(lines, y_title=key, x_title=x_title, smoothed=smoothed)
+    tables = [agreement_table(r, c, rows, id_=f"{ids_prefix}-{i}") for i, (r, c, rows) in enumerate(checks)]
+    return fig, notes_list(notes).children, tables

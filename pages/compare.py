@@ -72,15 +72,12 @@ def layout(**query):
     colors = run_colours(view.runs)
     chips = [(r, colors[r], links.run_page(paths.REWARD, r, url_prefix())) for r in view.runs]
     keys = trainer.trainer_keys({r.name: trainer_scalars(r.run_dir) for r in runs})
-    key = dcc.Dropdown(id=TRAINER, options=keys, value=view.trainer or trainer.default_key(keys),
-                       placeholder="no trainer log found", className="mb-1")  # fmt: skip
     at = [
         cv.labelled([cv.swatch(colors[r.name]), r.name], dcc.Dropdown(
             id={"type": AT, "run": r.name}, options=r.frame.get_column("step").to_list(),
             value=view.step_of(r.name), placeholder="last step"), 3)
         for r in runs
     ]  # fmt: skip
-    agree = html.Div("Do the dumped rollouts match what the trainer logged?", className="fw-semibold small")
     dist_title = f"{label('reward').capitalize()} distribution at a chosen step of each run (shared bins)"
     return html.Div(
         [
@@ -95,10 +92,11 @@ def layout(**query):
             cv.controls((SMOOTH, XAXIS, BAND), (view.smooth, view.x, view.band), curves.X_AXES, BANDS),
             cv.card("Summary", [html.Div(id=SUMMARY), cv.notes_list([], STEP_NOTES)]),
             html.Div(id=CURVES),
-            cv.card(
-                "The trainer's own scalars",
-                [key, cv.notes_list([], TRAINER_NOTES), cv.graph(TRAINER_FIG), agree, html.Div(id=AGREEMENT)],
-            ),  # fmt: skip
+            cv.trainer_card(
+                (TRAINER, TRAINER_NOTES, TRAINER_FIG, AGREEMENT),
+                keys,
+                view.trainer or trainer.default_key(keys),
+            ),
             cv.card(
                 dist_title,
                 [dbc.Row(at, className="g-2 mb-1"), cv.notes_list([], DIST_NOTES), cv.graph(DIST, 300)],
@@ -196,18 +194,15 @@ def _trainer(q):
     notes = [
         n.text for r in runs for n in trainer.trainer_notes(r.name, logs[r.name], r.frame["step"].to_list())
     ]
-    fig = empty_figure("No trainer log in these runs' folders.", 280)
+    lines = []
     if key is not None:
         ov = trainer.trainer_overlay(logs, {r.name: r.frame for r in runs}, key, view.smooth, view.x)
         notes += [n.text for n in ov.notes]
         lines = [(ln.run, colors[ln.run], ln.frame) for ln in ov.lines]
-        fig = cf.overlay_figure(lines, y_title=key, x_title=curves.X_AXES[view.x], smoothed=view.smooth > 0)
     checks = [
-        cv.agreement_table(r.name, colors[r.name], [c.as_row() for c in trainer.agreement(r.store, r.run_dir)],
-                           id_=f"{AGREEMENT}-{i}")
-        for i, r in enumerate(runs)
-    ]  # fmt: skip
-    return fig, cv.notes_list(notes).children, checks
+        (r.name, colors[r.name], [c.as_row() for c in trainer.agreement(r.store, r.run_dir)]) for r in runs
+    ]
+    return cv.trainer_outputs(lines, key, curves.X_AXES[view.x], view.smooth > 0, notes, checks, AGREEMENT)
 
 
 @callback(Output(DIST, "figure"), Output(DIST_NOTES, "children"), Input(VIEW, "data"))

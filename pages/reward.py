@@ -6,10 +6,13 @@ run-level bins and a steps x reward-bins heatmap. Clicking a curve point selects
 (reward, reference reward, gain) or a heatmap cell opens the responses behind it.
 """
 
+from dataclasses import replace
+
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, Patch, State, callback, clientside_callback, ctx, dcc, html, no_update
 
+from components import compare_views as cv
 from components import figures
 from components.controls import reward_controls, slider_props, step_index, step_text
 from components.format import num, share
@@ -24,10 +27,14 @@ from components.layout import (
     url_prefix,
 )
 from components.live import shown_store
+from components.theme import colour
 from data import curves, live
+from data.compare import trainer
+from data.compare.curves import run_frame
 from data.metrics import label
 from data.queries import bar_interval
 from data.service import UnknownRun, board
+from data.trainer_logs import trainer_scalars
 from data.views import links, paths
 from data.views.codec import parse_search
 from data.views.reward import RewardView
@@ -59,6 +66,7 @@ HEATMAP = "reward-heatmap"
 # makes Dash's page router follow it, as after a dcc.Link).
 NAV = "reward-nav"
 HEATMAP_DRAWN = "reward-heatmap-drawn"
+TRAINER = ("reward-trainer", "reward-trainer-notes", "reward-trainer-fig", "reward-agreement")
 
 CONTROL_IDS = {"step": STEP, "step_text": STEP_TEXT, "prev": PREV, "next": NEXT, "band": BAND, "zero": ZERO}
 
@@ -126,8 +134,18 @@ def layout(**query):
                 ),
                 className="g-3",
             ),
+            _trainer_card(view, store),
         ]
     )
+
+
+def _trainer_view(run, store, key):
+    return trainer.run_trainer_view(run, store, board().run_dir(run), run_frame(store), key)
+
+
+def _trainer_card(view: RewardView, store):
+    tv = _trainer_view(view.run, store, view.trainer) if store is not None else None
+    return cv.trainer_card(TRAINER, tv.keys if tv else [], tv.key if tv else None)
 
 
 # ---- callbacks -------------------------------------------------------------------------------------------
@@ -324,3 +342,26 @@ def _heatmap(run, step, drawn):
     return figures.heatmap_figure(
         *hm.arrays(), label=label("reward"), selected_step=step, discrete=hm.discrete, height=340
     ), run
+
+
+@callback(Output(URL, "search", allow_duplicate=True), Input(TRAINER[0], "value"), State(URL, "search"),
+          prevent_initial_call=True)  # fmt: skip
+def _trainer_key(key, search):
+    """The trainer key picked goes into the URL (the default one is left out)."""
+    view, _ = _decode(search)
+    keys = trainer_scalars(board().run_dir(view.run)).keys() if view.run else []
+    new = replace(view, trainer=None if key == trainer.default_key(keys) else key)
+    return no_update if new == view else new.to_query()
+
+
+@callback(*(Output(TRAINER[i], p) for i, p in ((2, "figure"), (1, "children"), (3, "children"))),
+          Input(RUN, "data"), Input(TRAINER[0], "value"))  # fmt: skip
+def _trainer(run, key):
+    """The run's trainer scalar over steps, what its logs leave out, and its agreement checks."""
+    store = _store(run)
+    if store is None:
+        return figures.empty_figure("No data for this run yet.", 280), None, None
+    tv = _trainer_view(run, store, key)
+    lines = [(ln.run, colour("reward"), ln.frame) for ln in tv.overlay.lines] if tv.overlay else []
+    checks = [(run, colour("reward"), [c.as_row() for c in tv.checks])]
+    return cv.trainer_outputs(lines, tv.key, "step", False, [n.text for n in tv.notes], checks, TRAINER[3])

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -114,3 +115,28 @@ def agreement(store: RunStore, run_dir: Path) -> tuple[Check, ...]:
     t = trainer_scalars(Path(run_dir))
     stamp = tuple((f.kind, f.stamp) for f in t.files)
     return _checks(StoreKey(store), stamp, str(run_dir))
+
+
+@dataclass(frozen=True)
+class RunTrainerView:
+    """What the reward page shows of one run's trainer logs: every ``keys``, the ``key`` charted (the one
+    asked for when logged, else :func:`default_key`), its :class:`Overlay` (None without any log),
+    ``notes`` and the agreement ``checks``."""
+
+    keys: list[str]
+    key: str | None
+    overlay: Overlay | None
+    notes: list[Note]
+    checks: tuple[Check, ...]
+
+
+def run_trainer_view(
+    run: str, store: RunStore, run_dir: Path, frame: pl.DataFrame, key: str | None
+) -> RunTrainerView:
+    """:class:`RunTrainerView` of one run (``frame``: its :func:`data.compare.curves.run_frame`)."""
+    logs = trainer_scalars(Path(run_dir))
+    keys = logs.keys()
+    key = key if key in keys else default_key(keys)
+    notes = trainer_notes(run, logs, frame.get_column("step").to_list())
+    ov = trainer_overlay({run: logs}, {run: frame}, key) if key is not None else None
+    return RunTrainerView(keys, key, ov, notes + list(ov.notes if ov else ()), agreement(store, run_dir))

@@ -1,4 +1,4 @@
-"""The reward page's view state (``/reward?run=R&step=S&band=p25-p75&zero=1``)."""
+"""The reward page's view state (``/reward?run=R&step=S&band=p25-p75&zero=1&trainer=loss``)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ class RewardView:
     step: int | None = None
     band: str = DEFAULT_BAND
     zero: bool = False
+    trainer: str | None = None  # the trainer's own scalar charted (None: data.compare.trainer.default_key)
 
     @classmethod
     def from_query(
@@ -47,7 +48,7 @@ class RewardView:
                 step = near
         band = get_choice(query, "band", BANDS, msgs, DEFAULT_BAND)
         zero = get_bool(query, "zero", msgs, False)
-        return cls(run, step, band, zero), msgs
+        return cls(run, step, band, zero, first(query, "trainer") or None), msgs
 
     def to_query(self) -> str:
         """``?run=R&step=S&band=B&zero=1`` without defaults ('' when all are defaults)."""
@@ -57,6 +58,7 @@ class RewardView:
                 ("step", self.step),
                 ("band", None if self.band == DEFAULT_BAND else self.band),
                 ("zero", True if self.zero else None),
+                ("trainer", self.trainer),
             ]
         )
 

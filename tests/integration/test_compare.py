@@ -147,3 +147,29 @@ def test_compare006_view_round_trip():
     for v in views:
         back, notes = CompareView.from_query(parse_search(v.to_query()), runs)
         assert notes == [] and back == v, (v, back, notes)
+
+
+def test_compare007_reward_page_trainer_scalars(client, dash_app, fixtures_dir):
+    """The reward page charts a trainer scalar of the run (trainer= in its URL, the default key left
+    out) with the run's agreement checks; a run without logs says where they were looked for."""
+    import pages.reward as page
+    from data.views.reward import RewardView
+
+    root = page.layout(run=PPO, trainer="objective/kl")
+    assert find(root, "reward-trainer").value == "objective/kl"
+    assert RewardView(run=PPO, trainer="objective/kl").to_query() == f"?run={PPO}&trainer=objective%2Fkl"
+    out = "..reward-trainer-fig.figure...reward-trainer-notes.children...reward-agreement.children.."
+    got = dash_post(
+        client, out, [_i("reward-run", "data", PPO), _i("reward-trainer", "value", "objective/kl")]
+    )
+    fig = got["reward-trainer-fig"]["figure"]
+    assert fig["data"][0]["name"] == PPO and fig["layout"]["yaxis"]["title"]["text"] == "objective/kl"
+    assert _text(got["reward-agreement"]).count('"agrees"') == 3
+    got = dash_post(client, out, [_i("reward-run", "data", POEM), _i("reward-trainer", "value", None)])
+    assert "no trainer log in its folder" in _text(got["reward-trainer-notes"])
+    # allow_duplicate: the output's key carries a hash (reward-url.search@<hash>)
+    key = next(k for k in dash_app.callback_map if k.startswith("reward-url.search@"))
+    url = dash_post(
+        client, key, [_i("reward-trainer", "value", "loss")], [_i("reward-url", "search", f"?run={PPO}")]
+    )
+    assert url["reward-url"]["search"] == f"?run={PPO}&trainer=loss"
