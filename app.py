@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, dcc, html, no_update
+from dash import ALL, Input, Output, State, dcc, html, no_update
 
 import auth
 from components import live as live_ui
-from components.layout import NAV_PAGES, nav_href, navbar
+from components.layout import NAV_PAGES, navbar, url_prefix
 from data import live, service
 from data.config import DEFAULT_ROOT, Settings, load_settings
-from data.views import paths
+from data.views import links, paths
 from data.views.paths import shown_run
 
 HERE = Path(__file__).resolve().parent
@@ -29,10 +28,7 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
     """Build the Dash app for ``settings`` (default: from the environment) and make it the process's board."""
     settings = settings or load_settings()
     service.configure(settings)
-    if settings.demo and Path(settings.root).resolve() == DEFAULT_ROOT.resolve():
-        from data.demo import ensure_demo
-
-        ensure_demo(settings.root)
+    prepare_root(settings)
     app = dash.Dash(
         __name__,
         use_pages=True,
@@ -52,14 +48,22 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
     return app
 
 
+def prepare_root(settings: Settings) -> None:
+    """Write the demo run into the default rollout root when it holds no run (``settings.demo``)."""
+    if settings.demo and Path(settings.root).resolve() == DEFAULT_ROOT.resolve():
+        from data.demo import ensure_demo
+
+        ensure_demo(settings.root)
+
+
 def shell() -> html.Div:
     runs = list(service.board().runs())
+    live = live_ui.live_controls(poll_ms=int(max(1.0, service.board().settings.refresh_seconds) * 1000))
     return html.Div(
         [
             dcc.Location(id="app-location", refresh="callback-nav"),
-            html.Div(navbar(runs, None, dash.get_relative_path), id="app-navbar"),
+            html.Div(navbar(runs, None, dash.get_relative_path, live=live), id="app-navbar"),
             dbc.Container(dash.page_container, fluid=True, className="pb-5"),
-            live_ui.live_controls(poll_ms=int(max(1.0, service.board().settings.refresh_seconds) * 1000)),
         ]
     )
 
@@ -80,7 +84,8 @@ def _sync_shell(pathname, search):
     """Keep the run picker and the page links on the run the page shows: the run named in the URL, or the
     first run where the page falls back to it (a run the page does not show is never selected)."""
     _, run = _page_run(pathname, search)
-    return run, *(dash.get_relative_path(nav_href(path, run)) for _, path in NAV_PAGES)
+    prefix = url_prefix()
+    return run, *(links.nav(path, run, prefix) for _, path in NAV_PAGES)
 
 
 @dash.callback(
@@ -97,7 +102,7 @@ def _pick_run(run, pathname, search):
     if not run or run == shown:
         return no_update
     path = path if path != paths.RUNS else paths.REWARD
-    return dash.get_relative_path(f"{path}?{urlencode({'run': run})}")
+    return links.run_page(path, run, url_prefix())
 
 
 @dash.callback(
@@ -110,20 +115,24 @@ def _pick_run(run, pathname, search):
     Output(live_ui.LIVE_TICK, "disabled"),
     Input("app-location", "href"),
     Input(live_ui.LIVE_TICK, "n_intervals"),
+    Input({"type": live_ui.SHOWN_TYPE, "page": ALL}, "data"),
     State("app-location", "search"),
     State(live_ui.LIVE_SEEN, "data"),
     State(live_ui.LIVE_RELOAD, "data"),
     State(live_ui.LIVE_AUTO, "value"),
 )
-def _live_poll(_href, _tick, search, seen, reloads, auto):
-    """Offer (or, with auto-refresh, do) a reload of the view when its run has new data."""
-    event = "tick" if dash.ctx.triggered_id == live_ui.LIVE_TICK else "navigate"
-    run = live.run_from_search(search)
+def _live_poll(_href, _tick, shown, search, seen, reloads, auto):
+    """Offer (or, with auto-refresh, do) a reload of the view when its run has new data since the page was
+    rendered (the page's own snapshot, ``shown``, is the baseline; see ``live.live_decision``)."""
+    trigger = dash.ctx.triggered_id
+    event = "tick" if trigger == live_ui.LIVE_TICK else "shown" if isinstance(trigger, dict) else "navigate"
+    page = next((s for s in shown or [] if s), None)
+    run = live.run_from_search(search) or (page or {}).get("run")  # a page that fell back to the first run
     # live=1 in the URL switches auto-refresh on with the first poll that lands after a navigation. Dash
     # drops the answer to a call that a newer one of the same callback overtook: on a busy server a tick
     # can overtake the navigation's call, and then only "nothing seen yet" tells that this is the first.
     take_url = live.live_in_search(search) and not auto and (event == "navigate" or seen is None)
-    d = live.live_decision(event, seen, live.run_version(run), bool(auto) or take_url)
+    d = live.live_decision(event, seen, live.run_version(run), bool(auto) or take_url, shown=page)
     return (
         d.seen,
         live_ui.SHOWN if d.offer else live_ui.HIDDEN,

@@ -177,15 +177,49 @@ def cmd_serve(args) -> int:
         return _fail(f"no such folder: {args.root}")
     if reason := _cannot_listen(settings.host, settings.port):
         return _fail(reason)
+    print(
+        f"RL Logging Board on http://{settings.host}:{settings.port}{settings.url_prefix} (runs under {settings.root})",
+        flush=True,
+    )
+    from app import prepare_root
+
+    prepare_root(settings)  # once, before the workers start
+    try:
+        from gunicorn.app.base import BaseApplication
+    except ImportError:  # gunicorn runs on POSIX only: elsewhere Flask's development server
+        return _serve_flask(settings)
+    methods = {"settings": settings, "load_config": _load_gunicorn_config, "load": _load_app}
+    type("Server", (BaseApplication,), methods)().run()
+    return 0
+
+
+# `serve` runs the server the image runs (gunicorn with gunicorn.conf.py: threads, timeouts, the redacted
+# access log), not Flask's development server and its warning; only the address and the settings come from
+# the command line. Each worker builds the app after the fork (preload_app is off).
+GUNICORN_CONF = Path(__file__).with_name("gunicorn.conf.py")
+
+
+def _load_gunicorn_config(self) -> None:
+    import runpy
+
+    for key, value in runpy.run_path(str(GUNICORN_CONF)).items():
+        if key in self.cfg.settings and value is not None:
+            self.cfg.set(key, value)
+    self.cfg.set("bind", [f"{self.settings.host}:{self.settings.port}"])
+
+
+def _load_app(self):
+    from app import create_app
+
+    return create_app(self.settings).server
+
+
+def _serve_flask(settings) -> int:
+    from access_log import RedactingFilter
     from app import create_app
 
     app = create_app(settings)
-    from access_log import RedactingFilter
-
     logging.getLogger("werkzeug").addFilter(RedactingFilter())  # the request log: no ?token=… in it
-    print(
-        f"RL Logging Board on http://{settings.host}:{settings.port}{settings.url_prefix} (runs under {settings.root})"
-    )
     app.run(host=settings.host, port=settings.port, debug=False)
     return 0
 

@@ -40,8 +40,11 @@ def callback_problem(body, callback_map: dict) -> str | None:
         if not isinstance(given, list) or len(given) != len(declared):
             return f"{group} do not match the callback's ({len(declared)} expected)"
         for want, item in zip(declared, given, strict=True):
-            if isinstance(want.get("id"), dict):
-                continue  # a pattern-matching id: Dash expands it (a list of matches)
+            if isinstance(want.get("id"), dict) or str(want.get("id")).startswith("{"):
+                # A pattern-matching id (the callback map holds it as its JSON text): Dash expands it.
+                if not isinstance(item, dict | list):
+                    return f"{group} do not match the callback's (a pattern's matches expected)"
+                continue
             if not isinstance(item, dict) or (item.get("id"), item.get("property")) != (
                 want["id"],
                 want["property"],

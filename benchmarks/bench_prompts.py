@@ -53,6 +53,7 @@ def _p95(xs: list[float]) -> float:
 
 def _data_timings(store, repeat: int) -> dict:
     from data import prompts
+    from data.views.prompts import PromptsView
 
     out: dict = {}
     t0 = time.perf_counter()
@@ -74,12 +75,12 @@ def _data_timings(store, repeat: int) -> dict:
         prompts.overview(prompts.prompt_table(store))
         return _ms(t)
 
-    base = prompts.PromptsView(run="bench")
+    base = PromptsView(run="bench")
     out["list_warm_ms"] = _median([list_once(base) for _ in range(repeat)])
-    never = prompts.PromptsView(run="bench", view="never")
+    never = PromptsView(run="bench", view="never")
     out["list_never_ms"] = _median([list_once(never) for _ in range(repeat)])
     out["never_prompts"] = int(table["never_beats"].sum())
-    by_delta = prompts.PromptsView(run="bench", sort="reward_delta", order="desc", page=3)
+    by_delta = PromptsView(run="bench", sort="reward_delta", order="desc", page=3)
     out["list_sorted_ms"] = _median([list_once(by_delta) for _ in range(repeat)])
 
     t0 = time.perf_counter()

@@ -73,7 +73,8 @@ def open_or_ingest(run_dir: Path, cache_dir: Path):
 
 def first_pages(store, step: int) -> dict:
     """Cold first page of ``step`` for every sortable column and both orders (data layer)."""
-    from data.responses import ResponsesView, json_rows, page_rows, run_steps, sortable_columns
+    from data.responses import json_rows, page_rows, run_steps, sortable_columns
+    from data.views.responses import ResponsesView
 
     steps = run_steps(store)
     flt = ResponsesView(step=step).response_filter(steps)
@@ -155,7 +156,8 @@ def text_index_build(store) -> dict:
 
 
 def regex_all_steps(store) -> list[dict]:
-    from data.responses import ResponsesView, json_rows, page_rows, run_steps, text_index_files
+    from data.responses import json_rows, page_rows, run_steps, text_index_files
+    from data.views.responses import ResponsesView
 
     text_index_files(store)  # what the page builds in the background when it opens
     steps = run_steps(store)
@@ -175,7 +177,8 @@ def regex_all_steps(store) -> list[dict]:
 
 def all_steps_pages(store) -> dict:
     """step=all without a filter: cold first page (one sort of the whole run) and a later page (cached)."""
-    from data.responses import ResponsesView, json_rows, page_rows, run_steps
+    from data.responses import json_rows, page_rows, run_steps
+    from data.views.responses import ResponsesView
 
     flt = ResponsesView(step="all").response_filter(run_steps(store))
     out = {}
@@ -193,7 +196,8 @@ def all_steps_pages(store) -> dict:
 
 def regex_one_step(store, step: int) -> dict:
     """Cold first page of one step with a regex filter (the parts' statistics skip the other steps)."""
-    from data.responses import ResponsesView, json_rows, page_rows, run_steps
+    from data.responses import json_rows, page_rows, run_steps
+    from data.views.responses import ResponsesView
 
     flt = ResponsesView(step=step, q=PATTERNS[0]).response_filter(run_steps(store))
     _clear_caches()

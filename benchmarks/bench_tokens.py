@@ -78,8 +78,8 @@ def write_long_run(run_dir: Path | str, tokens: int = 4000, others: int = 7, see
 
 def build_parts(view, metric: str = "kl") -> dict:
     """What the page builds for a response (strip data, legend, figures, tables), as plain objects."""
+    from components.theme import colour_stops
     from components.token_view import (
-        colour_stops,
         legend,
         logprob_figure,
         strip_data,

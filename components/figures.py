@@ -16,41 +16,26 @@ from typing import NamedTuple
 import numpy as np
 import plotly.graph_objects as go
 
-FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
-GRID = "#e9ecef"
+from components import theme
+from components.format import D3_INT, D3_PRECISE, D3_SHARE, D3_SHARE_AXIS, D3_SHARE_PRECISE, exact, share
+from components.theme import colour, rgba
+
 MARKER_NAME = "selected-step"
-# ColorBrewer "Blues", light to dark, spelled out: plotly.js's own "Blues" runs the other way, and only
-# Plotly's (skipped) Python-side validation would translate the name.
-SEQUENTIAL = [
-    [i / 8, c]
-    for i, c in enumerate(
-        ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"]
-    )
-]
 
 TEMPLATE = dict(
     layout=dict(
-        font=dict(family=FONT, size=12, color="#212529"),
+        font=dict(family=theme.FONT, size=12, color=theme.TEXT),
         paper_bgcolor="white",
         plot_bgcolor="white",
         margin=dict(l=56, r=16, t=36, b=44),
-        hoverlabel=dict(font=dict(family=FONT, size=12)),
-        xaxis=dict(gridcolor=GRID, zerolinecolor="#ced4da", linecolor="#adb5bd", ticks="outside"),
-        yaxis=dict(gridcolor=GRID, zerolinecolor="#ced4da", linecolor="#adb5bd"),
+        hoverlabel=dict(font=dict(family=theme.FONT, size=12)),
+        xaxis=dict(
+            gridcolor=theme.GRID, zerolinecolor=theme.ZERO_LINE, linecolor=theme.AXIS_LINE, ticks="outside"
+        ),
+        yaxis=dict(gridcolor=theme.GRID, zerolinecolor=theme.ZERO_LINE, linecolor=theme.AXIS_LINE),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, font=dict(size=11)),
     )
 )
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    h = hex_color.lstrip("#")
-    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
-    return f"rgba({r},{g},{b},{alpha})"
-
-
-def _num(v: float) -> str:
-    """Shortest exact text of a number (``0.25``, ``3``)."""
-    return repr(float(v)) if not float(v).is_integer() else str(int(v))
 
 
 def _figure(data: list[dict], layout: dict) -> go.Figure:
@@ -74,7 +59,7 @@ def empty_figure(message: str, height: int = 300) -> go.Figure:
                     yref="paper",
                     x=0.5,
                     y=0.5,
-                    font=dict(color="#6c757d", size=13),
+                    font=dict(color=theme.MUTED, size=13),
                 )
             ],
         ),
@@ -98,7 +83,7 @@ def step_marker(step: int | None) -> list[dict]:
             y0=0,
             y1=1,
             yref="paper",
-            line=dict(color="#495057", width=1.5, dash="dot"),
+            line=dict(color=theme.MARKER, width=1.5, dash="dot"),
             layer="above",
         )
     ]
@@ -116,16 +101,17 @@ def curves_figure(
     """Curves over steps (x = step, numeric order), each with an optional shaded spread band.
 
     ``series``: objects with ``label``, ``frame`` (columns ``step, y`` and, for a band, ``lo, hi``;
-    sorted by step, nulls are gaps), ``color``, ``band_label`` (None: no band) and ``dashed``. Hover shows
+    sorted by step, nulls are gaps), ``key`` (its colour is the theme's), ``band_label`` (None: no band) and ``dashed``. Hover shows
     the exact values of every curve at the step; clicking anywhere gives ``clickData.points[*].x`` = step.
     ``percent`` formats the y axis and the hover as percentages. No series -> :func:`empty_figure`.
     """
     series = [s for s in series if s.frame.height]
     if not series:
         return empty_figure(empty_message, height)
-    fmt = ".2~%" if percent else ".6~g"
+    fmt = D3_SHARE_PRECISE if percent else D3_PRECISE
     data = []
     for s in series:
+        c = colour(s.key)
         x = s.frame.get_column("step").to_numpy()
         if s.band_label and {"lo", "hi"} <= set(s.frame.columns):
             for edge, fill in (("lo", "none"), ("hi", "tonexty")):
@@ -135,9 +121,9 @@ def curves_figure(
                         x=x,
                         y=s.frame.get_column(edge).cast(float).to_numpy(),
                         mode="lines",
-                        line=dict(width=0, color=s.color),
+                        line=dict(width=0, color=c),
                         fill=fill,
-                        fillcolor=_rgba(s.color, 0.16),
+                        fillcolor=rgba(c, 0.16),
                         name=f"{s.label} {s.band_label} ({'low' if edge == 'lo' else 'high'})",
                         legendgroup=s.label,
                         showlegend=False,
@@ -152,7 +138,7 @@ def curves_figure(
                 y=s.frame.get_column("y").cast(float).to_numpy(),
                 mode="lines+markers" if s.frame.height <= 60 else "lines",
                 marker=dict(size=4),
-                line=dict(color=s.color, width=2, dash="dash" if s.dashed else "solid"),
+                line=dict(color=c, width=2, dash="dash" if s.dashed else "solid"),
                 name=s.label + (f" (band: {s.band_label})" if s.band_label else ""),
                 legendgroup=s.label,
                 hovertemplate=f"%{{y:{fmt}}}",
@@ -162,7 +148,7 @@ def curves_figure(
     yaxis = dict(title=dict(text=y_title), zeroline=True)
     if percent:
         # A share never needs more than ±100 %: Plotly pads a flat line at 100 % (every group tied) to 200 %.
-        yaxis.update(tickformat=".0%", autorangeoptions=dict(clipmin=-1.05, clipmax=1.05))
+        yaxis.update(tickformat=D3_SHARE_AXIS, autorangeoptions=dict(clipmin=-1.05, clipmax=1.05))
     return _figure(
         data,
         dict(
@@ -181,10 +167,10 @@ def histogram_figure(
     bars,
     *,
     label: str,
-    color: str = "#0d6efd",
+    color: str = colour("reward"),
     ref_bars=None,
     ref_label: str | None = None,
-    ref_color: str = "#495057",
+    ref_color: str = colour("ref_reward"),
     signed: bool = False,
     discrete: bool = False,
     height: int = 300,
@@ -230,12 +216,12 @@ def histogram_figure(
         hover = []
         for lo, hi, n in custom:
             if discrete:
-                interval = f"= {_num(lo)}"
+                interval = f"= {exact(lo)}"
             else:
-                interval = f"≥ {_num(lo)}" if hi is None else f"[{_num(lo)}, {_num(hi)})"
-            share = f" ({n / n_all:.1%})" if n_all else ""
+                interval = f"≥ {exact(lo)}" if hi is None else f"[{exact(lo)}, {exact(hi)})"
+            part = f" ({share(n / n_all)})" if n_all else ""
             hint = "<br><i>click for these responses</i>" if n else ""
-            hover.append(f"{name} {interval}: <b>{n}</b>{share}{hint}")
+            hover.append(f"{name} {interval}: <b>{n}</b>{part}{hint}")
         return dict(
             type="bar",
             x=x,
@@ -250,11 +236,11 @@ def histogram_figure(
 
     data = [
         trace(
-            rows, -1 if has_ref else 0, label, dict(color=_rgba(color, 0.75), line=dict(color=color, width=1))
+            rows, -1 if has_ref else 0, label, dict(color=rgba(color, 0.75), line=dict(color=color, width=1))
         )
     ]
     if has_ref:
-        marker = dict(color=_rgba(ref_color, 0.15), line=dict(color=ref_color, width=1.5))
+        marker = dict(color=rgba(ref_color, 0.15), line=dict(color=ref_color, width=1.5))
         data.append(trace(ref_bars.sort("bin").to_dicts(), 1, ref_label or "reference", marker))
     top = max(max(d["y"]) for d in data)
     edges = [float(r["lo"]) for r in rows] + [float(rows[-1]["hi"])]
@@ -264,7 +250,7 @@ def histogram_figure(
         xaxis["range"] = [values[0] - bar_width, values[-1] + bar_width]
         # One tick under each bar when the labels have room (about 1/12 of the axis each).
         if len(values) <= 12 and min(gaps) >= (values[-1] - values[0]) / 12:
-            xaxis.update(tickmode="array", tickvals=values, ticktext=[_num(v) for v in values])
+            xaxis.update(tickmode="array", tickvals=values, ticktext=[exact(v) for v in values])
     shapes = []
     if signed and edges[0] < 0 < edges[-1]:
         shapes.append(
@@ -276,7 +262,7 @@ def histogram_figure(
                 y0=0,
                 y1=1,
                 yref="paper",
-                line=dict(color="#adb5bd", width=1),
+                line=dict(color=theme.AXIS_LINE, width=1),
                 layer="below",  # a bar is now centred on 0: the line would split it in two
             )
         )
@@ -296,6 +282,35 @@ def histogram_figure(
     )
 
 
+def panel_figure(panel, selected_step: int | None) -> go.Figure:
+    """:func:`curves_figure` of one panel of curves (``series``, ``y_title``, ``percent``; see
+    ``data.curves.Panel``), saying so where the run has none of its curves."""
+    return curves_figure(
+        panel.series,
+        y_title=panel.y_title,
+        selected_step=selected_step,
+        percent=panel.percent,
+        empty_message="Not available for this run (see the note above).",
+    )
+
+
+def step_histogram_figure(hist, label: str, ref_label: str) -> go.Figure:
+    """:func:`histogram_figure` of one step's histogram panel (``kind``, ``note``, ``bars``, ``ref_bars``,
+    ``discrete``; see ``data.curves.StepHistogram``) in its metric's colour, the reference's bars beside;
+    the panel's note as an empty state when it has no bars. A gain (``reward_gain``) is signed."""
+    if hist.bars is None:
+        return empty_figure(hist.note)
+    return histogram_figure(
+        hist.bars,
+        label=label,
+        color=colour(hist.kind),
+        ref_bars=hist.ref_bars,
+        ref_label=ref_label,
+        signed=hist.kind == "reward_gain",
+        discrete=hist.discrete,
+    )
+
+
 def count_ticks(top: int) -> dict:
     """Axis settings that put ticks on whole numbers only, about five of them up to ``top`` (a count):
     Plotly's own choice for a top of 2 is 0, 0.5, 1, 1.5, 2 — half a response."""
@@ -303,7 +318,7 @@ def count_ticks(top: int) -> dict:
     while top / step > 6:
         k += 1
         step = (1, 2, 5)[k % 3] * 10 ** (k // 3)
-    return dict(tick0=0, dtick=step, tickformat="d")
+    return dict(tick0=0, dtick=step, tickformat=D3_INT)
 
 
 def _padded(edges: list[float]) -> list[float]:
@@ -344,14 +359,14 @@ def heatmap_figure(
                 y=labels,
                 z=np.asarray(share, dtype=np.float32),
                 customdata=np.asarray(count),
-                colorscale=SEQUENTIAL,
+                colorscale=theme.HEATMAP_SCALE,
                 zmin=0,
-                colorbar=dict(title=dict(text="share", side="right"), tickformat=".0%", thickness=12),
+                colorbar=dict(title=dict(text="share", side="right"), tickformat=D3_SHARE_AXIS, thickness=12),
                 hovertemplate=(
                     "step %{x}<br>"
                     + label
                     + (" = %{y}" if discrete else " %{y}")
-                    + "<br>%{customdata} responses (%{z:.1%})<br><i>click for these responses</i>"
+                    + f"<br>%{{customdata}} responses (%{{z:{D3_SHARE}}})<br><i>click for these responses</i>"
                     + "<extra></extra>"
                 ),
                 xgap=0,
@@ -419,9 +434,9 @@ def bin_labels(edges: Sequence[float], discrete: bool = False) -> list[str]:
     :func:`histogram_figure`; with ``discrete`` bins (bin k holds the one value ``edges[k]``) the value."""
     nb = len(edges) - 1
     if discrete:
-        return [_num(edges[k]) for k in range(nb)]
+        return [exact(edges[k]) for k in range(nb)]
     return [
-        f"≥ {_num(edges[k])}" if k == nb - 1 else f"[{_num(edges[k])}, {_num(edges[k + 1])})"
+        f"≥ {exact(edges[k])}" if k == nb - 1 else f"[{exact(edges[k])}, {exact(edges[k + 1])})"
         for k in range(nb)
     ]
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import dash
 import dash_bootstrap_components as dbc
 from dash import dcc, html
+
+from components.figures import empty_figure
 
 NAV_PAGES = (
     ("Runs", "/"),
@@ -17,20 +17,20 @@ NAV_PAGES = (
 )
 
 
-def nav_href(path: str, run: str | None) -> str:
-    """Link to a page keeping the selected run (the runs page takes no run)."""
-    if not run or path == "/":
-        return path
-    return f"{path}?{urlencode({'run': run})}"
+def url_prefix() -> str:
+    """The app's URL prefix without its last slash ('' at the root, ``/rlboard`` behind a proxy): what the
+    links of ``data.views.links`` are given to put before their path."""
+    return dash.get_relative_path("/").rstrip("/")
 
 
-def navbar(runs: list[str], run: str | None, prefix_path) -> dbc.Navbar:
-    """Top bar: brand, one link per page (``app-nav-<page>``) and the run picker (``app-run``)."""
+def navbar(runs: list[str], run: str | None, prefix_path, live=None) -> dbc.Navbar:
+    """Top bar: brand, one link per page (``app-nav-<page>``), the ``live`` controls (the shell's, see
+    ``components.live``) and the run picker (``app-run``)."""
     links = [
         dbc.NavItem(
             dbc.NavLink(
                 name,
-                href=prefix_path(nav_href(path, run)),
+                href=prefix_path(path),
                 id=f"app-nav-{name.lower()}",
                 active="exact" if path == "/" else "partial",
             )
@@ -54,7 +54,7 @@ def navbar(runs: list[str], run: str | None, prefix_path) -> dbc.Navbar:
                 ),
                 dbc.Nav(links, className="me-auto", navbar=True),
                 html.Div(
-                    [html.Span("Run", className="text-light me-2 small"), picker],
+                    [live, html.Span("Run", className="text-light me-2 small"), picker],
                     className="d-flex align-items-center",
                 ),
             ],
@@ -138,6 +138,62 @@ def unknown_run_state() -> html.Div:
     return empty_state("Unknown run", "Pick a run in the top bar.", ("All runs", dash.get_relative_path("/")))
 
 
+# No mode bar: it covers the legends. Dragging zooms and a double click resets, as in any Plotly chart.
+GRAPH_CONFIG = {"displayModeBar": False, "responsive": True}
+
+
+def card(title_id: str, title: str, body: list, note_id: str | None = None, note=None) -> dbc.Card:
+    """A titled card (``title_id`` on its title, to fill in later) with an optional muted note above its
+    ``body``."""
+    head = dbc.CardHeader(html.Span(title, id=title_id), className="fw-semibold py-2 small")
+    content = []
+    if note_id:
+        content.append(html.Div(note, id=note_id, className="text-muted small mb-1"))
+    return dbc.Card([head, dbc.CardBody([*content, *body], className="p-2")], className="h-100 shadow-sm")
+
+
+def graph(id_: str, height: int = 300) -> dcc.Loading:
+    """A graph of ``height`` px that says "Loading…" until its callback draws it; a spinner while that
+    takes more than 0.3 s."""
+    return dcc.Loading(
+        dcc.Graph(
+            id=id_,
+            figure=empty_figure("Loading…", height),
+            config=GRAPH_CONFIG,
+            style={"height": f"{height}px"},
+        ),
+        type="circle",
+        delay_show=300,
+    )
+
+
+def page_title(title: str, run: str | None, run_id: str) -> html.Div:
+    """A page's title with the run it shows beside it (``run_id``: that text, for callbacks to change)."""
+    return html.Div(
+        [html.H4(title, className="mb-0 me-3"), html.Span(run or "", id=run_id, className="text-muted")],
+        className="d-flex align-items-baseline mb-2",
+    )
+
+
+def stats_bar(id_: str) -> html.Div:
+    """An empty bar for a line of key figures (:func:`inline_stats`) a callback fills."""
+    return html.Div(
+        id=id_,
+        className="d-flex flex-wrap align-items-baseline bg-white border rounded px-3 py-2 mb-3 shadow-sm",
+    )
+
+
+def inline_stats(items) -> list[html.Div]:
+    """Key figures in a line: ``(name, text)`` pairs, a muted name before each value."""
+    return [
+        html.Div(
+            [html.Span(name, className="text-muted small me-1"), html.Span(text, className="fw-semibold")],
+            className="me-4",
+        )
+        for name, text in items
+    ]
+
+
 def stat(label: str, value, hint: str | None = None) -> html.Div:
     """A key figure: small label above a large value."""
     return html.Div(
@@ -161,17 +217,3 @@ def progress(fraction: float, text: str, failed: bool = False) -> html.Div:
         ],
         className="mb-3",
     )
-
-
-def fmt_num(v, digits: int = 4) -> str:
-    """Numbers for display: a fixed number of significant digits, '–' for missing."""
-    if v is None:
-        return "–"
-    if isinstance(v, int):
-        return f"{v:,}"
-    try:
-        if v != v:
-            return "NaN"
-    except TypeError:
-        return str(v)
-    return f"{v:.{digits}g}"

@@ -12,6 +12,9 @@ LIVE_SEEN = "app-live-seen"
 LIVE_RELOAD = "app-live-reload"
 LIVE_NEW = "app-live-new"
 LIVE_AUTO = "app-live-auto"
+# Each page that shows a run holds one store of this type (``{"type": SHOWN_TYPE, "page": <page>}``): the state of
+# the run it was rendered from, which the shell's poll compares with the run's current state.
+SHOWN_TYPE = "live-shown"
 
 HIDDEN = {"display": "none"}
 SHOWN: dict = {}
@@ -21,7 +24,8 @@ BOX_SHOWN = {"display": "flex", "alignItems": "center"}
 
 
 def live_controls(poll_ms: int) -> html.Div:
-    """The shell's live-run box (fixed at the bottom right, hidden until a run is in the URL).
+    """The shell's live-run box, in the navbar beside the run picker (hidden while no run is shown). It sat
+    fixed at the bottom right of the window before, over the corners of charts and table headers.
 
     ``app-live-seen`` holds the snapshot the view was loaded with, ``app-live-reload`` counts reload
     requests (the browser reloads the page when it changes), ``app-live-new`` offers a reload,
@@ -47,13 +51,19 @@ def live_controls(poll_ms: int) -> html.Div:
                 label="Auto-refresh",
                 value=False,
                 className="mb-0 small",
+                label_class_name="text-light",
                 input_class_name="app-live-auto-input",
             ),
         ],
         id=LIVE_BOX,
-        className="app-live position-fixed bottom-0 end-0 m-3 px-3 py-2 bg-white border rounded shadow-sm",
+        className="app-live me-3",
         style=HIDDEN,
     )
+
+
+def shown_store(page: str, snapshot: dict | None) -> dcc.Store:
+    """The snapshot (``data.live.shown``) a page was rendered from, for the shell's poll."""
+    return dcc.Store(id={"type": SHOWN_TYPE, "page": page}, data=snapshot)
 
 
 def new_steps_label(new_steps: int) -> list:

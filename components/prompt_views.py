@@ -16,68 +16,34 @@ import plotly.graph_objects as go
 from dash import dcc, html
 
 from components.figures import TEMPLATE, empty_figure
-from components.layout import fmt_num
+from components.format import D3_NUM, grid_formatter, num, value
+from components.layout import GRAPH_CONFIG
 from components.tables import TOKENS_LINK
-
-TREND_COLORS = {
-    "improved": "success",
-    "regressed": "danger",
-    "flat": "secondary",
-    "never": "warning",
-    "single": "light",
-}
-REWARD_COLOR = "#0d6efd"
-REF_COLOR = "#fd7e14"
+from components.theme import GRID_THEME_JS, HIGHLIGHT, SIGN_STYLE_JS, TREND_COLOURS, colour, sign_style
 
 
 @dataclass(frozen=True)
 class Column:
-    """One list column: ``key`` in the rows, header ``label``, ``kind`` (text, int, float, signed, share,
-    trend) and whether its header sorts."""
+    """One list column: ``key`` in the rows, header ``label``, ``kind`` (how its cells read: a kind of
+    :func:`components.format.value`) and whether its header sorts."""
 
     key: str
     label: str
-    kind: str = "float"
+    kind: str = "num"
     sortable: bool = True
-
-
-def fmt_value(v, kind: str) -> str:
-    """A cell's text by column kind: ``share`` as a percentage, ``signed`` with a leading +, ``step`` as a
-    plain integer, other numbers with 4 significant digits; '–' for missing."""
-    if v is None:
-        return "–"
-    if kind in ("text", "trend"):
-        return str(v)
-    if isinstance(v, float) and v != v:
-        return "NaN"
-    if kind == "share":
-        return f"{100 * v:.0f} %"
-    if kind == "step":
-        return str(int(v))
-    if kind == "int":
-        return fmt_num(int(v))
-    if kind == "signed" and v > 0:
-        return "+" + fmt_num(float(v))
-    return fmt_num(float(v))
 
 
 def trend_badge(code: str | None, labels: Mapping[str, str]) -> html.Span | dbc.Badge:
     """A coloured badge for a trend code (see ``data.prompts.TRENDS``); '–' when unknown."""
     if not code:
         return html.Span("–", className="text-muted")
-    color = TREND_COLORS.get(code, "secondary")
+    color = TREND_COLOURS.get(code, "secondary")
     return dbc.Badge(
         labels.get(code, code),
         color=color,
         text_color="dark" if color in ("light", "warning") else None,
         className="fw-normal",
     )
-
-
-def _signed_class(v) -> str:
-    if isinstance(v, int | float) and v == v:
-        return "text-success" if v > 0 else "text-danger" if v < 0 else ""
-    return ""
 
 
 def _header(col: Column, sort: str, order: str, href: str | None) -> html.Th:
@@ -125,8 +91,8 @@ def prompt_list_table(
             elif c.kind == "trend":
                 cells.append(html.Td(trend_badge(v, trend_labels)))
             else:
-                cls = "text-end numeric" + (f" {_signed_class(v)}" if c.kind == "signed" else "")
-                cells.append(html.Td(fmt_value(v, c.kind), className=cls))
+                style = sign_style(v) if c.kind == "signed" else {}
+                cells.append(html.Td(value(v, c.kind), className="text-end numeric", style=style))
         body.append(html.Tr(cells))
     return dbc.Table(
         [head, html.Tbody(body)],
@@ -189,17 +155,21 @@ def reward_figure(
             customdata=np.asarray(list(responses["sample_id"]), dtype=object),
             mode="markers",
             name=f"{labels['reward']} (one response)",
-            marker=dict(color=REWARD_COLOR, size=7, opacity=0.45),
-            hovertemplate="step %{x}<br>" + labels["reward"] + " %{y:.4g}<br>%{customdata}<extra></extra>",
+            marker=dict(color=colour("reward"), size=7, opacity=0.45),
+            hovertemplate="step %{x}<br>"
+            + labels["reward"]
+            + " %{y:"
+            + D3_NUM
+            + "}<br>%{customdata}<extra></extra>",
         ),
         go.Scatter(
             x=_arr(per_step["step"]),
             y=_arr(per_step["reward"]),
             mode="lines+markers",
             name=f"{labels['reward']} (mean of the step)",
-            line=dict(color=REWARD_COLOR, width=2),
+            line=dict(color=colour("reward"), width=2),
             marker=dict(size=4),
-            hovertemplate="step %{x}<br>mean " + labels["reward"] + " %{y:.4g}<extra></extra>",
+            hovertemplate="step %{x}<br>mean " + labels["reward"] + " %{y:" + D3_NUM + "}<extra></extra>",
         ),
     ]
     refs = list(per_step.get("ref_reward", []))
@@ -210,10 +180,14 @@ def reward_figure(
                 y=_arr(refs),
                 mode="lines+markers",
                 name=f"{labels['ref_reward']} (mean of the step)",
-                line=dict(color=REF_COLOR, width=2, dash="dash"),
+                line=dict(color=colour("ref_reward"), width=2, dash="dash"),
                 marker=dict(size=4, symbol="diamond"),
                 connectgaps=False,
-                hovertemplate="step %{x}<br>mean " + labels["ref_reward"] + " %{y:.4g}<extra></extra>",
+                hovertemplate="step %{x}<br>mean "
+                + labels["ref_reward"]
+                + " %{y:"
+                + D3_NUM
+                + "}<extra></extra>",
             )
         )
     xaxis: dict = {"title": {"text": "step"}}
@@ -245,18 +219,6 @@ def clicked_sample(click_data) -> str | None:
     return v if isinstance(v, str) else None
 
 
-_FLOAT_FMT = "params.value == null ? '–' : d3.format('.4~g')(params.value)"
-_INT_FMT = "params.value == null ? '–' : d3.format('d')(params.value)"
-_SIGNED_FMT = "params.value == null ? '–' : (params.value > 0 ? '+' : '') + d3.format('.4~g')(params.value)"
-_SIGNED_STYLE = (
-    "params.value == null ? {} : params.value < 0 ? {color: '#b02a37'} : "
-    "params.value > 0 ? {color: '#146c43'} : {}"
-)
-_THEME = (
-    "themeQuartz.withParams({spacing: 3, fontSize: 12, headerFontSize: 12, rowHeight: 26, "
-    "headerHeight: 30, wrapperBorderRadius: 4, headerBackgroundColor: '#f1f3f5', "
-    "oddRowBackgroundColor: '#fafbfc', fontFamily: 'inherit'})"
-)
 ZERO_SPREAD_TEXT = "all rewards equal: no learning signal"
 
 
@@ -272,12 +234,11 @@ def _grid_column(col: Column) -> dict:
     elif col.kind in ("text", "trend"):
         d.update(tooltipField=col.key, width=300 if col.key == "response_preview" else 150)
     else:
-        fmt = {"step": _INT_FMT, "int": _INT_FMT, "signed": _SIGNED_FMT}.get(col.kind, _FLOAT_FMT)
         d.update(
             type="rightAligned",
-            valueFormatter={"function": fmt},
+            valueFormatter=grid_formatter(col.kind),
             width=70 if col.kind == "step" else 104,
-            cellStyle={"function": _SIGNED_STYLE}
+            cellStyle={"function": SIGN_STYLE_JS}
             if col.kind == "signed"
             else {"fontVariantNumeric": "tabular-nums"},
         )
@@ -320,7 +281,7 @@ def history_grid(
             "suppressMovable": True,
         },
         dashGridOptions={
-            "theme": {"function": _THEME},
+            "theme": {"function": GRID_THEME_JS},
             "animateRows": False,
             "suppressCellFocus": True,
             # A file's field may have a dot in its name (an object's field, `rewards.accuracy`): a name, not a path.
@@ -330,7 +291,7 @@ def history_grid(
         },
         getRowStyle={
             "styleConditions": [
-                {"condition": "params.data.zero_spread", "style": {"backgroundColor": "#fff3cd"}},
+                {"condition": "params.data.zero_spread", "style": {"backgroundColor": HIGHLIGHT}},
             ]
         },
         style={"height": f"{26 * n + 110}px", "width": "100%"},  # rows + a wrapped header + scrollbar
@@ -398,4 +359,133 @@ def stats_row(items: Sequence[tuple[str, object]], row_id: str | None = None) ->
         ],
         className="d-flex flex-wrap align-items-end bg-white border rounded px-3 py-2 mb-3 shadow-sm",
         **kw,
+    )
+
+
+# ---- the list and one prompt, whole ----------------------------------------------------------------------
+
+
+def list_summary(info: Mapping, trend_labels: Mapping[str, str], summary_id: str) -> html.Div:
+    """'N prompts · M seen in 2+ steps' and a badge with the count of each trend the run has (``info``:
+    ``prompts``, ``recurring``, ``trends``)."""
+    trends = info["trends"]
+    return html.Div(
+        [
+            html.Span(f"{info['prompts']:,} prompts", className="fw-semibold me-2"),
+            html.Span(f"· {info['recurring']:,} seen in 2+ steps ", className="me-2"),
+            *(
+                html.Span([trend_badge(code, trend_labels), f" {trends[code]:,}"], className="me-2")
+                for code in trend_labels
+                if trends[code]
+            ),
+        ],
+        id=summary_id,
+        className="small mb-1",
+    )
+
+
+def trend_note(reward_label: str, threshold: float, effect: float) -> html.Div:
+    """How a trend is told, with the run's threshold (``effect`` × the run's reward standard deviation)."""
+    return html.Div(
+        f"Trend: mean {reward_label} over the last quarter of a prompt's steps minus the first quarter; "
+        f"above +{num(threshold)} is improved, below −{num(threshold)} regressed, otherwise flat "
+        f"({effect} × the run's reward standard deviation). Never beats the reference: no "
+        "response scored above its reference response in any step where both exist (takes precedence).",
+        className="small text-muted mb-2",
+    )
+
+
+def single_step_note(alert_id: str) -> dbc.Alert:
+    """Why cross-step views say little: every prompt of the run appears in a single step."""
+    return dbc.Alert(
+        "Every prompt of this run appears in a single step: cross-step views (early vs late reward, "
+        "trend) need prompts that recur across steps.",
+        color="info",
+        className="py-2 small",
+        id=alert_id,
+    )
+
+
+def prompt_stats(
+    agg: Mapping, labels: Mapping[str, str], trend_labels: Mapping[str, str], row_id: str
+) -> html.Div:
+    """One prompt's key figures (``agg``: its row of the prompt table): steps, responses, the steps it was
+    seen in, early and late reward, mean gain, win rate, trend and groups when it has any."""
+    items = [
+        ("steps", num(agg.get("n_steps"))),
+        ("responses", num(agg.get("n_responses"))),
+        ("steps seen", f"{agg.get('first_step')} – {agg.get('last_step')}"),
+        (
+            f"{labels['reward']} · first ¼ → last ¼",
+            f"{num(agg.get('reward_early'))} → {num(agg.get('reward_late'))}",
+        ),
+        (f"{labels['reward_gain']} · mean", value(agg.get("gain_mean"), "signed")),
+        ("win rate vs reference", value(agg.get("win_rate"), "share")),
+        ("trend", trend_badge(agg.get("trend"), trend_labels)),
+    ]
+    if agg.get("n_groups"):
+        items.append(("groups (zero spread)", f"{agg.get('n_groups')} ({agg.get('zero_spread_groups')})"))
+    return stats_row(items, row_id)
+
+
+def response_pairs(
+    first: Mapping,
+    latest: Mapping,
+    first_text: Mapping,
+    latest_text: Mapping,
+    hrefs: tuple,
+    labels,
+    ids: tuple,
+) -> dbc.Row:
+    """The prompt's first and latest response beside their reference responses (one pair when both are of
+    its only step); ``hrefs`` and ``ids``: the token pages and the ids of the first and the latest."""
+    if latest["step"] == first["step"]:
+        specs = [
+            (f"Response · step {first['step']} (the prompt's only step)", first, first_text, hrefs[0], ids[0])
+        ]
+    else:
+        specs = [
+            (f"First response · step {first['step']}", first, first_text, hrefs[0], ids[0]),
+            (f"Latest response · step {latest['step']}", latest, latest_text, hrefs[1], ids[1]),
+        ]
+
+    def meta(row):
+        return f"step {row['step']} · {labels['reward']} {num(row.get('reward'))}"
+
+    def ref_meta(row):
+        return (
+            None if row.get("ref_reward") is None else f"{labels['ref_reward']} {num(row.get('ref_reward'))}"
+        )
+
+    return dbc.Row(
+        [
+            dbc.Col(
+                response_pair(
+                    title, text["response"], text["ref_response"], meta(row), ref_meta(row), href, pair_id
+                ),
+                lg=12 // len(specs),
+            )
+            for title, row, text, href, pair_id in specs
+        ],
+        className="g-3",
+    )
+
+
+def chart_card(title: str, figure: go.Figure, chart_id: str, link_id: str) -> dbc.Card:
+    """The prompt's reward chart in a card, with the line where a clicked point's link appears."""
+    return dbc.Card(
+        [
+            dbc.CardHeader(title),
+            dbc.CardBody(
+                [
+                    dcc.Graph(id=chart_id, figure=figure, config=GRAPH_CONFIG),
+                    html.Div(
+                        "Click a point to open that response token by token.",
+                        id=link_id,
+                        className="small text-muted",
+                    ),
+                ]
+            ),
+        ],
+        className="shadow-sm",
     )

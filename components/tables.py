@@ -8,26 +8,11 @@ import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import html
 
-from components.layout import fmt_num
+from components.format import grid_formatter, num, signed
+from components.theme import GRID_THEME_JS, SIGN_STYLE_JS
 
-# Columns holding whole numbers (no decimals) and those whose sign matters (coloured).
-INT_COLUMNS = {"step", "response_length", "response_chars", "line", "n_kl_tokens", "prompt_id", "group_id"}
 # Grid rows per request of the infinite row model.
 BLOCK_SIZE = 100
-
-_FLOAT_FMT = "params.value == null ? '' : d3.format('.4~g')(params.value)"
-_INT_FMT = "params.value == null ? '' : d3.format('d')(params.value)"
-_SIGNED_STYLE = (
-    "params.value == null ? {} : params.value < 0 ? {color: '#b02a37'} : "
-    "params.value > 0 ? {color: '#146c43'} : {}"
-)
-_THEME = (
-    "themeQuartz.withParams({spacing: 3, fontSize: 12, headerFontSize: 12, rowHeight: 26, "
-    "headerHeight: 30, wrapperBorderRadius: 4, headerBackgroundColor: '#f1f3f5', "
-    "oddRowBackgroundColor: '#fafbfc', selectedRowBackgroundColor: '#fff3cd', "
-    "fontFamily: 'inherit'})"
-)
-
 
 # The sample id as a link to the row's token page (``tokens_href``, a path built from ids we generate,
 # never from model text), followed inside the app without reloading it (assets/dashAgGridComponentFunctions.js).
@@ -74,9 +59,9 @@ def column_defs(
         }
         if kind in ("int", "float"):
             col["type"] = "rightAligned"
-            col["valueFormatter"] = {"function": _INT_FMT if kind == "int" else _FLOAT_FMT}
+            col["valueFormatter"] = grid_formatter(kind, missing="")
             col["cellStyle"] = (
-                {"function": _SIGNED_STYLE} if field in signed else {"fontVariantNumeric": "tabular-nums"}
+                {"function": SIGN_STYLE_JS} if field in signed else {"fontVariantNumeric": "tabular-nums"}
             )
         if field == sort:
             col["sort"] = order
@@ -122,7 +107,7 @@ def responses_grid(
             "suppressMovable": True,
         },
         dashGridOptions={
-            "theme": {"function": _THEME},
+            "theme": {"function": GRID_THEME_JS},
             "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
             "cacheBlockSize": BLOCK_SIZE,
             "maxBlocksInCache": 50,
@@ -162,7 +147,7 @@ def summary_line(count: int, scope: int, where: str, mean_reward: float | None, 
         parts += [
             " · ",
             f"mean {reward_label} of the matches ",
-            html.Span(fmt_num(mean_reward), className="fw-semibold"),
+            html.Span(num(mean_reward), className="fw-semibold"),
         ]
     return html.Span(parts)
 
@@ -203,7 +188,7 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
             html.Span(f"step {sample.get('step')}", className="me-2 fw-semibold"),
             html.Code(sample["sample_id"], className="me-2"),
             html.Span(
-                f"{labels['reward_gain']}: {'+' if gain is not None and gain > 0 else ''}{fmt_num(gain)}",
+                f"{labels['reward_gain']}: {signed(gain)}",
                 className="small text-muted me-2",
             )
             if gain is not None
@@ -232,7 +217,7 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
                     dbc.Col(
                         _text_block(
                             "Response",
-                            f"{labels['reward']} {fmt_num(sample.get('reward'))}",
+                            f"{labels['reward']} {num(sample.get('reward'))}",
                             sample.get("response"),
                             "responses-text-response",
                         ),
@@ -241,7 +226,7 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
                     dbc.Col(
                         _text_block(
                             "Reference response",
-                            f"{labels['ref_reward']} {fmt_num(sample.get('ref_reward'))}",
+                            f"{labels['ref_reward']} {num(sample.get('ref_reward'))}",
                             sample.get("ref_response"),
                             "responses-text-ref",
                         ),
@@ -253,3 +238,64 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
         ],
         className="border rounded p-2 bg-white",
     )
+
+
+def sorted_state(column_state: list[dict] | None, sort: str, order: str) -> list[dict] | None:
+    """The ``columnState`` that sorts a grid by ``sort`` / ``order``; None when it already does so (or
+    has no columns yet)."""
+    fields = [f for f in (c.get("colId") for c in column_state or []) if f]
+    if not fields or grid_sort(column_state) == (sort, order):
+        return None
+    return sort_state(fields, sort, order)
+
+
+def responses_header(run: str, ids: dict[str, str]) -> html.Div:
+    """The responses page's title line: the run, the summary of the view (filled in by a callback) and the
+    export buttons (their links too). ``ids``: ``summary``, ``csv``, ``jsonl``."""
+    btn = {"color": "secondary", "outline": True, "className": "py-0", "href": "", "external_link": True}
+    return html.Div(
+        [
+            html.H4("Responses", className="mb-0 me-3"),
+            html.Span(run, className="text-muted me-3"),
+            html.Span(id=ids["summary"], className="small me-auto"),
+            html.Span("Export", className="small text-muted me-2"),
+            dbc.ButtonGroup(
+                [dbc.Button("CSV", id=ids["csv"], **btn), dbc.Button("JSONL", id=ids["jsonl"], **btn)],
+                size="sm",
+            ),
+        ],
+        className="d-flex align-items-baseline flex-wrap mb-2",
+    )
+
+
+# A new filter empties the grid's block cache so that the infinite row model asks the server again.
+PURGE_JS = """
+function (key) {
+    if (window.dash_ag_grid) {
+        window.dash_ag_grid.getApiAsync("__GRID__").then(function (api) {
+            api.ensureIndexVisible(0, "top");
+            api.purgeInfiniteCache();
+        });
+    }
+}
+"""
+# A double-clicked row opens on the token page: the link its id cell has (the row's tokens_href).
+OPEN_ROW_JS = """
+function (cell) {
+    if (!cell || cell.rowId === undefined || cell.rowId === null || !window.dash_ag_grid) { return; }
+    window.dash_ag_grid.getApiAsync("__GRID__").then(function (api) {
+        var node = api.getRowNode(String(cell.rowId));
+        if (node && node.data && node.data.tokens_href) { window.location.assign(node.data.tokens_href); }
+    });
+}
+"""
+
+
+def purge_js(grid_id: str) -> str:
+    """:data:`PURGE_JS` for grid ``grid_id`` (a clientside callback on the view's filter key)."""
+    return PURGE_JS.replace("__GRID__", grid_id)
+
+
+def open_row_js(grid_id: str) -> str:
+    """:data:`OPEN_ROW_JS` for grid ``grid_id`` (a clientside callback on its ``cellDoubleClicked``)."""
+    return OPEN_ROW_JS.replace("__GRID__", grid_id)

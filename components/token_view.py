@@ -3,8 +3,8 @@ top-k tables.
 
 The strip itself is filled in the browser by :data:`STRIP_JS` from a columnar dict (one ``<span>`` per token,
 text set with ``textContent`` and the hover with ``title``, so model text never becomes markup); building 4,000
-Dash components per response would cost far more than the 50 ms the server has. Labels are passed in by the
-page (``components`` never import ``data``).
+Dash components per response would cost far more than the 50 ms the server has. Labels and the columns of
+the trainer's own fields are passed in by the page (``components`` never import ``data``).
 """
 
 from __future__ import annotations
@@ -22,21 +22,11 @@ import plotly.graph_objects as go
 import polars as pl
 from dash import html
 
+from components import theme
 from components.figures import TEMPLATE
-from data.metrics.token import file_column
-from data.tokens import file_label
+from components.format import D3_NUM, DIGITS, num
+from components.theme import FILE_FIELD_COLOURS
 
-# Colour stops (position in [0, 1] of the scale's range, RGB). Diverging: red below 0, white at 0, blue above.
-DIVERGING = (
-    (0.0, (178, 24, 43)),
-    (0.25, (239, 138, 98)),
-    (0.5, (247, 247, 247)),
-    (0.75, (103, 169, 207)),
-    (1.0, (33, 102, 172)),
-)
-BLUES = ((0.0, (247, 251, 255)), (0.5, (158, 202, 225)), (1.0, (8, 81, 156)))
-ORANGES = ((0.0, (255, 245, 235)), (0.5, (253, 174, 107)), (1.0, (217, 72, 1)))
-PURPLES = ((0.0, (252, 251, 253)), (0.5, (188, 189, 220)), (1.0, (84, 39, 143)))
 # Text turns white on backgrounds darker than this (0..255 luma).
 DARK_LUMA = 120.0
 
@@ -45,17 +35,6 @@ POSITION_FIGURE_HEIGHT = 230
 LONG_RESPONSE = 600
 _FONT = {"size": 11}
 _MARGIN = {"l": 50, "r": 10, "t": 45, "b": 35}
-
-
-def colour_stops(metric: str, signed: bool):
-    """The colour stops of a metric's scale: diverging for signed metrics, a sequential ramp otherwise."""
-    if signed:
-        return DIVERGING
-    if metric == "kl":
-        return ORANGES
-    if metric == "ref_prob":
-        return PURPLES
-    return BLUES
 
 
 def _rgb_at(t: float, stops) -> tuple[float, float, float]:
@@ -82,12 +61,12 @@ PALETTE_SIZE = 256
 @lru_cache(maxsize=16)
 def palette(stops) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
     """The scale quantised to :data:`PALETTE_SIZE` colours: background CSS colours and, per colour, the text
-    colour (``"#fff"`` on dark backgrounds, None otherwise)."""
+    colour (``theme.ON_DARK`` on dark backgrounds, None otherwise)."""
     bgs, fgs = [], []
     for i in range(PALETTE_SIZE):
         r, g, b = _rgb_at(i / (PALETTE_SIZE - 1), stops)
         bgs.append(f"rgb({round(r)},{round(g)},{round(b)})")
-        fgs.append("#fff" if 0.299 * r + 0.587 * g + 0.114 * b < DARK_LUMA else None)
+        fgs.append(theme.ON_DARK if 0.299 * r + 0.587 * g + 0.114 * b < DARK_LUMA else None)
     return tuple(bgs), tuple(fgs)
 
 
@@ -129,7 +108,7 @@ def strip_data(
         pl.col("is_pad").cast(pl.Int8).alias("pad"),
         palette_index_expr(metric, lo, hi).alias("colour"),
         *(
-            pl.col(c).cast(pl.Float64).round_sig_figs(4).cast(pl.String).alias(f"__h{i}")
+            pl.col(c).cast(pl.Float64).round_sig_figs(DIGITS).cast(pl.String).alias(f"__h{i}")
             for i, (c, _) in enumerate(hover)
         ),
     )
@@ -141,17 +120,13 @@ def strip_data(
     return {"key": key, "n": df.height, "json": orjson.dumps(out).decode()}
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.3g}"
-
-
 def legend(title: str, lo: float, hi: float, stops, signed: bool) -> html.Div:
     """The scale's colour bar with its range (and 0 in the middle for a diverging scale)."""
     gradient = ", ".join(f"rgb{tuple(c)} {p * 100:.0f}%" for p, c in stops)
-    ticks = [html.Span(_fmt(lo))]
+    ticks = [html.Span(num(lo, 3))]
     if signed:
         ticks.append(html.Span("0"))
-    ticks.append(html.Span(_fmt(hi)))
+    ticks.append(html.Span(num(hi, 3)))
     return html.Div(
         [
             html.Span(title, className="small text-muted me-2"),
@@ -161,7 +136,7 @@ def legend(title: str, lo: float, hi: float, stops, signed: bool) -> html.Div:
                         style={
                             "background": f"linear-gradient(to right, {gradient})",
                             "height": "0.7rem",
-                            "border": "1px solid #ced4da",
+                            "border": f"1px solid {theme.ZERO_LINE}",
                             "borderRadius": "2px",
                         }
                     ),
@@ -245,7 +220,7 @@ function(hovers) {
     var el = root.querySelector('span[data-pos="' + pos + '"]');
     if (!el) { return null; }
     el.classList.add('token-hl');
-    el.style.outline = '2px solid #212529';
+    el.style.outline = '2px solid __OUTLINE__';
     var top = el.offsetTop - root.offsetTop;
     if (top < root.scrollTop || top > root.scrollTop + root.clientHeight - 20) {
         root.scrollTop = Math.max(0, top - root.clientHeight / 2);
@@ -263,7 +238,7 @@ def strip_js(strip_id: str) -> str:
 
 def highlight_js(strip_id: str) -> str:
     """:data:`HIGHLIGHT_JS` for the strip element ``strip_id`` (charts' hoverData in, hovered position out)."""
-    return HIGHLIGHT_JS.replace("__STRIP__", strip_id)
+    return HIGHLIGHT_JS.replace("__STRIP__", strip_id).replace("__OUTLINE__", theme.TEXT)
 
 
 # ---- per-position figures ------------------------------------------------------------------------------
@@ -302,8 +277,8 @@ def _layout_json(title: str | None, ytitle: str | None, message: str | None = No
                 "yanchor": "bottom",
                 "font": {"size": 10},
             },
-            xaxis={"title": {"text": "position"}, "gridcolor": "#eee", "zeroline": False},
-            yaxis={"title": {"text": ytitle}, "gridcolor": "#eee", "zerolinecolor": "#bbb"},
+            xaxis={"title": {"text": "position"}, "gridcolor": theme.GRID, "zeroline": False},
+            yaxis={"title": {"text": ytitle}, "gridcolor": theme.GRID, "zerolinecolor": theme.ZERO_LINE},
         )
     # The app's compact template, not Plotly's ~7 kB default (deep-copied and sent with every figure).
     return {"template": TEMPLATE, **layout.to_plotly_json()}
@@ -358,9 +333,9 @@ def _hover(c: dict, name: str, first: bool) -> dict:
     if first and c["label"] is not None:
         return {
             "customdata": c["label"],
-            "hovertemplate": "%{customdata}: %{y:.4g}<extra>" + name + "</extra>",
+            "hovertemplate": "%{customdata}: %{y:" + D3_NUM + "}<extra>" + name + "</extra>",
         }
-    return {"hovertemplate": "%{y:.4g}<extra>" + name + "</extra>"}
+    return {"hovertemplate": "%{y:" + D3_NUM + "}<extra>" + name + "</extra>"}
 
 
 def logprob_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure:
@@ -381,7 +356,7 @@ def logprob_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure
             name=labels["logprob"],
             mode=_mode(tokens),
             marker={"size": 4},
-            line={"width": 1.5, "color": "#1f77b4"},
+            line={"width": 1.5, "color": theme.colour("logprob")},
             **_hover(c, labels["logprob"], True),
         )
     ]
@@ -393,7 +368,7 @@ def logprob_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure
                 y=c["ref_logprob"],
                 name=labels["ref_logprob"],
                 mode="lines",
-                line={"width": 1.5, "color": "#999", "dash": "dot"},
+                line={"width": 1.5, "color": theme.colour("ref_logprob"), "dash": "dot"},
                 **_hover(c, labels["ref_logprob"], False),
             )
         )
@@ -416,7 +391,7 @@ def value_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure:
                 y=c["return"],
                 name=labels["return"],
                 mode="lines",
-                line={"width": 2, "color": "#2ca02c"},
+                line={"width": 2, "color": theme.colour("return")},
                 **_hover(c, labels["return"], True),
             ),
             dict(
@@ -426,7 +401,7 @@ def value_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure:
                 name=labels["value"],
                 mode=_mode(tokens),
                 marker={"size": 4},
-                line={"width": 1.5, "color": "#9467bd"},
+                line={"width": 1.5, "color": theme.colour("value")},
                 **_hover(c, labels["value"], False),
             ),
         ],
@@ -452,7 +427,7 @@ def token_reward_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.F
             y=c["token_reward"],
             name=labels["token_reward"],
             mode="lines",
-            line={"width": 1, "color": "#2166ac", "shape": "hvh"},
+            line={"width": 1, "color": theme.ABOVE_ZERO, "shape": "hvh"},
             fill="tozeroy",
             **hover,
         )
@@ -465,7 +440,7 @@ def token_reward_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.F
             # Numeric colours: a per-bar list of colour strings costs ~0.5 s to validate at 4,000 bars.
             marker={
                 "color": np.where(c["token_reward"] < 0, 0.0, 1.0),
-                "colorscale": [[0, "#b2182b"], [1, "#2166ac"]],
+                "colorscale": [[0, theme.BELOW_ZERO], [1, theme.ABOVE_ZERO]],
                 "cmin": 0,
                 "cmax": 1,
             },
@@ -474,53 +449,42 @@ def token_reward_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.F
     return _figure([trace], labels["token_reward"], "reward", showlegend=False)
 
 
-# Colours of the trainer's own per-token fields, in the order the file first has them.
-FILE_COLOURS = ("#d62728", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
-
-
-def file_fields_figure(tokens: pl.DataFrame, names: Sequence[str]) -> go.Figure:
+def file_fields_figure(tokens: pl.DataFrame, fields: Sequence[tuple[str, str]]) -> go.Figure:
     """The trainer's own per-token fields (TRL's PPO ``advantages``, ``returns``), one line each, as the file
     has them, x = position.
 
-    ``tokens``: visible positions with ``pos, text`` and ``file_column(name)`` for each of ``names``.
+    ``tokens``: visible positions with ``pos, text`` and each column of ``fields``: ``(column, label)``
+    pairs, in the order the file has them (a field without a value at these positions is left out).
     """
     shown = [
-        n for n in names if tokens.height and tokens.get_column(file_column(n)).null_count() < tokens.height
+        (col, text)
+        for col, text in fields
+        if tokens.height and tokens.get_column(col).null_count() < tokens.height
     ]
     if not shown:
         return empty_figure("no per-token fields of the trainer at these positions")
-    c = _columns(tokens, *(file_column(n) for n in shown))
+    c = _columns(tokens, *(col for col, _ in shown))
     traces = []
-    for i, name in enumerate(shown):
-        label = html_escape(file_label(name), quote=False)
+    for i, (col, text) in enumerate(shown):
+        label = html_escape(text, quote=False)
         traces.append(
             dict(
                 type="scatter",
                 x=c["pos"],
-                y=c[file_column(name)],
+                y=c[col],
                 name=label,
                 mode=_mode(tokens),
                 marker={"size": 4},
-                line={"width": 1.5, "color": FILE_COLOURS[i % len(FILE_COLOURS)]},
+                line={"width": 1.5, "color": FILE_FIELD_COLOURS[i % len(FILE_FIELD_COLOURS)]},
                 **_hover(c, label, i == 0),
             )
         )
     # One line has no legend: the title names it.
-    title = (
-        html_escape(file_label(shown[0]), quote=False)
-        if len(shown) == 1
-        else "the trainer's own per-token fields"
-    )
+    title = html_escape(shown[0][1], quote=False) if len(shown) == 1 else "the trainer's own per-token fields"
     return _figure(traces, title, "as in the file")
 
 
 # ---- tables ------------------------------------------------------------------------------------------
-
-
-def _num(v) -> str:
-    if v is None:
-        return "–"
-    return f"{v:.4g}"
 
 
 def top_table(rows: pl.DataFrame, title: str, labels: Mapping[str, str], table_id: str) -> html.Div:
@@ -544,7 +508,7 @@ def top_table(rows: pl.DataFrame, title: str, labels: Mapping[str, str], table_i
                         html.Span(" pad", className="text-muted") if r["is_pad"] else None,
                     ]
                 ),
-                *(html.Td(_num(r[k])) for k in ("logprob", "ref_logprob", "log_ratio", "kl")),
+                *(html.Td(num(r[k])) for k in ("logprob", "ref_logprob", "log_ratio", "kl")),
             ]
         )
         for r in rows.iter_rows(named=True)

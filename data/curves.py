@@ -35,18 +35,6 @@ HISTOGRAMS = {
     "reward_gain": ("gain", ("reward_gain",)),
 }
 
-COLORS = {
-    "reward": "#0d6efd",
-    "ref_reward": "#6c757d",
-    "kl_token_mean": "#6f42c1",
-    "log_ratio_token_mean": "#fd7e14",
-    "response_length": "#20c997",
-    "response_chars": "#20c997",
-    "win_rate": "#198754",
-    "tie_rate": "#adb5bd",
-    "zero_spread_share": "#dc3545",
-}
-
 
 def step_label(key: str, fallback: str) -> str:
     """The metrics registry's label of a per-step column when it has one, else ``fallback``.
@@ -102,12 +90,12 @@ def curve(
 
 @dataclass(frozen=True)
 class Series:
-    """One line of a curve panel: ``frame`` has ``step, y`` and, with a band, ``lo, hi``."""
+    """One line of a curve panel: ``key`` is the metric (or per-step column) it draws, ``frame`` has
+    ``step, y`` and, with a band, ``lo, hi``."""
 
     key: str
     label: str
     frame: pl.DataFrame
-    color: str
     band_label: str | None = None
     dashed: bool = False
 
@@ -142,9 +130,7 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     zs = zero_shift
     shift = " (minus first value)" if zs else ""
 
-    reward = [
-        Series("reward", label("reward"), curve(steps, "reward", band, zs), COLORS["reward"], band_text)
-    ]
+    reward = [Series("reward", label("reward"), curve(steps, "reward", band, zs), band_text)]
     has_ref = has_values(steps, "ref_reward_mean")
     if has_ref:
         reward.append(
@@ -152,7 +138,6 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
                 "ref_reward",
                 label("ref_reward"),
                 curve(steps, "ref_reward", None, zs),
-                COLORS["ref_reward"],
                 dashed=True,
             )
         )
@@ -170,7 +155,7 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     for key, base in (("kl_token_mean", "kl"), ("log_ratio_token_mean", "log_ratio")):
         if has_values(steps, key):
             name = step_label(key, f"{label(base)}, per-token mean")
-            kl.append(Series(key, name, curve(steps, key, None, zs, mean=False), COLORS[key]))
+            kl.append(Series(key, name, curve(steps, key, None, zs, mean=False)))
     out.append(Panel("kl", "KL to the reference", "per token" + shift, tuple(kl), None if kl else NOTE_NO_KL))
 
     if has_values(steps, "response_length_mean"):
@@ -178,7 +163,6 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
             "response_length",
             label("response_length"),
             curve(steps, "response_length", band, zs),
-            COLORS["response_length"],
             band_text,
         )
         out.append(Panel("length", "Response length", "tokens" + shift, (length,)))
@@ -189,7 +173,6 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
             "response_chars",
             label("response_chars"),
             curve(steps, "response_chars", chars_band, zs),
-            COLORS["response_chars"],
             band_text if chars_band else None,
         )
         out.append(Panel("length", "Response length", "characters" + shift, (length,), NOTE_CHARS))
@@ -201,9 +184,7 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     # reference, which a win rate alone hides.
     for key, dashed in (("win_rate", False), ("tie_rate", True)):
         if has_ref and has_values(steps, key):
-            win.append(
-                Series(key, label(key), curve(steps, key, None, zs, mean=False), COLORS[key], dashed=dashed)
-            )
+            win.append(Series(key, label(key), curve(steps, key, None, zs, mean=False), dashed=dashed))
     if has_values(steps, "zero_spread_share"):
         name = step_label("zero_spread_share", "share of groups whose responses all got the same reward")
         win.append(
@@ -211,7 +192,6 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
                 "zero_spread_share",
                 name,
                 curve(steps, "zero_spread_share", None, zs, mean=False),
-                COLORS["zero_spread_share"],
                 dashed=True,
             )
         )
@@ -220,6 +200,71 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
         Panel("win", title, "share" + shift, tuple(win), None if has_ref else NOTE_NO_WIN, percent=True)
     )
     return out
+
+
+def sentence(text: str) -> str:
+    """A sentence-case title from lower-case metric labels (the labels themselves stay exact)."""
+    return text[:1].upper() + text[1:]
+
+
+HEATMAP_TITLE = sentence(
+    f"{label('reward')} distribution across training: share of each step's responses per bin"
+)
+NOTE_BARS = "Bars share the run's bins at every step; click a bar for its responses."
+
+
+@dataclass(frozen=True)
+class StepHistogram:
+    """One histogram panel of a step: ``kind`` (a :data:`HISTOGRAMS` key), its title and note, the step's
+    bars on the run's bins (None when the run has no value to bin: ``note`` says why) and the reference
+    rewards' bars beside the rewards' (None when there are none)."""
+
+    kind: str
+    title: str
+    note: str
+    bars: pl.DataFrame | None = None
+    ref_bars: pl.DataFrame | None = None
+    discrete: bool = False
+
+
+def histogram_panels(store: RunStore, step: int) -> list[StepHistogram]:
+    """The reward and reward-gain histograms of ``step`` on the run-level bins (cached aggregates)."""
+    out = []
+    for kind in HISTOGRAMS:
+        title = f"{label(kind)} at step {step}"
+        bins = run_bins(store, kind)
+        if not bins.edges:
+            msg = (
+                "No reference reward (ref_reward) in this run, so there is no reward gain."
+                if kind == "reward_gain"
+                else "No finite rewards in this run."
+            )
+            out.append(StepHistogram(kind, sentence(title), msg))
+            continue
+        ref, note = None, NOTE_BARS
+        if kind == "reward":
+            ref = step_bars(store, kind, step, "ref_reward")
+            if ref.get_column("count").sum() == 0:
+                ref, note = None, NOTE_NO_REF + " " + note
+            else:
+                title = f"{label('reward')} and {label('ref_reward')} at step {step}"
+        out.append(
+            StepHistogram(kind, sentence(title), note, step_bars(store, kind, step), ref, bins.discrete)
+        )
+    return out
+
+
+def step_stats(store: RunStore, step: int) -> list[tuple[str, object, str]]:
+    """``(name, value, kind)`` of the step's key figures (kind: the registry's ``fmt``): step, responses,
+    mean reward and reference reward, win rate; those without a value left out."""
+    stats = [
+        ("step", step, "step"),
+        ("responses", summary_value(store, step, "n"), "int"),
+        (f"{label('reward')} mean", summary_value(store, step, "reward_mean"), "num"),
+        (f"{label('ref_reward')} mean", summary_value(store, step, "ref_reward_mean"), "num"),
+        ("win rate", summary_value(store, step, "win_rate"), METRICS["win_rate"].fmt),
+    ]
+    return [s for s in stats if s[1] is not None or s[0] == "step"]
 
 
 def nearest_step(steps: list[int], step: int) -> int | None:
@@ -287,6 +332,10 @@ class Heatmap:
     count: np.ndarray
     discrete: bool = False
 
+    def arrays(self) -> tuple:
+        """``(steps, edges, share, count)``: what a heatmap figure draws."""
+        return self.steps, self.edges, self.share, self.count
+
 
 def heatmap(
     scalars: pl.DataFrame, col: str, edges: list[float], steps: list[int], discrete: bool = False
@@ -306,18 +355,6 @@ def heatmap(
     top = int(count.max()) if count.size else 0
     count = count.astype(np.uint8 if top < 2**8 else np.uint16 if top < 2**16 else np.uint32)
     return Heatmap(step_arr, edges, share, count, discrete)
-
-
-def interval_text(lo: float, hi: float | None, discrete: bool = False) -> str:
-    """A bar's interval as shown: ``[lo, hi)``, or ``≥ lo`` for the last bar (``hi`` None); ``= lo`` for a
-    bar of :class:`~data.queries.Bins` that are ``discrete`` (it holds that one value)."""
-    if discrete:
-        return f"= {_num(lo)}"
-    return f"≥ {_num(lo)}" if hi is None else f"[{_num(lo)}, {_num(hi)})"
-
-
-def _num(v: float) -> str:
-    return repr(float(v)) if not float(v).is_integer() else str(int(v))
 
 
 # ---- cached on the store version -------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 A trainer keeps appending to a run's files; the board re-reads them at most every
 ``RLBOARD_REFRESH_SECONDS`` (in the background) and each commit changes the store's version. The shell
-compares the version a view was loaded with to the current one and offers a reload, or reloads by itself
-when the URL says ``live=1``.
+compares the version a view was rendered from (each page says so, see :func:`shown`) to the current one
+and offers a reload, or reloads by itself when the URL says ``live=1`` or the view had nothing to show yet.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class RunSnapshot:
     """The committed state of a run as the shell shows it: store version, number of steps, last step."""
 
     run: str
-    version: str
+    version: str | None  # None: nothing committed yet (the page shows the run's first read under way)
     steps: int
     last_step: int | None
 
@@ -55,6 +55,13 @@ def _steps_info(store_dir: str, version: str) -> tuple[int, int | None]:
     return steps.height, steps.select(pl.col("step").max()).item()
 
 
+def _snapshot(run: str, store) -> RunSnapshot:
+    if store is None:
+        return RunSnapshot(run=run, version=None, steps=0, last_step=None)
+    n, last = _steps_info(str(store.dir), store.version)
+    return RunSnapshot(run=run, version=store.version, steps=n, last_step=last)
+
+
 def run_version(run: str | None) -> RunSnapshot | None:
     """Current committed state of ``run`` (a background re-check of its files is started when due).
 
@@ -69,10 +76,22 @@ def run_version(run: str | None) -> RunSnapshot | None:
         store = open_store(b.store_dir(run))
     except UnknownRun:
         return None
-    if store is None:
+    return None if store is None else _snapshot(run, store)
+
+
+def shown(run: str | None, store=None) -> dict | None:
+    """The state of ``run`` that a page was rendered from, for the shell's poll to compare with: ``store``
+    (the ``RunStore`` the page used), or the run's last commit when the page did not keep it; a snapshot
+    without a version when nothing is committed (the page shows the first read under way). None without
+    a run."""
+    if not isinstance(run, str) or not run:
         return None
-    n, last = _steps_info(str(store.dir), store.version)
-    return RunSnapshot(run=run, version=store.version, steps=n, last_step=last)
+    if store is None:
+        try:
+            store = open_store(board().store_dir(run))
+        except UnknownRun:
+            return None
+    return _snapshot(run, store).to_dict()
 
 
 @dataclass(frozen=True)
@@ -85,23 +104,29 @@ class LiveDecision:
     new_steps: int = 0
 
 
-def live_decision(event: str, seen: dict | None, current: RunSnapshot | None, auto: bool) -> LiveDecision:
-    """Decide after ``event`` ("navigate": the view changed; "tick": a poll). A click on the offer reloads
-    the page in the browser.
+def live_decision(
+    event: str, seen: dict | None, current: RunSnapshot | None, auto: bool, shown: dict | None = None
+) -> LiveDecision:
+    """Decide after ``event`` ("navigate": the view changed; "shown": a page said what it shows; "tick": a
+    poll). A click on the offer reloads the page in the browser.
 
-    ``seen`` is the snapshot the view was loaded with (as a dict, kept in the browser). A navigation
-    remembers the current snapshot; a poll that finds another version (of the same run) offers a reload,
-    or reloads at once when ``auto``.
+    ``shown`` is the snapshot the page was rendered from (see :func:`shown`); it is the baseline whenever
+    it names the current run, so a page rendered from an older commit than the first poll saw (a run
+    opened during its first read) still learns that it is stale. Without it, ``seen`` (kept in the
+    browser) is: a navigation remembers the current snapshot. A poll that finds another version (of the
+    same run) offers a reload, or reloads at once when ``auto`` or when the page had nothing to show.
     """
     cur = current.to_dict() if current is not None else None
-    if event == "navigate" or cur is None:
+    if shown is not None and (cur is None or shown.get("run") == cur["run"]):
+        baseline = shown
+    elif event != "tick" or cur is None or seen is None or seen.get("run") != cur["run"]:
         return LiveDecision(seen=cur, offer=False, reload=False)
-    if seen is None or seen.get("run") != cur["run"]:
-        return LiveDecision(seen=cur, offer=False, reload=False)
-    if seen.get("version") == cur["version"]:
-        return LiveDecision(seen=seen, offer=False, reload=False)
-    new_steps = max(0, cur["steps"] - int(seen.get("steps") or 0))
-    if auto:
+    else:
+        baseline = seen
+    if cur is None or baseline.get("version") == cur["version"]:
+        return LiveDecision(seen=baseline, offer=False, reload=False)
+    new_steps = max(0, cur["steps"] - int(baseline.get("steps") or 0))
+    if auto or baseline.get("version") is None:
         return LiveDecision(seen=cur, offer=False, reload=True, new_steps=new_steps)
     # Keep the snapshot the view shows: the offer stands until the user reloads.
-    return LiveDecision(seen=seen, offer=True, reload=False, new_steps=new_steps)
+    return LiveDecision(seen=baseline, offer=True, reload=False, new_steps=new_steps)

@@ -7,24 +7,21 @@ scalars once per store version and cached; nothing is persisted beside the store
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
+from data.metrics import label
 from data.metrics.degeneration import step_length_medians, with_length_ratio
-from data.metrics.group import TRENDS, finite, prompt_aggregates, trend_threshold, with_advantage
+from data.metrics.group import MIN_GROUP, TRENDS, finite, prompt_aggregates, trend_threshold, with_advantage
 from data.metrics.response import prompt_key_text, strip_pad_text
 from data.queries import QueryError, check_regex, search
-from data.views import paths
-from data.views.codec import encode, first, get_choice, get_int, key_notices
-from data.views.paths import shown_run, unknown_run_notice
 
-PROMPT_KEY_RE = re.compile(r"[0-9a-f]{16}")
-
+if TYPE_CHECKING:  # the view state is data.views'; this module only reads its fields
+    from data.views.prompts import PromptsView
 
 # ---- cached on the store version -------------------------------------------------------------------------
 
@@ -236,110 +233,7 @@ def texts(store, row: dict | None) -> dict:
 
 # ---- the list: filter, sort, page ------------------------------------------------------------------------
 
-VIEWS = ("all", "never")
-# Sortable list columns and the order a first click on their header gives.
-SORT_COLUMNS = {
-    "prompt_preview": "asc",
-    "first_step": "asc",
-    "n_steps": "desc",
-    "n_responses": "desc",
-    "reward_early": "desc",
-    "reward_late": "desc",
-    "reward_delta": "desc",
-    "gain_mean": "desc",
-    "win_rate": "desc",
-    "trend": "asc",
-    "repetition_mean": "desc",
-    "length_ratio_mean": "desc",
-    "zero_spread_groups": "desc",
-}
-SORT_ALIASES = {"delta": "reward_delta", "gain": "gain_mean", "win": "win_rate", "steps": "n_steps"}
-DEFAULT_SORT = "first_step"
-ORDERS = ("asc", "desc")
 PAGE_SIZE = 50
-
-
-@dataclass(frozen=True)
-class PromptsView:
-    """The prompts page's URL: ``/prompts?run=R&view=never&trend=regressed&q=re&min_steps=3&sort=..&order=..
-    &page=2`` for the list, ``&prompt=KEY`` for one prompt. ``to_query()`` omits defaults."""
-
-    run: str | None = None
-    prompt: str | None = None
-    view: str = "all"
-    trend: str | None = None
-    q: str | None = None
-    min_steps: int | None = None
-    sort: str = DEFAULT_SORT
-    order: str = "asc"
-    page: int = 1
-
-    @classmethod
-    def from_query(cls, query: Mapping, runs: list[str] | None = None) -> tuple[PromptsView, list[str]]:
-        """Decode a parsed query or ``layout(**query)``; each bad value falls back with a notice.
-
-        With ``runs``, an unknown run falls back to the first run (notice); with no run, the first run.
-        """
-        msgs = key_notices(query, (f.name for f in fields(cls)))
-        run = first(query, "run") or None
-        if runs is not None:
-            asked, run = run, shown_run(paths.PROMPTS, run, runs)
-            if notice := unknown_run_notice(paths.PROMPTS, asked, run, runs):
-                msgs.append(notice)
-        prompt = first(query, "prompt") or None
-        if prompt is not None and not PROMPT_KEY_RE.fullmatch(prompt):
-            msgs.append(f"Ignored prompt={prompt!r}: a prompt key is 16 hexadecimal digits.")
-            prompt = None
-        view = get_choice(query, "view", VIEWS, msgs, "all")
-        trend = get_choice(query, "trend", TRENDS, msgs, None)
-        q = first(query, "q") or None
-        if q is not None:
-            try:
-                check_regex(q)
-            except QueryError as e:
-                msgs.append(f"{e}: the text search is not applied.")
-                q = None
-        min_steps = get_int(query, "min_steps", msgs, None)
-        if min_steps is not None and min_steps < 1:
-            msgs.append(f"Ignored min_steps={min_steps}: expected 1 or more.")
-            min_steps = None
-        raw_sort = first(query, "sort")
-        sort = SORT_ALIASES.get(raw_sort, raw_sort) if raw_sort else None
-        if sort is not None and sort not in SORT_COLUMNS:
-            msgs.append(f"Ignored sort={raw_sort!r}: expected one of {', '.join(SORT_COLUMNS)}.")
-            sort = None
-        order = get_choice(query, "order", ORDERS, msgs, None)
-        page = get_int(query, "page", msgs, 1)
-        if page is None or page < 1:
-            msgs.append(f"Ignored page={page}: pages count from 1.")
-            page = 1
-        sort = sort or DEFAULT_SORT
-        return cls(run, prompt, view, trend, q, min_steps, sort, order or "asc", page), msgs
-
-    def to_query(self) -> str:
-        """The query string of this view, defaults left out ('' when everything is a default)."""
-        return encode(
-            [
-                ("run", self.run),
-                ("prompt", self.prompt),
-                ("view", None if self.view == "all" else self.view),
-                ("trend", self.trend),
-                ("q", self.q),
-                ("min_steps", self.min_steps),
-                ("sort", None if self.sort == DEFAULT_SORT else self.sort),
-                ("order", None if self.order == "asc" else self.order),
-                ("page", None if self.page == 1 else self.page),
-            ]
-        )
-
-    def sorted_by(self, column: str) -> PromptsView:
-        """The view after a click on ``column``'s header: same column flips the order, another column
-        takes its natural order (``SORT_COLUMNS``); back to page 1."""
-        if column == self.sort:
-            order = "desc" if self.order == "asc" else "asc"
-        else:
-            order = SORT_COLUMNS.get(column, "asc")
-        return replace(self, sort=column, order=order, page=1)
 
 
 def filter_prompts(
@@ -366,3 +260,193 @@ def page_of(rows: pl.DataFrame, page: int, size: int = PAGE_SIZE) -> tuple[pl.Da
     pages = max(1, -(-rows.height // size))
     page = min(max(1, page), pages)
     return rows.slice((page - 1) * size, size), page, pages
+
+
+# ---- what the page shows ---------------------------------------------------------------------------------
+
+
+def list_columns(table: pl.DataFrame) -> list[tuple[str, str, str]]:
+    """``(key, header, kind)`` of the prompt list's columns (kind: see components.format.value); the
+    optional ones only when the run has a value in them."""
+    cols = [
+        ("prompt_preview", "prompt", "text"),
+        ("first_step", "first step", "step"),
+        ("n_steps", "steps", "int"),
+        ("n_responses", "responses", "int"),
+        ("reward_early", f"{label('reward')} · first ¼ of its steps", "num"),
+        ("reward_late", f"{label('reward')} · last ¼ of its steps", "num"),
+        ("reward_delta", "Δ last − first ¼", "signed"),
+        ("gain_mean", f"{label('reward_gain')} · mean", "signed"),
+        ("win_rate", "win rate vs reference", "share"),
+        ("trend", "trend", "trend"),
+        ("repetition_mean", f"{label('repetition')} · mean", "num"),
+        ("length_ratio_mean", f"{label('length_ratio')} · mean", "num"),
+        ("zero_spread_groups", "zero-spread groups", "int"),
+    ]
+    optional = {"gain_mean", "win_rate", "repetition_mean", "length_ratio_mean"}
+    keep = []
+    for c in cols:
+        if c[0] in optional and table.get_column(c[0]).null_count() == table.height:
+            continue
+        if c[0] == "zero_spread_groups" and int(table.get_column("n_groups").sum() or 0) == 0:
+            continue
+        keep.append(c)
+    return keep
+
+
+def history_columns(rows: pl.DataFrame, recomputed: bool, has_groups: bool) -> list[tuple[str, str, str]]:
+    """``(key, header, kind)`` of one prompt's responses grid: empty columns left out, group columns only
+    when there are groups, the length in characters only for a run without tokens."""
+    adv = "advantage (recomputed)" if recomputed else "advantage (from the file)"
+    cols = [
+        ("step", "step", "step"),
+        ("sample_id", "response", "text"),
+        ("reward", label("reward"), "num"),
+        ("ref_reward", label("ref_reward"), "num"),
+        ("reward_gain", label("reward_gain"), "signed"),
+    ]
+    if has_groups:
+        if "group_id" in rows.columns and rows.get_column("group_id").null_count() < rows.height:
+            cols.append(("group_id", "group", "int"))
+        cols += [
+            ("group_n", "responses in the group", "int"),
+            ("group_spread", "group reward spread (max − min)", "num"),
+            ("advantage", adv, "signed"),
+            ("group_flag", "learning signal", "text"),
+        ]
+    elif not recomputed:
+        cols.append(("advantage", adv, "signed"))
+    cols += [
+        ("response_length", label("response_length"), "int"),
+        ("response_chars", label("response_chars"), "int"),
+        ("kl_mean", label("kl_mean"), "num"),
+        ("repetition", label("repetition"), "num"),
+        ("length_ratio", label("length_ratio"), "num"),
+        ("response_preview", "response (start)", "text"),
+    ]
+    always = {"step", "sample_id", "response_preview", "reward", "group_flag"}
+    keep = []
+    for c in cols:
+        key = c[0]
+        if key in rows.columns and key not in always and rows.get_column(key).null_count() == rows.height:
+            continue
+        if key == "response_chars" and "response_length" in rows.columns:
+            if rows.get_column("response_length").null_count() < rows.height:
+                continue  # tokens when the run has them, characters otherwise
+        keep.append(c)
+    return keep
+
+
+@dataclass(frozen=True)
+class PromptList:
+    """One page of the prompt list: the run's ``info`` (see :func:`overview`), the ``rows`` of the page and
+    their ``columns``, the page shown of ``pages`` with the total of ``matching`` prompts, the trend
+    ``threshold``, and ``notices`` (a stopped search, a page past the end)."""
+
+    info: dict
+    rows: pl.DataFrame
+    columns: list[tuple[str, str, str]]
+    page: int
+    pages: int
+    matching: int
+    threshold: float
+    notices: list[str]
+
+    @property
+    def first_shown(self) -> int:
+        """The number of the page's first prompt among the matching ones (0 when none matches)."""
+        return (self.page - 1) * PAGE_SIZE + 1 if self.matching else 0
+
+    @property
+    def last_shown(self) -> int:
+        return (self.page - 1) * PAGE_SIZE + self.rows.height
+
+
+def prompt_list(store, view: PromptsView, seconds: float = DEFAULT_SEARCH_SECONDS) -> PromptList | None:
+    """The :class:`PromptList` ``view`` shows (None for a run without prompts yet)."""
+    table = prompt_table(store)
+    if table.height == 0:
+        return None
+    msgs = []
+    keys = None
+    if view.q:
+        try:
+            keys = search_prompts(store, view.q, seconds)
+        except QueryError as e:  # stopped at its deadline: no prompt is shown as matching
+            msgs.append(f"{str(e)[:1].upper()}{str(e)[1:]}.")
+            keys = frozenset()
+    rows = filter_prompts(table, view, keys)
+    shown, page, pages = page_of(rows, view.page)
+    if page != view.page and rows.height:
+        msgs.append(f"Page {view.page} is past the end: showing page {page} of {pages}.")
+    info = overview(table)
+    return PromptList(
+        info, shown, list_columns(table), page, pages, rows.height, run_trend_threshold(store), msgs
+    )
+
+
+@dataclass(frozen=True)
+class PromptDetail:
+    """One prompt: its ``agg`` row of :func:`prompt_table`, its responses (``rows``, the first
+    ``HISTORY_LIMIT`` of ``total``) with their ``columns``, the means per step, its first and latest
+    response (rows and texts; the latest may be the first), how advantages were had (``recomputed``) and
+    whether its steps form groups. ``points``: ``step, reward, sample_id`` of every response (a chart's
+    points)."""
+
+    agg: dict
+    rows: pl.DataFrame
+    total: int
+    points: pl.DataFrame
+    columns: list[tuple[str, str, str]]
+    per_step: pl.DataFrame
+    first: dict
+    latest: dict
+    first_text: dict
+    latest_text: dict
+    recomputed: bool
+    has_groups: bool
+
+
+HISTORY_LIMIT = 2000
+
+
+def group_note(detail: PromptDetail) -> str | None:
+    """How the prompt's responses form groups and where their advantages come from (None without groups)."""
+    if not detail.has_groups:
+        return None
+    how = (
+        "are recomputed as (reward − group mean) / group standard deviation (sample std), 0 when all "
+        "rewards are equal."
+        if detail.recomputed
+        else "come from the file's advantage column."
+    )
+    return "Responses of one step that share a group id (or else the prompt) form a group; advantages " + how
+
+
+def prompt_detail(store, key: str, limit: int = HISTORY_LIMIT) -> PromptDetail | None:
+    """The :class:`PromptDetail` of prompt ``key`` (None for a key the run does not have)."""
+    rows = history(store, key)
+    if rows.height == 0:
+        return None
+    first_row, latest_row = first_and_latest(rows)
+    first_text = texts(store, first_row)
+    latest_text = (
+        texts(store, latest_row) if latest_row["sample_id"] != first_row["sample_id"] else first_text
+    )
+    shown = rows.head(limit)
+    recomputed = bool(shown.get_column("advantage_recomputed").any()) if shown.height else True
+    has_groups = bool(shown.height) and int(shown.get_column("group_n").max() or 0) >= MIN_GROUP
+    return PromptDetail(
+        prompt_row(store, key),
+        shown,
+        rows.height,
+        rows.select("step", "reward", "sample_id"),
+        history_columns(shown, recomputed, has_groups),
+        history_by_step(rows),
+        first_row,
+        latest_row,
+        first_text,
+        latest_text,
+        recomputed,
+        has_groups,
+    )

@@ -102,6 +102,15 @@ def check_regex(pattern: str) -> None:
         raise QueryError(f"invalid regular expression {pattern!r}: {detail}") from None
 
 
+def regex_error(pattern: str) -> str | None:
+    """The readable error of an invalid regular expression, None when it is valid."""
+    try:
+        check_regex(pattern)
+    except QueryError as e:
+        return str(e)
+    return None
+
+
 def search(lf: pl.LazyFrame, pattern: str, seconds: float) -> pl.DataFrame:
     """Collect ``lf``, a query that matches the user's regular expression ``pattern`` against texts, with a
     bounded cost (in a helper process, see :mod:`data.bounded`); raises :class:`SearchStopped` after

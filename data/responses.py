@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -20,21 +20,14 @@ import polars as pl
 from data import bounded
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
-from data.live import LIVE_KEY
-from data.metrics.registry import LENGTH_TOKENS, length_column
+from data.metrics import METRICS, label
+from data.metrics.registry import length_column
 from data.metrics.response import strip_pad_text
-from data.queries import QueryError, ResponseFilter, SearchStopped, check_regex, search, sort_rows
-from data.store import RunStore
+from data.queries import RANGE_COLUMNS, ResponseFilter, SearchStopped, check_regex, search, sort_rows
+from data.store import RunStore, UnknownRun
 from data.store.layout import TEXT_INDEX, beside_store
-from data.views.codec import encode, first, get_bool, get_choice, get_float, key_notices
-
-ALL_STEPS = "all"
-DEFAULT_SORT = "reward"
-DEFAULT_ORDER = "desc"
-ORDERS = ("desc", "asc")
-RANGE_KEYS = ("reward", "gain", "kl", "len", "ref")
-# Hand-typed URLs may use the short names of the design notes (``sort=kl``).
-SORT_ALIASES = {"kl": "kl_mean", "gain": "reward_gain", "len": "response_length", "length": "response_length"}
+from data.views.codec import first
+from data.views.responses import RANGE_KEYS, REGEX_FALLBACK, ResponsesView
 
 # Table columns in order; optional ones are shown only when the run has a value in them.
 METRIC_COLUMNS = (
@@ -55,164 +48,6 @@ PREVIEW_COLUMNS = ("prompt_preview", "response_preview")
 NOT_SORTABLE = {"sample_id", "source", "part", "row", "prompt_key", "prompt_preview", "response_preview"}
 # Keys of ``/export`` besides the view's (the selected sample is a page thing and is accepted, unused).
 EXPORT_KEYS = ("format",)
-# Keys the app shell keeps in every page's URL (auto-refresh of a live run): accepted, not part of the view.
-SHELL_KEYS = (LIVE_KEY,)
-REGEX_FALLBACK = ": the text search is not applied."
-
-
-@dataclass(frozen=True)
-class ResponsesView:
-    """Everything that describes one view of the responses page; ``to_query()`` omits defaults.
-
-    ``step`` is None for the run's last step (the default), ``"all"`` for every step, or a step number.
-    Ranges are half-open (``min <= x < max``), as in :class:`data.queries.ResponseFilter`; ``q`` is a
-    regular expression over prompt and response; ``loses`` keeps responses below their reference reward;
-    ``sample`` is the selected response (shown beside the table).
-    """
-
-    run: str | None = None
-    step: int | str | None = None
-    sort: str = DEFAULT_SORT
-    order: str = DEFAULT_ORDER
-    reward_min: float | None = None
-    reward_max: float | None = None
-    gain_min: float | None = None
-    gain_max: float | None = None
-    kl_min: float | None = None
-    kl_max: float | None = None
-    len_min: float | None = None
-    len_max: float | None = None
-    ref_min: float | None = None
-    ref_max: float | None = None
-    q: str | None = None
-    loses: bool = False
-    sample: str | None = None
-
-    @classmethod
-    def from_query(
-        cls,
-        query: Mapping,
-        steps: Iterable[int] | None = None,
-        sortable: Iterable[str] | None = None,
-        extra_keys: Iterable[str] = (),
-    ) -> tuple[ResponsesView, list[str]]:
-        """Parse a query (``parse_search`` dict or ``layout(**query)`` kwargs); bad values -> default + notice.
-
-        ``steps`` and ``sortable`` (when given) are the run's steps and sortable columns: a step or sort
-        column the run does not have falls back too. Unknown keys (other than ``extra_keys``) are noticed.
-        """
-        notices = key_notices(query, {f.name for f in fields(cls)} | set(extra_keys) | set(SHELL_KEYS))
-        run = first(query, "run") or None
-        step = _parse_step(query, steps, notices)
-        raw_sort = first(query, "sort")
-        sort = SORT_ALIASES.get(raw_sort, raw_sort) if raw_sort else DEFAULT_SORT
-        if sort == LENGTH_TOKENS and sortable is not None:
-            sort = length_column(sortable)  # a run without token arrays: its length in characters
-        if sortable is not None:
-            choices = list(sortable)
-            if sort not in choices:
-                shown = ", ".join(choices[:12]) + ("…" if len(choices) > 12 else "")
-                notices.append(f"Ignored sort={raw_sort!r}: expected one of {shown}.")
-                sort = DEFAULT_SORT
-        order = get_choice(query, "order", ORDERS, notices, DEFAULT_ORDER)
-        ranges = {}
-        for key in RANGE_KEYS:
-            for end in ("min", "max"):
-                ranges[f"{key}_{end}"] = get_float(query, f"{key}_{end}", notices)
-        q = first(query, "q") or None
-        if q is not None:
-            try:
-                check_regex(q)
-            except QueryError as e:
-                notices.append(f"{e}{REGEX_FALLBACK}")
-        loses = get_bool(query, "loses", notices)
-        sample = first(query, "sample") or None
-        view = cls(run=run, step=step, sort=sort, order=order, q=q, loses=loses, sample=sample, **ranges)
-        return view, notices
-
-    def to_query(self) -> str:
-        """``?run=…&step=…`` with defaults left out ('' when everything is a default)."""
-        return encode(
-            [
-                ("run", self.run),
-                ("step", self.step),
-                ("sort", None if self.sort == DEFAULT_SORT else self.sort),
-                ("order", None if self.order == DEFAULT_ORDER else self.order),
-                *((f"{k}_{e}", getattr(self, f"{k}_{e}")) for k in RANGE_KEYS for e in ("min", "max")),
-                ("q", self.q),
-                ("loses", True if self.loses else None),
-                ("sample", self.sample),
-            ]
-        )
-
-    @property
-    def descending(self) -> bool:
-        return self.order == "desc"
-
-    def resolved_step(self, steps: list[int]) -> int | None:
-        """The step shown: None for all steps, the last step of ``steps`` by default."""
-        if self.step == ALL_STEPS:
-            return None
-        if self.step is None:
-            return steps[-1] if steps else None
-        return int(self.step)
-
-    def response_filter(self, steps: list[int]) -> ResponseFilter:
-        """The filter of this view (an invalid regex is left out: the page says so)."""
-        q = self.q
-        if q is not None and regex_error(q) is not None:
-            q = None
-        return ResponseFilter(
-            step=self.resolved_step(steps),
-            reward_min=self.reward_min,
-            reward_max=self.reward_max,
-            gain_min=self.gain_min,
-            gain_max=self.gain_max,
-            kl_min=self.kl_min,
-            kl_max=self.kl_max,
-            len_min=self.len_min,
-            len_max=self.len_max,
-            ref_min=self.ref_min,
-            ref_max=self.ref_max,
-            q=q,
-            loses_only=self.loses,
-        )
-
-    def filter_key(self) -> str:
-        """The query of what selects and orders rows (not the selected sample): the grid reloads on change."""
-        return replace(self, sample=None, sort=DEFAULT_SORT, order=DEFAULT_ORDER).to_query()
-
-    def with_(self, **changes) -> ResponsesView:
-        return replace(self, **changes)
-
-
-def _parse_step(query: Mapping, steps: Iterable[int] | None, notices: list[str]) -> int | str | None:
-    raw = first(query, "step")
-    if raw is None or raw == "":
-        return None
-    if raw.lower() == ALL_STEPS:
-        return ALL_STEPS
-    try:
-        step = int(raw)
-    except ValueError:
-        notices.append(f"Ignored step={raw!r}: expected a step number or 'all'.")
-        return None
-    if steps is not None:
-        steps = list(steps)
-        if step not in set(steps):
-            last = f": showing the last step ({steps[-1]})" if steps else ""
-            notices.append(f"Ignored step={raw!r}: the run has no such step{last}.")
-            return None
-    return step
-
-
-def regex_error(pattern: str) -> str | None:
-    """The readable error of an invalid regular expression, None when it is valid."""
-    try:
-        check_regex(pattern)
-    except QueryError as e:
-        return str(e)
-    return None
 
 
 # ---- columns ---------------------------------------------------------------------------------------------
@@ -252,6 +87,71 @@ def run_steps(store: RunStore) -> list[int]:
 def _steps(key: StoreKey) -> tuple[int, ...]:
     steps = key.store.steps()
     return tuple(int(s) for s in steps.get_column("step").to_list()) if steps.height else ()
+
+
+# The metrics whose sign a table colours: a gain, a log-ratio, a value error; not the rewards themselves.
+UNSIGNED_IN_TABLE = ("reward", "ref_reward")
+# The labels of the selected response's texts panel.
+TEXT_LABELS = ("reward", "ref_reward", "reward_gain")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """The responses table of a run: its value ``columns`` as ``(field, header, tooltip)`` in order, their
+    Polars ``dtypes``, and the ``signed`` ones (coloured by sign)."""
+
+    columns: tuple[tuple[str, str, str], ...]
+    dtypes: dict
+    signed: frozenset[str]
+
+
+def table_spec(store: RunStore) -> TableSpec:
+    """The :class:`TableSpec` of the run's responses table: its metric columns (registry labels and
+    descriptions), then the files' extra fields."""
+    metrics, extras = table_columns(store)
+    schema = store.scalars().schema
+    cols = tuple(
+        (c, label(c), METRICS[c].description if c in METRICS else "extra field of the files")
+        for c in metrics + extras
+    )
+    signed = frozenset(
+        c for c in metrics if c in METRICS and METRICS[c].signed and c not in UNSIGNED_IN_TABLE
+    )
+    return TableSpec(cols, {c: schema[c] for c in metrics + extras}, signed)
+
+
+def range_filters(store: RunStore) -> list[tuple[str, str, bool]]:
+    """``(key, label, available)`` of each range filter (URL ``<key>_min`` / ``_max``) in order; not
+    available where the run has no value of its column (e.g. no tokens, no KL)."""
+    present = set(table_columns(store)[0])
+    # The length filter compares tokens, or characters where the run has no token arrays: labelled so.
+    cols = {k: length_column(present) if c == "length" else c for k, c in RANGE_COLUMNS.items()}
+    return [(key, label(cols[key]), cols[key] in present) for key in RANGE_KEYS]
+
+
+def text_labels() -> dict[str, str]:
+    """The labels of the rewards shown beside a response's texts."""
+    return {k: label(k) for k in TEXT_LABELS}
+
+
+def resolve(
+    query: Mapping, board, wait: float
+) -> tuple[ResponsesView, RunStore | None, list[int], list[str]]:
+    """``(view, store, steps, notices)`` of a parsed query; store None (and the view checked against no
+    run) for an unknown or unread run. ``board``: the app's board."""
+    run = first(query, "run")
+    store = None
+    if run in board.runs():
+        try:
+            store = board.store(run, wait=wait)
+        except UnknownRun:
+            store = None
+    if store is None:
+        view, msgs = ResponsesView.from_query(query)
+        return view, None, [], msgs
+    steps = run_steps(store)
+    view, msgs = ResponsesView.from_query(query, steps, sortable_columns(store))
+    return view, store, steps, msgs
 
 
 # ---- rows ------------------------------------------------------------------------------------------------
@@ -490,8 +390,6 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
     Unlike the page, nothing falls back: an unknown run raises ``ExportError(404)``, any bad or unknown
     parameter (including an invalid regex) ``ExportError(400)``, a run not read yet ``ExportError(503)``.
     """
-    from data.store import UnknownRun
-
     run = first(query, "run")
     if not run:
         raise ExportError(400, "missing parameter run=")

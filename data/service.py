@@ -59,6 +59,8 @@ class IngestStatus:
     failures: int = 0  # ingests failed in a row (tried again after a back-off, see Board._failures)
     # A first read whose files may be mid-step: its last steps are hidden until the files are seen still.
     settling: bool = False
+    # That first read makes the run's store: nothing was committed before it (pages wait for its settle).
+    new_store: bool = False
     last: IngestResult | None = None
 
     @property
@@ -196,6 +198,11 @@ class Board:
             status = self._status.setdefault(run, IngestStatus())
             status.running, status.done, status.total = True, 0, 0
             status.settling = settle is not None
+            status.new_store = (
+                status.settling
+                and open_store(store_dir_for(self.settings.cache_dir, run_dir, self.settings.pad_tokens))
+                is None
+            )
             t = threading.Thread(
                 target=self._ingest,
                 args=(run, run_dir, status, limits, complete, settle, self._reading(run, split)),
@@ -280,7 +287,7 @@ class Board:
             self._failures.succeeded(("ingest", run))
             status.failures, status.error = 0, None
         finally:
-            status.running = status.settling = False
+            status.running = status.settling = status.new_store = False
 
     def reading_text(self, run: str) -> str:
         """What a page shows for a run with nothing committed yet: that it is being read, or why reading it
@@ -327,18 +334,22 @@ class Board:
 
         When nothing is committed yet, waits up to ``wait`` seconds for the first ingest to commit, then
         returns None if it still has not (the page then shows the progress). The first read of a small run
-        whose files changed lately, into a new store, is waited for until its files are seen still (about
-        SETTLE_SECONDS), so that a run nobody writes shows its last step at once.
+        whose files changed lately, into a new store, hides the last steps until its files are seen still
+        (about SETTLE_SECONDS): that is waited for, so that a run nobody writes shows its last step at once.
+        Whether the store is new is known when that read starts (it was judged at this call's first look,
+        and a read that committed before the look went unwaited for: the page lacked the last step). A run
+        with a store from before answers at once from it.
         """
         self.refresh(run)
         store_dir = self.store_dir(run)
         status = self.status(run)
         store = open_store(store_dir)
-        new = store is None
         deadline = time.monotonic() + wait
 
         def waiting() -> bool:
-            return store is None or (new and status.settling and status.total < BIG_CATCH_UP)
+            if store is None:
+                return True
+            return status.settling and status.new_store and status.total < BIG_CATCH_UP
 
         while waiting() and time.monotonic() < deadline:
             with self._lock:

@@ -8,8 +8,7 @@ per ``(store.version, sample)``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from urllib.parse import urlencode
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -18,11 +17,9 @@ from data.metrics import METRICS, label
 from data.metrics.response import strip_pad_text
 from data.metrics.token import TOKEN_COLUMNS, explode_tokens, file_column, token_metrics
 from data.schema import trainer_token_fields
-from data.views.codec import encode, first, get_bool, get_choice, key_notices, parse_search
 
 # Metrics a token can be coloured by, in the order of the metric picker.
 STRIP_METRICS = ("token_reward", "value", "prob", "ref_prob", "log_ratio", "kl", "value_error")
-DEFAULT_METRIC = "kl"
 # The file fields each per-token metric needs.
 METRIC_FIELDS: dict[str, tuple[str, ...]] = {
     "token_reward": ("token_rewards",),
@@ -92,43 +89,6 @@ class TokenView:
     overlong: tuple[tuple[str, int, int], ...] = ()
 
 
-@dataclass(frozen=True)
-class TokensState:
-    """The token page's URL state; ``back`` is the responses view's query string (without ``?``)."""
-
-    run: str | None = None
-    sample: str | None = None
-    metric: str = DEFAULT_METRIC
-    pads: bool = False
-    back: str = ""
-
-    @classmethod
-    def from_query(cls, query) -> tuple[TokensState, list[str]]:
-        """State from a parsed query (or ``layout(**query)`` kwargs) and a notice per ignored value."""
-        notes = key_notices(query, (f.name for f in fields(cls)))
-        raw = first(query, "metric")
-        if is_file_metric(raw):  # a per-token field of the trainer's own: checked against the response
-            metric = raw
-        else:
-            metric = get_choice(query, "metric", STRIP_METRICS, notes, DEFAULT_METRIC)
-        pads = get_bool(query, "pads", notes, False)
-        # Re-encoded so that only a query string ever follows "/responses" in the link back.
-        back = urlencode(parse_search(first(query, "back") or ""), doseq=True)
-        return cls(first(query, "run") or None, first(query, "sample") or None, metric, pads, back), notes
-
-    def to_query(self) -> str:
-        """``?run=…&sample=…`` with defaults left out ('' for the default state)."""
-        return encode(
-            [
-                ("run", self.run),
-                ("sample", self.sample),
-                ("metric", None if self.metric == DEFAULT_METRIC else self.metric),
-                ("pads", True if self.pads else None),
-                ("back", self.back or None),
-            ]
-        )
-
-
 # ---- pure functions ----------------------------------------------------------------------------------
 
 
@@ -172,6 +132,12 @@ def file_field_of(metric: str | None) -> str | None:
 def is_file_metric(metric: str | None) -> bool:
     """Whether a metric names a per-token field of the trainer's own (``file_column(name)``)."""
     return file_field_of(metric) is not None
+
+
+def metric_signed(metric: str) -> bool:
+    """Whether a metric of the token page takes both signs (a diverging scale centred at 0): the registry's
+    sign, and signed for a field of the trainer's own (advantages, returns)."""
+    return METRICS[metric].signed if metric in METRICS else True
 
 
 def metric_label(metric: str) -> str:
@@ -268,7 +234,7 @@ def scale_range(metric: str, values: pl.Series | list) -> tuple[float, float]:
     s = pl.Series("v", values, dtype=pl.Float64) if not isinstance(values, pl.Series) else values
     s = s.cast(pl.Float64).drop_nulls()
     s = s.filter(s.is_finite())
-    signed = METRICS[metric].signed if metric in METRICS else True
+    signed = metric_signed(metric)
     if signed:
         m = float(s.abs().max()) if s.len() else 0.0
         m = m if m > 0 and math.isfinite(m) else 1.0
@@ -323,6 +289,111 @@ def neighbours(scalars: pl.DataFrame, sample: str, step: int | None) -> Neighbou
     )
 
 
+# ---- what the page shows of one response ---------------------------------------------------------------
+
+# Why a part of the token page is hidden, per missing field.
+MISSING_NOTES = {
+    "logprobs": "No logprobs in this response: probabilities, log-ratio, KL and the log-prob chart are hidden.",
+    "ref_logprobs": "No ref_logprobs in this response: reference probability, log-ratio and KL are hidden.",
+    "values": "No values (no critic, e.g. GRPO) in this response: critic value, value error and the critic chart are hidden.",
+    "token_rewards": "No token_rewards in this response: token reward, return, value error and their charts are hidden.",
+    "response_tokens": "No response_tokens in this response: positions are shown as □.",
+}
+NO_TOKEN_FIELDS = (
+    "This response has no token-level fields (response_tokens, logprobs, ref_logprobs, values, "
+    "token_rewards): the token strip, charts and top-token tables are hidden."
+)
+# The response's key figures, in this order.
+KEY_FIGURES = ("reward", "ref_reward", "reward_gain", "kl_mean", "kl_sum", "response_length")
+
+
+def metric_labels() -> dict[str, str]:
+    """The labels of every metric a token's hover text may show (:data:`HOVER_METRICS`)."""
+    return {k: label(k) for k in HOVER_METRICS}
+
+
+def file_field_columns(names) -> list[tuple[str, str]]:
+    """``(column, label)`` of per-token fields of the trainer's own, as the page's figures and hover take them."""
+    return [(file_column(f), file_label(f)) for f in names]
+
+
+def hover_columns(view: TokenView) -> list[tuple[str, str]]:
+    """``(column, label)`` of what a token's hover text shows: the metrics its fields allow, then the
+    trainer's own fields."""
+    return [(m, label(m)) for m in hover_metrics(view.fields)] + file_field_columns(view.file_fields)
+
+
+def metric_options(
+    metric: str,
+    fields: frozenset[str] | None,
+    file_fields: tuple[str, ...] = (),
+    overlong: frozenset[str] = frozenset(),
+) -> list[dict]:
+    """The metric picker's options (``label``, ``value``, ``disabled``): every strip metric, disabled (and
+    saying so) where the response's ``fields`` lack what it needs (all enabled for ``fields`` None), then
+    the trainer's own fields; a field of the trainer's that ``metric`` names and the response lacks (or
+    has longer than its tokens: ``overlong``) stays listed, disabled, saying why."""
+    options = [
+        {
+            "label": label(m)
+            if fields is None or metric_available(m, fields)
+            else f"{label(m)} (not in this response)",
+            "value": m,
+            "disabled": fields is not None and not metric_available(m, fields),
+        }
+        for m in STRIP_METRICS
+    ]
+    options += [{"label": text, "value": col} for col, text in file_field_columns(file_fields)]
+    if is_file_metric(metric) and metric not in {o["value"] for o in options}:
+        why = "longer than the response" if file_field_of(metric) in overlong else "not in this response"
+        options.append({"label": f"{metric_label(metric)} ({why})", "value": metric, "disabled": True})
+    return options
+
+
+def strip_metric(view: TokenView, metric: str) -> tuple[str | None, list[str]]:
+    """The metric the strip is coloured by and the notes on what the response lacks.
+
+    ``metric`` when the response has what it needs, else the first strip metric it allows (None when it
+    allows none), with a first note saying why; then a note per missing token field and per field of the
+    trainer's own left out for being longer than the response.
+    """
+    fields = view.fields
+    notes = [MISSING_NOTES[f] for f in MISSING_NOTES if f not in fields]
+    overlong = {name: (n, tokens) for name, n, tokens in view.overlong}
+    notes += [
+        f"{file_label(name)} has {n} values for {tokens} tokens: longer than the response, so it is not drawn "
+        "(it likely covers the prompt too)."
+        for name, (n, tokens) in overlong.items()
+    ]
+    if metric_available(metric, fields, view.file_fields):
+        return metric, notes
+    fallback = next((m for m in STRIP_METRICS if metric_available(m, fields)), None)
+    name = file_field_of(metric)
+    if name in overlong:
+        lack = f"{file_label(name)} is longer than the response"
+    elif name is not None:
+        lack = f"This response has no per-token field {name!r} of the trainer"
+    else:
+        lack = f"{label(metric)} needs {', '.join(METRIC_FIELDS[metric])}, which this response does not have"
+    notes.insert(0, lack + (f": coloured by {label(fallback)} instead." if fallback else "."))
+    return fallback, notes
+
+
+def response_texts(view: TokenView, show_pads: bool, pad_tokens: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``(name, text)`` of the prompt, the response and the reference response (when there is one), pad
+    tokens removed unless ``show_pads``."""
+    info = view.info
+    cols = [("prompt", info.get("prompt")), ("response", info.get("response"))]
+    if info.get("ref_response") is not None:
+        cols.append(("reference response", info.get("ref_response")))
+    return [(name, (t if show_pads else strip_pad_text(t, pad_tokens)) or "") for name, t in cols]
+
+
+def key_figures(view: TokenView) -> list[tuple[str, object, str]]:
+    """``(label, value, format)`` of the response's :data:`KEY_FIGURES` (format: the registry's ``fmt``)."""
+    return [(label(k), view.info.get(k), METRICS[k].fmt) for k in KEY_FIGURES]
+
+
 # ---- store access (cached) ---------------------------------------------------------------------------
 
 
@@ -367,7 +438,6 @@ def first_sample(store) -> str | None:
 
 
 __all__ = [
-    "DEFAULT_METRIC",
     "HOVER_METRICS",
     "MARKERS",
     "METRIC_FIELDS",
@@ -377,7 +447,6 @@ __all__ = [
     "TOP_K",
     "Neighbours",
     "TokenView",
-    "TokensState",
     "build_view",
     "decode_expr",
     "decode_token",
@@ -389,6 +458,7 @@ __all__ = [
     "is_file_metric",
     "metric_available",
     "metric_label",
+    "metric_signed",
     "neighbours",
     "overlong_file_fields",
     "pad_shown_expr",

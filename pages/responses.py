@@ -6,43 +6,33 @@ live in the URL. Selecting a row shows its full texts beside the table; its id o
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
-from components.layout import no_runs_state, notices, progress, unknown_run_state
+from components.controls import responses_filters
+from components.layout import no_runs_state, notices, progress, unknown_run_state, url_prefix
+from components.live import shown_store
 from components.tables import (
     column_defs,
     column_kind,
     grid_sort,
+    open_row_js,
+    purge_js,
     responses_grid,
-    sort_state,
+    responses_header,
+    sorted_state,
     summary_line,
     text_panel,
 )
-from data.metrics import METRICS, label
-from data.metrics.registry import length_column
-from data.queries import QueryError, SearchStopped
-from data.responses import (
-    ALL_STEPS,
-    RANGE_KEYS,
-    ResponsesView,
-    json_rows,
-    ordered,
-    page_rows,
-    regex_error,
-    run_steps,
-    sample_texts,
-    sortable_columns,
-    table_columns,
-    warm_text_index,
-)
-from data.service import UnknownRun, board
-from data.views import paths
+from data import live, responses
+from data.metrics import label
+from data.queries import QueryError, SearchStopped, regex_error
+from data.service import board
+from data.views import links, paths
 from data.views.codec import first, parse_search
 from data.views.paths import shown_run, unknown_run_notice
+from data.views.responses import ALL_STEPS, RANGE_KEYS, ResponsesView
 
 dash.register_page(
     __name__, path=paths.RESPONSES, name="Responses", title="Responses · RL Logging Board", order=2
@@ -62,19 +52,11 @@ SUMMARY = "responses-summary"
 EXPORT_CSV = "responses-export-csv"
 EXPORT_JSONL = "responses-export-jsonl"
 TEXT = "responses-text"
-TOKENS_BASE = "responses-tokens-base"  # path of the token page (behind the URL prefix)
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
-RANGE_METRIC = {
-    "reward": "reward",
-    "gain": "reward_gain",
-    "kl": "kl_mean",
-    "len": "response_length",
-    "ref": "ref_reward",
-}
+FILTER_IDS = {"step": STEP, "q": Q, "q_error": Q_ERROR, "loses": LOSES, "clear": CLEAR}
+HEADER_IDS = {"summary": SUMMARY, "csv": EXPORT_CSV, "jsonl": EXPORT_JSONL}
+PREVIEWS = [("prompt_preview", "prompt", False), ("response_preview", "response", True)]
 STORE_WAIT = 10.0
-
-
-# ---- layout ----------------------------------------------------------------------------------------------
 
 
 def layout(**query):
@@ -92,43 +74,46 @@ def layout(**query):
         return html.Div(
             [
                 html.H4("Responses", className="mb-2"),
+                shown_store("responses", live.shown(run)),
                 progress(status.fraction, board().reading_text(run), failed=status.error is not None),
             ]
         )
-    steps = run_steps(store)
-    view, msgs = ResponsesView.from_query(query, steps, sortable_columns(store))
+    steps = responses.run_steps(store)
+    view, msgs = ResponsesView.from_query(query, steps, responses.sortable_columns(store))
     view = view.with_(run=run)  # the first run when the URL names none
-    warm_text_index(store)  # a first regex search over all steps need not build it
+    responses.warm_text_index(store)  # a first regex search over all steps need not build it
+    ranges = [
+        (
+            text,
+            available,
+            getattr(view, f"{key}_min"),
+            getattr(view, f"{key}_max"),
+            (RANGE_IDS[f"{key}_min"], RANGE_IDS[f"{key}_max"]),
+        )
+        for key, text, available in responses.range_filters(store)
+    ]
+    spec = responses.table_spec(store)
+    kinds = {c: column_kind(t) for c, t in spec.dtypes.items()}
+    defs = column_defs(list(spec.columns), kinds, set(spec.signed), PREVIEWS, view.sort, view.order)
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
             dcc.Store(id=VIEW, data=view.to_query()),
             dcc.Store(id=FILTER, data=view.filter_key()),
-            dcc.Store(id=TOKENS_BASE, data=dash.get_relative_path(paths.TOKENS)),
+            shown_store("responses", live.shown(run, store)),
             notices([*msgs, *board().failure_notices(run)], NOTICES),
-            html.Div(
-                [
-                    html.H4("Responses", className="mb-0 me-3"),
-                    html.Span(run, className="text-muted me-3"),
-                    html.Span(id=SUMMARY, className="small me-auto"),
-                    html.Span("Export", className="small text-muted me-2"),
-                    dbc.ButtonGroup(
-                        [
-                            dbc.Button("CSV", id=EXPORT_CSV, href="", external_link=True, **_btn),
-                            dbc.Button("JSONL", id=EXPORT_JSONL, href="", external_link=True, **_btn),
-                        ],
-                        size="sm",
-                    ),
-                ],
-                className="d-flex align-items-baseline flex-wrap mb-2",
+            responses_header(run, HEADER_IDS),
+            responses_filters(
+                steps, ALL_STEPS, view.step_value(steps), ranges, view.q, view.loses, FILTER_IDS
             ),
-            _filter_bar(store, view, steps),
             dbc.Row(
                 [
+                    dbc.Col(responses_grid(GRID, defs, view.sort), lg=8, md=12, className="mb-2"),
                     dbc.Col(
-                        responses_grid(GRID, _defs(store, view), view.sort), lg=8, md=12, className="mb-2"
+                        html.Div(id=TEXT, children=text_panel(None, responses.text_labels(), None)),
+                        lg=4,
+                        md=12,
                     ),
-                    dbc.Col(html.Div(id=TEXT, children=text_panel(None, _text_labels(), None)), lg=4, md=12),
                 ],
                 className="g-2",
             ),
@@ -136,171 +121,9 @@ def layout(**query):
     )
 
 
-_btn = {"color": "secondary", "outline": True, "className": "py-0"}
-
-
-def _filter_bar(store, view: ResponsesView, steps: list[int]) -> dbc.Card:
-    step_value = view.step if view.step is not None else (steps[-1] if steps else None)
-    step = html.Div(
-        [
-            html.Div("step", className="small text-muted"),
-            dcc.Dropdown(
-                id=STEP,
-                options=[{"label": "all steps", "value": ALL_STEPS}]
-                + [{"label": f"step {s}", "value": s} for s in steps],
-                value=step_value,
-                clearable=False,
-                style={"width": "8.5rem", "fontSize": "0.85rem"},
-            ),
-        ],
-        className="me-3",
-    )
-    present = set(table_columns(store)[0])
-    metric = {**RANGE_METRIC, "len": length_column(present)}  # characters where the run has no tokens
-    ranges = [_range_input(key, view, metric[key] in present, label(metric[key])) for key in RANGE_KEYS]
-    search = html.Div(
-        [
-            html.Div("search prompt and response (regular expression)", className="small text-muted"),
-            dbc.Input(
-                id=Q,
-                type="text",
-                value=view.q or "",
-                debounce=True,
-                size="sm",
-                placeholder="e.g. (?i)great|\\bthe the\\b",
-                style={"width": "17rem"},
-            ),
-            html.Div(id=Q_ERROR, className="small text-danger"),
-        ],
-        className="me-3",
-    )
-    loses = html.Div(
-        dbc.Switch(
-            id=LOSES,
-            label="only responses that lose to the reference",
-            value=view.loses,
-            className="small mb-0",
-        ),
-        className="me-3 align-self-center pt-3",
-    )
-    clear = dbc.Button(
-        "Clear filters", id=CLEAR, size="sm", color="link", className="align-self-center pt-3 px-0"
-    )
-    return dbc.Card(
-        dbc.CardBody(
-            html.Div(
-                [step, *ranges, search, loses, clear], className="d-flex flex-wrap align-items-start gap-1"
-            ),
-            className="py-2",
-        ),
-        className="mb-2",
-    )
-
-
-def _range_input(key: str, view: ResponsesView, available: bool, text: str) -> html.Div:
-    """min <= x < max inputs of one metric (``text``: its label); disabled when the run has no value of it
-    (e.g. no reference reward)."""
-    lo, hi = getattr(view, f"{key}_min"), getattr(view, f"{key}_max")
-    common = {
-        "type": "number",
-        "step": "any",
-        "debounce": True,
-        "size": "sm",
-        "style": {"width": "5.2rem"},
-        "disabled": not available and lo is None and hi is None,
-    }
-    hint = text if available else f"{text}: not in this run's files"
-    return html.Div(
-        [
-            html.Div(
-                text, className="small text-muted text-truncate", title=hint, style={"maxWidth": "14rem"}
-            ),
-            dbc.InputGroup(
-                [
-                    dbc.Input(id=RANGE_IDS[f"{key}_min"], value=lo, placeholder="min", **common),
-                    dbc.InputGroupText("≤ x <", className="px-1 small"),
-                    dbc.Input(id=RANGE_IDS[f"{key}_max"], value=hi, placeholder="max", **common),
-                ],
-                size="sm",
-                className="flex-nowrap",
-            ),
-        ],
-        className="me-3",
-    )
-
-
-def _defs(store, view: ResponsesView) -> list[dict]:
-    metrics, extras = table_columns(store)
-    schema = store.scalars().schema
-    cols = [
-        (c, label(c), METRICS[c].description if c in METRICS else "extra field of the files")
-        for c in metrics + extras
-    ]
-    kinds = {c: column_kind(schema[c]) for c in metrics + extras}
-    signed = {c for c in metrics if c in METRICS and METRICS[c].signed and c not in ("reward", "ref_reward")}
-    previews = [("prompt_preview", "prompt", False), ("response_preview", "response", True)]
-    return column_defs(cols, kinds, signed, previews, view.sort, view.order)
-
-
-def _text_labels() -> dict[str, str]:
-    return {k: label(k) for k in ("reward", "ref_reward", "reward_gain")}
-
-
-# ---- helpers of the callbacks ------------------------------------------------------------------------------
-
-
-def _store_of(run):
-    try:
-        return board().store(run, wait=STORE_WAIT) if run in board().runs() else None
-    except UnknownRun:
-        return None
-
-
 def _decode(search: str | None):
     """``(view, store, steps, notices)`` of a query string; store None for an unknown or unread run."""
-    query = parse_search(search)
-    run = first(query, "run")
-    store = _store_of(run)
-    if store is None:
-        view, msgs = ResponsesView.from_query(query)
-        return view, None, [], msgs
-    steps = run_steps(store)
-    view, msgs = ResponsesView.from_query(query, steps, sortable_columns(store))
-    return view, store, steps, msgs
-
-
-def _where(view: ResponsesView, steps: list[int]) -> str:
-    step = view.resolved_step(steps)
-    return "over all steps" if step is None else f"at step {step}"
-
-
-def _tokens_href(view: ResponsesView, sample_id: str) -> str:
-    back = view.with_(sample=sample_id).to_query().lstrip("?")
-    return (
-        dash.get_relative_path(paths.TOKENS)
-        + "?"
-        + urlencode({"run": view.run, "sample": sample_id, "back": back})
-    )
-
-
-def _export_href(view: ResponsesView, fmt: str) -> str:
-    base = view.with_(sample=None).to_query()
-    return dash.get_relative_path(paths.EXPORT) + (base + "&" if base else "?") + urlencode({"format": fmt})
-
-
-def _view_from_controls(current: ResponsesView, steps, step, ranges: dict, q, loses, sort) -> ResponsesView:
-    # Choosing the last step while the URL says "latest" (no step) keeps the URL as it was.
-    if step == (steps[-1] if steps else None) and current.step is None:
-        step = None
-    sort_col, order = sort if sort else (current.sort, current.order)
-    return current.with_(
-        step=step,
-        sort=sort_col,
-        order=order,
-        q=(q or None),
-        loses=bool(loses),
-        **{k: (None if v is None or v == "" else float(v)) for k, v in ranges.items()},
-    )
+    return responses.resolve(parse_search(search), board(), STORE_WAIT)
 
 
 def _changed(new, old):
@@ -339,41 +162,31 @@ def _sync(search, step, *args):
     q, loses, _clear, column_state, selected, view_data, filter_data = args[n:]
     url_view, store, steps, msgs = _decode(search)
     trigger = ctx.triggered_id
-    n_out = 1 + 1 + n + 2  # url, step, ranges, q, loses
     if trigger in (None, URL):
         view = url_view
-        step_value = view.step if view.step is not None else (steps[-1] if steps else None)
-        controls = [
+        grid_state = sorted_state(column_state, view.sort, view.order)
+        return (
             no_update,
-            _changed(step_value, step),
+            _changed(view.step_value(steps), step),
             *(_changed(getattr(view, k), ranges[k]) for k in RANGE_IDS),
             _changed(view.q or "", q or ""),
             _changed(view.loses, bool(loses)),
-        ]
-        fields = [f for f in ([c.get("colId") for c in column_state or []]) if f]
-        grid_state = (
-            sort_state(fields, view.sort, view.order)
-            if fields and grid_sort(column_state) != (view.sort, view.order)
-            else no_update
-        )
-        return (
-            *controls,
-            grid_state,
+            no_update if grid_state is None else grid_state,
             _changed(view.to_query(), view_data),
             _changed(view.filter_key(), filter_data),
             notices([*msgs, *board().failure_notices(url_view.run)]) if trigger == URL else no_update,
         )
     if trigger == CLEAR:
-        view = ResponsesView(run=url_view.run, step=url_view.step, sort=url_view.sort, order=url_view.order)
-        controls = [None, no_update, *([None] * n), "", False]
+        view = url_view.cleared()
+        controls = [no_update, *([None] * n), "", False]
     else:
-        view = _view_from_controls(url_view, steps, step, ranges, q, loses, grid_sort(column_state))
+        view = url_view.from_controls(steps, step, ranges, q, loses, grid_sort(column_state))
         if trigger == GRID and selected:
             view = view.with_(sample=selected[0].get("sample_id"))
-        controls = [None, *([no_update] * (n_out - 1))]
+        controls = [no_update] * (1 + n + 2)  # step, ranges, q, loses
     query = view.to_query()
-    controls[0] = _changed(query, search or "")
     return (
+        _changed(query, search or ""),
         *controls,
         no_update,
         _changed(query, view_data),
@@ -382,39 +195,8 @@ def _sync(search, step, *args):
     )
 
 
-# A new filter empties the grid's block cache so the infinite row model asks the server again.
-clientside_callback(
-    """
-    function (key) {
-        if (window.dash_ag_grid) {
-            window.dash_ag_grid.getApiAsync("responses-grid").then(function (api) {
-                api.ensureIndexVisible(0, "top");
-                api.purgeInfiniteCache();
-            });
-        }
-    }
-    """,
-    Input(FILTER, "data"),
-    prevent_initial_call=True,
-)
-
-
-# Double-clicking a row opens it on the token page, like clicking its id (same back= query).
-clientside_callback(
-    """
-    function (cell, view, base) {
-        if (!cell || cell.rowId === undefined || cell.rowId === null) { return; }
-        var v = new URLSearchParams((view || "").replace(/^\\?/, ""));
-        v.set("sample", cell.rowId);
-        var t = new URLSearchParams({run: v.get("run") || "", sample: cell.rowId, back: v.toString()});
-        window.location.assign(base + "?" + t.toString());
-    }
-    """,
-    Input(GRID, "cellDoubleClicked"),
-    State(VIEW, "data"),
-    State(TOKENS_BASE, "data"),
-    prevent_initial_call=True,
-)
+clientside_callback(purge_js(GRID), Input(FILTER, "data"), prevent_initial_call=True)
+clientside_callback(open_row_js(GRID), Input(GRID, "cellDoubleClicked"), prevent_initial_call=True)
 
 
 @callback(
@@ -432,21 +214,16 @@ def _rows(request, view_data):
         return {"rowData": [], "rowCount": 0}
     sort = grid_sort(request.get("sortModel")) or (view.sort, view.order)
     view = view.with_(sort=sort[0], order=sort[1])
+    flt, seconds = view.response_filter(steps), board().settings.search_seconds
     try:
-        df, count = page_rows(
-            store,
-            view.response_filter(steps),
-            view.sort,
-            view.descending,
-            request["startRow"],
-            request["endRow"],
-            board().settings.search_seconds,
+        df, count = responses.page_rows(
+            store, flt, view.sort, view.descending, request["startRow"], request["endRow"], seconds
         )
     except QueryError:  # an invalid regex is left out of the filter, so this is a stopped search: no rows
         return {"rowData": [], "rowCount": 0}
-    rows = json_rows(df)
+    rows, prefix = responses.json_rows(df), url_prefix()
     for row in rows:
-        row["tokens_href"] = _tokens_href(view, row["sample_id"])
+        row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix)
     return {"rowData": rows, "rowCount": count}
 
 
@@ -463,23 +240,24 @@ def _render(view_data):
     view, store, steps, _ = _decode(view_data)
     if store is None:
         return "", no_update, no_update, "", no_update
+    settings, prefix = board().settings, url_prefix()
     try:
-        order = ordered(
-            store, view.response_filter(steps), view.sort, view.descending, board().settings.search_seconds
+        order = responses.ordered(
+            store, view.response_filter(steps), view.sort, view.descending, settings.search_seconds
         )
         summary = summary_line(
-            order.count, order.scope, _where(view, steps), order.mean_reward, label("reward")
+            order.count, order.scope, view.where(steps), order.mean_reward, label("reward")
         )
         stopped = None
     except SearchStopped as e:
         summary, stopped = "No rows: the text search was stopped.", str(e)
     error = regex_error(view.q) if view.q else None
-    texts = sample_texts(store, view.sample, board().settings.pad_tokens) if view.sample else None
-    panel = text_panel(texts, _text_labels(), _tokens_href(view, view.sample) if texts else None)
+    texts = responses.sample_texts(store, view.sample, settings.pad_tokens) if view.sample else None
+    href = links.row_tokens(view, view.sample, prefix) if texts else None
     return (
         summary,
-        _export_href(view, "csv"),
-        _export_href(view, "jsonl"),
+        links.export(view, "csv", prefix),
+        links.export(view, "jsonl", prefix),
         f"{error}: not applied." if error else (f"{stopped[:1].upper()}{stopped[1:]}." if stopped else ""),
-        panel,
+        text_panel(texts, responses.text_labels(), href),
     )

@@ -6,24 +6,38 @@ run-level bins and a steps x reward-bins heatmap. Clicking a curve point selects
 (reward, reference reward, gain) or a heatmap cell opens the responses behind it.
 """
 
-# No ``from __future__ import annotations`` here: Dash loads page modules without registering them in
-# sys.modules, and dataclasses then cannot resolve string annotations of the view-state fields.
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, Patch, State, callback, clientside_callback, ctx, dcc, html, no_update
 
+from components import compare_views as cv
 from components import figures
-from components.layout import fmt_num, no_runs_state, notices
-from data import curves
+from components.controls import reward_controls, slider_props, step_index, step_text
+from components.format import num, share
+from components.layout import (
+    card,
+    graph,
+    inline_stats,
+    no_runs_state,
+    notices,
+    page_title,
+    stats_bar,
+    url_prefix,
+)
+from components.live import shown_store
+from components.theme import colour
+from data import curves, live
+from data.compare import trainer
+from data.compare.curves import run_frame
 from data.metrics import label
 from data.queries import bar_interval
 from data.service import UnknownRun, board
-from data.views import paths
-from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices, parse_search
-from data.views.paths import shown_run, unknown_run_notice
+from data.trainer_logs import trainer_scalars
+from data.views import links, paths
+from data.views.codec import parse_search
+from data.views.reward import RewardView
 
 dash.register_page(__name__, path=paths.REWARD, name="Reward", title="Reward · RL Logging Board", order=1)
 
@@ -52,63 +66,11 @@ HEATMAP = "reward-heatmap"
 # makes Dash's page router follow it, as after a dcc.Link).
 NAV = "reward-nav"
 HEATMAP_DRAWN = "reward-heatmap-drawn"
+TRAINER = ("reward-trainer", "reward-trainer-notes", "reward-trainer-fig", "reward-agreement")
+
+CONTROL_IDS = {"step": STEP, "step_text": STEP_TEXT, "prev": PREV, "next": NEXT, "band": BAND, "zero": ZERO}
 
 STORE_WAIT_SECONDS = 10.0
-# No mode bar: it covers the legends. Dragging zooms and a double click resets, as in any Plotly chart.
-GRAPH_CONFIG = {"displayModeBar": False, "responsive": True}
-
-
-# ---- view state ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RewardView:
-    """What the URL says: run, selected step (None = the run's last step), spread band, zero shift."""
-
-    run: str | None = None
-    step: int | None = None
-    band: str = curves.DEFAULT_BAND
-    zero: bool = False
-
-    @classmethod
-    def from_query(
-        cls, query: Mapping, runs: list[str], steps_of: Callable[[str], list[int] | None]
-    ) -> tuple["RewardView", list[str]]:
-        """Decode a query (parsed or ``layout(**query)``); bad values fall back with a notice each.
-
-        ``runs`` are the runs under the root (an unknown run falls back to the first one); ``steps_of(run)``
-        gives the run's steps, or None while nothing is ingested (the step is then kept as is).
-        """
-        msgs = key_notices(query, (f.name for f in fields(cls)))
-        asked = first(query, "run")
-        run = shown_run(paths.REWARD, asked, runs)
-        if notice := unknown_run_notice(paths.REWARD, asked, run, runs):
-            msgs.append(notice)
-        step = get_int(query, "step", msgs)
-        if step is not None and run is not None:
-            steps = steps_of(run)
-            if steps is not None and step not in steps:
-                near = curves.nearest_step(steps, step)
-                msgs.append(
-                    f"Run {run!r} has no step {step}: showing step {near}, the nearest one."
-                    if near is not None
-                    else f"Run {run!r} has no steps yet."
-                )
-                step = near
-        band = get_choice(query, "band", curves.BANDS, msgs, curves.DEFAULT_BAND)
-        zero = get_bool(query, "zero", msgs, False)
-        return cls(run, step, band, zero), msgs
-
-    def to_query(self) -> str:
-        """``?run=R&step=S&band=B&zero=1`` without defaults ('' when all are defaults)."""
-        return encode(
-            [
-                ("run", self.run),
-                ("step", self.step),
-                ("band", None if self.band == curves.DEFAULT_BAND else self.band),
-                ("zero", True if self.zero else None),
-            ]
-        )
 
 
 def _store(run: str | None):
@@ -126,147 +88,9 @@ def _steps_of(run: str) -> list[int] | None:
     return None if store is None else curves.step_list(store)
 
 
-def _decode(search_or_query) -> tuple["RewardView", list[str]]:
+def _decode(search_or_query) -> tuple[RewardView, list[str]]:
     query = parse_search(search_or_query) if isinstance(search_or_query, str | None) else search_or_query
     return RewardView.from_query(query, list(board().runs()), _steps_of)
-
-
-def _slider_props(steps: list[int]) -> dict:
-    """max, marks and disabled of the step slider. The slider moves over step *indices* (steps may skip
-    numbers, and Dash's slider takes at most 500 marks); about eight marks are labelled with their step."""
-    if not steps:
-        return {"max": 0, "marks": {}, "disabled": True}
-    every = max(1, -(-len(steps) // 8))
-    idx = sorted(set(range(0, len(steps), every)) | {len(steps) - 1})
-    if len(idx) > 2 and idx[-1] - idx[-2] < every / 2:
-        idx.pop(-2)  # keep the last label from overlapping its neighbour
-    return {"max": len(steps) - 1, "marks": {i: str(steps[i]) for i in idx}, "disabled": False}
-
-
-def _step_index(step: int | None, steps: list[int]) -> int:
-    return steps.index(step) if step in steps else 0
-
-
-def _step_text(step: int | None, steps: list[int]) -> str:
-    if step is None or step not in steps:
-        return "no step"
-    return f"step {step} · {steps.index(step) + 1} of {len(steps)}"
-
-
-def _effective_step(view: RewardView, steps: list[int]) -> int | None:
-    return view.step if view.step is not None else (steps[-1] if steps else None)
-
-
-# ---- layout ----------------------------------------------------------------------------------------------
-
-
-def _card(title_id: str, title: str, body: list, note_id: str | None = None, note=None) -> dbc.Card:
-    head = dbc.CardHeader(html.Span(title, id=title_id), className="fw-semibold py-2 small")
-    content = []
-    if note_id:
-        content.append(html.Div(note, id=note_id, className="text-muted small mb-1"))
-    return dbc.Card([head, dbc.CardBody([*content, *body], className="p-2")], className="h-100 shadow-sm")
-
-
-def _graph(id_: str, height: int = 300) -> dcc.Loading:
-    return dcc.Loading(
-        dcc.Graph(
-            id=id_,
-            figure=figures.empty_figure("Loading…", height),
-            config=GRAPH_CONFIG,
-            style={"height": f"{height}px"},
-        ),
-        type="circle",
-        delay_show=300,
-    )
-
-
-def _controls(view: RewardView, steps: list[int]) -> dbc.Card:
-    slider = _slider_props(steps)
-    return dbc.Card(
-        dbc.CardBody(
-            dbc.Row(
-                [
-                    dbc.Col(
-                        [
-                            html.Div(
-                                [
-                                    dbc.Label("Step", html_for=STEP, className="small text-muted mb-0 me-2"),
-                                    html.Span(
-                                        _step_text(_effective_step(view, steps), steps),
-                                        id=STEP_TEXT,
-                                        className="badge text-bg-primary",
-                                    ),
-                                ],
-                                className="d-flex align-items-center",
-                            ),
-                            html.Div(
-                                [
-                                    dbc.Button(
-                                        html.I(className="bi bi-chevron-left"),
-                                        id=PREV,
-                                        color="light",
-                                        size="sm",
-                                        title="previous step",
-                                        className="me-1",
-                                    ),
-                                    html.Div(
-                                        dcc.Slider(
-                                            id=STEP,
-                                            min=0,
-                                            step=1,
-                                            value=_step_index(_effective_step(view, steps), steps),
-                                            updatemode="mouseup",
-                                            allow_direct_input=False,
-                                            included=False,
-                                            **slider,
-                                        ),
-                                        className="flex-grow-1",
-                                    ),
-                                    dbc.Button(
-                                        html.I(className="bi bi-chevron-right"),
-                                        id=NEXT,
-                                        color="light",
-                                        size="sm",
-                                        title="next step",
-                                        className="ms-1",
-                                    ),
-                                ],
-                                className="d-flex align-items-center",
-                            ),
-                        ],
-                        lg=7,
-                    ),
-                    dbc.Col(
-                        [
-                            dbc.Label("Spread band", html_for=BAND, className="small text-muted mb-1"),
-                            dbc.RadioItems(
-                                id=BAND,
-                                options=[
-                                    {"label": v, "value": k, "input_id": f"{BAND}-{k}"}
-                                    for k, v in curves.BANDS.items()
-                                ],
-                                value=view.band,
-                                inline=True,
-                                className="small",
-                            ),
-                        ],
-                        lg=3,
-                    ),
-                    dbc.Col(
-                        [
-                            dbc.Label("Compare trends", html_for=ZERO, className="small text-muted mb-1"),
-                            dbc.Switch(id=ZERO, label="zero shift", value=view.zero, className="small mb-0"),
-                        ],
-                        lg=2,
-                    ),
-                ],
-                className="g-3 align-items-end",
-            ),
-            className="py-2",
-        ),
-        className="mb-3 shadow-sm",
-    )
 
 
 def layout(**query):
@@ -281,65 +105,47 @@ def layout(**query):
     else:
         msgs += board().failure_notices(view.run)
     curve_cards = [
-        dbc.Col(
-            _card(CURVE_TITLE[k], "", [_graph(CURVE[k])], CURVE_NOTE[k]),
-            lg=6,
-            className="mb-3",
-        )
+        dbc.Col(card(CURVE_TITLE[k], "", [graph(CURVE[k])], CURVE_NOTE[k]), lg=6, className="mb-3")
         for k in CURVE_KEYS
     ]
     hist_cards = [
-        dbc.Col(
-            _card(
-                HIST_TITLE[k],
-                "",
-                [_graph(HIST[k])],
-                HIST_NOTE[k],
-            ),
-            lg=6,
-            className="mb-3",
-        )
-        for k in HIST
+        dbc.Col(card(HIST_TITLE[k], "", [graph(HIST[k])], HIST_NOTE[k]), lg=6, className="mb-3") for k in HIST
     ]
+    step = view.shown_step(steps)
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
             dcc.Location(id=NAV, refresh="callback-nav"),
             dcc.Store(id=RUN, data=view.run),
-            dcc.Store(id=SELECTED, data=_effective_step(view, steps)),
+            dcc.Store(id=SELECTED, data=step),
             dcc.Store(id=CURVES_DRAWN),
+            shown_store("reward", live.shown(view.run, store)),
             dcc.Store(id=HEATMAP_DRAWN),
-            html.Div(
-                [
-                    html.H4("Reward", className="mb-0 me-3"),
-                    html.Span(view.run or "", id=HEADER, className="text-muted"),
-                ],
-                className="d-flex align-items-baseline mb-2",
-            ),
+            page_title("Reward", view.run, HEADER),
             notices(msgs, NOTICES),
-            _controls(view, steps),
+            reward_controls(step, steps, view.band, curves.BANDS, view.zero, CONTROL_IDS),
             dbc.Row(curve_cards, className="g-3"),
-            html.Div(
-                id=STEP_STATS,
-                className="d-flex flex-wrap align-items-baseline bg-white border rounded px-3 py-2 mb-3 shadow-sm",
-            ),
+            stats_bar(STEP_STATS),
             dbc.Row(hist_cards, className="g-3"),
             dbc.Row(
                 dbc.Col(
-                    _card(
-                        "reward-heatmap-title",
-                        _title(
-                            f"{label('reward')} distribution across training: "
-                            "share of each step's responses per bin"
-                        ),
-                        [_graph(HEATMAP, 340)],
-                    ),
+                    card("reward-heatmap-title", curves.HEATMAP_TITLE, [graph(HEATMAP, 340)]),
                     className="mb-3",
                 ),
                 className="g-3",
             ),
+            _trainer_card(view, store),
         ]
     )
+
+
+def _trainer_view(run, store, key):
+    return trainer.run_trainer_view(run, store, board().run_dir(run), run_frame(store), key)
+
+
+def _trainer_card(view: RewardView, store):
+    tv = _trainer_view(view.run, store, view.trainer) if store is not None else None
+    return cv.trainer_card(TRAINER, tv.keys if tv else [], tv.key if tv else None)
 
 
 # ---- callbacks -------------------------------------------------------------------------------------------
@@ -377,36 +183,33 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
     view, msgs = _decode(search)
     store = _store(view.run)
     steps = curves.step_list(store) if store is not None else []
-    current = _effective_step(view, steps)
     if trigger is None or trigger == URL:
         new_view, url_out, notes = view, no_update, notices(msgs + board().failure_notices(view.run)).children
     else:
-        new_step = current
-        if trigger in (PREV, NEXT) and current in steps:
-            i = steps.index(current) + (1 if trigger == NEXT else -1)
-            new_step = steps[min(max(i, 0), len(steps) - 1)]
-        elif trigger == STEP and isinstance(index, int) and 0 <= index < len(steps):
-            new_step = steps[index]
+        new_step = view.shown_step(steps)
+        if trigger in (PREV, NEXT):
+            new_step = view.moved(steps, 1 if trigger == NEXT else -1)
+        elif trigger == STEP:
+            new_step = view.at(steps, index)
         elif trigger in CURVE.values() or (trigger == HEATMAP and _empty_cell(clicks[-1])):
             # A heatmap cell with responses opens them (see _drill); an empty one selects its step.
-            picked = figures.clicked_step(clicks[[*CURVE.values(), HEATMAP].index(trigger)])
-            new_step = picked if picked in steps else current
-        if new_step == current and view.step is None:
-            new_step = None  # still "the last step": the URL keeps following a growing run
-        new_view = replace(view, step=new_step, band=band or view.band, zero=bool(zero))
+            new_step = view.picked(
+                steps, figures.clicked_step(clicks[[*CURVE.values(), HEATMAP].index(trigger)])
+            )
+        new_view = view.with_step(steps, new_step, band=band or view.band, zero=bool(zero))
         url_out = no_update if new_view == view else new_view.to_query()
         notes = no_update if new_view == view else []
-    shown = _effective_step(new_view, steps)
+    shown = new_view.shown_step(steps)
     same_run = new_view.run == run
-    slider = _slider_props(steps)
+    slider = slider_props(steps)
     return (
         url_out,
         no_update if same_run else new_view.run,
         no_update if same_run else (new_view.run or ""),
         notes,
         no_update if shown == selected else shown,
-        no_update if shown == selected and same_run else _step_text(shown, steps),
-        no_update if _step_index(shown, steps) == index else _step_index(shown, steps),
+        no_update if shown == selected and same_run else step_text(shown, steps),
+        no_update if step_index(shown, steps) == index else step_index(shown, steps),
         *((no_update,) * 3 if same_run else (slider["max"], slider["marks"], slider["disabled"])),
         no_update if new_view.band == band else new_view.band,
         no_update if new_view.zero == bool(zero) else new_view.zero,
@@ -436,28 +239,13 @@ def _curves(run, step, band, zero, drawn):
         empty = figures.empty_figure("No data for this run yet.")
         return *([empty] * 4), *("",) * 4, *("",) * 4, None
     panels = {p.key: p for p in curves.run_panels(store, band or curves.DEFAULT_BAND, bool(zero))}
-    figs = [
-        figures.curves_figure(
-            panels[k].series,
-            y_title=panels[k].y_title,
-            selected_step=step,
-            percent=panels[k].percent,
-            empty_message="Not available for this run (see the note above).",
-        )
-        for k in CURVE_KEYS
-    ]
-    return *figs, *(panels[k].title for k in CURVE_KEYS), *(panels[k].note for k in CURVE_KEYS), key
-
-
-def drill_href(run: str, step: int, prefix: str, lo: float, hi: float | None) -> str:
-    """The responses page for one bar: run, step and the bar's interval (``<prefix>_min``/``_max``)."""
-    q = encode([("run", run), ("step", step), (f"{prefix}_min", lo), (f"{prefix}_max", hi)])
-    return dash.get_relative_path(paths.RESPONSES + q)
-
-
-def _title(text: str) -> str:
-    """A sentence-case title from lower-case metric labels (the labels themselves stay exact)."""
-    return text[:1].upper() + text[1:]
+    shown = [panels[k] for k in CURVE_KEYS]
+    return (
+        *(figures.panel_figure(p, step) for p in shown),
+        *(p.title for p in shown),
+        *(p.note for p in shown),
+        key,
+    )
 
 
 def _empty_cell(click) -> bool:
@@ -465,70 +253,8 @@ def _empty_cell(click) -> bool:
     return cell is None or cell.count == 0
 
 
-def _histograms(store, step):
-    """Figures, titles and notes of the two histograms of ``step``."""
-    out_figs, titles, notes = [], [], []
-    for kind in HIST:
-        title = f"{label(kind)} at step {step}"
-        bins = curves.run_bins(store, kind)
-        if not bins.edges:
-            msg = (
-                "No reference reward (ref_reward) in this run, so there is no reward gain."
-                if kind == "reward_gain"
-                else "No finite rewards in this run."
-            )
-            out_figs.append(figures.empty_figure(msg))
-            titles.append(_title(title))
-            notes.append(msg)
-            continue
-        bars = curves.step_bars(store, kind, step)
-        ref = None
-        note = "Bars share the run's bins at every step; click a bar for its responses."
-        if kind == "reward":
-            ref = curves.step_bars(store, kind, step, "ref_reward")
-            if ref.get_column("count").sum() == 0:
-                ref, note = None, curves.NOTE_NO_REF + " " + note
-            else:
-                title = f"{label('reward')} and {label('ref_reward')} at step {step}"
-        out_figs.append(
-            figures.histogram_figure(
-                bars,
-                label=label(kind),
-                color=curves.COLORS["reward"] if kind == "reward" else curves.COLORS["win_rate"],
-                ref_bars=ref,
-                ref_label=label("ref_reward"),
-                signed=kind == "reward_gain",
-                discrete=bins.discrete,
-            )
-        )
-        titles.append(_title(title))
-        notes.append(note)
-    return out_figs, titles, notes
-
-
-def _step_stats(store, step) -> list:
-    stats = [
-        ("step", step),
-        ("responses", curves.summary_value(store, step, "n")),
-        (f"{label('reward')} mean", curves.summary_value(store, step, "reward_mean")),
-        (f"{label('ref_reward')} mean", curves.summary_value(store, step, "ref_reward_mean")),
-        ("win rate", curves.summary_value(store, step, "win_rate")),
-    ]
-    out = []
-    for name, v in stats:
-        if v is None and name != "step":
-            continue
-        text = f"{v:.1%}" if name == "win rate" else str(v) if name == "step" else fmt_num(v)
-        out.append(
-            html.Div(
-                [
-                    html.Span(name, className="text-muted small me-1"),
-                    html.Span(text, className="fw-semibold"),
-                ],
-                className="me-4",
-            )
-        )
-    return out
+def _stat_text(v, kind: str) -> str:
+    return share(v) if kind == "share" else str(v) if kind == "step" else num(v)
 
 
 @callback(
@@ -545,8 +271,14 @@ def _step_view(run, step):
     if store is None or step is None:
         empty = figures.empty_figure("No data for this run yet.")
         return empty, empty, "", "", "", "", []
-    figs, titles, notes = _histograms(store, step)
-    return *figs, *titles, *notes, _step_stats(store, step)
+    hists = curves.histogram_panels(store, step)
+    stats = [(name, _stat_text(v, kind)) for name, v, kind in curves.step_stats(store, step)]
+    return (
+        *(figures.step_histogram_figure(h, label(h.kind), label("ref_reward")) for h in hists),
+        *(h.title for h in hists),
+        *(h.note for h in hists),
+        inline_stats(stats),
+    )
 
 
 @callback(
@@ -573,13 +305,13 @@ def _drill(*args):
         if cell is None or cell.count == 0 or cell.label not in labels:
             return no_update
         lo, hi = bar_interval(list(bins.edges), labels.index(cell.label))
-        return drill_href(run, cell.step, "reward", lo, hi)
+        return links.bar_responses(run, cell.step, "reward", lo, hi, url_prefix())
     kind = next((k for k, v in HIST.items() if v == trigger), None)
     bar = figures.clicked_bar(clicks[list(HIST).index(kind)]) if kind else None
     if bar is None or bar.count == 0 or step is None:
         return no_update
     prefix = "ref" if bar.trace == 1 else curves.HISTOGRAMS[kind][0]
-    return drill_href(run, step, prefix, bar.lo, bar.hi)
+    return links.bar_responses(run, step, prefix, bar.lo, bar.hi, url_prefix())
 
 
 # The responses open at the top of the page, as after following a link (Dash keeps the scroll position).
@@ -607,14 +339,29 @@ def _heatmap(run, step, drawn):
     if store is None:
         return figures.empty_figure("No data for this run yet.", 340), None
     hm = curves.run_heatmap(store, "reward")
-    fig = figures.heatmap_figure(
-        hm.steps,
-        hm.edges,
-        hm.share,
-        hm.count,
-        label=label("reward"),
-        selected_step=step,
-        discrete=hm.discrete,
-        height=340,
-    )
-    return fig, run
+    return figures.heatmap_figure(
+        *hm.arrays(), label=label("reward"), selected_step=step, discrete=hm.discrete, height=340
+    ), run
+
+
+@callback(Output(URL, "search", allow_duplicate=True), Input(TRAINER[0], "value"), State(URL, "search"),
+          prevent_initial_call=True)  # fmt: skip
+def _trainer_key(key, search):
+    """The trainer key picked goes into the URL (the default one is left out)."""
+    view, _ = _decode(search)
+    keys = trainer_scalars(board().run_dir(view.run)).keys() if view.run else []
+    new = replace(view, trainer=None if key == trainer.default_key(keys) else key)
+    return no_update if new == view else new.to_query()
+
+
+@callback(*(Output(TRAINER[i], p) for i, p in ((2, "figure"), (1, "children"), (3, "children"))),
+          Input(RUN, "data"), Input(TRAINER[0], "value"))  # fmt: skip
+def _trainer(run, key):
+    """The run's trainer scalar over steps, what its logs leave out, and its agreement checks."""
+    store = _store(run)
+    if store is None:
+        return figures.empty_figure("No data for this run yet.", 280), None, None
+    tv = _trainer_view(run, store, key)
+    lines = [(ln.run, colour("reward"), ln.frame) for ln in tv.overlay.lines] if tv.overlay else []
+    checks = [(run, colour("reward"), [c.as_row() for c in tv.checks])]
+    return cv.trainer_outputs(lines, tv.key, "step", False, [n.text for n in tv.notes], checks, TRAINER[3])

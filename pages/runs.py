@@ -1,178 +1,47 @@
-"""Runs page (``/``): every run under the rollout root with its size, freshness and data health."""
+"""Runs page (``/``): every run under the rollout root with its size, freshness, data health, headline
+figures and a reward sparkline; tick runs to open them side by side on the compare page."""
 
 from __future__ import annotations
 
 import time
-from datetime import datetime
 
 import dash
 import dash_bootstrap_components as dbc
-import polars as pl
-from dash import Input, Output, callback, dcc, html
+from dash import ALL, Input, Output, State, callback, dcc, html
 
-from components.layout import access_problem, fmt_num, no_runs_state, progress
+from components import run_cards as rc
+from components.layout import access_problem, no_runs_state, progress, url_prefix
 from data.access import AGAIN, Unreadable
+from data.runs_overview import run_files_summary, run_headline, run_health
 from data.service import board
-from data.store import run_file_stats
 from data.store.reading import understood
-from data.views import paths
-from data.views.codec import encode
+from data.views import links, paths
 
 dash.register_page(__name__, path=paths.RUNS, name="Runs", title="Runs · RL Logging Board", order=0)
 
 RUNS_TABLE = "runs-table"
 RUNS_TICK = "runs-tick"
-MAX_LISTED_ISSUES = 200
+PICK = "runs-pick"  # pattern id {"type": PICK, "run": name}: a run's checkbox
+PICKED = "runs-picked"  # the runs ticked, in the page's order (kept through the tick's redraws)
+COMPARE = "runs-compare"
 FIRST_ANSWER_SECONDS = 5.0
-# One example location per kind of note: "rank0.jsonl:17 (logprobs 8, values 9)".
-_EXAMPLE = pl.format("{}:{} ({})", "source", "line", pl.col("detail").fill_null("")).first()
-
-
-def _step_range(steps) -> str:
-    """First and last step: ``1–25``, or ``-25 to -1`` where a dash would read as a minus sign."""
-    lo, hi = steps.min(), steps.max()
-    return f"{lo} to {hi}" if lo < 0 else f"{lo}–{hi}"
+PAGE_LINKS = {"reward": paths.REWARD, "responses": paths.RESPONSES, "prompts": paths.PROMPTS}
 
 
 def layout(**query):
+    table = runs_overview()
+    # Redrawn every 2 s only while a run is being read: a redraw with nothing new would race with a
+    # click on a run's checkbox.
+    busy = any(board().status(r).running for r in board().runs())
     return html.Div(
         [
             html.H4("Runs", className="mb-1"),
             html.P(id="runs-root", className="text-muted small", children=f"Rollout root: {board().root}"),
-            dcc.Interval(id=RUNS_TICK, interval=2000, n_intervals=0, disabled=False),
-            html.Div(id=RUNS_TABLE, children=runs_overview()),
+            dcc.Interval(id=RUNS_TICK, interval=2000, n_intervals=0, disabled=not busy),
+            dcc.Store(id=PICKED, data=[]),
+            rc.compare_bar(COMPARE, links.compare([], url_prefix())),
+            html.Div(id=RUNS_TABLE, children=table),
         ]
-    )
-
-
-def _age(ts: float | None) -> str:
-    if not ts:
-        return "–"
-    s = max(0, time.time() - ts)
-    when = datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
-    for unit, n in (("d", 86400), ("h", 3600), ("min", 60)):
-        if s >= n:
-            return f"{when} ({s / n:.0f} {unit} ago)"
-    return f"{when} ({s:.0f} s ago)"
-
-
-def _issues_block(store) -> html.Div | None:
-    issues = store.issues()
-    if issues.height == 0:
-        return None
-    errors = issues.filter(issues["severity"] != "note")
-    notes = issues.filter(issues["severity"] == "note")
-    blocks = []
-    if errors.height:
-        rows = [
-            html.Tr(
-                [
-                    html.Td(r["source"]),
-                    html.Td(r["line"]),
-                    html.Td(r["severity"]),
-                    html.Td(r["reason"]),
-                    html.Td(html.Code(r["detail"] or "")),
-                ]
-            )
-            for r in errors.head(MAX_LISTED_ISSUES).iter_rows(named=True)
-        ]
-        more = f" (first {MAX_LISTED_ISSUES} shown)" if errors.height > MAX_LISTED_ISSUES else ""
-        blocks.append(
-            html.Details(
-                [
-                    html.Summary(f"{errors.height} unusable line(s){more}", className="text-danger"),
-                    dbc.Table(
-                        [
-                            html.Thead(
-                                html.Tr([html.Th(h) for h in ("file", "line", "status", "reason", "text")])
-                            ),
-                            html.Tbody(rows),
-                        ],
-                        size="sm",
-                        className="mt-2 small",
-                    ),
-                ]
-            )
-        )
-    if notes.height:
-        summary = (
-            notes.group_by("reason")
-            .agg(pl.len().alias("n"), _EXAMPLE.alias("example"))
-            .sort("n", descending=True)
-        )
-        blocks.append(
-            html.Details(
-                [
-                    html.Summary(
-                        f"{notes.height} data-quality note(s): lines kept", className="text-secondary"
-                    ),
-                    html.Ul(
-                        [
-                            html.Li(f"{r['reason']}: {r['n']} line(s), e.g. {r['example']}")
-                            for r in summary.iter_rows(named=True)
-                        ],
-                        className="small mt-2",
-                    ),
-                ]
-            )
-        )
-    return html.Div(blocks)
-
-
-FIELDS_SHOWN = 20  # names listed per kind of field; the rest are counted
-
-
-def _fields_block(store, name: str) -> html.Div | None:
-    """What the files hold beyond the contract's fields, and where it is shown (or that it is not read)."""
-    kinds = [
-        ("extra columns", store.extra_columns(), "in the responses table"),
-        (
-            "per-token fields of the trainer",
-            store.token_extras(),
-            "on the token page, where not longer than the response",
-        ),
-        (
-            "not read",
-            store.manifest.data.get("ignored_fields", []),
-            "not a number, a text or a list of numbers",
-        ),
-    ]
-    lines = []
-    for kind, names, where in kinds:
-        if not names:
-            continue
-        shown = ", ".join(names[:FIELDS_SHOWN]) + (
-            f" and {len(names) - FIELDS_SHOWN} more" if len(names) > FIELDS_SHOWN else ""
-        )
-        lines.append(
-            html.Div(
-                [
-                    html.Span(f"{kind}: ", className="text-muted"),
-                    html.Span(shown),
-                    html.Span(f" ({where})", className="text-muted"),
-                ],
-                id=f"runs-{kind.split()[0]}-{name}",
-            )
-        )
-    return html.Div(lines, className="small mb-2") if lines else None
-
-
-def _reading_block(store, name: str) -> html.Details:
-    """What the board understood of the run's files (computed in data.store.reading): the dialect it read
-    them as, shown; how their fields were mapped, what else it noted and what it did not read, on a click."""
-    u = understood(store)
-    read_as = "; ".join(f"{title}: {text}" for title, text in u.read_as) or "–"
-    items = [html.Li(m) for m in u.mapping] + [html.Li(n) for n in u.notes]
-    items += [html.Li(f"Not read: {t}", className="text-danger") for t in u.not_read]
-    return html.Details(
-        [
-            html.Summary(
-                [html.Span("read as ", className="text-muted"), html.Span(read_as, id=f"runs-read-as-{name}")]
-            ),
-            html.Ul(items, className="small mt-1 mb-1", id=f"runs-reading-{name}"),
-        ],
-        className="small mb-2",
-        open=bool(u.not_read),
     )
 
 
@@ -183,7 +52,7 @@ def _problem_box(problem, id_: str):
     return access_problem(problem.headline, problem.detail, fixes, AGAIN, items, id_, collapsed=bool(items))
 
 
-def runs_overview() -> html.Div:
+def runs_overview(picked: list[str] | None = None) -> html.Div:
     b = board()
     scan = b.scan()
     if scan.problem is not None:
@@ -197,95 +66,40 @@ def runs_overview() -> html.Div:
     )
     if not runs:
         return html.Div(unreadable) if unreadable else no_runs_state(b.root)
-    cards = []
+    cards, prefix = [], url_prefix()
     # Small runs are ready within the first answer; a page over many or big runs must not wait for them
     # all (10 s each before): past this budget, cards show progress and the tick fills them in.
     deadline = time.monotonic() + FIRST_ANSWER_SECONDS
     for name, run_dir in runs.items():
         store = b.store(name, wait=max(0.0, deadline - time.monotonic()))
         status = b.status(name)
-        files = run_file_stats(run_dir, scan.split(name))
-        last = max((st.st_mtime for _, st in files), default=None)
-        size = sum(st.st_size for _, st in files)
         body = []
         if status.running and status.total:
-            body.append(
-                progress(
-                    status.fraction, f"Ingesting: {status.done / 1e6:.0f} of {status.total / 1e6:.0f} MB"
-                )
-            )
+            body.append(progress(status.fraction, rc.ingest_text(status.done, status.total)))
         if status.error:
             body.append(dbc.Alert(f"Ingest failed: {status.error}", color="danger", className="py-2"))
         if store is not None:
-            steps = store.steps()
-            n = int(steps.get_column("n").sum()) if steps.height else 0
-            errors = sum(p["errors"] for p in store.manifest.data["parts"].values())
-            pending = len(store.manifest.data.get("pending", {}))
-            step_range = _step_range(steps.get_column("step")) if steps.height else "–"
-            stats = [
-                ("files", f"{len(files)} ({size / 1e6:.1f} MB)"),
-                ("samples", fmt_num(n)),
-                ("steps", f"{steps.height} ({step_range})"),
-                ("last update", _age(last)),
-                ("bad lines", str(errors + pending)),
-            ]
-            body.append(
-                html.Div(
-                    [
-                        html.Div(
-                            [
-                                html.Div(k, className="text-muted small"),
-                                html.Div(v, className="fw-semibold", id=f"runs-{k.replace(' ', '-')}-{name}"),
-                            ],
-                            className="me-4",
-                        )
-                        for k, v in stats
-                    ],
-                    className="d-flex flex-wrap mb-2",
-                )
-            )
-            body.append(_reading_block(store, name))
-            fields = _fields_block(store, name)
-            if fields is not None:
-                body.append(fields)
-            issues = _issues_block(store)
-            if issues is not None:
-                body.append(issues)
+            health = run_health(store)
+            head = []
+            if health.steps:
+                h = run_headline(name, store)
+                best = f"best (step {h.reward_best_step})" if h.reward_best is not None else "best"
+                figures = [("reward, last step", h.reward_last), (best, h.reward_best),
+                           ("KL per token (k3), last step", h.kl_last)]  # fmt: skip
+                head = rc.headline(name, figures, h.steps, h.rewards)
+            body.append(rc.run_stats(name, run_files_summary(run_dir, scan.split(name)), health, head))
+            u = understood(store)
+            read_as = "; ".join(f"{title}: {text}" for title, text in u.read_as) or "–"
+            body.append(rc.reading_block(name, read_as, [*u.mapping, *u.notes], u.not_read))
+            body.append(rc.fields_block(name, health.fields))
+            body.append(rc.issues_block(health.errors, health.n_errors, health.notes, health.n_notes))
             if store.unreadable():
-                body.append(
-                    _problem_box(
-                        Unreadable.of(run_dir, "file", store.unreadable()), f"runs-unreadable-{name}"
-                    )
-                )
-        query = encode([("run", name)])  # percent-encoded: "c#d", "x&run=y", "%2e%2e" are run names too
+                problem = Unreadable.of(run_dir, "file", store.unreadable())
+                body.append(_problem_box(problem, f"runs-unreadable-{name}"))
+        hrefs = {k: links.run_page(path, name, prefix) for k, path in PAGE_LINKS.items()}
+        pick = {"type": PICK, "run": name}
         cards.append(
-            dbc.Card(
-                dbc.CardBody(
-                    [
-                        html.Div(
-                            [
-                                html.H5(
-                                    dcc.Link(name, href=dash.get_relative_path(paths.REWARD + query)),
-                                    className="mb-2 me-3",
-                                ),
-                                dcc.Link(
-                                    "responses",
-                                    href=dash.get_relative_path(paths.RESPONSES + query),
-                                    className="small me-2",
-                                ),
-                                dcc.Link(
-                                    "prompts",
-                                    href=dash.get_relative_path(paths.PROMPTS + query),
-                                    className="small",
-                                ),
-                            ],
-                            className="d-flex align-items-baseline",
-                        ),
-                        *body,
-                    ]
-                ),
-                className="mb-3",
-            )
+            rc.run_card(name, hrefs, [p for p in body if p is not None], pick, name in (picked or []))
         )
     return html.Div(cards + unreadable)
 
@@ -294,10 +108,26 @@ def runs_overview() -> html.Div:
     Output(RUNS_TABLE, "children"),
     Output(RUNS_TICK, "disabled"),
     Input(RUNS_TICK, "n_intervals"),
+    State(PICKED, "data"),
     prevent_initial_call=True,
 )
-def _tick(_n):
-    """Redraw while an ingest is under way; stop polling once every run is committed."""
+def _tick(_n, picked):
+    """Redraw while an ingest is under way (the runs ticked stay ticked); stop polling once every run is
+    committed."""
     b = board()
     busy = any(b.status(r).running for r in b.runs())
-    return runs_overview(), not busy
+    return runs_overview(picked), not busy
+
+
+@callback(
+    Output(PICKED, "data"),
+    Output(COMPARE, "href"),
+    Output(COMPARE, "className"),
+    Output(COMPARE, "children"),
+    Input({"type": PICK, "run": ALL}, "value"),
+    State({"type": PICK, "run": ALL}, "id"),
+)
+def _pick(values, ids):
+    """The runs ticked, in the page's order, and the compare link for them (disabled below two)."""
+    picked = [i["run"] for i, v in zip(ids, values, strict=True) if v]
+    return picked, links.compare(picked, url_prefix()), *rc.compare_link(len(picked))

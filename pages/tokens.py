@@ -7,55 +7,23 @@ the top tokens by |log-ratio| and by KL. Previous / next go through the response
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import replace
-from urllib.parse import urlencode
 
 import dash
-import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
-from components.layout import empty_state, fmt_num, no_runs_state, notices, progress, stat, unknown_run_state
-from components.token_view import (
-    POSITION_FIGURE_HEIGHT,
-    colour_stops,
-    file_fields_figure,
-    highlight_js,
-    legend,
-    logprob_figure,
-    strip_data,
-    strip_js,
-    token_reward_figure,
-    top_table,
-    value_figure,
-)
-from data.metrics import METRICS, label
-from data.metrics.token import file_column
+from components import token_page as tp
+from components.controls import token_controls
+from components.layout import empty_state, no_runs_state, notices, progress, unknown_run_state, url_prefix
+from components.live import shown_store
+from components.token_view import POSITION_FIGURE_HEIGHT, highlight_js, strip_js
+from data import live, tokens
 from data.service import board
-from data.tokens import (
-    DEFAULT_METRIC,
-    HOVER_METRICS,
-    METRIC_FIELDS,
-    STRIP_METRICS,
-    TOP_K,
-    TokensState,
-    TokenView,
-    file_field_of,
-    file_label,
-    first_sample,
-    hover_metrics,
-    is_file_metric,
-    metric_available,
-    metric_label,
-    scale_range,
-    strip_pad_text,
-    token_view,
-    top_tokens,
-    visible_tokens,
-)
-from data.views import paths
+from data.views import links, paths
+from data.views import tokens as views
 from data.views.codec import parse_search
 from data.views.paths import shown_run, unknown_run_notice
+from data.views.tokens import DEFAULT_METRIC, TokensState
 
 dash.register_page(__name__, path=paths.TOKENS, name="Tokens", title="Tokens · RL Logging Board", order=3)
 
@@ -81,138 +49,61 @@ MISSING_NOTE = "tokens-missing"  # one line per part hidden for a missing field
 COUNT = "tokens-count"
 TEXT = "tokens-text-{}"  # prompt / response / reference
 STORE_WAIT = 10.0
-
-# Why a part of the page is hidden, per missing field.
-MISSING = {
-    "logprobs": "No logprobs in this response: probabilities, log-ratio, KL and the log-prob chart are hidden.",
-    "ref_logprobs": "No ref_logprobs in this response: reference probability, log-ratio and KL are hidden.",
-    "values": "No values (no critic, e.g. GRPO) in this response: critic value, value error and the critic chart are hidden.",
-    "token_rewards": "No token_rewards in this response: token reward, return, value error and their charts are hidden.",
-    "response_tokens": "No response_tokens in this response: positions are shown as □.",
-}
-
-
-# ---- layout ----------------------------------------------------------------------------------------------
+CONTROL_IDS = {"metric": METRIC, "pads": PADS}
+NAV_IDS = {"prev": PREV, "next": NEXT, "back": BACK}
+STRIP_IDS = {"count": COUNT, "data": STRIP_DATA, "strip": STRIP}
 
 
 def layout(**query):
     state, notes = TokensState.from_query(query)
+    body = _body(state, notes)  # first: it waits for the run's first read
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
             dcc.Store(id=VIEW, data=state.to_query()),
             dcc.Store(id=STRIP_DONE),
             dcc.Store(id=HOVER),
-            html.Div(_body(state, notes), id=BODY),
+            html.Div(body, id=BODY),
+            shown_store("tokens", live.shown(shown_run(paths.TOKENS, state.run, board().runs()))),
         ]
     )
 
 
-def _labels() -> dict[str, str]:
-    return {k: label(k) for k in HOVER_METRICS}
-
-
-def _controls(
-    state: TokensState,
-    fields: frozenset[str] | None,
-    file_fields: tuple[str, ...] = (),
-    overlong: frozenset[str] = frozenset(),
-) -> html.Div:
-    """Metric picker and pad switch; hidden (but present, so the sync callback always has its inputs)
-    when there is no token to colour. The picker also offers the trainer's own per-token fields (not
-    those in ``overlong``, longer than the response)."""
-    options = [
-        {
-            "label": label(m)
-            if fields is None or metric_available(m, fields)
-            else f"{label(m)} (not in this response)",
-            "value": m,
-            "disabled": fields is not None and not metric_available(m, fields),
-        }
-        for m in STRIP_METRICS
-    ]
-    options += [{"label": file_label(f), "value": file_column(f)} for f in file_fields]
-    if is_file_metric(state.metric) and state.metric not in {o["value"] for o in options}:
-        why = (
-            "longer than the response" if file_field_of(state.metric) in overlong else "not in this response"
+def _controls(state: TokensState, view: tokens.TokenView | None = None):
+    """The metric picker and pad switch: hidden without a response's token fields to colour by."""
+    if view is None or not view.fields:
+        return token_controls(
+            tokens.metric_options(state.metric, None), state.metric, state.pads, False, CONTROL_IDS
         )
-        gone = f"{metric_label(state.metric)} ({why})"
-        options.append({"label": gone, "value": state.metric, "disabled": True})
-    return html.Div(
-        [
-            html.Span("colour by", className="small text-muted me-2 fw-normal"),
-            dcc.Dropdown(
-                id=METRIC,
-                options=options,
-                value=state.metric,
-                clearable=False,
-                searchable=False,
-                style={"width": "15rem", "fontSize": "0.85rem", "fontWeight": "normal"},
-            ),
-            dbc.Switch(
-                id=PADS, label="show pad tokens", value=state.pads, className="small mb-0 ms-3 fw-normal"
-            ),
-        ],
-        # Bootstrap's d-flex is !important: hiding needs its d-none, not an inline style.
-        className="d-flex align-items-center" if fields else "d-none",
-    )
-
-
-def _href(path: str, query: str) -> str:
-    return dash.get_relative_path(path) + query
-
-
-def _resolve(state: TokensState) -> tuple[TokensState, TokenView | None, str | None]:
-    """``state`` with the run and sample it shows filled in (first run, first response when absent), the
-    response's token view, and why there is none: "no-runs", "unknown-run", "ingesting", "empty",
-    "unknown-sample" (None when there is a view)."""
-    b = board()
-    runs = b.runs()
-    if not runs:
-        return state, None, "no-runs"
-    run = shown_run(paths.TOKENS, state.run, runs)
-    if run is None:
-        return state, None, "unknown-run"
-    state = replace(state, run=run)
-    store = b.store(state.run, wait=STORE_WAIT)
-    if store is None:
-        return state, None, "ingesting"
-    if state.sample is None:
-        first = first_sample(store)
-        if first is None:
-            return state, None, "empty"
-        state = replace(state, sample=first)
-    view = token_view(store, state.sample, b.settings.pad_tokens)
-    return state, view, (None if view is not None else "unknown-sample")
+    overlong = frozenset(name for name, _, _ in view.overlong)
+    options = tokens.metric_options(state.metric, view.fields, view.file_fields, overlong)
+    return token_controls(options, state.metric, state.pads, True, CONTROL_IDS)
 
 
 def _body(state: TokensState, notes: list[str]) -> list:
     """Everything below the navbar for ``state``: a response, or a notice saying why there is none."""
     b = board()
     chosen = state.sample is not None
-    state, view, problem = _resolve(state)
+    state, view, problem = views.resolve(state, b, STORE_WAIT)
     run = state.run
-    hidden = _controls(state, None)
-    back_href = _href(paths.RESPONSES, "?" + (state.back or urlencode({"run": run or ""})))
-    if problem == "no-runs":
-        return [
-            hidden,
-            no_runs_state(b.root, b.scan().trouble),
-        ]
-    if problem == "unknown-run":
+    hidden = _controls(state)
+    back_href = links.responses_back(state.back, run, url_prefix())
+    if problem == views.NO_RUNS:
+        return [hidden, no_runs_state(b.root, b.scan().trouble)]
+    if problem == views.UNKNOWN_RUN:
         notice = unknown_run_notice(paths.TOKENS, run, None, b.runs())
         return [hidden, notices([*notes, notice], NOTICES), unknown_run_state()]
-    if problem == "ingesting":
+    if problem == views.INGESTING:
         status = b.status(run)
         return [hidden, progress(status.fraction, b.reading_text(run), failed=status.error is not None)]
-    if problem == "empty":
-        unusable = b.failure_notices(run)
+    if problem == views.EMPTY:
+        unusable = board().failure_notices(run)  # a run of only bad lines says so, and where to see why
         return [
             hidden,
             notices([*notes, *unusable], NOTICES),
             empty_state("No responses in this run yet", run),
         ]
-    if problem == "unknown-sample":
+    if problem == views.UNKNOWN_SAMPLE:
         return [
             hidden,
             notices([*notes, f"Unknown response {state.sample!r} in run {run!r}."], NOTICES),
@@ -227,240 +118,66 @@ def _body(state: TokensState, notes: list[str]) -> list:
     return _response(state, view, notes, back_href)
 
 
-def _nav(state: TokensState, view: TokenView, back_href: str) -> html.Div:
-    nav = view.nav
+def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back_href: str) -> list:
+    info, nav, prefix = view.info, view.nav, url_prefix()
 
-    def link(text, sample, id_):
+    def neighbour(sample):
         if sample is None:
-            return dbc.Button(text, id=id_, size="sm", color="secondary", outline=True, disabled=True)
-        href = _href(paths.TOKENS, replace(state, sample=sample).to_query())
-        return dcc.Link(dbc.Button(text, size="sm", color="secondary", outline=True), href=href, id=id_)
+            return None
+        return links.tokens(
+            state.run, sample, state.back, metric=state.metric, pads=state.pads, prefix=prefix
+        )
 
     where = (
         f"response {nav.index + 1} of {nav.count} in step {nav.step} (file order)" if nav.index >= 0 else ""
     )
-    return html.Div(
-        [
-            link("← previous", nav.prev_id, PREV),
-            link("next →", nav.next_id, NEXT),
-            html.Span(where, className="small text-muted mx-2"),
-            dcc.Link("back to the responses", href=back_href, id=BACK, className="small ms-auto"),
-        ],
-        className="d-flex align-items-center gap-2 mb-2",
-    )
-
-
-def _texts(view: TokenView, show_pads: bool, pad_tokens) -> dbc.Row:
-    info = view.info
-
-    def text(t):
-        return t if show_pads else strip_pad_text(t, pad_tokens)
-
-    cols = [("prompt", info.get("prompt")), ("response", info.get("response"))]
-    if info.get("ref_response") is not None:
-        cols.append(("reference response", info.get("ref_response")))
-    return dbc.Row(
-        [
-            dbc.Col(
-                [
-                    html.Div(name, className="small text-muted"),
-                    html.Div(text(t) or "", className="text-block", id=TEXT.format(name.split()[0])),
-                ],
-                lg=12 // len(cols),
-                className="mb-2",
-            )
-            for name, t in cols
-        ],
-        className="g-2",
-    )
-
-
-def _response(state: TokensState, view: TokenView, notes: list[str], back_href: str) -> list:
-    info, fields = view.info, view.fields
-    pad_tokens = board().settings.pad_tokens
-    labels = _labels()
-    stats = [
-        stat(label("reward"), fmt_num(info.get("reward"))),
-        stat(label("ref_reward"), fmt_num(info.get("ref_reward"))),
-        stat(label("reward_gain"), fmt_num(info.get("reward_gain"))),
-        stat(label("kl_mean"), fmt_num(info.get("kl_mean"))),
-        stat(label("kl_sum"), fmt_num(info.get("kl_sum"))),
-        stat(label("response_length"), fmt_num(info.get("response_length"))),
-    ]
-    header = html.Div(
-        [
-            html.H4("Response", className="mb-0 me-3"),
-            html.Code(state.sample, className="me-3"),
-            html.Span(
-                f"{state.run} · step {info.get('step')} · {info.get('source')}:{info.get('line')}",
-                className="text-muted small",
-            ),
-        ],
-        className="d-flex align-items-baseline flex-wrap mb-2",
-    )
     out = [
         notices([*notes, *board().failure_notices(state.run)], NOTICES),
-        header,
-        _nav(state, view, back_href),
-        html.Div(stats, className="d-flex flex-wrap mb-2 numeric", id=STATS),
-        _texts(view, state.pads, pad_tokens),
+        tp.header(
+            state.sample, f"{state.run} · step {info.get('step')} · {info.get('source')}:{info.get('line')}"
+        ),
+        tp.nav(neighbour(nav.prev_id), neighbour(nav.next_id), where, back_href, NAV_IDS),
+        tp.key_figures(tokens.key_figures(view), STATS),
+        tp.texts(tokens.response_texts(view, state.pads, board().settings.pad_tokens), TEXT),
     ]
-    if not fields:
-        out.append(_controls(state, None))
-        out.append(
-            html.P(
-                "This response has no token-level fields (response_tokens, logprobs, ref_logprobs, values, "
-                "token_rewards): the token strip, charts and top-token tables are hidden.",
-                className="small text-muted",
-                id=MISSING_NOTE,
-            )
-        )
-        return out
-    missing = [MISSING[f] for f in MISSING if f not in fields]
-    overlong = {name: (n, tokens) for name, n, tokens in view.overlong}
-    missing += [
-        f"{file_label(name)} has {n} values for {tokens} tokens: longer than the response, so it is not drawn "
-        "(it likely covers the prompt too)."
-        for name, (n, tokens) in overlong.items()
-    ]
-    metric = state.metric
-    if not metric_available(metric, fields, view.file_fields):
-        fallback = next((m for m in STRIP_METRICS if metric_available(m, fields)), None)
-        name = file_field_of(metric)
-        if name in overlong:
-            lack = f"{file_label(name)} is longer than the response"
-        elif name is not None:
-            lack = f"This response has no per-token field {name!r} of the trainer"
-        else:
-            lack = (
-                f"{label(metric)} needs {', '.join(METRIC_FIELDS[metric])}, which this response does not have"
-            )
-        missing.insert(0, lack + (f": coloured by {label(fallback)} instead." if fallback else "."))
-        metric = fallback
-    shown = visible_tokens(view.tokens, state.pads)
-    hidden = view.tokens.height - shown.height
-    out.append(
-        html.Div(
-            [html.Div(m, className="small text-muted") for m in missing],
-            id=MISSING_NOTE,
-            className="mb-2",
-        )
-    )
-    hover = [(m, label(m)) for m in hover_metrics(fields)]
-    hover += [(file_column(f), file_label(f)) for f in view.file_fields]
-    out.append(
-        _strip_card(
-            shown, metric, hidden, hover, _controls(state, fields, view.file_fields, frozenset(overlong))
-        )
-    )
-    # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
-    # drawing three 4,000-point charts would otherwise hold the strip back.
-    out.append(html.Div(id=CHARTS, style={"minHeight": f"{POSITION_FIGURE_HEIGHT + 10}px"}))
-    out.append(_tables(view, fields, labels))
-    return out
-
-
-def _strip_card(shown, metric: str | None, hidden: int, hover: list, controls) -> dbc.Card:
-    count = f"{shown.height} tokens" + (f", {hidden} pad position(s) hidden" if hidden else "")
-    if metric is None:
-        lo, hi, stops, signed = 0.0, 1.0, colour_stops("prob", False), False
-        data_metric = "__none__"
-        key_legend = html.Span("no metric to colour by", className="small text-muted")
-    else:
-        signed = METRICS[metric].signed if metric in METRICS else True  # a field of the trainer's own
-        lo, hi = scale_range(metric, shown.get_column(metric))
-        stops = colour_stops(metric, signed)
-        data_metric = metric
-        key_legend = legend(metric_label(metric), lo, hi, stops, signed)
-    key = uuid.uuid4().hex[:12]
-    return dbc.Card(
-        [
-            dbc.CardHeader(
-                html.Div(
-                    [
-                        html.Span("Tokens", className="me-2"),
-                        html.Span(count, className="small text-muted fw-normal me-4", id=COUNT),
-                        controls,
-                        html.Div(key_legend, className="ms-auto"),
-                    ],
-                    className="d-flex align-items-center flex-wrap gap-2",
-                )
-            ),
-            dbc.CardBody(
-                [
-                    dcc.Store(id=STRIP_DATA, data=strip_data(shown, data_metric, lo, hi, stops, key, hover)),
-                    html.Div(
-                        id=STRIP,
-                        className="token-strip text-block",
-                        style={"maxHeight": "22rem"},
-                        **{"data-key": key},
-                    ),
-                    html.Div(
-                        "Hover a token for all its values; hover a chart to find its token here.",
-                        className="small text-muted mt-1",
-                    ),
-                ]
-            ),
+    if not view.fields:
+        return [
+            *out,
+            _controls(state),
+            html.P(tokens.NO_TOKEN_FIELDS, className="small text-muted", id=MISSING_NOTE),
         ]
+    metric, lacks = tokens.strip_metric(view, state.metric)
+    shown = tokens.visible_tokens(view.tokens, state.pads)
+    scale = (
+        (*tokens.scale_range(metric, shown.get_column(metric)), tokens.metric_signed(metric))
+        if metric
+        else None
     )
-
-
-def _charts(shown, fields: frozenset[str], labels: dict, file_fields: tuple[str, ...] = ()) -> dbc.Row:
-    """The per-position charts the response's fields allow (none without log-probs / token rewards /
-    per-token fields of the trainer's own)."""
-    charts = []
-    if "logprobs" in fields:
-        charts.append(("logprob", logprob_figure(shown, labels)))
-    if "values" in fields and "token_rewards" in fields:
-        charts.append(("value", value_figure(shown, labels)))
-    if "token_rewards" in fields:
-        charts.append(("token_reward", token_reward_figure(shown, labels)))
-    if file_fields:
-        charts.append(("file", file_fields_figure(shown, file_fields)))
-    if not charts:
-        return dbc.Row()
-    return dbc.Row(
-        [
-            dbc.Col(
-                dcc.Graph(
-                    id={"type": CHART, "name": name},
-                    figure=fig,
-                    config={"displayModeBar": False},
-                    clear_on_unhover=True,
-                ),
-                xl=12 // len(charts),
-                lg=12,
-                className="mb-2",
-            )
-            for name, fig in charts
-        ],
-        className="g-2",
+    label = tokens.metric_label(metric) if metric else ""
+    hidden = view.tokens.height - shown.height
+    strip = tp.strip_card(
+        shown, metric, label, scale, hidden, tokens.hover_columns(view), _controls(state, view), STRIP_IDS
     )
-
-
-def _tables(view: TokenView, fields: frozenset[str], labels: dict) -> dbc.Row:
-    if not metric_available("kl", fields):
-        return dbc.Row()
-    return dbc.Row(
-        [
-            dbc.Col(
-                top_table(
-                    top_tokens(view.tokens, "log_ratio"),
-                    f"Top {TOP_K} tokens by |{labels['log_ratio']}|",
-                    labels,
-                    TOP_LOG_RATIO,
-                ),
-                lg=6,
+    labels = tokens.metric_labels()
+    tables = []
+    if tokens.metric_available("kl", view.fields):
+        tables = [
+            (
+                tokens.top_tokens(view.tokens, "log_ratio"),
+                f"Top {tokens.TOP_K} tokens by |{labels['log_ratio']}|",
+                TOP_LOG_RATIO,
             ),
-            dbc.Col(
-                top_table(
-                    top_tokens(view.tokens, "kl"), f"Top {TOP_K} tokens by {labels['kl']}", labels, TOP_KL
-                ),
-                lg=6,
-            ),
-        ],
-        className="g-3 mt-1",
-    )
+            (tokens.top_tokens(view.tokens, "kl"), f"Top {tokens.TOP_K} tokens by {labels['kl']}", TOP_KL),
+        ]
+    return [
+        *out,
+        tp.notes(lacks, MISSING_NOTE),
+        strip,
+        # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
+        # drawing three 4,000-point charts would otherwise hold the strip back.
+        html.Div(id=CHARTS, style={"minHeight": f"{POSITION_FIGURE_HEIGHT + 10}px"}),
+        tp.top_tables(tables, labels),
+    ]
 
 
 # ---- callbacks -------------------------------------------------------------------------------------------
@@ -498,10 +215,12 @@ def _sync(search, metric, pads, shown):
 def _fill_charts(_done, shown):
     """Per-position charts of the response the body shows, drawn once its strip is filled."""
     state, _ = TokensState.from_query(parse_search(shown))
-    state, view, problem = _resolve(state)
+    state, view, _ = views.resolve(state, board(), STORE_WAIT)
     if view is None:
         return None
-    return _charts(visible_tokens(view.tokens, state.pads), view.fields, _labels(), view.file_fields)
+    visible = tokens.visible_tokens(view.tokens, state.pads)
+    fields_of_file = tokens.file_field_columns(view.file_fields)
+    return tp.charts(visible, view.fields, tokens.metric_labels(), fields_of_file, CHART)
 
 
 clientside_callback(strip_js(STRIP), Output(STRIP_DONE, "data"), Input(STRIP_DATA, "data"))

@@ -87,27 +87,42 @@ def _issue_frame(issues: list[dict], rel: str) -> pl.DataFrame:
     return pl.DataFrame([{**i, "source": rel} for i in issues], schema=ISSUE_SCHEMA)
 
 
-def _part_issues(full: pl.DataFrame | None, found: list[dict], rel: str) -> pl.DataFrame:
+def _part_issues(
+    full: pl.DataFrame | None, found: list[dict], rel: str, pads: tuple[str, ...] = ()
+) -> pl.DataFrame:
     """The issues of a part: the lines found unusable (``found``) and the notes on its rows ``full``."""
     issues = _issue_frame(found, rel)
     if full is None or not full.height:
         return issues
-    return pl.concat([issues, _token_notes(full, rel)]).sort("line", maintain_order=True)
+    return pl.concat([issues, _token_notes(full, rel, pads)]).sort("line", maintain_order=True)
 
 
 UNEQUAL_LENGTHS = "token arrays of unequal lengths (aligned from the first token)"
 
 
-def _token_notes(df: pl.DataFrame, rel: str | None = None) -> pl.DataFrame:
+def _token_notes(df: pl.DataFrame, rel: str | None = None, pads: tuple[str, ...] = ()) -> pl.DataFrame:
     """A data-quality note (an issue frame) for each response whose token arrays have different lengths
     (kept, aligned). Built column-wise: in some trainers' files nearly every response has one. ``rel``:
-    the file of every row; None: each row's ``source``, and the frame gets each row's ``part``."""
+    the file of every row; None: each row's ``source``, and the frame gets each row's ``part``.
+
+    One more position in some arrays, where ``response_tokens`` ends on a pad token (one of ``pads``), is
+    no note: TRL's PPO keeps one position past the end token in its value and reward window (the sequence
+    reward sits there), so nearly every response of such a run had one (2,846 notes in the demo's 3,072
+    responses; they buried the notes that matter)."""
     present = [
         c for c in schema.TOKEN_FIELDS if c in df.columns and df.get_column(c).null_count() < df.height
     ]
     if len(present) < 2 or not df.height:
         return pl.DataFrame(schema=ISSUE_SCHEMA if rel is not None else {**ISSUE_SCHEMA, "part": pl.Int64})
     lens = [pl.col(c).list.len() for c in present]
+    longest, shortest = pl.max_horizontal(*lens), pl.min_horizontal(*lens)
+    unequal = longest != shortest
+    if pads and "response_tokens" in present:
+        tokens = pl.col("response_tokens")
+        pad_window = (
+            (longest - shortest == 1) & (tokens.list.len() == longest) & tokens.list.last().is_in(list(pads))
+        )
+        unequal = unequal & ~pad_window.fill_null(False)
     detail = pl.concat_str(
         [pl.lit(f"{c} ") + pl.col(c).list.len().cast(pl.String) for c in present],
         separator=", ",
@@ -122,7 +137,7 @@ def _token_notes(df: pl.DataFrame, rel: str | None = None) -> pl.DataFrame:
             pl.lit(UNEQUAL_LENGTHS).alias("reason"),
             detail.alias("detail"),
             *([] if rel is not None else [pl.col("part")]),
-            (pl.max_horizontal(*lens) != pl.min_horizontal(*lens)).alias("unequal"),
+            unequal.alias("unequal"),
         )
         .filter("unequal")
         .drop("unequal")

@@ -282,7 +282,7 @@ class _Writer:
     ) -> _Written:
         """Write the part, scalars and issues files of part ``pid`` (``full``: its rows, if any)."""
         name = part_name(pid)
-        issues = _part_issues(full, found, rel)
+        issues = _part_issues(full, found, rel, self.pad_tokens)
         n = 0 if full is None else full.height
         scal = None
         per_token = []
@@ -327,7 +327,7 @@ class _Writer:
             per_token = schema.trainer_token_fields(whole, with_values=True)
             write_part_file(whole, self.dir / "parts" / part_name(host), self.row_group_size)
             scal = whole.select(scalar_columns(whole))
-            notes = _token_notes(whole)
+            notes = _token_notes(whole, pads=self.pad_tokens)
         else:
             scal = pl.DataFrame(schema={"part": pl.Int64})
         found = pl.DataFrame(

@@ -256,6 +256,23 @@ COLUMNS: dict[str, Metric] = {
             "step",
             fmt="share",
         ),
+        # Comparing runs (see data/compare/)
+        Metric(
+            "samples_seen",
+            "responses seen (cumulative)",
+            "responses of the run up to and including the step, in step order",
+            False,
+            "step",
+            unit="responses",
+            fmt="int",
+        ),
+        Metric(
+            "reward_diff",
+            "paired reward difference (A − B)",
+            "mean reward of a shared prompt's responses at its last step in run A minus in run B",
+            True,
+            "prompt",
+        ),
     ]
 }
 

@@ -20,15 +20,17 @@ import pyarrow.parquet as pq
 from data.metrics.registry import stored_columns
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
-# format are rebuilt. 11: dialects (each file's in the manifest), nested folders, Parquet and compressed
-# files, validation files apart, the model's own text of multi-turn responses, template previews; 10: a file's fingerprint (files[...]["print"]) covers more than its first 64 KB;
+# format are rebuilt. 12: dialects (each file's in the manifest), nested folders, Parquet and compressed
+# files, validation files apart, the model's own text of multi-turn responses, template previews; 11: no
+# note for a trailing pad position (TRL's PPO value window); 10: a file's fingerprint (files[...]["print"])
+# covers more than its first 64 KB;
 # 9: one rule for a line whichever path reads it (steps at the ends of 64 bits, an empty
 # key, a column named twice); 8: the tie rate in the steps file; 7: one win rate in the steps file (a NaN or
 # infinite reward is no comparison);
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 11
+STORE_FORMAT = 12
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token

@@ -10,6 +10,7 @@ REWARD = "/reward"
 RESPONSES = "/responses"
 TOKENS = "/tokens"
 PROMPTS = "/prompts"
+COMPARE = "/compare"
 EXPORT = "/export"  # a download route of the server, not a page
 
 # Pages that show one run: the first run when the URL names none. Of these, the reward and prompts pages

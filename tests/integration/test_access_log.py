@@ -55,7 +55,7 @@ def test_log001_gunicorn_access_log_redacts_the_token(contract_root, tmp_path):
 
 
 def test_log002_dev_server_request_log_redacts_the_token(contract_root, tmp_path):
-    """`app.py serve` (Flask's development server) logs its requests without the token too."""
+    """`app.py serve` (gunicorn, started by the command line) logs its requests without the token too."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLBOARD_")}
     env.update(RLBOARD_ROOT=str(contract_root), RLBOARD_CACHE_DIR=str(tmp_path), RLBOARD_TOKEN=SECRET)

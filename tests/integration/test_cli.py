@@ -161,7 +161,8 @@ def test_cli006_cli_py_is_the_command_line(tmp_path):
 
 
 def test_cli007_serve(tmp_path):
-    """`python app.py serve --root R --port P` serves the app: /healthz counts the run, and a page renders."""
+    """`python app.py serve --root R --port P` serves the app with gunicorn, as the image does: /healthz
+    counts the run, a page renders, and no development-server warning is printed."""
     import os
     import signal
     import time
@@ -196,7 +197,11 @@ def test_cli007_serve(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
-    assert f"http://127.0.0.1:{port}/" in log.read_text()
+    text = log.read_text()
+    assert f"http://127.0.0.1:{port}/" in text
+    # The server the image runs (gunicorn, its threads and timeouts), not Flask's development server and its
+    # red warning on every start.
+    assert "Using worker: gthread" in text and "development server" not in text, text[-2000:]
 
 
 def test_cli008_bad_serve_address_exit_2_with_one_line(tmp_path):

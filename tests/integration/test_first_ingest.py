@@ -94,6 +94,26 @@ def test_firstingest002_a_still_run_is_shown_whole_at_once(tmp_path, board_root)
     assert store.steps().get_column("n").to_list() == [RANKS * PER_STEP] * 3 + [1]
 
 
+def test_firstingest004_a_first_read_committed_before_the_look_is_waited_for(tmp_path, board_root):
+    """A page that looks at a run just after this process's first read committed (its last step hidden
+    until the files are seen still) still gets every step of a run nobody writes (before, only a look
+    that found no store at all waited, and the page showed the run without its last step)."""
+    from data.store import open_store
+
+    run = _run_root(tmp_path, whole_steps=3)
+    b = board_root(run.parent, cache_dir=tmp_path / "cache")
+    b.refresh(RUN)
+    deadline = time.monotonic() + 10
+    while open_store(b.store_dir(RUN)) is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    first = open_store(b.store_dir(RUN))
+    assert first is not None and first.visible_below is not None  # the first commit hides the last step
+    assert b.status(RUN).settling
+    store = b.store(RUN, wait=10)
+    assert store.visible_below is None
+    assert store.steps().get_column("n").to_list() == [RANKS * PER_STEP] * 3
+
+
 def _export(client, fmt: str):
     r = client.get(f"/export?run={RUN}&step=all&format={fmt}")
     assert r.status_code == 200

@@ -8,8 +8,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from data.responses import RANGE_KEYS
 from data.store import sample_id
+from data.views.responses import RANGE_KEYS
 from tests.conftest import dash_post, find
 
 RUN = "trl-ppo-small"

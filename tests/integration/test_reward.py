@@ -11,6 +11,7 @@ import pytest
 from data import curves
 from data.queries import ResponseFilter, bar_interval
 from data.service import board
+from data.views.reward import RewardView
 from tests.conftest import dash_post
 
 PPO, GRPO, POEM = "trl-ppo-small", "trl-grpo-small", "rlloggingboard-eval-poem"
@@ -128,9 +129,9 @@ def test_reward003_bad_parameters_fall_back_with_notices(page, fixtures_dir):
 
 def test_reward004_view_state_round_trip(page, fixtures_dir):
     """to_query omits defaults and from_query reads back the same view."""
-    view = page.RewardView(run=GRPO, step=7, band="p5-p95", zero=True)
+    view = RewardView(run=GRPO, step=7, band="p5-p95", zero=True)
     assert view.to_query() == "?run=trl-grpo-small&step=7&band=p5-p95&zero=1"
-    assert page.RewardView(run=GRPO).to_query() == "?run=trl-grpo-small"
+    assert RewardView(run=GRPO).to_query() == "?run=trl-grpo-small"
     back, msgs = page._decode(view.to_query())
     assert back == view and msgs == []
 

@@ -111,3 +111,45 @@ def test_shell005_fresh_process_serves_scripts_before_any_index(tmp_path):
         check=True,
     )
     assert re.sub(r"\s", "", out.stdout) == str([200] * len(srcs)).replace(" ", "")
+
+
+LIVE_OUT = (
+    "..app-live-seen.data...app-live-new.style...app-live-new.children...app-live-reload.data"
+    "...app-live.style...app-live-auto.value...app-live-tick.disabled.."
+)
+
+
+def _live(client, search: str, shown: list, seen=None, trigger: str = "app-live-tick.n_intervals"):
+    pattern = {"type": "live-shown", "page": "reward"}
+    inputs = [
+        {"id": "app-location", "property": "href", "value": f"http://x/reward{search}"},
+        {"id": "app-live-tick", "property": "n_intervals", "value": 1},
+        [{"id": pattern, "property": "data", "value": s} for s in shown],
+    ]
+    state = [
+        {"id": "app-location", "property": "search", "value": search},
+        {"id": "app-live-seen", "property": "data", "value": seen},
+        {"id": "app-live-reload", "property": "data", "value": 0},
+        {"id": "app-live-auto", "property": "value", "value": False},
+    ]
+    return dash_post(client, LIVE_OUT, inputs, state, changed=[trigger])
+
+
+def test_shell007_live_poll_compares_with_the_page_snapshot(client, fixtures_dir):
+    """The shell's poll takes the snapshot the page was rendered from as its baseline, also when the URL
+    names no run: an older one than the run's current state offers a reload with the step count, the
+    current one offers nothing (before, a page rendered from an older commit never learned it)."""
+    from data import live
+    from data.service import board
+
+    now = live.shown("trl-ppo-small", board().store("trl-ppo-small"))
+    older = {**now, "version": "older", "steps": now["steps"] - 2}
+    resp = _live(client, "", [older], trigger='{"page":"reward","type":"live-shown"}.data')
+    assert resp["app-live-new"]["style"] == {} and resp["app-live-seen"]["data"] == older
+    assert resp["app-live-new"]["children"][1] == "2 new steps available · reload"
+    assert resp["app-live-tick"]["disabled"] is False  # the run the page fell back to is polled
+    resp = _live(client, "?run=trl-ppo-small", [now], seen=older)
+    assert resp["app-live-new"]["style"] == {"display": "none"}
+    pending = {**now, "version": None, "steps": 0, "last_step": None}
+    resp = _live(client, "?run=trl-ppo-small", [pending])  # a page that showed the first read under way
+    assert resp["app-live-reload"]["data"] == 1

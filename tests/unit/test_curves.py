@@ -205,13 +205,12 @@ def test_curves011_heatmap_shares_by_hand():
     assert hm.count.tolist() == [[1, 0, 1], [3, 0, 0]] and hm.count.dtype == np.uint8
 
 
-def test_curves012_nearest_step_and_interval_text():
-    """The nearest existing step (lower on a tie) and bar interval texts."""
+def test_curves012_nearest_step():
+    """The nearest existing step (lower on a tie); none without steps (a bar's interval text is
+    components.figures', tested there)."""
     assert curves.nearest_step([0, 100, 200], 150) == 100
     assert curves.nearest_step([0, 100, 200], 151) == 200
     assert curves.nearest_step([], 3) is None
-    assert curves.interval_text(0.5, 0.75) == "[0.5, 0.75)"
-    assert curves.interval_text(2.0, None) == "≥ 2"
 
 
 def _write_run(path, steps):
@@ -399,3 +398,34 @@ def test_curves020_poem_zero_rewards_sit_in_the_middle_of_their_bar(tmp_path, fi
     rows = [r for r in _fixture_rows(run) if r["step"] == 2300]
     bars = curves.step_bars(store, "reward", 2300).get_column("count").to_list()
     assert bars[k] == sum(edges[k] <= r["reward"] < edges[k + 1] for r in rows)
+
+
+def test_curves020_step_moves_and_following_the_last_step():
+    """Previous / next stay within the run, a slider position or a picked step the run lacks keeps the step
+    shown, and a view that follows the last step keeps following it when that step is chosen again."""
+    from data.views.reward import RewardView
+
+    steps = [1, 3, 7]
+    view = RewardView(run="r", step=3)
+    assert (view.moved(steps, 1), view.moved(steps, -1), RewardView(step=7).moved(steps, 1)) == (7, 1, 7)
+    assert view.at(steps, 2) == 7 and view.at(steps, 9) == 3 and view.at(steps, None) == 3
+    assert view.picked(steps, 1) == 1 and view.picked(steps, 2) == 3
+    latest = RewardView(run="r")
+    assert latest.shown_step(steps) == 7 and latest.with_step(steps, 7).step is None
+    assert latest.with_step(steps, 3, zero=True) == RewardView(run="r", step=3, zero=True)
+    assert view.with_step(steps, 7).step == 7
+
+
+def test_curves021_step_histogram_panels_and_stats(tmp_path):
+    """A step's histogram panels say what they show (the reference's bars only when the step has reference
+    rewards) and its key figures leave out what the run lacks."""
+    run = tmp_path / "root" / "no-ref"
+    run.mkdir(parents=True)
+    rows = [{"prompt": "p", "response": "r", "reward": float(i % 3), "step": 1} for i in range(6)]
+    (run / "rank0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
+    reward, gain = curves.histogram_panels(store, 1)
+    assert reward.title == "Reward at step 1" and reward.ref_bars is None
+    assert reward.note.startswith(curves.NOTE_NO_REF) and reward.bars.get_column("count").sum() == 6
+    assert gain.bars is None and gain.note.startswith("No reference reward")
+    assert [s[0] for s in curves.step_stats(store, 1)] == ["step", "responses", "reward mean"]

@@ -23,7 +23,7 @@ def _bars(edges, counts):
 class _Series:
     label: str
     frame: pl.DataFrame
-    color: str = "#0d6efd"
+    key: str = "reward"  # its colour is the theme's
     band_label: str | None = None
     dashed: bool = False
 

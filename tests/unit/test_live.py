@@ -50,3 +50,26 @@ def test_live106_button_label():
     assert new_steps_label(1)[1] == "1 new step available · reload"
     assert new_steps_label(3)[1] == "3 new steps available · reload"
     assert new_steps_label(0)[1] == "New steps available · reload"
+
+
+def test_live107_the_page_snapshot_is_the_baseline():
+    """The snapshot a page was rendered from is the baseline: one older than the first poll's offers the
+    steps it lacks (before, the first poll's snapshot was taken as the page's: no offer, ever); another
+    run's snapshot is not."""
+    d = live_decision("navigate", None, B, auto=False, shown=A.to_dict())
+    assert d.offer and d.new_steps == 2 and d.seen == A.to_dict()
+    d = live_decision("shown", B.to_dict(), B, auto=False, shown=A.to_dict())
+    assert d.offer and d.new_steps == 2
+    assert not live_decision("tick", A.to_dict(), B, auto=False, shown=B.to_dict()).offer
+    other = RunSnapshot(run="s", version="s-1:1", steps=1, last_step=0).to_dict()
+    assert live_decision("navigate", None, B, auto=False, shown=other).seen == B.to_dict()
+
+
+def test_live108_a_page_with_nothing_to_show_reloads_once_something_is_committed():
+    """A page rendered while the run's first read had committed nothing reloads itself at the first
+    commit (no click needed), and waits while there is none."""
+    pending = RunSnapshot(run="r", version=None, steps=0, last_step=None).to_dict()
+    d = live_decision("tick", pending, A, auto=False, shown=pending)
+    assert d.reload and not d.offer and d.new_steps == 5
+    d = live_decision("tick", pending, None, auto=False, shown=pending)
+    assert not d.reload and not d.offer and d.seen == pending

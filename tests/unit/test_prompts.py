@@ -15,6 +15,7 @@ from data.metrics.group import TREND_EFFECT, trend_expr, with_advantage
 from data.metrics.response import prompt_key_text
 from data.store import open_store
 from data.views.codec import parse_search
+from data.views.prompts import PROMPT_KEY_RE, PromptsView
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -65,7 +66,7 @@ def test_prompts001_prompt_key_ignores_pads_and_surrounding_whitespace(tmp_path)
     )
     keys = store.scalars().sort("line").get_column("prompt_key").to_list()
     assert keys[0] == keys[1] != keys[2]
-    assert prompts.PROMPT_KEY_RE.fullmatch(keys[0])
+    assert PROMPT_KEY_RE.fullmatch(keys[0])
 
 
 # ---- early / late and trend ------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def test_prompts005_never_beats_the_reference(tmp_path):
     assert loser["gain_mean"] == pytest.approx(-0.5)
     assert (winner["never_beats"], winner["win_rate"]) == (False, 0.5)
     assert noref["never_beats"] is False and noref["win_rate"] is None
-    never = prompts.filter_prompts(table, prompts.PromptsView(view="never"))
+    never = prompts.filter_prompts(table, PromptsView(view="never"))
     assert never.get_column("prompt_preview").to_list() == ["loser"]
     assert prompts.overview(table)["never"] == 1
 
@@ -252,7 +253,7 @@ def test_prompts012_filter_sort_page(tmp_path):
     recs = [_rec(f"p{i}", s, float(i * s)) for i in range(5) for s in range(1, i + 2)]
     table = prompts.prompt_table(_ingest(tmp_path, {"a.jsonl": recs}))
     assert table.height == 5
-    view = prompts.PromptsView(sort="n_steps", order="desc")
+    view = PromptsView(sort="n_steps", order="desc")
     assert prompts.filter_prompts(table, view).get_column("prompt_preview").to_list() == [
         "p4",
         "p3",
@@ -260,10 +261,10 @@ def test_prompts012_filter_sort_page(tmp_path):
         "p1",
         "p0",
     ]
-    by_delta = prompts.filter_prompts(table, prompts.PromptsView(sort="reward_delta"))
+    by_delta = prompts.filter_prompts(table, PromptsView(sort="reward_delta"))
     assert by_delta.get_column("prompt_preview").to_list()[-1] == "p0"  # one step: no delta, last
-    assert prompts.filter_prompts(table, prompts.PromptsView(min_steps=3)).height == 3
-    assert prompts.filter_prompts(table, prompts.PromptsView(trend="single")).height == 1
+    assert prompts.filter_prompts(table, PromptsView(min_steps=3)).height == 3
+    assert prompts.filter_prompts(table, PromptsView(trend="single")).height == 1
     rows, page, pages = prompts.page_of(prompts.filter_prompts(table, view), 9, size=2)
     assert (page, pages, rows.get_column("prompt_preview").to_list()) == (3, 3, ["p0"])
 
@@ -283,13 +284,13 @@ def test_prompts013_search_over_the_full_prompt(tmp_path):
 
 def test_prompts014_view_state_round_trip():
     """A view survives to_query/from_query; defaults are left out; bad values fall back with notices."""
-    view = prompts.PromptsView(
+    view = PromptsView(
         run="r", view="never", trend="regressed", q="a+b", min_steps=3, sort="win_rate", order="desc", page=2
     )
-    back, msgs = prompts.PromptsView.from_query(parse_search(view.to_query()), ["r"])
+    back, msgs = PromptsView.from_query(parse_search(view.to_query()), ["r"])
     assert msgs == [] and back == view
-    assert prompts.PromptsView(run="r").to_query() == "?run=r"
-    bad, msgs = prompts.PromptsView.from_query(
+    assert PromptsView(run="r").to_query() == "?run=r"
+    bad, msgs = PromptsView.from_query(
         {
             "run": "nope",
             "prompt": "xyz",
@@ -301,13 +302,13 @@ def test_prompts014_view_state_round_trip():
         },
         ["r"],
     )
-    assert bad == prompts.PromptsView(run="r")
+    assert bad == PromptsView(run="r")
     assert len(msgs) == 7
 
 
 def test_prompts015_header_click_sorting():
     """A header click sorts by that column in its natural order; a second click flips it; page resets."""
-    view = prompts.PromptsView(run="r", page=4)
+    view = PromptsView(run="r", page=4)
     by_win = view.sorted_by("win_rate")
     assert (by_win.sort, by_win.order, by_win.page) == ("win_rate", "desc", 1)
     assert by_win.sorted_by("win_rate").order == "asc"
@@ -345,17 +346,48 @@ def test_prompts016_fixtures(fixtures_dir, tmp_path, run, n_prompts, max_steps, 
         assert math.isclose(float((share * steps.get_column("n_groups")).sum()), equal)
 
 
+def test_prompts021_list_page_and_its_columns(tmp_path):
+    """A page of the list says which prompts it shows of how many; optional columns only where the run
+    has values (no reference: no gain, no win rate); a page past the end shows the last, with a notice."""
+    recs = [_rec(f"q{i}", s, float(s)) for i in range(3) for s in (1, 2)]
+    store = _ingest(tmp_path, {"a.jsonl": recs})
+    listing = prompts.prompt_list(store, PromptsView(run="run"))
+    assert (listing.matching, listing.first_shown, listing.last_shown, listing.pages) == (3, 1, 3, 1)
+    keys = [c[0] for c in listing.columns]
+    assert "gain_mean" not in keys and "win_rate" not in keys and keys[:2] == ["prompt_preview", "first_step"]
+    late = prompts.prompt_list(store, PromptsView(run="run", page=4))
+    assert late.page == 1 and late.notices == ["Page 4 is past the end: showing page 1 of 1."]
+    none = prompts.prompt_list(store, PromptsView(run="run", trend="regressed"))
+    assert (none.matching, none.first_shown, none.last_shown) == (0, 0, 0)
+
+
+def test_prompts022_one_prompt_detail(tmp_path):
+    """One prompt: its responses with the grid's columns, first and latest response, groups and the note
+    on where advantages come from; an unknown key gives none."""
+    recs = [_rec("q", 1, r, ref=0.5) for r in (0.0, 1.0)] + [_rec("q", 2, r, ref=0.5) for r in (1.0, 1.0)]
+    store = _ingest(tmp_path, {"a.jsonl": recs})
+    key = prompts.prompt_table(store).item(0, "prompt_key")
+    detail = prompts.prompt_detail(store, key)
+    assert detail.total == 4 and detail.points.columns == ["step", "reward", "sample_id"]
+    assert (detail.first["step"], detail.latest["step"]) == (1, 2) and detail.has_groups and detail.recomputed
+    assert [c[0] for c in detail.columns][:5] == ["step", "sample_id", "reward", "ref_reward", "reward_gain"]
+    assert "advantage (recomputed)" in [c[1] for c in detail.columns]
+    assert prompts.group_note(detail).endswith("0 when all rewards are equal.")
+    assert prompts.prompt_detail(store, "0" * 16) is None
+    assert prompts.prompt_detail(store, key, limit=3).rows.height == 3
+
+
+def test_prompts023_view_after_the_list_controls():
+    """The list's controls give the next view back on page 1; the same values change nothing."""
+    view = PromptsView(run="r", page=3, trend="flat")
+    assert view.from_controls("all", "flat", None, "") is view
+    assert view.from_controls("never", "flat", 2.0, " x ") == PromptsView(
+        run="r", view="never", trend="flat", min_steps=2, q="x"
+    )
+    assert view.from_controls("bogus", None, 0, None) == PromptsView(run="r")
+
+
 # ---- components ------------------------------------------------------------------------------------------
-
-
-def test_prompts017_cell_formats():
-    """Shares as percentages, signed values with a +, steps without separators, '–' for missing."""
-    from components.prompt_views import fmt_value
-
-    assert fmt_value(0.375, "share") == "38 %"
-    assert fmt_value(0.5, "signed") == "+0.5" and fmt_value(-0.5, "signed") == "-0.5"
-    assert fmt_value(2300, "step") == "2300" and fmt_value(2300, "int") == "2,300"
-    assert fmt_value(None, "float") == "–" and fmt_value(float("nan"), "share") == "NaN"
 
 
 def test_prompts018_reward_figure():
@@ -413,4 +445,4 @@ def test_prompts020_list_table_headers_sort_links():
     )
     text = str(table.to_plotly_json())
     assert "win rate ▼" in text and "'/p?sort=win_rate'" in text
-    assert "'<script>x</script>'" in text and "25 %" in text
+    assert "'<script>x</script>'" in text and "25%" in text

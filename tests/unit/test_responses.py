@@ -13,8 +13,6 @@ from components.tables import column_defs, column_kind, grid_sort, sort_state, s
 from data.ingest import ingest_run
 from data.queries import QueryError
 from data.responses import (
-    ALL_STEPS,
-    ResponsesView,
     json_rows,
     ordered,
     page_rows,
@@ -25,6 +23,7 @@ from data.responses import (
 )
 from data.store import open_store, sample_id
 from data.views.codec import parse_search
+from data.views.responses import ALL_STEPS, ResponsesView
 
 PADS = ("<pad>", "<|endoftext|>")
 # line: (step, reward, ref_reward, prompt, response). Lines 1-10 are step 1, lines 11-12 step 2.
@@ -391,3 +390,50 @@ def test_responses033_summary_line():
         " ".join(_texts(summary_line(0, 16, "at step 3", None, "reward")))
         == "0  matching of 16 responses at step 3"
     )
+
+
+def test_responses034_view_after_its_controls():
+    """Controls give the next view: ranges as numbers (blank: no bound), the last step chosen while the URL
+    follows it keeps following it, the grid's sort wins; Clear keeps run, step and sort only."""
+    view = ResponsesView(run="r", sort="kl_mean", q="x", reward_min=1.0)
+    ranges = {"reward_min": "", "reward_max": 2, "kl_min": None}
+    new = view.from_controls([1, 2], 2, ranges, "", True, ("step", "asc"))
+    assert new == ResponsesView(run="r", sort="step", order="asc", reward_max=2.0, loses=True)
+    assert view.from_controls([1, 2], 1, {}, "x", False, None).step == 1
+    assert view.from_controls([1, 2], 1, {}, "x", False, None).sort == "kl_mean"
+    assert ResponsesView(run="r", step=2, q="x", loses=True).cleared() == ResponsesView(run="r", step=2)
+    assert (view.step_value([1, 2]), view.where([1, 2])) == (2, "at step 2")
+    assert ResponsesView(step=ALL_STEPS).where([1, 2]) == "over all steps"
+
+
+def test_responses035_table_spec_and_range_filters(store):
+    """The table's columns carry their registry labels and descriptions; gains are coloured by sign, the
+    rewards are not; a range over a column the run lacks is offered disabled."""
+    from data.responses import range_filters, table_spec
+
+    spec = table_spec(store)
+    assert [c[0] for c in spec.columns] == [
+        "step",
+        "reward",
+        "ref_reward",
+        "reward_gain",
+        "response_chars",
+        "group_id",
+    ]
+    assert spec.columns[3][1] == "reward gain (reward − ref reward)"
+    assert spec.columns[-1][2] == "extra field of the files"
+    assert spec.signed == {"reward_gain"}
+    filters = {key: (text, ok) for key, text, ok in range_filters(store)}
+    assert filters["reward"] == ("reward", True) and filters["kl"] == ("KL mean per token (k3)", False)
+
+
+def test_responses036_sorted_state_only_when_needed():
+    """The grid is told its sort only when it shows another one (and has columns to sort)."""
+    from components.tables import sorted_state
+
+    state = [{"colId": "step", "sort": None}, {"colId": "reward", "sort": "desc"}]
+    assert sorted_state(state, "reward", "desc") is None and sorted_state(None, "reward", "desc") is None
+    assert sorted_state(state, "step", "asc") == [
+        {"colId": "step", "sort": "asc"},
+        {"colId": "reward", "sort": None},
+    ]

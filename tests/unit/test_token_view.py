@@ -10,15 +10,14 @@ import plotly.graph_objects as go
 import polars as pl
 import pytest
 
+from components.theme import DIVERGING, ORANGES, colour_stops
 from components.token_view import (
-    DIVERGING,
     HIGHLIGHT_JS,
     LONG_RESPONSE,
-    ORANGES,
     STRIP_JS,
     colour,
-    colour_stops,
     empty_figure,
+    file_fields_figure,
     highlight_js,
     hover_safe_expr,
     legend,
@@ -158,6 +157,30 @@ def test_token_view006_empty_and_long_figures():
     tr = token_reward_figure(long, LABELS)
     assert tr.data[0].type == "scatter" and tr.data[0].fill == "tozeroy"
     go.Figure(tr.to_dict())
+
+
+def test_token_view011_fields_of_the_trainer_one_line_each():
+    """The trainer's own per-token fields, given as (column, label): one line each in the file's order, a
+    field without values here left out, a lone line named by the title; labels are escaped for Plotly."""
+    df = tokens(3).with_columns(
+        pl.Series("file:advantages", [0.5, -0.5, 1.0]),
+        pl.Series("file:<b>x</b>", [None, None, None], dtype=pl.Float64),
+        pl.Series("file:returns", [1.0, 1.0, 1.0]),
+    )
+    both = [("file:advantages", "advantages (from the file)"), ("file:returns", "returns (from the file)")]
+    fig = file_fields_figure(df, [both[0], ("file:<b>x</b>", "<b>x</b> (from the file)"), both[1]])
+    assert [t.name for t in fig.data] == [text for _, text in both]
+    assert list(fig.data[0].y) == [0.5, -0.5, 1.0] and fig.data[0].line.color != fig.data[1].line.color
+    one = file_fields_figure(df, [("file:<b>x</b>", "<b>x</b> (from the file)"), both[1]])
+    assert one.layout.title.text == "returns (from the file)"
+    lone = file_fields_figure(
+        df.with_columns(pl.col("file:returns").alias("file:<b>y</b>")), [("file:<b>y</b>", "<b>y</b>")]
+    )
+    assert lone.layout.title.text == "&lt;b&gt;y&lt;/b&gt;"
+    assert (
+        "no per-token fields" in file_fields_figure(df, [("file:<b>x</b>", "x")]).layout.annotations[0].text
+    )
+    go.Figure(fig.to_dict())
 
 
 def test_token_view007_hover_labels_escape_markup():

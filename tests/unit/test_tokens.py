@@ -12,7 +12,6 @@ from data.config import DEFAULT_PAD_TOKENS
 from data.tokens import (
     MIN_SCALE,
     NO_TOKEN,
-    TokensState,
     decode_expr,
     decode_token,
     file_fields,
@@ -30,6 +29,7 @@ from data.tokens import (
     visible_tokens,
 )
 from data.views.codec import parse_search
+from data.views.tokens import TokensState
 
 LIST_SCHEMA = {
     "response_tokens": pl.List(pl.String),
@@ -309,3 +309,47 @@ def test_tokens016_fields_longer_than_the_response_are_left_out():
     t = token_frame(row, DEFAULT_PAD_TOKENS)
     assert t.height == 4 and "file:input_ids" not in t.columns
     assert t.get_column("file:response_mask").to_list() == [1.0, 1.0, 0.0, None]
+
+
+def test_tokens017_strip_metric_falls_back_and_says_why():
+    """A metric the response cannot give falls back to the first one it can, with the reason first; each
+    missing field and each overlong field of the trainer's gets its note; none at all gives no metric."""
+    from data.tokens import MISSING_NOTES, build_view, strip_metric
+
+    scalars = pl.DataFrame({"sample_id": ["s"], "step": [1], "source": ["a"], "line": [1]})
+    row = one_row(response_tokens=["a", "b"], logprobs=[-1.0, -2.0]).with_columns(
+        pl.Series("input_ids", [[1.0, 2.0, 3.0, 4.0]], dtype=pl.List(pl.Float32))
+    )
+    view = build_view(row, scalars, DEFAULT_PAD_TOKENS)
+    assert strip_metric(view, "prob")[0] == "prob"
+    metric, notes = strip_metric(view, "kl")
+    assert metric == "prob"
+    assert (
+        notes[0]
+        == "KL (k3) needs logprobs, ref_logprobs, which this response does not have: coloured by probability (policy) instead."
+    )
+    assert MISSING_NOTES["values"] in notes and MISSING_NOTES["logprobs"] not in notes
+    assert notes[-1].startswith("input_ids (from the file) has 4 values for 2 tokens")
+    metric, notes = strip_metric(view, "file:input_ids")
+    assert metric == "prob" and notes[0].startswith("input_ids (from the file) is longer than the response")
+    bare = build_view(one_row(response_tokens=["a"]), scalars, DEFAULT_PAD_TOKENS)
+    assert strip_metric(bare, "kl")[0] is None and strip_metric(bare, "kl")[1][0].endswith("does not have.")
+
+
+def test_tokens018_metric_picker_options():
+    """Every strip metric, disabled where the response lacks its fields, then the trainer's own fields; a
+    field of the trainer's the URL names and the response lacks stays listed, disabled, saying why."""
+    from data.tokens import metric_options
+
+    opts = metric_options("kl", frozenset({"logprobs"}), ("advantages",))
+    by = {o["value"]: o for o in opts}
+    assert by["prob"]["disabled"] is False and by["kl"]["disabled"] is True
+    assert by["kl"]["label"] == "KL (k3) (not in this response)"
+    assert by["file:advantages"] == {"label": "advantages (from the file)", "value": "file:advantages"}
+    gone = metric_options("file:input_ids", frozenset({"logprobs"}), (), frozenset({"input_ids"}))[-1]
+    assert gone == {
+        "label": "input_ids (from the file) (longer than the response)",
+        "value": "file:input_ids",
+        "disabled": True,
+    }
+    assert all(not o["disabled"] for o in metric_options("kl", None))  # no response: nothing to check

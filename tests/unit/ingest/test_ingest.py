@@ -121,13 +121,27 @@ def test_ingest004_five_megabyte_line(tmp_path):
 
 def test_ingest005_unequal_token_arrays_kept_with_note(tmp_path):
     """Token arrays of unequal lengths: the line is kept, aligned, and noted (not an error)."""
-    content = line(rec(response_tokens=["a", "b", "<pad>"], logprobs=[-1.0, -1.0], ref_logprobs=[-1.0, -2.0]))
+    content = line(rec(response_tokens=["a", "b", "c"], logprobs=[-1.0, -1.0], ref_logprobs=[-1.0, -2.0]))
     res, store = ingest(run_with(tmp_path, content), tmp_path / "cache")
     assert res.samples == 1 and res.bad_lines == 0
     sev, reason = issues_by_line(store)[1]
     assert sev == "note" and reason.startswith("token arrays of unequal lengths")
     row = store.scalars().row(0, named=True)
-    assert row["response_length"] == 2 and row["n_kl_tokens"] == 2
+    assert row["response_length"] == 3 and row["n_kl_tokens"] == 2
+
+
+def test_ingest005b_trailing_pad_position_is_no_note(tmp_path):
+    """TRL's PPO shape, one more position ending on a pad token (its value window), is kept and not noted
+    (before: a note on nearly every line of such a run); one more that is no pad, or two more, still are."""
+    lines = [
+        rec(response_tokens=["a", "b", "<pad>"], logprobs=[-1.0, -1.0], values=[0.1, 0.2, 0.3]),
+        rec(response_tokens=["a", "b", "c"], logprobs=[-1.0, -1.0]),
+        rec(response_tokens=["a", "<pad>", "<pad>"], logprobs=[-1.0]),
+    ]
+    res, store = ingest(run_with(tmp_path, b"".join(line(x) for x in lines)), tmp_path / "cache")
+    assert res.samples == 3 and res.bad_lines == 0
+    assert sorted(issues_by_line(store)) == [2, 3]
+    assert store.scalars().sort("line").get_column("response_length").to_list() == [2, 3, 1]
 
 
 def test_ingest006_keys_differ_between_files_and_extras_kept(tmp_path):

@@ -1,0 +1,363 @@
+"""The pages' controls: what each page lets the user change, with the values of its view state. Pure:
+values, options and ids in, components out; each page's sync callback reads them back into its URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+
+def token_controls(
+    options: Sequence[Mapping], metric: str, pads: bool, visible: bool, ids: Mapping[str, str]
+) -> html.Div:
+    """The token page's metric picker (``options``: ``label``, ``value``, ``disabled``) and pad switch.
+    Hidden but present when not ``visible`` (no token to colour), so the sync callback always has its
+    inputs. ``ids``: ``metric``, ``pads``."""
+    return html.Div(
+        [
+            html.Span("colour by", className="small text-muted me-2 fw-normal"),
+            dcc.Dropdown(
+                id=ids["metric"],
+                options=list(options),
+                value=metric,
+                clearable=False,
+                searchable=False,
+                style={"width": "15rem", "fontSize": "0.85rem", "fontWeight": "normal"},
+            ),
+            dbc.Switch(
+                id=ids["pads"], label="show pad tokens", value=pads, className="small mb-0 ms-3 fw-normal"
+            ),
+        ],
+        # Bootstrap's d-flex is !important: hiding needs its d-none, not an inline style.
+        className="d-flex align-items-center" if visible else "d-none",
+    )
+
+
+# ---- the reward page's step, band and zero shift ---------------------------------------------------------
+
+
+def slider_props(steps: list[int]) -> dict:
+    """max, marks and disabled of a step slider. The slider moves over step *indices* (steps may skip
+    numbers, and Dash's slider takes at most 500 marks); about eight marks are labelled with their step."""
+    if not steps:
+        return {"max": 0, "marks": {}, "disabled": True}
+    every = max(1, -(-len(steps) // 8))
+    idx = sorted(set(range(0, len(steps), every)) | {len(steps) - 1})
+    if len(idx) > 2 and idx[-1] - idx[-2] < every / 2:
+        idx.pop(-2)  # keep the last label from overlapping its neighbour
+    return {"max": len(steps) - 1, "marks": {i: str(steps[i]) for i in idx}, "disabled": False}
+
+
+def step_index(step: int | None, steps: list[int]) -> int:
+    """The slider's position of ``step`` (0 for a step the run does not have)."""
+    return steps.index(step) if step in steps else 0
+
+
+def step_text(step: int | None, steps: list[int]) -> str:
+    """The badge beside the slider: ``step 20 · 20 of 48``, or ``no step``."""
+    if step is None or step not in steps:
+        return "no step"
+    return f"step {step} · {steps.index(step) + 1} of {len(steps)}"
+
+
+def reward_controls(
+    step: int | None,
+    steps: list[int],
+    band: str,
+    bands: Mapping[str, str],
+    zero: bool,
+    ids: Mapping[str, str],
+) -> dbc.Card:
+    """The reward page's controls: the step (badge, previous / next buttons and a slider over ``steps``),
+    the curves' spread band (``bands``: value -> text) and the zero shift switch. ``ids``: ``step``,
+    ``step_text``, ``prev``, ``next``, ``band``, ``zero``."""
+    return dbc.Card(
+        dbc.CardBody(
+            dbc.Row(
+                [
+                    dbc.Col(
+                        [
+                            html.Div(
+                                [
+                                    dbc.Label(
+                                        "Step", html_for=ids["step"], className="small text-muted mb-0 me-2"
+                                    ),
+                                    html.Span(
+                                        step_text(step, steps),
+                                        id=ids["step_text"],
+                                        className="badge text-bg-primary",
+                                    ),
+                                ],
+                                className="d-flex align-items-center",
+                            ),
+                            html.Div(
+                                [
+                                    dbc.Button(
+                                        html.I(className="bi bi-chevron-left"),
+                                        id=ids["prev"],
+                                        color="light",
+                                        size="sm",
+                                        title="previous step",
+                                        className="me-1",
+                                    ),
+                                    html.Div(
+                                        dcc.Slider(
+                                            id=ids["step"],
+                                            min=0,
+                                            step=1,
+                                            value=step_index(step, steps),
+                                            updatemode="mouseup",
+                                            allow_direct_input=False,
+                                            included=False,
+                                            **slider_props(steps),
+                                        ),
+                                        className="flex-grow-1",
+                                    ),
+                                    dbc.Button(
+                                        html.I(className="bi bi-chevron-right"),
+                                        id=ids["next"],
+                                        color="light",
+                                        size="sm",
+                                        title="next step",
+                                        className="ms-1",
+                                    ),
+                                ],
+                                className="d-flex align-items-center",
+                            ),
+                        ],
+                        lg=7,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Spread band", html_for=ids["band"], className="small text-muted mb-1"),
+                            dbc.RadioItems(
+                                id=ids["band"],
+                                options=[
+                                    {"label": v, "value": k, "input_id": f"{ids['band']}-{k}"}
+                                    for k, v in bands.items()
+                                ],
+                                value=band,
+                                inline=True,
+                                className="small",
+                            ),
+                        ],
+                        lg=3,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label(
+                                "Compare trends", html_for=ids["zero"], className="small text-muted mb-1"
+                            ),
+                            dbc.Switch(
+                                id=ids["zero"], label="zero shift", value=zero, className="small mb-0"
+                            ),
+                        ],
+                        lg=2,
+                    ),
+                ],
+                className="g-3 align-items-end",
+            ),
+            className="py-2",
+        ),
+        className="mb-3 shadow-sm",
+    )
+
+
+# ---- the responses page's filters ------------------------------------------------------------------------
+
+
+def _range_input(text: str, available: bool, lo, hi, ids: tuple[str, str]) -> html.Div:
+    """min <= x < max inputs of one metric; disabled when the run has no value of it (and no bound is set)."""
+    common = {
+        "type": "number",
+        "step": "any",
+        "debounce": True,
+        "size": "sm",
+        "style": {"width": "5.2rem"},
+        "disabled": not available and lo is None and hi is None,
+    }
+    hint = text if available else f"{text}: not in this run's files"
+    return html.Div(
+        [
+            html.Div(
+                text, className="small text-muted text-truncate", title=hint, style={"maxWidth": "14rem"}
+            ),
+            dbc.InputGroup(
+                [
+                    dbc.Input(id=ids[0], value=lo, placeholder="min", **common),
+                    dbc.InputGroupText("≤ x <", className="px-1 small"),
+                    dbc.Input(id=ids[1], value=hi, placeholder="max", **common),
+                ],
+                size="sm",
+                className="flex-nowrap",
+            ),
+        ],
+        className="me-3",
+    )
+
+
+def responses_filters(
+    steps: Sequence[int],
+    all_steps: str,
+    step,
+    ranges: Sequence[tuple[str, bool, object, object, tuple[str, str]]],
+    q: str | None,
+    loses: bool,
+    ids: Mapping[str, str],
+) -> dbc.Card:
+    """The responses page's filters: the step (``all_steps`` for every step, else one of ``steps``), one
+    ``min <= x < max`` pair per range (``(label, available, lo, hi, (min id, max id))``), the text search,
+    the "loses to the reference" switch and "Clear filters". ``ids``: ``step``, ``q``, ``q_error``,
+    ``loses``, ``clear``."""
+    picker = html.Div(
+        [
+            html.Div("step", className="small text-muted"),
+            dcc.Dropdown(
+                id=ids["step"],
+                options=[{"label": "all steps", "value": all_steps}]
+                + [{"label": f"step {s}", "value": s} for s in steps],
+                value=step,
+                clearable=False,
+                style={"width": "8.5rem", "fontSize": "0.85rem"},
+            ),
+        ],
+        className="me-3",
+    )
+    search = html.Div(
+        [
+            html.Div("search prompt and response (regular expression)", className="small text-muted"),
+            dbc.Input(
+                id=ids["q"],
+                type="text",
+                value=q or "",
+                debounce=True,
+                size="sm",
+                placeholder="e.g. (?i)great|\\bthe the\\b",
+                style={"width": "17rem"},
+            ),
+            html.Div(id=ids["q_error"], className="small text-danger"),
+        ],
+        className="me-3",
+    )
+    switch = html.Div(
+        dbc.Switch(
+            id=ids["loses"],
+            label="only responses that lose to the reference",
+            value=loses,
+            className="small mb-0",
+        ),
+        className="me-3 align-self-center pt-3",
+    )
+    clear = dbc.Button(
+        "Clear filters", id=ids["clear"], size="sm", color="link", className="align-self-center pt-3 px-0"
+    )
+    return dbc.Card(
+        dbc.CardBody(
+            html.Div(
+                [picker, *(_range_input(*r) for r in ranges), search, switch, clear],
+                className="d-flex flex-wrap align-items-start gap-1",
+            ),
+            className="py-2",
+        ),
+        className="mb-2",
+    )
+
+
+# ---- the prompts page's list filters ---------------------------------------------------------------------
+
+
+def prompts_controls(
+    view: str,
+    views: Mapping[str, str],
+    trend: str | None,
+    trends: Mapping[str, str],
+    min_steps: int | None,
+    q: str | None,
+    hidden: bool,
+    ids: Mapping[str, str],
+) -> dbc.Card:
+    """The prompt list's filters: which prompts (``views``: value -> text), a trend (``trends``), the
+    fewest steps a prompt is seen in and a search of the prompt text; ``hidden`` on one prompt's page.
+    ``ids``: ``card``, ``view``, ``trend``, ``min_steps``, ``q``."""
+    return dbc.Card(
+        dbc.CardBody(
+            dbc.Row(
+                [
+                    dbc.Col(
+                        [
+                            dbc.Label("Show", html_for=ids["view"], className="small text-muted mb-1"),
+                            dbc.RadioItems(
+                                id=ids["view"],
+                                options=[
+                                    {"label": v, "value": k, "input_id": f"{ids['view']}-{k}"}
+                                    for k, v in views.items()
+                                ],
+                                value=view,
+                                inline=True,
+                                className="small",
+                            ),
+                        ],
+                        lg=4,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label("Trend", html_for=ids["trend"], className="small text-muted mb-1"),
+                            dcc.Dropdown(
+                                id=ids["trend"],
+                                options=[{"label": v, "value": k} for k, v in trends.items()],
+                                value=trend,
+                                placeholder="any trend",
+                                clearable=True,
+                                className="small",
+                            ),
+                        ],
+                        lg=2,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label(
+                                "Seen in at least … steps",
+                                html_for=ids["min_steps"],
+                                className="small text-muted mb-1",
+                            ),
+                            dbc.Input(
+                                id=ids["min_steps"],
+                                type="number",
+                                min=1,
+                                step=1,
+                                value=min_steps,
+                                debounce=True,
+                                size="sm",
+                                placeholder="any",
+                            ),
+                        ],
+                        lg=2,
+                    ),
+                    dbc.Col(
+                        [
+                            dbc.Label(
+                                "Search the prompt text", html_for=ids["q"], className="small text-muted mb-1"
+                            ),
+                            dbc.Input(
+                                id=ids["q"],
+                                type="search",
+                                value=q or "",
+                                debounce=True,
+                                size="sm",
+                                placeholder="regular expression, (?i) for any case; Enter to apply",
+                            ),
+                        ],
+                        lg=4,
+                    ),
+                ],
+                className="g-3 align-items-end",
+            ),
+            className="py-2",
+        ),
+        id=ids["card"],
+        className="mb-3 shadow-sm",
+        style={"display": "none"} if hidden else {},
+    )

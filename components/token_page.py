@@ -1,0 +1,204 @@
+"""The token page's parts around the strip and the figures of :mod:`components.token_view`: the response's
+header, navigation, key figures and texts, the strip's card with its legend, the row of per-position
+charts and the top-token tables. Pure: values, labels, links and ids in, components out.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+
+import dash_bootstrap_components as dbc
+import polars as pl
+from dash import dcc, html
+
+from components.format import value
+from components.layout import stat
+from components.theme import colour_stops
+from components.token_view import (
+    file_fields_figure,
+    legend,
+    logprob_figure,
+    strip_data,
+    token_reward_figure,
+    top_table,
+    value_figure,
+)
+
+NO_METRIC = "__none__"  # the strip's data when there is no metric to colour by
+
+
+def header(sample: str, where: str) -> html.Div:
+    """'Response <id>' and where it comes from (run, step, file and line)."""
+    return html.Div(
+        [
+            html.H4("Response", className="mb-0 me-3"),
+            html.Code(sample, className="me-3"),
+            html.Span(where, className="text-muted small"),
+        ],
+        className="d-flex align-items-baseline flex-wrap mb-2",
+    )
+
+
+def nav(
+    prev_href: str | None, next_href: str | None, where: str, back_href: str, ids: Mapping[str, str]
+) -> html.Div:
+    """Previous / next response (a disabled button where there is none), where this one sits, and the link
+    back to the responses. ``ids``: ``prev``, ``next``, ``back``."""
+
+    def link(text, href, id_):
+        if href is None:
+            return dbc.Button(text, id=id_, size="sm", color="secondary", outline=True, disabled=True)
+        return dcc.Link(dbc.Button(text, size="sm", color="secondary", outline=True), href=href, id=id_)
+
+    return html.Div(
+        [
+            link("← previous", prev_href, ids["prev"]),
+            link("next →", next_href, ids["next"]),
+            html.Span(where, className="small text-muted mx-2"),
+            dcc.Link("back to the responses", href=back_href, id=ids["back"], className="small ms-auto"),
+        ],
+        className="d-flex align-items-center gap-2 mb-2",
+    )
+
+
+def key_figures(items: Sequence[tuple[str, object, str]], id_: str) -> html.Div:
+    """The response's key figures: ``(label, value, kind)`` (kind: see :func:`components.format.value`)."""
+    return html.Div(
+        [stat(k, value(v, kind)) for k, v, kind in items], className="d-flex flex-wrap mb-2 numeric", id=id_
+    )
+
+
+def texts(cols: Sequence[tuple[str, str]], text_id: str) -> dbc.Row:
+    """The response's texts side by side as plain text: ``(name, text)`` pairs; each block's id is
+    ``text_id`` with the name's first word (``tokens-text-prompt``)."""
+    return dbc.Row(
+        [
+            dbc.Col(
+                [
+                    html.Div(name, className="small text-muted"),
+                    html.Div(text, className="text-block", id=text_id.format(name.split()[0])),
+                ],
+                lg=12 // len(cols),
+                className="mb-2",
+            )
+            for name, text in cols
+        ],
+        className="g-2",
+    )
+
+
+def notes(lines: Sequence[str], id_: str) -> html.Div:
+    """What the response lacks, one muted line each."""
+    return html.Div([html.Div(m, className="small text-muted") for m in lines], id=id_, className="mb-2")
+
+
+def strip_card(
+    shown: pl.DataFrame,
+    metric: str | None,
+    metric_label: str,
+    scale: tuple[float, float, bool],
+    hidden: int,
+    hover: Sequence[tuple[str, str]],
+    controls,
+    ids: Mapping[str, str],
+) -> dbc.Card:
+    """The token strip's card: token count, ``controls``, the colour legend and the strip, filled in the
+    browser from its data (see :func:`components.token_view.strip_data`).
+
+    ``shown``: the visible positions; ``metric`` the column they are coloured by (None: no colour) on
+    ``scale`` = ``(lo, hi, signed)``; ``hidden`` the pad positions left out; ``hover`` the ``(column,
+    label)`` pairs of a token's hover text. ``ids``: ``count``, ``data`` (the strip's store), ``strip``.
+    """
+    count = f"{shown.height} tokens" + (f", {hidden} pad position(s) hidden" if hidden else "")
+    if metric is None:
+        lo, hi, stops = 0.0, 1.0, colour_stops("prob", False)
+        data_metric = NO_METRIC
+        key_legend = html.Span("no metric to colour by", className="small text-muted")
+    else:
+        lo, hi, signed = scale
+        stops = colour_stops(metric, signed)
+        data_metric = metric
+        key_legend = legend(metric_label, lo, hi, stops, signed)
+    key = uuid.uuid4().hex[:12]  # which strip div the browser fills: a re-render mounts a new one
+    return dbc.Card(
+        [
+            dbc.CardHeader(
+                html.Div(
+                    [
+                        html.Span("Tokens", className="me-2"),
+                        html.Span(count, className="small text-muted fw-normal me-4", id=ids["count"]),
+                        controls,
+                        html.Div(key_legend, className="ms-auto"),
+                    ],
+                    className="d-flex align-items-center flex-wrap gap-2",
+                )
+            ),
+            dbc.CardBody(
+                [
+                    dcc.Store(id=ids["data"], data=strip_data(shown, data_metric, lo, hi, stops, key, hover)),
+                    html.Div(
+                        id=ids["strip"],
+                        className="token-strip text-block",
+                        style={"maxHeight": "22rem"},
+                        **{"data-key": key},
+                    ),
+                    html.Div(
+                        "Hover a token for all its values; hover a chart to find its token here.",
+                        className="small text-muted mt-1",
+                    ),
+                ]
+            ),
+        ]
+    )
+
+
+def charts(
+    shown: pl.DataFrame,
+    fields: frozenset[str],
+    labels: Mapping[str, str],
+    file_fields: Sequence[tuple[str, str]],
+    chart_type: str,
+) -> dbc.Row:
+    """The per-position charts the response's token ``fields`` allow, side by side: log-probs, critic value
+    against the return, token rewards, the trainer's own fields (``(column, label)``); none without any.
+    Each graph's id is ``{"type": chart_type, "name": ...}``."""
+    figs = []
+    if "logprobs" in fields:
+        figs.append(("logprob", logprob_figure(shown, labels)))
+    if "values" in fields and "token_rewards" in fields:
+        figs.append(("value", value_figure(shown, labels)))
+    if "token_rewards" in fields:
+        figs.append(("token_reward", token_reward_figure(shown, labels)))
+    if file_fields:
+        figs.append(("file", file_fields_figure(shown, file_fields)))
+    if not figs:
+        return dbc.Row()
+    return dbc.Row(
+        [
+            dbc.Col(
+                dcc.Graph(
+                    id={"type": chart_type, "name": name},
+                    figure=fig,
+                    config={"displayModeBar": False},
+                    clear_on_unhover=True,
+                ),
+                xl=12 // len(figs),
+                lg=12,
+                className="mb-2",
+            )
+            for name, fig in figs
+        ],
+        className="g-2",
+    )
+
+
+def top_tables(tables: Sequence[tuple[pl.DataFrame, str, str]], labels: Mapping[str, str]) -> dbc.Row:
+    """Top-token tables side by side: ``(rows, title, id)`` each (see
+    :func:`components.token_view.top_table`); an empty row for none."""
+    if not tables:
+        return dbc.Row()
+    return dbc.Row(
+        [dbc.Col(top_table(rows, title, labels, id_), lg=6) for rows, title, id_ in tables],
+        className="g-3 mt-1",
+    )

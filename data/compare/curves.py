@@ -1,0 +1,234 @@
+"""Run-level curves of several runs on one set of axes: one line per run for each metric, from each run's
+per-step summary (no scan of the responses, except the per-step means of the degeneration and reward
+component columns, cached per store version), smoothed on request and drawn against the step or against
+the responses seen so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from data import curves as run_curves
+from data.cache import StoreKey, shared
+from data.compare.notes import METRIC, STEPS, Note
+from data.compare.smoothing import ema
+from data.metrics import label
+from data.store import RunStore
+
+# x-axes: the training step, or "samples seen": the responses of the run up to and including the step
+# (the cumulative sum of the step's response count, in step order), for runs with different batch sizes.
+X_AXES = {"step": label("step"), "samples": label("samples_seen")}
+
+# Curves are drawn with this many significant digits (a chart needs no more, and it halves what the page
+# sends); tables and the summary keep every digit.
+SIG_DIGITS = 6
+
+# Compared metrics: key -> (label, unit on the y-axis, where the per-step value comes from). A key of the
+# per-step summary with a ``_mean`` column (``reward``) gets a spread band; the others are one value per
+# step. ``repetition`` is averaged here from the responses (the summary has no such column).
+METRICS = {
+    "reward": (label("reward"), "reward"),
+    "ref_reward": (label("ref_reward"), "reward"),
+    "kl_token_mean": (label("kl") + ", per-token mean", "per token"),
+    "log_ratio_token_mean": (label("log_ratio") + ", per-token mean", "per token"),
+    "response_length": (label("response_length"), "tokens"),
+    "response_chars": (label("response_chars"), "characters"),
+    "win_rate": (label("win_rate"), "share"),
+    "zero_spread_share": ("share of groups whose responses all got the same reward", "share"),
+    "repetition": (label("repetition"), "share"),
+}
+BANDED = ("reward", "ref_reward", "response_length", "response_chars")
+FROM_RESPONSES = ("repetition",)
+# A reward component: an extra column of the run's own named ``rewards.<fn>`` (a file's ``{"rewards":
+# {"<fn>": …}}``) or ``reward_<fn>`` / ``<fn>_reward``; its curve is the per-step mean. Key: ``component:<col>``.
+COMPONENT = "component:"
+
+MISSING = {
+    "ref_reward": "no reference reward (ref_reward)",
+    "kl_token_mean": "no per-token log-probs (logprobs and ref_logprobs)",
+    "log_ratio_token_mean": "no per-token log-probs (logprobs and ref_logprobs)",
+    "response_length": "no token fields (its length is in characters)",
+    "win_rate": "no reference reward (ref_reward), so no win rate",
+    "zero_spread_share": "no groups of 2+ responses to one prompt at a step",
+    "repetition": "no repetition column",
+}
+
+
+def is_component(col: str) -> bool:
+    """Whether an extra column is a reward component (see :data:`COMPONENT`)."""
+    c = col.lower()
+    return (c.startswith(("rewards.", "reward_", "rewards/")) or c.endswith("_reward")) and c not in (
+        "ref_reward",
+        "reward_gain",
+    )
+
+
+def metric_label(key: str) -> str:
+    return key.removeprefix(COMPONENT) + " (mean)" if key.startswith(COMPONENT) else METRICS[key][0]
+
+
+def metric_unit(key: str) -> str:
+    return "reward" if key.startswith(COMPONENT) else METRICS[key][1]
+
+
+# ---- one run, cached on its store version ----------------------------------------------------------------
+
+
+@shared(16)
+def _response_means(v: StoreKey) -> pl.DataFrame:
+    """Per step: the mean ``repetition`` and the mean of every reward component (finite values); a
+    component's column is named ``component:<col>``."""
+    scalars = v.store.scalars()
+    extras = set(v.store.extra_columns())
+    cols = [c for c in scalars.columns if c == "repetition" or (c in extras and is_component(c))]
+    cols = [c for c in cols if scalars.schema[c].is_numeric() and scalars.schema[c] != pl.Boolean]
+    if not cols or scalars.height == 0:
+        return pl.DataFrame({"step": []}, schema={"step": pl.Int64})
+    exprs = []
+    for c in cols:
+        x = pl.col(c).cast(pl.Float64)
+        exprs.append(x.filter(x.is_finite()).mean().alias(c if c == "repetition" else COMPONENT + c))
+    return scalars.lazy().group_by("step").agg(exprs).sort("step").collect()
+
+
+@shared(16)
+def _run_frame(v: StoreKey) -> pl.DataFrame:
+    """The run's step summary with ``samples`` (responses seen, cumulative) and the response means."""
+    steps = run_curves.run_steps(v.store)
+    out = steps.sort("step").with_columns(pl.col("n").cum_sum().cast(pl.Int64).alias("samples"))
+    means = _response_means(v)
+    extra = [c for c in means.columns if c != "step" and c not in out.columns]
+    if extra:
+        out = out.join(means.select("step", *extra), on="step", how="left")
+    return out
+
+
+def run_frame(store: RunStore) -> pl.DataFrame:
+    """One row per step of the run: the per-step summary (see :func:`data.metrics.step.step_summary`),
+    ``samples`` and the per-step means of ``repetition`` and the reward components."""
+    return _run_frame(StoreKey(store))
+
+
+def _column(key: str) -> str:
+    if key.startswith(COMPONENT):
+        return key
+    return f"{key}_mean" if key in BANDED else key
+
+
+def available(frame: pl.DataFrame) -> list[str]:
+    """The metric keys a run's :func:`run_frame` has values for, in :data:`METRICS` order, then its
+    reward components by name."""
+    out = [k for k in METRICS if run_curves.has_values(frame, _column(k))]
+    # A run with token lengths has characters too; the characters are only for runs without tokens.
+    if "response_length" in out and "response_chars" in out:
+        out.remove("response_chars")
+    comps = sorted(c for c in frame.columns if c.startswith(COMPONENT) and run_curves.has_values(frame, c))
+    return out + comps
+
+
+def run_curve(frame: pl.DataFrame, key: str, band: str | None = None) -> pl.DataFrame:
+    """``step, samples, y`` (+ ``lo, hi`` with a band, for :data:`BANDED` metrics) of one metric, sorted by
+    step; non-finite values are nulls (gaps)."""
+    col = _column(key)
+    if col not in frame.columns:
+        return pl.DataFrame(schema={"step": pl.Int64, "samples": pl.Int64, "y": pl.Float64})
+    if key in BANDED:
+        curve = run_curves.curve(frame, key, band if band else None)
+    else:
+        curve = run_curves.curve(frame, col, None, mean=False)
+    return curve.join(frame.select("step", "samples"), on="step", how="left").select(
+        "step", "samples", *[c for c in curve.columns if c != "step"]
+    )
+
+
+# ---- several runs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """One run's line on a compared chart: ``frame`` has ``x`` (step or samples seen), ``step``, ``y``
+    (raw), ``smooth`` (the EMA of ``y``; equal to ``y`` without smoothing) and, with a band, ``lo, hi``."""
+
+    run: str
+    frame: pl.DataFrame
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """One compared chart: ``metric`` key, its label and y unit, the x-axis (a :data:`X_AXES` key), one
+    :class:`RunLine` per run that has the metric (in the runs' order), and notes for the runs without."""
+
+    metric: str
+    label: str
+    unit: str
+    x: str
+    lines: tuple[RunLine, ...]
+    notes: tuple[Note, ...]
+
+
+def overlay(
+    frames: dict[str, pl.DataFrame],
+    key: str,
+    band: str | None = None,
+    smoothing: float = 0.0,
+    x: str = "step",
+) -> Overlay:
+    """The chart of ``key`` over ``frames`` (run name -> :func:`run_frame`, in the order to draw).
+
+    Smoothing is :func:`data.compare.smoothing.ema` of each run's raw ``y`` with weight ``smoothing``
+    (on the step order; the band is not smoothed); the values are then rounded to :data:`SIG_DIGITS`
+    significant digits. A run without values for ``key`` gets a note saying what it lacks instead of a
+    line.
+    """
+    if x not in X_AXES:
+        raise ValueError(f"unknown x-axis {x!r}")
+    lines, notes = [], []
+    for run, frame in frames.items():
+        if key not in available(frame):
+            why = MISSING.get(key, f"no column {key.removeprefix(COMPONENT)!r}")
+            notes.append(Note(METRIC, (run,), f"{run}: {why}; no {metric_label(key)} line."))
+            continue
+        c = run_curve(frame, key, band)
+        smooth = ema(c.get_column("y").to_list(), smoothing) if smoothing else c.get_column("y").to_numpy()
+        c = c.with_columns(
+            pl.col("samples" if x == "samples" else "step").cast(pl.Float64).alias("x"),
+            pl.Series("smooth", smooth, dtype=pl.Float64).fill_nan(None),
+        )
+        cols = ["y", "smooth", *[k for k in ("lo", "hi") if k in c.columns]]
+        c = c.with_columns(pl.col(cols).round_sig_figs(SIG_DIGITS))
+        lines.append(RunLine(run, c.select("x", "step", *cols)))
+    return Overlay(key, metric_label(key), metric_unit(key), x, tuple(lines), tuple(notes))
+
+
+def metrics_of(frames: dict[str, pl.DataFrame]) -> list[str]:
+    """The metric keys at least one run has, in :func:`available` order (components last, by name)."""
+    out: list[str] = []
+    for frame in frames.values():
+        for k in available(frame):
+            if k not in out:
+                out.append(k)
+    fixed = [k for k in METRICS if k in out]
+    return fixed + sorted(k for k in out if k.startswith(COMPONENT))
+
+
+def step_notes(frames: dict[str, pl.DataFrame]) -> list[Note]:
+    """Notes on the runs' step ranges: a run with no step; runs whose step ranges differ (each run's
+    first–last step and count); runs whose ranges do not overlap at all (on a step axis they sit side by
+    side: the samples-seen axis or the summary table compares them better)."""
+    notes = []
+    ranges = {}
+    for run, f in frames.items():
+        if f.height == 0:
+            notes.append(Note(STEPS, (run,), f"{run}: no complete step yet."))
+            continue
+        s = f.get_column("step")
+        ranges[run] = (int(s.min()), int(s.max()), f.height)
+    if len(ranges) >= 2 and len({r for r in ranges.values()}) > 1:
+        text = "; ".join(f"{r}: steps {a}–{b} ({n} steps)" for r, (a, b, n) in ranges.items())
+        notes.append(Note(STEPS, tuple(ranges), f"The runs cover different steps — {text}."))
+        lo = max(a for a, _, _ in ranges.values())
+        hi = min(b for _, b, _ in ranges.values())
+        if lo > hi:
+            notes.append(Note(STEPS, tuple(ranges), "Their step ranges do not overlap."))
+    return notes

@@ -1,0 +1,407 @@
+"""Same prompt, two policies: prompts matched across runs by their text, paired reward differences,
+prompts solved by one run and not the other, and a word-level diff of two responses.
+
+**Matching.** A prompt's *match text* is its text with the run's pad tokens removed, in Unicode NFC
+(so a composed "é" and "e" + combining accent match), every run of white space (spaces, tabs, new lines)
+turned into one space, and white space at both ends removed. Case, punctuation and every other character
+count. Two prompts of two runs are the same prompt when their match texts are equal (compared through a
+128-bit BLAKE2b digest of the UTF-8 text). Prompts formatted by different chat templates are different
+texts and do not match.
+
+**Per run and prompt.** The prompt's *last step* is the last step the run gave it at; its *reward at the
+last step* the mean reward of its responses there (finite rewards). The *paired difference* of a prompt
+shared by runs A and B is A's reward at its last step minus B's. *Over training*: at each step where both
+runs gave the prompt, A's mean reward of the prompt at that step minus B's; per step, the mean (and
+quartiles) of those differences over the prompts shared at that step.
+
+**Solved.** A run *solves* a prompt when its reward at the prompt's last step is at least the threshold
+τ. τ is given (the URL's ``solved=``) or else the midpoint of the two runs' reward range, (lowest +
+highest reward of either run) / 2, so that with a verifier's 0 / 1 rewards a prompt is solved when at
+least half of its last responses are right.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from data import curves as run_curves
+from data.cache import StoreKey, shared
+from data.compare.notes import PROMPTS, Note
+from data.metrics.group import finite
+from data.metrics.response import strip_pad_text, strip_pads
+from data.queries import MAX_DISCRETE_VALUES, discrete_edges, distinct_values, histogram, histogram_edges
+from data.store import RunStore
+
+# The paired scatter draws at most this many prompts (those with the largest differences): each point
+# carries its prompt's preview and key to the browser, and beyond this it would weigh more than 300 kB.
+MAX_SCATTER = 2000
+# At most this many responses of one prompt at one step are shown side by side (a GRPO group is 4-64).
+MAX_RESPONSES = 16
+# The word diff compares at most this many words and spaces of each response (difflib is quadratic in
+# the worst case); the rest is shown undiffed, with a note.
+MAX_DIFF_TOKENS = 4000
+
+
+def match_text_expr(col: str, pad_tokens: tuple[str, ...]) -> pl.Expr:
+    """The match text (see the module docstring) of a text column."""
+    text = strip_pads(pl.col(col), tuple(pad_tokens)).str.normalize("NFC")
+    return text.str.replace_all(r"\s+", " ").str.strip_chars()
+
+
+def match_text(text: str | None, pad_tokens: tuple[str, ...] = ()) -> str:
+    """:func:`match_text_expr` of one Python text (None counts as "")."""
+    df = pl.DataFrame({"t": [text or ""]}, schema={"t": pl.String})
+    return df.select(match_text_expr("t", pad_tokens)).item()
+
+
+def match_key(text: str) -> str:
+    """The digest two runs' prompts are matched by: 32 hex digits of BLAKE2b-128 of the match text."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+# ---- one run, cached on its store version ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunPrompts:
+    """One run's prompts by match key. ``prompts``: ``match, preview, keys`` (the run's ``prompt_key``s
+    with that match text, usually one), ``n_responses``, ``n_steps``, ``first_step``, ``last_step``,
+    ``reward_last`` (mean at the last step), ``reward_all`` (mean over every response); ``by_step``:
+    ``match, step, n, reward`` (mean at that step)."""
+
+    prompts: pl.DataFrame
+    by_step: pl.DataFrame
+
+
+_PROMPTS_SCHEMA = {
+    "match": pl.String,
+    "preview": pl.String,
+    "keys": pl.List(pl.String),
+    "n_responses": pl.UInt32,
+    "n_steps": pl.UInt32,
+    "first_step": pl.Int64,
+    "last_step": pl.Int64,
+    "reward_last": pl.Float64,
+    "reward_all": pl.Float64,
+}
+_BY_STEP_SCHEMA = {"match": pl.String, "step": pl.Int64, "n": pl.UInt32, "reward": pl.Float64}
+
+
+def run_prompts_from(scalars: pl.DataFrame, texts: pl.DataFrame, pad_tokens: tuple[str, ...]) -> RunPrompts:
+    """:class:`RunPrompts` from a run's scalars (``prompt_key, prompt_preview, step, reward``) and its
+    distinct prompt texts (``prompt_key, prompt``)."""
+    if scalars.height == 0 or "prompt_key" not in scalars.columns or texts.height == 0:
+        return RunPrompts(pl.DataFrame(schema=_PROMPTS_SCHEMA), pl.DataFrame(schema=_BY_STEP_SCHEMA))
+    norm = texts.select("prompt_key", match_text_expr("prompt", pad_tokens).alias("text"))
+    uniq = norm.get_column("text").unique().to_list()
+    keys = norm.with_columns(
+        pl.col("text").replace_strict({t: match_key(t) for t in uniq}, return_dtype=pl.String).alias("match")
+    ).select("prompt_key", "match")
+    rows = (
+        scalars.lazy()
+        .select("prompt_key", "prompt_preview", "step", "reward")
+        .join(keys.lazy(), on="prompt_key", how="inner")
+    )
+    r = pl.col("reward").cast(pl.Float64)
+    by_step = (
+        rows.group_by("match", "step")
+        .agg(pl.len().alias("n"), r.filter(finite("reward")).mean().alias("reward"))
+        .sort("match", "step")
+        .collect()
+    )
+    last = by_step.group_by("match").agg(
+        pl.col("step").max().alias("last_step"),
+        pl.col("reward").sort_by("step").last().alias("reward_last"),
+        pl.col("step").min().alias("first_step"),
+        pl.len().cast(pl.UInt32).alias("n_steps"),
+    )
+    prompts = (
+        rows.group_by("match")
+        .agg(
+            pl.col("prompt_preview").first().alias("preview"),
+            pl.col("prompt_key").unique().sort().alias("keys"),
+            pl.len().cast(pl.UInt32).alias("n_responses"),
+            r.filter(finite("reward")).mean().alias("reward_all"),
+        )
+        .collect()
+        .join(last, on="match", how="left")
+        .select(list(_PROMPTS_SCHEMA))
+        .sort("match")
+    )
+    return RunPrompts(prompts, by_step.with_columns(pl.col("n").cast(pl.UInt32)))
+
+
+@shared(8)
+def _run_prompts(v: StoreKey) -> RunPrompts:
+    store = v.store
+    pads = tuple(store.manifest.data.get("pad_tokens", ()))
+    texts = store.scan_parts().select("prompt_key", "prompt").unique("prompt_key").collect()
+    return run_prompts_from(store.scalars(), texts, pads)
+
+
+def run_prompts(store: RunStore) -> RunPrompts:
+    """:func:`run_prompts_from` of a store (cached on its version; reads the prompt column once)."""
+    return _run_prompts(StoreKey(store))
+
+
+# ---- two runs --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Prompts shared by runs ``a`` and ``b``. ``table``: one row per shared prompt, ``match, preview,
+    a_keys, b_keys, a_last_step, b_last_step, a_reward, b_reward`` (rewards at each run's last step of the
+    prompt), ``diff`` (a − b), ``a_solved``, ``b_solved``, ``a_n``, ``b_n`` (responses), sorted by ``diff``
+    then ``match``; ``over_steps``: ``step, n_prompts, diff_mean, diff_p25, diff_p75`` at every step
+    where both runs gave a shared prompt; ``threshold``: τ; counts of each run's prompts; notes."""
+
+    a: str
+    b: str
+    table: pl.DataFrame
+    over_steps: pl.DataFrame
+    threshold: float | None
+    a_prompts: int
+    b_prompts: int
+    notes: tuple[Note, ...]
+
+    def headline(self) -> str:
+        """One sentence: how many prompts are shared, of how many, and the solved threshold."""
+        tau = "–" if self.threshold is None else f"{self.threshold:.4g}"
+        return (
+            f"{self.table.height} shared prompts ({self.a_prompts} in {self.a}, {self.b_prompts} in {self.b}); "
+            f"solved: mean reward at the prompt's last step ≥ {tau}."
+        )
+
+    def scatter_rows(self, limit: int = MAX_SCATTER) -> tuple[pl.DataFrame, int]:
+        """The shared prompts a scatter draws: all of them, or the ``limit`` with the largest absolute
+        difference (then by match key) when there are more; and how many were left out."""
+        if self.table.height <= limit:
+            return self.table, 0
+        ranked = self.table.sort(
+            [pl.col("diff").abs(), pl.col("match")], descending=[True, False], nulls_last=True
+        )
+        return ranked.head(limit), self.table.height - limit
+
+    def solved_by(self, first: str) -> pl.DataFrame:
+        """Prompts solved by run ``first`` (``a`` or ``b``) and not by the other, the largest reward
+        difference in its favour first."""
+        other = "b" if first == "a" else "a"
+        rows = self.table.filter(pl.col(f"{first}_solved") & ~pl.col(f"{other}_solved"))
+        return rows.sort(["diff", "match"], descending=[first == "a", False])
+
+
+def default_threshold(ranges: list[tuple[float, float]]) -> float | None:
+    """τ when none is given: the midpoint of the lowest and highest reward of the runs' ``(min, max)``."""
+    ranges = [r for r in ranges if r is not None]  # a run without a finite reward has no range
+    if not ranges:
+        return None
+    return (min(r[0] for r in ranges) + max(r[1] for r in ranges)) / 2
+
+
+def pair_from(a: str, pa: RunPrompts, b: str, pb: RunPrompts, threshold: float | None) -> Paired:
+    """:class:`Paired` of two runs' :class:`RunPrompts` with the solved threshold ``threshold``."""
+    notes = []
+    left = pa.prompts.select(
+        "match",
+        "preview",
+        pl.col("keys").alias("a_keys"),
+        pl.col("last_step").alias("a_last_step"),
+        pl.col("reward_last").alias("a_reward"),
+        pl.col("n_responses").alias("a_n"),
+    )
+    right = pb.prompts.select(
+        "match",
+        pl.col("keys").alias("b_keys"),
+        pl.col("last_step").alias("b_last_step"),
+        pl.col("reward_last").alias("b_reward"),
+        pl.col("n_responses").alias("b_n"),
+    )
+    tau = threshold
+    solved = (
+        (lambda c: pl.col(c) >= tau) if tau is not None and math.isfinite(tau) else (lambda c: pl.lit(False))
+    )
+    table = (
+        left.join(right, on="match", how="inner")
+        .with_columns(
+            (pl.col("a_reward") - pl.col("b_reward")).alias("diff"),
+            solved("a_reward").fill_null(False).alias("a_solved"),
+            solved("b_reward").fill_null(False).alias("b_solved"),
+        )
+        .sort(["diff", "match"], nulls_last=True)
+    )
+    over = (
+        pa.by_step.join(pb.by_step, on=["match", "step"], how="inner", suffix="_b")
+        .with_columns((pl.col("reward") - pl.col("reward_b")).alias("d"))
+        .filter(pl.col("d").is_not_null())
+        .group_by("step")
+        .agg(
+            pl.len().alias("n_prompts"),
+            pl.col("d").mean().alias("diff_mean"),
+            pl.col("d").quantile(0.25, "linear").alias("diff_p25"),
+            pl.col("d").quantile(0.75, "linear").alias("diff_p75"),
+        )
+        .sort("step")
+    )
+    if pa.prompts.height == 0 or pb.prompts.height == 0:
+        empty = [r for r, p in ((a, pa), (b, pb)) if p.prompts.height == 0]
+        notes.append(Note(PROMPTS, tuple(empty), f"{', '.join(empty)}: no prompts to match."))
+    elif table.height == 0:
+        notes.append(Note(PROMPTS, (a, b), f"{a} and {b} share no prompt ({pa.prompts.height} and "
+                                           f"{pb.prompts.height} distinct prompts): there is nothing to pair."))  # fmt: skip
+    elif over.height == 0:
+        notes.append(Note(PROMPTS, (a, b), f"The {table.height} shared prompts never come at the same step in "
+                                           "both runs: no paired difference over training."))  # fmt: skip
+    if (threshold is None or not math.isfinite(threshold)) and table.height:
+        notes.append(Note(PROMPTS, (a, b), "No threshold (no finite reward): no prompt counts as solved."))
+    return Paired(a, b, table, over, threshold, pa.prompts.height, pb.prompts.height, tuple(notes))
+
+
+@functools.lru_cache(maxsize=16)
+def _pair(ka: StoreKey, a: str, kb: StoreKey, b: str, threshold: float | None) -> Paired:
+    return pair_from(a, _run_prompts(ka), b, _run_prompts(kb), threshold)
+
+
+def reward_range(store: RunStore) -> tuple[float, float] | None:
+    """The lowest and highest finite reward of a run (from its per-step summary); None without any."""
+    steps = run_curves.run_steps(store)
+    if steps.height == 0 or "reward_min" not in steps.columns:
+        return None
+    lo = steps.select(pl.col("reward_min").filter(pl.col("reward_min").is_finite()).min()).item()
+    hi = steps.select(pl.col("reward_max").filter(pl.col("reward_max").is_finite()).max()).item()
+    return None if lo is None or hi is None else (float(lo), float(hi))
+
+
+def pair(a: str, store_a: RunStore, b: str, store_b: RunStore, threshold: float | None = None) -> Paired:
+    """:func:`pair_from` of two stores (cached on both versions and ``threshold``); without a
+    ``threshold``, τ is :func:`default_threshold` of the two runs' :func:`reward_range`."""
+    if threshold is None:
+        threshold = default_threshold([reward_range(store_a), reward_range(store_b)])
+    return _pair(StoreKey(store_a), a, StoreKey(store_b), b, threshold)
+
+
+# ---- responses of one prompt, and their diff ---------------------------------------------------------------
+
+
+def prompt_responses(store: RunStore, keys: list[str], step: int, limit: int = MAX_RESPONSES) -> pl.DataFrame:
+    """The responses of the prompt (its ``prompt_key``s ``keys``) at ``step``: ``sample_id, step, reward,
+    response`` (pads removed) and ``has_tokens``, the highest reward first (then by sample id), at most
+    ``limit``."""
+    scalars = store.scalars()
+    cols = [c for c in ("sample_id", "step", "reward", "part", "row", "has_tokens") if c in scalars.columns]
+    rows = (
+        scalars.lazy()
+        .filter(pl.col("prompt_key").is_in(list(keys)) & (pl.col("step") == step))
+        .select(cols)
+        .sort(["reward", "sample_id"], descending=[True, False], nulls_last=True)
+        .head(limit)
+        .collect()
+    )
+    pads = tuple(store.manifest.data.get("pad_tokens", ()))
+    texts: dict[tuple[int, int], str] = {}
+    for part, group in rows.group_by("part"):
+        got = store.read_rows(int(part[0]), group.get_column("row").to_list(), ["response"])
+        for r, t in zip(group.get_column("row").to_list(), got.get_column("response").to_list(), strict=True):
+            texts[(int(part[0]), int(r))] = strip_pad_text(t, pads) or ""
+    text = [
+        texts[(int(p), int(r))] for p, r in zip(rows.get_column("part"), rows.get_column("row"), strict=True)
+    ]
+    out = rows.with_columns(pl.Series("response", text, dtype=pl.String))
+    if "has_tokens" not in out.columns:
+        out = out.with_columns(pl.lit(False).alias("has_tokens"))
+    return out.select("sample_id", "step", "reward", "response", "has_tokens")
+
+
+@dataclass(frozen=True)
+class OpenedPrompt:
+    """A shared prompt opened on the page: its preview, each run's step (its last step of the prompt) and
+    responses there (:func:`prompt_responses` rows as dicts), and the :class:`WordDiff` of the best
+    response of each (A's first)."""
+
+    match: str
+    preview: str
+    a_step: int
+    b_step: int
+    a_rows: list[dict]
+    b_rows: list[dict]
+    diff: WordDiff
+
+
+def open_prompt(paired: Paired, store_a: RunStore, store_b: RunStore, match: str) -> OpenedPrompt | None:
+    """:class:`OpenedPrompt` of the shared prompt ``match`` (None when the two runs do not share it)."""
+    row = paired.table.filter(pl.col("match") == match)
+    if row.height == 0:
+        return None
+    r = row.row(0, named=True)
+    a_rows = prompt_responses(store_a, r["a_keys"], r["a_last_step"]).to_dicts()
+    b_rows = prompt_responses(store_b, r["b_keys"], r["b_last_step"]).to_dicts()
+    best = [rows[0]["response"] if rows else "" for rows in (a_rows, b_rows)]
+    return OpenedPrompt(
+        match, r["preview"] or "", r["a_last_step"], r["b_last_step"], a_rows, b_rows, word_diff(*best)
+    )
+
+
+_TOKENS = re.compile(r"\s+|[^\s]+")
+
+
+@dataclass(frozen=True)
+class WordDiff:
+    """``segments``: ``(op, text)`` in order, ``op`` ``"equal"`` (in both), ``"delete"`` (only in the
+    first text) or ``"insert"`` (only in the second); the ``equal`` and ``delete`` texts joined give the
+    first text back, the ``equal`` and ``insert`` texts the second. ``truncated``: the texts were longer
+    than :data:`MAX_DIFF_TOKENS` words and spaces, and their tails are given as a delete and an insert."""
+
+    segments: tuple[tuple[str, str], ...]
+    truncated: bool = False
+
+
+def word_diff(first: str, second: str, limit: int = MAX_DIFF_TOKENS) -> WordDiff:
+    """Word-level diff of two texts (``difflib.SequenceMatcher`` without its junk heuristic, on words and
+    runs of white space, so the texts are rebuilt exactly); a replaced stretch is a delete then an
+    insert."""
+    a, b = _TOKENS.findall(first or ""), _TOKENS.findall(second or "")
+    truncated = len(a) > limit or len(b) > limit
+    a_tail, b_tail = "".join(a[limit:]), "".join(b[limit:])
+    a, b = a[:limit], b[:limit]
+    out: list[tuple[str, str]] = []
+
+    def add(op: str, text: str) -> None:
+        if not text:
+            return
+        if out and out[-1][0] == op:
+            out[-1] = (op, out[-1][1] + text)
+        else:
+            out.append((op, text))
+
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            add("equal", "".join(a[i1:i2]))
+        else:
+            add("delete", "".join(a[i1:i2]))
+            add("insert", "".join(b[j1:j2]))
+    add("delete", a_tail)
+    add("insert", b_tail)
+    return WordDiff(tuple(out), truncated)
+
+
+def diff_bars(table: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """Histogram of a :class:`Paired` table's ``diff``: ``bin, lo, hi, count`` (bar k covers
+    ``lo <= diff < hi``, the last one also its top edge), and whether the bars are discrete (one per
+    value, when the differences take few values: see :func:`data.queries.discrete_edges`)."""
+    diffs = table.lazy().select(pl.col("diff").cast(pl.Float64)).filter(pl.col("diff").is_finite())
+    values = distinct_values(diffs, ("diff",), MAX_DISCRETE_VALUES)
+    edges = discrete_edges(values) if values is not None else None
+    discrete = edges is not None
+    if edges is None:
+        r = diffs.select(pl.col("diff").min().alias("lo"), pl.col("diff").max().alias("hi")).collect()
+        edges = histogram_edges(r.item(0, "lo"), r.item(0, "hi")) if r.height else []
+    if not edges:
+        empty = {"bin": pl.Int32, "lo": pl.Float64, "hi": pl.Float64, "count": pl.Int64}
+        return pl.DataFrame(schema=empty), False
+    return histogram(diffs, "diff", edges).collect(), discrete

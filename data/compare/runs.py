@@ -1,0 +1,55 @@
+"""The runs a comparison is about: each named run's committed store, folder and per-step frame, and a note
+for each run that cannot take part (unknown, not read yet)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from data.compare.curves import run_frame
+from data.compare.notes import RUN, Note
+from data.store import RunStore, UnknownRun
+
+# At most this many runs on one compare page (one colour each, and every query is per run).
+MAX_RUNS = 8
+
+
+@dataclass(frozen=True)
+class CompareRun:
+    """One run of a comparison: its name, folder, committed store and :func:`run_frame`."""
+
+    name: str
+    run_dir: Path
+    store: RunStore
+    frame: pl.DataFrame
+
+
+def load_runs(board, names: list[str], wait: float = 0.0) -> tuple[list[CompareRun], list[Note]]:
+    """The runs ``names`` (in order, each once, at most :data:`MAX_RUNS`) as :class:`CompareRun`s, from a
+    :class:`data.service.Board`. A name that is not a run under the root, or a run with nothing committed
+    yet, is left out with a note (``wait``: seconds to wait for a first commit)."""
+    out, notes = [], []
+    seen = []
+    for name in names:
+        if name not in seen:
+            seen.append(name)
+    if len(seen) > MAX_RUNS:
+        notes.append(Note(RUN, tuple(seen[MAX_RUNS:]), f"At most {MAX_RUNS} runs are compared: "
+                                                       f"{', '.join(seen[MAX_RUNS:])} left out."))  # fmt: skip
+        seen = seen[:MAX_RUNS]
+    for name in seen:
+        try:
+            run_dir = board.run_dir(name)
+        except UnknownRun:
+            notes.append(
+                Note(RUN, (name,), f"Unknown run {name!r}: it is not one of the runs under the rollout root.")
+            )
+            continue
+        store = board.store(name, wait=wait)
+        if store is None:
+            notes.append(Note(RUN, (name,), board.reading_text(name)))
+            continue
+        out.append(CompareRun(name, run_dir, store, run_frame(store)))
+    return out, notes

@@ -1,0 +1,137 @@
+"""What the runs page says of a run: its files' size and freshness, what its store holds (responses, steps,
+bad lines), the fields beyond the contract, and the lines that could not be used or were noted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from data import curves
+from data.compare.summary import summary_row
+from data.store import RunStore, run_file_stats
+
+MAX_LISTED_ISSUES = 200  # unusable lines listed per run; the rest are counted
+FIELDS_SHOWN = 20  # names listed per kind of field; the rest are counted
+# One example location per kind of note: "rank0.jsonl:17 (logprobs 8, values 9)".
+_EXAMPLE = pl.format("{}:{} ({})", "source", "line", pl.col("detail").fill_null("")).first()
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """A run folder's rollout files: how many, their bytes, the newest modification time (None: no file)."""
+
+    count: int
+    size: int
+    last_modified: float | None
+
+
+def run_files_summary(run_dir: Path, split: str = "train") -> RunFiles:
+    """:class:`RunFiles` of a run folder (of its training files, or its ``"validation"`` ones), from one
+    read of the folder."""
+    files = run_file_stats(run_dir, split)
+    last = max((st.st_mtime for _, st in files), default=None)
+    return RunFiles(len(files), sum(st.st_size for _, st in files), last)
+
+
+@dataclass(frozen=True)
+class RunHealth:
+    """What a run's committed store holds.
+
+    ``samples`` responses over ``steps`` steps (``step_span``: the first and last, None without steps);
+    ``bad_lines`` lines not used (errors and lines still pending); ``fields``: ``(kind, names, where)``
+    for the extra columns, the trainer's own per-token fields and the fields not read (``names`` a text
+    listing the first :data:`FIELDS_SHOWN`); ``errors``: the first :data:`MAX_LISTED_ISSUES` unusable lines
+    (``source, line, severity, reason, detail``) of ``n_errors``; ``notes``: ``(reason, lines, example)``
+    per kind of data-quality note (lines kept), most frequent first, of ``n_notes`` noted lines.
+    """
+
+    samples: int
+    steps: int
+    step_span: tuple[int, int] | None
+    bad_lines: int
+    fields: list[tuple[str, str, str]]
+    errors: list[dict]
+    n_errors: int
+    notes: list[tuple[str, int, str]]
+    n_notes: int
+
+
+def _names(names: list[str]) -> str:
+    more = len(names) - FIELDS_SHOWN
+    return ", ".join(names[:FIELDS_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+def run_health(store: RunStore) -> RunHealth:
+    """:class:`RunHealth` of a committed store (its per-step summary, manifest and issues)."""
+    steps = store.steps()
+    manifest = store.manifest.data
+    bad = sum(p["errors"] for p in manifest["parts"].values()) + len(manifest.get("pending", {}))
+    span = None
+    if steps.height:
+        col = steps.get_column("step")
+        span = (col.min(), col.max())
+    kinds = [
+        ("extra columns", store.extra_columns(), "in the responses table"),
+        (
+            "per-token fields of the trainer",
+            store.token_extras(),
+            "on the token page, where not longer than the response",
+        ),
+        ("not read", manifest.get("ignored_fields", []), "not a number, a text or a list of numbers"),
+    ]
+    fields = [(kind, _names(names), where) for kind, names, where in kinds if names]
+    issues = store.issues()
+    errors = issues.filter(pl.col("severity") != "note")
+    noted = issues.filter(pl.col("severity") == "note")
+    notes = []
+    if noted.height:
+        summary = (
+            noted.group_by("reason")
+            .agg(pl.len().alias("n"), _EXAMPLE.alias("example"))
+            .sort("n", descending=True)
+        )
+        notes = [(r["reason"], r["n"], r["example"]) for r in summary.iter_rows(named=True)]
+    return RunHealth(
+        samples=int(steps.get_column("n").sum()) if steps.height else 0,
+        steps=steps.height,
+        step_span=span,
+        bad_lines=bad,
+        fields=fields,
+        errors=errors.head(MAX_LISTED_ISSUES)
+        .select("source", "line", "severity", "reason", "detail")
+        .to_dicts(),
+        n_errors=errors.height,
+        notes=notes,
+        n_notes=noted.height,
+    )
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A run's headline figures (see :func:`data.compare.summary.summary_row`): the mean reward of its last
+    step, its best step's mean reward and that step, KL per token (k3) at the last step that has one; and
+    the mean reward of every step (``steps``, ``rewards``) for a sparkline."""
+
+    reward_last: float | None
+    reward_best: float | None
+    reward_best_step: int | None
+    kl_last: float | None
+    steps: list[int]
+    rewards: list[float | None]
+
+
+def run_headline(name: str, store: RunStore) -> Headline:
+    """:class:`Headline` of a committed store (its per-step summary, cached on the store version)."""
+    steps = curves.run_steps(store)
+    row = summary_row(name, steps)
+    rewards = steps.get_column("reward_mean").to_list() if "reward_mean" in steps.columns else []
+    return Headline(
+        row["reward_last"],
+        row["reward_best"],
+        row["reward_best_step"],
+        row["kl_last"],
+        steps.get_column("step").to_list(),
+        rewards,
+    )

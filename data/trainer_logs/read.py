@@ -1,0 +1,132 @@
+"""Reading one trainer log into long rows ``key, step, value``: a Hugging Face / TRL log history (a JSON
+list of logged dicts, or ``trainer_state.json`` holding one) and TensorBoard event files (through the
+``tensorboard`` package's own reader; scalars only)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+# The keys of the Trainer's last log, written once at the end of training (``Trainer.train`` logs
+# ``train_runtime``, ``train_samples_per_second``, ``train_steps_per_second``, ``total_flos`` and
+# ``train_loss`` with the last ``epoch`` and ``step``): a run-level summary, not a point of a curve.
+SUMMARY_KEYS = frozenset(
+    {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"}
+)
+# Keys that locate a log entry rather than measure anything.
+STEP_KEY = "step"
+
+
+@dataclass
+class Rows:
+    """What one log gave: ``keys``, ``steps``, ``values`` (parallel lists), the final summary, and notes on
+    what was left out (entries without a step, values that are not numbers)."""
+
+    keys: list[str] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    summary: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, key: str, step: int, value: float) -> None:
+        self.keys.append(key)
+        self.steps.append(step)
+        self.values.append(value)
+
+
+def _number(v) -> float | None:
+    """A logged value as a float: ints and floats (NaN / infinities kept), not bools, strings or lists."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v)
+
+
+def history_entries(data) -> list | None:
+    """The list of logged dicts of a parsed JSON file: the file itself when it is a list, else its
+    ``log_history`` (``trainer_state.json``); None for anything else."""
+    if isinstance(data, dict):
+        data = data.get("log_history")
+    return data if isinstance(data, list) else None
+
+
+def read_history(path: Path, rel: str) -> Rows:
+    """Rows of a log history file. Each entry is one ``Trainer.log`` call: every numeric key at the entry's
+    ``step`` (the global optimizer step); the final summary entry (any key of :data:`SUMMARY_KEYS`) goes to
+    ``summary`` instead. Entries without an integer ``step`` and non-numeric values are counted in a note.
+    ``NaN`` / ``Infinity`` (Python's json writes them) are read as such."""
+    out = Rows()
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except (OSError, ValueError) as e:
+        out.notes.append(f"{rel}: not read ({type(e).__name__}: {e}).")
+        return out
+    entries = history_entries(data)
+    if entries is None:
+        out.notes.append(f"{rel}: not a log history (expected a list of logged dicts, or a trainer state).")
+        return out
+    no_step = skipped = 0
+    for entry in entries:
+        if not isinstance(entry, dict):
+            no_step += 1
+            continue
+        step = entry.get(STEP_KEY)
+        if isinstance(step, bool) or not isinstance(step, int):
+            no_step += 1
+            continue
+        if SUMMARY_KEYS & entry.keys():
+            for k, v in entry.items():
+                x = _number(v)
+                if x is not None and k != STEP_KEY:
+                    out.summary[k] = x
+            continue
+        for k, v in entry.items():
+            if k == STEP_KEY:
+                continue
+            x = _number(v)
+            if x is None:
+                skipped += 1
+                continue
+            out.add(k, step, x)
+    if no_step:
+        out.notes.append(f"{rel}: {no_step} entries without an integer step were left out.")
+    if skipped:
+        out.notes.append(f"{rel}: {skipped} values that are not numbers were left out.")
+    return out
+
+
+def read_events(folder: Path, rel: str) -> Rows:
+    """Scalar rows of the TensorBoard event files in ``folder``, read with TensorBoard's own
+    ``plugin_event_accumulator`` (every scalar point kept; histograms, images and text are not loaded
+    beyond one point per tag). Both ways of writing a scalar count: a legacy ``simple_value``
+    (``torch.utils.tensorboard``, tensorboardX, as the Hugging Face Trainer writes) and a TF2 scalar
+    tensor; they are told apart by the ``scalars`` plugin name TensorBoard gives both. A key is the tag as
+    written (the Trainer writes ``train/<name>``)."""
+    # Imported here: TensorBoard's reader takes ~0.5 s to import, and only runs with event files need it.
+    from tensorboard.backend.event_processing import plugin_event_accumulator as pea
+    from tensorboard.util import tensor_util
+
+    out = Rows()
+    acc = pea.EventAccumulator(
+        str(folder), size_guidance={pea.TENSORS: 1}, tensor_size_guidance={"scalars": 0}
+    )
+    try:
+        acc.Reload()
+    except Exception as e:  # noqa: BLE001 - a corrupt or truncated event file is a note, not a page error
+        out.notes.append(f"{rel}: TensorBoard events not read ({type(e).__name__}: {e}).")
+        return out
+    tags = acc.PluginTagToContent("scalars")
+    for tag in sorted(tags):
+        for ev in acc.Tensors(tag):
+            arr = tensor_util.make_ndarray(ev.tensor_proto)
+            if arr.size != 1 or not np.issubdtype(arr.dtype, np.number):
+                continue
+            out.add(tag, int(ev.step), float(arr.reshape(-1)[0]))
+    return out
+
+
+def finite_or_none(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None

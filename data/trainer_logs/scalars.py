@@ -1,0 +1,184 @@
+"""A run's trainer scalars: every log found (see :mod:`data.trainer_logs.find`) merged into one long
+table, listed key by key, and lined up with the rollout steps. Cached per process on the files' sizes and
+modification times (a trainer that writes on is read again)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from data.trainer_logs.find import MAX_EVENTS_BYTES, MAX_JSON_BYTES, LogFile, find_logs
+from data.trainer_logs.read import Rows, read_events, read_history
+
+SCHEMA = {"key": pl.String, "step": pl.Int64, "value": pl.Float64, "source": pl.String}
+
+
+@dataclass(frozen=True)
+class TrainerScalars:
+    """The trainer's own scalars of one run.
+
+    ``frame``: ``key, step, value, source``, one row per (key, step), sorted by key then step; when two
+    logs give the same key at the same step, the later of :func:`~data.trainer_logs.find.find_logs`'s
+    order wins. ``summary``: the final summary log (``train_runtime``, ``train_loss``, …). ``files``: the
+    logs found, read or not; ``notes``: what was left out and why.
+    """
+
+    frame: pl.DataFrame
+    summary: dict
+    files: tuple[LogFile, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return self.frame.height == 0
+
+    def keys(self) -> list[str]:
+        """Every key, sorted."""
+        return self.frame.get_column("key").unique().sort().to_list()
+
+    def series(self, key: str) -> pl.DataFrame:
+        """``step, value`` of one key, sorted by step (empty for an unknown key)."""
+        return self.frame.filter(pl.col("key") == key).select("step", "value")
+
+    def catalog(self) -> pl.DataFrame:
+        """One row per key: ``key, source, points, first_step, last_step, last_value`` (the value at the
+        key's last step), sorted by key."""
+        if self.empty:
+            return pl.DataFrame(
+                schema={
+                    "key": pl.String,
+                    "source": pl.String,
+                    "points": pl.UInt32,
+                    "first_step": pl.Int64,
+                    "last_step": pl.Int64,
+                    "last_value": pl.Float64,
+                }
+            )
+        return (
+            self.frame.group_by("key")
+            .agg(
+                pl.col("source").last(),
+                pl.len().alias("points"),
+                pl.col("step").min().alias("first_step"),
+                pl.col("step").max().alias("last_step"),
+                pl.col("value").sort_by("step").last().alias("last_value"),
+            )
+            .sort("key")
+        )
+
+
+def merge(parts: list[tuple[str, Rows]]) -> pl.DataFrame:
+    """The long frame of :class:`TrainerScalars` from each log's rows in merge order."""
+    frames = [
+        pl.DataFrame(
+            {"key": r.keys, "step": r.steps, "value": r.values, "source": [rel] * len(r.keys)}, schema=SCHEMA
+        )
+        for rel, r in parts
+        if r.keys
+    ]
+    if not frames:
+        return pl.DataFrame(schema=SCHEMA)
+    df = pl.concat(frames).with_row_index("__order")
+    return (
+        df.sort("__order")
+        .unique(["key", "step"], keep="last", maintain_order=True)
+        .drop("__order")
+        .sort("key", "step")
+    )
+
+
+def read_logs(files: list[LogFile]) -> TrainerScalars:
+    """Read and merge ``files`` (no cache)."""
+    parts: list[tuple[str, Rows]] = []
+    notes: list[str] = []
+    summary: dict = {}
+    for f in files:
+        if f.kind == "tensorboard":
+            if f.size > MAX_EVENTS_BYTES:
+                notes.append(f"{f.rel}: event files of {f.size >> 20} MB not read (the limit is "
+                             f"{MAX_EVENTS_BYTES >> 20} MB).")  # fmt: skip
+                continue
+            rows = read_events(f.path, f.rel)
+        else:
+            if f.size > MAX_JSON_BYTES:
+                notes.append(f"{f.rel}: {f.size >> 20} MB not read (the limit is {MAX_JSON_BYTES >> 20} MB).")
+                continue
+            rows = read_history(f.path, f.rel)
+        parts.append((f.rel, rows))
+        summary.update(rows.summary)
+        notes += rows.notes
+    return TrainerScalars(merge(parts), summary, tuple(files), tuple(notes))
+
+
+_CACHE: OrderedDict[tuple, TrainerScalars] = OrderedDict()
+_LOCK = threading.Lock()
+_MAX_CACHED = 16
+
+
+def trainer_scalars(run_dir: Path) -> TrainerScalars:
+    """The trainer scalars of the run in ``run_dir`` (a folder the board found under its root), read
+    again only when a log file changed (size or modification time) or appeared."""
+    files = find_logs(Path(run_dir))
+    key = (str(run_dir), tuple((f.kind, f.stamp) for f in files))
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    out = read_logs(files)
+    with _LOCK:
+        _CACHE[key] = out
+        while len(_CACHE) > _MAX_CACHED:
+            _CACHE.popitem(last=False)
+    return out
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """How the trainer's steps line up with the rollout steps: ``shared`` steps in both, ``trainer_only``
+    (logged, no rollouts) and ``rollouts_only`` (rollouts, nothing logged), each sorted."""
+
+    shared: tuple[int, ...]
+    trainer_only: tuple[int, ...]
+    rollouts_only: tuple[int, ...]
+
+    def notes(self) -> list[str]:
+        """What does not line up, in words ([] when every step is in both)."""
+        out = []
+        if not self.shared and (self.trainer_only or self.rollouts_only):
+            out.append("No step of the trainer's logs is a rollout step: the two cannot be lined up.")
+        if self.shared and self.trainer_only:
+            out.append(
+                f"{len(self.trainer_only)} logged steps have no rollouts ({_span(self.trainer_only)})."
+            )
+        if self.shared and self.rollouts_only:
+            out.append(
+                f"{len(self.rollouts_only)} rollout steps have no trainer log ({_span(self.rollouts_only)})."
+            )
+        return out
+
+
+def _span(steps: tuple[int, ...]) -> str:
+    shown = ", ".join(map(str, steps[:5]))
+    return shown + (f", … {steps[-1]}" if len(steps) > 5 else "")
+
+
+def align(scalars: TrainerScalars, rollout_steps: list[int]) -> Alignment:
+    """:class:`Alignment` of the trainer's logged steps (any key) with ``rollout_steps``: both are the
+    global training step (TRL's rollouts of step ``s`` and its log at ``step == s`` describe one batch)."""
+    logged = set(scalars.frame.get_column("step").to_list()) if not scalars.empty else set()
+    rollouts = set(rollout_steps)
+    return Alignment(
+        tuple(sorted(logged & rollouts)), tuple(sorted(logged - rollouts)), tuple(sorted(rollouts - logged))
+    )
+
+
+def aligned(scalars: TrainerScalars, key: str, rollout_steps: list[int]) -> pl.DataFrame:
+    """``step, value`` of ``key`` at the rollout steps only (a left join on the rollout steps, so a step
+    the trainer did not log has a null value), sorted by step."""
+    steps = pl.DataFrame({"step": sorted(set(rollout_steps))}, schema={"step": pl.Int64})
+    return steps.join(scalars.series(key), on="step", how="left").sort("step")

@@ -1,0 +1,82 @@
+"""Every link from one page to another, built in one place: a page's path and its query string.
+
+``prefix`` is the app's URL prefix without its last slash (``/rlboard`` behind a proxy, '' at the root):
+the page that shows a link knows it (Dash does) and passes it in; data never imports Dash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import quote_plus, urlencode
+
+from data.views import paths
+from data.views.codec import encode
+from data.views.prompts import PromptsView
+from data.views.responses import ResponsesView
+from data.views.tokens import DEFAULT_METRIC, TokensState
+
+
+def run_page(path: str, run: str | None, prefix: str = "") -> str:
+    """Page ``path`` of ``run`` (``/reward?run=R``; the path alone without a run). Percent-encoded: ``c#d``,
+    ``x&run=y`` and ``%2e%2e`` are run names too."""
+    return prefix + path + encode([("run", run)])
+
+
+def compare(runs: Iterable[str], prefix: str = "") -> str:
+    """The compare page of ``runs``, in that order (``/compare?run=A&run=B``)."""
+    return prefix + paths.COMPARE + encode([("run", r) for r in runs])
+
+
+def nav(path: str, run: str | None, prefix: str = "") -> str:
+    """A navbar link: page ``path`` keeping the run shown (the runs page takes no run)."""
+    return run_page(path, None if path == paths.RUNS else run, prefix)
+
+
+def tokens(
+    run: str | None,
+    sample: str | None,
+    back: str = "",
+    *,
+    metric: str = DEFAULT_METRIC,
+    pads: bool = False,
+    prefix: str = "",
+) -> str:
+    """The token page of one response; ``back`` is the responses view to return to (its query string
+    without ``?``), ``metric`` and ``pads`` the token page's own settings (left out at their defaults)."""
+    return prefix + paths.TOKENS + TokensState(run, sample, metric, pads, back).to_query()
+
+
+def tokens_many(run: str, samples: Iterable[str], prefix: str = "") -> list[str]:
+    """:func:`tokens` of many responses of one run (its part encoded once: a prompt may have thousands)."""
+    base = tokens(run, "", prefix=prefix)  # ends with "sample="
+    return [base + quote_plus(s, safe="") for s in samples]
+
+
+def row_tokens(view: ResponsesView, sample: str, prefix: str = "") -> str:
+    """The token page of a row of the responses view ``view``, with the way back to that view with the row
+    selected."""
+    back = view.with_(sample=sample).to_query().lstrip("?")
+    return tokens(view.run, sample, back, prefix=prefix)
+
+
+def responses_back(back: str, run: str | None, prefix: str = "") -> str:
+    """From the token page back to the responses view it was opened from (``back``), else to the run's."""
+    return prefix + paths.RESPONSES + "?" + (back or urlencode({"run": run or ""}))
+
+
+def bar_responses(run: str, step: int, range_key: str, lo: float, hi: float | None, prefix: str = "") -> str:
+    """The responses of one histogram bar or heatmap cell: run, step and the bar's interval as the range
+    filter ``<range_key>_min`` / ``_max`` (``hi`` None: no upper bound)."""
+    query = encode([("run", run), ("step", step), (f"{range_key}_min", lo), (f"{range_key}_max", hi)])
+    return prefix + paths.RESPONSES + query
+
+
+def export(view: ResponsesView, fmt: str, prefix: str = "") -> str:
+    """The download of the rows of ``view`` (its selected row aside) as ``fmt``."""
+    base = view.with_(sample=None).to_query()
+    return prefix + paths.EXPORT + (base + "&" if base else "?") + urlencode({"format": fmt})
+
+
+def prompts(view: PromptsView, prefix: str = "") -> str:
+    """The prompts page showing ``view`` (the list, or one prompt with the list's state kept)."""
+    return prefix + paths.PROMPTS + view.to_query()

@@ -1,0 +1,199 @@
+"""The responses page's view state (``/responses?run=R&step=S&sort=kl_mean&order=desc&reward_min=0.5&q=re``),
+which ``/export`` takes too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+
+from data.metrics.registry import LENGTH_TOKENS, length_column
+from data.queries import QueryError, ResponseFilter, check_regex, regex_error
+from data.views.codec import encode, first, get_bool, get_choice, get_float, key_notices
+
+ALL_STEPS = "all"
+DEFAULT_SORT = "reward"
+DEFAULT_ORDER = "desc"
+ORDERS = ("desc", "asc")
+RANGE_KEYS = ("reward", "gain", "kl", "len", "ref")
+# Hand-typed URLs may use the short names of the design notes (``sort=kl``).
+SORT_ALIASES = {"kl": "kl_mean", "gain": "reward_gain", "len": "response_length", "length": "response_length"}
+
+REGEX_FALLBACK = ": the text search is not applied."
+
+
+@dataclass(frozen=True)
+class ResponsesView:
+    """Everything that describes one view of the responses page; ``to_query()`` omits defaults.
+
+    ``step`` is None for the run's last step (the default), ``"all"`` for every step, or a step number.
+    Ranges are half-open (``min <= x < max``), as in :class:`data.queries.ResponseFilter`; ``q`` is a
+    regular expression over prompt and response; ``loses`` keeps responses below their reference reward;
+    ``sample`` is the selected response (shown beside the table).
+    """
+
+    run: str | None = None
+    step: int | str | None = None
+    sort: str = DEFAULT_SORT
+    order: str = DEFAULT_ORDER
+    reward_min: float | None = None
+    reward_max: float | None = None
+    gain_min: float | None = None
+    gain_max: float | None = None
+    kl_min: float | None = None
+    kl_max: float | None = None
+    len_min: float | None = None
+    len_max: float | None = None
+    ref_min: float | None = None
+    ref_max: float | None = None
+    q: str | None = None
+    loses: bool = False
+    sample: str | None = None
+
+    @classmethod
+    def from_query(
+        cls,
+        query: Mapping,
+        steps: Iterable[int] | None = None,
+        sortable: Iterable[str] | None = None,
+        extra_keys: Iterable[str] = (),
+    ) -> tuple[ResponsesView, list[str]]:
+        """Parse a query (``parse_search`` dict or ``layout(**query)`` kwargs); bad values -> default + notice.
+
+        ``steps`` and ``sortable`` (when given) are the run's steps and sortable columns: a step or sort
+        column the run does not have falls back too. Unknown keys (other than ``extra_keys``) are noticed.
+        """
+        notices = key_notices(query, {f.name for f in fields(cls)} | set(extra_keys))
+        run = first(query, "run") or None
+        step = _parse_step(query, steps, notices)
+        raw_sort = first(query, "sort")
+        sort = SORT_ALIASES.get(raw_sort, raw_sort) if raw_sort else DEFAULT_SORT
+        if sort == LENGTH_TOKENS and sortable is not None:
+            sort = length_column(sortable)  # a run without token arrays: its length in characters
+        if sortable is not None:
+            choices = list(sortable)
+            if sort not in choices:
+                shown = ", ".join(choices[:12]) + ("…" if len(choices) > 12 else "")
+                notices.append(f"Ignored sort={raw_sort!r}: expected one of {shown}.")
+                sort = DEFAULT_SORT
+        order = get_choice(query, "order", ORDERS, notices, DEFAULT_ORDER)
+        ranges = {}
+        for key in RANGE_KEYS:
+            for end in ("min", "max"):
+                ranges[f"{key}_{end}"] = get_float(query, f"{key}_{end}", notices)
+        q = first(query, "q") or None
+        if q is not None:
+            try:
+                check_regex(q)
+            except QueryError as e:
+                notices.append(f"{e}{REGEX_FALLBACK}")
+        loses = get_bool(query, "loses", notices)
+        sample = first(query, "sample") or None
+        view = cls(run=run, step=step, sort=sort, order=order, q=q, loses=loses, sample=sample, **ranges)
+        return view, notices
+
+    def to_query(self) -> str:
+        """``?run=…&step=…`` with defaults left out ('' when everything is a default)."""
+        return encode(
+            [
+                ("run", self.run),
+                ("step", self.step),
+                ("sort", None if self.sort == DEFAULT_SORT else self.sort),
+                ("order", None if self.order == DEFAULT_ORDER else self.order),
+                *((f"{k}_{e}", getattr(self, f"{k}_{e}")) for k in RANGE_KEYS for e in ("min", "max")),
+                ("q", self.q),
+                ("loses", True if self.loses else None),
+                ("sample", self.sample),
+            ]
+        )
+
+    @property
+    def descending(self) -> bool:
+        return self.order == "desc"
+
+    def resolved_step(self, steps: list[int]) -> int | None:
+        """The step shown: None for all steps, the last step of ``steps`` by default."""
+        if self.step == ALL_STEPS:
+            return None
+        if self.step is None:
+            return steps[-1] if steps else None
+        return int(self.step)
+
+    def response_filter(self, steps: list[int]) -> ResponseFilter:
+        """The filter of this view (an invalid regex is left out: the page says so)."""
+        q = self.q
+        if q is not None and regex_error(q) is not None:
+            q = None
+        return ResponseFilter(
+            step=self.resolved_step(steps),
+            reward_min=self.reward_min,
+            reward_max=self.reward_max,
+            gain_min=self.gain_min,
+            gain_max=self.gain_max,
+            kl_min=self.kl_min,
+            kl_max=self.kl_max,
+            len_min=self.len_min,
+            len_max=self.len_max,
+            ref_min=self.ref_min,
+            ref_max=self.ref_max,
+            q=q,
+            loses_only=self.loses,
+        )
+
+    def filter_key(self) -> str:
+        """The query of what selects and orders rows (not the selected sample): the grid reloads on change."""
+        return replace(self, sample=None, sort=DEFAULT_SORT, order=DEFAULT_ORDER).to_query()
+
+    def with_(self, **changes) -> ResponsesView:
+        return replace(self, **changes)
+
+    def step_value(self, steps: list[int]) -> int | str | None:
+        """The step picker's value: the URL's step (or ``all``), else the run's last step."""
+        return self.step if self.step is not None else (steps[-1] if steps else None)
+
+    def where(self, steps: list[int]) -> str:
+        """Which responses the view ranks: ``over all steps`` or ``at step S``."""
+        step = self.resolved_step(steps)
+        return "over all steps" if step is None else f"at step {step}"
+
+    def from_controls(
+        self, steps: list[int], step, ranges: Mapping[str, object], q, loses, sort: tuple[str, str] | None
+    ) -> ResponsesView:
+        """This view after its controls changed: the step picker's ``step``, the range inputs' ``ranges``
+        (``<key>_min`` / ``_max``: a number, or None / '' for no bound), the search ``q``, the ``loses``
+        switch and the grid's ``sort`` (``(column, order)``; None: the view's). Choosing the last step while
+        the URL follows the last step keeps following it."""
+        if step == (steps[-1] if steps else None) and self.step is None:
+            step = None
+        sort_col, order = sort if sort else (self.sort, self.order)
+        return self.with_(
+            step=step,
+            sort=sort_col,
+            order=order,
+            q=(q or None),
+            loses=bool(loses),
+            **{k: (None if v is None or v == "" else float(v)) for k, v in ranges.items()},
+        )
+
+    def cleared(self) -> ResponsesView:
+        """This view without its filters: the run, step and sort kept."""
+        return ResponsesView(run=self.run, step=self.step, sort=self.sort, order=self.order)
+
+
+def _parse_step(query: Mapping, steps: Iterable[int] | None, notices: list[str]) -> int | str | None:
+    raw = first(query, "step")
+    if raw is None or raw == "":
+        return None
+    if raw.lower() == ALL_STEPS:
+        return ALL_STEPS
+    try:
+        step = int(raw)
+    except ValueError:
+        notices.append(f"Ignored step={raw!r}: expected a step number or 'all'.")
+        return None
+    if steps is not None:
+        steps = list(steps)
+        if step not in set(steps):
+            last = f": showing the last step ({steps[-1]})" if steps else ""
+            notices.append(f"Ignored step={raw!r}: the run has no such step{last}.")
+            return None
+    return step

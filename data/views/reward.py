@@ -1,0 +1,89 @@
+"""The reward page's view state (``/reward?run=R&step=S&band=p25-p75&zero=1&trainer=loss``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+
+from data.curves import BANDS, DEFAULT_BAND, nearest_step
+from data.views import paths
+from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices
+from data.views.paths import shown_run, unknown_run_notice
+
+
+@dataclass(frozen=True)
+class RewardView:
+    """What the URL says: run, selected step (None = the run's last step), spread band, zero shift."""
+
+    run: str | None = None
+    step: int | None = None
+    band: str = DEFAULT_BAND
+    zero: bool = False
+    trainer: str | None = None  # the trainer's own scalar charted (None: data.compare.trainer.default_key)
+
+    @classmethod
+    def from_query(
+        cls, query: Mapping, runs: list[str], steps_of: Callable[[str], list[int] | None]
+    ) -> tuple[RewardView, list[str]]:
+        """Decode a query (parsed or ``layout(**query)``); bad values fall back with a notice each.
+
+        ``runs`` are the runs under the root (an unknown run falls back to the first one); ``steps_of(run)``
+        gives the run's steps, or None while nothing is ingested (the step is then kept as is).
+        """
+        msgs = key_notices(query, (f.name for f in fields(cls)))
+        asked = first(query, "run")
+        run = shown_run(paths.REWARD, asked, runs)
+        if notice := unknown_run_notice(paths.REWARD, asked, run, runs):
+            msgs.append(notice)
+        step = get_int(query, "step", msgs)
+        if step is not None and run is not None:
+            steps = steps_of(run)
+            if steps is not None and step not in steps:
+                near = nearest_step(steps, step)
+                msgs.append(
+                    f"Run {run!r} has no step {step}: showing step {near}, the nearest one."
+                    if near is not None
+                    else f"Run {run!r} has no steps yet."
+                )
+                step = near
+        band = get_choice(query, "band", BANDS, msgs, DEFAULT_BAND)
+        zero = get_bool(query, "zero", msgs, False)
+        return cls(run, step, band, zero, first(query, "trainer") or None), msgs
+
+    def to_query(self) -> str:
+        """``?run=R&step=S&band=B&zero=1`` without defaults ('' when all are defaults)."""
+        return encode(
+            [
+                ("run", self.run),
+                ("step", self.step),
+                ("band", None if self.band == DEFAULT_BAND else self.band),
+                ("zero", True if self.zero else None),
+                ("trainer", self.trainer),
+            ]
+        )
+
+    def shown_step(self, steps: list[int]) -> int | None:
+        """The step the page shows: the URL's, else the run's last one (None without steps)."""
+        return self.step if self.step is not None else (steps[-1] if steps else None)
+
+    def moved(self, steps: list[int], by: int) -> int | None:
+        """The step ``by`` steps of the run away from the one shown (previous / next), kept within the run."""
+        current = self.shown_step(steps)
+        if current not in steps:
+            return current
+        return steps[min(max(steps.index(current) + by, 0), len(steps) - 1)]
+
+    def at(self, steps: list[int], index) -> int | None:
+        """The step at a slider position (the step shown for a position the run does not have)."""
+        return steps[index] if isinstance(index, int) and 0 <= index < len(steps) else self.shown_step(steps)
+
+    def picked(self, steps: list[int], step) -> int | None:
+        """A step picked on a chart (the step shown for one the run does not have)."""
+        return step if step in steps else self.shown_step(steps)
+
+    def with_step(self, steps: list[int], step: int | None, **changes) -> RewardView:
+        """This view at ``step`` (and ``changes``); a view that follows the run's last step (no step in its
+        URL) keeps following it when ``step`` is that last step, so its URL stays with a growing run."""
+        if step == self.shown_step(steps) and self.step is None:
+            step = None
+        return replace(self, step=step, **changes)

@@ -1,0 +1,85 @@
+"""The token page's view state (``/tokens?run=R&sample=ID&metric=M&pads=1&back=...``) and the response it
+resolves to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from urllib.parse import urlencode
+
+from data.tokens import STRIP_METRICS, TokenView, first_sample, is_file_metric, token_view
+from data.views import paths
+from data.views.codec import encode, first, get_bool, get_choice, key_notices, parse_search
+from data.views.paths import shown_run
+
+DEFAULT_METRIC = "kl"
+
+
+@dataclass(frozen=True)
+class TokensState:
+    """The token page's URL state; ``back`` is the responses view's query string (without ``?``)."""
+
+    run: str | None = None
+    sample: str | None = None
+    metric: str = DEFAULT_METRIC
+    pads: bool = False
+    back: str = ""
+
+    @classmethod
+    def from_query(cls, query) -> tuple[TokensState, list[str]]:
+        """State from a parsed query (or ``layout(**query)`` kwargs) and a notice per ignored value."""
+        notes = key_notices(query, (f.name for f in fields(cls)))
+        raw = first(query, "metric")
+        if is_file_metric(raw):  # a per-token field of the trainer's own: checked against the response
+            metric = raw
+        else:
+            metric = get_choice(query, "metric", STRIP_METRICS, notes, DEFAULT_METRIC)
+        pads = get_bool(query, "pads", notes, False)
+        # Re-encoded so that only a query string ever follows "/responses" in the link back.
+        back = urlencode(parse_search(first(query, "back") or ""), doseq=True)
+        return cls(first(query, "run") or None, first(query, "sample") or None, metric, pads, back), notes
+
+    def to_query(self) -> str:
+        """``?run=…&sample=…`` with defaults left out ('' for the default state)."""
+        return encode(
+            [
+                ("run", self.run),
+                ("sample", self.sample),
+                ("metric", None if self.metric == DEFAULT_METRIC else self.metric),
+                ("pads", True if self.pads else None),
+                ("back", self.back or None),
+            ]
+        )
+
+
+# Why the page shows no response: no runs, the URL's run is not under the root, the run is still being
+# read, it has no response yet, the URL's sample is not in it.
+NO_RUNS, UNKNOWN_RUN, INGESTING, EMPTY, UNKNOWN_SAMPLE = (
+    "no-runs",
+    "unknown-run",
+    "ingesting",
+    "empty",
+    "unknown-sample",
+)
+
+
+def resolve(state: TokensState, board, wait: float) -> tuple[TokensState, TokenView | None, str | None]:
+    """``state`` with the run and sample the page shows filled in (the first run, the run's first response
+    when the URL names none), that response's :class:`~data.tokens.TokenView`, and why there is none (one of
+    :data:`NO_RUNS` … :data:`UNKNOWN_SAMPLE`; None when there is a view). ``board``: the app's board."""
+    runs = board.runs()
+    if not runs:
+        return state, None, NO_RUNS
+    run = shown_run(paths.TOKENS, state.run, runs)
+    if run is None:
+        return state, None, UNKNOWN_RUN
+    state = replace(state, run=run)
+    store = board.store(state.run, wait=wait)
+    if store is None:
+        return state, None, INGESTING
+    if state.sample is None:
+        first_id = first_sample(store)
+        if first_id is None:
+            return state, None, EMPTY
+        state = replace(state, sample=first_id)
+    view = token_view(store, state.sample, board.settings.pad_tokens)
+    return state, view, (None if view is not None else UNKNOWN_SAMPLE)

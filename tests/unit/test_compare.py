@@ -1,0 +1,321 @@
+"""data/compare on hand-made runs: TensorBoard's EMA, the samples-seen axis, overlays and their notes,
+the summary table, shared bins, prompt matching (normalisation), paired differences and solved lists
+computed by hand, the word diff, and runs that cannot be compared."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import polars as pl
+import pytest
+
+from data.compare import curves, distribution, prompts, summary
+from data.compare.notes import METRIC, PROMPTS, RUN, STEPS
+from data.compare.runs import load_runs
+from data.compare.smoothing import ema
+from data.config import Settings
+from data.ingest import ingest_run
+from data.service import Board
+from data.store import open_store
+
+PADS = ("<pad>", "<|endoftext|>")
+
+
+def _run(tmp_path, name: str, records: list[dict]):
+    """Write ``records`` as one JSON-lines file of run ``name`` under ``tmp_path/root``, ingest, return
+    the store."""
+    run = tmp_path / "root" / name
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+
+
+def _rec(prompt: str, step: int, reward: float, response: str = "r", **extra) -> dict:
+    return {"prompt": prompt, "response": response, "reward": reward, "step": step, **extra}
+
+
+# ---- smoothing ---------------------------------------------------------------------------------------------
+
+
+def test_compare001_ema_is_tensorboards_debiased_ema():
+    """w = 0.5 on [1, 3, gap, 5] gives 1, 7/3, gap, 27/7 (last/(1 − w^n), n counting finite points only);
+    a constant series and w = 0 are left alone; w = 1 is refused."""
+    out = ema([1.0, 3.0, None, 5.0], 0.5)
+    assert out[0] == pytest.approx(1.0)
+    assert out[1] == pytest.approx(1.75 / 0.75)
+    assert out[2] != out[2]  # NaN: a gap stays a gap
+    assert out[3] == pytest.approx(3.375 / 0.875)
+    assert list(ema([2.0, 2.0, 2.0], 0.9)) == [2.0, 2.0, 2.0]
+    assert list(ema([1.0, 5.0], 0.0)) == [1.0, 5.0]
+    with pytest.raises(ValueError):
+        ema([1.0], 1.0)
+
+
+def test_compare002_ema_matches_the_definition_on_random_series():
+    """The EMA equals the weighted sum Σ w^(n−k)(1−w) y_k / (1 − w^n) computed directly."""
+    rng = random.Random(3)
+    for _ in range(20):
+        ys = [rng.uniform(-5, 5) for _ in range(rng.randint(2, 30))]
+        w = rng.choice([0.1, 0.6, 0.95, 0.999])
+        out = ema(ys, w)
+        for n in range(1, len(ys) + 1):
+            direct = sum(w ** (n - k) * (1 - w) * ys[k - 1] for k in range(1, n + 1)) / (1 - w**n)
+            assert out[n - 1] == pytest.approx(direct, rel=1e-9, abs=1e-9)
+
+
+# ---- curves ------------------------------------------------------------------------------------------------
+
+
+def test_compare003_samples_seen_and_overlay(tmp_path):
+    """x = responses seen up to and including the step (3, then 3 + 1 = 4, then 6); y the step's mean
+    reward; smoothing leaves y raw and adds the EMA."""
+    store = _run(
+        tmp_path,
+        "a",
+        [_rec("p", 1, r) for r in (0, 1, 2)] + [_rec("p", 2, 4)] + [_rec("p", 5, r) for r in (1, 3)],
+    )
+    frame = curves.run_frame(store)
+    assert frame.select("step", "samples").rows() == [(1, 3), (2, 4), (5, 6)]
+    ov = curves.overlay({"a": frame}, "reward", band="std", smoothing=0.5, x="samples")
+    line = ov.lines[0].frame
+    assert line.get_column("x").to_list() == [3.0, 4.0, 6.0]
+    assert line.get_column("y").to_list() == [1.0, 4.0, 2.0]
+    assert line.get_column("smooth").to_list() == pytest.approx(list(ema([1.0, 4.0, 2.0], 0.5)), rel=1e-5)
+    assert {"lo", "hi"} <= set(line.columns)
+    assert ov.label == "reward" and ov.notes == ()
+
+
+def test_compare004_missing_metrics_and_step_ranges_are_notes(tmp_path):
+    """A run without token arrays gets a note instead of a KL line and its length in characters; runs
+    with different step ranges, and ranges that do not overlap, are said so."""
+    tok = {"response_tokens": ["a", "b"], "logprobs": [-1.0, -2.0], "ref_logprobs": [-1.5, -2.0]}
+    a = _run(tmp_path, "a", [_rec("p", s, 1.0, **tok) for s in (1, 2, 3)])
+    b = _run(tmp_path, "b", [_rec("p", s, 0.0) for s in (10, 20)])
+    frames = {"a": curves.run_frame(a), "b": curves.run_frame(b)}
+    assert "kl_token_mean" in curves.available(frames["a"]) and "response_length" in curves.available(
+        frames["a"]
+    )
+    assert "kl_token_mean" not in curves.available(frames["b"]) and "response_chars" in curves.available(
+        frames["b"]
+    )
+    ov = curves.overlay(frames, "kl_token_mean")
+    assert [line.run for line in ov.lines] == ["a"]
+    assert ov.notes[0].kind == METRIC and ov.notes[0].runs == ("b",) and "log-probs" in ov.notes[0].text
+    notes = curves.step_notes(frames)
+    assert [n.kind for n in notes] == [STEPS, STEPS]
+    assert "a: steps 1–3 (3 steps); b: steps 10–20 (2 steps)" in notes[0].text
+    assert notes[1].text == "Their step ranges do not overlap."
+
+
+def test_compare005_reward_components_are_curves(tmp_path):
+    """An extra column ``rewards.<fn>`` (a file's {"rewards": {...}}) is a component: its per-step mean."""
+    recs = [
+        _rec("p", 1, 1.0, rewards={"acc": 1.0}),
+        _rec("p", 1, 0.0, rewards={"acc": 0.0}),
+        _rec("p", 2, 1.0, rewards={"acc": 1.0}),
+    ]
+    frame = curves.run_frame(_run(tmp_path, "a", recs))
+    assert "component:rewards.acc" in curves.available(frame)
+    ov = curves.overlay({"a": frame}, "component:rewards.acc")
+    assert ov.lines[0].frame.select("step", "y").rows() == [(1, 0.5), (2, 1.0)]
+
+
+# ---- summary table -----------------------------------------------------------------------------------------
+
+
+def test_compare006_summary_row_by_hand(tmp_path):
+    """Steps 1, 2, 3 with mean rewards 0.5, 2, 1: last 1, best 2 at step 2; 7 responses; length over the
+    first and last tenth (one step each) in characters; zero-spread share over all groups."""
+    recs = [
+        _rec("p", 1, 0, "aa"), _rec("p", 1, 1, "aaaa"),  # group spread 1
+        _rec("p", 2, 2, "a"), _rec("p", 2, 2, "a"), _rec("q", 2, 2, "a"),  # p: zero spread; q: single
+        _rec("p", 3, 1, "abcdef"), _rec("p", 3, 1, "abcdef"),  # zero spread
+    ]  # fmt: skip
+    row = summary.summary_row("a", curves.run_frame(_run(tmp_path, "a", recs)))
+    assert row["steps"] == 3 and (row["first_step"], row["last_step"]) == (1, 3)
+    assert row["responses"] == 7
+    assert row["reward_last"] == 1.0 and row["reward_best"] == 2.0 and row["reward_best_step"] == 2
+    assert row["kl_last"] is None
+    assert (row["length_first"], row["length_last"], row["length_unit"]) == (3.0, 6.0, "characters")
+    assert row["zero_spread_share"] == pytest.approx(2 / 3)
+    table = summary.summary_table({"a": curves.run_frame(_run(tmp_path, "a", recs))})
+    assert table.columns == list(summary.COLUMNS) and table.height == 1
+
+
+# ---- distributions -----------------------------------------------------------------------------------------
+
+
+def test_compare007_shared_bins_and_shares(tmp_path):
+    """Rewards {0, 1} and {0, 0.5, 1}: one bar per value of the union; each run's shares at its step."""
+    a = _run(tmp_path, "a", [_rec("p", 1, r) for r in (0, 1, 1, 1)])
+    b = _run(tmp_path, "b", [_rec("p", 1, r) for r in (0, 0.5)] + [_rec("p", 2, r) for r in (0.5, 1)])
+    stores = {"a": a, "b": b}
+    bins = distribution.shared_bins(stores)
+    assert bins.discrete and bins.edges == (0.0, 0.5, 1.0, 1.5)
+    bars, notes = distribution.distributions(stores, {"a": 1, "b": 3}, bins)
+    assert bars[0].frame.get_column("count").to_list() == [1, 0, 3]
+    assert bars[0].frame.get_column("share").to_list() == [0.25, 0.0, 0.75]
+    assert bars[1].step == 2 and bars[1].frame.get_column("count").to_list() == [0, 1, 1]
+    assert notes[0].runs == ("b",) and "no step 3" in notes[0].text
+
+
+# ---- prompts -----------------------------------------------------------------------------------------------
+
+
+def test_compare008_match_text_normalisation():
+    """Pads, Unicode composition and white space runs do not split a prompt; case, punctuation and
+    compatibility forms (full-width letters) do."""
+    same = [
+        ("<pad>Hello world<|endoftext|>", "Hello world"),
+        ("caf\u00e9", "cafe\u0301"),
+        ("a\t b\n\nc ", "a b c"),
+        ("  a\u00a0b", "a b"),
+        ("a<pad> b", "a b"),
+    ]
+    for x, y in same:
+        assert prompts.match_text(x, PADS) == prompts.match_text(y, PADS), (x, y)
+    differ = [("Hello", "hello"), ("Hello.", "Hello"), ("\uff21B", "AB"), ("ab", "a b")]
+    for x, y in differ:
+        assert prompts.match_text(x, PADS) != prompts.match_text(y, PADS), (x, y)
+    assert prompts.match_text("a\t b\n\nc ", PADS) == "a b c"
+    assert prompts.match_key("a") != prompts.match_key("b") and len(prompts.match_key("a")) == 32
+
+
+def _two_runs(tmp_path):
+    a = _run(
+        tmp_path,
+        "a",
+        [_rec("What is 2+2?", 1, r) for r in (0, 1)]
+        + [_rec("What is 2+2?", 2, r) for r in (1, 1)]
+        + [_rec("Name a colour.", 1, r) for r in (0, 0)]
+        + [_rec("Alpha", 1, 1)],
+    )
+    b = _run(
+        tmp_path,
+        "b",
+        [_rec("  What is   2+2?\n", 2, r) for r in (0, 0)]
+        + [_rec("What is 2+2?", 3, r) for r in (1, 0, 0, 0)]
+        + [_rec("Name a colour.<pad>", 1, r) for r in (1, 1)]
+        + [_rec("Beta", 1, 0)],
+    )
+    return a, b
+
+
+def test_compare009_paired_differences_by_hand(tmp_path):
+    """Two shared prompts (one written with other white space and a pad): "2+2" A at its last step 2 has
+    1.0, B at step 3 0.25, diff 0.75; "colour" A 0, B 1, diff −1. Over training: step 1 −1 (colour),
+    step 2 +1 (2+2: A 1.0 − B 0)."""
+    a, b = _two_runs(tmp_path)
+    p = prompts.pair("a", a, "b", b)
+    assert (p.a_prompts, p.b_prompts) == (3, 3) and p.notes == ()
+    assert p.threshold == 0.5  # (0 + 1) / 2
+    t = p.table
+    assert t.get_column("preview").to_list() == ["Name a colour.", "What is 2+2?"]
+    assert t.select("a_last_step", "b_last_step", "a_reward", "b_reward", "diff").rows() == [
+        (1, 1, 0.0, 1.0, -1.0),
+        (2, 3, 1.0, 0.25, 0.75),
+    ]
+    assert t.select("a_n", "b_n").rows() == [(2, 2), (4, 6)]
+    assert p.over_steps.select("step", "n_prompts", "diff_mean").rows() == [(1, 1, -1.0), (2, 1, 1.0)]
+
+
+def test_compare010_solved_by_one_not_the_other(tmp_path):
+    """τ = 0.5: A solves 2+2 (1.0) and B does not (0.25); B solves colour (1.0), A does not (0). With τ =
+    0.2, B's 0.25 solves 2+2 too and A has nothing of its own."""
+    a, b = _two_runs(tmp_path)
+    p = prompts.pair("a", a, "b", b)
+    assert p.solved_by("a").get_column("preview").to_list() == ["What is 2+2?"]
+    assert p.solved_by("b").get_column("preview").to_list() == ["Name a colour."]
+    low = prompts.pair("a", a, "b", b, threshold=0.2)
+    assert low.solved_by("a").height == 0
+    assert low.solved_by("b").get_column("preview").to_list() == ["Name a colour."]
+
+
+def test_compare011_no_shared_prompt_is_a_note(tmp_path):
+    """Runs without a common prompt give an empty table and a note saying so, not an error."""
+    a = _run(tmp_path, "a", [_rec("x", 1, 1.0)])
+    b = _run(tmp_path, "b", [_rec("y", 1, 0.0)])
+    p = prompts.pair("a", a, "b", b)
+    assert p.table.height == 0 and p.over_steps.height == 0
+    assert p.notes[0].kind == PROMPTS and "share no prompt" in p.notes[0].text
+
+
+def test_compare012_prompt_responses_side_by_side(tmp_path):
+    """The responses of a shared prompt at a step, best first, pads removed."""
+    a, b = _two_runs(tmp_path)
+    p = prompts.pair("a", a, "b", b)
+    row = p.table.filter(pl.col("preview") == "What is 2+2?").row(0, named=True)
+    got = prompts.prompt_responses(b, row["b_keys"], row["b_last_step"])
+    assert got.get_column("reward").to_list() == [1.0, 0.0, 0.0, 0.0]
+    assert set(got.get_column("response")) == {"r"}
+
+
+def test_compare013_word_diff():
+    """A replaced word is a delete then an insert; the pieces rebuild both texts exactly."""
+    d = prompts.word_diff("the cat sat", "the dog sat")
+    assert d.segments == (("equal", "the "), ("delete", "cat"), ("insert", "dog"), ("equal", " sat"))
+    rng = random.Random(5)
+    words = ["a", "b", "c", " ", "  ", "\n", "é", "<think>"]
+    for _ in range(50):
+        x = "".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+        y = "".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+        segs = prompts.word_diff(x, y, limit=rng.choice([5, 4000])).segments
+        assert "".join(t for op, t in segs if op != "insert") == x
+        assert "".join(t for op, t in segs if op != "delete") == y
+    assert prompts.word_diff("a " * 10, "b " * 10, limit=4).truncated
+
+
+# ---- runs --------------------------------------------------------------------------------------------------
+
+
+def test_compare014_load_runs_notes(tmp_path):
+    """Unknown names and repeats are notes; known runs come back in the order asked."""
+    _run(tmp_path, "a", [_rec("x", 1, 1.0)])
+    _run(tmp_path, "b", [_rec("x", 1, 0.0)])
+    board = Board(Settings(root=tmp_path / "root", cache_dir=tmp_path / "cache", refresh_seconds=1e6))
+    runs, notes = load_runs(board, ["b", "../etc", "a", "b"], wait=30)
+    assert [r.name for r in runs] == ["b", "a"]
+    assert [n.kind for n in notes] == [RUN] and "Unknown run '../etc'" in notes[0].text
+
+
+def test_compare015_diff_bars_and_opened_prompt(tmp_path):
+    """The paired differences (−1 and 0.75) get one bar each; opening "2+2" gives A's step-2 responses,
+    B's step-3 ones (best first) and the word diff of the two best."""
+    a, b = _two_runs(tmp_path)
+    p = prompts.pair("a", a, "b", b)
+    bars, discrete = prompts.diff_bars(p.table)
+    assert discrete and bars.select("lo", "count").rows() == [(-1.0, 1), (0.75, 1)]
+    assert p.headline().startswith(
+        "2 shared prompts (3 in a, 3 in b); solved: mean reward at the prompt's last step ≥ 0.5"
+    )
+    match = p.table.filter(pl.col("preview") == "What is 2+2?").item(0, "match")
+    got = prompts.open_prompt(p, a, b, match)
+    assert (got.a_step, got.b_step) == (2, 3)
+    assert [r["reward"] for r in got.a_rows] == [1.0, 1.0] and [r["reward"] for r in got.b_rows] == [
+        1,
+        0,
+        0,
+        0,
+    ]
+    assert got.diff.segments == (("equal", "r"),)
+    assert prompts.open_prompt(p, a, b, "0" * 32) is None
+
+
+def test_compare016_default_trainer_key():
+    """The trainer key charted first: loss when logged, else the TensorBoard tag, else the first key."""
+    from data.compare.trainer import default_key
+
+    assert default_key(["a", "kl", "loss"]) == "loss"
+    assert default_key(["train/loss", "x"]) == "train/loss"
+    assert default_key(["b", "a"]) == "b"
+    assert default_key([]) is None
+
+
+def test_compare017_scatter_keeps_the_largest_differences(tmp_path):
+    """Past the scatter's limit, the prompts with the largest |difference| are drawn and the rest counted."""
+    a, b = _two_runs(tmp_path)
+    p = prompts.pair("a", a, "b", b)
+    rows, left = p.scatter_rows(limit=1)
+    assert rows.get_column("preview").to_list() == ["Name a colour."] and left == 1  # |−1| > |0.75|
+    assert p.scatter_rows()[1] == 0

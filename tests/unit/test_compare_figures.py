@@ -1,0 +1,54 @@
+"""components/compare_figures.py and compare_views.py: what the compare page's builders send to the
+browser (evenly spaced x as x0/dx, float32 values, one colour per run) and model text kept as text."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import polars as pl
+
+from components.compare_figures import overlay_figure, paired_scatter
+from components.compare_views import word_diff_view
+
+
+def test_comparefig001_overlay_sends_evenly_spaced_x_as_x0_dx():
+    """Compare curves: evenly spaced steps go as x0/dx (no array), uneven ones as an array, values as
+    float32; on the samples axis each point carries its step."""
+    even = pl.DataFrame(
+        {"x": [1.0, 2.0, 3.0], "step": [1, 2, 3], "y": [0.5, 1.0, None], "smooth": [0.5, 0.8, 0.8]}
+    )
+    uneven = pl.DataFrame(
+        {"x": [16.0, 48.0, 56.0], "step": [1, 2, 3], "y": [1.0, 2.0, 3.0], "smooth": [1.0, 2.0, 3.0]}
+    )
+    fig = overlay_figure(
+        [("a", "#000000", even), ("b", "#ffffff", uneven)], y_title="r", x_title="x", smoothed=True
+    )
+    go.Figure(fig.to_dict())  # Plotly accepts it
+    a_raw, a_line, b_raw, b_line = fig.data
+    assert (a_line.x0, a_line.dx, a_line.x) == (1, 1, None) and a_line.customdata is None
+    assert list(b_line.x) == [16, 48, 56] and list(b_line.customdata) == [1, 2, 3]
+    assert np.asarray(a_line.y).dtype == np.float32 and np.isnan(np.asarray(a_raw.y)[2])
+    assert a_raw.hoverinfo == "skip" and a_line.name == "a"
+
+
+def test_comparefig002_scatter_colours_by_sign_and_keeps_text_as_text():
+    """Scatter points are coloured by which run did better (−1 / 0 / 1 on a three-colour scale) and carry
+    their prompt's key; hover previews are cut to 80 characters, "<" escaped for Plotly; a word diff of HTML-looking text stays
+    text (children, no markup)."""
+    table = pl.DataFrame(
+        {"match": ["m1", "m2", "m3"], "preview": ["<script>x</script>", "p" * 100, None],
+         "a_reward": [1.0, 0.0, 0.5], "b_reward": [0.0, 1.0, 0.5], "diff": [1.0, -1.0, 0.0]}
+    )  # fmt: skip
+    fig = paired_scatter(table, a="A", b="B", a_color="#111111", b_color="#222222", threshold=0.5)
+    go.Figure(fig.to_dict())
+    t = fig.data[0]
+    assert list(t.marker.color) == [1, -1, 0] and t.marker.colorscale[0][1] == "#222222"
+    assert [c[0] for c in t.customdata] == ["m1", "m2", "m3"]
+    assert (
+        t.hovertext[0] == "&lt;script&gt;x&lt;/script&gt;"
+        and len(t.hovertext[1]) == 81
+        and t.hovertext[2] == ""
+    )
+    view = word_diff_view((("equal", "<b>"), ("insert", "<script>")), "A", "B", False, "d")
+    spans = view.children[1].children
+    assert [s.children for s in spans] == ["<b>", "<script>"]

@@ -1,0 +1,56 @@
+"""Every cross-page link (data/views/links.py): the path and query string of each, percent-encoded."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+from data.views import links
+from data.views.prompts import PromptsView
+from data.views.responses import ResponsesView
+
+
+def _parts(url: str) -> tuple[str, dict]:
+    u = urlsplit(url)
+    return u.path, parse_qs(u.query, keep_blank_values=True)
+
+
+def test_links001_run_pages_encode_the_run_name():
+    """A run's pages name it exactly, whatever it holds; the runs page and the navbar's Runs take no run."""
+    for name in ("c#d", "e+f 50%", "x&run=y", "%2e%2e", "space at end "):
+        path, q = _parts(links.run_page("/reward", name))
+        assert path == "/reward" and q == {"run": [name]}
+    assert links.run_page("/prompts", None) == "/prompts"
+    assert links.nav("/", "r") == "/" and links.nav("/responses", "r") == "/responses?run=r"
+    assert links.run_page("/reward", "r", prefix="/rlboard") == "/rlboard/reward?run=r"
+
+
+def test_links002_token_page_links():
+    """A response's token page, with the way back to the responses view it came from; many at once read
+    the same as one at a time; the token page's own settings ride along only when not the defaults."""
+    assert links.tokens("r", "ab-1") == "/tokens?run=r&sample=ab-1"
+    assert links.tokens_many("r&s", ["ab-1", "c d"], "/p") == [
+        links.tokens("r&s", "ab-1", prefix="/p"),
+        links.tokens("r&s", "c d", prefix="/p"),
+    ]
+    view = ResponsesView(run="r", step=3, sort="kl_mean", reward_min=0.5)
+    path, q = _parts(links.row_tokens(view, "ab-2"))
+    assert path == "/tokens" and q["run"] == ["r"] and q["sample"] == ["ab-2"]
+    assert q["back"] == ["run=r&step=3&sort=kl_mean&reward_min=0.5&sample=ab-2"]
+    assert links.tokens("r", "s", "run=r", metric="log_ratio", pads=True) == (
+        "/tokens?run=r&sample=s&metric=log_ratio&pads=1&back=run%3Dr"
+    )
+    assert links.responses_back("run=r&step=3", "r") == "/responses?run=r&step=3"
+    assert links.responses_back("", "x&y") == "/responses?run=x%26y"
+
+
+def test_links003_bar_responses_export_and_prompts():
+    """A histogram bar opens exactly its interval; the export takes the view without its selected row; a
+    prompts view links to itself."""
+    assert links.bar_responses("r", 4, "gain", -0.5, 0.25) == (
+        "/responses?run=r&step=4&gain_min=-0.5&gain_max=0.25"
+    )
+    assert links.bar_responses("r", 4, "reward", 2.0, None) == "/responses?run=r&step=4&reward_min=2"
+    view = ResponsesView(run="r", step="all", sample="ab-1")
+    assert links.export(view, "csv") == "/export?run=r&step=all&format=csv"
+    assert links.export(ResponsesView(), "jsonl", "/p") == "/p/export?format=jsonl"
+    assert links.prompts(PromptsView(run="r", view="never", page=2)) == "/prompts?run=r&view=never&page=2"
