@@ -93,7 +93,11 @@ def no_runs_state(root, trouble: str | None = None) -> html.Div:
             f"{trouble} The runs page says what to do.",
             ("What to do", dash.get_relative_path("/")),
         )
-    return empty_state("No runs found", f"Put one folder of *.jsonl files per run under {root}.")
+    return empty_state(
+        "No runs found",
+        f"Put one folder per run under {root}, holding its rollout files (*.jsonl, *.jsonl.gz, *.jsonl.zst "
+        "or *.parquet, also in sub-folders).",
+    )
 
 
 def access_problem(

@@ -181,6 +181,30 @@ def headline(name: str, figures: Sequence[tuple[str, float | None]], steps, rewa
     return [*cells, spark]
 
 
+def links_out(root: str, links: dict[str, str], id_: str) -> dbc.Alert:
+    """The folders of the root that are links out of it (``{name: target}``): not read, and what to do."""
+    n = len(links)
+    return dbc.Alert(
+        [
+            html.Div(
+                f"{n} folder{'s' if n != 1 else ''} under {root} "
+                f"{'are links' if n != 1 else 'is a link'} out of the rollout root: not read as "
+                f"{'runs' if n != 1 else 'a run'}. The board reads only inside its root.",
+                className="fw-semibold",
+            ),
+            html.Ul([html.Li(f"{name} → {target}") for name, target in links.items()], className="mb-1"),
+            html.Div(
+                "To show them: copy or bind-mount the folders into the root, or serve their parent folder "
+                "as the root (--root / RLBOARD_ROOT).",
+                className="small",
+            ),
+        ],
+        color="warning",
+        id=id_,
+        className="py-2",
+    )
+
+
 def compare_bar(link_id: str, href: str) -> html.Div:
     """The link to the compare page (``link_id``), disabled until two runs are ticked."""
     link = dcc.Link(

@@ -96,6 +96,9 @@ class RootScan:
     unreadable: dict[str, str] = field(default_factory=dict)  # sub-folder name -> reason
     # The runs that are another run's validation files (``"<run> (validation)"``): their split, not TRAIN.
     splits: dict[str, str] = field(default_factory=dict)
+    # Sub-folders that are links out of the root: name -> where they lead. The board reads only inside
+    # the root, so they are no runs; said, so that a root of linked runs is not just "no runs found".
+    outside: dict[str, str] = field(default_factory=dict)
 
     def split(self, name: str) -> str:
         """Which of its folder's files a run is made of: ``"train"`` or ``"validation"``."""
@@ -114,6 +117,12 @@ class RootScan:
         if not self.runs and self.unreadable:
             n = len(self.unreadable)
             return f"{n} folder{'s' if n != 1 else ''} under {self.root} cannot be read."
+        if not self.runs and self.outside:
+            n = len(self.outside)
+            return (
+                f"{n} folder{'s' if n != 1 else ''} under {self.root} "
+                f"{'are links' if n != 1 else 'is a link'} out of it, which the board does not follow."
+            )
         return None
 
 
@@ -166,6 +175,7 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
         memory.succeeded(("root", str(root)))
     unreadable: dict[str, str] = {}
     splits: dict[str, str] = {}
+    outside: dict[str, str] = {}
     real_root = root.resolve()
 
     def add(name: str, folder: Path) -> None:
@@ -180,6 +190,7 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
         try:
             p.resolve().relative_to(real_root)
         except ValueError:
+            outside[p.name] = str(p.resolve())
             continue
         key = ("folder", str(p))
         reason = memory.pending(key) if memory is not None else None
@@ -197,7 +208,7 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
             unreadable[p.name] = reason
     if not runs and any(is_rollout_file(f.name) and f.is_file() for f in entries):
         add(root.resolve().name, root)
-    return RootScan(root, runs, unreadable=unreadable, splits=splits)
+    return RootScan(root, runs, unreadable=unreadable, splits=splits, outside=outside)
 
 
 def discover_runs(root: Path) -> dict[str, Path]:

@@ -172,6 +172,22 @@ def test_sec005_symlinks_out_of_the_root(escape_root, board_root, dash_app, clie
     assert set(store.scalars().get_column("source").unique()) == {"rank0.jsonl"}
 
 
+def test_sec005b_links_out_of_the_root_are_named_on_the_runs_page(escape_root, board_root, dash_app, client):
+    """The folder linking out of the root is said on the runs page (its target, not read, what to do), and
+    a root of only such links says why it has no run (before: silently "No runs found")."""
+    b = board_root(escape_root)
+    assert b.scan().outside == {"escape": str((escape_root.parent / "outside").resolve())}
+    text = _page_text(dash_app, client, "/", "")
+    assert "1 folder under" in text and "is a link out of the rollout root: not read as a run" in text
+    assert "escape → " in text
+    only_links = escape_root.parent / "links-only"
+    only_links.mkdir()
+    (only_links / "escape").symlink_to(escape_root.parent / "outside", target_is_directory=True)
+    b = board_root(only_links)
+    assert b.scan().runs == {} and "is a link out of it, which the board does not follow" in b.scan().trouble
+    assert "not read as a run" in _page_text(dash_app, client, "/", "")
+
+
 def test_sec006_static_routes_do_not_traverse(client):
     """Asset and component-suite URLs with ../ (plain or encoded) never serve a file outside the package."""
     for url in (
