@@ -15,10 +15,11 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 
 import auth
 from components import live as live_ui
-from components.layout import NAV_PAGES, navbar, url_prefix
+from components.layout import PAGE_URL, nav_id, navbar, url_prefix
 from data import live, service
 from data.config import DEFAULT_ROOT, Settings, load_settings
 from data.views import links, paths
+from data.views.codec import parse_search
 from data.views.paths import shown_run
 
 HERE = Path(__file__).resolve().parent
@@ -40,6 +41,7 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
         serve_locally=True,
     )
     app.layout = shell
+    _register_navbar_callback()
     _register_routes(app)
     # Dash registers the script paths it may serve only while rendering the index page. Under gunicorn the
     # browser may fetch the index from one worker and the scripts from another, which would then answer
@@ -59,13 +61,19 @@ def prepare_root(settings: Settings) -> None:
 def shell() -> html.Div:
     runs = list(service.board().runs())
     live = live_ui.live_controls(poll_ms=int(max(1.0, service.board().settings.refresh_seconds) * 1000))
+    pages = [(p["name"], dash.get_relative_path(p["path"]), p["path"] == paths.RUNS) for p in _pages()]
     return html.Div(
         [
             dcc.Location(id="app-location", refresh="callback-nav"),
-            html.Div(navbar(runs, None, dash.get_relative_path, live=live), id="app-navbar"),
+            html.Div(navbar(pages, runs, dash.get_relative_path(paths.RUNS), live=live), id="app-navbar"),
             dbc.Container(dash.page_container, fluid=True, className="pb-5"),
         ]
     )
+
+
+def _pages() -> list[dict]:
+    """The registered pages in their order (``dash.page_registry``): the navbar has a link to each."""
+    return list(dash.page_registry.values())
 
 
 def _page_run(pathname: str | None, search: str | None) -> tuple[str, str | None]:
@@ -74,18 +82,31 @@ def _page_run(pathname: str | None, search: str | None) -> tuple[str, str | None
     return path, shown_run(path, live.run_from_search(search), service.board().runs())
 
 
-@dash.callback(
-    Output("app-run", "value"),
-    *(Output(f"app-nav-{name.lower()}", "href") for name, _ in NAV_PAGES),
-    Input("app-location", "pathname"),
-    Input("app-location", "search"),
-)
-def _sync_shell(pathname, search):
-    """Keep the run picker and the page links on the run the page shows: the run named in the URL, or the
-    first run where the page falls back to it (a run the page does not show is never selected)."""
-    _, run = _page_run(pathname, search)
-    prefix = url_prefix()
-    return run, *(links.nav(path, run, prefix) for _, path in NAV_PAGES)
+def _register_navbar_callback() -> None:
+    """Register :func:`_sync_shell` for the pages Dash has imported (its outputs are their links)."""
+    nav = [(nav_id(p["name"]), p["path"]) for p in _pages()]
+
+    @dash.callback(
+        Output("app-run", "value"),
+        *(Output(id_, "href") for id_, _ in nav),
+        Input("app-location", "pathname"),
+        Input("app-location", "search"),
+        # A page writes its query through its own dcc.Location, which the shell's does not hear about: the
+        # shell listens to them all (each page's id carries its path) to follow the page's URL.
+        Input({"type": PAGE_URL, "path": ALL}, "search"),
+    )
+    def _sync_shell(pathname, search, _page_searches):
+        """Keep the run picker and the page links on the run the page shows (the run named in the URL, or
+        the first run where the page falls back to it; a run the page does not show is never selected) and,
+        between the reward and responses pages, on the step it shows (see ``links.carried_step``)."""
+        path = "/" + (dash.strip_relative_path(pathname or "/") or "")
+        for page in dash.ctx.inputs_list[2]:
+            if page["id"].get("path") == path and page.get("value") is not None:
+                search = page["value"]  # the page's own URL: the latest
+        path, run = _page_run(pathname, search)
+        step = links.carried_step(path, parse_search(search), run)
+        prefix = url_prefix()
+        return run, *(links.nav(page_path, run, prefix, step) for _, page_path in nav)
 
 
 @dash.callback(

@@ -108,6 +108,10 @@ def _data_timings(store, repeat: int) -> dict:
     return out, sample
 
 
+# The prompts page's own dcc.Location (components.layout.page_url).
+URL = {"type": "app-page-url", "path": "/prompts"}
+
+
 def _callback_timings(run: str, keys: list[str], repeat: int) -> dict:
     import app as app_module
 
@@ -119,8 +123,8 @@ def _callback_timings(run: str, keys: list[str], repeat: int) -> dict:
         body = {
             "output": ".." + "...".join(outputs) + "..",
             "outputs": [dict(zip(("id", "property"), o.split("."), strict=True)) for o in outputs],
-            "inputs": [{"id": "prompts-url", "property": "search", "value": search}],
-            "changedPropIds": ["prompts-url.search"],
+            "inputs": [{"id": URL, "property": "search", "value": search}],
+            "changedPropIds": [json.dumps(URL, sort_keys=True, separators=(",", ":")) + ".search"],
             "state": [],
         }
         t = time.perf_counter()

@@ -53,6 +53,8 @@ from data.store.manifest import read_manifest, write_atomic  # noqa: E402
 PAGES = ("reward", "responses", "tokens")
 RUN = "big"
 CALLBACK_PATH = "/_dash-update-component"
+# The reward page's own dcc.Location's search (components.layout.page_url), as Dash writes its id.
+REWARD_URL = '{"path":"/reward","type":"app-page-url"}.search'
 
 
 # ---- 1. a private copy of the run ------------------------------------------------------------------------
@@ -240,7 +242,9 @@ def _with_inputs(body: dict, values: dict[str, object], drop_state: tuple[str, .
         for item in new.get(group, []):
             if not isinstance(item, dict):
                 continue
-            key = f"{item.get('id')}.{item.get('property')}"
+            cid = item.get("id")  # a dict id (a page's own Location) as Dash writes it: JSON, sorted keys
+            cid = json.dumps(cid, sort_keys=True, separators=(",", ":")) if isinstance(cid, dict) else cid
+            key = f"{cid}.{item.get('property')}"
             if key in values:
                 item["value"] = values[key]
             elif key in drop_state:
@@ -312,9 +316,7 @@ def client(
         if page == "reward" and sync is not None and step_view is not None:
             # Follow the run like a browser opening /reward?run=big: the last step, then its stats.
             resp = post(
-                _with_inputs(
-                    sync, {"reward-url.search": f"?run={RUN}"}, ("reward-selected.data", "reward-run.data")
-                )
+                _with_inputs(sync, {REWARD_URL: f"?run={RUN}"}, ("reward-selected.data", "reward-run.data"))
             )
             step = (resp or {}).get("reward-selected", {}).get("data")
             if isinstance(step, int):
@@ -374,7 +376,7 @@ def abusive_client(base: str, bodies: dict, stats: dict, stop: threading.Event) 
         hit("huge-query", "GET", f"/reward?run={RUN}&{junk}")
         if sync is not None:
             search = f"?run={RUN}&" + "&".join(f"k{i}=" + "x" * 40 for i in range(20000))  # ~1 MB
-            hit("huge-query-callback", "POST", url, json=_with_inputs(sync, {"reward-url.search": search}))
+            hit("huge-query-callback", "POST", url, json=_with_inputs(sync, {REWARD_URL: search}))
         hit("repeated-keys", "GET", f"/export?run={RUN}&run={RUN}&step=1&step=2")
         if render is not None:
             body = _with_inputs(

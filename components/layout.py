@@ -8,13 +8,19 @@ from dash import dcc, html
 
 from components.figures import empty_figure
 
-NAV_PAGES = (
-    ("Runs", "/"),
-    ("Reward", "/reward"),
-    ("Responses", "/responses"),
-    ("Tokens", "/tokens"),
-    ("Prompts", "/prompts"),
-)
+# The type of every page's own dcc.Location id, ``{"type": PAGE_URL, "path": <the page's path>}``: the shell
+# listens to them all (a page writes its query through its own Location, which the shell's does not hear).
+PAGE_URL = "app-page-url"
+
+
+def page_url(path: str) -> dict:
+    """The id of the dcc.Location of the page at ``path`` (see :data:`PAGE_URL`)."""
+    return {"type": PAGE_URL, "path": path}
+
+
+def nav_id(name: str) -> str:
+    """The id of the navbar's link to the page called ``name``: ``app-nav-<name>``."""
+    return f"app-nav-{name.lower()}"
 
 
 def url_prefix() -> str:
@@ -23,24 +29,19 @@ def url_prefix() -> str:
     return dash.get_relative_path("/").rstrip("/")
 
 
-def navbar(runs: list[str], run: str | None, prefix_path, live=None) -> dbc.Navbar:
-    """Top bar: brand, one link per page (``app-nav-<page>``), the ``live`` controls (the shell's, see
-    ``components.live``) and the run picker (``app-run``)."""
+def navbar(pages: list[tuple[str, str, bool]], runs: list[str], home: str, live=None) -> dbc.Navbar:
+    """Top bar: brand (linking to ``home``), one link per page, the ``live`` controls (the shell's, see
+    ``components.live``) and the run picker (``app-run``, empty until the shell's callback sets it).
+    ``pages``: ``(name, href, exact)`` each, its link's id :func:`nav_id`; ``exact``: the link is active
+    on that very path only (the home page), else on the path and below."""
     links = [
-        dbc.NavItem(
-            dbc.NavLink(
-                name,
-                href=prefix_path(path),
-                id=f"app-nav-{name.lower()}",
-                active="exact" if path == "/" else "partial",
-            )
-        )
-        for name, path in NAV_PAGES
+        dbc.NavItem(dbc.NavLink(name, href=href, id=nav_id(name), active="exact" if exact else "partial"))
+        for name, href, exact in pages
     ]
     picker = dcc.Dropdown(
         id="app-run",
         options=[{"label": r, "value": r} for r in runs],
-        value=run,
+        value=None,
         placeholder="Choose a run…",
         clearable=False,
         style={"minWidth": "16rem"},
@@ -49,9 +50,7 @@ def navbar(runs: list[str], run: str | None, prefix_path, live=None) -> dbc.Navb
     return dbc.Navbar(
         dbc.Container(
             [
-                dbc.NavbarBrand(
-                    [html.I(className="bi bi-activity me-2"), "RL Logging Board"], href=prefix_path("/")
-                ),
+                dbc.NavbarBrand([html.I(className="bi bi-activity me-2"), "RL Logging Board"], href=home),
                 dbc.Nav(links, className="me-auto", navbar=True),
                 html.Div(
                     [live, html.Span("Run", className="text-light me-2 small"), picker],

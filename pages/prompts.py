@@ -13,7 +13,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
 from components import prompt_views as pv
 from components.controls import prompts_controls
-from components.layout import empty_state, no_runs_state, notices, page_title, progress, url_prefix
+from components.layout import empty_state, no_runs_state, notices, page_title, page_url, progress, url_prefix
 from components.live import shown_store
 from data import live, prompts
 from data.metrics import label
@@ -25,7 +25,7 @@ from data.views.prompts import VIEW_OPTIONS, PromptsView
 
 dash.register_page(__name__, path=paths.PROMPTS, name="Prompts", title="Prompts · RL Logging Board", order=4)
 
-URL = "prompts-url"
+URL = page_url(paths.PROMPTS)  # the page's own Location: the shell listens to it
 NOTICES = "prompts-notices"
 HEADER = "prompts-header"
 CONTROLS = "prompts-controls"

@@ -11,7 +11,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from components.controls import responses_filters
-from components.layout import no_runs_state, notices, progress, unknown_run_state, url_prefix
+from components.layout import no_runs_state, notices, page_url, progress, unknown_run_state, url_prefix
 from components.live import shown_store
 from components.tables import (
     column_defs,
@@ -38,7 +38,7 @@ dash.register_page(
     __name__, path=paths.RESPONSES, name="Responses", title="Responses · RL Logging Board", order=2
 )
 
-URL = "responses-url"
+URL = page_url(paths.RESPONSES)  # the page's own Location: the shell listens to it
 VIEW = "responses-view"  # canonical query string of the view
 FILTER = "responses-filter"  # the part of the view that selects rows: the grid reloads when it changes
 NOTICES = "responses-notices"

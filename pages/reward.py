@@ -23,6 +23,7 @@ from components.layout import (
     no_runs_state,
     notices,
     page_title,
+    page_url,
     stats_bar,
     url_prefix,
 )
@@ -41,7 +42,7 @@ from data.views.reward import RewardView
 
 dash.register_page(__name__, path=paths.REWARD, name="Reward", title="Reward · RL Logging Board", order=1)
 
-URL = "reward-url"
+URL = page_url(paths.REWARD)  # the page's own Location: the shell listens to it
 RUN = "reward-run"
 NOTICES = "reward-notices"
 HEADER = "reward-header"

@@ -14,7 +14,15 @@ from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, 
 
 from components import token_page as tp
 from components.controls import token_controls
-from components.layout import empty_state, no_runs_state, notices, progress, unknown_run_state, url_prefix
+from components.layout import (
+    empty_state,
+    no_runs_state,
+    notices,
+    page_url,
+    progress,
+    unknown_run_state,
+    url_prefix,
+)
 from components.live import shown_store
 from components.token_view import POSITION_FIGURE_HEIGHT, highlight_js, strip_js
 from data import live, tokens
@@ -27,7 +35,7 @@ from data.views.tokens import DEFAULT_METRIC, TokensState
 
 dash.register_page(__name__, path=paths.TOKENS, name="Tokens", title="Tokens · RL Logging Board", order=3)
 
-URL = "tokens-url"
+URL = page_url(paths.TOKENS)  # the page's own Location: the shell listens to it
 VIEW = "tokens-view"  # canonical query string of the state the body shows
 BODY = "tokens-body"
 NOTICES = "tokens-notices"

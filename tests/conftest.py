@@ -4,6 +4,7 @@ Chromium is missing, and the `fixtures_dir` fixture (sample rollout files shared
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -163,6 +164,17 @@ def board_root():
     service.configure(prev)
 
 
+def page_url_key(path: str) -> str:
+    """How Dash names the page at ``path``'s own dcc.Location (id ``{"type": "app-page-url", "path": path}``,
+    see components.layout.page_url) in a callback's ``output`` and ``changedPropIds``: its id as JSON with
+    sorted keys."""
+    return json.dumps({"path": path, "type": "app-page-url"}, separators=(",", ":"))
+
+
+def _id_key(id_) -> str:
+    return json.dumps(id_, sort_keys=True, separators=(",", ":")) if isinstance(id_, dict) else id_
+
+
 def dash_post(
     client, output: str, inputs: list[dict], state: list[dict] | None = None, changed: list[str] | None = None
 ):
@@ -174,13 +186,15 @@ def dash_post(
     outputs = []
     for part in output.strip(".").split("..."):
         cid, prop = part.rsplit(".", 1)
-        outputs.append({"id": cid, "property": prop})
+        outputs.append({"id": json.loads(cid) if cid.startswith("{") else cid, "property": prop})
     body = {
         "output": output,
         "outputs": outputs if output.startswith("..") else outputs[0],
         "inputs": inputs,
         "state": state or [],
-        "changedPropIds": changed if changed is not None else [f"{i['id']}.{i['property']}" for i in inputs],
+        "changedPropIds": changed
+        if changed is not None
+        else [f"{_id_key(i['id'])}.{i['property']}" for i in inputs if isinstance(i, dict)],
     }
     r = client.post("/_dash-update-component", json=body)
     assert r.status_code in (200, 204), r.data[:500]

@@ -6,11 +6,12 @@ the page that shows a link knows it (Dash does) and passes it in; data never imp
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from urllib.parse import quote_plus, urlencode
 
 from data.views import paths
-from data.views.codec import encode
+from data.views.codec import encode, first
 from data.views.prompts import PromptsView
 from data.views.responses import ResponsesView
 from data.views.tokens import DEFAULT_METRIC, TokensState
@@ -27,9 +28,27 @@ def compare(runs: Iterable[str], prefix: str = "") -> str:
     return prefix + paths.COMPARE + encode([("run", r) for r in runs])
 
 
-def nav(path: str, run: str | None, prefix: str = "") -> str:
-    """A navbar link: page ``path`` keeping the run shown (the runs page takes no run)."""
-    return run_page(path, None if path == paths.RUNS else run, prefix)
+# Pages that show one step of a run: going from one to the other keeps the step.
+STEP_PAGES = (paths.REWARD, paths.RESPONSES)
+_STEP = re.compile(r"-?[0-9]+")
+
+
+def carried_step(path: str, query: Mapping, run: str | None) -> str | None:
+    """The step the navbar's links carry from page ``path`` showing ``run`` with URL ``query``: its step
+    number (not ``all``), only on a page that takes a step and only when the URL names the run shown."""
+    step = first(query, "step")
+    if path in STEP_PAGES and run and first(query, "run") == run and step and _STEP.fullmatch(step):
+        return step
+    return None
+
+
+def nav(path: str, run: str | None, prefix: str = "", step: str | None = None) -> str:
+    """A navbar link: page ``path`` keeping the run shown (the runs page takes no run) and, between the pages
+    that take a step, ``step`` (see :func:`carried_step`): from the reward page at step 20, the responses
+    of step 20, not of the run's last step."""
+    if path == paths.RUNS or not run:
+        return prefix + path
+    return prefix + path + encode([("run", run), ("step", step if path in STEP_PAGES else None)])
 
 
 def tokens(

@@ -10,7 +10,7 @@ import pytest
 
 from data.views.codec import parse_search
 from data.views.compare import CompareView
-from tests.conftest import dash_post, find
+from tests.conftest import dash_post, find, page_url_key
 
 PPO, GRPO, POEM = "trl-ppo-small", "trl-grpo-small", "rlloggingboard-eval-poem"
 CURVES = "..compare-summary.children...compare-step-notes.children...compare-curves.children.."
@@ -167,9 +167,10 @@ def test_compare007_reward_page_trainer_scalars(client, dash_app, fixtures_dir):
     assert _text(got["reward-agreement"]).count('"agrees"') == 3
     got = dash_post(client, out, [_i("reward-run", "data", POEM), _i("reward-trainer", "value", None)])
     assert "no trainer log in its folder" in _text(got["reward-trainer-notes"])
-    # allow_duplicate: the output's key carries a hash (reward-url.search@<hash>)
-    key = next(k for k in dash_app.callback_map if k.startswith("reward-url.search@"))
+    # allow_duplicate: the output's key carries a hash (<the page's own Location>.search@<hash>)
+    reward_url = page_url_key("/reward")
+    key = next(k for k in dash_app.callback_map if k.startswith(reward_url + ".search@"))
     url = dash_post(
-        client, key, [_i("reward-trainer", "value", "loss")], [_i("reward-url", "search", f"?run={PPO}")]
+        client, key, [_i("reward-trainer", "value", "loss")], [_i(reward_url, "search", f"?run={PPO}")]
     )
-    assert url["reward-url"]["search"] == f"?run={PPO}&trainer=loss"
+    assert url[reward_url]["search"] == f"?run={PPO}&trainer=loss"

@@ -12,7 +12,9 @@ import pytest
 
 from data.store.layout import part_name
 from data.store.manifest import read_manifest
-from tests.conftest import dash_post, router_body
+from tests.conftest import dash_post, page_url_key, router_body
+
+URL = page_url_key("/prompts")  # the page's own dcc.Location
 
 RUN = "failing-run"
 
@@ -89,7 +91,7 @@ def test_backoff002_every_page_of_the_run_shows_the_error(tmp_path, board_root, 
         out = dash_post(
             client,
             "..prompts-content.children...prompts-notices.children...prompts-header.children...prompts-controls.style..",
-            [{"id": "prompts-url", "property": "search", "value": f"?run={RUN}"}],
+            [{"id": URL, "property": "search", "value": f"?run={RUN}"}],
         )
         text = json.dumps(out)
     else:

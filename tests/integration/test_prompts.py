@@ -9,16 +9,22 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.conftest import dash_post
+from tests.conftest import dash_post, page_url_key
+
+URL = page_url_key("/prompts")  # the page's own dcc.Location
 
 CONTENT = "..prompts-content.children...prompts-notices.children...prompts-header.children...prompts-controls.style.."
-SYNC = "..prompts-url.search...prompts-view.value...prompts-trend.value...prompts-min-steps.value...prompts-q.value.."
+SYNC = (
+    ".."
+    + URL
+    + ".search...prompts-view.value...prompts-trend.value...prompts-min-steps.value...prompts-q.value.."
+)
 POEM = "rlloggingboard-eval-poem"
 
 
 def _content(client, search: str) -> dict:
     """The content callback's answer for a URL query, as a dict of output -> value."""
-    resp = dash_post(client, CONTENT, [{"id": "prompts-url", "property": "search", "value": search}])
+    resp = dash_post(client, CONTENT, [{"id": URL, "property": "search", "value": search}])
     return {k: v["children"] if "children" in v else v["style"] for k, v in resp.items()}
 
 
@@ -160,22 +166,22 @@ def test_prompts108_controls_write_the_url(client, fixtures_dir):
     """A control change writes the URL (back to page 1); a URL change sets the controls; no change, no
     update."""
     inputs = [
-        {"id": "prompts-url", "property": "search", "value": f"?run={POEM}&page=2"},
+        {"id": URL, "property": "search", "value": f"?run={POEM}&page=2"},
         {"id": "prompts-view", "property": "value", "value": "never"},
         {"id": "prompts-trend", "property": "value", "value": None},
         {"id": "prompts-min-steps", "property": "value", "value": 3},
         {"id": "prompts-q", "property": "value", "value": ""},
     ]
     out = dash_post(client, SYNC, inputs, changed=["prompts-view.value"])
-    assert parse_qs(out["prompts-url"]["search"].lstrip("?")) == {
+    assert parse_qs(out[URL]["search"].lstrip("?")) == {
         "run": [POEM],
         "view": ["never"],
         "min_steps": ["3"],
     }
     inputs[0]["value"] = f"?run={POEM}&trend=flat"
-    out = dash_post(client, SYNC, inputs, changed=["prompts-url.search"])
+    out = dash_post(client, SYNC, inputs, changed=[URL + ".search"])
     assert out["prompts-trend"]["value"] == "flat" and out["prompts-view"]["value"] == "all"
-    assert "prompts-url" not in out
+    assert URL not in out
     inputs[1:] = [
         {"id": "prompts-view", "property": "value", "value": "all"},
         {"id": "prompts-trend", "property": "value", "value": "flat"},
@@ -191,7 +197,7 @@ def test_prompts109_chart_click_renders_a_token_link(client, fixtures_dir):
         client,
         "prompts-chart-link.children",
         [{"id": "prompts-chart", "property": "clickData", "value": {"points": [{"customdata": "abc-3"}]}}],
-        [{"id": "prompts-url", "property": "search", "value": f"?run={POEM}&prompt={'1' * 16}"}],
+        [{"id": URL, "property": "search", "value": f"?run={POEM}&prompt={'1' * 16}"}],
     )
     link = out["prompts-chart-link"]["children"]
     assert link["props"]["href"] == f"/tokens?run={POEM}&sample=abc-3"
@@ -209,4 +215,4 @@ def test_prompts111_layout_without_arguments(dash_app, fixtures_dir):
     page = next(p for p in dash.page_registry.values() if p["path"] == "/prompts")
     for query in ({}, {"run": "nope"}, {"run": POEM, "prompt": "0" * 16, "view": "never"}):
         tree = page["layout"](**query).to_plotly_json()
-        assert "prompts-url" in str(tree) and "prompts-controls" in str(tree)
+        assert "{'type': 'app-page-url', 'path': '/prompts'}" in str(tree) and "prompts-controls" in str(tree)

@@ -10,7 +10,9 @@ import pytest
 
 from data.store import sample_id
 from data.views.responses import RANGE_KEYS
-from tests.conftest import dash_post, find
+from tests.conftest import dash_post, find, page_url_key
+
+URL = page_url_key("/responses")  # the page's own dcc.Location
 
 RUN = "trl-ppo-small"
 
@@ -111,7 +113,9 @@ def test_responses104_row_link_opens_token_page_with_way_back(client, fixtures_d
 
 
 SYNC_OUT = (
-    "..responses-url.search...responses-step.value"
+    ".."
+    + URL
+    + ".search...responses-step.value"
     + "".join(f"...responses-{k}-{e}.value" for k in RANGE_KEYS for e in ("min", "max"))
     + "...responses-q.value...responses-loses.value...responses-grid.columnState"
     + "...responses-view.data...responses-filter.data...responses-notices.children.."
@@ -122,7 +126,7 @@ def sync(client, search, changed, **values):
     """POST the sync callback with the URL ``search``, control ``values`` and the one ``changed`` input."""
     controls = {"responses-step": 3, "responses-q": "", "responses-loses": False}
     controls.update(values)
-    inputs = [{"id": "responses-url", "property": "search", "value": search}]
+    inputs = [{"id": URL, "property": "search", "value": search}]
     inputs.append({"id": "responses-step", "property": "value", "value": controls["responses-step"]})
     for k in RANGE_KEYS:
         for e in ("min", "max"):
@@ -146,31 +150,31 @@ def test_responses105_controls_write_the_url(client, fixtures_dir):
     """A filter, a header sort or a row selection each write the URL; the filter key changes only for filters."""
     url = f"?run={RUN}&step=3"
     out = sync(client, url, "responses-reward-min.value", **{"responses-reward-min": 1.5})
-    assert out["responses-url"]["search"] == f"?run={RUN}&step=3&reward_min=1.5"
+    assert out[URL]["search"] == f"?run={RUN}&step=3&reward_min=1.5"
     assert out["responses-filter"]["data"] == f"?run={RUN}&step=3&reward_min=1.5"
 
     state = [{"colId": "reward", "sort": None}, {"colId": "kl_mean", "sort": "asc"}]
     out = sync(client, url, "responses-grid.columnState", columnState=state)
-    assert out["responses-url"]["search"] == f"?run={RUN}&step=3&sort=kl_mean&order=asc"
+    assert out[URL]["search"] == f"?run={RUN}&step=3&sort=kl_mean&order=asc"
     assert "responses-filter" not in out  # the grid already re-sorted itself
 
     out = sync(client, url, "responses-grid.selectedRows", selectedRows=[{"sample_id": "abc-1"}])
-    assert out["responses-url"]["search"] == f"?run={RUN}&step=3&sample=abc-1"
+    assert out[URL]["search"] == f"?run={RUN}&step=3&sample=abc-1"
     assert "responses-filter" not in out
 
     out = sync(client, f"?run={RUN}", "responses-step.value", **{"responses-step": 25})
-    assert out == {} or "responses-url" not in out  # the last step while the URL says "latest": no change
+    assert out == {} or URL not in out  # the last step while the URL says "latest": no change
     out = sync(client, f"?run={RUN}", "responses-step.value", **{"responses-step": "all"})
-    assert out["responses-url"]["search"] == f"?run={RUN}&step=all"
+    assert out[URL]["search"] == f"?run={RUN}&step=all"
 
 
 def test_responses106_url_seeds_controls_and_clear_resets(client, fixtures_dir):
     """A URL change (Back/Forward) sets the controls and notices; Clear filters keeps run, step and sort."""
     url = f"?run={RUN}&step=4&kl_min=0.1&q=bad(&loses=maybe"
-    out = sync(client, url, "responses-url.search")
+    out = sync(client, url, URL + ".search")
     assert out["responses-step"]["value"] == 4 and out["responses-kl-min"]["value"] == 0.1
     assert out["responses-q"]["value"] == "bad("
-    assert "responses-url" not in out
+    assert URL not in out
     notes = texts_of(out["responses-notices"]["children"])
     assert "unclosed group" in notes and "Ignored loses='maybe'" in notes
 
@@ -181,7 +185,7 @@ def test_responses106_url_seeds_controls_and_clear_resets(client, fixtures_dir):
         "responses-clear.n_clicks",
         **{"responses-clear": 1, "responses-reward-min": 1, "responses-q": "x"},
     )
-    assert out["responses-url"]["search"] == f"?run={RUN}&step=4&sort=kl_sum"
+    assert out[URL]["search"] == f"?run={RUN}&step=4&sort=kl_sum"
     assert out["responses-reward-min"]["value"] is None and out["responses-q"]["value"] == ""
 
 

@@ -12,12 +12,14 @@ from data import curves
 from data.queries import ResponseFilter, bar_interval
 from data.service import board
 from data.views.reward import RewardView
-from tests.conftest import dash_post
+from tests.conftest import dash_post, page_url_key
+
+URL = page_url_key("/reward")  # the page's own dcc.Location
 
 PPO, GRPO, POEM = "trl-ppo-small", "trl-grpo-small", "rlloggingboard-eval-poem"
 
 SYNC = (
-    "..reward-url.search...reward-run.data...reward-header.children...reward-notices.children"
+    ".." + URL + ".search...reward-run.data...reward-header.children...reward-notices.children"
     "...reward-selected.data...reward-step-text.children...reward-step.value...reward-step.max"
     "...reward-step.marks...reward-step.disabled...reward-band.value...reward-zero.value.."
 )
@@ -48,7 +50,7 @@ def sync(
     """POST the URL <-> controls callback; ``trigger`` names the changed input."""
     clicks = clicks or {}
     inputs = [
-        _i("reward-url", "search", search),
+        _i(URL, "search", search),
         _i("reward-step", "value", index),
         _i("reward-band", "value", band),
         _i("reward-zero", "value", zero),
@@ -57,7 +59,7 @@ def sync(
         *(_i(c, "clickData", clicks.get(c)) for c in CLICK_IDS),
     ]
     changed = {
-        "url": "reward-url.search",
+        "url": URL + ".search",
         "step": "reward-step.value",
         "band": "reward-band.value",
         "zero": "reward-zero.value",
@@ -139,7 +141,7 @@ def test_reward004_view_state_round_trip(page, fixtures_dir):
 def test_reward005_url_sets_controls(client, fixtures_dir):
     """A URL change (load, Back/Forward) sets run, selected step, slider, band and switch; no URL write."""
     resp = sync(client, "?run=trl-grpo-small&step=3&band=p5-p95&zero=1", run=PPO, selected=25)
-    assert "reward-url" not in resp
+    assert URL not in resp
     assert resp["reward-run"]["data"] == GRPO
     assert resp["reward-selected"]["data"] == 3
     assert resp["reward-step"]["value"] == 2 and resp["reward-step"]["max"] == 24
@@ -161,16 +163,16 @@ def test_reward006_controls_write_the_url(client, fixtures_dir):
     """Slider, band, switch, prev/next and a click on a curve or the heatmap each write the URL."""
     base = {"run": PPO, "selected": 5, "index": 4}
     resp = sync(client, "?run=trl-ppo-small&step=5", **{**base, "index": 9}, trigger="step")
-    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=10"
+    assert resp[URL]["search"] == "?run=trl-ppo-small&step=10"
     assert resp["reward-selected"]["data"] == 10
     resp = sync(client, "?run=trl-ppo-small&step=5", **base, band="p25-p75", trigger="band")
-    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=5&band=p25-p75"
+    assert resp[URL]["search"] == "?run=trl-ppo-small&step=5&band=p25-p75"
     resp = sync(client, "?run=trl-ppo-small&step=5", **base, zero=True, trigger="zero")
-    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=5&zero=1"
+    assert resp[URL]["search"] == "?run=trl-ppo-small&step=5&zero=1"
     resp = sync(
         client, "?run=trl-ppo-small&step=5", **base, clicks={"reward-prev": 1}, trigger="reward-prev.n_clicks"
     )
-    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=4" and resp["reward-step"]["value"] == 3
+    assert resp[URL]["search"] == "?run=trl-ppo-small&step=4" and resp["reward-step"]["value"] == 3
     click = {"points": [{"curveNumber": 2, "x": 12, "y": 1.0}]}
     resp = sync(
         client,
@@ -179,7 +181,7 @@ def test_reward006_controls_write_the_url(client, fixtures_dir):
         clicks={"reward-curve-kl": click},
         trigger="reward-curve-kl.clickData",
     )
-    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=12" and resp["reward-step"]["value"] == 11
+    assert resp[URL]["search"] == "?run=trl-ppo-small&step=12" and resp["reward-step"]["value"] == 11
     resp = sync(
         client,
         "?run=trl-ppo-small&step=5",
@@ -187,15 +189,15 @@ def test_reward006_controls_write_the_url(client, fixtures_dir):
         clicks={"reward-heatmap": {"points": [{"x": 20, "y": "[2, 2.2)"}]}},
         trigger="reward-heatmap.clickData",
     )
-    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&step=20"
+    assert resp[URL]["search"] == "?run=trl-ppo-small&step=20"
     # A control that did not move the view writes nothing.
-    assert "reward-url" not in sync(client, "?run=trl-ppo-small&step=5", **base, trigger="step")
+    assert URL not in sync(client, "?run=trl-ppo-small&step=5", **base, trigger="step")
 
 
 def test_reward007_last_step_url_keeps_following_the_run(client, fixtures_dir):
     """Without step in the URL, changing the band keeps the URL free of a step (it follows a live run)."""
     resp = sync(client, "?run=trl-ppo-small", run=PPO, selected=25, index=24, band="p5-p95", trigger="band")
-    assert resp["reward-url"]["search"] == "?run=trl-ppo-small&band=p5-p95"
+    assert resp[URL]["search"] == "?run=trl-ppo-small&band=p5-p95"
 
 
 def _curves(client, run, step, band="std", zero=False, drawn=None):

@@ -15,7 +15,7 @@ import pytest
 import routes
 from data import live, service
 from data.service import UnknownRun
-from tests.conftest import router_body
+from tests.conftest import page_url_key, router_body
 
 PAGES = ("/reward", "/responses", "/tokens", "/prompts")
 
@@ -55,10 +55,10 @@ def _render(client, path: str, search: str) -> str:
 
 
 def _url_callbacks(dash_app, page: str) -> list[tuple[str, dict]]:
-    """The page's callbacks that read its URL (``<page>-url.search``): they decode the view state."""
+    """The page's callbacks that read its URL (its own Location's search): they decode the view state."""
     client = dash_app.server.test_client()
     client.get("/")  # Dash registers the pages' router on the first request
-    url = {"id": f"{page}-url", "property": "search"}
+    url = {"id": page_url_key(f"/{page}"), "property": "search"}
     return [(key, cb) for key, cb in dash_app.callback_map.items() if url in cb["inputs"]]
 
 
@@ -69,11 +69,11 @@ def _page_text(dash_app, client, path: str, search: str) -> str:
     page = path.strip("/")
     for key, cb in _url_callbacks(dash_app, page):
         outputs = [
-            {"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]}
+            {"id": _id(part.rsplit(".", 1)[0]), "property": part.rsplit(".", 1)[1]}
             for part in key.strip(".").split("...")
         ]
         inputs = [
-            {**i, "value": search if i == {"id": f"{page}-url", "property": "search"} else None}
+            {**i, "value": search if i == {"id": page_url_key(f"/{page}"), "property": "search"} else None}
             for i in cb["inputs"]
         ]
         body = {
@@ -81,12 +81,17 @@ def _page_text(dash_app, client, path: str, search: str) -> str:
             "outputs": outputs if key.startswith("..") else outputs[0],
             "inputs": inputs,
             "state": [{**st, "value": None} for st in cb.get("state", [])],
-            "changedPropIds": [f"{page}-url.search"],
+            "changedPropIds": [page_url_key(f"/{page}") + ".search"],
         }
         r = client.post("/_dash-update-component", json=body)
         assert r.status_code in (200, 204), (path, search, key, r.status_code, r.data[:300])
         texts.append(r.get_data(as_text=True))
     return "\n".join(texts)
+
+
+def _id(key: str):
+    """A component id from a callback map's key: a dict id is written there as JSON."""
+    return json.loads(key) if key.startswith("{") else key
 
 
 def _has_page(dash_app, path: str) -> bool:

@@ -20,14 +20,20 @@ def test_shell002_healthz_counts_runs(client, fixtures_dir):
 
 SHELL_OUT = (
     "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-responses.href"
-    "...app-nav-tokens.href...app-nav-prompts.href.."
+    "...app-nav-tokens.href...app-nav-prompts.href...app-nav-compare.href.."
 )
 
 
-def _shell(client, path: str, search: str) -> dict:
+def _shell(client, path: str, search: str, page_search: str | None = None) -> dict:
+    """The shell's sync for the address ``path`` + ``search``; ``page_search``: the query the page has
+    written since through its own Location (None: the page has none)."""
+    pages = []
+    if page_search is not None:
+        pages = [{"id": {"type": "app-page-url", "path": path}, "property": "search", "value": page_search}]
     inputs = [
         {"id": "app-location", "property": "pathname", "value": path},
         {"id": "app-location", "property": "search", "value": search},
+        pages,
     ]
     return dash_post(client, SHELL_OUT, inputs)
 
@@ -153,3 +159,33 @@ def test_shell007_live_poll_compares_with_the_page_snapshot(client, fixtures_dir
     pending = {**now, "version": None, "steps": 0, "last_step": None}
     resp = _live(client, "?run=trl-ppo-small", [pending])  # a page that showed the first read under way
     assert resp["app-live-reload"]["data"] == 1
+
+
+def test_shell008_links_keep_the_step_the_page_shows(client, fixtures_dir):
+    """From the reward page at a step chosen there (the page's own Location has the step), the navbar's
+    Reward and Responses links carry that step of that run; the other pages' links do not, and neither does
+    a step the URL does not name for the run shown, nor 'all' steps, nor a stale page's URL."""
+    ppo = "trl-ppo-small"
+    resp = _shell(client, "/reward", f"?run={ppo}&step=5", page_search=f"?run={ppo}&step=6")
+    assert resp["app-nav-responses"]["href"] == f"/responses?run={ppo}&step=6"
+    assert resp["app-nav-reward"]["href"] == f"/reward?run={ppo}&step=6"
+    assert resp["app-nav-tokens"]["href"] == f"/tokens?run={ppo}"
+    assert resp["app-nav-runs"]["href"] == "/" and resp["app-run"]["value"] == ppo
+    back = _shell(client, "/responses", f"?run={ppo}&step=6")
+    assert back["app-nav-reward"]["href"] == f"/reward?run={ppo}&step=6"
+    assert (
+        _shell(client, "/responses", f"?run={ppo}&step=all")["app-nav-reward"]["href"] == f"/reward?run={ppo}"
+    )
+    assert (
+        _shell(client, "/tokens", f"?run={ppo}&step=6")["app-nav-responses"]["href"]
+        == f"/responses?run={ppo}"
+    )
+    first = "rlloggingboard-eval-poem"  # no run named: the page shows the first run, the step is not its
+    assert _shell(client, "/reward", "?step=6")["app-nav-responses"]["href"] == f"/responses?run={first}"
+    other = {"id": {"type": "app-page-url", "path": "/reward"}, "property": "search", "value": "?step=9"}
+    inputs = [
+        {"id": "app-location", "property": "pathname", "value": "/responses"},
+        {"id": "app-location", "property": "search", "value": f"?run={ppo}&step=3"},
+        [other],  # the reward page's Location, still there while the responses page loads
+    ]
+    assert dash_post(client, SHELL_OUT, inputs)["app-nav-reward"]["href"] == f"/reward?run={ppo}&step=3"

@@ -11,7 +11,9 @@ import orjson
 import pytest
 
 from data.store import sample_id
-from tests.conftest import dash_post, find
+from tests.conftest import dash_post, find, page_url_key
+
+URL = page_url_key("/tokens")  # the page's own dcc.Location
 
 PPO = "trl-ppo-small"
 GRPO = "trl-grpo-small"
@@ -132,14 +134,14 @@ def test_tokens106_no_arguments(page, fixtures_dir):
 def test_tokens107_sync_control_writes_url(client, fixtures_dir):
     """A metric change writes the URL and redraws; a URL equal to what is shown changes nothing."""
     search = f"?run={PPO}&sample={FIRST}"
-    out = "..tokens-url.search...tokens-view.data...tokens-body.children.."
+    out = ".." + URL + ".search...tokens-view.data...tokens-body.children.."
 
     def post(search, metric, pads, view, changed):
         return dash_post(
             client,
             out,
             [
-                {"id": "tokens-url", "property": "search", "value": search},
+                {"id": URL, "property": "search", "value": search},
                 {"id": "tokens-metric", "property": "value", "value": metric},
                 {"id": "tokens-pads", "property": "value", "value": pads},
             ],
@@ -148,14 +150,14 @@ def test_tokens107_sync_control_writes_url(client, fixtures_dir):
         )
 
     resp = post(search, "log_ratio", False, search, "tokens-metric.value")
-    assert resp["tokens-url"]["search"] == search + "&metric=log_ratio"
+    assert resp[URL]["search"] == search + "&metric=log_ratio"
     assert resp["tokens-view"]["data"] == search + "&metric=log_ratio"
     assert "log-ratio log π − log π_ref" in json.dumps(resp["tokens-body"]["children"], ensure_ascii=False)
     # The Location reporting the URL it mounted with: nothing to do.
-    assert not post(search, "kl", False, search, "tokens-url.search")
+    assert not post(search, "kl", False, search, URL + ".search")
     # Back to an earlier URL: body redrawn, URL left alone.
-    resp = post(search, "log_ratio", False, search + "&metric=log_ratio", "tokens-url.search")
-    assert "tokens-url" not in resp and resp["tokens-view"]["data"] == search
+    resp = post(search, "log_ratio", False, search + "&metric=log_ratio", URL + ".search")
+    assert URL not in resp and resp["tokens-view"]["data"] == search
 
 
 def test_tokens108_page_answers_over_http(client, fixtures_dir):

@@ -54,3 +54,19 @@ def test_links003_bar_responses_export_and_prompts():
     assert links.export(view, "csv") == "/export?run=r&step=all&format=csv"
     assert links.export(ResponsesView(), "jsonl", "/p") == "/p/export?format=jsonl"
     assert links.prompts(PromptsView(run="r", view="never", page=2)) == "/prompts?run=r&view=never&page=2"
+
+
+def test_links004_navbar_carries_the_step_between_reward_and_responses():
+    """A step number of the run shown goes from the reward page to the responses page and back; not 'all',
+    not another run's, not to or from other pages; the runs page takes nothing."""
+    q = {"run": ["r"], "step": ["6"]}
+    assert links.carried_step("/reward", q, "r") == "6" and links.carried_step("/responses", q, "r") == "6"
+    assert links.carried_step("/tokens", q, "r") is None and links.carried_step("/reward", q, "s") is None
+    assert links.carried_step("/responses", {"run": ["r"], "step": ["all"]}, "r") is None
+    assert links.carried_step("/reward", {"step": ["6"]}, "r") is None
+    assert links.carried_step("/reward", {"run": ["r"], "step": ["-3"]}, "r") == "-3"
+    assert links.carried_step("/reward", {"run": ["r"], "step": ["٣"]}, "r") is None  # an Arabic-Indic 3
+    assert links.nav("/responses", "r", step="6") == "/responses?run=r&step=6"
+    assert links.nav("/prompts", "r", step="6") == "/prompts?run=r"
+    assert links.nav("/", "r", step="6") == "/" and links.nav("/reward", None, step="6") == "/reward"
+    assert links.nav("/reward", "a&b", "/p") == "/p/reward?run=a%26b"
