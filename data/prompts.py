@@ -17,6 +17,7 @@ from data.config import DEFAULT_SEARCH_SECONDS
 from data.metrics import label
 from data.metrics.degeneration import step_length_medians, with_length_ratio
 from data.metrics.group import MIN_GROUP, TRENDS, finite, prompt_aggregates, trend_threshold, with_advantage
+from data.metrics.registry import stored_columns
 from data.metrics.response import prompt_key_text, strip_pad_text
 from data.queries import QueryError, check_regex, search
 
@@ -143,27 +144,9 @@ def overview(table: pl.DataFrame) -> dict:
 
 # ---- one prompt ------------------------------------------------------------------------------------------
 
-HISTORY_COLUMNS = (
-    "sample_id",
-    "source",
-    "line",
-    "part",
-    "row",
-    "step",
-    "reward",
-    "ref_reward",
-    "reward_gain",
-    "response_length",
-    "response_chars",
-    "kl_mean",
-    "kl_sum",
-    "repetition",
-    "response_preview",
-    "prompt_key",
-    "prompt_preview",
-    "group_id",
-    "advantage",
-)
+# The store's scalars (see data.metrics.registry) and the files' own group id and advantage, which the
+# group maths of data.metrics.group read where a run has them.
+HISTORY_COLUMNS = (*stored_columns(), "group_id", "advantage")
 
 
 def history(store, key: str) -> pl.DataFrame:

@@ -22,6 +22,7 @@ from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
 from data.metrics import METRICS, label
 from data.metrics.registry import length_column
+from data.metrics.registry import table_columns as registry_table_columns
 from data.metrics.response import strip_pad_text
 from data.queries import RANGE_COLUMNS, ResponseFilter, SearchStopped, check_regex, search, sort_rows
 from data.store import RunStore, UnknownRun
@@ -29,23 +30,10 @@ from data.store.layout import TEXT_INDEX, beside_store
 from data.views.codec import first
 from data.views.responses import RANGE_KEYS, REGEX_FALLBACK, ResponsesView
 
-# Table columns in order; optional ones are shown only when the run has a value in them.
-METRIC_COLUMNS = (
-    "step",
-    "reward",
-    "ref_reward",
-    "reward_gain",
-    "response_length",
-    "response_chars",
-    "kl_mean",
-    "kl_sum",
-    "log_ratio_mean",
-    "value_error_abs_mean",
-)
+# Table columns in order (see data.metrics.registry); optional ones are shown only when the run has a value.
+METRIC_COLUMNS = registry_table_columns()
 ALWAYS_SHOWN = ("step", "reward")
 PREVIEW_COLUMNS = ("prompt_preview", "response_preview")
-# Scalar columns that are bookkeeping, not something to sort by.
-NOT_SORTABLE = {"sample_id", "source", "part", "row", "prompt_key", "prompt_preview", "response_preview"}
 # Keys of ``/export`` besides the view's (the selected sample is a page thing and is accepted, unused).
 EXPORT_KEYS = ("format",)
 
@@ -62,8 +50,9 @@ def _columns(key: StoreKey) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str
     if "response_length" in metrics:
         metrics.remove("response_chars")
     extras = [c for c in key.store.extra_columns() if c in df.columns and c not in METRIC_COLUMNS]
-    # Only shown columns: the grid's header is where a sort is chosen and seen.
-    sortable = [c for c in (*metrics, *extras) if c in df.columns and c not in NOT_SORTABLE]
+    # Only shown columns: the grid's header is where a sort is chosen and seen. (A file's field never
+    # takes the name of a bookkeeping column such as sample_id or part: ingest renames it.)
+    sortable = [c for c in (*metrics, *extras) if c in df.columns]
     return tuple(metrics), tuple(extras), tuple(sortable)
 
 

@@ -19,7 +19,9 @@ class Metric:
     is ``token``, ``response`` or ``step`` for a metric and ``row`` for a column that only identifies or
     previews a response. ``stored``: a column of the store's scalars; ``exported``: its place among the
     export's columns (1 first; 0 not exported); ``range_key``: the URL prefix of its range filter
-    (``<key>_min`` / ``<key>_max``)."""
+    (``<key>_min`` / ``<key>_max``), ``range_at`` that filter's place among the filters; ``table``: its
+    place among the responses table's columns (0: not a column of it); ``from_tokens``: its place among
+    the per-response aggregates computed from the token arrays at ingest (0: not one of them)."""
 
     key: str
     label: str
@@ -31,6 +33,9 @@ class Metric:
     stored: bool = False
     exported: int = 0
     range_key: str | None = None
+    range_at: int = 0
+    table: int = 0
+    from_tokens: int = 0
 
 
 ROW = "row"
@@ -89,7 +94,16 @@ COLUMNS: dict[str, Metric] = {
         ),
         Metric("part", "part", "the store's part holding the response", level=ROW, fmt="int", stored=True),
         Metric("row", "row", "the response's row in its part", level=ROW, fmt="int", stored=True),
-        Metric("step", "step", "training step", level=ROW, fmt="step", stored=True, exported=2),
+        Metric(
+            "step",
+            "step",
+            "training step",
+            level=ROW,
+            fmt="step",
+            stored=True,
+            exported=2,
+            table=1,
+        ),
         Metric(
             "reward",
             "reward",
@@ -98,6 +112,8 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             exported=3,
             range_key="reward",
+            range_at=1,
+            table=2,
         ),
         Metric(
             "ref_reward",
@@ -107,6 +123,8 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             exported=4,
             range_key="ref",
+            range_at=5,
+            table=3,
         ),
         Metric(
             "reward_gain",
@@ -116,6 +134,8 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             exported=5,
             range_key="gain",
+            range_at=2,
+            table=4,
         ),
         Metric(
             "response_length",
@@ -125,6 +145,8 @@ COLUMNS: dict[str, Metric] = {
             fmt="int",
             stored=True,
             exported=6,
+            table=5,
+            from_tokens=1,
         ),
         Metric(
             "response_chars",
@@ -133,6 +155,7 @@ COLUMNS: dict[str, Metric] = {
             unit="characters",
             fmt="int",
             stored=True,
+            table=6,
         ),
         Metric(
             "length",
@@ -141,6 +164,7 @@ COLUMNS: dict[str, Metric] = {
             "trainers' files have none): what the length filter (len_min / len_max) compares; computed when read",
             fmt="int",
             range_key="len",
+            range_at=4,
         ),
         Metric(
             "n_kl_tokens",
@@ -150,6 +174,7 @@ COLUMNS: dict[str, Metric] = {
             unit="tokens",
             fmt="int",
             stored=True,
+            from_tokens=2,
         ),
         Metric(
             "log_ratio_sum",
@@ -159,6 +184,7 @@ COLUMNS: dict[str, Metric] = {
             unit="nats",
             stored=True,
             exported=8,
+            from_tokens=3,
         ),
         Metric(
             "log_ratio_mean",
@@ -168,8 +194,20 @@ COLUMNS: dict[str, Metric] = {
             unit="nats",
             stored=True,
             exported=7,
+            table=9,
+            from_tokens=5,
         ),
-        Metric("kl_sum", "KL sum (k3)", "Σ_t k3_t", False, unit="nats", stored=True, exported=10),
+        Metric(
+            "kl_sum",
+            "KL sum (k3)",
+            "Σ_t k3_t",
+            False,
+            unit="nats",
+            stored=True,
+            exported=10,
+            table=8,
+            from_tokens=4,
+        ),
         Metric(
             "kl_mean",
             "KL mean per token (k3)",
@@ -179,6 +217,9 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             exported=9,
             range_key="kl",
+            range_at=3,
+            table=7,
+            from_tokens=6,
         ),
         Metric(
             "value_error_mean",
@@ -186,6 +227,7 @@ COLUMNS: dict[str, Metric] = {
             "mean_t (value_t − return_t)",
             True,
             stored=True,
+            from_tokens=7,
         ),
         Metric(
             "value_error_abs_mean",
@@ -194,8 +236,17 @@ COLUMNS: dict[str, Metric] = {
             False,
             stored=True,
             exported=11,
+            table=10,
+            from_tokens=8,
         ),
-        Metric("token_reward_sum", "token reward sum", "Σ_t token_reward_t", True, stored=True),
+        Metric(
+            "token_reward_sum",
+            "token reward sum",
+            "Σ_t token_reward_t",
+            True,
+            stored=True,
+            from_tokens=9,
+        ),
         Metric(
             "repetition",
             "repetition (share of repeated word 3-grams)",
@@ -288,12 +339,30 @@ def stored_columns() -> tuple[str, ...]:
 
 def exported_columns() -> tuple[str, ...]:
     """The columns of an export (beside the texts), in order."""
-    return tuple(m.key for m in sorted((m for m in COLUMNS.values() if m.exported), key=lambda m: m.exported))
+    return _placed("exported")
+
+
+def _placed(attr: str) -> tuple[str, ...]:
+    """The keys of the entries with a place ``attr`` (1 first), in that order."""
+    return tuple(
+        m.key
+        for m in sorted((m for m in COLUMNS.values() if getattr(m, attr)), key=lambda m: getattr(m, attr))
+    )
 
 
 def range_columns() -> dict[str, str]:
-    """The range filters: URL prefix (``<prefix>_min`` / ``<prefix>_max``) -> column."""
-    return {m.range_key: k for k, m in COLUMNS.items() if m.range_key}
+    """The range filters in their order: URL prefix (``<prefix>_min`` / ``<prefix>_max``) -> column."""
+    return {COLUMNS[k].range_key: k for k in _placed("range_at")}
+
+
+def table_columns() -> tuple[str, ...]:
+    """The responses table's value columns, in order (those a run has no value in are left out there)."""
+    return _placed("table")
+
+
+def token_aggregates() -> tuple[str, ...]:
+    """The per-response aggregates computed from the token arrays at ingest, in the order computed."""
+    return _placed("from_tokens")
 
 
 def response_columns() -> frozenset[str]:

@@ -9,6 +9,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from data.metrics.registry import COLUMNS, token_aggregates
+
 
 def strip_pads(expr: pl.Expr, pad_tokens: tuple[str, ...]) -> pl.Expr:
     """Text with every pad token removed (literal match)."""
@@ -29,17 +31,8 @@ def prompt_key_text(pad_tokens: tuple[str, ...]) -> pl.Expr:
     return strip_pads(pl.col("prompt"), pad_tokens).str.strip_chars()
 
 
-AGGREGATE_COLUMNS = {
-    "response_length": pl.Int64,
-    "n_kl_tokens": pl.Int64,
-    "log_ratio_sum": pl.Float64,
-    "kl_sum": pl.Float64,
-    "log_ratio_mean": pl.Float64,
-    "kl_mean": pl.Float64,
-    "value_error_mean": pl.Float64,
-    "value_error_abs_mean": pl.Float64,
-    "token_reward_sum": pl.Float64,
-}
+# The aggregates of the token arrays (see data.metrics.registry), whole numbers for counts.
+AGGREGATE_COLUMNS = {c: pl.Int64 if COLUMNS[c].fmt == "int" else pl.Float64 for c in token_aggregates()}
 
 
 class _Flat(NamedTuple):

@@ -7,14 +7,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
 from data.metrics.registry import LENGTH_TOKENS, length_column
-from data.queries import QueryError, ResponseFilter, check_regex, regex_error
+from data.queries import RANGE_COLUMNS, QueryError, ResponseFilter, check_regex, regex_error
 from data.views.codec import encode, first, get_bool, get_choice, get_float, key_notices
 
 ALL_STEPS = "all"
 DEFAULT_SORT = "reward"
 DEFAULT_ORDER = "desc"
 ORDERS = ("desc", "asc")
-RANGE_KEYS = ("reward", "gain", "kl", "len", "ref")
+RANGE_KEYS = tuple(RANGE_COLUMNS)  # the range filters' URL prefixes, in order (see data.metrics.registry)
 # Hand-typed URLs may use the short names of the design notes (``sort=kl``).
 SORT_ALIASES = {"kl": "kl_mean", "gain": "reward_gain", "len": "response_length", "length": "response_length"}
 

@@ -55,3 +55,32 @@ def test_registry003_empty_store_types_are_what_ingest_derives():
     empty = pl.DataFrame(schema={**CANONICAL, "line": pl.Int64})
     full = build_part(derive_chunk(empty, ("<pad>",)), "a.jsonl", 1, ("<pad>",))
     assert dict(full.select(scalar_columns(full)).schema) == SCALAR_DTYPES
+
+
+def test_registry004_table_aggregates_ranges_and_history():
+    """The responses table's columns, the token aggregates with their types, the range filters in the order
+    the page shows them and a prompt's history columns come from the registry, as they were listed."""
+    import polars as pl
+
+    from data.metrics.response import AGGREGATE_COLUMNS
+    from data.prompts import HISTORY_COLUMNS
+    from data.responses import METRIC_COLUMNS
+    from data.views.responses import RANGE_KEYS
+
+    assert METRIC_COLUMNS == (
+        *("step", "reward", "ref_reward", "reward_gain", "response_length", "response_chars", "kl_mean"),
+        *("kl_sum", "log_ratio_mean", "value_error_abs_mean"),
+    )
+    assert AGGREGATE_COLUMNS == {
+        "response_length": pl.Int64,
+        "n_kl_tokens": pl.Int64,
+        **dict.fromkeys(("log_ratio_sum", "kl_sum", "log_ratio_mean", "kl_mean"), pl.Float64),
+        **dict.fromkeys(("value_error_mean", "value_error_abs_mean", "token_reward_sum"), pl.Float64),
+    }
+    assert list(AGGREGATE_COLUMNS) == [  # the order response_list_aggregates writes them in
+        *("response_length", "n_kl_tokens", "log_ratio_sum", "kl_sum", "log_ratio_mean", "kl_mean"),
+        *("value_error_mean", "value_error_abs_mean", "token_reward_sum"),
+    ]
+    assert RANGE_KEYS == ("reward", "gain", "kl", "len", "ref")
+    assert set(HISTORY_COLUMNS) >= {"sample_id", "source", "line", "part", "row", "step", "reward", "kl_sum"}
+    assert set(HISTORY_COLUMNS) - set(SCALAR_CORE) == {"group_id", "advantage"}
