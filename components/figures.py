@@ -462,3 +462,9 @@ def clicked_cell(click_data) -> CellClick | None:
         return CellClick(step, p["y"], count)
     except (KeyError, IndexError, TypeError, ValueError):
         return None
+
+
+def cell_has_responses(click_data) -> bool:
+    """Whether a click on a :func:`heatmap_figure` is on a cell that has responses (a cell to open)."""
+    cell = clicked_cell(click_data)
+    return cell is not None and cell.count > 0

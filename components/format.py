@@ -60,10 +60,10 @@ def signed(v) -> str:
     return "+" + text if isinstance(v, int | float) and v > 0 else text
 
 
-def value(v, kind: str = "num") -> str:
-    """A value by kind: ``share`` a whole percentage, ``signed`` with a leading +, ``step`` a plain whole
-    number, ``int`` a whole number with separators, ``text``/``trend`` as is, other numbers with
-    :data:`DIGITS` significant digits; '–' for missing."""
+def value(v, kind: str = "num", share_digits: int = 0) -> str:
+    """A value by kind: ``share`` a percentage (``share_digits`` decimals), ``signed`` with a leading +,
+    ``step`` a plain whole number, ``int`` a whole number with separators, ``text``/``trend`` as is, other
+    numbers with :data:`DIGITS` significant digits; '–' for missing."""
     if v is None:
         return MISSING
     if kind in ("text", "trend"):
@@ -71,7 +71,7 @@ def value(v, kind: str = "num") -> str:
     if isinstance(v, float) and v != v:
         return "NaN"
     if kind == "share":
-        return share(v, 0)
+        return share(v, share_digits)
     if kind == "step":
         return str(int(v))
     if kind == "int":

@@ -15,7 +15,7 @@ from dash import Input, Output, Patch, State, callback, clientside_callback, ctx
 from components import compare_views as cv
 from components import figures
 from components.controls import reward_controls, slider_props, step_index, step_text
-from components.format import num, share
+from components.format import value
 from components.layout import (
     card,
     graph,
@@ -192,7 +192,7 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
             new_step = view.moved(steps, 1 if trigger == NEXT else -1)
         elif trigger == STEP:
             new_step = view.at(steps, index)
-        elif trigger in CURVE.values() or (trigger == HEATMAP and _empty_cell(clicks[-1])):
+        elif trigger in CURVE.values() or (trigger == HEATMAP and not figures.cell_has_responses(clicks[-1])):
             # A heatmap cell with responses opens them (see _drill); an empty one selects its step.
             new_step = view.picked(
                 steps, figures.clicked_step(clicks[[*CURVE.values(), HEATMAP].index(trigger)])
@@ -249,15 +249,6 @@ def _curves(run, step, band, zero, drawn):
     )
 
 
-def _empty_cell(click) -> bool:
-    cell = figures.clicked_cell(click)
-    return cell is None or cell.count == 0
-
-
-def _stat_text(v, kind: str) -> str:
-    return share(v) if kind == "share" else str(v) if kind == "step" else num(v)
-
-
 @callback(
     *(Output(HIST[k], "figure") for k in HIST),
     *(Output(HIST_TITLE[k], "children") for k in HIST),
@@ -273,7 +264,7 @@ def _step_view(run, step):
         empty = figures.empty_figure("No data for this run yet.")
         return empty, empty, "", "", "", "", []
     hists = curves.histogram_panels(store, step)
-    stats = [(name, _stat_text(v, kind)) for name, v, kind in curves.step_stats(store, step)]
+    stats = [(name, value(v, kind, share_digits=1)) for name, v, kind in curves.step_stats(store, step)]
     return (
         *(figures.step_histogram_figure(h, label(h.kind), label("ref_reward")) for h in hists),
         *(h.title for h in hists),
