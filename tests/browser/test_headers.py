@@ -36,3 +36,4 @@ def test_headers001_every_page_works_under_the_policy(dash_duo, dash_app, fixtur
         dash_duo.wait_for_page(url=base + path, timeout=30)
         dash_duo.wait_for_element(drawn, timeout=30)
         assert dash_duo.get_logs() == [], path
+    assert dash_duo.get_logs() == []

@@ -152,3 +152,4 @@ def test_responses204_fields_of_objects_show_in_their_columns(dash_duo, dash_app
         )
     finally:
         print("rewards.accuracy cells, last snapshots:", seen[-3:], dash_duo.driver.current_url)
+    assert dash_duo.get_logs() == []

@@ -39,5 +39,5 @@ def test_unusable001_every_page_says_so_and_none_stays_loading(dash_duo, dash_ap
             time.sleep(0.25)
         assert loading == [], page
         assert "Loading…" not in dash_duo.find_element("body").text, page
-    assert dash_duo.get_logs() == []
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert dash_duo.get_logs() == []

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.conftest import dash_post, page_url_key
+from tests.conftest import dash_post, page_url_key, router_body
 
 URL = page_url_key("/prompts")  # the page's own dcc.Location
 
@@ -204,8 +204,12 @@ def test_prompts109_chart_click_renders_a_token_link(client, fixtures_dir):
 
 
 def test_prompts110_page_is_served(client, fixtures_dir):
-    """GET /prompts answers with the app (the layout itself comes from the pages callback)."""
+    """/prompts?run=R renders the prompts page of that run through Dash's router: its title, the run and
+    its controls (the index alone, which Dash serves for any path, says nothing)."""
     assert client.get(f"/prompts?run={POEM}").status_code == 200
+    r = client.post("/_dash-update-component", json=router_body("/prompts", f"?run={POEM}"))
+    rendered = json.dumps(r.get_json()["response"]["_pages_content"]["children"])
+    assert '"Prompts"' in rendered and f'"{POEM}"' in rendered and '"prompts-controls"' in rendered
 
 
 def test_prompts111_layout_without_arguments(dash_app, fixtures_dir):

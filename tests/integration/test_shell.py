@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
-from tests.conftest import dash_post
+import json
+
+from tests.conftest import dash_post, router_body
+
+PAGE_MARKS = {
+    "/": "runs-table",
+    "/reward": "reward-curve-reward",
+    "/responses": "responses-grid",
+    "/tokens": "tokens-body",
+    "/prompts": "prompts-content",
+}
 
 
-def test_shell001_pages_answer(client):
-    """Every page path and the health check answer 200 without a browser."""
-    for path in ("/", "/reward", "/responses", "/tokens", "/prompts", "/healthz"):
+def test_shell001_pages_answer(client, fixtures_dir):
+    """Every page renders its own layout through Dash's router (Dash answers any path's index with 200,
+    so the index alone says nothing), and a path that is no page renders none of them."""
+    for path, mark in PAGE_MARKS.items():
         assert client.get(path).status_code == 200, path
+        r = client.post("/_dash-update-component", json=router_body(path))
+        assert r.status_code == 200, path
+        rendered = json.dumps(r.get_json()["response"]["_pages_content"]["children"])
+        assert f'"{mark}"' in rendered, path
+        assert not [m for p, m in PAGE_MARKS.items() if p != path and f'"{m}"' in rendered], path
+    r = client.post("/_dash-update-component", json=router_body("/nope"))
+    rendered = json.dumps(r.get_json()["response"]["_pages_content"]["children"])
+    assert "404" in rendered and not [m for m in PAGE_MARKS.values() if f'"{m}"' in rendered]
+    assert client.get("/healthz").get_json()["status"] == "ok"
 
 
 def test_shell002_healthz_counts_runs(client, fixtures_dir):
