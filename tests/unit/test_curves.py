@@ -400,22 +400,6 @@ def test_curves020_poem_zero_rewards_sit_in_the_middle_of_their_bar(tmp_path, fi
     assert bars[k] == sum(edges[k] <= r["reward"] < edges[k + 1] for r in rows)
 
 
-def test_curves020_step_moves_and_following_the_last_step():
-    """Previous / next stay within the run, a slider position or a picked step the run lacks keeps the step
-    shown, and a view that follows the last step keeps following it when that step is chosen again."""
-    from data.views.reward import RewardView
-
-    steps = [1, 3, 7]
-    view = RewardView(run="r", step=3)
-    assert (view.moved(steps, 1), view.moved(steps, -1), RewardView(step=7).moved(steps, 1)) == (7, 1, 7)
-    assert view.at(steps, 2) == 7 and view.at(steps, 9) == 3 and view.at(steps, None) == 3
-    assert view.picked(steps, 1) == 1 and view.picked(steps, 2) == 3
-    latest = RewardView(run="r")
-    assert latest.shown_step(steps) == 7 and latest.with_step(steps, 7).step is None
-    assert latest.with_step(steps, 3, zero=True) == RewardView(run="r", step=3, zero=True)
-    assert view.with_step(steps, 7).step == 7
-
-
 def test_curves021_step_histogram_panels_and_stats(tmp_path):
     """A step's histogram panels say what they show (the reference's bars only when the step has reference
     rewards) and its key figures leave out what the run lacks."""

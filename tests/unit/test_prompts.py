@@ -1,5 +1,6 @@
 """Prompts across training on hand-made runs: prompt key, early/late and trend, never beating the reference,
-groups and advantages, the list's filter/sort/page, the view state, and the shared fixtures."""
+groups and advantages, the list's filter/sort/page, one prompt's page, and the shared fixtures. (The view
+state: tests/unit/views/test_prompts_view.py; the builders: tests/unit/components/test_prompt_views.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from data.ingest import ingest_run
 from data.metrics.group import TREND_EFFECT, trend_expr, with_advantage
 from data.metrics.response import prompt_key_text
 from data.store import open_store
-from data.views.codec import parse_search
 from data.views.prompts import PROMPT_KEY_RE, PromptsView
 
 PADS = ("<pad>", "<|endoftext|>")
@@ -245,7 +245,7 @@ def test_prompts011_history_first_and_latest(tmp_path):
     assert prompts.history(store, "0" * 16).height == 0
 
 
-# ---- list: filter, sort, page, view state ----------------------------------------------------------------
+# ---- list: filter, sort, page ----------------------------------------------------------------------------
 
 
 def test_prompts012_filter_sort_page(tmp_path):
@@ -280,39 +280,6 @@ def test_prompts013_search_over_the_full_prompt(tmp_path):
 
     with pytest.raises(QueryError):
         prompts.search_prompts(store, "(")
-
-
-def test_prompts014_view_state_round_trip():
-    """A view survives to_query/from_query; defaults are left out; bad values fall back with notices."""
-    view = PromptsView(
-        run="r", view="never", trend="regressed", q="a+b", min_steps=3, sort="win_rate", order="desc", page=2
-    )
-    back, msgs = PromptsView.from_query(parse_search(view.to_query()), ["r"])
-    assert msgs == [] and back == view
-    assert PromptsView(run="r").to_query() == "?run=r"
-    bad, msgs = PromptsView.from_query(
-        {
-            "run": "nope",
-            "prompt": "xyz",
-            "view": "odd",
-            "sort": "zzz",
-            "page": "0",
-            "min_steps": "-1",
-            "q": "(",
-        },
-        ["r"],
-    )
-    assert bad == PromptsView(run="r")
-    assert len(msgs) == 7
-
-
-def test_prompts015_header_click_sorting():
-    """A header click sorts by that column in its natural order; a second click flips it; page resets."""
-    view = PromptsView(run="r", page=4)
-    by_win = view.sorted_by("win_rate")
-    assert (by_win.sort, by_win.order, by_win.page) == ("win_rate", "desc", 1)
-    assert by_win.sorted_by("win_rate").order == "asc"
-    assert view.sorted_by("first_step").order == "desc"  # already the sort column: flips
 
 
 # ---- shared fixtures -------------------------------------------------------------------------------------
@@ -375,74 +342,3 @@ def test_prompts022_one_prompt_detail(tmp_path):
     assert prompts.group_note(detail).endswith("0 when all rewards are equal.")
     assert prompts.prompt_detail(store, "0" * 16) is None
     assert prompts.prompt_detail(store, key, limit=3).rows.height == 3
-
-
-def test_prompts023_view_after_the_list_controls():
-    """The list's controls give the next view back on page 1; the same values change nothing."""
-    view = PromptsView(run="r", page=3, trend="flat")
-    assert view.from_controls("all", "flat", None, "") is view
-    assert view.from_controls("never", "flat", 2.0, " x ") == PromptsView(
-        run="r", view="never", trend="flat", min_steps=2, q="x"
-    )
-    assert view.from_controls("bogus", None, 0, None) == PromptsView(run="r")
-
-
-# ---- components ------------------------------------------------------------------------------------------
-
-
-def test_prompts018_reward_figure():
-    """One point per response carrying its sample id, per-step mean lines; empty input: empty state."""
-    from components.prompt_views import clicked_sample, reward_figure
-
-    labels = {"reward": "reward", "ref_reward": "reference reward"}
-    fig = reward_figure(
-        {"step": [1, 1, 2], "reward": [0.0, 1.0, 2.0], "sample_id": ["a-1", "a-2", "a-3"]},
-        {"step": [1, 2], "reward": [0.5, 2.0], "ref_reward": [None, 1.0]},
-        labels,
-    )
-    assert [t.mode for t in fig.data] == ["markers", "lines+markers", "lines+markers"]
-    assert list(fig.data[0].customdata) == ["a-1", "a-2", "a-3"]
-    assert math.isnan(fig.data[2].y[0])  # a step without reference reward is a gap
-    assert list(fig.layout.xaxis.tickvals) == [1, 2]
-    assert clicked_sample({"points": [{"customdata": "a-2"}]}) == "a-2"
-    assert clicked_sample({"points": [{"x": 1}]}) is None and clicked_sample(None) is None
-    empty = reward_figure({"step": [], "reward": [], "sample_id": []}, {"step": [], "reward": []}, labels)
-    assert empty.layout.annotations[0].text == "No response to this prompt"
-
-
-def test_prompts019_history_grid_links_and_flags():
-    """The grid links each sample id to its token page (markdown built from ids) and flags zero spread;
-    model text stays plain text in its own column."""
-    from components.prompt_views import ZERO_SPREAD_TEXT, Column, history_grid
-
-    rows = [
-        {"sample_id": "ab-1", "step": 1, "reward": 1.0, "zero_spread": True, "response_preview": "<b>hi</b>"},
-        {"sample_id": "ab-2", "step": 1, "reward": 1.0, "zero_spread": False, "response_preview": "[x](y)"},
-    ]
-    cols = [
-        Column("step", "step", "step"),
-        Column("sample_id", "response", "text"),
-        Column("group_flag", "learning signal", "text"),
-        Column("response_preview", "response (start)", "text"),
-    ]
-    grid = history_grid(rows, cols, ["/tokens?run=r&sample=ab-1", "/tokens?run=r&sample=ab-2"], "g")
-    data = grid.rowData
-    assert (data[0]["sample_id"], data[0]["tokens_href"]) == ("ab-1", "/tokens?run=r&sample=ab-1")
-    assert (data[0]["group_flag"], data[1]["group_flag"]) == (ZERO_SPREAD_TEXT, "")
-    defs = {d.get("colId", d["field"]): d for d in grid.columnDefs}
-    assert defs["sample_id"]["cellRenderer"] == "AppLink"  # the id as text, linking to tokens_href
-    assert "cellRenderer" not in defs["response_preview"]  # model text is only ever text
-
-
-def test_prompts020_list_table_headers_sort_links():
-    """Sortable headers link to the URL sorted by them and mark the current sort; prompts are plain text."""
-    from components.prompt_views import Column, prompt_list_table
-
-    cols = [Column("prompt_preview", "prompt", "text"), Column("win_rate", "win rate", "share")]
-    rows = [{"prompt_preview": "<script>x</script>", "win_rate": 0.25}]
-    table = prompt_list_table(
-        rows, cols, "win_rate", "desc", {"win_rate": "/p?sort=win_rate"}, ["/p?k"], {}, "t"
-    )
-    text = str(table.to_plotly_json())
-    assert "win rate ▼" in text and "'/p?sort=win_rate'" in text
-    assert "'<script>x</script>'" in text and "25%" in text

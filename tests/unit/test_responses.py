@@ -1,5 +1,6 @@
-"""Responses page data and components: view state codec, filter and sort queries, paging, grid columns,
-text panel. The expected rows are worked out by hand from the 12 responses written below."""
+"""Responses page data: filter and sort queries, paging, the table's columns, texts, the text index. The
+expected rows are worked out by hand from the 12 responses written below. (Its view state:
+tests/unit/views/test_responses_view.py; the grid's builders: tests/unit/components/test_tables.py.)"""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ import json
 
 import polars as pl
 import pytest
-from dash import html
 
-from components.tables import column_defs, column_kind, grid_sort, sort_state, summary_line, text_panel
 from data.ingest import ingest_run
 from data.queries import QueryError
 from data.responses import (
@@ -22,7 +21,6 @@ from data.responses import (
     table_columns,
 )
 from data.store import open_store, sample_id
-from data.views.codec import parse_search
 from data.views.responses import ALL_STEPS, ResponsesView
 
 PADS = ("<pad>", "<|endoftext|>")
@@ -67,89 +65,6 @@ def lines_of(store, flt_view: ResponsesView, sort="reward", descending=True) -> 
 
 
 V1 = ResponsesView(run="hand", step=1)
-
-
-# ---- view state ------------------------------------------------------------------------------------------
-
-
-def test_responses001_defaults_give_empty_query():
-    """No parameter: the defaults (last step, reward descending) and an empty query string."""
-    view, notices = ResponsesView.from_query({})
-    assert view == ResponsesView() and notices == []
-    assert view.to_query() == ""
-    assert ResponsesView(run="r").to_query() == "?run=r"
-
-
-def test_responses002_query_round_trip():
-    """Every field survives to_query -> parse -> from_query; defaults are left out of the URL."""
-    view = ResponsesView(
-        run="my run",
-        step=ALL_STEPS,
-        sort="kl_mean",
-        order="asc",
-        reward_min=0.5,
-        reward_max=1.0,
-        gain_min=-1.0,
-        gain_max=2.5,
-        kl_min=0.001,
-        kl_max=1e-05,
-        len_min=3.0,
-        len_max=40.0,
-        q="(?i)the\\s+end",
-        loses=True,
-        sample="abc-1",
-    )
-    query = view.to_query()
-    back, notices = ResponsesView.from_query(parse_search(query))
-    assert back == view and notices == []
-    assert "order=desc" not in ResponsesView(run="r", sort="kl_mean").to_query()
-    assert ResponsesView(run="r", sort="kl_mean", step=3).to_query() == "?run=r&step=3&sort=kl_mean"
-
-
-def test_responses003_bad_values_fall_back_with_notices():
-    """Malformed values fall back to the default, one readable notice each; unknown keys are noticed."""
-    query = {
-        "run": ["r"],
-        "step": ["x"],
-        "order": ["up"],
-        "reward_min": ["abc"],
-        "kl_max": ["inf"],
-        "loses": ["maybe"],
-        "sort": ["zzz"],
-        "colour": ["red"],
-    }
-    view, notices = ResponsesView.from_query(query, steps=[1, 2], sortable=["reward", "kl_mean"])
-    assert view == ResponsesView(run="r")
-    assert len(notices) == 7
-    assert "Ignored unknown parameter 'colour'." in notices
-    assert ResponsesView.from_query({"run": "r", "live": "1"}) == (ResponsesView(run="r"), [])  # the shell's
-    assert any("step='x'" in n for n in notices) and any("sort='zzz'" in n for n in notices)
-
-
-def test_responses004_step_context_and_aliases():
-    """A step the run lacks falls back to the last step; step=all and sort aliases (kl -> kl_mean) parse."""
-    view, notices = ResponsesView.from_query({"step": "7"}, steps=[1, 2, 3])
-    assert view.step is None and "showing the last step (3)" in notices[0]
-    assert view.resolved_step([1, 2, 3]) == 3
-    view, _ = ResponsesView.from_query({"step": "ALL", "sort": "kl"}, steps=[1, 2], sortable=["kl_mean"])
-    assert view.step == ALL_STEPS and view.resolved_step([1, 2]) is None and view.sort == "kl_mean"
-
-
-def test_responses005_invalid_regex_is_kept_but_not_applied():
-    """An invalid regex stays in the view (the search box shows it) with a clear notice; the filter drops it."""
-    view, notices = ResponsesView.from_query({"q": "(unclosed"})
-    assert view.q == "(unclosed"
-    assert notices == [
-        "invalid regular expression '(unclosed': unclosed group: the text search is not applied."
-    ]
-    assert view.response_filter([1]).q is None
-
-
-def test_responses006_filter_key_ignores_selection_and_sort():
-    """Selecting a row or sorting does not change the filter key (the grid keeps its rows)."""
-    view = ResponsesView(run="r", reward_min=1.0)
-    assert view.with_(sample="x", sort="kl_mean", order="asc").filter_key() == view.filter_key()
-    assert view.with_(loses=True).filter_key() != view.filter_key()
 
 
 # ---- queries ---------------------------------------------------------------------------------------------
@@ -300,112 +215,6 @@ def test_responses021_json_rows_have_no_nan():
 # ---- components ------------------------------------------------------------------------------------------
 
 
-def test_responses030_column_defs():
-    """Link column first; numbers right-aligned and formatted; the sorted column carries the sort."""
-    defs = column_defs(
-        [("step", "step", ""), ("reward", "reward", ""), ("note", "note", "")],
-        {"step": "int", "reward": "float", "note": "text"},
-        {"reward"},
-        [("prompt_preview", "prompt", False), ("response_preview", "response", True)],
-        "reward",
-        "asc",
-    )
-    assert [d.get("colId", d["field"]) for d in defs] == [
-        "sample_id",
-        "step",
-        "reward",
-        "note",
-        "prompt_preview",
-        "response_preview",
-    ]
-    by = {d.get("colId", d["field"]): d for d in defs}
-    assert by["sample_id"]["cellRenderer"] == "AppLink"
-    assert by["sample_id"]["cellRendererParams"] == {"hrefField": "tokens_href"}
-    assert by["reward"]["sort"] == "asc" and "sort" not in by["step"]
-    assert by["reward"]["type"] == "rightAligned" and ".4~g" in by["reward"]["valueFormatter"]["function"]
-    assert "'d'" in by["step"]["valueFormatter"]["function"] and "type" not in by["note"]
-    assert by["response_preview"]["pinned"] == "right" and not by["prompt_preview"]["sortable"]
-    assert column_kind(pl.Int64) == "int" and column_kind(pl.Float32) == "float"
-    assert column_kind(pl.Boolean) == "bool" and column_kind(pl.String) == "text"
-
-
-def test_responses031_grid_sort_and_state():
-    """The sorted column is read from a columnState; a sort state sorts one column and clears the rest."""
-    assert grid_sort([{"colId": "step", "sort": None}, {"colId": "kl_mean", "sort": "asc"}]) == (
-        "kl_mean",
-        "asc",
-    )
-    assert grid_sort([{"colId": "step"}]) is None and grid_sort(None) is None
-    assert sort_state(["a", "b"], "b", "desc") == [
-        {"colId": "a", "sort": None},
-        {"colId": "b", "sort": "desc"},
-    ]
-
-
-def _texts(component) -> list:
-    out = []
-    if isinstance(component, str):
-        return [component]
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, list) else [children]:
-        if child is not None:
-            out += _texts(child)
-    return out
-
-
-def test_responses032_text_panel_is_plain_text():
-    """Texts go into <pre> blocks as plain strings (HTML-looking text stays text), with the rewards."""
-    sample = {
-        "sample_id": "ab-1",
-        "step": 3,
-        "prompt": "say <b>hi</b>\nplease",
-        "response": "<script>alert(1)</script>",
-        "ref_response": None,
-        "reward": 1.5,
-        "ref_reward": 2.0,
-        "reward_gain": -0.5,
-    }
-    labels = {"reward": "reward", "ref_reward": "reference reward", "reward_gain": "reward gain"}
-    panel = text_panel(sample, labels, "/tokens?run=r&sample=ab-1")
-    pres = [c for c in _walk(panel) if isinstance(c, html.Pre)]
-    assert [p.children for p in pres] == ["say <b>hi</b>\nplease", "<script>alert(1)</script>"]
-    texts = " ".join(_texts(panel))
-    assert "reward 1.5" in texts and "reference reward 2" in texts and "(none in the file)" in texts
-    assert "No response selected" in " ".join(_texts(text_panel(None, labels, None)))
-
-
-def _walk(component):
-    yield component
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, list) else [children]:
-        if child is not None and not isinstance(child, str | int | float):
-            yield from _walk(child)
-
-
-def test_responses033_summary_line():
-    """'N matching of M responses at step S · mean reward of the matches X'."""
-    line = " ".join(_texts(summary_line(3, 16, "at step 3", 1.25, "reward")))
-    assert line == "3  matching of 16 responses at step 3  ·  mean reward of the matches  1.25"
-    assert (
-        " ".join(_texts(summary_line(0, 16, "at step 3", None, "reward")))
-        == "0  matching of 16 responses at step 3"
-    )
-
-
-def test_responses034_view_after_its_controls():
-    """Controls give the next view: ranges as numbers (blank: no bound), the last step chosen while the URL
-    follows it keeps following it, the grid's sort wins; Clear keeps run, step and sort only."""
-    view = ResponsesView(run="r", sort="kl_mean", q="x", reward_min=1.0)
-    ranges = {"reward_min": "", "reward_max": 2, "kl_min": None}
-    new = view.from_controls([1, 2], 2, ranges, "", True, ("step", "asc"))
-    assert new == ResponsesView(run="r", sort="step", order="asc", reward_max=2.0, loses=True)
-    assert view.from_controls([1, 2], 1, {}, "x", False, None).step == 1
-    assert view.from_controls([1, 2], 1, {}, "x", False, None).sort == "kl_mean"
-    assert ResponsesView(run="r", step=2, q="x", loses=True).cleared() == ResponsesView(run="r", step=2)
-    assert (view.step_value([1, 2]), view.where([1, 2])) == (2, "at step 2")
-    assert ResponsesView(step=ALL_STEPS).where([1, 2]) == "over all steps"
-
-
 def test_responses035_table_spec_and_range_filters(store):
     """The table's columns carry their registry labels and descriptions; gains are coloured by sign, the
     rewards are not; a range over a column the run lacks is offered disabled."""
@@ -425,15 +234,3 @@ def test_responses035_table_spec_and_range_filters(store):
     assert spec.signed == {"reward_gain"}
     filters = {key: (text, ok) for key, text, ok in range_filters(store)}
     assert filters["reward"] == ("reward", True) and filters["kl"] == ("KL mean per token (k3)", False)
-
-
-def test_responses036_sorted_state_only_when_needed():
-    """The grid is told its sort only when it shows another one (and has columns to sort)."""
-    from components.tables import sorted_state
-
-    state = [{"colId": "step", "sort": None}, {"colId": "reward", "sort": "desc"}]
-    assert sorted_state(state, "reward", "desc") is None and sorted_state(None, "reward", "desc") is None
-    assert sorted_state(state, "step", "asc") == [
-        {"colId": "step", "sort": "asc"},
-        {"colId": "reward", "sort": None},
-    ]

@@ -1,5 +1,6 @@
 """Token-view data (data/tokens.py): marker decoding, alignment of unequal arrays, the pad rule (PPO's
-trailing pad carrying the reward), per-token metrics, colour-scale ranges, top-k, navigation, URL state."""
+trailing pad carrying the reward), per-token metrics, colour-scale ranges, top-k, navigation, the strip's
+metric and picker. (The URL state: tests/unit/views/test_tokens_view.py.)"""
 
 from __future__ import annotations
 
@@ -195,20 +196,6 @@ def test_tokens008_neighbours_in_step_by_file_and_line():
     assert (last.index, last.next_id) == (3, None)
     assert neighbours(scalars, "x-1", 2).count == 1
     assert neighbours(scalars, "zz", 1).index == -1
-
-
-def test_tokens009_url_state_round_trip():
-    """Defaults are omitted; a bad metric or pad flag falls back with a notice; back is re-encoded."""
-    state, notes = TokensState.from_query({})
-    assert state == TokensState() and notes == [] and state.to_query() == ""
-    state, notes = TokensState.from_query(
-        {"run": "r", "sample": "s-1", "metric": "value", "pads": "1", "back": "?run=r&step=3&q=a b"}
-    )
-    assert (state.metric, state.pads, state.back) == ("value", True, "run=r&step=3&q=a+b")
-    again, _ = TokensState.from_query(parse_search(state.to_query()))
-    assert again == state
-    state, notes = TokensState.from_query({"metric": "bogus", "pads": "maybe"})
-    assert state.metric == "kl" and state.pads is False and len(notes) == 2
 
 
 def test_tokens010_fields_and_metric_availability():

@@ -1,0 +1,64 @@
+"""Builders of the prompts page (components/prompt_views.py): the reward chart, the responses grid and the
+list table; model text stays text."""
+
+from __future__ import annotations
+
+import math
+
+
+def test_prompts018_reward_figure():
+    """One point per response carrying its sample id, per-step mean lines; empty input: empty state."""
+    from components.prompt_views import clicked_sample, reward_figure
+
+    labels = {"reward": "reward", "ref_reward": "reference reward"}
+    fig = reward_figure(
+        {"step": [1, 1, 2], "reward": [0.0, 1.0, 2.0], "sample_id": ["a-1", "a-2", "a-3"]},
+        {"step": [1, 2], "reward": [0.5, 2.0], "ref_reward": [None, 1.0]},
+        labels,
+    )
+    assert [t.mode for t in fig.data] == ["markers", "lines+markers", "lines+markers"]
+    assert list(fig.data[0].customdata) == ["a-1", "a-2", "a-3"]
+    assert math.isnan(fig.data[2].y[0])  # a step without reference reward is a gap
+    assert list(fig.layout.xaxis.tickvals) == [1, 2]
+    assert clicked_sample({"points": [{"customdata": "a-2"}]}) == "a-2"
+    assert clicked_sample({"points": [{"x": 1}]}) is None and clicked_sample(None) is None
+    empty = reward_figure({"step": [], "reward": [], "sample_id": []}, {"step": [], "reward": []}, labels)
+    assert empty.layout.annotations[0].text == "No response to this prompt"
+
+
+def test_prompts019_history_grid_links_and_flags():
+    """The grid links each sample id to its token page (markdown built from ids) and flags zero spread;
+    model text stays plain text in its own column."""
+    from components.prompt_views import ZERO_SPREAD_TEXT, Column, history_grid
+
+    rows = [
+        {"sample_id": "ab-1", "step": 1, "reward": 1.0, "zero_spread": True, "response_preview": "<b>hi</b>"},
+        {"sample_id": "ab-2", "step": 1, "reward": 1.0, "zero_spread": False, "response_preview": "[x](y)"},
+    ]
+    cols = [
+        Column("step", "step", "step"),
+        Column("sample_id", "response", "text"),
+        Column("group_flag", "learning signal", "text"),
+        Column("response_preview", "response (start)", "text"),
+    ]
+    grid = history_grid(rows, cols, ["/tokens?run=r&sample=ab-1", "/tokens?run=r&sample=ab-2"], "g")
+    data = grid.rowData
+    assert (data[0]["sample_id"], data[0]["tokens_href"]) == ("ab-1", "/tokens?run=r&sample=ab-1")
+    assert (data[0]["group_flag"], data[1]["group_flag"]) == (ZERO_SPREAD_TEXT, "")
+    defs = {d.get("colId", d["field"]): d for d in grid.columnDefs}
+    assert defs["sample_id"]["cellRenderer"] == "AppLink"  # the id as text, linking to tokens_href
+    assert "cellRenderer" not in defs["response_preview"]  # model text is only ever text
+
+
+def test_prompts020_list_table_headers_sort_links():
+    """Sortable headers link to the URL sorted by them and mark the current sort; prompts are plain text."""
+    from components.prompt_views import Column, prompt_list_table
+
+    cols = [Column("prompt_preview", "prompt", "text"), Column("win_rate", "win rate", "share")]
+    rows = [{"prompt_preview": "<script>x</script>", "win_rate": 0.25}]
+    table = prompt_list_table(
+        rows, cols, "win_rate", "desc", {"win_rate": "/p?sort=win_rate"}, ["/p?k"], {}, "t"
+    )
+    text = str(table.to_plotly_json())
+    assert "win rate ▼" in text and "'/p?sort=win_rate'" in text
+    assert "'<script>x</script>'" in text and "25%" in text
