@@ -30,110 +30,93 @@ LIMIT_MS = 100.0
 LIMIT_BYTES = 200_000
 
 
-def _i(cid, prop, value):
-    return {"id": cid, "property": prop, "value": value}
+def _id(text: str):
+    """A component id as the callback map writes it: a dict id (a page's own Location) as JSON."""
+    return json.loads(text) if text.startswith("{") else text
 
 
-def _body(output: str, inputs: list[dict], state: list[dict], changed: list[str]) -> dict:
+def _body(callback_map: dict, marker: str, values: dict, changed: str) -> dict:
+    """The POST of the page's callback whose outputs include ``marker``, as the browser sends it: each input
+    and state from ``values`` (by ``id.property``; any ``search`` is the page's own URL), None otherwise;
+    ``changed`` the input that fired (``id.property``, or ``search``)."""
+    output = next(k for k in callback_map if marker in k)
+    cb = callback_map[output]
+
+    def filled(deps):
+        out = []
+        for d in deps:
+            name = "search" if d["property"] == "search" else f"{d['id']}.{d['property']}"
+            out.append({"id": _id(d["id"]), "property": d["property"], "value": values.get(name)})
+        return out
+
+    url = next((f"{d['id']}.search" for d in cb["inputs"] if d["property"] == "search"), None)
     outputs = [
-        {"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]}
+        {"id": _id(part.rsplit(".", 1)[0]), "property": part.rsplit(".", 1)[1]}
         for part in output.strip(".").split("...")
     ]
     return {
         "output": output,
         "outputs": outputs if output.startswith("..") else outputs[0],
-        "inputs": inputs,
-        "state": state,
-        "changedPropIds": changed,
+        "inputs": filled(cb["inputs"]),
+        "state": filled(cb.get("state", [])),
+        "changedPropIds": [url if changed == "search" else changed],
     }
 
 
-def _requests(run: str, steps: list[int], hist_click) -> dict[str, dict]:
-    """The page's callbacks as the browser POSTs them: name -> request body."""
+def _requests(callback_map: dict, run: str, steps: list[int], hist_click) -> dict[str, dict]:
+    """The page's callbacks as the browser POSTs them: name -> request body (found in the app's callback
+    map by one of their outputs, so the script follows the page's ids)."""
     last, mid = steps[-1], steps[len(steps) // 2]
-    curves_out = "..{}..".format(
-        "...".join(
-            [f"reward-curve-{k}.figure" for k in ("reward", "kl", "length", "win")]
-            + [f"reward-curve-{k}-title.children" for k in ("reward", "kl", "length", "win")]
-            + [f"reward-curve-{k}-note.children" for k in ("reward", "kl", "length", "win")]
-            + ["reward-curves-drawn.data"]
-        )
-    )
-    step_out = (
-        "..reward-hist.figure...reward-gain-hist.figure...reward-hist-title.children"
-        "...reward-gain-hist-title.children...reward-hist-note.children...reward-gain-hist-note.children"
-        "...reward-step-stats.children.."
-    )
-    sync_out = (
-        "..reward-url.search...reward-run.data...reward-header.children...reward-notices.children"
-        "...reward-selected.data...reward-step-text.children...reward-step.value...reward-step.max"
-        "...reward-step.marks...reward-step.disabled...reward-band.value...reward-zero.value.."
-    )
-    clicks = [f"reward-curve-{k}" for k in ("reward", "kl", "length", "win")] + ["reward-heatmap"]
+    shown = {"reward-run.data": run, "reward-selected.data": mid}
 
     def sync(search, index, changed):
-        inputs = [
-            _i("reward-url", "search", search),
-            _i("reward-step", "value", index),
-            _i("reward-band", "value", "std"),
-            _i("reward-zero", "value", False),
-            _i("reward-prev", "n_clicks", None),
-            _i("reward-next", "n_clicks", None),
-            *(_i(c, "clickData", None) for c in clicks),
-        ]
-        state = [_i("reward-run", "data", None), _i("reward-selected", "data", None)]
-        return _body(sync_out, inputs, state, [changed])
+        values = {
+            "search": search,
+            "reward-step.value": index,
+            "reward-band.value": "std",
+            "reward-zero.value": False,
+        }
+        return _body(callback_map, "reward-selected.data", values, changed)
 
     def curves_req(band, drawn):
-        inputs = [
-            _i("reward-run", "data", run),
-            _i("reward-selected", "data", mid),
-            _i("reward-band", "value", band),
-            _i("reward-zero", "value", False),
-        ]
-        return _body(curves_out, inputs, [_i("reward-curves-drawn", "data", drawn)], ["reward-band.value"])
-
-    def step_req():
-        inputs = [_i("reward-run", "data", run), _i("reward-selected", "data", mid)]
-        return _body(step_out, inputs, [], ["reward-selected.data"])
-
-    def drill_req(click):
-        inputs = [
-            _i("reward-hist", "clickData", click),
-            _i("reward-gain-hist", "clickData", None),
-            _i("reward-run", "data", run),
-            _i("reward-selected", "data", mid),
-        ]
-        return _body(
-            "..reward-drill.children...reward-gain-drill.children..", inputs, [], ["reward-hist.clickData"]
-        )
+        values = {
+            **shown,
+            "reward-band.value": band,
+            "reward-zero.value": False,
+            "reward-curves-drawn.data": drawn,
+        }
+        return _body(callback_map, "reward-curves-drawn.data", values, "reward-band.value")
 
     def heat_req(drawn):
-        inputs = [_i("reward-run", "data", run), _i("reward-selected", "data", mid)]
-        return _body(
-            "..reward-heatmap.figure...reward-heatmap-drawn.data..",
-            inputs,
-            [_i("reward-heatmap-drawn", "data", drawn)],
-            ["reward-selected.data"],
-        )
+        values = {**shown, "reward-heatmap-drawn.data": drawn}
+        return _body(callback_map, "reward-heatmap-drawn.data", values, "reward-selected.data")
 
-    page = _body(
-        ".._pages_content.children..._pages_store.data..",
-        [
-            _i("_pages_location", "pathname", "/reward"),
-            _i("_pages_location", "search", f"?run={run}&step={mid}"),
+    page = {
+        "output": ".._pages_content.children..._pages_store.data..",
+        "outputs": [
+            {"id": "_pages_content", "property": "children"},
+            {"id": "_pages_store", "property": "data"},
         ],
-        [],
-        ["_pages_location.search"],
-    )
+        "inputs": [
+            {"id": "_pages_location", "property": "pathname", "value": "/reward"},
+            {"id": "_pages_location", "property": "search", "value": f"?run={run}&step={mid}"},
+        ],
+        "state": [],
+        "changedPropIds": ["_pages_location.search"],
+    }
     return {
         "page_layout": page,
-        "sync_url_load": sync(f"?run={run}&step={mid}", 0, "reward-url.search"),
+        "sync_url_load": sync(f"?run={run}&step={mid}", 0, "search"),
         "sync_slider": sync(f"?run={run}&step={mid}", steps.index(last) - 1, "reward-step.value"),
         "curves_full": curves_req("p25-p75", None),
         "curves_step_patch": curves_req("p25-p75", [run, "p25-p75", False]),
-        "step_histograms": step_req(),
-        "step_bar_click": drill_req(hist_click),
+        "step_histograms": _body(callback_map, "reward-step-stats.children", shown, "reward-selected.data"),
+        "step_bar_click": _body(
+            callback_map,
+            "reward-nav.href",
+            {**shown, "reward-hist.clickData": hist_click},
+            "reward-hist.clickData",
+        ),
         "heatmap_full": heat_req(None),
         "heatmap_step_patch": heat_req(run),
     }
@@ -156,7 +139,7 @@ def _clear_caches(scalars: bool = True) -> None:
     if scalars:
         with store._SCALARS_LOCK:
             store._SCALARS_CACHE.clear()
-    for fn in (curves._steps, curves._panels, curves._edges, curves._bars, curves._heatmap):
+    for fn in (curves._steps, curves._panels, curves._bins, curves._bars, curves._heatmap):
         fn.cache_clear()
 
 
@@ -189,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     click = {
         "points": [{"curveNumber": 0, "x": (lo + hi) / 2, "customdata": [lo, hi, int(bars.item(k, "count"))]}]
     }
-    requests = _requests(run_dir.name, steps, click)
     client = app_module.app.server.test_client()
+    client.get("/")  # Dash registers the pages' router on the first request
+    requests = _requests(app_module.app.callback_map, run_dir.name, steps, click)
 
     results = {}
     for name, body in requests.items():
