@@ -1,4 +1,5 @@
-"""Layout pieces shared by pages: navbar, notices, empty states, key figures."""
+"""Layout pieces shared by pages: navbar, notices, empty states, cards and graphs, key figures, the ids of
+the pages' own Locations and the app's URL prefix."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Tables of responses: AG Grid column definitions and grid (server-side infinite row model), the summary
-line, and the text panel that shows one response's prompt, response and reference response as plain text.
+"""Tables of responses: AG Grid column definitions and grid (server-side infinite row model), its sort
+state and scripts, the page's title line and summary, and the text panel that shows one response's prompt,
+response and reference response as plain text.
 """
 
 from __future__ import annotations

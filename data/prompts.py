@@ -1,4 +1,5 @@
-"""Prompts across training: per-prompt aggregates and trends, response groups, one prompt's history.
+"""Prompts across training: per-prompt aggregates and trends, response groups, one prompt's history, and
+what the page shows of them: a page of the list and one prompt, with their columns.
 
 Prompts are grouped by the store's ``prompt_key`` (a hash of the prompt with pad tokens removed and
 surrounding whitespace stripped, computed at ingest). Everything here is computed from the in-memory

@@ -1,4 +1,6 @@
-"""Responses page data: the view state of ``/responses`` (and ``/export``), its columns, and pages of rows.
+"""Responses page data: the table's columns and filters, the view a query resolves to, pages of rows, the
+selected response's texts, the text index, and the plan of an ``/export`` (the view state itself is
+:mod:`data.views.responses`).
 
 A page of the grid is a slice of one cached *order* (positions into the in-memory scalars) per
 (store version, filter, sort), so scrolling never re-sorts and a text search runs once per query.

@@ -1,5 +1,7 @@
 """Token-view data for one response: positions aligned from the first token, byte-level markers decoded,
-the pad visibility rule, per-token metrics with their hover text, colour-scale ranges and top-k tokens.
+the pad visibility rule, per-token metrics with their hover text, colour-scale ranges and top-k tokens, and
+what the page shows of them: the strip's metric (or its fallback) and why parts are hidden, the picker's
+options, the texts and key figures.
 
 Pure functions on Polars frames; :func:`token_view` reads one row group of the store and caches the result
 per ``(store.version, sample)``.
