@@ -29,8 +29,8 @@ from data.metrics.response import strip_pad_text
 from data.queries import RANGE_COLUMNS, ResponseFilter, SearchStopped, check_regex, search, sort_rows
 from data.store import RunStore, UnknownRun
 from data.store.layout import TEXT_INDEX, beside_store
-from data.views.codec import first
-from data.views.responses import RANGE_KEYS, REGEX_FALLBACK, ResponsesView
+from data.views.codec import REGEX_FALLBACK, first
+from data.views.responses import RANGE_KEYS, ResponsesView
 
 # Table columns in order (see data.metrics.registry); optional ones are shown only when the run has a value.
 METRIC_COLUMNS = registry_table_columns()

@@ -11,6 +11,8 @@ import math
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qs, urlencode
 
+from data.queries import regex_error
+
 
 def parse_search(search: str | None) -> dict[str, list[str]]:
     """``?a=1&b=2&b=3`` -> ``{"a": ["1"], "b": ["2", "3"]}`` (blank values kept as "")."""
@@ -100,6 +102,21 @@ def get_bool(query: Mapping, key: str, notices: list[str], default: bool = False
         return False
     notices.append(f"Ignored {key}={raw!r}: expected 1 or 0.")
     return default
+
+
+REGEX_FALLBACK = ": the text search is not applied."
+
+
+def get_regex(query: Mapping, key: str, notices: list[str]) -> tuple[str | None, bool]:
+    """The regular expression of ``key`` (None when absent or blank) and whether it compiles; an invalid
+    one adds a notice saying the search is not applied."""
+    raw = first(query, key) or None
+    if raw is None:
+        return None, True
+    error = regex_error(raw)
+    if error is not None:
+        notices.append(f"{error}{REGEX_FALLBACK}")
+    return raw, error is None
 
 
 def fmt_float(v: float) -> str:

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
 from data.metrics.group import TRENDS
-from data.queries import QueryError, check_regex
 from data.views import paths
-from data.views.codec import encode, first, get_choice, get_int, key_notices
+from data.views.codec import encode, first, get_choice, get_int, get_regex, key_notices
 from data.views.paths import shown_run, unknown_run_notice
 
 PROMPT_KEY_RE = re.compile(r"[0-9a-f]{16}")
@@ -71,13 +70,8 @@ class PromptsView:
             prompt = None
         view = get_choice(query, "view", VIEWS, msgs, "all")
         trend = get_choice(query, "trend", TRENDS, msgs, None)
-        q = first(query, "q") or None
-        if q is not None:
-            try:
-                check_regex(q)
-            except QueryError as e:
-                msgs.append(f"{e}: the text search is not applied.")
-                q = None
+        q, valid = get_regex(query, "q", msgs)
+        q = q if valid else None
         min_steps = get_int(query, "min_steps", msgs, None)
         if min_steps is not None and min_steps < 1:
             msgs.append(f"Ignored min_steps={min_steps}: expected 1 or more.")

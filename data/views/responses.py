@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
 from data.metrics.registry import LENGTH_TOKENS, length_column
-from data.queries import RANGE_COLUMNS, QueryError, ResponseFilter, check_regex, regex_error
-from data.views.codec import encode, first, get_bool, get_choice, get_float, key_notices
+from data.queries import RANGE_COLUMNS, ResponseFilter, regex_error
+from data.views.codec import encode, first, get_bool, get_choice, get_float, get_regex, key_notices
 
 ALL_STEPS = "all"
 DEFAULT_SORT = "reward"
@@ -17,8 +17,6 @@ ORDERS = ("desc", "asc")
 RANGE_KEYS = tuple(RANGE_COLUMNS)  # the range filters' URL prefixes, in order (see data.metrics.registry)
 # Hand-typed URLs may use the short names of the design notes (``sort=kl``).
 SORT_ALIASES = {"kl": "kl_mean", "gain": "reward_gain", "len": "response_length", "length": "response_length"}
-
-REGEX_FALLBACK = ": the text search is not applied."
 
 
 @dataclass(frozen=True)
@@ -80,12 +78,7 @@ class ResponsesView:
         for key in RANGE_KEYS:
             for end in ("min", "max"):
                 ranges[f"{key}_{end}"] = get_float(query, f"{key}_{end}", notices)
-        q = first(query, "q") or None
-        if q is not None:
-            try:
-                check_regex(q)
-            except QueryError as e:
-                notices.append(f"{e}{REGEX_FALLBACK}")
+        q, _ = get_regex(query, "q", notices)  # an invalid one is kept (the search box shows it), not applied
         loses = get_bool(query, "loses", notices)
         sample = first(query, "sample") or None
         view = cls(run=run, step=step, sort=sort, order=order, q=q, loses=loses, sample=sample, **ranges)
