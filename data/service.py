@@ -28,7 +28,7 @@ from data.store import (
 )
 from data.store.reading import page_notices
 
-__all__ = ["Board", "IngestStatus", "UnknownRun", "board", "configure"]
+__all__ = ["Board", "IngestStatus", "UnknownRun", "board", "committed_store", "configure"]
 
 log = logging.getLogger(__name__)
 
@@ -387,3 +387,14 @@ def board() -> Board:
         if _board is None:
             _board = Board(load_settings())
         return _board
+
+
+def committed_store(run: str | None, wait: float):
+    """The committed store of ``run`` for a page, waiting up to ``wait`` seconds for a first ingest; None
+    for no run, a run that is not under the root, or a run with nothing committed yet."""
+    if not run:
+        return None
+    try:
+        return board().store(run, wait=wait)
+    except UnknownRun:
+        return None

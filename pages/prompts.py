@@ -18,7 +18,7 @@ from components.live import shown_store
 from data import live, prompts
 from data.metrics import label
 from data.metrics.group import TREND_EFFECT, TRENDS
-from data.service import UnknownRun, board
+from data.service import board, committed_store
 from data.views import links, paths
 from data.views.codec import parse_search
 from data.views.prompts import VIEW_OPTIONS, PromptsView
@@ -82,12 +82,7 @@ def _decode(search: str | None):
 
 
 def _store(run):
-    if not run:
-        return None
-    try:
-        return board().store(run, wait=STORE_WAIT_SECONDS)
-    except UnknownRun:
-        return None
+    return committed_store(run, STORE_WAIT_SECONDS)
 
 
 def _labels() -> dict[str, str]:

@@ -34,7 +34,7 @@ from data.compare import trainer
 from data.compare.curves import run_frame
 from data.metrics import label
 from data.queries import bar_interval
-from data.service import UnknownRun, board
+from data.service import board, committed_store
 from data.trainer_logs import trainer_scalars
 from data.views import links, paths
 from data.views.codec import parse_search
@@ -75,13 +75,7 @@ STORE_WAIT_SECONDS = 10.0
 
 
 def _store(run: str | None):
-    """The run's committed store, or None (no run, unknown run, nothing ingested yet)."""
-    if not run:
-        return None
-    try:
-        return board().store(run, wait=STORE_WAIT_SECONDS)
-    except UnknownRun:
-        return None
+    return committed_store(run, STORE_WAIT_SECONDS)
 
 
 def _steps_of(run: str) -> list[int] | None:
