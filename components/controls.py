@@ -10,6 +10,22 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 
+def _labelled(text: str, control, lg: int) -> dbc.Col:
+    """A column with ``control`` under its small muted label (which names the control's id)."""
+    return dbc.Col([dbc.Label(text, html_for=control.id, className="small text-muted mb-1"), control], lg=lg)
+
+
+def _radio(id_: str, options: Mapping[str, str], value: str) -> dbc.RadioItems:
+    """Inline radio buttons (``options``: value -> text), each input's id ``<id_>-<value>``."""
+    return dbc.RadioItems(
+        id=id_,
+        options=[{"label": v, "value": k, "input_id": f"{id_}-{k}"} for k, v in options.items()],
+        value=value,
+        inline=True,
+        className="small",
+    )
+
+
 def token_controls(
     options: Sequence[Mapping], metric: str, pads: bool, visible: bool, ids: Mapping[str, str]
 ) -> html.Div:
@@ -130,31 +146,10 @@ def reward_controls(
                         ],
                         lg=7,
                     ),
-                    dbc.Col(
-                        [
-                            dbc.Label("Spread band", html_for=ids["band"], className="small text-muted mb-1"),
-                            dbc.RadioItems(
-                                id=ids["band"],
-                                options=[
-                                    {"label": v, "value": k, "input_id": f"{ids['band']}-{k}"}
-                                    for k, v in bands.items()
-                                ],
-                                value=band,
-                                inline=True,
-                                className="small",
-                            ),
-                        ],
-                        lg=3,
-                    ),
-                    dbc.Col(
-                        [
-                            dbc.Label(
-                                "Compare trends", html_for=ids["zero"], className="small text-muted mb-1"
-                            ),
-                            dbc.Switch(
-                                id=ids["zero"], label="zero shift", value=zero, className="small mb-0"
-                            ),
-                        ],
+                    _labelled("Spread band", _radio(ids["band"], bands, band), lg=3),
+                    _labelled(
+                        "Compare trends",
+                        dbc.Switch(id=ids["zero"], label="zero shift", value=zero, className="small mb-0"),
                         lg=2,
                     ),
                 ],
@@ -286,70 +281,43 @@ def prompts_controls(
         dbc.CardBody(
             dbc.Row(
                 [
-                    dbc.Col(
-                        [
-                            dbc.Label("Show", html_for=ids["view"], className="small text-muted mb-1"),
-                            dbc.RadioItems(
-                                id=ids["view"],
-                                options=[
-                                    {"label": v, "value": k, "input_id": f"{ids['view']}-{k}"}
-                                    for k, v in views.items()
-                                ],
-                                value=view,
-                                inline=True,
-                                className="small",
-                            ),
-                        ],
-                        lg=4,
-                    ),
-                    dbc.Col(
-                        [
-                            dbc.Label("Trend", html_for=ids["trend"], className="small text-muted mb-1"),
-                            dcc.Dropdown(
-                                id=ids["trend"],
-                                options=[{"label": v, "value": k} for k, v in trends.items()],
-                                value=trend,
-                                placeholder="any trend",
-                                clearable=True,
-                                className="small",
-                            ),
-                        ],
+                    _labelled("Show", _radio(ids["view"], views, view), lg=4),
+                    _labelled(
+                        "Trend",
+                        dcc.Dropdown(
+                            id=ids["trend"],
+                            options=[{"label": v, "value": k} for k, v in trends.items()],
+                            value=trend,
+                            placeholder="any trend",
+                            clearable=True,
+                            className="small",
+                        ),
                         lg=2,
                     ),
-                    dbc.Col(
-                        [
-                            dbc.Label(
-                                "Seen in at least … steps",
-                                html_for=ids["min_steps"],
-                                className="small text-muted mb-1",
-                            ),
-                            dbc.Input(
-                                id=ids["min_steps"],
-                                type="number",
-                                min=1,
-                                step=1,
-                                value=min_steps,
-                                debounce=True,
-                                size="sm",
-                                placeholder="any",
-                            ),
-                        ],
+                    _labelled(
+                        "Seen in at least … steps",
+                        dbc.Input(
+                            id=ids["min_steps"],
+                            type="number",
+                            min=1,
+                            step=1,
+                            value=min_steps,
+                            debounce=True,
+                            size="sm",
+                            placeholder="any",
+                        ),
                         lg=2,
                     ),
-                    dbc.Col(
-                        [
-                            dbc.Label(
-                                "Search the prompt text", html_for=ids["q"], className="small text-muted mb-1"
-                            ),
-                            dbc.Input(
-                                id=ids["q"],
-                                type="search",
-                                value=q or "",
-                                debounce=True,
-                                size="sm",
-                                placeholder="regular expression, (?i) for any case; Enter to apply",
-                            ),
-                        ],
+                    _labelled(
+                        "Search the prompt text",
+                        dbc.Input(
+                            id=ids["q"],
+                            type="search",
+                            value=q or "",
+                            debounce=True,
+                            size="sm",
+                            placeholder="regular expression, (?i) for any case; Enter to apply",
+                        ),
                         lg=4,
                     ),
                 ],
