@@ -61,6 +61,7 @@ def guard_callbacks(app) -> None:
     import traceback
 
     from flask import request
+    from dash.exceptions import PreventUpdate
     from werkzeug.exceptions import HTTPException
 
     server = app.server
@@ -80,7 +81,7 @@ def guard_callbacks(app) -> None:
             return bad(problem)
         try:
             return dispatch(*args, **kwargs)
-        except HTTPException:
+        except (HTTPException, PreventUpdate):  # PreventUpdate: Dash's own handler answers 204
             raise
         except Exception as e:  # noqa: BLE001 - any failure on an input the renderer would not send
             where = traceback.extract_tb(e.__traceback__)[-1]
