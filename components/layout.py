@@ -19,6 +19,14 @@ def page_url(path: str) -> dict:
     return {"type": PAGE_URL, "path": path}
 
 
+def left_page(pathname: str | None, path: str) -> bool:
+    """Whether the browser has left the page at ``path`` (``pathname``: the page's own Location's, behind any
+    URL prefix). A page's Location hears the URL of the page navigated to before the old page unmounts, and a
+    URL sync that ran then (a grid's click on a link cell, say) wrote the old page's query onto the new page
+    (/tokens lost its back=): such a callback does nothing."""
+    return pathname is not None and "/" + (dash.strip_relative_path(pathname) or "") != path
+
+
 def nav_id(name: str) -> str:
     """The id of the navbar's link to the page called ``name``: ``app-nav-<name>``."""
     return f"app-nav-{name.lower()}"

@@ -9,11 +9,12 @@ prompts solved by one run and not the other, each opening both runs' responses w
 import dash
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from components import compare_figures as cf
 from components import compare_views as cv
 from components.figures import empty_figure
-from components.layout import empty_state, no_runs_state, notices, url_prefix
+from components.layout import empty_state, left_page, no_runs_state, notices, url_prefix
 from components.live import shown_store
 from components.theme import run_colours
 from data import live
@@ -115,11 +116,13 @@ def layout(**query):
     Input(TRAINER, "value"), Input(PAIR_A, "value"), Input(PAIR_B, "value"), Input(SOLVED, "value"),
     Input({"type": AT, "run": ALL}, "value"), Input(SCATTER, "clickData"),
     Input({"type": OPEN, "match": ALL}, "n_clicks"), Input(CLOSE, "n_clicks"),
-    State({"type": AT, "run": ALL}, "id"), State(VIEW, "data"),
+    State({"type": AT, "run": ALL}, "id"), State(VIEW, "data"), State(URL, "pathname"),
 )  # fmt: skip
-def _sync(search, smooth, x, band, key, a, b, solved, steps, click, opens, _close, at_ids, shown):
+def _sync(search, smooth, x, band, key, a, b, solved, steps, click, opens, _close, at_ids, shown, pathname):
     """URL <-> controls: the URL (page load, Back/Forward) gives the view; a control, a click on the
     scatter or a solved list writes the URL. The view store changes only when the view does."""
+    if left_page(pathname, paths.COMPARE):
+        raise PreventUpdate
     view, _ = _decode(search)
     trig = ctx.triggered_id
     if trig is None or trig == URL:

@@ -10,10 +10,20 @@ from dataclasses import replace
 
 import dash
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from components import prompt_views as pv
 from components.controls import prompts_controls
-from components.layout import empty_state, no_runs_state, notices, page_title, page_url, progress, url_prefix
+from components.layout import (
+    empty_state,
+    left_page,
+    no_runs_state,
+    notices,
+    page_title,
+    page_url,
+    progress,
+    url_prefix,
+)
 from components.live import shown_store
 from data import live, prompts
 from data.metrics import label
@@ -193,10 +203,13 @@ def _prompt_content(store, view: PromptsView):
     Input(TREND, "value"),
     Input(MIN_STEPS, "value"),
     Input(SEARCH, "value"),
+    State(URL, "pathname"),
 )
-def _sync(search, view_value, trend, min_steps, q):
+def _sync(search, view_value, trend, min_steps, q, pathname):
     """URL <-> controls: a URL change (load, Back/Forward, a link) sets the controls; a control change writes
     the URL (back to page 1). Unchanged -> no_update."""
+    if left_page(pathname, paths.PROMPTS):
+        raise PreventUpdate
     view, _ = _decode(search)
     if ctx.triggered_id in (None, URL):
         return (

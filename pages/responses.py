@@ -9,9 +9,18 @@ from __future__ import annotations
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from components.controls import responses_filters
-from components.layout import no_runs_state, notices, page_url, progress, unknown_run_state, url_prefix
+from components.layout import (
+    left_page,
+    no_runs_state,
+    notices,
+    page_url,
+    progress,
+    unknown_run_state,
+    url_prefix,
+)
 from components.live import shown_store
 from components.tables import (
     column_defs,
@@ -153,13 +162,16 @@ def _changed(new, old):
     Input(GRID, "selectedRows"),
     State(VIEW, "data"),
     State(FILTER, "data"),
+    State(URL, "pathname"),
 )
 def _sync(search, step, *args):
     """The one URL <-> controls sync: the URL seeds the controls; a control, a header sort or a row
     selection writes the URL. Returns no_update for whatever did not change."""
     n = len(RANGE_IDS)
     ranges = dict(zip(RANGE_IDS, args[:n], strict=True))
-    q, loses, _clear, column_state, selected, view_data, filter_data = args[n:]
+    q, loses, _clear, column_state, selected, view_data, filter_data, pathname = args[n:]
+    if left_page(pathname, paths.RESPONSES):
+        raise PreventUpdate
     url_view, store, steps, msgs = _decode(search)
     trigger = ctx.triggered_id
     if trigger in (None, URL):

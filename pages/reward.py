@@ -11,6 +11,7 @@ from dataclasses import replace
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, Patch, State, callback, clientside_callback, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from components import compare_views as cv
 from components import figures
@@ -20,6 +21,7 @@ from components.layout import (
     card,
     graph,
     inline_stats,
+    left_page,
     no_runs_state,
     notices,
     page_title,
@@ -169,11 +171,14 @@ def _trainer_card(view: RewardView, store):
     Input(HEATMAP, "clickData"),
     State(RUN, "data"),
     State(SELECTED, "data"),
+    State(URL, "pathname"),
 )
 def _sync(search, index, band, zero, _prev, _next, *rest):
     """URL <-> controls. A URL change (page load, Back/Forward) sets the controls; a control change (slider,
     prev/next, band, switch, a click on a curve or the heatmap) writes the URL. Unchanged -> no_update."""
-    *clicks, run, selected = rest
+    *clicks, run, selected, pathname = rest
+    if left_page(pathname, paths.REWARD):
+        raise PreventUpdate
     trigger = ctx.triggered_id
     view, msgs = _decode(search)
     store = _store(view.run)
@@ -331,9 +336,11 @@ def _heatmap(run, step, drawn):
 
 
 @callback(Output(URL, "search", allow_duplicate=True), Input(TRAINER[0], "value"), State(URL, "search"),
-          prevent_initial_call=True)  # fmt: skip
-def _trainer_key(key, search):
+          State(URL, "pathname"), prevent_initial_call=True)  # fmt: skip
+def _trainer_key(key, search, pathname):
     """The trainer key picked goes into the URL (the default one is left out)."""
+    if left_page(pathname, paths.REWARD):
+        raise PreventUpdate
     view, _ = _decode(search)
     keys = trainer_scalars(board().run_dir(view.run)).keys() if view.run else []
     new = replace(view, trainer=None if key == trainer.default_key(keys) else key)

@@ -11,11 +11,13 @@ from dataclasses import replace
 
 import dash
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from components import token_page as tp
 from components.controls import token_controls
 from components.layout import (
     empty_state,
+    left_page,
     no_runs_state,
     notices,
     page_url,
@@ -199,12 +201,15 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
     Input(METRIC, "value"),
     Input(PADS, "value"),
     State(VIEW, "data"),
+    State(URL, "pathname"),
     prevent_initial_call=True,
 )
-def _sync(search, metric, pads, shown):
+def _sync(search, metric, pads, shown, pathname):
     """URL <-> controls: a control writes the URL; a new URL (Back/Forward) redraws the body, controls
     included. A URL or control that says what the body already shows changes nothing (no_update): the
     Location reports the URL once when it mounts."""
+    if left_page(pathname, paths.TOKENS):
+        raise PreventUpdate
     state, notes = TokensState.from_query(parse_search(search))
     if ctx.triggered_id != URL:
         state = replace(state, metric=metric or DEFAULT_METRIC, pads=bool(pads))

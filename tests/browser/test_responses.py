@@ -153,3 +153,28 @@ def test_responses204_fields_of_objects_show_in_their_columns(dash_duo, dash_app
     finally:
         print("rewards.accuracy cells, last snapshots:", seen[-3:], dash_duo.driver.current_url)
     assert dash_duo.get_logs() == []
+
+
+def test_responses205_a_link_click_that_also_selects_its_row_keeps_the_token_page_url(
+    dash_duo, dash_app, fixtures_dir
+):
+    """Clicking the id link of a row that is not selected (the click also selects it) opens the token page
+    with its own query, back= included, and it stays (before, the responses page's URL sync ran with the
+    token page's URL and wrote its own query over it: /tokens?run=…&sample=… without back=)."""
+    import time
+
+    dash_duo.start_server(dash_app)
+    dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=2")
+    dash_duo.wait_for_text_to_equal("#responses-count", "16", timeout=20)
+    row = ".ag-pinned-left-cols-container .ag-row[row-index='3'] a"
+    dash_duo.wait_for_element(row)
+    link = dash_duo.find_element(row)
+    sid = link.text
+    link.click()
+    until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
+    dash_duo.wait_for_element("#tokens-strip", timeout=15)
+    time.sleep(1.5)  # what a late callback of the responses page would have written by now
+    q = query(dash_duo)
+    assert urlsplit(dash_duo.driver.current_url).path == "/tokens"
+    assert q["sample"] == [sid] and q["back"] == [f"run={RUN}&step=2&sample={sid}"], q
+    assert dash_duo.get_logs() == []
