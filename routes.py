@@ -60,8 +60,8 @@ def guard_callbacks(app) -> None:
     import logging
     import traceback
 
-    from flask import request
     from dash.exceptions import PreventUpdate
+    from flask import request
     from werkzeug.exceptions import HTTPException
 
     server = app.server
