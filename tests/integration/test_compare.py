@@ -84,7 +84,7 @@ def test_compare003_controls_write_the_url(client, fixtures_dir):
             _i("compare-scatter", "clickData", None), [], _i("compare-close", "n_clicks", None),
         ]  # fmt: skip
         state = [[_i({"type": "compare-at", "run": r}, "id", {"type": "compare-at", "run": r}) for r in (PPO, GRPO)],
-                 _i("compare-view", "data", q)]  # fmt: skip
+                 _i("compare-view", "data", q), _i("compare-url", "pathname", "/compare")]  # fmt: skip
         return dash_post(client, SYNC, inputs, state, changed=[trigger]) or {}
 
     assert sync(q, "compare-url.search") == {}
@@ -171,6 +171,9 @@ def test_compare007_reward_page_trainer_scalars(client, dash_app, fixtures_dir):
     reward_url = page_url_key("/reward")
     key = next(k for k in dash_app.callback_map if k.startswith(reward_url + ".search@"))
     url = dash_post(
-        client, key, [_i("reward-trainer", "value", "loss")], [_i(reward_url, "search", f"?run={PPO}")]
+        client,
+        key,
+        [_i("reward-trainer", "value", "loss")],
+        [_i(reward_url, "search", f"?run={PPO}"), _i(reward_url, "pathname", "/reward")],
     )
     assert url[reward_url]["search"] == f"?run={PPO}&trainer=loss"

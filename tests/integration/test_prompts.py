@@ -163,8 +163,8 @@ def test_prompts107_search_filters_the_list(client, fixtures_dir, store_of):
 
 
 def test_prompts108_controls_write_the_url(client, fixtures_dir):
-    """A control change writes the URL (back to page 1); a URL change sets the controls; no change, no
-    update."""
+    """A control change writes the URL (back to page 1); a URL change sets the controls; no change, or a
+    sync heard after the browser left the page, no update."""
     inputs = [
         {"id": URL, "property": "search", "value": f"?run={POEM}&page=2"},
         {"id": "prompts-view", "property": "value", "value": "never"},
@@ -172,14 +172,17 @@ def test_prompts108_controls_write_the_url(client, fixtures_dir):
         {"id": "prompts-min-steps", "property": "value", "value": 3},
         {"id": "prompts-q", "property": "value", "value": ""},
     ]
-    out = dash_post(client, SYNC, inputs, changed=["prompts-view.value"])
+    state = [{"id": URL, "property": "pathname", "value": "/prompts"}]
+    gone = [{"id": URL, "property": "pathname", "value": "/tokens"}]  # the browser has left the page
+    assert not dash_post(client, SYNC, inputs, gone, changed=["prompts-view.value"])
+    out = dash_post(client, SYNC, inputs, state, changed=["prompts-view.value"])
     assert parse_qs(out[URL]["search"].lstrip("?")) == {
         "run": [POEM],
         "view": ["never"],
         "min_steps": ["3"],
     }
     inputs[0]["value"] = f"?run={POEM}&trend=flat"
-    out = dash_post(client, SYNC, inputs, changed=[URL + ".search"])
+    out = dash_post(client, SYNC, inputs, state, changed=[URL + ".search"])
     assert out["prompts-trend"]["value"] == "flat" and out["prompts-view"]["value"] == "all"
     assert URL not in out
     inputs[1:] = [
@@ -188,7 +191,7 @@ def test_prompts108_controls_write_the_url(client, fixtures_dir):
         {"id": "prompts-min-steps", "property": "value", "value": None},
         {"id": "prompts-q", "property": "value", "value": ""},
     ]
-    assert not dash_post(client, SYNC, inputs, changed=["prompts-trend.value"])  # nothing to update
+    assert not dash_post(client, SYNC, inputs, state, changed=["prompts-trend.value"])  # nothing to update
 
 
 def test_prompts109_chart_click_renders_a_token_link(client, fixtures_dir):

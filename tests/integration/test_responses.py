@@ -142,6 +142,7 @@ def sync(client, search, changed, **values):
     state = [
         {"id": "responses-view", "property": "data", "value": search},
         {"id": "responses-filter", "property": "data", "value": controls.get("filter", search)},
+        {"id": URL, "property": "pathname", "value": "/responses"},
     ]
     return dash_post(client, SYNC_OUT, inputs, state, changed=[changed]) or {}
 

@@ -64,7 +64,11 @@ def sync(
         "band": "reward-band.value",
         "zero": "reward-zero.value",
     }.get(trigger, trigger)
-    state = [_i("reward-run", "data", run), _i("reward-selected", "data", selected)]
+    state = [
+        _i("reward-run", "data", run),
+        _i("reward-selected", "data", selected),
+        _i(URL, "pathname", "/reward"),
+    ]
     return dash_post(client, SYNC, inputs, state, changed=[changed]) or {}
 
 

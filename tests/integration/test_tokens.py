@@ -145,7 +145,10 @@ def test_tokens107_sync_control_writes_url(client, fixtures_dir):
                 {"id": "tokens-metric", "property": "value", "value": metric},
                 {"id": "tokens-pads", "property": "value", "value": pads},
             ],
-            [{"id": "tokens-view", "property": "data", "value": view}],
+            [
+                {"id": "tokens-view", "property": "data", "value": view},
+                {"id": URL, "property": "pathname", "value": "/tokens"},
+            ],
             changed=[changed],
         )
 
