@@ -18,7 +18,7 @@ from tests.conftest import free_port, router_body
 from tests.unprivileged import as_unprivileged, unprivileged_python
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = ("/", "/reward", "/responses", "/tokens", "/prompts")
+PAGES = ("/", "/reward", "/responses", "/tokens", "/prompts", "/compare")
 RUN = "trl-ppo-small"
 
 
