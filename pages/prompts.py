@@ -65,7 +65,7 @@ def layout(**query):
     runs = list(board().runs())
     if not runs:
         return no_runs_state(board().root, board().scan().trouble)
-    view, _msgs = PromptsView.from_query(query, runs)
+    view, _msgs = PromptsView.from_query(query, runs, board().scan().unreadable)
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
@@ -88,7 +88,7 @@ def layout(**query):
 
 
 def _decode(search: str | None):
-    return PromptsView.from_query(parse_search(search), list(board().runs()))
+    return PromptsView.from_query(parse_search(search), list(board().runs()), board().scan().unreadable)
 
 
 def _store(run):

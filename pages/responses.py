@@ -75,7 +75,7 @@ def layout(**query):
     asked = first(query, "run")
     run = shown_run(paths.RESPONSES, asked, runs)
     if run is None:
-        notice = unknown_run_notice(paths.RESPONSES, asked, run, runs)
+        notice = unknown_run_notice(paths.RESPONSES, asked, run, runs, board().scan().unreadable)
         return html.Div([notices([notice], NOTICES), unknown_run_state()])
     store = board().store(run, wait=STORE_WAIT)
     if store is None:

@@ -87,14 +87,14 @@ def _steps_of(run: str) -> list[int] | None:
 
 def _decode(search_or_query) -> tuple[RewardView, list[str]]:
     query = parse_search(search_or_query) if isinstance(search_or_query, str | None) else search_or_query
-    return RewardView.from_query(query, list(board().runs()), _steps_of)
+    return RewardView.from_query(query, list(board().runs()), _steps_of, board().scan().unreadable)
 
 
 def layout(**query):
     runs = list(board().runs())
     if not runs:
         return no_runs_state(board().root, board().scan().trouble)
-    view, msgs = RewardView.from_query(query, runs, _steps_of)
+    view, msgs = RewardView.from_query(query, runs, _steps_of, board().scan().unreadable)
     store = _store(view.run)
     steps = curves.step_list(store) if store is not None else []
     if store is None:

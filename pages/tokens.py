@@ -101,7 +101,7 @@ def _body(state: TokensState, notes: list[str]) -> list:
     if problem == views.NO_RUNS:
         return [hidden, no_runs_state(b.root, b.scan().trouble)]
     if problem == views.UNKNOWN_RUN:
-        notice = unknown_run_notice(paths.TOKENS, run, None, b.runs())
+        notice = unknown_run_notice(paths.TOKENS, run, None, b.runs(), b.scan().unreadable)
         return [hidden, notices([*notes, notice], NOTICES), unknown_run_state()]
     if problem == views.INGESTING:
         status = b.status(run)

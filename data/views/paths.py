@@ -3,7 +3,7 @@ and which run a page shows for the run its URL names."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 RUNS = "/"
 REWARD = "/reward"
@@ -31,13 +31,22 @@ def shown_run(path: str, run: str | None, runs: Collection[str]) -> str | None:
     return None
 
 
-def unknown_run_notice(path: str, asked: str | None, shown: str | None, runs: Collection[str]) -> str | None:
+def unknown_run_notice(
+    path: str,
+    asked: str | None,
+    shown: str | None,
+    runs: Collection[str],
+    unreadable: Mapping[str, str] | None = None,
+) -> str | None:
     """The notice for a URL whose run ``asked`` page ``path`` does not show (``shown``: the run it shows
     instead, see :func:`shown_run`), or None when it shows the run asked for (or none was asked: an empty
-    ``run=`` asks for none, as :func:`shown_run` takes it)."""
+    ``run=`` asks for none, as :func:`shown_run` takes it). ``unreadable``: the folders under the root the
+    board may not read, with the reason (a run asked for that is one of them is named as such)."""
     if not asked or asked == shown:
         return None
+    instead = f" Showing {shown!r}." if shown and path in FALLBACK_PAGES else ""
+    if asked in (unreadable or {}):
+        return f"Run {asked!r} cannot be read: {unreadable[asked]}. The runs page says what to do.{instead}"
     if path in FALLBACK_PAGES:
-        instead = f" Showing {shown!r}." if shown else ""
         return f"Unknown run {asked!r}: it is not one of the runs under the rollout root.{instead}"
     return f"Unknown run {asked!r}: choose one of {', '.join(runs)}."

@@ -53,7 +53,9 @@ class PromptsView:
     page: int = 1
 
     @classmethod
-    def from_query(cls, query: Mapping, runs: list[str] | None = None) -> tuple[PromptsView, list[str]]:
+    def from_query(
+        cls, query: Mapping, runs: list[str] | None = None, unreadable: Mapping[str, str] | None = None
+    ) -> tuple[PromptsView, list[str]]:
         """Decode a parsed query or ``layout(**query)``; each bad value falls back with a notice.
 
         With ``runs``, an unknown run falls back to the first run (notice); with no run, the first run.
@@ -62,7 +64,7 @@ class PromptsView:
         run = first(query, "run") or None
         if runs is not None:
             asked, run = run, shown_run(paths.PROMPTS, run, runs)
-            if notice := unknown_run_notice(paths.PROMPTS, asked, run, runs):
+            if notice := unknown_run_notice(paths.PROMPTS, asked, run, runs, unreadable):
                 msgs.append(notice)
         prompt = first(query, "prompt") or None
         if prompt is not None and not PROMPT_KEY_RE.fullmatch(prompt):

@@ -23,7 +23,11 @@ class RewardView:
 
     @classmethod
     def from_query(
-        cls, query: Mapping, runs: list[str], steps_of: Callable[[str], list[int] | None]
+        cls,
+        query: Mapping,
+        runs: list[str],
+        steps_of: Callable[[str], list[int] | None],
+        unreadable: Mapping[str, str] | None = None,
     ) -> tuple[RewardView, list[str]]:
         """Decode a query (parsed or ``layout(**query)``); bad values fall back with a notice each.
 
@@ -33,7 +37,7 @@ class RewardView:
         msgs = key_notices(query, (f.name for f in fields(cls)))
         asked = first(query, "run")
         run = shown_run(paths.REWARD, asked, runs)
-        if notice := unknown_run_notice(paths.REWARD, asked, run, runs):
+        if notice := unknown_run_notice(paths.REWARD, asked, run, runs, unreadable):
             msgs.append(notice)
         step = get_int(query, "step", msgs)
         if step is not None and run is not None:

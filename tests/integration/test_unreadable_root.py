@@ -174,6 +174,9 @@ def test_unreadable002_one_run_closed(mixed_root_server):
     assert "1 file of this run cannot be read: its lines are not shown." in page
     assert "rank1.jsonl: permission denied (owned by uid " in page
     assert 'docker run --user "$(id -u):$(id -g)"' in page
+    closed = f"Run {CLOSED!r} cannot be read: permission denied. The runs page says what to do."
+    for path in PAGES[1:4]:  # a link to the closed run names it, not "unknown run" (prompts: a callback)
+        assert closed in _render(srv, path, f"?run={CLOSED}"), path
     assert watch.bad == []
     _assert_clean_log(srv)
 
