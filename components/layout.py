@@ -145,8 +145,15 @@ def access_problem(
     )
 
 
-def unknown_run_state() -> html.Div:
-    """What the responses and token pages show for a URL naming a run that is not under the root."""
+def unknown_run_state(unreadable: bool = False) -> html.Div:
+    """What the responses and token pages show for a URL naming a run that is not under the root, or (with
+    ``unreadable``) a folder under it the board may not read."""
+    if unreadable:
+        return empty_state(
+            "This run cannot be read",
+            "The runs page says why and what to do.",
+            ("All runs", dash.get_relative_path("/")),
+        )
     return empty_state("Unknown run", "Pick a run in the top bar.", ("All runs", dash.get_relative_path("/")))
 
 

@@ -76,7 +76,7 @@ def layout(**query):
     run = shown_run(paths.RESPONSES, asked, runs)
     if run is None:
         notice = unknown_run_notice(paths.RESPONSES, asked, run, runs, board().scan().unreadable)
-        return html.Div([notices([notice], NOTICES), unknown_run_state()])
+        return html.Div([notices([notice], NOTICES), unknown_run_state(asked in board().scan().unreadable)])
     store = board().store(run, wait=STORE_WAIT)
     if store is None:
         status = board().status(run)

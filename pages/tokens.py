@@ -102,7 +102,7 @@ def _body(state: TokensState, notes: list[str]) -> list:
         return [hidden, no_runs_state(b.root, b.scan().trouble)]
     if problem == views.UNKNOWN_RUN:
         notice = unknown_run_notice(paths.TOKENS, run, None, b.runs(), b.scan().unreadable)
-        return [hidden, notices([*notes, notice], NOTICES), unknown_run_state()]
+        return [hidden, notices([*notes, notice], NOTICES), unknown_run_state(run in b.scan().unreadable)]
     if problem == views.INGESTING:
         status = b.status(run)
         return [hidden, progress(status.fraction, b.reading_text(run), failed=status.error is not None)]

@@ -176,7 +176,8 @@ def test_unreadable002_one_run_closed(mixed_root_server):
     assert 'docker run --user "$(id -u):$(id -g)"' in page
     closed = f"Run {CLOSED!r} cannot be read: permission denied. The runs page says what to do."
     for path in PAGES[1:4]:  # a link to the closed run names it, not "unknown run" (prompts: a callback)
-        assert closed in _render(srv, path, f"?run={CLOSED}"), path
+        text = _render(srv, path, f"?run={CLOSED}")
+        assert closed in text and "Unknown run" not in text, path
     assert watch.bad == []
     _assert_clean_log(srv)
 
