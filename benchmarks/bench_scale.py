@@ -1,0 +1,407 @@
+"""Scaling benchmark: the same run at 1x, 4x and 10x the default size, served by real gunicorn.
+
+    uv run python benchmarks/bench_scale.py --work /tmp/bench-scale [--scales 1 4 10] [--src DIR]
+        [--label after] [--no-ingest] [--keep] [--per-step 512] [--tokens 60]
+
+Per scale (``500 * scale`` steps of ``--per-step`` responses of ``--tokens`` tokens, 4 rank files, made with
+``benchmarks/generate.py``; 1x = 256,000 responses), it measures:
+
+- ingest (``app.py ingest`` in a child process under ``/usr/bin/time -v``): wall seconds and peak RSS;
+  the store's size on disk;
+- a gunicorn worker (``gunicorn.conf.py``, 1 worker of 4 threads, so that it serves every request): the
+  pages' real callbacks, recorded from headless Chromium as it loads each page (the POSTs to
+  ``/_dash-update-component``, see ``benchmarks/load_test.capture``), replayed one after the other
+  against a fresh server with an empty results cache and no text index (``cold``), then again
+  (``warm``); a page's time is the sum of its callbacks' (and the slowest one is given);
+- the worker's resident memory after serving every page twice, and after the export;
+- ``/export?run=run&step=all&format=csv``: time to the first byte, total time and size.
+
+``--src`` runs another source tree of the app (e.g. ``git archive main | tar -x -C DIR``: the code
+"before" a change) with this checkout's interpreter. ``--no-ingest`` reuses a store already built in
+``--work`` (ingest figures are then left out). The load average of the machine is printed beside each
+figure: this machine has 2 cores shared with other work, so figures taken under load are not comparable.
+Generated files are kept in ``--work`` between invocations only with ``--keep``.
+
+Prints one JSON object (and, on stderr, a Markdown table with the slopes: the exponent ``k`` of
+``figure ~ responses^k`` between the smallest and the largest scale; 0 = flat, 1 = proportional).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+RUN = "run"
+REF = "ref"  # a small second run, so that the compare page has two runs
+BASE_STEPS = 500
+CALLBACK_PATH = "/_dash-update-component"
+SEARCH = "(?i)whales"  # a word of the generator's vocabulary: a regex search over every step
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+# ---- the run ---------------------------------------------------------------------------------------------
+
+
+def make_run(run_dir: Path, steps: int, per_step: int, tokens: int) -> dict:
+    """Write the run with benchmarks/generate.py (unless it is there already) and age its files by an
+    hour: a server's first look at files changed within a minute hides their last step until they are
+    seen still, which would commit a new store version mid-benchmark."""
+    marker = run_dir / ".generated.json"
+    want = {"steps": steps, "per_step": per_step, "tokens": tokens}
+    if marker.exists() and json.loads(marker.read_text()).get("params") == want:
+        return json.loads(marker.read_text())["report"]
+    shutil.rmtree(run_dir, ignore_errors=True)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "generate.py"), str(run_dir), "--steps", str(steps),
+         "--per-step", str(per_step), "--tokens", str(tokens), "--ranks", "4"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    old = time.time() - 3600
+    for f in run_dir.glob("*.jsonl"):
+        os.utime(f, (old, old))
+    marker.write_text(json.dumps({"params": want, "report": report}))
+    return report
+
+
+def ingest(src: Path, run_dir: Path, cache: Path) -> dict:
+    """``app.py ingest`` from scratch in a child process: wall seconds and peak RSS (``time -v``)."""
+    for store in cache.glob(f"{run_dir.name}-*"):
+        shutil.rmtree(store, ignore_errors=True)
+    t0 = time.perf_counter()
+    before = load()
+    out = subprocess.run(
+        ["/usr/bin/time", "-v", sys.executable, str(src / "app.py"), "ingest", str(run_dir),
+         "--cache-dir", str(cache), "--json"],
+        cwd=src, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - t0
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", out.stderr)
+    return {
+        "seconds": round(wall, 1),
+        "peak_rss_mb": round(int(rss.group(1)) / 1024) if rss else None,
+        "load": [before, load()],
+    }
+
+
+def store_dir(cache: Path, run: str) -> Path:
+    dirs = [d for d in cache.glob(f"{run}-*") if d.is_dir() and (d / "manifest.json").exists()]
+    if len(dirs) != 1:
+        raise SystemExit(f"expected one store of {run!r} in {cache}, found {dirs}")
+    return dirs[0]
+
+
+def du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def targets(store: Path) -> dict:
+    """The run's last step, the first response of that step and its most frequent prompt (read from the
+    store's files directly, so that any version of the app's code can be measured)."""
+    import polars as pl
+
+    m = json.loads((store / "manifest.json").read_text())
+    steps = pl.read_parquet(store / m["steps_file"])
+    last = int(steps.get_column("step").max())
+    scalars = pl.scan_parquet(str(store / "scalars" / "*.parquet"), missing_columns="insert")
+    sample = (
+        scalars.filter(pl.col("step") == last)
+        .select("sample_id", "source", "line")
+        .sort("source", "line")
+        .collect()
+        .item(0, "sample_id")
+    )
+    prompt = (
+        scalars.filter(pl.col("step") < 50)
+        .group_by("prompt_key")
+        .len()
+        .sort("len", "prompt_key", descending=[True, False])
+        .collect()
+        .item(0, "prompt_key")
+    )
+    return {"last_step": last, "sample": sample, "prompt": prompt, "responses": int(steps["n"].sum())}
+
+
+def page_urls(t: dict) -> dict[str, str]:
+    from urllib.parse import quote
+
+    return {
+        "runs": "/",
+        "reward": f"/reward?run={RUN}",
+        "responses": f"/responses?run={RUN}",
+        "responses_all_sorted": f"/responses?run={RUN}&step=all&sort=reward&order=desc",
+        "responses_all_search": f"/responses?run={RUN}&step=all&q={quote(SEARCH)}",
+        "tokens": f"/tokens?run={RUN}&sample={t['sample']}",
+        "prompts": f"/prompts?run={RUN}",
+        "prompt": f"/prompts?run={RUN}&prompt={t['prompt']}",
+        "compare": f"/compare?run={RUN}&run={REF}",
+    }
+
+
+# ---- the server ------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``gunicorn -c gunicorn.conf.py app:server`` of ``src``, one worker, on a loopback port."""
+
+    def __init__(self, src: Path, root: Path, cache: Path, log: Path, workers: int = 1, threads: int = 4):
+        self.src, self.log, self.port = src, log, free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RLBOARD_", "GUNICORN_"))}
+        env.update(
+            RLBOARD_ROOT=str(root),
+            RLBOARD_CACHE_DIR=str(cache),
+            RLBOARD_HOST="127.0.0.1",
+            RLBOARD_PORT=str(self.port),
+            RLBOARD_DEMO="0",
+            RLBOARD_WORKERS=str(workers),
+            RLBOARD_THREADS=str(threads),
+            RLBOARD_LOG_LEVEL="warning",
+        )
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Server:
+        import requests
+
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "-c", str(self.src / "gunicorn.conf.py"), "app:server"],
+                cwd=self.src, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"gunicorn exited ({self.proc.returncode}); see {self.log}")
+            try:
+                if requests.get(self.base + "/healthz", timeout=2).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.3)
+        self.__exit__()
+        raise SystemExit(f"gunicorn not healthy in 120 s; see {self.log}")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=5)
+
+    def worker_memory(self) -> dict:
+        """Resident and peak resident memory (MB) of the worker processes (gunicorn's children; the search
+        helpers a worker starts are counted apart)."""
+        import psutil
+
+        out = {"rss_mb": [], "peak_mb": [], "helpers_rss_mb": 0}
+        for w in psutil.Process(self.proc.pid).children():
+            status = Path(f"/proc/{w.pid}/status").read_text()
+            hwm = re.search(r"VmHWM:\s+(\d+) kB", status)
+            out["rss_mb"].append(round(w.memory_info().rss / 2**20))
+            out["peak_mb"].append(round(int(hwm.group(1)) / 1024) if hwm else None)
+            out["helpers_rss_mb"] += round(
+                sum(h.memory_info().rss for h in w.children(recursive=True)) / 2**20
+            )
+        return out
+
+
+def clear_server_caches(cache: Path) -> None:
+    """What a fresh server would not find: the shared results cache and the text indexes beside stores."""
+    shutil.rmtree(cache / "results-cache", ignore_errors=True)
+    for d in cache.glob("*.text-index"):
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def replay(base: str, bodies: dict[str, list[dict]]) -> dict:
+    """Each page's recorded callbacks POSTed one after the other: per page the total and slowest (ms)."""
+    import requests
+
+    session = requests.Session()
+    out = {}
+    for page, calls in bodies.items():
+        times, errors = [], []
+        start_load = load()
+        for body in calls:
+            t0 = time.perf_counter()
+            r = session.post(base + CALLBACK_PATH, json=body, timeout=900)
+            times.append(time.perf_counter() - t0)
+            if r.status_code not in (200, 204):
+                errors.append(f"{r.status_code} {body['output'][:50]}")
+        out[page] = {
+            "ms": round(sum(times) * 1000, 1),
+            "slowest_ms": round(max(times, default=0) * 1000, 1),
+            "callbacks": len(calls),
+            "errors": errors,
+            "load": start_load,
+        }
+    return out
+
+
+def export(base: str, timeout: float) -> dict:
+    """``/export?run=run&step=all&format=csv`` streamed: first byte, total, size, how it ended."""
+    import requests
+
+    t0 = time.perf_counter()
+    first = None
+    size = 0
+    ended = "complete"
+    start_load = load()
+    try:
+        with requests.get(
+            base + "/export",
+            params={"run": RUN, "step": "all", "format": "csv"},
+            stream=True,
+            timeout=timeout,
+        ) as r:
+            status = r.status_code
+            for chunk in r.iter_content(1 << 16):
+                if first is None and chunk:
+                    first = time.perf_counter() - t0
+                size += len(chunk)
+                if time.perf_counter() - t0 > timeout:
+                    ended = f"stopped by the benchmark after {timeout:.0f} s"
+                    break
+    except requests.RequestException as e:
+        status, ended = None, f"{type(e).__name__}: {str(e)[:120]}"
+    return {
+        "status": status,
+        "first_byte_s": None if first is None else round(first, 2),
+        "total_s": round(time.perf_counter() - t0, 1),
+        "mb": round(size / 1e6, 1),
+        "ended": ended,
+        "load": [start_load, load()],
+    }
+
+
+# ---- one scale -------------------------------------------------------------------------------------------
+
+
+def measure(args, scale: int) -> dict:
+    from benchmarks.load_test import capture
+
+    work = args.work / f"x{scale}"
+    root, cache = work / "root", work / "cache"
+    run_dir = root / RUN
+    gen = make_run(run_dir, BASE_STEPS * scale, args.per_step, args.tokens)
+    make_run(root / REF, 20, args.per_step, args.tokens)
+    res: dict = {"scale": scale, "generated_gb": round(gen["bytes"] / 1e9, 2)}
+    if args.ingest or not list(cache.glob(f"{RUN}-*")):
+        res["ingest"] = ingest(args.src, run_dir, cache)
+    ingest(args.src, root / REF, cache) if not list(cache.glob(f"{REF}-*")) else None
+    store = store_dir(cache, RUN)
+    res["store_gb"] = round(du(store) / 1e9, 2)
+    t = targets(store)
+    res["responses"] = t["responses"]
+    urls = page_urls(t)
+    log = work / f"gunicorn-{args.label}.log"
+    # 1. what the browser sends (a first server, whose caches are then thrown away)
+    clear_server_caches(cache)
+    with Server(args.src, root, cache, log) as srv:
+        bodies = capture(srv.base, urls, settle=3.0)
+    (work / f"callbacks-{args.label}.json").write_text(json.dumps(bodies))
+    res["callbacks_recorded"] = {p: len(b) for p, b in bodies.items()}
+    # 2. a fresh server: every page cold, then warm; the worker's memory; the export
+    clear_server_caches(cache)
+    with Server(args.src, root, cache, log) as srv:
+        res["memory_start"] = srv.worker_memory()
+        res["cold"] = replay(srv.base, bodies)
+        res["warm"] = replay(srv.base, bodies)
+        res["memory_after_pages"] = srv.worker_memory()
+        res["export"] = export(srv.base, args.export_timeout)
+        res["memory_after_export"] = srv.worker_memory()
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return res
+
+
+# ---- the table -------------------------------------------------------------------------------------------
+
+
+def figures(r: dict) -> dict[str, float | None]:
+    """The figures of one scale that the table and the slopes show."""
+    f = {
+        "ingest s": r.get("ingest", {}).get("seconds"),
+        "ingest peak RSS MB": r.get("ingest", {}).get("peak_rss_mb"),
+        "store GB": r["store_gb"],
+        "worker RSS after pages MB": max(r["memory_after_pages"]["rss_mb"]),
+        "worker RSS after export MB": max(r["memory_after_export"]["rss_mb"]),
+        "export first byte s": r["export"]["first_byte_s"],
+        "export total s": r["export"]["total_s"],
+    }
+    for page in r["cold"]:
+        f[f"{page} cold ms"] = r["cold"][page]["ms"]
+        f[f"{page} warm ms"] = r["warm"][page]["ms"]
+    return f
+
+
+def slope(n0: int, v0, n1: int, v1) -> float | None:
+    if v0 in (None, 0) or v1 is None or n1 == n0:
+        return None
+    return round(math.log(max(v1, 1e-9) / v0) / math.log(n1 / n0), 2)
+
+
+def table(results: list[dict], label: str) -> str:
+    rows = [figures(r) for r in results]
+    heads = [f"{r['responses']:,} (load {r['cold']['runs']['load']})" for r in results]
+    lines = [f"| {label} | " + " | ".join(heads) + " | slope | ratio |", "|---" * (len(heads) + 3) + "|"]
+    for key in rows[0]:
+        vals = [row.get(key) for row in rows]
+        k = slope(results[0]["responses"], vals[0], results[-1]["responses"], vals[-1])
+        ratio = None if vals[0] in (None, 0) or vals[-1] is None else round(vals[-1] / vals[0], 2)
+        cells = ["–" if v is None else f"{v:,}" for v in vals]
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {k} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, required=True, help="folder for the runs, stores and logs")
+    ap.add_argument("--scales", type=int, nargs="+", default=[1, 4, 10])
+    ap.add_argument("--src", type=Path, default=REPO, help="source tree of the app to measure")
+    ap.add_argument("--label", default="after")
+    ap.add_argument("--per-step", type=int, default=512)
+    ap.add_argument("--tokens", type=int, default=60)
+    ap.add_argument("--no-ingest", dest="ingest", action="store_false")
+    ap.add_argument("--keep", action="store_true", help="keep the generated runs and stores")
+    ap.add_argument("--export-timeout", type=float, default=900.0)
+    args = ap.parse_args(argv)
+    args.src = args.src.resolve()
+    args.work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for scale in args.scales:
+        results.append(measure(args, scale))
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    out = {"label": args.label, "src": str(args.src), "cpus": os.cpu_count(), "results": results}
+    print(json.dumps(out))
+    print(table(results, args.label), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
