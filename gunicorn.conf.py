@@ -34,8 +34,8 @@ def _int_env(name: str, default: int, minimum: int = 1) -> int:
 
 
 bind = f"{_settings.host}:{_settings.port}"
-# Threads, not more processes: each process keeps its own in-memory copy of the runs' scalar tables, and
-# requests mostly wait on Parquet reads and Polars, which release the GIL.
+# Threads, not more processes: each process keeps its own caches (manifests, the index of a store's files,
+# small results), and requests mostly wait on Parquet reads and Polars, which release the GIL.
 worker_class = "gthread"
 workers = _int_env("RLBOARD_WORKERS", 2)
 threads = _int_env("RLBOARD_THREADS", 4)

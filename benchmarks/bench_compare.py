@@ -80,9 +80,7 @@ def _clear(scalars: bool) -> None:
     from data.trainer_logs import scalars as tscalars
 
     if scalars:
-        with reader._SCALARS_LOCK:
-            reader._SCALARS_CACHE.clear()
-            reader._VISIBLE_CACHE.clear()
+        reader.forget_indexes()
     for fn in (
         curves._steps,
         curves._bins,

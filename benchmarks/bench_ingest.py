@@ -187,13 +187,11 @@ def main(argv=None) -> int:
     ids = sc.filter(pl.col("step") == mid).get_column("sample_id").to_list()[:20]
     q = {}
     q["step_histogram"] = timed(
-        lambda: histogram(store.scalars().lazy().filter(pl.col("step") == mid), "reward", edges).collect()
+        lambda: histogram(store.scan(["reward"], step=mid), "reward", edges).collect()
     )
     for col in ("reward", "kl_mean", "response_length"):
         q[f"top50_{col}"] = timed(
-            lambda col=col: (
-                sort_rows(store.scalars().lazy().filter(pl.col("step") == mid), col, True).head(50).collect()
-            )
+            lambda col=col: sort_rows(store.scan([col, "sample_id"], step=mid), col, True).head(50).collect()
         )
     it = iter(ids * 10)
     q["one_response_token_arrays"] = timed(lambda: open_store(store_dir).sample(next(it)))

@@ -55,8 +55,7 @@ def _ms(t0: float) -> float:
 def _clear_caches() -> None:
     from data import responses
 
-    responses._order.cache_clear()
-    responses._text_hits.cache_clear()
+    responses.clear_caches()
 
 
 def open_or_ingest(run_dir: Path, cache_dir: Path):
@@ -246,7 +245,7 @@ def export_rows(store, n_rows: int) -> dict:
 def export_in_child(run_dir: Path, cache_dir: Path, n_rows: int) -> dict:
     code = (
         "import json,sys;sys.path.insert(0,%r);sys.path.insert(0,%r);from pathlib import Path;"
-        "import bench_responses as b;s=b.open_or_ingest(Path(%r),Path(%r));s.scalars();"
+        "import bench_responses as b;s=b.open_or_ingest(Path(%r),Path(%r));s.index();"
         "print(json.dumps(b.export_rows(s,%d)))"
     ) % (str(REPO), str(REPO / "benchmarks"), str(run_dir), str(cache_dir), n_rows)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -132,13 +132,12 @@ def _post(client, body) -> tuple[float, int, dict | None]:
 
 
 def _clear_caches(scalars: bool = True) -> None:
-    """Forget the page's cached aggregates and, with ``scalars``, the run's in-memory scalars."""
+    """Forget the page's cached aggregates and, with ``scalars``, the store's index and footers read."""
     from data import curves
     from data.store import reader as store
 
     if scalars:
-        with store._SCALARS_LOCK:
-            store._SCALARS_CACHE.clear()
+        store.forget_indexes()
     for fn in (curves._steps, curves._panels, curves._bins, curves._bars, curves._heatmap):
         fn.cache_clear()
 

@@ -3,12 +3,17 @@
     python benchmarks/bench_tokens.py RUN_DIR CACHE_DIR [--samples 40] [--seed 0] [--http]
     python benchmarks/bench_tokens.py RUN_DIR CACHE_DIR --long 4000     # writes RUN_DIR first (small run
                                                                          # with one 4,000-token response)
+    python benchmarks/bench_tokens.py RUN_DIR CACHE_DIR --long 32000 --browser [--src DIR]
 
 Times, per random sample (cold: the token-view cache is cleared each time), what the page does on the
 server: ``read`` (store.lookup + one row-group read), ``view`` (token frame, metrics, hover texts,
 neighbours), ``build`` (strip data, legend, three per-position figures, two top-k tables) and ``serialize``
 (JSON of what Dash sends: Plotly's encoder). ``server_ms`` = read + view + build (the 50 ms budget);
-``--http`` adds the full page callback through Flask. Prints one JSON object.
+``--http`` adds the full page callback through Flask. ``--browser`` opens the page of the first sample in
+headless Chromium against gunicorn (``gunicorn.conf.py``; ``--src``: another source tree of the app) and
+times, from the navigation's start, the strip filled (the page's ``tokens-strip-filled`` mark) and every
+per-position chart drawn, with the bytes of the page's callbacks (the first load warms the server; the
+next ``--browser-loads`` are timed). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -132,7 +137,8 @@ def time_sample(store, sample: str, pad_tokens) -> dict:
     part, row = store.lookup(sample)
     frame = store.read_rows(part, [row])
     t1 = time.perf_counter()
-    view = build_view(frame, store.scalars(), pad_tokens)
+    step = frame.item(0, "step")
+    view = build_view(frame, store.scan(["sample_id", "source", "line", "step"], step=step), pad_tokens)
     t2 = time.perf_counter()
     parts = build_parts(view)
     t3 = time.perf_counter()
@@ -196,6 +202,73 @@ def _http_ms(run_dir: Path, cache_dir: Path, sample: str, repeat: int = 5) -> fl
     return round(statistics.median(times), 2)
 
 
+# Every per-position chart drawn: each graph of the charts' row has its traces in the SVG.
+CHARTS_DRAWN_JS = """
+var graphs = document.querySelectorAll('#tokens-charts .js-plotly-plot');
+if (!graphs.length) { return null; }
+for (var i = 0; i < graphs.length; i++) {
+    if (!graphs[i].querySelector('.scatterlayer .trace, .barlayer .trace')) { return null; }
+}
+return performance.now();
+"""
+STRIP_FILLED_JS = """
+var m = performance.getEntriesByName('tokens-strip-filled');
+return m.length ? m[m.length - 1].startTime : null;
+"""
+CALLBACK_BYTES_JS = """
+return performance.getEntriesByType('resource')
+    .filter(function (e) { return e.name.indexOf('_dash-update-component') >= 0; })
+    .reduce(function (a, e) { return a + (e.encodedBodySize || 0); }, 0);
+"""
+
+
+def browser_times(run_dir: Path, cache_dir: Path, sample: str, src: Path, loads: int) -> dict:
+    """Open the token page of ``sample`` in headless Chromium (gunicorn serving ``src``): per load, ms from
+    navigation start to the strip filled and to every chart drawn, and the callbacks' bytes."""
+    import shutil
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+
+    from benchmarks.bench_scale import Server
+
+    opts = Options()
+    opts.binary_location = shutil.which("chromium") or shutil.which("chromium-browser") or ""
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--no-first-run", "--window-size=1440,1000"):  # fmt: skip
+        opts.add_argument(flag)
+    out = []
+    with Server(src, run_dir.parent, cache_dir, cache_dir / "gunicorn-tokens.log") as srv:
+        driver = webdriver.Chrome(options=opts)
+        try:
+            url = f"{srv.base}/tokens?run={run_dir.name}&sample={sample}"
+            for i in range(loads + 1):
+                driver.get("about:blank")
+                driver.get(url)
+                deadline = time.monotonic() + 120
+                strip = charts = None
+                while time.monotonic() < deadline and (strip is None or charts is None):
+                    strip = strip or driver.execute_script(STRIP_FILLED_JS)
+                    charts = charts or driver.execute_script(CHARTS_DRAWN_JS)
+                    time.sleep(0.02)
+                if i == 0:
+                    continue  # the first load warms the server's caches and the browser's
+                out.append(
+                    {
+                        "strip_filled_ms": None if strip is None else round(strip),
+                        "charts_drawn_ms": None if charts is None else round(charts),
+                        "callback_kb": round(driver.execute_script(CALLBACK_BYTES_JS) / 1024, 1),
+                        "spans": driver.execute_script(
+                            "return document.querySelectorAll('#tokens-strip > span').length;"
+                        ),
+                    }
+                )
+        finally:
+            driver.quit()
+    drawn = [max(r["strip_filled_ms"] or 1e9, r["charts_drawn_ms"] or 1e9) for r in out]
+    return {"loads": out, "drawn_ms_median": round(statistics.median(drawn)), "load_avg": os.getloadavg()[0]}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir")
@@ -204,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--long", type=int, default=0, help="first write RUN_DIR with one response of N tokens")
     p.add_argument("--http", action="store_true", help="also time the page callback through Flask")
+    p.add_argument("--browser", action="store_true", help="time the page drawn in headless Chromium")
+    p.add_argument("--browser-loads", type=int, default=3)
+    p.add_argument("--src", type=Path, default=ROOT, help="source tree of the app served (--browser)")
     args = p.parse_args(argv)
     run_dir, cache_dir = Path(args.run_dir), Path(args.cache_dir)
 
@@ -232,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.http:
         out["http_page_ms_p50"] = _http_ms(run_dir, cache_dir, picks[0])
+    if args.browser:
+        out["browser"] = browser_times(
+            run_dir.resolve(), cache_dir.resolve(), picks[0], args.src.resolve(), args.browser_loads
+        )
     print(json.dumps(out))
     return 0
 

@@ -62,16 +62,29 @@ def results(cache_dir: Path) -> diskcache.Cache | None:
 def shared(maxsize: int):
     """Decorator for ``fn(key: StoreKey, *args)`` with hashable, picklable arguments and a picklable result.
 
-    The result is kept in an LRU of ``maxsize`` entries in the process and in the results cache of the
-    store's cache folder, under ``(fn's name, store folder, version, args)``. ``cache_clear()`` forgets
-    both (benchmarks time the computation itself). A disk that fails is no error: the result is computed.
+    The result is kept in an LRU of ``maxsize`` entries in the process (none for ``maxsize=0``: a result
+    too large to keep in every worker, read from disk each time) and in the results cache of the store's
+    cache folder, under ``(fn's name, store folder, version, args)``. ``cache_clear()`` forgets both
+    (benchmarks time the computation itself). A disk that fails is no error: the result is computed.
+
+    A computation that finds a file of its committed state gone (a later commit collected it) runs again
+    on the state committed now (``key.store.reopened()``); that result is not kept.
     """
 
     def decorate(fn):
         name = f"{fn.__module__}.{fn.__qualname__}"
 
-        @functools.lru_cache(maxsize=maxsize)
-        def cached(key: StoreKey, *args):
+        def compute(key: StoreKey, *args):
+            try:
+                return fn(key, *args), True
+            except FileNotFoundError:
+                reopen = getattr(key.store, "reopened", None)
+                fresh = reopen() if reopen is not None else None
+                if fresh is None or StoreKey(fresh) == key:
+                    raise
+                return fn(StoreKey(fresh), *args), False
+
+        def lookup(key: StoreKey, *args):
             disk = results(Path(key.store.dir).parent)
             entry = (name, *key.key, *args)
             if disk is not None:
@@ -81,15 +94,22 @@ def shared(maxsize: int):
                     hit = _MISS
                 if hit is not _MISS:
                     return hit
-            out = fn(key, *args)
-            if disk is not None:
+            out, keep = compute(key, *args)
+            if disk is not None and keep:
                 try:
                     disk.set(entry, out, retry=True, tag=name)
                 except (OSError, sqlite3.Error):
                     pass
             return out
 
-        lru_clear = cached.cache_clear
+        if maxsize:
+            cached = functools.lru_cache(maxsize=maxsize)(lookup)
+            lru_clear = cached.cache_clear
+        else:
+            cached = functools.wraps(fn)(lookup)
+
+            def lru_clear() -> None:
+                pass
 
         def cache_clear() -> None:
             lru_clear()

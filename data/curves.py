@@ -297,9 +297,14 @@ def edges_for(steps: pl.DataFrame, columns: tuple[str, ...]) -> list[float]:
     return histogram_edges(min(lows), max(highs))
 
 
-def bins_for(steps: pl.DataFrame, scalars: pl.DataFrame, columns: tuple[str, ...]) -> Bins:
+def _names(frame: pl.DataFrame | pl.LazyFrame) -> list[str]:
+    return frame.collect_schema().names()
+
+
+def bins_for(steps: pl.DataFrame, scalars: pl.DataFrame | pl.LazyFrame, columns: tuple[str, ...]) -> Bins:
     """The run's :class:`~data.queries.Bins` for ``columns``: one bar per value when their values together
-    are few (:func:`data.queries.discrete_edges`, from the responses), else :func:`edges_for`."""
+    are few (:func:`data.queries.discrete_edges`, from the responses: a frame or a lazy scan), else
+    :func:`edges_for`."""
     values = distinct_values(scalars.lazy(), columns, MAX_DISCRETE_VALUES)
     edges = discrete_edges(values) if values is not None else None
     if edges is not None:
@@ -307,14 +312,14 @@ def bins_for(steps: pl.DataFrame, scalars: pl.DataFrame, columns: tuple[str, ...
     return Bins(tuple(edges_for(steps, columns)))
 
 
-def bars(scalars: pl.DataFrame, col: str, step: int, edges: list[float]) -> pl.DataFrame:
+def bars(scalars: pl.DataFrame | pl.LazyFrame, col: str, step: int, edges: list[float]) -> pl.DataFrame:
     """One step's histogram of ``col`` on ``edges``: ``bin, lo, hi, count`` for every bar, sorted by bin.
 
     ``count`` is the number of responses of the step with ``edges[k] <= x < edges[k+1]`` (the last bar
     also takes its top edge): exactly what ``ResponseFilter(step=step, <col>_min=lo, <col>_max=hi)``
     selects with the bounds of :func:`data.queries.bar_interval`.
     """
-    if not edges or col not in scalars.columns:
+    if not edges or col not in _names(scalars):
         return pl.DataFrame(schema={"bin": pl.Int32, "lo": pl.Float64, "hi": pl.Float64, "count": pl.Int64})
     lf = scalars.lazy().filter(pl.col("step") == step)
     return histogram(lf, col, edges).collect()
@@ -338,14 +343,18 @@ class Heatmap:
 
 
 def heatmap(
-    scalars: pl.DataFrame, col: str, edges: list[float], steps: list[int], discrete: bool = False
+    scalars: pl.DataFrame | pl.LazyFrame,
+    col: str,
+    edges: list[float],
+    steps: list[int],
+    discrete: bool = False,
 ) -> Heatmap:
     """Dense :class:`Heatmap` of ``col`` on ``edges`` for ``steps`` (steps without values stay at 0)."""
     nb = max(len(edges) - 1, 0)
     step_arr = np.asarray(sorted(steps), dtype=np.int64)
     share = np.zeros((nb, len(step_arr)), dtype=np.float32)
     count = np.zeros((nb, len(step_arr)), dtype=np.int64)
-    if nb and len(step_arr) and col in scalars.columns:
+    if nb and len(step_arr) and col in _names(scalars):
         index = pl.LazyFrame({"step": step_arr, "i": np.arange(len(step_arr))})
         cells = step_histograms(scalars.lazy(), col, edges).join(index, on="step", how="inner").collect()
         b, i = cells.get_column("bin").to_numpy(), cells.get_column("i").to_numpy()
@@ -370,20 +379,24 @@ def _panels(v: StoreKey, band: str, zero_shift: bool) -> tuple[Panel, ...]:
     return tuple(panels(_steps(v), band, zero_shift))
 
 
+# Each reads only the columns (and, for one step, the files) it needs.
+
+
 @shared(32)
 def _bins(v: StoreKey, kind: str) -> Bins:
-    return bins_for(_steps(v), v.store.scalars(), HISTOGRAMS[kind][1])
+    columns = HISTOGRAMS[kind][1]
+    return bins_for(_steps(v), v.store.scan(columns), columns)
 
 
 @shared(256)
 def _bars(v: StoreKey, col: str, step: int, kind: str) -> pl.DataFrame:
-    return bars(v.store.scalars(), col, step, list(_bins(v, kind).edges))
+    return bars(v.store.scan(["step", col], step=step), col, step, list(_bins(v, kind).edges))
 
 
 @shared(16)
 def _heatmap(v: StoreKey, kind: str) -> Heatmap:
     b = _bins(v, kind)
-    return heatmap(v.store.scalars(), kind, list(b.edges), step_list(v.store), b.discrete)
+    return heatmap(v.store.scan(["step", kind]), kind, list(b.edges), step_list(v.store), b.discrete)
 
 
 def run_steps(store: RunStore) -> pl.DataFrame:

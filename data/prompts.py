@@ -28,19 +28,34 @@ if TYPE_CHECKING:  # the view state is data.views'; this module only reads its f
 # ---- cached on the store version -------------------------------------------------------------------------
 
 
+# The scalar columns the prompt list is computed from (a scan reads only these).
+TABLE_COLUMNS = (
+    "prompt_key",
+    "prompt_preview",
+    "step",
+    "reward",
+    "ref_reward",
+    "repetition",
+    "length_ratio",
+    "response_length",
+    "response_chars",
+    "group_id",
+)
+
+
 @shared(8)
 def _table(v: StoreKey) -> tuple[pl.DataFrame, float]:
-    scalars = v.store.scalars()
-    if "prompt_key" not in scalars.columns or scalars.height == 0:
+    # The steps summary counts exactly the responses shown: none, no prompt.
+    if "prompt_key" not in v.store.schema() or v.store.steps().height == 0:
         return pl.DataFrame(schema=_EMPTY_TABLE), 0.0
-    lf = scalars.lazy()
+    lf = v.store.scan(TABLE_COLUMNS)
     threshold = trend_threshold(lf)
     return prompt_aggregates(lf, threshold).collect(), threshold
 
 
 @shared(8)
 def _medians(v: StoreKey) -> pl.DataFrame:
-    return step_length_medians(v.store.scalars().lazy()).collect()
+    return step_length_medians(v.store.scan(["step", "response_length", "response_chars"])).collect()
 
 
 @shared(8)
@@ -157,12 +172,15 @@ def history(store, key: str) -> pl.DataFrame:
     Within a step: by group (``group_id`` when the run has one), then reward (highest first), then
     ``sample_id``. Empty for an unknown key.
     """
-    scalars = store.scalars()
-    if "prompt_key" not in scalars.columns:
+    names = store.schema()
+    if "prompt_key" not in names:
         return pl.DataFrame()
-    cols = [c for c in HISTORY_COLUMNS if c in scalars.columns]
-    # Filter the big frame eagerly first (~1 ms): the rest of the plan then works on a few rows.
-    rows = scalars.filter(pl.col("prompt_key") == key).select(cols).lazy()
+    cols = [c for c in HISTORY_COLUMNS if c in names]
+    # Only the steps the prompt appears in (from the cached prompt list) are read; the rows are collected
+    # first: the rest of the plan then works on a few rows.
+    where = prompt_row(store, key)
+    steps = (where.get("first_step"), where.get("last_step")) if where else None
+    rows = store.scan(cols, steps=steps).filter(pl.col("prompt_key") == key).collect().lazy()
     if "repetition" not in cols:
         rows = rows.with_columns(pl.lit(None, pl.Float64).alias("repetition"))
     rows = store_length_ratio(store, rows)

@@ -2,17 +2,19 @@
 selected response's texts, the text index, and the plan of an ``/export`` (the view state itself is
 :mod:`data.views.responses`).
 
-A page of the grid is a slice of one cached *order* (positions into the in-memory scalars) per
-(store version, filter, sort), so scrolling never re-sorts and a text search runs once per query.
+Every query runs over the store's files, reading only the steps and columns it needs: the first blocks of
+the grid come from a cached head of the *order* (the ``part, row`` of the first matches per store version,
+filter and sort), deeper ones from the whole order, kept in the shared results cache once a user scrolls
+there; a page's rows are then read from the row groups that hold them. A text search runs once per query.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,16 +47,16 @@ EXPORT_KEYS = ("format",)
 
 @shared(32)
 def _columns(key: StoreKey) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    df = key.store.scalars()
-    present = {c for c in df.columns if df.get_column(c).null_count() < df.height}
+    names = key.store.schema()
+    present = key.store.non_null_columns()
     metrics = [c for c in METRIC_COLUMNS if c in ALWAYS_SHOWN or c in present]
     # Characters only stand in for the length in tokens when a run has no token fields.
     if "response_length" in metrics:
         metrics.remove("response_chars")
-    extras = [c for c in key.store.extra_columns() if c in df.columns and c not in METRIC_COLUMNS]
+    extras = [c for c in key.store.extra_columns() if c in names and c not in METRIC_COLUMNS]
     # Only shown columns: the grid's header is where a sort is chosen and seen. (A file's field never
     # takes the name of a bookkeeping column such as sample_id or part: ingest renames it.)
-    sortable = [c for c in (*metrics, *extras) if c in df.columns]
+    sortable = [c for c in (*metrics, *extras) if c in names]
     return tuple(metrics), tuple(extras), tuple(sortable)
 
 
@@ -100,7 +102,7 @@ def table_spec(store: RunStore) -> TableSpec:
     """The :class:`TableSpec` of the run's responses table: its metric columns (registry labels and
     descriptions), then the files' extra fields."""
     metrics, extras = table_columns(store)
-    schema = store.scalars().schema
+    schema = store.schema()
     cols = tuple(
         (c, label(c), METRICS[c].description if c in METRICS else "extra field of the files")
         for c in metrics + extras
@@ -150,15 +152,18 @@ def resolve(
 
 @dataclass(frozen=True)
 class Order:
-    """Filtered, sorted positions into ``store.scalars()`` plus the summary of the matches."""
+    """The summary of a filter's matches: how many, the responses in scope (the step's, or the run's for
+    all steps) before the filter, and the mean of the matches' finite rewards (None without one)."""
 
-    positions: pl.Series
-    scope: int  # responses of the step (or of the run for all steps), before the filter
+    count: int
+    scope: int
     mean_reward: float | None
 
-    @property
-    def count(self) -> int:
-        return len(self.positions)
+
+# The first HEAD_ROWS matches of an order are kept per (store version, filter, sort): the grid's first blocks
+# (100 rows each) never sort again. A block beyond needs the whole order (sorted once, then kept on disk).
+HEAD_ROWS = 2000
+KEYS = {"part": pl.UInt32, "row": pl.UInt32}
 
 
 # ---- text index: what a regex search scans --------------------------------------------------------------
@@ -227,10 +232,46 @@ _STOPPED: dict[tuple, tuple[float, str]] = {}
 _STOPPED_LOCK = threading.Lock()
 
 
-@functools.lru_cache(maxsize=16)
+# Hits of a text search kept in the process only up to this many (a broad pattern over a large run matches
+# millions of responses); the summary and the head of an order that use them are cached anyway.
+HITS_KEPT = 100_000
+
+
 def _text_hits(key: StoreKey, pattern: str, step: int | None, seconds: float) -> pl.DataFrame:
     """``(part, row)`` of the responses whose prompt or response matches (integers join faster than ids),
     found within ``seconds`` (raises :class:`data.queries.SearchStopped`)."""
+    memo = (key, pattern, step, seconds)
+    with _STOPPED_LOCK:
+        hit = _HITS.get(memo)
+        if hit is not None:
+            _HITS.move_to_end(memo)
+            return hit
+    hits = _search_texts(key, pattern, step, seconds)
+    if hits.height <= HITS_KEPT:
+        with _STOPPED_LOCK:
+            _HITS[memo] = hits
+            while len(_HITS) > 16:
+                _HITS.popitem(last=False)
+    return hits
+
+
+def text_hits(store: RunStore, pattern: str, step: int | None, seconds: float) -> pl.DataFrame:
+    """``part, row`` of the responses (of ``step``, or of every step) whose prompt or response matches the
+    regular expression ``pattern``, found within ``seconds`` (raises SearchStopped / QueryError)."""
+    check_regex(pattern)
+    return _text_hits(StoreKey(store), pattern, step, seconds)
+
+
+def _clear_hits() -> None:
+    with _STOPPED_LOCK:
+        _HITS.clear()
+
+
+_HITS: OrderedDict[tuple, pl.DataFrame] = OrderedDict()
+_text_hits.cache_clear = _clear_hits
+
+
+def _search_texts(key: StoreKey, pattern: str, step: int | None, seconds: float) -> pl.DataFrame:
     memo = (key, pattern, step)
     with _STOPPED_LOCK:
         when, message = _STOPPED.get(memo, (None, ""))
@@ -238,51 +279,126 @@ def _text_hits(key: StoreKey, pattern: str, step: int | None, seconds: float) ->
         raise SearchStopped(message)
     if step is not None:
         # One step: the parts' row-group statistics skip every other step, so they are the faster source.
-        lf = key.store.scan_parts().select(*TEXT_INDEX_COLUMNS).filter(pl.col("step") == step)
+        lf = key.store.scan_parts(TEXT_INDEX_COLUMNS, steps=(step, step)).filter(pl.col("step") == step)
     else:
         files = text_index_files(key.store)
         lf = pl.scan_ipc(files) if files else key.store.scan_parts().select(*TEXT_INDEX_COLUMNS)
     hit = pl.col("prompt").str.contains(pattern) | pl.col("response").str.contains(pattern)
     try:
-        return search(lf.filter(hit).select("part", "row"), pattern, seconds)
+        found = search(lf.filter(hit).select("part", "row"), pattern, seconds)
     except SearchStopped as e:
         with _STOPPED_LOCK:
             if len(_STOPPED) > 64:
                 _STOPPED.clear()
             _STOPPED[memo] = (time.monotonic(), str(e))
         raise
+    return found.select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32))
 
 
-@functools.lru_cache(maxsize=16)
-def _order(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, seconds: float) -> Order:
-    df = key.store.scalars()
-    if df.height == 0 or "step" not in df.columns:
-        return Order(pl.Series("i", [], dtype=pl.UInt32), 0, None)
-    base = df.lazy().with_row_index("__i")
-    scope = base.filter(pl.col("step") == flt.step) if flt.step is not None else base
-    lf = base.filter(flt.scalar_expr())
+def matching(
+    store: RunStore,
+    flt: ResponseFilter,
+    columns: Iterable[str] = (),
+    seconds: float = DEFAULT_SEARCH_SECONDS,
+    steps: tuple[int, int] | None = None,
+    hits: pl.DataFrame | None = None,
+) -> pl.LazyFrame:
+    """Lazy ``columns`` (and ``part, row``) of the responses shown that match ``flt``, in file order: only
+    the files of the filter's step (or of ``lo <= step <= hi``, ``steps``) are read. A text search runs
+    first (raises SearchStopped / QueryError), unless its ``hits`` (:func:`text_hits`) are given."""
+    cond = flt.scalar_expr()
+    # The columns the filter reads (a computed range, such as the length, reads those it is made of).
+    used = cond.meta.root_names()
+    cols = list(dict.fromkeys([*columns, *used, "part", "row"]))
+    names = store.schema()
+    lf = store.scan(cols, step=flt.step, steps=steps)
+    absent = [c for c in dict.fromkeys(used) if c not in names]
+    if absent:  # a column no part has: null, as a whole-run frame would have had it missing
+        lf = lf.with_columns(pl.lit(None, pl.Float64).alias(c) for c in absent)
+    lf = lf.filter(cond)
     if flt.q:
-        lf = lf.join(_text_hits(key, flt.q, flt.step, seconds).lazy(), on=["part", "row"], how="semi")
-    out = sort_rows(lf, sort, descending).select("__i", "reward").collect()
-    n_scope = scope.select(pl.len()).collect().item()
-    rewards = out.get_column("reward")
-    finite = rewards.filter(rewards.is_finite())
-    mean = finite.mean() if len(finite) else None
-    return Order(out.get_column("__i"), int(n_scope), None if mean is None else float(mean))
+        hits = _text_hits(StoreKey(store), flt.q, flt.step, seconds) if hits is None else hits
+        lf = lf.join(hits.lazy(), on=["part", "row"], how="semi")
+    return lf.select(c for c in dict.fromkeys([*columns, "part", "row"]) if c in names)
+
+
+def _sorted_keys(store: RunStore, flt: ResponseFilter, sort: str, descending: bool, seconds: float):
+    """The ``part, row`` of the matches sorted by ``sort`` (ties by sample id), lazily."""
+    lf = matching(store, flt, [sort, "sample_id"], seconds)
+    return sort_rows(lf, sort, descending).select(pl.col(c).cast(t) for c, t in KEYS.items())
+
+
+@shared(64)
+def _summary(key: StoreKey, flt: ResponseFilter, seconds: float) -> Order:
+    store = key.store
+    scope = store.scan(["step"], step=flt.step).select(pl.len()).collect().item()
+    r = pl.col("reward")
+    got = (
+        matching(store, flt, ["reward"], seconds)
+        .select(pl.len().alias("n"), r.filter(r.is_finite()).mean().alias("mean"))
+        .collect()
+    )
+    n, mean = got.row(0)
+    return Order(int(n), int(scope), None if mean is None else float(mean))
+
+
+@shared(64)
+def _head(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, seconds: float) -> pl.DataFrame:
+    return _sorted_keys(key.store, flt, sort, descending, seconds).head(HEAD_ROWS).collect()
+
+
+@shared(0)
+def _whole_order(
+    key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, seconds: float
+) -> pl.DataFrame:
+    # Not kept in the process: read from the results cache (~8 bytes a match) at each block beyond the head.
+    return _sorted_keys(key.store, flt, sort, descending, seconds).collect()
+
+
+def clear_caches() -> None:
+    """Forget every cached order, summary and search hit (tests and benchmarks time the work itself)."""
+    for fn in (_summary, _head, _whole_order, _text_hits):
+        fn.cache_clear()
 
 
 def ordered(
     store: RunStore,
     flt: ResponseFilter,
-    sort: str,
-    descending: bool,
+    sort: str | None = None,
+    descending: bool = True,
     seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> Order:
-    """The cached :class:`Order` of ``flt`` sorted by ``sort`` (ties by ``sample_id``); raises QueryError
+    """The cached :class:`Order` summary of ``flt`` (``sort`` does not change it); raises QueryError
     (:class:`data.queries.SearchStopped` for a text search that took more than ``seconds``)."""
     if flt.q:
         check_regex(flt.q)
-    return _order(StoreKey(store), flt, sort, descending, seconds)
+    if store.schema().get("step") is None:
+        return Order(0, 0, None)
+    return _summary(StoreKey(store), flt, seconds)
+
+
+def order_keys(
+    store: RunStore,
+    flt: ResponseFilter,
+    sort: str,
+    descending: bool,
+    start: int,
+    end: int,
+    seconds: float = DEFAULT_SEARCH_SECONDS,
+) -> pl.DataFrame:
+    """``part, row`` of matches ``start:end`` of ``flt`` sorted by ``sort`` (ties by ``sample_id``)."""
+    if flt.q:
+        check_regex(flt.q)
+    start, end = max(0, start), max(0, end)
+    if end <= start or store.schema().get("step") is None:
+        return pl.DataFrame(schema=KEYS)
+    key = StoreKey(store)
+    keys = (
+        _head(key, flt, sort, descending, seconds)
+        if end <= HEAD_ROWS
+        else _whole_order(key, flt, sort, descending, seconds)
+    )
+    return keys.slice(start, end - start)
 
 
 def page_rows(
@@ -296,14 +412,11 @@ def page_rows(
 ) -> tuple[pl.DataFrame, int]:
     """Rows ``start:end`` of the ordered matches (table columns, previews and ``sample_id``) and the count."""
     order = ordered(store, flt, sort, descending, seconds)
-    start, end = max(0, start), max(0, min(end, order.count))
     metrics, extras = table_columns(store)
-    cols = ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS]
-    df = store.scalars()
-    cols = [c for c in cols if c in df.columns]
-    if end <= start:
-        return df.select(cols).clear(), order.count
-    return df.select(cols)[order.positions.slice(start, end - start)], order.count
+    names = store.schema()
+    cols = [c for c in ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS] if c in names]
+    keys = order_keys(store, flt, sort, descending, start, min(end, order.count), seconds)
+    return store.read_keys(keys, cols), order.count
 
 
 def json_rows(df: pl.DataFrame) -> list[dict]:
@@ -403,5 +516,11 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run)
     where = "all" if flt.step is None else f"step{flt.step}"
     return ExportPlan(
-        store, flt, view.sort, view.descending, fmt, f"{safe}-{where}.{fmt}", board.settings.search_seconds
+        store,
+        flt,
+        view.sort,
+        view.descending,
+        fmt,
+        f"{safe}-{where}.{fmt}",
+        board.settings.search_seconds,
     )

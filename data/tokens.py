@@ -265,9 +265,10 @@ def top_tokens(tokens: pl.DataFrame, by: str, k: int = TOP_K) -> pl.DataFrame:
     )
 
 
-def neighbours(scalars: pl.DataFrame, sample: str, step: int | None) -> Neighbours:
-    """Previous / next response of ``sample`` within its step, by (source file, line)."""
-    if step is None or "step" not in scalars.columns:
+def neighbours(scalars: pl.DataFrame | pl.LazyFrame, sample: str, step: int | None) -> Neighbours:
+    """Previous / next response of ``sample`` within its step, by (source file, line); ``scalars``: the
+    run's responses (a frame, or a lazy scan of the step)."""
+    if step is None or "step" not in scalars.collect_schema().names():
         return Neighbours(step, -1, 0, None, None)
     ids = (
         scalars.lazy()
@@ -399,8 +400,11 @@ def key_figures(view: TokenView) -> list[tuple[str, object, str]]:
 # ---- store access (cached) ---------------------------------------------------------------------------
 
 
-def build_view(row: pl.DataFrame, scalars: pl.DataFrame, pad_tokens: tuple[str, ...]) -> TokenView:
-    """A :class:`TokenView` from the one-row frame of a response and the run's scalars (for navigation)."""
+def build_view(
+    row: pl.DataFrame, scalars: pl.DataFrame | pl.LazyFrame, pad_tokens: tuple[str, ...]
+) -> TokenView:
+    """A :class:`TokenView` from the one-row frame of a response and the run's scalars (for navigation: a
+    frame, or a lazy scan of the response's step)."""
     lists = {c for c, t in row.schema.items() if isinstance(t, pl.List)}
     info = {k: v for k, v in row.row(0, named=True).items() if k not in TOKEN_COLUMNS and k not in lists}
     fields = present_fields(row.row(0, named=True))
@@ -420,7 +424,8 @@ def _cached_view(key: StoreKey, sample: str, pad_tokens: tuple[str, ...]) -> Tok
     row = store.read_rows(part, [r])
     if row.height == 0:
         return None
-    return build_view(row, store.scalars(), pad_tokens)
+    step = row.item(0, "step") if "step" in row.columns else None
+    return build_view(row, store.scan(["sample_id", "source", "line", "step"], step=step), pad_tokens)
 
 
 def token_view(store, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | None:
@@ -433,10 +438,12 @@ def token_view(store, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | N
 
 def first_sample(store) -> str | None:
     """The first response of the run by (step, source, line): shown when the URL names none."""
-    df = store.scalars()
-    if df.height == 0 or "sample_id" not in df.columns:
+    steps = store.steps()
+    if steps.height == 0 or "sample_id" not in store.schema():
         return None
-    return df.sort("step", "source", "line").item(0, "sample_id")
+    first = steps.get_column("step").min()
+    df = store.scan(["sample_id", "source", "line"], step=first).sort("source", "line").head(1).collect()
+    return df.item(0, "sample_id") if df.height else None
 
 
 __all__ = [

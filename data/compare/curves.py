@@ -79,17 +79,17 @@ def metric_unit(key: str) -> str:
 def _response_means(v: StoreKey) -> pl.DataFrame:
     """Per step: the mean ``repetition`` and the mean of every reward component (finite values); a
     component's column is named ``component:<col>``."""
-    scalars = v.store.scalars()
+    schema = v.store.schema()
     extras = set(v.store.extra_columns())
-    cols = [c for c in scalars.columns if c == "repetition" or (c in extras and is_component(c))]
-    cols = [c for c in cols if scalars.schema[c].is_numeric() and scalars.schema[c] != pl.Boolean]
-    if not cols or scalars.height == 0:
+    cols = [c for c in schema if c == "repetition" or (c in extras and is_component(c))]
+    cols = [c for c in cols if schema[c].is_numeric() and schema[c] != pl.Boolean]
+    if not cols or v.store.steps().height == 0:  # the steps summary counts exactly the responses shown
         return pl.DataFrame({"step": []}, schema={"step": pl.Int64})
     exprs = []
     for c in cols:
         x = pl.col(c).cast(pl.Float64)
         exprs.append(x.filter(x.is_finite()).mean().alias(c if c == "repetition" else COMPONENT + c))
-    return scalars.lazy().group_by("step").agg(exprs).sort("step").collect()
+    return v.store.scan(["step", *cols]).group_by("step").agg(exprs).sort("step").collect()
 
 
 @shared(16)

@@ -16,7 +16,7 @@ from data.store import RunStore
 
 @shared(16)
 def _distinct(v: StoreKey, col: str) -> tuple[float, ...] | None:
-    values = distinct_values(v.store.scalars().lazy(), (col,), MAX_DISCRETE_VALUES)
+    values = distinct_values(v.store.scan([col]), (col,), MAX_DISCRETE_VALUES)
     return None if values is None else tuple(values)
 
 
@@ -94,7 +94,7 @@ def distributions(
 
 @shared(256)
 def _bars_cached(v: StoreKey, col: str, step: int, edges: tuple[float, ...]) -> pl.DataFrame:
-    return run_curves.bars(v.store.scalars(), col, step, list(edges))
+    return run_curves.bars(v.store.scan(["step", col], step=step), col, step, list(edges))
 
 
 def _bars(store: RunStore, col: str, step: int, edges: tuple[float, ...]) -> pl.DataFrame:

@@ -94,10 +94,13 @@ _PROMPTS_SCHEMA = {
 _BY_STEP_SCHEMA = {"match": pl.String, "step": pl.Int64, "n": pl.UInt32, "reward": pl.Float64}
 
 
-def run_prompts_from(scalars: pl.DataFrame, texts: pl.DataFrame, pad_tokens: tuple[str, ...]) -> RunPrompts:
-    """:class:`RunPrompts` from a run's scalars (``prompt_key, prompt_preview, step, reward``) and its
-    distinct prompt texts (``prompt_key, prompt``)."""
-    if scalars.height == 0 or "prompt_key" not in scalars.columns or texts.height == 0:
+def run_prompts_from(
+    scalars: pl.DataFrame | pl.LazyFrame, texts: pl.DataFrame, pad_tokens: tuple[str, ...]
+) -> RunPrompts:
+    """:class:`RunPrompts` from a run's scalars (``prompt_key, prompt_preview, step, reward``: a frame, or
+    a lazy scan with some rows) and its distinct prompt texts (``prompt_key, prompt``)."""
+    empty = isinstance(scalars, pl.DataFrame) and scalars.height == 0
+    if empty or "prompt_key" not in scalars.collect_schema().names() or texts.height == 0:
         return RunPrompts(pl.DataFrame(schema=_PROMPTS_SCHEMA), pl.DataFrame(schema=_BY_STEP_SCHEMA))
     norm = texts.select("prompt_key", match_text_expr("prompt", pad_tokens).alias("text"))
     uniq = norm.get_column("text").unique().to_list()
@@ -142,8 +145,20 @@ def run_prompts_from(scalars: pl.DataFrame, texts: pl.DataFrame, pad_tokens: tup
 def _run_prompts(v: StoreKey) -> RunPrompts:
     store = v.store
     pads = tuple(store.manifest.data.get("pad_tokens", ()))
-    texts = store.scan_parts().select("prompt_key", "prompt").unique("prompt_key").collect()
-    return run_prompts_from(store.scalars(), texts, pads)
+    if "prompt_key" not in store.schema() or store.steps().height == 0:
+        return run_prompts_from(pl.DataFrame(), pl.DataFrame(), pads)
+    # One response of each prompt: only its prompt text is read (the same key is the same text, once pad
+    # tokens are removed and the ends stripped, which the match text does too).
+    firsts = (
+        store.scan(["prompt_key", "part", "row"])
+        .group_by("prompt_key")
+        .agg(pl.col("part").first(), pl.col("row").first())  # one row: any of the key's will do
+        .sort("part", "row")
+        .collect()
+    )
+    texts = firsts.select("prompt_key", prompt=store.read_keys(firsts, ["prompt"]).get_column("prompt"))
+    columns = ["prompt_key", "prompt_preview", "step", "reward"]
+    return run_prompts_from(store.scan(columns), texts, pads)
 
 
 def run_prompts(store: RunStore) -> RunPrompts:
@@ -293,10 +308,10 @@ def prompt_responses(store: RunStore, keys: list[str], step: int, limit: int = M
     """The responses of the prompt (its ``prompt_key``s ``keys``) at ``step``: ``sample_id, step, reward,
     response`` (pads removed) and ``has_tokens``, the highest reward first (then by sample id), at most
     ``limit``."""
-    scalars = store.scalars()
-    cols = [c for c in ("sample_id", "step", "reward", "part", "row", "has_tokens") if c in scalars.columns]
+    names = store.schema()
+    cols = [c for c in ("sample_id", "step", "reward", "part", "row", "has_tokens") if c in names]
     rows = (
-        scalars.lazy()
+        store.scan([*cols, "prompt_key"], step=step)
         .filter(pl.col("prompt_key").is_in(list(keys)) & (pl.col("step") == step))
         .select(cols)
         .sort(["reward", "sample_id"], descending=[True, False], nulls_last=True)

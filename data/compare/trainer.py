@@ -106,7 +106,7 @@ def trainer_notes(run: str, t: TrainerScalars, rollout_steps: list[int]) -> list
 def _checks(key: StoreKey, stamp: tuple, run_dir: str) -> tuple[Check, ...]:
     store = key.store
     steps = store.steps()
-    return tuple(checks(trainer_scalars(Path(run_dir)), store.scalars(), steps))
+    return tuple(checks(trainer_scalars(Path(run_dir)), store.scan(), steps))
 
 
 def agreement(store: RunStore, run_dir: Path) -> tuple[Check, ...]:

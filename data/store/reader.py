@@ -1,25 +1,33 @@
-"""Read access to one run's committed store: its scalars (cached per process), steps, issues and rows.
+"""Read access to one run's committed store: lazy scans of its scalars (only the files that can hold the
+steps asked for), its steps, issues and rows; nothing of a run is kept in memory between requests.
 
 Readers only ever follow the manifest, so they see the last committed state while a writer works.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 import polars as pl
 import pyarrow.parquet as pq
 
-from data.store.layout import ISSUE_SCHEMA, ROW_GROUP_SIZE, SCALAR_DTYPES, part_name
+from data.store.index import StoreIndex, build_index, unified_schema
+from data.store.layout import ISSUE_SCHEMA, ROW_GROUP_SIZE, SCALAR_DTYPES, file_prefix, part_name
 from data.store.manifest import MANIFEST, Manifest, has_issues, packed_parts
 
-_SCALARS_CACHE: OrderedDict[str, tuple[tuple[int, ...], pl.DataFrame]] = OrderedDict()
-_SCALARS_LOCK = threading.Lock()
+_LOCK = threading.Lock()
 _MAX_CACHED_RUNS = 8
-_VISIBLE_CACHE: dict[str, tuple[tuple, pl.DataFrame]] = {}
+# Per committed state of a store (folder, generation, commit time): its index, and what it derives from it.
+_INDEXES: OrderedDict[tuple, dict] = OrderedDict()
+SAMPLE_ID = re.compile(r"([0-9a-f]{8})-([0-9]+)")
+T = TypeVar("T")
 
 
 class RunStore:
@@ -50,26 +58,116 @@ class RunStore:
         """Steps from this one on are hidden: they may still be partial (see ``ingest_run(complete=...)``)."""
         return self.manifest.data.get("visible_below")
 
-    def scalars(self) -> pl.DataFrame:
-        """The responses shown: all of them but those of steps that may still be partial (usually none).
+    def reopened(self) -> RunStore | None:
+        """The store as last committed now (None when it is gone): a query that found a file of this state
+        deleted by a later commit runs again on it."""
+        return open_store(self.dir)
 
-        No texts and no token arrays; in (source, line) order; cached per process.
+    def retrying(self, fn: Callable[[RunStore], T]) -> T:
+        """``fn(self)``; when a file of this committed state is gone (a later commit packed a part's rows
+        and collected its own file), ``fn`` of the state committed now."""
+        try:
+            return fn(self)
+        except FileNotFoundError:
+            fresh = self.reopened()
+            if fresh is None or fresh.version == self.version:
+                raise
+            return fn(fresh)
+
+    # ---- the index: which file holds which parts, steps and lines ------------------------------------
+
+    def _memo(self) -> dict:
+        key = (str(self.dir), self.manifest.generation, self.manifest.data.get("updated"))
+        with _LOCK:
+            hit = _INDEXES.get(key)
+            if hit is not None:
+                _INDEXES.move_to_end(key)
+                return hit
+        memo = {"index": build_index(self.dir, self.manifest.data)}
+        with _LOCK:
+            memo = _INDEXES.setdefault(key, memo)
+            _INDEXES.move_to_end(key)
+            while len(_INDEXES) > _MAX_CACHED_RUNS:
+                _INDEXES.popitem(last=False)
+        return memo
+
+    def index(self) -> StoreIndex:
+        """The :class:`~data.store.index.StoreIndex` of this committed state (built once per process)."""
+        return self._memo()["index"]
+
+    def schema(self) -> pl.Schema:
+        """Names and types of the scalar columns (every committed part's together, in first-seen order)."""
+        memo = self._memo()
+        if "schema" not in memo:
+            schema = unified_schema(self.index().segments)
+            # No usable response (a run of only bad lines): every column, no row.
+            memo["schema"] = schema if len(schema) else pl.Schema(SCALAR_DTYPES)
+        return memo["schema"]
+
+    def scan(
+        self,
+        columns: list[str] | tuple[str, ...] | None = None,
+        step: int | None = None,
+        steps: tuple[int | None, int | None] | None = None,
+        hidden: bool = False,
+    ) -> pl.LazyFrame:
+        """Lazy scan of the scalars of the responses shown (no texts, no token arrays), in part and row order
+        (the files' order: by source file and line within a part).
+
+        Only the files that can hold ``step`` (or ``lo <= step <= hi`` for ``steps=(lo, hi)``) are opened,
+        and only ``columns`` (those of :meth:`schema` among them; all by default) are read. ``hidden``: the
+        rows of steps not shown yet (see :attr:`visible_below`) too. Types are :meth:`schema`'s.
         """
-        below = self.visible_below
-        if below is None:
-            return self.all_scalars()
-        ids = tuple(self.part_ids())
-        key = (str(self.dir), ids, below)
-        with _SCALARS_LOCK:
-            hit = _VISIBLE_CACHE.get(str(self.dir))
-        if hit is not None and hit[0] == key:
-            return hit[1]
-        df = self.all_scalars().filter(pl.col("step") < below)
-        with _SCALARS_LOCK:
-            _VISIBLE_CACHE[str(self.dir)] = (key, df)
-            while len(_VISIBLE_CACHE) > _MAX_CACHED_RUNS:
-                _VISIBLE_CACHE.pop(next(iter(_VISIBLE_CACHE)))
-        return df
+        schema = self.schema()
+        cols = list(schema) if columns is None else [c for c in dict.fromkeys(columns) if c in schema]
+        lo, hi = (step, step) if step is not None else (steps or (None, None))
+        below = None if hidden else self.visible_below
+        if below is not None:
+            hi = below - 1 if hi is None else min(hi, below - 1)
+        cond = []
+        if step is not None:
+            cond.append(pl.col("step") == step)
+        else:
+            if lo is not None:
+                cond.append(pl.col("step") >= lo)
+            if hi is not None:
+                cond.append(pl.col("step") <= hi)
+        segments = self.index().select(lo, hi) if lo is None or hi is None or lo <= hi else []
+        frames = []
+        loose: list[str] = []
+        loose_schema = None
+
+        def flush() -> None:
+            if loose:
+                frames.append(_frame(pl.scan_parquet(list(loose)), dict(loose_schema), cols, cond, schema))
+                loose.clear()
+
+        paths = [str(self.dir / "scalars" / seg.file) for seg in segments]
+        if not all(os.path.exists(p) for p in paths):
+            # A later commit collected a file of this state: its rows are in the state committed now.
+            fresh = self.reopened()
+            if fresh is not None and fresh.version != self.version:
+                return fresh.scan(columns, step, steps, hidden)
+        for seg, path in zip(segments, paths, strict=True):
+            if seg.packed:
+                flush()
+                part = [pl.col("part").is_in(list(seg.parts))]
+                frames.append(_frame(pl.scan_parquet(path), dict(seg.schema), cols, part + cond, schema))
+                continue
+            if loose and seg.schema != loose_schema:
+                flush()
+            loose.append(path)
+            loose_schema = seg.schema
+        flush()
+        if not frames:
+            return pl.LazyFrame(schema={c: schema[c] for c in cols})
+        lf = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+        return lf.select(pl.col(c).cast(schema[c]) for c in cols)
+
+    def scalars(self) -> pl.DataFrame:
+        """Every response shown, all scalar columns, in part and row order: read whole, each call (tests,
+        small runs). Pages query :meth:`scan` instead."""
+        return self.scan().collect()
 
     def packs(self) -> list[dict]:
         """The packs: ``{"name", "parts"}``, one file in ``scalars/`` and one in ``issues/`` each holding the
@@ -77,59 +175,9 @@ class RunStore:
         return self.manifest.data.get("packs", [])
 
     def all_scalars(self) -> pl.DataFrame:
-        """Every committed response (partial last steps included), in part and row order; cached per
-        process.
-
-        The cache is extended with only the new parts when the store grows.
-        """
-        ids = tuple(self.part_ids())
-        key = str(self.dir)
-        with _SCALARS_LOCK:
-            cached = _SCALARS_CACHE.get(key)
-        if cached is not None and cached[0] == ids:
-            return cached[1]
-        packed = packed_parts(self.packs())
-        if cached is not None and set(cached[0]) <= set(ids):
-            # New parts have higher ids than every cached one: appending them keeps the order.
-            new = [i for i in ids if i not in set(cached[0])]
-            frames = [cached[1], self._read_scalars(new, packed)]
-        else:
-            frames = [self._read_scalars(list(ids), packed)]
-        frames = [f for f in frames if f.height or f.width]
-        # One chunk: a live run adds a part per file at every step, and queries over thousands of chunks
-        # are several times slower (top-50 of a step at 2,000 chunks: 25 ms, against 2 ms; rechunking 270,000
-        # responses takes ~12 ms).
-        df = (
-            pl.concat(frames, how="diagonal_relaxed").rechunk()
-            if frames
-            else pl.DataFrame(schema=SCALAR_DTYPES)  # no usable response: every column, no row
-        )
-        with _SCALARS_LOCK:
-            _SCALARS_CACHE[key] = (ids, df)
-            _SCALARS_CACHE.move_to_end(key)
-            while len(_SCALARS_CACHE) > _MAX_CACHED_RUNS:
-                _SCALARS_CACHE.popitem(last=False)
-        return df
-
-    def _read_scalars(self, ids: list[int], packed: set[int]) -> pl.DataFrame:
-        """The scalars of parts ``ids`` (those with rows) in one frame (empty when none has rows).
-
-        One lazy concatenation reads the files in parallel: a live run has a part per file and step, and
-        reading 2,600 parts one by one took 2.7 s, against 0.9 s. Parts in a pack are read from it, and the
-        frame is then put in part and row order (a pack may hold parts on both sides of one left out).
-        """
-        parts = self.manifest.data["parts"]
-        wanted = set(ids)
-        scans = self._pack_scans("scalars", wanted)
-        scans += [
-            pl.scan_parquet(self.dir / "scalars" / part_name(i))
-            for i in ids
-            if i not in packed and parts[str(i)]["rows"]
-        ]
-        if not scans:
-            return pl.DataFrame()
-        df = pl.concat(scans, how="diagonal_relaxed").collect()
-        return df.sort("part", "row") if len(scans) > 1 and wanted & packed else df
+        """Every committed response (partial last steps included), in part and row order; read whole, each
+        call (ingest reads the committed state it extends)."""
+        return self.scan(hidden=True).collect()
 
     def _pack_scans(self, sub: str, wanted: set[int]) -> list[pl.LazyFrame]:
         """The rows of parts ``wanted`` in the packs (a pack may still hold parts dropped since)."""
@@ -141,15 +189,36 @@ class RunStore:
                 out.append(scan.filter(pl.col("part").is_in(sorted(keep))))
         return out
 
-    def scan_parts(self) -> pl.LazyFrame:
-        """Lazy scan of every committed part (all columns)."""
-        paths = [str(p) for p in self.part_files()]
+    def scan_parts(
+        self,
+        columns: list[str] | tuple[str, ...] | None = None,
+        steps: tuple[int | None, int | None] | None = None,
+    ) -> pl.LazyFrame:
+        """Lazy scan of the committed parts' full rows (texts and token arrays too; partial last steps
+        included), opening only the files of the parts that can hold ``lo <= step <= hi`` (``steps``) and
+        reading only ``columns`` (all by default; the first file's columns, others filled with nulls)."""
+        lo, hi = steps or (None, None)
+        index = self.index()
+        parts = self.manifest.data["parts"]
+        if steps is None:
+            ids = self.part_ids()
+        else:
+            ids = [p for s in index.select(lo, hi) for p in s.parts]
+        paths = [str(p) for p in dict.fromkeys(self.part_file(i) for i in ids if parts[str(i)]["rows"])]
         if not paths:
-            return pl.LazyFrame(
-                schema={"sample_id": pl.String, "step": pl.Int64, "prompt": pl.String, "response": pl.String}
-            )
+            schema = {"sample_id": pl.String, "step": pl.Int64, "prompt": pl.String, "response": pl.String}
+            if columns is not None:
+                schema = {c: schema.get(c, pl.String) for c in columns}
+            return pl.LazyFrame(schema=schema)
         lf = pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore")
-        return lf.filter(pl.col("part").is_in(self.part_ids())) if self.shares_files() else lf
+        if steps is not None or self.shares_files():
+            # A file written with others may hold rows of parts dropped since, or of steps not asked for.
+            lf = lf.filter(pl.col("part").is_in(ids))
+        if lo is not None:
+            lf = lf.filter(pl.col("step") >= lo)
+        if hi is not None:
+            lf = lf.filter(pl.col("step") <= hi)
+        return lf if columns is None else lf.select(columns)
 
     def part_file(self, part: int) -> Path:
         """The file of ``parts/`` that holds part ``part``'s rows: its own, or the one it was written into
@@ -212,26 +281,77 @@ class RunStore:
         kept in the parts beside the contract's token arrays."""
         return list(self.manifest.data.get("token_extras", []))
 
+    def non_null_columns(self) -> frozenset[str]:
+        """The scalar columns with a value (not null) in some response shown: from the files' statistics
+        where a file is wholly shown, by reading the others' columns (packs, a partial last step)."""
+        memo = self._memo()
+        below = self.visible_below
+        key = ("non_null", below)
+        if key in memo:
+            return memo[key]
+        found: set[str] = set()
+        unknown = False
+        for seg in self.index().segments:
+            facts = None if seg.packed else _facts(self.dir, seg)
+            shown = below is None or (seg.step_max is not None and seg.step_max < below)
+            if facts is None or facts.nulls is None or not shown:
+                unknown = True
+                continue
+            found.update(c for c, n in facts.nulls.items() if n < facts.rows)
+        if unknown:
+            rest = [c for c in self.schema() if c not in found]
+            if rest:
+                row = self.scan(rest).select(pl.col(c).is_not_null().any() for c in rest).collect()
+                found.update(c for c, v in zip(rest, row.row(0), strict=True) if v)
+        out = frozenset(c for c in self.schema() if c in found)
+        memo[key] = out
+        return out
+
     def has_column(self, name: str) -> bool:
-        df = self.scalars()
-        return name in df.columns and df.get_column(name).null_count() < df.height
+        """Whether some response shown has a value in scalar column ``name``."""
+        return name in self.non_null_columns()
 
     def lookup(self, sample: str) -> tuple[int, int] | None:
         """``(part, row)`` of a sample id, or None when the store has no such (visible) sample.
 
-        One vectorised comparison over the run's ids: ~2 ms at 270,000 responses, with nothing to build
-        first (a dict of every id took ~0.3 s to build after each new step, and ~48 MB to keep).
+        A sample id is ``<file prefix>-<line>`` (see :func:`data.store.layout.sample_id`): the manifest
+        names the files of that prefix and their parts, and the index the parts whose lines hold the line,
+        so one small file (usually) is read, whatever the run's size.
         """
         if not isinstance(sample, str):
             return None
-        df = self.scalars()
-        if "sample_id" not in df.columns:
+        return self.retrying(lambda store: store._lookup(sample))
+
+    def _lookup(self, sample: str) -> tuple[int, int] | None:
+        m = SAMPLE_ID.fullmatch(sample)
+        if m is None:
             return None
-        hit = df.lazy().filter(pl.col("sample_id") == sample).select("part", "row").collect()
-        if not hit.height:
-            return None
-        part, row = hit.row(0)
-        return int(part), int(row)
+        prefix, line = m.group(1), int(m.group(2))
+        files = self.manifest.data["files"]
+        memo = self._memo()
+        if "prefixes" not in memo:
+            prefixes: dict[str, list[str]] = {}
+            for rel in files:
+                prefixes.setdefault(file_prefix(rel), []).append(rel)
+            memo["prefixes"] = prefixes
+        index = self.index()
+        below = self.visible_below
+        for rel in memo["prefixes"].get(prefix, []):
+            for part in index.parts_of_line(rel, line, files[rel].get("parts", [])):
+                seg = index.segment_of(part)
+                cond = (pl.col("part") == part) & (pl.col("sample_id") == sample)
+                if below is not None:
+                    cond &= pl.col("step") < below
+                hit = (
+                    pl.scan_parquet(self.dir / "scalars" / seg.file)
+                    .filter(cond)
+                    .select("part", "row")
+                    .collect()
+                )
+                if hit.height:
+                    got_part, row = hit.row(0)
+                    return int(got_part), int(row)
+        return None
 
     def read_rows(self, part: int, rows: list[int], columns: list[str] | None = None) -> pl.DataFrame:
         """Full rows (texts, token arrays) of one part, reading only the row groups that hold them."""
@@ -246,6 +366,28 @@ class RunStore:
         # Row groups are full except the last one of a part, so a row's position is direct.
         take = [offsets[r // size] + r % size for r in rows]
         return df[take]
+
+    def read_keys(self, keys: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+        """``columns`` of the rows ``keys`` (``part, row``) names, in the order of ``keys``, read from the
+        parts' row groups that hold them (a few rows of any run cost a few row groups). Scalar columns have
+        the types of :meth:`schema`; a column a part lacks is null there."""
+        if keys.height == 0:
+            schema = self.schema()
+            return pl.DataFrame(schema={c: schema.get(c, pl.String) for c in columns})
+        pieces = []
+        for (part,), grp in keys.select("part", "row").with_row_index("__k").group_by(["part"]):
+            rows = grp.get_column("row").to_list()
+            got = self.read_rows(int(part), rows, list(columns))
+            pieces.append(got.with_columns(grp.get_column("__k")))
+        df = pl.concat(pieces, how="diagonal_relaxed").sort("__k")
+        schema = self.schema()
+
+        def column(c: str) -> pl.Expr:
+            if c not in df.columns:  # no part of these rows has it
+                return pl.lit(None, schema.get(c, pl.String)).alias(c)
+            return pl.col(c).cast(schema[c]) if c in schema else pl.col(c)
+
+        return df.select(column(c) for c in columns)
 
     def sample(self, sample: str) -> dict | None:
         """One response with every column (texts and token arrays as Python lists), or None."""
@@ -272,14 +414,39 @@ def open_store(store_dir: Path) -> RunStore | None:
         data = path.read_bytes()
     except (FileNotFoundError, NotADirectoryError):  # no store (yet), or no cache folder to hold one
         return None
-    with _SCALARS_LOCK:
+    with _LOCK:
         hit = _MANIFESTS.get(str(path))
     if hit is not None and hit[0] == data:
         return RunStore(store_dir, hit[1])
     m = Manifest(orjson.loads(data))
-    with _SCALARS_LOCK:
+    with _LOCK:
         _MANIFESTS[str(path)] = (data, m)
         _MANIFESTS.move_to_end(str(path))
         while len(_MANIFESTS) > _MAX_CACHED_RUNS:
             _MANIFESTS.popitem(last=False)
     return RunStore(store_dir, m)
+
+
+def _frame(lf: pl.LazyFrame, own: dict, cols: list[str], cond: list[pl.Expr], schema) -> pl.LazyFrame:
+    """``lf`` (files of schema ``own``) filtered by ``cond``, with ``cols``: nulls of ``schema``'s type
+    where the files lack one."""
+    for c in cond:
+        lf = lf.filter(c)
+    return lf.select(pl.col(c) if c in own else pl.lit(None, schema[c]).alias(c) for c in cols)
+
+
+def _facts(store_dir: Path, seg):
+    from data.store.index import file_facts
+
+    return file_facts(Path(store_dir) / "scalars" / seg.file, seg.parts[0])
+
+
+def forget_indexes() -> None:
+    """Forget every index, manifest and file footer this process read (benchmarks time a fresh worker)."""
+    from data.store import index
+
+    with _LOCK:
+        _INDEXES.clear()
+        _MANIFESTS.clear()
+    with index._FACTS_LOCK:
+        index._FACTS.clear()

@@ -61,9 +61,10 @@ def _find_key(scalars: TrainerScalars, key: str) -> str | None:
     return None
 
 
-def _board_means(scalars: pl.DataFrame, steps: pl.DataFrame) -> dict[str, pl.DataFrame]:
+def _board_means(scalars: pl.DataFrame | pl.LazyFrame, steps: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """The board's per-step quantities a check may use: name -> ``step, board``."""
     out: dict[str, pl.DataFrame] = {}
+    names = set(scalars.collect_schema().names())
 
     def from_summary(name: str, col: str) -> None:
         if col in steps.columns and steps.get_column(col).is_not_null().any():
@@ -72,17 +73,20 @@ def _board_means(scalars: pl.DataFrame, steps: pl.DataFrame) -> dict[str, pl.Dat
     from_summary("reward_mean", "reward_mean")
     from_summary("kl_token_mean", "kl_token_mean")
     from_summary("zero_spread_share", "zero_spread_share")
-    if {"log_ratio_sum", "n_kl_tokens"} <= set(scalars.columns):
+    if {"log_ratio_sum", "n_kl_tokens"} <= names:
         has = pl.col("n_kl_tokens") > 0
         out["log_ratio_sum_mean"] = _step_mean(scalars, pl.col("log_ratio_sum").filter(has))
         out["kl_sum_mean"] = _step_mean(scalars, pl.col("kl_sum").filter(has))
-    if "token_reward_sum" in scalars.columns and scalars.get_column("token_reward_sum").is_not_null().any():
+    if (
+        "token_reward_sum" in names
+        and scalars.lazy().select(pl.col("token_reward_sum").is_not_null().any()).collect().item()
+    ):
         out["non_score_mean"] = _step_mean(scalars, pl.col("token_reward_sum") - pl.col("reward"))
     return out
 
 
-def _step_mean(scalars: pl.DataFrame, expr: pl.Expr) -> pl.DataFrame:
-    return scalars.group_by("step").agg(expr.mean().alias("board")).sort("step")
+def _step_mean(scalars: pl.DataFrame | pl.LazyFrame, expr: pl.Expr) -> pl.DataFrame:
+    return scalars.lazy().group_by("step").agg(expr.mean().alias("board")).sort("step").collect()
 
 
 def _compare(trainer: pl.DataFrame, board: pl.DataFrame) -> pl.DataFrame:
@@ -126,10 +130,13 @@ def reward_function_keys(scalars: TrainerScalars) -> list[str]:
     return out
 
 
-def checks(trainer: TrainerScalars, rollout_scalars: pl.DataFrame, steps: pl.DataFrame) -> list[Check]:
+def checks(
+    trainer: TrainerScalars, rollout_scalars: pl.DataFrame | pl.LazyFrame, steps: pl.DataFrame
+) -> list[Check]:
     """Every check that applies to this trainer log (by the keys it has), in a fixed order.
 
-    ``rollout_scalars``: the store's scalars (one row per response); ``steps``: its per-step summary.
+    ``rollout_scalars``: the store's scalars (one row per response; a frame or a lazy scan);
+    ``steps``: its per-step summary.
 
     - ``reward`` (TRL GRPO / RLOO: the mean total reward of the step's completions) and
       ``objective/scores`` (TRL PPO: the mean score) against the mean ``reward`` of the step's responses;
@@ -165,7 +172,7 @@ def checks(trainer: TrainerScalars, rollout_scalars: pl.DataFrame, steps: pl.Dat
     fns = reward_function_keys(trainer)
     for k in fns:
         fn = _REWARD_FN.fullmatch(k.removeprefix("train/")).group(1)
-        col = next((c for c in (fn, f"rewards.{fn}") if c in rollout_scalars.columns), None)
+        col = next((c for c in (fn, f"rewards.{fn}") if c in rollout_scalars.collect_schema().names()), None)
         if col is not None:
             b = _step_mean(rollout_scalars, pl.col(col).cast(pl.Float64))
             out.append(_verdict(k, f"mean {col}", f"mean of the column {col} over the step's responses",

@@ -13,6 +13,7 @@ from data.ingest import ingest_run
 from data.queries import QueryError
 from data.responses import (
     json_rows,
+    order_keys,
     ordered,
     page_rows,
     run_steps,
@@ -59,9 +60,8 @@ def store(tmp_path_factory):
 
 def lines_of(store, flt_view: ResponsesView, sort="reward", descending=True) -> list[int]:
     """Source lines of the ordered matches of a view (step 1 unless the view says otherwise)."""
-    order = ordered(store, flt_view.response_filter(run_steps(store)), sort, descending)
-    ids = store.scalars()[order.positions].get_column("line").to_list()
-    return ids
+    keys = order_keys(store, flt_view.response_filter(run_steps(store)), sort, descending, 0, 100)
+    return store.read_keys(keys, ["line"]).get_column("line").to_list()
 
 
 V1 = ResponsesView(run="hand", step=1)
@@ -183,8 +183,7 @@ def test_responses022_text_index_beside_the_store(store):
 
     folder = responses.text_index_dir(store)
     assert folder.parent == store.dir.parent and not (store.dir / "text-index").exists()
-    responses._order.cache_clear()
-    responses._text_hits.cache_clear()
+    responses.clear_caches()
     assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
     files = sorted(folder.glob("*.arrow"))
     assert [f.name.split("-")[0] for f in files] == [f"p{i:06d}" for i in store.part_ids()]
@@ -201,8 +200,7 @@ def test_responses023_search_without_a_writable_index(store, monkeypatch, tmp_pa
     blocker.write_text("")
     monkeypatch.setattr(responses, "text_index_dir", lambda _store: blocker / "index")
     assert responses.text_index_files(store) is None
-    responses._order.cache_clear()
-    responses._text_hits.cache_clear()
+    responses.clear_caches()
     assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
 
 

@@ -701,9 +701,9 @@ def test_ingest032_every_sample_id_finds_its_own_row(tmp_path):
     assert store.lookup(None) is None and store.lookup(["x"]) is None
 
 
-def test_ingest033_scalars_stay_one_chunk_as_a_live_run_grows(tmp_path):
-    """Each append adds parts; the per-process scalars a reader extends with them stay one contiguous chunk
-    (queries over thousands of chunks are several times slower) and hold every response in file order."""
+def test_ingest033_scans_follow_a_live_run_in_file_order(tmp_path):
+    """Each append adds parts; a reader's scan of each new committed state holds every response in file
+    order, and a step's scan opens only the part that holds it."""
     run = run_with(tmp_path, line(rec(step=0)))
     cache = tmp_path / "cache"
     _, store = ingest(run, cache)
@@ -712,8 +712,8 @@ def test_ingest033_scalars_stay_one_chunk_as_a_live_run_grows(tmp_path):
         with open(run / "rank0.jsonl", "ab") as f:
             f.write(b"".join(line(rec(step=step, reward=float(step))) for _ in range(3)))
         _, store = ingest(run, cache)
-        sc = store.scalars()  # extended with the new part (cached from the previous store version)
-        assert sc.n_chunks() == 1
+        sc = store.scalars()
+        assert [s.parts for s in store.index().select(step, step)] == [(store.part_ids()[-1],)]
     assert sc.get_column("line").to_list() == list(range(1, 17))
     assert sc.get_column("reward").to_list() == [1.0] + [float(s) for s in range(1, 6) for _ in range(3)]
 
@@ -722,8 +722,7 @@ def _fresh_scalars(store):
     """The store's scalars as a process that has not read it before sees them."""
     from data.store import reader as store_mod
 
-    store_mod._SCALARS_CACHE.clear()
-    store_mod._VISIBLE_CACHE.clear()
+    store_mod.forget_indexes()
     return store.scalars()
 
 
@@ -742,7 +741,7 @@ def _grow_live(tmp_path, monkeypatch, pack_at=4, pack_rows=3, steps=14):
         with open(run / "rank0.jsonl", "ab") as f:
             f.write(b"".join(lines))
         _, store = ingest(run, cache)
-        store.scalars()  # a reader that follows the run: its cache grows part by part
+        store.scalars()  # a reader that follows the run: its index grows part by part
     return run, cache, store
 
 
@@ -762,7 +761,7 @@ def test_ingest034_packs_hold_small_parts_and_change_nothing_read(tmp_path, monk
     assert not whole.packs()
     cols = ["sample_id", "source", "line", "step", "reward", "response_length", "prompt_key"]
     want = whole.scalars().select(cols)
-    assert store.scalars().select(cols).equals(want)  # extended part by part
+    assert store.scalars().select(cols).equals(want)  # its index built part by part
     assert _fresh_scalars(store).select(cols).equals(want)  # read from packs and loose parts
     assert store.issues().equals(whole.issues()) and store.issues().height == 1
     assert store.steps().drop_nans().equals(whole.steps().drop_nans())
