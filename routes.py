@@ -162,7 +162,9 @@ def register(server: Flask, prefix: str) -> None:
 
         try:
             plan = export_plan(service.board(), request.args.to_dict(flat=False), FORMATS)
-            chunks = export_stream(plan.store, plan.flt, plan.fmt, plan.sort, plan.descending, plan.seconds)
+            chunks = export_stream(
+                plan.store, plan.flt, plan.fmt, plan.sort, plan.descending, plan.seconds, plan.limit
+            )
             # The first chunk before the status line: a text search that is stopped answers 400, not a
             # 200 with a cut-off body.
             first = next(chunks, b"")

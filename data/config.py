@@ -38,6 +38,9 @@ def configure_allocator(environ=None) -> None:
 REGEX_SIZE_LIMIT = ("POLARS_REGEX_SIZE_LIMIT", 1 << 20)
 # Seconds a text search may take before it is stopped (RLBOARD_SEARCH_SECONDS).
 DEFAULT_SEARCH_SECONDS = 10.0
+# Seconds an export may stream before it is cut off with a last line saying so (RLBOARD_EXPORT_SECONDS):
+# gunicorn's timeout does not stop a request served by a thread. A run of 2.56M responses exports in ~1 min.
+DEFAULT_EXPORT_SECONDS = 600.0
 
 
 def configure_regex_limit(environ=None) -> None:
@@ -77,6 +80,8 @@ class Settings:
     # A local tokenizer.json (Hugging Face tokenizers) that names the token ids of files that log ids
     # (NeMo-RL's token_ids); nothing is downloaded.
     tokenizer: Path | None = None
+    # Seconds an export may stream before it is cut off (its last line says so).
+    export_seconds: float = DEFAULT_EXPORT_SECONDS
 
     def with_overrides(self, **kw) -> Settings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
@@ -165,6 +170,13 @@ def load_settings(environ=None, **overrides) -> Settings:
         env_values["reward_weights"] = parse_reward_weights(v)
     if (v := _env("RLBOARD_TOKENIZER", environ)) is not None:
         env_values["tokenizer"] = Path(v)
+    if (v := _env("RLBOARD_EXPORT_SECONDS", environ)) is not None:
+        try:
+            env_values["export_seconds"] = float(v)
+        except ValueError:
+            raise SettingsError(f"RLBOARD_EXPORT_SECONDS={v!r} is not a number of seconds") from None
+        if not env_values["export_seconds"] > 0:
+            raise SettingsError(f"RLBOARD_EXPORT_SECONDS={v!r} must be more than 0")
     s = s.with_overrides(**env_values)
     if "pad_tokens" in overrides and isinstance(overrides["pad_tokens"], str):
         overrides["pad_tokens"] = parse_pad_tokens(overrides["pad_tokens"])

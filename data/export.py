@@ -1,29 +1,40 @@
-"""Export of a run's responses (filtered and sorted) as CSV, JSON lines or Parquet, in bounded memory.
+"""Export of a run's responses (filtered and sorted) as CSV, JSON lines or Parquet, streamed in bounded
+memory and in time proportional to the run, cut off cleanly past ``RLBOARD_EXPORT_SECONDS``.
 
-Rows are produced in batches: the order comes from the in-memory scalars; the texts of a large export are
-read in one pass over the parts into rank buckets on disk, then streamed bucket by bucket, so 100,000 rows
-stream without being held at once.
+In file order (``sort=None``), rows are read a window of steps at a time from the row groups that hold
+them. Sorted, the first batch comes from the top of the order (no full sort) and is sent at once; then
+the whole order (``part, row`` of each match, 8 bytes a row) is sorted, and one pass over the parts writes
+each later row to the temporary file of its bucket of ranks (at most ``MAX_BUCKETS`` files, one open
+stream each); the buckets are read back in order.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.ipc as ipc
 
-from data.config import DEFAULT_SEARCH_SECONDS
+from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.metrics.registry import exported_columns
-from data.queries import ResponseFilter, sort_rows, text_match
+from data.queries import ResponseFilter, sort_rows
+from data.responses import matching, text_hits
 from data.store import RunStore
 
 EXPORT_COLUMNS = exported_columns()  # beside the texts; see data.metrics.registry
 TEXT_COLUMNS = ("prompt", "response", "ref_response")
 FORMATS = {"csv": "text/csv", "jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet"}
-BATCH = 2000
-SPILL_ROWS = 10000
+BATCH = 2000  # rows per chunk sent; the first batch of a sorted export is read directly
+SPILL_ROWS = 10000  # rows per rank bucket at least ...
+MAX_BUCKETS = 128  # ... and at most this many buckets (files open at once), however large the export
+WINDOW_ROWS = 20000  # rows per window of steps read at once in file order
 # CSV injection (OWASP): a spreadsheet runs a cell that starts with = + - @ TAB or CR as a formula. Such a
 # text cell is written with a leading single quote, which spreadsheets show as text and never evaluate; a
 # cell that is a plain number ("-0.5", a 64-bit-overflowing integer kept as its digits) stays as it is, and
@@ -36,6 +47,13 @@ PLAIN_NUMBER = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$"
 INCOMPLETE_HEADER = "X-RLBoard-Incomplete"
 INCOMPLETE_MARK = "# incomplete export:"
 INCOMPLETE_KEY = "incomplete_export"
+# An export cut off at its time limit ends the same way, with these.
+STOPPED_MARK = "# export stopped:"
+STOPPED_KEY = "export_stopped"
+
+
+class ExportCut(Exception):
+    """The export reached its deadline: what was sent stays, a last line says it is cut."""
 
 
 def incomplete_reason(store: RunStore) -> str | None:
@@ -49,6 +67,20 @@ def incomplete_reason(store: RunStore) -> str | None:
     )
 
 
+def stopped_reason(seconds: float) -> str:
+    return (
+        f"the export took longer than {seconds:g} s (RLBOARD_EXPORT_SECONDS) and was cut off here; "
+        "export fewer steps, or filter the rows"
+    )
+
+
+def export_columns(store: RunStore) -> list[str]:
+    """The exported scalar columns of ``store`` (``EXPORT_COLUMNS`` it has, then its extra columns); the
+    texts follow them."""
+    names = store.schema()
+    return [c for c in EXPORT_COLUMNS if c in names] + [c for c in store.extra_columns() if c in names]
+
+
 def select_rows(
     store: RunStore,
     flt: ResponseFilter,
@@ -56,25 +88,19 @@ def select_rows(
     descending: bool = False,
     seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> pl.LazyFrame:
-    """Scalars of the responses matching ``flt``, sorted by ``sort`` (default: step, then file and line).
-    A text search runs here, within ``seconds`` (raises :class:`data.queries.SearchStopped` after)."""
-    lf = store.scalars().lazy().filter(flt.scalar_expr())
-    if flt.q:
-        hits = text_match(store.scan_parts(), flt.q, flt.step, seconds)
-        lf = lf.join(hits.lazy(), on="sample_id", how="semi")
+    """``part, row`` of the responses matching ``flt``, sorted by ``sort`` (ties by sample id; default:
+    step, then file and line). A text search runs here, within ``seconds`` (raises
+    :class:`data.queries.SearchStopped` after)."""
     if sort:
-        return sort_rows(lf, sort, descending)
-    return lf.sort("step", "source", "line")
+        lf = sort_rows(matching(store, flt, [sort, "sample_id"], seconds), sort, descending)
+    else:
+        lf = matching(store, flt, ["step", "source", "line"], seconds).sort("step", "source", "line")
+    return lf.select("part", "row")
 
 
-def _with_texts(store: RunStore, batch: pl.DataFrame) -> pl.DataFrame:
-    pieces = []
-    for (part,), grp in batch.group_by(["part"], maintain_order=True):
-        rows = grp.get_column("row").to_list()
-        texts = store.read_rows(int(part), rows, ["sample_id", *TEXT_COLUMNS])
-        pieces.append(texts)
-    texts = pl.concat(pieces, how="diagonal_relaxed")
-    return batch.join(texts, on="sample_id", how="left", maintain_order="left")
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise ExportCut
 
 
 def export_batches(
@@ -83,50 +109,130 @@ def export_batches(
     sort: str | None = None,
     descending: bool = False,
     seconds: float = DEFAULT_SEARCH_SECONDS,
+    deadline: float | None = None,
 ) -> Iterator[pl.DataFrame]:
-    """Frames of export rows (``EXPORT_COLUMNS`` present in the store, extras, then texts), in order."""
-    lf = select_rows(store, flt, sort, descending, seconds)
-    names = lf.collect_schema().names()
-    extras = [c for c in store.extra_columns() if c in names]
-    cols = [c for c in EXPORT_COLUMNS if c in names] + extras
-    # Only the exported scalars (and where each row lives) are held: not the previews, not the texts.
-    rows = lf.select(*dict.fromkeys([*cols, "sample_id", "part", "row"])).collect()
-    if rows.height <= BATCH:
-        full = (
-            _with_texts(store, rows)
-            if rows.height
-            else rows.with_columns(*(pl.lit(None, dtype=pl.String).alias(c) for c in TEXT_COLUMNS))
-        )
-        yield full.select(*cols, *TEXT_COLUMNS)
-        return
-    yield from _spilled_batches(store, rows, cols)
+    """Frames of export rows (:func:`export_columns`, then the texts), in order, at most ``BATCH`` rows
+    each (the first one even when no row matches). Raises :class:`ExportCut` past ``deadline`` (a
+    ``time.monotonic()`` value) and what a text search raises, before the first frame."""
+    cols = export_columns(store)
+    wanted = [*cols, *TEXT_COLUMNS]
+    if sort:
+        yield from _sorted_batches(store, flt, sort, descending, seconds, wanted, deadline)
+    else:
+        yield from _file_order_batches(store, flt, seconds, wanted, deadline)
 
 
-def _spilled_batches(store: RunStore, rows: pl.DataFrame, cols: list[str]) -> Iterator[pl.DataFrame]:
-    """Export batches of many rows: a sorted order scatters rows over every row group, so fetching texts
-    batch by batch would decompress all texts once per batch. Instead one pass over the parts writes each
-    row's texts to the temporary file of its bucket of SPILL_ROWS ranks; buckets are read back in order.
-    Memory holds one part's texts or one bucket, never the export."""
-    rows = rows.with_row_index("__rank")
-    with tempfile.TemporaryDirectory(prefix="rlboard-export-") as tmp:
-        for (part,), grp in rows.select("__rank", "part", "row").group_by(["part"]):
-            texts = store.read_rows(int(part), grp.get_column("row").to_list(), list(TEXT_COLUMNS))
-            texts = texts.with_columns(
-                *(pl.lit(None, dtype=pl.String).alias(c) for c in TEXT_COLUMNS if c not in texts.columns),
-                grp.get_column("__rank"),
-            ).select("__rank", *TEXT_COLUMNS)
-            for (bucket,), piece in texts.group_by(pl.col("__rank") // SPILL_ROWS):
-                piece.write_ipc(Path(tmp) / f"b{bucket:08d}-p{int(part):08d}.arrow", compression="lz4")
-        for bucket in range(-(-rows.height // SPILL_ROWS)):
-            files = sorted(Path(tmp).glob(f"b{bucket:08d}-*.arrow"))
-            texts = pl.concat([pl.read_ipc(f) for f in files], how="vertical_relaxed")
-            chunk = rows.slice(bucket * SPILL_ROWS, SPILL_ROWS).join(
-                texts, on="__rank", how="left", maintain_order="left"
+def _read(store: RunStore, keys: pl.DataFrame, wanted: list[str]) -> pl.DataFrame:
+    """The export rows of ``keys`` (``part, row``), in their order."""
+    return store.read_keys(keys, wanted).select(wanted)
+
+
+def _file_order_batches(
+    store: RunStore, flt: ResponseFilter, seconds: float, wanted: list[str], deadline: float | None
+) -> Iterator[pl.DataFrame]:
+    """By step, then file and line: windows of whole steps of about ``WINDOW_ROWS`` rows, each read from
+    the files (and row groups) of its steps only."""
+    summary = store.steps()
+    steps = summary.get_column("step").to_list() if summary.height else []
+    counts = summary.get_column("n").to_list() if summary.height else []
+    if flt.step is not None:
+        steps, counts = [flt.step], [0]
+    windows: list[tuple[int, int]] = []
+    for step, n in zip(steps, counts, strict=True):
+        if windows and windows[-1][2] + n <= WINDOW_ROWS:
+            lo, _, rows = windows[-1]
+            windows[-1] = (lo, step, rows + n)
+        else:
+            windows.append((step, step, n))
+    sent = False
+    # The search runs (or fails) before the first frame, once for every window.
+    hits = text_hits(store, flt.q, flt.step, seconds) if flt.q else None
+    window = replace(flt, step=None)
+    for lo, hi, _ in windows:
+        _check(deadline)
+        keys = store.retrying(
+            lambda st, lo=lo, hi=hi: (
+                matching(st, window, ["step", "source", "line"], seconds, (lo, hi), hits)
+                .sort("step", "source", "line")
+                .select("part", "row")
+                .collect()
             )
-            for f in files:
-                f.unlink()
+        )
+        for start in range(0, keys.height, BATCH):
+            yield _read(store, keys.slice(start, BATCH), wanted)
+            sent = True
+    if not sent:
+        yield _read(store, pl.DataFrame(schema={"part": pl.UInt32, "row": pl.UInt32}), wanted)
+
+
+def _sorted_batches(
+    store: RunStore,
+    flt: ResponseFilter,
+    sort: str,
+    descending: bool,
+    seconds: float,
+    wanted: list[str],
+    deadline: float | None,
+) -> Iterator[pl.DataFrame]:
+    """Sorted by ``sort`` (ties by sample id): the first ``BATCH`` rows from the top of the order, read
+    directly; the rest through rank buckets on disk (see the module's docstring)."""
+
+    def order(st: RunStore) -> pl.LazyFrame:
+        return select_rows(st, flt, sort, descending, seconds)
+
+    head = store.retrying(lambda st: order(st).head(BATCH).collect())
+    yield _read(store, head, wanted)
+    if head.height < BATCH:
+        return
+    _check(deadline)
+    keys = store.retrying(
+        lambda st: order(st).select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32)).collect()
+    )
+    rest = keys.with_row_index("__rank").slice(BATCH)
+    if rest.height == 0:
+        return
+    yield from _spilled_batches(store, rest, wanted, deadline)
+
+
+def _spilled_batches(
+    store: RunStore, rest: pl.DataFrame, wanted: list[str], deadline: float | None
+) -> Iterator[pl.DataFrame]:
+    """Export batches of ``rest`` (``__rank, part, row``, in rank order): a sorted order scatters rows over
+    every row group, so fetching texts batch by batch would decompress all texts once per batch. One pass
+    over the parts writes each row to the stream of its bucket of ranks; buckets are read back in order.
+    Memory holds one part's rows or one bucket, never the export."""
+    first = int(rest.item(0, "__rank"))
+    size = max(SPILL_ROWS, math.ceil(rest.height / MAX_BUCKETS))
+    schema = {c: t for c, t in store.read_keys(rest.head(0).select("part", "row"), wanted).schema.items()}
+    with tempfile.TemporaryDirectory(prefix="rlboard-export-") as tmp:
+        writers: dict[int, tuple] = {}
+        try:
+            for (part,), grp in rest.group_by(["part"]):
+                _check(deadline)
+                got = store.read_rows(int(part), grp.get_column("row").to_list(), wanted)
+                got = got.select(
+                    pl.col(c).cast(t) if c in got.columns else pl.lit(None, t).alias(c)
+                    for c, t in schema.items()
+                ).with_columns(grp.get_column("__rank"))
+                for (bucket,), piece in got.group_by((pl.col("__rank") - first) // size):
+                    table = piece.to_arrow()
+                    if bucket not in writers:
+                        sink = pa.OSFile(str(Path(tmp) / f"b{bucket:06d}.arrows"), "wb")
+                        opts = ipc.IpcWriteOptions(compression="lz4")
+                        writers[bucket] = (sink, ipc.new_stream(sink, table.schema, options=opts))
+                    writers[bucket][1].write_table(table)
+        finally:
+            for sink, writer in writers.values():
+                writer.close()
+                sink.close()
+        for bucket in range(-(-rest.height // size)):
+            _check(deadline)
+            path = Path(tmp) / f"b{bucket:06d}.arrows"
+            with pa.memory_map(str(path)) as src:
+                chunk = pl.from_arrow(ipc.open_stream(src).read_all()).sort("__rank").drop("__rank")
+            path.unlink()
             for sub in range(0, chunk.height, BATCH):
-                yield chunk.slice(sub, BATCH).select(*cols, *TEXT_COLUMNS)
+                yield chunk.slice(sub, BATCH).select(wanted)
 
 
 def csv_safe(batch: pl.DataFrame) -> pl.DataFrame:
@@ -146,6 +252,35 @@ def csv_safe(batch: pl.DataFrame) -> pl.DataFrame:
     return batch.rename({c: "'" + c for c, r in zip(batch.columns, risky, strict=True) if r})
 
 
+class _Pipe(io.RawIOBase):
+    """A write-only file whose bytes are taken out as they come (Parquet written as it streams)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.pos = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        self.buf += b
+        self.pos += len(b)
+        return len(b)
+
+    def tell(self) -> int:
+        return self.pos
+
+    def take(self) -> bytes:
+        out, self.buf = bytes(self.buf), bytearray()
+        return out
+
+
+def _last_line(fmt: str, key: str, mark: str, text: str) -> bytes:
+    if fmt == "csv":
+        return pl.DataFrame({"": [f"{mark} {text}"]}).write_csv(include_header=False).encode()
+    return pl.DataFrame({key: [text]}).write_ndjson().encode()
+
+
 def export_stream(
     store: RunStore,
     flt: ResponseFilter,
@@ -153,46 +288,62 @@ def export_stream(
     sort: str | None = None,
     descending: bool = False,
     seconds: float = DEFAULT_SEARCH_SECONDS,
+    limit: float | None = DEFAULT_EXPORT_SECONDS,
 ) -> Iterator[bytes]:
     """Bytes of the export in ``fmt`` (``csv``, ``jsonl`` or ``parquet``), produced batch by batch; a text
-    search is given ``seconds`` (see :func:`select_rows`), before the first bytes."""
+    search is given ``seconds`` (see :func:`select_rows`), before the first bytes. Past ``limit`` seconds
+    (None: none) the export ends with a last line saying it was cut off (in Parquet, the key
+    ``export_stopped`` in the file's metadata)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (choose csv, jsonl or parquet)")
     incomplete = incomplete_reason(store)
+    deadline = None if limit is None else time.monotonic() + limit
+    batches = export_batches(store, flt, sort, descending, seconds, deadline)
     if fmt == "parquet":
-        # Parquet needs a footer over all row groups: collect the (bounded) batches into one writer.
-        import pyarrow.parquet as pq
+        yield from _parquet(batches, incomplete, limit)
+        return
+    first = True
+    stopped = False
+    try:
+        for batch in batches:
+            buf = io.BytesIO()
+            if fmt == "csv":
+                csv_safe(batch).write_csv(buf, include_header=first)
+            elif batch.height:
+                batch.write_ndjson(buf)
+            first = False
+            yield buf.getvalue()
+    except ExportCut:
+        stopped = True
+    finally:
+        batches.close()
+    if stopped:
+        yield _last_line(fmt, STOPPED_KEY, STOPPED_MARK, stopped_reason(limit))
+    if incomplete:
+        yield _last_line(fmt, INCOMPLETE_KEY, INCOMPLETE_MARK, incomplete)
 
-        buf = io.BytesIO()
-        writer = None
-        for batch in export_batches(store, flt, sort, descending, seconds):
+
+def _parquet(batches: Iterator[pl.DataFrame], incomplete: str | None, limit: float | None) -> Iterator[bytes]:
+    """Parquet written as it streams: each batch a row group, sent once written; the footer last."""
+    import pyarrow.parquet as pq
+
+    pipe = _Pipe()
+    writer = None
+    try:
+        for batch in batches:
             table = batch.to_arrow()
             if writer is None:
                 schema = table.schema
                 if incomplete:
                     schema = schema.with_metadata({INCOMPLETE_KEY: incomplete})
-                writer = pq.ParquetWriter(buf, schema)
+                writer = pq.ParquetWriter(pipe, schema)
             writer.write_table(table.cast(writer.schema))
+            yield pipe.take()
+    except ExportCut:
         if writer is not None:
-            writer.close()
-        yield buf.getvalue()
-        return
-    first = True
-    for batch in export_batches(store, flt, sort, descending, seconds):
-        buf = io.BytesIO()
-        if fmt == "csv":
-            csv_safe(batch).write_csv(buf, include_header=first)
-        else:
-            if batch.height:
-                batch.write_ndjson(buf)
-        first = False
-        yield buf.getvalue()
-    if incomplete:
-        if fmt == "csv":
-            yield (
-                pl.DataFrame({"": [f"{INCOMPLETE_MARK} {incomplete}"]})
-                .write_csv(include_header=False)
-                .encode()
-            )
-        else:
-            yield pl.DataFrame({INCOMPLETE_KEY: [incomplete]}).write_ndjson().encode()
+            writer.add_key_value_metadata({STOPPED_KEY: stopped_reason(limit)})
+    finally:
+        batches.close()
+    if writer is not None:
+        writer.close()
+    yield pipe.take()

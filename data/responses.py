@@ -23,7 +23,7 @@ import polars as pl
 
 from data import bounded
 from data.cache import StoreKey, shared
-from data.config import DEFAULT_SEARCH_SECONDS
+from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.metrics import METRICS, label
 from data.metrics.registry import length_column
 from data.metrics.registry import table_columns as registry_table_columns
@@ -478,6 +478,7 @@ class ExportPlan:
     fmt: str
     filename: str
     seconds: float = DEFAULT_SEARCH_SECONDS  # a text search's time
+    limit: float = DEFAULT_EXPORT_SECONDS  # the whole export's time
 
 
 def _strict(notice: str) -> str:
@@ -523,4 +524,5 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
         fmt,
         f"{safe}-{where}.{fmt}",
         board.settings.search_seconds,
+        board.settings.export_seconds,
     )
