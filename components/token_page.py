@@ -23,6 +23,7 @@ from components.token_view import (
     token_reward_figure,
     top_table,
     value_figure,
+    window_end,
 )
 
 NO_METRIC = "__none__"  # the strip's data when there is no metric to colour by
@@ -93,6 +94,14 @@ def notes(lines: Sequence[str], id_: str) -> html.Div:
     return html.Div([html.Div(m, className="small text-muted") for m in lines], id=id_, className="mb-2")
 
 
+def _scale(metric: str | None, scale: tuple[float, float, bool] | None):
+    """``(data metric, lo, hi, stops, signed)`` the strip is coloured with (no metric: a neutral scale)."""
+    if metric is None:
+        return NO_METRIC, 0.0, 1.0, colour_stops("prob", False), False
+    lo, hi, signed = scale
+    return metric, lo, hi, colour_stops(metric, signed), signed
+
+
 def strip_card(
     shown: pl.DataFrame,
     metric: str | None,
@@ -104,21 +113,19 @@ def strip_card(
     ids: Mapping[str, str],
 ) -> dbc.Card:
     """The token strip's card: token count, ``controls``, the colour legend and the strip, filled in the
-    browser from its data (see :func:`components.token_view.strip_data`).
+    browser from its data (see :func:`components.token_view.strip_data`): the first window of tokens, the
+    next ones as the strip is scrolled (:func:`strip_window`), and a line saying how many are shown.
 
     ``shown``: the visible positions; ``metric`` the column they are coloured by (None: no colour) on
     ``scale`` = ``(lo, hi, signed)``; ``hidden`` the pad positions left out; ``hover`` the ``(column,
-    label)`` pairs of a token's hover text. ``ids``: ``count``, ``data`` (the strip's store), ``strip``.
+    label)`` pairs of a token's hover text. ``ids``: ``count``, ``data`` (the strip's store), ``strip``,
+    ``status``.
     """
     count = f"{shown.height} tokens" + (f", {hidden} pad position(s) hidden" if hidden else "")
+    data_metric, lo, hi, stops, signed = _scale(metric, scale)
     if metric is None:
-        lo, hi, stops = 0.0, 1.0, colour_stops("prob", False)
-        data_metric = NO_METRIC
         key_legend = html.Span("no metric to colour by", className="small text-muted")
     else:
-        lo, hi, signed = scale
-        stops = colour_stops(metric, signed)
-        data_metric = metric
         key_legend = legend(metric_label, lo, hi, stops, signed)
     key = uuid.uuid4().hex[:12]  # which strip div the browser fills: a re-render mounts a new one
     return dbc.Card(
@@ -144,13 +151,68 @@ def strip_card(
                         **{"data-key": key},
                     ),
                     html.Div(
-                        "Hover a token for all its values; hover a chart to find its token here.",
+                        [
+                            html.Span(
+                                "Hover a token for all its values; hover a chart to find its token here.",
+                                className="me-2",
+                            ),
+                            html.Span(id=ids["status"]),
+                        ],
                         className="small text-muted mt-1",
                     ),
                 ]
             ),
         ]
     )
+
+
+def strip_window(
+    shown: pl.DataFrame,
+    metric: str | None,
+    scale: tuple[float, float, bool] | None,
+    hover: Sequence[tuple[str, str]],
+    key: str,
+    start: int,
+    upto: int | None = None,
+) -> dict:
+    """The strip's data from row ``start`` of ``shown`` (the next window, up to position ``upto`` at least),
+    coloured as :func:`strip_card` colours the strip ``key``."""
+    data_metric, lo, hi, stops, _ = _scale(metric, scale)
+    end = window_end(shown, start, upto)
+    return strip_data(shown, data_metric, lo, hi, stops, key, hover, start, end)
+
+
+def chart_names(fields: frozenset[str], file_fields: Sequence[tuple[str, str]]) -> list[str]:
+    """The per-position charts the response's token ``fields`` allow, in order: log-probs, critic value
+    against the return, token rewards, the trainer's own fields."""
+    names = []
+    if "logprobs" in fields:
+        names.append("logprob")
+    if "values" in fields and "token_rewards" in fields:
+        names.append("value")
+    if "token_rewards" in fields:
+        names.append("token_reward")
+    if file_fields:
+        names.append("file")
+    return names
+
+
+def chart_figure(
+    name: str,
+    shown: pl.DataFrame,
+    labels: Mapping[str, str],
+    file_fields: Sequence[tuple[str, str]],
+    x_range: tuple[float, float] | None = None,
+):
+    """The figure of chart ``name`` (see :func:`chart_names`) over the positions of ``shown``; ``x_range``:
+    the positions the chart is zoomed to."""
+    if name == "logprob":
+        return logprob_figure(shown, labels, x_range)
+    if name == "value":
+        return value_figure(shown, labels, x_range)
+    if name == "token_reward":
+        return token_reward_figure(shown, labels, x_range)
+    return file_fields_figure(shown, file_fields, x_range)
 
 
 def charts(
@@ -160,34 +222,25 @@ def charts(
     file_fields: Sequence[tuple[str, str]],
     chart_type: str,
 ) -> dbc.Row:
-    """The per-position charts the response's token ``fields`` allow, side by side: log-probs, critic value
-    against the return, token rewards, the trainer's own fields (``(column, label)``); none without any.
-    Each graph's id is ``{"type": chart_type, "name": ...}``."""
-    figs = []
-    if "logprobs" in fields:
-        figs.append(("logprob", logprob_figure(shown, labels)))
-    if "values" in fields and "token_rewards" in fields:
-        figs.append(("value", value_figure(shown, labels)))
-    if "token_rewards" in fields:
-        figs.append(("token_reward", token_reward_figure(shown, labels)))
-    if file_fields:
-        figs.append(("file", file_fields_figure(shown, file_fields)))
-    if not figs:
+    """The per-position charts the response's token ``fields`` allow, side by side (see
+    :func:`chart_names`); none without any. Each graph's id is ``{"type": chart_type, "name": ...}``."""
+    names = chart_names(fields, file_fields)
+    if not names:
         return dbc.Row()
     return dbc.Row(
         [
             dbc.Col(
                 dcc.Graph(
                     id={"type": chart_type, "name": name},
-                    figure=fig,
+                    figure=chart_figure(name, shown, labels, file_fields),
                     config={"displayModeBar": False},
                     clear_on_unhover=True,
                 ),
-                xl=12 // len(figs),
+                xl=12 // len(names),
                 lg=12,
                 className="mb-2",
             )
-            for name, fig in figs
+            for name in names
         ],
         className="g-2",
     )

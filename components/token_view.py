@@ -3,8 +3,11 @@ top-k tables.
 
 The strip itself is filled in the browser by :data:`STRIP_JS` from a columnar dict (one ``<span>`` per token,
 text set with ``textContent`` and the hover with ``title``, so model text never becomes markup); building 4,000
-Dash components per response would cost far more than the 50 ms the server has. Labels and the columns of
-the trainer's own fields are passed in by the page (``components`` never import ``data``).
+Dash components per response would cost far more than the 50 ms the server has. What is on screen is sent,
+not every token at once: the strip a window of :data:`STRIP_WINDOW` tokens, the next one when it is scrolled
+near its end; a chart at most :data:`CHART_POINTS` points (each bucket's lowest and highest), the detail when
+it is zoomed. Labels and the columns of the trainer's own fields are passed in by the page (``components``
+never import ``data``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,13 @@ DARK_LUMA = 120.0
 POSITION_FIGURE_HEIGHT = 230
 # Above this many positions the charts drop per-point markers and bars (one SVG element each) for lines.
 LONG_RESPONSE = 600
+# Tokens of the strip sent at once (its box shows a few hundred at 1440 px); the next window is asked for when
+# the strip is scrolled near its end. A 32,000-token response sent whole was 6.4 MB and took 3-5 s to draw.
+STRIP_WINDOW = 1000
+# Points of a per-position chart at most (a chart is ~450 px wide): above, each bucket of consecutive positions
+# keeps its lowest and highest value of every line (two per pixel at most), so no spike is lost; zooming in
+# sends the positions of the range again at this resolution.
+CHART_POINTS = 1000
 _FONT = {"size": 11}
 _MARGIN = {"l": 50, "r": 10, "t": 45, "b": 35}
 
@@ -79,6 +89,15 @@ def palette_index_expr(col: str, lo: float, hi: float) -> pl.Expr:
     return pl.when(v.is_not_null() & ~v.is_nan()).then(idx)
 
 
+def window_end(tokens: pl.DataFrame, start: int, upto: int | None = None) -> int:
+    """The end (exclusive) of the strip's window from row ``start`` of the visible ``tokens``: the next
+    :data:`STRIP_WINDOW` rows, and at least up to position ``upto`` (a chart's point hovered beyond them)."""
+    end = start + STRIP_WINDOW
+    if upto is not None and tokens.height:
+        end = max(end, int(tokens.get_column("pos").search_sorted(upto, side="right")))
+    return min(end, tokens.height)
+
+
 def strip_data(
     tokens: pl.DataFrame,
     metric: str,
@@ -87,18 +106,26 @@ def strip_data(
     stops,
     key: str,
     hover: Sequence[tuple[str, str]],
+    start: int = 0,
+    end: int | None = None,
 ) -> dict:
-    """Columnar data of the strip for :data:`STRIP_JS`.
+    """Columnar data of rows ``start:end`` of the strip for :data:`STRIP_JS` (default: the first window,
+    see :func:`window_end`).
 
     ``tokens``: the visible positions in reading order with ``pos, token, text, is_pad``, the ``metric``
     column and the ``hover`` columns. ``hover``: ``(column, label)`` pairs shown when a token is hovered.
-    Returns ``{"key": key, "n": tokens, "json": text}`` where ``text`` is the JSON of ``{"pos", "text", "raw",
-    "pad", "colour", "bg", "fg", "labels", "values"}``: ``colour`` the index of each token's colour in
-    ``bg``/``fg`` (the palette of :func:`palette`; null: no colour), ``pad`` 1 for a pad position, ``values``
-    one list of 4-significant-digit strings per hover column (``"NaN"``/``"inf"`` kept, null if missing).
-    The columns travel as one JSON string because Dash's encoder walks every list element in Python
-    (~50 ms for 4,000 tokens); orjson writes the string in well under a millisecond.
+    Returns ``{"key": key, "n": tokens, "json": text}`` where ``text`` is the JSON of ``{"start", "total",
+    "pos", "text", "raw", "pad", "colour", "bg", "fg", "labels", "values"}``: ``start`` the first row sent and
+    ``total`` the visible rows, ``colour`` the index of each token's colour in ``bg``/``fg`` (the palette of
+    :func:`palette`; null: no colour), ``pad`` 1 for a pad position, ``values`` one list of
+    4-significant-digit strings per hover column (``"NaN"``/``"inf"`` kept, null if missing). The columns
+    travel as one JSON string because Dash's encoder walks every list element in Python (~50 ms for 4,000
+    tokens); orjson writes the string in well under a millisecond.
     """
+    total = tokens.height
+    start = max(0, min(start, total))
+    end = window_end(tokens, start) if end is None else max(start, min(end, total))
+    tokens = tokens.slice(start, end - start)
     if metric not in tokens.columns:
         tokens = tokens.with_columns(pl.lit(None, dtype=pl.Float64).alias(metric))
     df = tokens.select(
@@ -113,7 +140,8 @@ def strip_data(
         ),
     )
     bgs, fgs = palette(stops)
-    out = {c: df.get_column(c).to_list() for c in ("pos", "text", "raw", "pad", "colour")}
+    out = {"start": start, "total": total}
+    out.update({c: df.get_column(c).to_list() for c in ("pos", "text", "raw", "pad", "colour")})
     out["bg"], out["fg"] = list(bgs), list(fgs)
     out["labels"] = [lab for _, lab in hover]
     out["values"] = [df.get_column(f"__h{i}").to_list() for i in range(len(hover))]
@@ -158,14 +186,15 @@ def legend(title: str, lo: float, hi: float, stops, signed: bool) -> html.Div:
 STRIP_JS = r"""
 function(store) {
     if (!store || !store.json) { return window.dash_clientside.no_update; }
-    if (window.performance && performance.mark) { performance.mark('tokens-strip-data'); }
     var data = JSON.parse(store.json);
+    var first = !data.start;
+    if (first && window.performance && performance.mark) { performance.mark('tokens-strip-data'); }
     var tries = 0;
-    function tip(i) {
-        var t = 'position ' + data.pos[i] + ' · token "' + data.raw[i] + '"' + (data.pad[i] ? ' · pad' : '');
-        for (var j = 0; j < data.labels.length; j++) {
-            var v = data.values[j][i];
-            t += '\n' + data.labels[j] + ': ' + (v === null ? '–' : v);
+    function tip(d, i) {
+        var t = 'position ' + d.pos[i] + ' · token "' + d.raw[i] + '"' + (d.pad[i] ? ' · pad' : '');
+        for (var j = 0; j < d.labels.length; j++) {
+            var v = d.values[j][i];
+            t += '\n' + d.labels[j] + ': ' + (v === null ? '–' : v);
         }
         return t;
     }
@@ -175,11 +204,14 @@ function(store) {
             if (tries++ < 300) { window.requestAnimationFrame(fill); }
             return;
         }
+        var loaded = first ? 0 : +(root.getAttribute('data-rendered') || 0);
+        if (!first && data.start !== loaded) { return; }  // not the window that follows: an old answer
         var frag = document.createDocumentFragment();
         var n = data.text.length;
         for (var i = 0; i < n; i++) {
             var s = document.createElement('span');
             s.textContent = data.text[i];
+            s.setAttribute('data-w', data.start);
             s.setAttribute('data-i', i);
             s.setAttribute('data-pos', data.pos[i]);
             var c = data.colour[i];
@@ -190,18 +222,53 @@ function(store) {
             if (data.pad[i]) { s.className = 'token-pad'; }
             frag.appendChild(s);
         }
-        root.replaceChildren(frag);
+        if (first) { root.replaceChildren(frag); root.__windows = {}; } else { root.appendChild(frag); }
+        root.__windows[data.start] = data;
         // The hover text is written when a token is first hovered: 4,000 ten-line titles up front cost
         // more than the spans themselves.
         root.onmouseover = function(e) {
             var s = e.target;
-            if (s.parentNode === root && !s.title) { s.title = tip(+s.getAttribute('data-i')); }
+            if (s.parentNode === root && !s.title) {
+                s.title = tip(root.__windows[+s.getAttribute('data-w')], +s.getAttribute('data-i'));
+            }
         };
-        root.setAttribute('data-rendered', String(n));
-        if (window.performance && performance.mark) { performance.mark('tokens-strip-filled'); }
+        var done = data.start + n;
+        root.setAttribute('data-rendered', String(done));
+        root.setAttribute('data-total', String(data.total));
+        var status = document.getElementById('__STATUS__');
+        if (status) {
+            status.textContent = done < data.total
+                ? done.toLocaleString('en') + ' of ' + data.total.toLocaleString('en')
+                    + ' tokens shown: scroll the strip for more.'
+                : '';
+        }
+        // The next window when the strip is scrolled near its end (or at once, when it does not scroll).
+        root.__pending = false;
+        root.__more = function(upto) {
+            if (root.__pending || done >= data.total) { return; }
+            root.__pending = true;
+            window.dash_clientside.set_props('__WANT__',
+                {data: {key: store.key, start: done, upto: upto === undefined ? null : upto}});
+        };
+        root.onscroll = done < data.total ? function() {
+            if (root.scrollTop + root.clientHeight >= root.scrollHeight - 400) { root.__more(); }
+        } : null;
+        if (done < data.total && root.scrollHeight <= root.clientHeight + 400) { root.__more(); }
+        // A chart's point hovered beyond the tokens shown: outline it once its window is here.
+        var want = window.__tokensHighlight;
+        if (want !== undefined && want !== null) {
+            var el = root.querySelector('span[data-pos="' + want + '"]');
+            if (el) {
+                window.__tokensHighlight = null;
+                el.classList.add('token-hl');
+                el.style.outline = '2px solid __OUTLINE__';
+                root.scrollTop = Math.max(0, el.offsetTop - root.offsetTop - root.clientHeight / 2);
+            }
+        }
+        if (first && window.performance && performance.mark) { performance.mark('tokens-strip-filled'); }
     }
     fill();
-    return store.key;
+    return store.key + ':' + data.start;
 }
 """
 
@@ -218,7 +285,11 @@ function(hovers) {
     if (!hit || !hit.points || !hit.points.length) { return null; }
     var pos = hit.points[0].x;
     var el = root.querySelector('span[data-pos="' + pos + '"]');
-    if (!el) { return null; }
+    if (!el) {
+        // Beyond the tokens shown: ask for the windows up to it (the strip outlines it when they come).
+        if (root.__more) { window.__tokensHighlight = pos; root.__more(pos); }
+        return null;
+    }
     el.classList.add('token-hl');
     el.style.outline = '2px solid __OUTLINE__';
     var top = el.offsetTop - root.offsetTop;
@@ -230,10 +301,17 @@ function(hovers) {
 """
 
 
-def strip_js(strip_id: str) -> str:
+def strip_js(strip_id: str, want_id: str = "", status_id: str = "") -> str:
     """:data:`STRIP_JS` for the strip element ``strip_id`` (a clientside callback: strip data in, key out;
-    marks ``tokens-strip-data`` / ``tokens-strip-filled`` in the browser's performance timeline)."""
-    return STRIP_JS.replace("__STRIP__", strip_id)
+    marks ``tokens-strip-data`` / ``tokens-strip-filled`` in the browser's performance timeline when the
+    first window is in). It asks for the next window by setting the store ``want_id`` to ``{"key", "start",
+    "upto"}`` and says how many tokens are shown in the element ``status_id``."""
+    return (
+        STRIP_JS.replace("__STRIP__", strip_id)
+        .replace("__WANT__", want_id)
+        .replace("__STATUS__", status_id)
+        .replace("__OUTLINE__", theme.TEXT)
+    )
 
 
 def highlight_js(strip_id: str) -> str:
@@ -285,10 +363,19 @@ def _layout_json(title: str | None, ytitle: str | None, message: str | None = No
 
 
 def _figure(
-    traces: list, title: str | None, ytitle: str | None, message: str | None = None, **extra
+    traces: list,
+    title: str | None,
+    ytitle: str | None,
+    message: str | None = None,
+    x_range: tuple[float, float] | None = None,
+    **extra,
 ) -> go.Figure:
     layout = copy.deepcopy(_layout_json(title, ytitle, message))
     layout.update(extra)
+    # A chart's zoom is kept across the figures sent for it (the detail of a range replaces the overview).
+    layout["uirevision"] = "positions"
+    if x_range is not None and message is None:
+        layout["xaxis"] = {**layout["xaxis"], "range": list(x_range), "autorange": False}
     return go.Figure(traces, layout=layout, _validate=False)
 
 
@@ -315,8 +402,60 @@ def _mode(tokens: pl.DataFrame) -> str:
     return "lines+markers" if tokens.height <= LONG_RESPONSE else "lines"
 
 
+RESET = "reset"  # relayout_range(): the chart was reset to its whole range
+
+
+def relayout_range(relayout: Mapping | None) -> tuple[float, float] | str | None:
+    """What a chart's ``relayoutData`` asks for: ``(x0, x1)`` after a zoom or pan along x, :data:`RESET`
+    after a reset (double click), None for anything else (a first draw, a resize, a y-only zoom)."""
+    if not relayout:
+        return None
+    if relayout.get("xaxis.autorange"):
+        return RESET
+    x = relayout.get("xaxis.range")
+    if x is None and "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
+        x = (relayout["xaxis.range[0]"], relayout["xaxis.range[1]"])
+    try:
+        x0, x1 = float(x[0]), float(x[1])
+    except (TypeError, ValueError, IndexError, KeyError):
+        return None
+    return (x0, x1) if math.isfinite(x0) and math.isfinite(x1) and x0 < x1 else None
+
+
+def decimate(tokens: pl.DataFrame, cols: Sequence[str], points: int = CHART_POINTS) -> pl.DataFrame:
+    """At most ``points`` rows of ``tokens`` (in position order) for a chart of ``cols``: all of them when
+    they are few; else, in each of ``points / (2 * len(cols) + 1)`` buckets of consecutive rows, its first
+    row and the rows of every column's lowest and highest value (a spike stays visible, a flat stretch is a
+    few points)."""
+    n = tokens.height
+    if n <= points or not cols:
+        return tokens
+    buckets = max(1, points // (2 * len(cols) + 1))
+    bucket = (pl.int_range(pl.len(), dtype=pl.Int64) * buckets // n).alias("__b")
+    keep = [
+        pl.col("__i").get(pl.col(c).cast(pl.Float64).fill_nan(None).arg_min()).alias(f"__lo{k}")
+        for k, c in enumerate(cols)
+    ] + [
+        pl.col("__i").get(pl.col(c).cast(pl.Float64).fill_nan(None).arg_max()).alias(f"__hi{k}")
+        for k, c in enumerate(cols)
+    ]
+    picked = (
+        tokens.with_row_index("__i")
+        .with_columns(bucket)
+        .group_by("__b")
+        .agg(pl.col("__i").first().alias("__first"), *keep)
+        .drop("__b")
+        .unpivot()
+        .get_column("value")
+        .drop_nulls()
+        .unique()
+    )
+    return tokens.with_row_index("__i").filter(pl.col("__i").is_in(picked.implode())).drop("__i")
+
+
 def _columns(tokens: pl.DataFrame, *cols: str) -> dict:
     # float32 halves the figure's JSON (Plotly sends typed arrays); the files' values are float32 anyway.
+    tokens = decimate(tokens, cols)
     df = tokens.select(pl.col("pos").cast(pl.Int32), *(pl.col(c).cast(pl.Float32) for c in cols))
     out = {c: df.get_column(c).to_numpy() for c in df.columns}
     # The token text in the hover label costs one Python object per point, deep-copied and walked by
@@ -338,12 +477,15 @@ def _hover(c: dict, name: str, first: bool) -> dict:
     return {"hovertemplate": "%{y:" + D3_NUM + "}<extra>" + name + "</extra>"}
 
 
-def logprob_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure:
+def logprob_figure(
+    tokens: pl.DataFrame, labels: Mapping[str, str], x_range: tuple[float, float] | None = None
+) -> go.Figure:
     """Policy and reference log-prob along the response (x = position; the hover names the token up to
     :data:`LONG_RESPONSE` positions).
 
-    ``tokens``: visible positions with ``pos, text, logprob, ref_logprob``. Empty-state figure when there is
-    no log-prob at all.
+    ``tokens``: visible positions with ``pos, text, logprob, ref_logprob``, drawn with at most
+    :data:`CHART_POINTS` points (see :func:`decimate`); ``x_range``: the positions shown (a zoom). Empty-state
+    figure when there is no log-prob at all.
     """
     if tokens.height == 0 or tokens.get_column("logprob").null_count() == tokens.height:
         return empty_figure("no log-probs in this response")
@@ -372,13 +514,16 @@ def logprob_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure
                 **_hover(c, labels["ref_logprob"], False),
             )
         )
-    return _figure(traces, f"{labels['logprob']} vs {labels['ref_logprob']}", "log-prob")
+    return _figure(traces, f"{labels['logprob']} vs {labels['ref_logprob']}", "log-prob", x_range=x_range)
 
 
-def value_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure:
+def value_figure(
+    tokens: pl.DataFrame, labels: Mapping[str, str], x_range: tuple[float, float] | None = None
+) -> go.Figure:
     """Critic value against the return (γ = 1) along the response: where the critic fits and where not.
 
-    ``tokens``: visible positions with ``pos, text, value, return``. Empty-state figure without values.
+    ``tokens``: visible positions with ``pos, text, value, return`` (at most :data:`CHART_POINTS` points;
+    ``x_range`` as :func:`logprob_figure`). Empty-state figure without values.
     """
     if tokens.height == 0 or tokens.get_column("value").null_count() == tokens.height:
         return empty_figure("no critic values in this response")
@@ -407,14 +552,18 @@ def value_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure:
         ],
         f"{labels['value']} vs {labels['return']}",
         "value",
+        x_range=x_range,
     )
 
 
-def token_reward_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.Figure:
+def token_reward_figure(
+    tokens: pl.DataFrame, labels: Mapping[str, str], x_range: tuple[float, float] | None = None
+) -> go.Figure:
     """Token rewards as bars (red below 0, blue above), x = position; a filled step line above
     :data:`LONG_RESPONSE` positions.
 
-    ``tokens``: visible positions with ``pos, text, token_reward``. Empty-state figure without token rewards.
+    ``tokens``: visible positions with ``pos, text, token_reward`` (at most :data:`CHART_POINTS` points;
+    ``x_range`` as :func:`logprob_figure`). Empty-state figure without token rewards.
     """
     if tokens.height == 0 or tokens.get_column("token_reward").null_count() == tokens.height:
         return empty_figure("no token rewards in this response")
@@ -446,10 +595,12 @@ def token_reward_figure(tokens: pl.DataFrame, labels: Mapping[str, str]) -> go.F
             },
             **hover,
         )
-    return _figure([trace], labels["token_reward"], "reward", showlegend=False)
+    return _figure([trace], labels["token_reward"], "reward", x_range=x_range, showlegend=False)
 
 
-def file_fields_figure(tokens: pl.DataFrame, fields: Sequence[tuple[str, str]]) -> go.Figure:
+def file_fields_figure(
+    tokens: pl.DataFrame, fields: Sequence[tuple[str, str]], x_range: tuple[float, float] | None = None
+) -> go.Figure:
     """The trainer's own per-token fields (TRL's PPO ``advantages``, ``returns``), one line each, as the file
     has them, x = position.
 
@@ -481,7 +632,7 @@ def file_fields_figure(tokens: pl.DataFrame, fields: Sequence[tuple[str, str]]) 
         )
     # One line has no legend: the title names it.
     title = html_escape(shown[0][1], quote=False) if len(shown) == 1 else "the trainer's own per-token fields"
-    return _figure(traces, title, "as in the file")
+    return _figure(traces, title, "as in the file", x_range=x_range)
 
 
 # ---- tables ------------------------------------------------------------------------------------------

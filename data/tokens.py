@@ -224,6 +224,13 @@ def visible_tokens(tokens: pl.DataFrame, show_pads: bool) -> pl.DataFrame:
     return tokens if show_pads else tokens.filter(pl.col("keep"))
 
 
+def positions_near(tokens: pl.DataFrame, x0: float, x1: float) -> pl.DataFrame:
+    """The rows of ``tokens`` a chart zoomed to positions ``x0..x1`` draws: those in the range and as wide
+    again on each side (a pan shows drawn points before the next detail arrives)."""
+    width = x1 - x0
+    return tokens.filter(pl.col("pos").is_between(x0 - width, x1 + width))
+
+
 def scale_range(metric: str, values: pl.Series | list) -> tuple[float, float]:
     """Colour-scale range of a metric over the finite ``values`` shown.
 
@@ -471,6 +478,7 @@ __all__ = [
     "neighbours",
     "overlong_file_fields",
     "pad_shown_expr",
+    "positions_near",
     "present_fields",
     "scale_range",
     "strip_pad_text",

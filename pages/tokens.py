@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import dash
-from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
+from dash import ALL, MATCH, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from components import token_page as tp
@@ -26,7 +26,7 @@ from components.layout import (
     url_prefix,
 )
 from components.live import shown_store
-from components.token_view import POSITION_FIGURE_HEIGHT, highlight_js, strip_js
+from components.token_view import POSITION_FIGURE_HEIGHT, RESET, highlight_js, relayout_range, strip_js
 from data import live, tokens
 from data.service import board
 from data.views import links, paths
@@ -46,6 +46,10 @@ PADS = "tokens-pads"
 STRIP = "tokens-strip"
 STRIP_DATA = "tokens-strip-data"
 STRIP_DONE = "tokens-strip-done"
+STRIP_WANT = "tokens-strip-want"  # the next window of tokens the strip asks for: {key, start, upto}
+STRIP_MORE = "tokens-strip-more"  # ... and its data
+STRIP_MORE_DONE = "tokens-strip-more-done"
+STRIP_STATUS = "tokens-strip-status"  # how many tokens the strip shows
 HOVER = "tokens-hover"
 CHARTS = "tokens-charts"
 CHART = "tokens-chart"  # pattern id {"type": CHART, "name": ...}
@@ -61,7 +65,7 @@ TEXT = "tokens-text-{}"  # prompt / response / reference
 STORE_WAIT = 10.0
 CONTROL_IDS = {"metric": METRIC, "pads": PADS}
 NAV_IDS = {"prev": PREV, "next": NEXT, "back": BACK}
-STRIP_IDS = {"count": COUNT, "data": STRIP_DATA, "strip": STRIP}
+STRIP_IDS = {"count": COUNT, "data": STRIP_DATA, "strip": STRIP, "status": STRIP_STATUS}
 
 
 def layout(**query):
@@ -72,6 +76,9 @@ def layout(**query):
             dcc.Location(id=URL, refresh=False),
             dcc.Store(id=VIEW, data=state.to_query()),
             dcc.Store(id=STRIP_DONE),
+            dcc.Store(id=STRIP_WANT),
+            dcc.Store(id=STRIP_MORE),
+            dcc.Store(id=STRIP_MORE_DONE),
             dcc.Store(id=HOVER),
             html.Div(body, id=BODY),
             shown_store("tokens", live.shown(shown_run(paths.TOKENS, state.run, board().runs()))),
@@ -128,6 +135,18 @@ def _body(state: TokensState, notes: list[str]) -> list:
     return _response(state, view, notes, back_href)
 
 
+def _strip(state: TokensState, view: tokens.TokenView):
+    """``(metric, notes, visible tokens, (lo, hi, signed))`` the strip of ``view`` is drawn with."""
+    metric, lacks = tokens.strip_metric(view, state.metric)
+    shown = tokens.visible_tokens(view.tokens, state.pads)
+    scale = (
+        (*tokens.scale_range(metric, shown.get_column(metric)), tokens.metric_signed(metric))
+        if metric
+        else None
+    )
+    return metric, lacks, shown, scale
+
+
 def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back_href: str) -> list:
     info, nav, prefix = view.info, view.nav, url_prefix()
 
@@ -156,13 +175,7 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
             _controls(state),
             html.P(tokens.NO_TOKEN_FIELDS, className="small text-muted", id=MISSING_NOTE),
         ]
-    metric, lacks = tokens.strip_metric(view, state.metric)
-    shown = tokens.visible_tokens(view.tokens, state.pads)
-    scale = (
-        (*tokens.scale_range(metric, shown.get_column(metric)), tokens.metric_signed(metric))
-        if metric
-        else None
-    )
+    metric, lacks, shown, scale = _strip(state, view)
     label = tokens.metric_label(metric) if metric else ""
     hidden = view.tokens.height - shown.height
     strip = tp.strip_card(
@@ -236,7 +249,56 @@ def _fill_charts(_done, shown):
     return tp.charts(visible, view.fields, tokens.metric_labels(), fields_of_file, CHART)
 
 
-clientside_callback(strip_js(STRIP), Output(STRIP_DONE, "data"), Input(STRIP_DATA, "data"))
+@callback(
+    Output(STRIP_MORE, "data"),
+    Input(STRIP_WANT, "data"),
+    State(VIEW, "data"),
+    prevent_initial_call=True,
+)
+def _more_tokens(want, shown):
+    """The strip's next window of tokens (what a scroll near its end, or a chart's point beyond it, asks)."""
+    if not isinstance(want, dict) or not isinstance(want.get("start"), int):
+        return no_update
+    state, _ = TokensState.from_query(parse_search(shown))
+    state, view, _ = views.resolve(state, board(), STORE_WAIT)
+    if view is None or not view.fields:
+        return no_update
+    metric, _, visible, scale = _strip(state, view)
+    upto = want.get("upto") if isinstance(want.get("upto"), int) else None
+    hover = tokens.hover_columns(view)
+    return tp.strip_window(visible, metric, scale, hover, str(want.get("key")), want["start"], upto)
+
+
+@callback(
+    Output({"type": CHART, "name": MATCH}, "figure"),
+    Input({"type": CHART, "name": MATCH}, "relayoutData"),
+    State(VIEW, "data"),
+    prevent_initial_call=True,
+)
+def _zoom(relayout, shown):
+    """A chart zoomed (or panned) along x: its positions there, in detail; reset: the whole response."""
+    asked = relayout_range(relayout)
+    if asked is None:
+        return no_update
+    state, _ = TokensState.from_query(parse_search(shown))
+    state, view, _ = views.resolve(state, board(), STORE_WAIT)
+    if view is None:
+        return no_update
+    visible = tokens.visible_tokens(view.tokens, state.pads)
+    if asked != RESET:
+        visible = tokens.positions_near(visible, *asked)
+    fields_of_file = tokens.file_field_columns(view.file_fields)
+    x_range = None if asked == RESET else asked
+    name = ctx.triggered_id["name"]
+    return tp.chart_figure(name, visible, tokens.metric_labels(), fields_of_file, x_range)
+
+
+clientside_callback(
+    strip_js(STRIP, STRIP_WANT, STRIP_STATUS), Output(STRIP_DONE, "data"), Input(STRIP_DATA, "data")
+)
+clientside_callback(
+    strip_js(STRIP, STRIP_WANT, STRIP_STATUS), Output(STRIP_MORE_DONE, "data"), Input(STRIP_MORE, "data")
+)
 clientside_callback(
     highlight_js(STRIP), Output(HOVER, "data"), Input({"type": CHART, "name": ALL}, "hoverData")
 )

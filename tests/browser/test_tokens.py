@@ -1,6 +1,6 @@
 """Token page in a real browser: the strip's tokens and one token's hover values, chart hover outlining
 its token, model text that looks like HTML shown literally and never run, the metric picker writing the
-URL with Back restoring it, and a 4,000-token response rendered in time."""
+URL with Back restoring it, and a 32,000-token response shown a window at a time, in time."""
 
 from __future__ import annotations
 
@@ -161,19 +161,52 @@ def test_tokens203_metric_writes_url_and_back_restores(dash_duo, dash_app, fixtu
 
 
 def test_tokens204_long_response_renders_in_time(dash_duo, dash_app, board_root, tmp_path):
-    """A 4,000-token response: all tokens in the strip, filled within the budget after navigation."""
-    sid = write_long_run(tmp_path / "root" / "long", tokens=4000)
+    """A 32,000-token response: the strip shows its first window within the budget and says how many of
+    the tokens are shown; scrolling the strip to its end brings the next window, a chart's point beyond
+    them brings the tokens up to it (outlined); the charts draw at most CHART_POINTS points."""
+    from components.token_view import CHART_POINTS, STRIP_WINDOW
+
+    sid = write_long_run(tmp_path / "root" / "long", tokens=32000)
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
     path = f"/tokens?run=long&sample={sid}"
     _open(dash_duo, dash_app, path)  # first visit: ingest, browser caches
-    assert _strip_filled(dash_duo, timeout=60) == 4000
+    assert _strip_filled(dash_duo, timeout=60) == STRIP_WINDOW
     dash_duo.driver.get(f"{dash_duo.server.url.rstrip('/')}{path}&metric=prob")
-    assert _strip_filled(dash_duo, timeout=60) == 4000
+    assert _strip_filled(dash_duo, timeout=60) == STRIP_WINDOW
     filled = dash_duo.driver.execute_script(
         "return performance.getEntriesByName('tokens-strip-filled')[0].startTime;"
     )
-    print(f"4,000-token strip filled {filled:.0f} ms after navigation")
+    print(f"32,000-token strip's first window filled {filled:.0f} ms after navigation")
     assert filled <= STRIP_BUDGET_MS
+    dash_duo.wait_for_text_to_equal(
+        "#tokens-strip-status", f"{STRIP_WINDOW:,} of 32,000 tokens shown: scroll the strip for more."
+    )
+    dash_duo.driver.execute_script(
+        f"var s = document.querySelector('{STRIP}'); s.scrollTop = s.scrollHeight;"
+    )
+    WebDriverWait(dash_duo.driver, 30).until(
+        lambda d: (
+            d.execute_script(f"return document.querySelectorAll('{STRIP} > span').length;")
+            == 2 * STRIP_WINDOW
+        )
+    )
+    assert dash_duo.find_element(f'{STRIP} > span[data-pos="{2 * STRIP_WINDOW - 1}"]').text
+    points = dash_duo.driver.execute_script(
+        "return document.querySelector('#tokens-charts .js-plotly-plot')._fullData[0].x.length;"
+    )
+    assert 0 < points <= CHART_POINTS
+    _hover_chart(dash_duo, 20_000)
+    WebDriverWait(dash_duo.driver, 30).until(
+        lambda d: (
+            d.execute_script(
+                f"var el = document.querySelector('{STRIP} > span.token-hl');"
+                "return el ? +el.getAttribute('data-pos') : null;"
+            )
+            is not None
+        )
+    )
+    hl = int(dash_duo.find_element(f"{STRIP} > span.token-hl").get_attribute("data-pos"))
+    assert abs(hl - 20_000) < 64  # the chart's nearest drawn point
     assert dash_duo.get_logs() == []
 
 

@@ -3,6 +3,7 @@ unknown ids), and its callbacks POSTed like the renderer does (URL <-> controls 
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from urllib.parse import parse_qs, urlsplit
@@ -217,3 +218,74 @@ def test_tokens110_fields_longer_than_the_response_named(page, board_root, tmp_p
     options = {o["value"]: o for o in find(layout, "tokens-metric").options}
     assert not options["file:advantages"].get("disabled") and options["file:input_ids"]["disabled"]
     assert options["file:input_ids"]["label"] == "input_ids (from the file) (longer than the response)"
+
+
+def test_tokens111_long_response_sent_as_shown(page, client, board_root, tmp_path):
+    """A 6,000-token response: the layout holds the strip's first window only, the next window comes when
+    the strip asks (from where it is, or up to a hovered position), the charts hold at most CHART_POINTS
+    points, and zooming a chart sends that range's positions, each one; a reset the overview again."""
+    from benchmarks.bench_tokens import write_long_run
+    from components.token_view import CHART_POINTS, STRIP_WINDOW
+
+    sid = write_long_run(tmp_path / "root" / "long", tokens=6000)
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    layout = page.layout(run="long", sample=sid)
+    first = strip(layout)
+    assert (first["start"], first["total"], len(first["pos"])) == (0, 6000, STRIP_WINDOW)
+    key = find(layout, "tokens-strip-data").data["key"]
+    query = find(layout, "tokens-view").data
+
+    def points(figure) -> int:  # the first trace's x: int32 positions, base64
+        return len(base64.b64decode(figure["data"][0]["x"]["bdata"])) // 4
+
+    def more(start, upto=None):
+        resp = dash_post(
+            client,
+            "tokens-strip-more.data",
+            [
+                {
+                    "id": "tokens-strip-want",
+                    "property": "data",
+                    "value": {"key": key, "start": start, "upto": upto},
+                }
+            ],
+            [{"id": "tokens-view", "property": "data", "value": query}],
+        )
+        data = resp["tokens-strip-more"]["data"]
+        assert data["key"] == key
+        return orjson.loads(data["json"])
+
+    nxt = more(STRIP_WINDOW)
+    assert nxt["pos"] == list(range(STRIP_WINDOW, 2 * STRIP_WINDOW)) and nxt["colour"][0] is not None
+    assert more(2 * STRIP_WINDOW, upto=4500)["pos"][-1] == 4500  # a chart's point beyond the windows
+
+    resp = dash_post(
+        client,
+        "tokens-charts.children",
+        [{"id": "tokens-strip-done", "property": "data", "value": "key"}],
+        [{"id": "tokens-view", "property": "data", "value": query}],
+    )
+    graphs = resp["tokens-charts"]["children"]["props"]["children"]
+    figure = graphs[0]["props"]["children"]["props"]["figure"]
+    assert 0 < points(figure) <= CHART_POINTS
+
+    def zoom(relayout):  # a pattern-matching (MATCH) callback, as the renderer sends it
+        chart = {"type": "tokens-chart", "name": "logprob"}
+        body = {
+            "output": '{"name":["MATCH"],"type":"tokens-chart"}.figure',
+            "outputs": {"id": chart, "property": "figure"},
+            "inputs": [{"id": chart, "property": "relayoutData", "value": relayout}],
+            "state": [{"id": "tokens-view", "property": "data", "value": query}],
+            "changedPropIds": [json.dumps(chart, separators=(",", ":"), sort_keys=True) + ".relayoutData"],
+        }
+        r = client.post("/_dash-update-component", json=body)
+        assert r.status_code in (200, 204), r.data[:300]
+        answer = r.get_json()["response"] if r.status_code == 200 else {}
+        return next(iter(answer.values()), None)  # None: no_update
+
+    zoomed = zoom({"xaxis.range[0]": 1000, "xaxis.range[1]": 1200})["figure"]
+    assert zoomed["layout"]["xaxis"]["range"] == [1000.0, 1200.0]
+    assert points(zoomed) == 601  # positions 800..1400, every one
+    overview = zoom({"xaxis.autorange": True})["figure"]
+    assert "range" not in overview["layout"]["xaxis"]
+    assert zoom({"autosize": True}) is None  # a first draw: nothing sent

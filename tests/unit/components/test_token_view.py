@@ -12,10 +12,14 @@ import pytest
 
 from components.theme import DIVERGING, ORANGES, colour_stops
 from components.token_view import (
+    CHART_POINTS,
     HIGHLIGHT_JS,
     LONG_RESPONSE,
+    RESET,
     STRIP_JS,
+    STRIP_WINDOW,
     colour,
+    decimate,
     empty_figure,
     file_fields_figure,
     highlight_js,
@@ -24,11 +28,13 @@ from components.token_view import (
     logprob_figure,
     palette,
     palette_index_expr,
+    relayout_range,
     strip_data,
     strip_js,
     token_reward_figure,
     top_table,
     value_figure,
+    window_end,
 )
 
 LABELS = {
@@ -232,3 +238,50 @@ def test_token_view010_sequential_and_diverging_stops(metric):
         assert stops is DIVERGING
     else:
         assert stops[0][0] == 0.0 and min(stops[0][1]) >= 235
+
+
+def test_token_view012_strip_windows():
+    """The strip's data is a window of STRIP_WINDOW rows from ``start`` (or up to a position asked), with
+    the first row sent and the total; the windows together are the whole strip."""
+    n = 2 * STRIP_WINDOW + 5
+    df = tokens(n, kl=[float(i % 7) for i in range(n)]).filter(pl.col("pos") != 3)  # a hidden position
+    first = orjson.loads(strip_data(df, "kl", 0.0, 6.0, ORANGES, "k", [("kl", "KL")])["json"])
+    assert (first["start"], first["total"], len(first["pos"])) == (0, n - 1, STRIP_WINDOW)
+    assert window_end(df, STRIP_WINDOW) == 2 * STRIP_WINDOW and window_end(df, 2 * STRIP_WINDOW) == n - 1
+    assert window_end(df, 0, upto=2 * STRIP_WINDOW + 1) == 2 * STRIP_WINDOW + 1  # rows up to that position
+    windows = [first]
+    while windows[-1]["start"] + len(windows[-1]["pos"]) < n - 1:
+        start = windows[-1]["start"] + len(windows[-1]["pos"])
+        windows.append(
+            orjson.loads(strip_data(df, "kl", 0.0, 6.0, ORANGES, "k", [("kl", "KL")], start)["json"])
+        )
+    assert [p for w in windows for p in w["pos"]] == df.get_column("pos").to_list()
+    assert [c for w in windows for c in w["colour"]] == [round(v / 6 * 255) for v in df.get_column("kl")]
+
+
+def test_token_view013_charts_keep_each_buckets_extremes():
+    """A long response's chart has at most CHART_POINTS points: every bucket's lowest and highest value of
+    each line, in position order, so a one-token spike stays; a short one keeps every point."""
+    n = 20_000
+    lp = [-1.0 - (i % 50) / 100 for i in range(n)]
+    lp[12_345] = -30.0  # a spike
+    df = tokens(n, logprob=lp, ref_logprob=[-1.0] * n)
+    small = decimate(df, ["logprob", "ref_logprob"])
+    assert small.height <= CHART_POINTS and small.get_column("pos").is_sorted()
+    assert 12_345 in small.get_column("pos").to_list()
+    assert small.get_column("logprob").max() == max(lp) and decimate(df.head(900), ["logprob"]).height == 900
+    fig = logprob_figure(df, LABELS)
+    assert len(fig.data[0].x) == small.height and -30.0 in list(fig.data[0].y)
+    zoomed = logprob_figure(df.filter(pl.col("pos").is_between(12_000, 12_500)), LABELS, (12_100.0, 12_400.0))
+    assert len(zoomed.data[0].x) == 501 and list(zoomed.layout.xaxis.range) == [12_100.0, 12_400.0]
+    go.Figure(zoomed.to_dict())
+
+
+def test_token_view014_relayout_range():
+    """A chart's relayout events: a zoom or pan along x gives its range, a reset RESET, others None."""
+    assert relayout_range({"xaxis.range[0]": 10, "xaxis.range[1]": 20.5}) == (10.0, 20.5)
+    assert relayout_range({"xaxis.range": [1, 2], "yaxis.range": [0, 1]}) == (1.0, 2.0)
+    assert relayout_range({"xaxis.autorange": True, "yaxis.autorange": True}) == RESET
+    for other in (None, {}, {"autosize": True}, {"yaxis.range[0]": 1, "yaxis.range[1]": 2},
+                  {"xaxis.range": ["a", 1]}, {"xaxis.range": [5, 5]}):  # fmt: skip
+        assert relayout_range(other) is None
