@@ -31,7 +31,8 @@ from data.store import RunStore
 EXPORT_COLUMNS = exported_columns()  # beside the texts; see data.metrics.registry
 TEXT_COLUMNS = ("prompt", "response", "ref_response")
 FORMATS = {"csv": "text/csv", "jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet"}
-BATCH = 2000  # rows per chunk sent; the first batch of a sorted export is read directly
+BATCH = 2000  # rows per chunk sent
+HEAD_ROWS = 500  # the first rows of a sorted export (at most a batch), read directly from their row groups
 SPILL_ROWS = 10000  # rows per rank bucket at least ...
 MAX_BUCKETS = 128  # ... and at most this many buckets (files open at once), however large the export
 WINDOW_ROWS = 20000  # rows per window of steps read at once in file order
@@ -87,14 +88,16 @@ def select_rows(
     sort: str | None = None,
     descending: bool = False,
     seconds: float = DEFAULT_SEARCH_SECONDS,
+    hits: pl.DataFrame | None = None,
 ) -> pl.LazyFrame:
     """``part, row`` of the responses matching ``flt``, sorted by ``sort`` (ties by sample id; default:
     step, then file and line). A text search runs here, within ``seconds`` (raises
-    :class:`data.queries.SearchStopped` after)."""
+    :class:`data.queries.SearchStopped` after), unless its ``hits`` are given."""
     if sort:
-        lf = sort_rows(matching(store, flt, [sort, "sample_id"], seconds), sort, descending)
+        lf = sort_rows(matching(store, flt, [sort, "sample_id"], seconds, hits=hits), sort, descending)
     else:
-        lf = matching(store, flt, ["step", "source", "line"], seconds).sort("step", "source", "line")
+        lf = matching(store, flt, ["step", "source", "line"], seconds, hits=hits)
+        lf = lf.sort("step", "source", "line")
     return lf.select("part", "row")
 
 
@@ -110,16 +113,24 @@ def export_batches(
     descending: bool = False,
     seconds: float = DEFAULT_SEARCH_SECONDS,
     deadline: float | None = None,
+    hits: pl.DataFrame | None = None,
 ) -> Iterator[pl.DataFrame]:
     """Frames of export rows (:func:`export_columns`, then the texts), in order, at most ``BATCH`` rows
     each (the first one even when no row matches). Raises :class:`ExportCut` past ``deadline`` (a
-    ``time.monotonic()`` value) and what a text search raises, before the first frame."""
-    cols = export_columns(store)
-    wanted = [*cols, *TEXT_COLUMNS]
+    ``time.monotonic()`` value) and what a text search raises, before the first frame; ``hits``: the
+    search's (see :func:`data.responses.text_hits`), when it ran already."""
+    wanted = export_names(store)
+    if flt.q and hits is None:  # the search runs (or fails) before the first frame, once
+        hits = text_hits(store, flt.q, flt.step, seconds)
     if sort:
-        yield from _sorted_batches(store, flt, sort, descending, seconds, wanted, deadline)
+        yield from _sorted_batches(store, flt, sort, descending, seconds, wanted, deadline, hits)
     else:
-        yield from _file_order_batches(store, flt, seconds, wanted, deadline)
+        yield from _file_order_batches(store, flt, seconds, wanted, deadline, hits)
+
+
+def export_names(store: RunStore) -> list[str]:
+    """The export's columns in order: :func:`export_columns`, then the texts."""
+    return [*export_columns(store), *TEXT_COLUMNS]
 
 
 def _read(store: RunStore, keys: pl.DataFrame, wanted: list[str]) -> pl.DataFrame:
@@ -128,7 +139,12 @@ def _read(store: RunStore, keys: pl.DataFrame, wanted: list[str]) -> pl.DataFram
 
 
 def _file_order_batches(
-    store: RunStore, flt: ResponseFilter, seconds: float, wanted: list[str], deadline: float | None
+    store: RunStore,
+    flt: ResponseFilter,
+    seconds: float,
+    wanted: list[str],
+    deadline: float | None,
+    hits: pl.DataFrame | None,
 ) -> Iterator[pl.DataFrame]:
     """By step, then file and line: windows of whole steps of about ``WINDOW_ROWS`` rows, each read from
     the files (and row groups) of its steps only."""
@@ -145,8 +161,6 @@ def _file_order_batches(
         else:
             windows.append((step, step, n))
     sent = False
-    # The search runs (or fails) before the first frame, once for every window.
-    hits = text_hits(store, flt.q, flt.step, seconds) if flt.q else None
     window = replace(flt, step=None)
     for lo, hi, _ in windows:
         _check(deadline)
@@ -173,22 +187,24 @@ def _sorted_batches(
     seconds: float,
     wanted: list[str],
     deadline: float | None,
+    hits: pl.DataFrame | None,
 ) -> Iterator[pl.DataFrame]:
-    """Sorted by ``sort`` (ties by sample id): the first ``BATCH`` rows from the top of the order, read
+    """Sorted by ``sort`` (ties by sample id): the first ``HEAD_ROWS`` rows from the top of the order, read
     directly; the rest through rank buckets on disk (see the module's docstring)."""
 
     def order(st: RunStore) -> pl.LazyFrame:
-        return select_rows(st, flt, sort, descending, seconds)
+        return select_rows(st, flt, sort, descending, seconds, hits)
 
-    head = store.retrying(lambda st: order(st).head(BATCH).collect())
+    first = min(HEAD_ROWS, BATCH)
+    head = store.retrying(lambda st: order(st).head(first).collect())
     yield _read(store, head, wanted)
-    if head.height < BATCH:
+    if head.height < first:
         return
     _check(deadline)
     keys = store.retrying(
         lambda st: order(st).select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32)).collect()
     )
-    rest = keys.with_row_index("__rank").slice(BATCH)
+    rest = keys.with_row_index("__rank").slice(first)
     if rest.height == 0:
         return
     yield from _spilled_batches(store, rest, wanted, deadline)
@@ -298,20 +314,23 @@ def export_stream(
         raise ValueError(f"unknown format {fmt!r} (choose csv, jsonl or parquet)")
     incomplete = incomplete_reason(store)
     deadline = None if limit is None else time.monotonic() + limit
-    batches = export_batches(store, flt, sort, descending, seconds, deadline)
+    # A text search runs (or is stopped: the caller answers 400) before the first byte.
+    hits = text_hits(store, flt.q, flt.step, seconds) if flt.q else None
+    batches = export_batches(store, flt, sort, descending, seconds, deadline, hits)
     if fmt == "parquet":
         yield from _parquet(batches, incomplete, limit)
         return
-    first = True
     stopped = False
+    if fmt == "csv":  # the header at once: the download starts before the rows are found
+        names = pl.DataFrame(schema={c: pl.String for c in export_names(store)})
+        yield csv_safe(names).write_csv(include_header=True).encode()
     try:
         for batch in batches:
             buf = io.BytesIO()
             if fmt == "csv":
-                csv_safe(batch).write_csv(buf, include_header=first)
+                csv_safe(batch).write_csv(buf, include_header=False)
             elif batch.height:
                 batch.write_ndjson(buf)
-            first = False
             yield buf.getvalue()
     except ExportCut:
         stopped = True
