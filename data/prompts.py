@@ -48,9 +48,13 @@ def _table(v: StoreKey) -> tuple[pl.DataFrame, float]:
     # The steps summary counts exactly the responses shown: none, no prompt.
     if "prompt_key" not in v.store.schema() or v.store.steps().height == 0:
         return pl.DataFrame(schema=_EMPTY_TABLE), 0.0
-    lf = v.store.scan(TABLE_COLUMNS)
+    # The previews are read for the first response of each prompt only, not for every response.
+    lf = v.store.scan([c for c in TABLE_COLUMNS if c != "prompt_preview"] + ["part", "row"])
     threshold = trend_threshold(lf)
-    return prompt_aggregates(lf, threshold).collect(), threshold
+    table = prompt_aggregates(lf, threshold).collect()
+    keys = table.select(pl.col("__part").alias("part"), pl.col("__row").alias("row"))
+    previews = v.store.read_keys(keys, ["prompt_preview"]).get_column("prompt_preview")
+    return table.with_columns(previews.alias("prompt_preview")).drop("__part", "__row"), threshold
 
 
 @shared(8)
@@ -170,8 +174,14 @@ def history(store, key: str) -> pl.DataFrame:
     :func:`group_stats`) and ``advantage`` / ``advantage_recomputed`` (see :func:`with_advantage`).
 
     Within a step: by group (``group_id`` when the run has one), then reward (highest first), then
-    ``sample_id``. Empty for an unknown key.
+    ``sample_id``. Empty for an unknown key. Cached on the store version.
     """
+    return _history(StoreKey(store), key)
+
+
+@shared(32)
+def _history(v: StoreKey, key: str) -> pl.DataFrame:
+    store = v.store
     names = store.schema()
     if "prompt_key" not in names:
         return pl.DataFrame()

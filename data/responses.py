@@ -357,7 +357,7 @@ def _whole_order(
 
 def clear_caches() -> None:
     """Forget every cached order, summary and search hit (tests and benchmarks time the work itself)."""
-    for fn in (_summary, _head, _whole_order, _text_hits):
+    for fn in (_summary, _head, _whole_order, _block, _text_hits):
         fn.cache_clear()
 
 
@@ -410,13 +410,25 @@ def page_rows(
     end: int,
     seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> tuple[pl.DataFrame, int]:
-    """Rows ``start:end`` of the ordered matches (table columns, previews and ``sample_id``) and the count."""
+    """Rows ``start:end`` of the ordered matches (table columns, previews and ``sample_id``) and the count.
+
+    A block of the grid is cached per store version: its rows are read (from the row groups that hold
+    them, over every part for all steps) once."""
     order = ordered(store, flt, sort, descending, seconds)
+    return _block(StoreKey(store), flt, sort, descending, max(0, start), max(0, end), seconds), order.count
+
+
+@shared(64)
+def _block(
+    key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, start: int, end: int, seconds: float
+) -> pl.DataFrame:
+    store = key.store
+    count = _summary(key, flt, seconds).count
     metrics, extras = table_columns(store)
     names = store.schema()
     cols = [c for c in ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS] if c in names]
-    keys = order_keys(store, flt, sort, descending, start, min(end, order.count), seconds)
-    return store.read_keys(keys, cols), order.count
+    keys = order_keys(store, flt, sort, descending, start, min(end, count), seconds)
+    return store.read_keys(keys, cols)
 
 
 def json_rows(df: pl.DataFrame) -> list[dict]:

@@ -267,15 +267,25 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
         _ratio(pl.col("rep_sum").sum(), pl.col("rep_n").sum()).alias("repetition_mean"),
         _ratio(pl.col("lr_sum").sum(), pl.col("lr_n").sum()).alias("length_ratio_mean"),
     )
-    # The key text and first position of each prompt (one cheap pass over the strings).
+    # The key text and first position of each prompt (one cheap pass over the strings). Without the previews
+    # (a scan that leaves them in the files), the first response's ``part, row`` instead, to read them by.
+    names_in = scalars.collect_schema().names()
+    first = (
+        [pl.col("prompt_preview").first()]
+        if "prompt_preview" in names_in
+        else [
+            pl.lit(None, pl.String).alias("prompt_preview"),
+            pl.col("part").first().alias("__part"),
+            pl.col("row").first().alias("__row"),
+        ]
+    )
     names = (
-        scalars.select("prompt_key", "prompt_preview")
+        scalars.select("prompt_key", *(c for c in ("prompt_preview", "part", "row") if c in names_in))
         .with_row_index("__idx")
         .group_by("prompt_key")
-        .agg(pl.col("__idx").min().alias("order"), pl.col("prompt_preview").first())
+        .agg(pl.col("__idx").min().alias("order"), *first)
         .with_columns(prompt_hash().alias("__p"))
     )
-    names_in = scalars.collect_schema().names()
     if "group_id" in names_in:
         cols = [c for c in ("step", "reward", "prompt_key", "group_id") if c in names_in]
         groups = (
