@@ -12,9 +12,12 @@ Per scale (``500 * scale`` steps of ``--per-step`` responses of ``--tokens`` tok
   pages' real callbacks, recorded from headless Chromium as it loads each page (the POSTs to
   ``/_dash-update-component``, see ``benchmarks/load_test.capture``), replayed one after the other
   against a fresh server with an empty results cache and no text index (``cold``), then again
-  (``warm``); a page's time is the sum of its callbacks' (and the slowest one is given);
-- the worker's resident memory after serving every page twice, and after the export;
-- ``/export?run=run&step=all&format=csv``: time to the first byte, total time and size.
+  (``warm``); a page's time is the sum of its callbacks' (and the slowest one is given), the median of
+  ``--rounds`` fresh servers;
+- the worker's resident memory after serving every page twice (at once and 6 s later), and after the
+  export;
+- ``/export?run=run&step=all&format=csv``: time to the first byte and to the first row, total time and
+  size.
 
 ``--src`` runs another source tree of the app (e.g. ``git archive main | tar -x -C DIR``: the code
 "before" a change) with this checkout's interpreter. ``--no-ingest`` reuses a store already built in
@@ -238,8 +241,9 @@ def clear_server_caches(cache: Path) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def replay(base: str, bodies: dict[str, list[dict]]) -> dict:
-    """Each page's recorded callbacks POSTed one after the other: per page the total and slowest (ms)."""
+def replay(base: str, bodies: dict[str, list[dict]], server: Server | None = None) -> dict:
+    """Each page's recorded callbacks POSTed one after the other: per page the total and slowest (ms), and
+    the worker's resident memory after it (MB)."""
     import requests
 
     session = requests.Session()
@@ -259,7 +263,20 @@ def replay(base: str, bodies: dict[str, list[dict]]) -> dict:
             "callbacks": len(calls),
             "errors": errors,
             "load": start_load,
+            "rss_mb_after": max(server.worker_memory()["rss_mb"]) if server is not None else None,
         }
+    return out
+
+
+IDLE_SECONDS = 6.0
+
+
+def median_pages(rounds: list[dict]) -> dict:
+    """Per page, the round whose time is the median of the rounds' (its other figures along)."""
+    out = {}
+    for page in rounds[0]:
+        ranked = sorted((r[page] for r in rounds), key=lambda x: x["ms"])
+        out[page] = ranked[len(ranked) // 2]
     return out
 
 
@@ -268,8 +285,8 @@ def export(base: str, timeout: float) -> dict:
     import requests
 
     t0 = time.perf_counter()
-    first = None
-    size = 0
+    first = first_row = None
+    size = lines = 0
     ended = "complete"
     start_load = load()
     try:
@@ -283,6 +300,10 @@ def export(base: str, timeout: float) -> dict:
             for chunk in r.iter_content(1 << 16):
                 if first is None and chunk:
                     first = time.perf_counter() - t0
+                if first_row is None:
+                    lines += chunk.count(b"\n")
+                    if lines >= 2:  # the header and a row
+                        first_row = time.perf_counter() - t0
                 size += len(chunk)
                 if time.perf_counter() - t0 > timeout:
                     ended = f"stopped by the benchmark after {timeout:.0f} s"
@@ -292,6 +313,7 @@ def export(base: str, timeout: float) -> dict:
     return {
         "status": status,
         "first_byte_s": None if first is None else round(first, 2),
+        "first_row_s": None if first_row is None else round(first_row, 2),
         "total_s": round(time.perf_counter() - t0, 1),
         "mb": round(size / 1e6, 1),
         "ended": ended,
@@ -320,21 +342,35 @@ def measure(args, scale: int) -> dict:
     res["responses"] = t["responses"]
     urls = page_urls(t)
     log = work / f"gunicorn-{args.label}.log"
-    # 1. what the browser sends (a first server, whose caches are then thrown away)
+    # 1. what the browser sends (a first server, whose caches are then thrown away): each page loaded
+    #    twice, and the second load's callbacks kept (a slow first answer ends a capture before the
+    #    callbacks it would have set off)
     clear_server_caches(cache)
     with Server(args.src, root, cache, log) as srv:
+        capture(srv.base, urls, settle=3.0)
         bodies = capture(srv.base, urls, settle=3.0)
     (work / f"callbacks-{args.label}.json").write_text(json.dumps(bodies))
     res["callbacks_recorded"] = {p: len(b) for p, b in bodies.items()}
-    # 2. a fresh server: every page cold, then warm; the worker's memory; the export
-    clear_server_caches(cache)
-    with Server(args.src, root, cache, log) as srv:
-        res["memory_start"] = srv.worker_memory()
-        res["cold"] = replay(srv.base, bodies)
-        res["warm"] = replay(srv.base, bodies)
-        res["memory_after_pages"] = srv.worker_memory()
-        res["export"] = export(srv.base, args.export_timeout)
-        res["memory_after_export"] = srv.worker_memory()
+    # 2. ``--rounds`` fresh servers: every page cold, then warm (a page's figure is the median of the
+    #    rounds); the last one's worker memory (at once, and after IDLE_SECONDS: Polars' allocator gives
+    #    freed memory back after 5 s, see data/config.py) and the export
+    rounds = []
+    for _ in range(args.rounds):
+        clear_server_caches(cache)
+        with Server(args.src, root, cache, log) as srv:
+            res["memory_start"] = srv.worker_memory()
+            rounds.append((replay(srv.base, bodies, srv), replay(srv.base, bodies, srv)))
+            if len(rounds) < args.rounds:
+                continue
+            res["memory_after_pages"] = srv.worker_memory()
+            time.sleep(IDLE_SECONDS)
+            res["memory_after_pages_idle"] = srv.worker_memory()
+            res["export"] = export(srv.base, args.export_timeout)
+            res["memory_after_export"] = srv.worker_memory()
+            time.sleep(IDLE_SECONDS)
+            res["memory_after_export_idle"] = srv.worker_memory()
+    res["cold"], res["warm"] = (median_pages([r[k] for r in rounds]) for k in (0, 1))
+    res["rounds"] = [{"cold": c, "warm": w} for c, w in rounds]
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return res
@@ -350,8 +386,10 @@ def figures(r: dict) -> dict[str, float | None]:
         "ingest peak RSS MB": r.get("ingest", {}).get("peak_rss_mb"),
         "store GB": r["store_gb"],
         "worker RSS after pages MB": max(r["memory_after_pages"]["rss_mb"]),
+        "worker RSS 6 s later MB": max(r.get("memory_after_pages_idle", {}).get("rss_mb", [0])) or None,
         "worker RSS after export MB": max(r["memory_after_export"]["rss_mb"]),
         "export first byte s": r["export"]["first_byte_s"],
+        "export first row s": r["export"].get("first_row_s"),
         "export total s": r["export"]["total_s"],
     }
     for page in r["cold"]:
@@ -390,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-ingest", dest="ingest", action="store_false")
     ap.add_argument("--keep", action="store_true", help="keep the generated runs and stores")
     ap.add_argument("--export-timeout", type=float, default=900.0)
+    ap.add_argument("--rounds", type=int, default=3, help="fresh servers, each replaying cold then warm")
     args = ap.parse_args(argv)
     args.src = args.src.resolve()
     args.work.mkdir(parents=True, exist_ok=True)
