@@ -146,3 +146,33 @@ def test_export005_export_seconds_setting():
     for bad in ("soon", "0", "-5"):
         with pytest.raises(SettingsError, match="RLBOARD_EXPORT_SECONDS"):
             load_settings({"RLBOARD_EXPORT_SECONDS": bad})
+
+
+def test_export006_first_bytes_before_the_whole_order(store, monkeypatch):
+    """The CSV header goes out before any row is looked for, and a sorted export's first rows (the top of
+    the order) before the whole order is sorted and spilled: the download starts at once at any size."""
+    calls: list[str] = []
+    real_batches, real_spilled = export.export_batches, export._spilled_batches
+
+    def batches(*a, **kw):
+        calls.append("batches")
+        yield from real_batches(*a, **kw)
+
+    def spilled(*a, **kw):
+        calls.append("spilled")
+        yield from real_spilled(*a, **kw)
+
+    monkeypatch.setattr(export, "export_batches", batches)
+    monkeypatch.setattr(export, "_spilled_batches", spilled)
+    monkeypatch.setattr(export, "HEAD_ROWS", 5)
+    stream = export.export_stream(store, ResponseFilter(), "csv", "reward", True)
+    header = next(stream)
+    assert header.decode().rstrip("\n").split(",") == export.export_names(store) and calls == []
+    first = next(stream)
+    assert len(first.decode().splitlines()) == 5 and calls == ["batches"]
+    rest = b"".join(stream)
+    assert calls == ["batches", "spilled"]
+    rows = list(csv.reader(io.StringIO((header + first + rest).decode())))
+    want = definitional(store, ResponseFilter(), "reward", True)
+    ids = [r[rows[0].index("sample_id")] for r in rows[1:]]
+    assert ids == want.get_column("sample_id").to_list()
