@@ -121,7 +121,7 @@ def strip_card(
     label)`` pairs of a token's hover text. ``ids``: ``count``, ``data`` (the strip's store), ``strip``,
     ``status``.
     """
-    count = f"{shown.height} tokens" + (f", {hidden} pad position(s) hidden" if hidden else "")
+    count = f"{shown.height:,} tokens" + (f", {hidden:,} pad position(s) hidden" if hidden else "")
     data_metric, lo, hi, stops, signed = _scale(metric, scale)
     if metric is None:
         key_legend = html.Span("no metric to colour by", className="small text-muted")

@@ -355,7 +355,13 @@ def _layout_json(title: str | None, ytitle: str | None, message: str | None = No
                 "yanchor": "bottom",
                 "font": {"size": 10},
             },
-            xaxis={"title": {"text": "position"}, "gridcolor": theme.GRID, "zeroline": False},
+            # The hovered position as a whole number ("19,847", not the axis's "19.847k").
+            xaxis={
+                "title": {"text": "position"},
+                "gridcolor": theme.GRID,
+                "zeroline": False,
+                "hoverformat": ",d",
+            },
             yaxis={"title": {"text": ytitle}, "gridcolor": theme.GRID, "zerolinecolor": theme.ZERO_LINE},
         )
     # The app's compact template, not Plotly's ~7 kB default (deep-copied and sent with every figure).

@@ -232,6 +232,7 @@ def test_tokens111_long_response_sent_as_shown(page, client, board_root, tmp_pat
     layout = page.layout(run="long", sample=sid)
     first = strip(layout)
     assert (first["start"], first["total"], len(first["pos"])) == (0, 6000, STRIP_WINDOW)
+    assert find(layout, "tokens-count").children == "6,000 tokens"  # as the strip's status line writes it
     key = find(layout, "tokens-strip-data").data["key"]
     query = find(layout, "tokens-view").data
 

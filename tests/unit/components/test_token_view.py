@@ -146,7 +146,7 @@ def test_token_view005_position_figures():
     assert tr.data[0].type == "bar" and list(tr.data[0].marker.color) == [0.0, 1.0]
     for fig in (lp, vf, tr):
         go.Figure(fig.to_dict())  # raises on any invalid property
-        assert fig.layout.xaxis.title.text == "position"
+        assert fig.layout.xaxis.title.text == "position" and fig.layout.xaxis.hoverformat == ",d"
 
 
 def test_token_view006_empty_and_long_figures():
