@@ -17,12 +17,22 @@ import polars as pl
 from data.cache import StoreKey, shared
 from data.metrics import METRICS, label
 from data.metrics.response import strip_pad_text
-from data.metrics.token import TOKEN_COLUMNS, explode_tokens, file_column, token_metrics
+from data.metrics.token import (
+    INFER_GAP_THRESHOLD,
+    INFERENCE_LOGPROB_FIELDS,
+    TOKEN_COLUMNS,
+    explode_tokens,
+    file_column,
+    infer_gap_summary,
+    inference_field,
+    token_metrics,
+)
 from data.schema import trainer_token_fields
 
 # Metrics a token can be coloured by, in the order of the metric picker.
-STRIP_METRICS = ("token_reward", "value", "prob", "ref_prob", "log_ratio", "kl", "value_error")
-# The file fields each per-token metric needs.
+STRIP_METRICS = ("token_reward", "value", "prob", "ref_prob", "log_ratio", "kl", "infer_gap", "value_error")
+# The file fields each per-token metric needs (the inference–trainer gap also needs an inference engine's
+# log-probs: one of INFERENCE_LOGPROB_FIELDS among the response's fields of the trainer's own).
 METRIC_FIELDS: dict[str, tuple[str, ...]] = {
     "token_reward": ("token_rewards",),
     "value": ("values",),
@@ -32,6 +42,7 @@ METRIC_FIELDS: dict[str, tuple[str, ...]] = {
     "ref_logprob": ("ref_logprobs",),
     "log_ratio": ("logprobs", "ref_logprobs"),
     "kl": ("logprobs", "ref_logprobs"),
+    "infer_gap": ("logprobs",),
     "return": ("token_rewards",),
     "value_error": ("values", "token_rewards"),
 }
@@ -47,6 +58,7 @@ HOVER_METRICS = (
     "ref_logprob",
     "log_ratio",
     "kl",
+    "infer_gap",
 )
 # Byte-level BPE glyphs (GPT-2 `Ġ` space, `Ċ` newline, `ĉ` tab) and SentencePiece's `▁` space.
 MARKERS = {"Ġ": " ", "▁": " ", "Ċ": "\n", "ĉ": "\t"}
@@ -56,7 +68,11 @@ TOP_K = 10
 # Narrowest half-width of a colour scale: a response whose log-probs equal the reference's up to float noise
 # (PPO's first step) stays white instead of painting 1e-13 as the darkest colour. KL 5e-7 is the k3 of a
 # log-ratio of 1e-3.
-MIN_SCALE = {"log_ratio": 1e-3, "kl": 5e-7}
+# The trainer's and the inference engine's log-probs agree to that float noise too when both run the same
+# kernels.
+MIN_SCALE = {"log_ratio": 1e-3, "kl": 5e-7, "infer_gap": 1e-3}
+# What the inference–trainer gap needs besides logprobs, as the page says it.
+INFERENCE_NEEDS = "the inference engine's log-probs (" + ", ".join(INFERENCE_LOGPROB_FIELDS) + ")"
 
 
 @dataclass(frozen=True)
@@ -121,7 +137,15 @@ def metric_available(metric: str, fields: frozenset[str], file_fields: tuple[str
     trainer's own, ``file_column(name)``: whether the response has it)."""
     if is_file_metric(metric):
         return file_field_of(metric) in file_fields
+    if metric == "infer_gap" and inference_field(file_fields) is None:
+        return False
     return all(f in fields for f in METRIC_FIELDS.get(metric, ()))
+
+
+def metric_needs(metric: str) -> str:
+    """What a per-token metric of the contract's needs, as the page says it (``logprobs, ref_logprobs``)."""
+    needs = ", ".join(METRIC_FIELDS[metric])
+    return f"{needs} and {INFERENCE_NEEDS}" if metric == "infer_gap" else needs
 
 
 def file_field_of(metric: str | None) -> str | None:
@@ -157,9 +181,9 @@ def pad_shown_expr() -> pl.Expr:
     return pl.col("is_pad") & carries
 
 
-def hover_metrics(fields: frozenset[str]) -> list[str]:
+def hover_metrics(fields: frozenset[str], file_fields: tuple[str, ...] = ()) -> list[str]:
     """The metrics a token's hover text shows: every one of :data:`HOVER_METRICS` the fields allow."""
-    return [m for m in HOVER_METRICS if metric_available(m, fields)]
+    return [m for m in HOVER_METRICS if metric_available(m, fields, file_fields)]
 
 
 # How many values more than the response's token arrays a per-token field of the trainer may have and still
@@ -330,7 +354,9 @@ def file_field_columns(names) -> list[tuple[str, str]]:
 def hover_columns(view: TokenView) -> list[tuple[str, str]]:
     """``(column, label)`` of what a token's hover text shows: the metrics its fields allow, then the
     trainer's own fields."""
-    return [(m, label(m)) for m in hover_metrics(view.fields)] + file_field_columns(view.file_fields)
+    return [(m, label(m)) for m in hover_metrics(view.fields, view.file_fields)] + file_field_columns(
+        view.file_fields
+    )
 
 
 def metric_options(
@@ -346,10 +372,10 @@ def metric_options(
     options = [
         {
             "label": label(m)
-            if fields is None or metric_available(m, fields)
-            else f"{label(m)} (not in this response)",
+            if fields is None or metric_available(m, fields, file_fields)
+            else f"{label(m)} ({_lacks(m, fields)})",
             "value": m,
-            "disabled": fields is not None and not metric_available(m, fields),
+            "disabled": fields is not None and not metric_available(m, fields, file_fields),
         }
         for m in STRIP_METRICS
     ]
@@ -358,6 +384,13 @@ def metric_options(
         why = "longer than the response" if file_field_of(metric) in overlong else "not in this response"
         options.append({"label": f"{metric_label(metric)} ({why})", "value": metric, "disabled": True})
     return options
+
+
+def _lacks(metric: str, fields: frozenset[str]) -> str:
+    """Why a strip metric is not in a response whose contract fields are ``fields``, as its option says."""
+    if metric == "infer_gap" and metric_available(metric, fields, INFERENCE_LOGPROB_FIELDS):
+        return "no inference log-probs in this response"
+    return "not in this response"
 
 
 def strip_metric(view: TokenView, metric: str) -> tuple[str | None, list[str]]:
@@ -377,14 +410,14 @@ def strip_metric(view: TokenView, metric: str) -> tuple[str | None, list[str]]:
     ]
     if metric_available(metric, fields, view.file_fields):
         return metric, notes
-    fallback = next((m for m in STRIP_METRICS if metric_available(m, fields)), None)
+    fallback = next((m for m in STRIP_METRICS if metric_available(m, fields, view.file_fields)), None)
     name = file_field_of(metric)
     if name in overlong:
         lack = f"{file_label(name)} is longer than the response"
     elif name is not None:
         lack = f"This response has no per-token field {name!r} of the trainer"
     else:
-        lack = f"{label(metric)} needs {', '.join(METRIC_FIELDS[metric])}, which this response does not have"
+        lack = f"{label(metric)} needs {metric_needs(metric)}, which this response does not have"
     notes.insert(0, lack + (f": coloured by {label(fallback)} instead." if fallback else "."))
     return fallback, notes
 
@@ -402,6 +435,25 @@ def response_texts(view: TokenView, show_pads: bool, pad_tokens: tuple[str, ...]
 def key_figures(view: TokenView) -> list[tuple[str, object, str]]:
     """``(label, value, format)`` of the response's :data:`KEY_FIGURES` (format: the registry's ``fmt``)."""
     return [(label(k), view.info.get(k), METRICS[k].fmt) for k in KEY_FIGURES]
+
+
+def infer_gap_figures(view: TokenView) -> list[tuple[str, object, str]]:
+    """``(label, value, format)`` of the response's inference–trainer mismatch (see
+    :func:`data.metrics.token.infer_gap_summary`; format as in :func:`key_figures`): mean and max |gap|,
+    where the max is (position and token text), the share of tokens with |gap| over
+    :data:`INFER_GAP_THRESHOLD`, how many tokens have a gap. Empty when the response has none to show."""
+    s = infer_gap_summary(view.tokens)
+    if s is None:
+        return []
+    at = view.tokens.filter(pl.col("pos") == s["max_pos"])
+    text = at.item(0, "text") if at.height else NO_TOKEN
+    return [
+        ("mean |gap|", s["mean_abs"], "num"),
+        ("max |gap|", s["max_abs"], "num"),
+        ("at position", f"{s['max_pos']:,} ({text!r})", "text"),
+        (f"|gap| > {INFER_GAP_THRESHOLD:g}", s["over"], "share"),
+        ("tokens compared", s["n"], "int"),
+    ]
 
 
 # ---- store access (cached) ---------------------------------------------------------------------------
@@ -471,9 +523,11 @@ __all__ = [
     "file_label",
     "first_sample",
     "hover_metrics",
+    "infer_gap_figures",
     "is_file_metric",
     "metric_available",
     "metric_label",
+    "metric_needs",
     "metric_signed",
     "neighbours",
     "overlong_file_fields",

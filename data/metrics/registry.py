@@ -60,6 +60,15 @@ COLUMNS: dict[str, Metric] = {
         ),
         Metric("log_ratio", "log-ratio log π − log π_ref", "logprob − ref_logprob", True, "token"),
         Metric("kl", "KL (k3)", "exp(r) − 1 − r, r = ref_logprob − logprob", False, "token"),
+        Metric(
+            "infer_gap",
+            "trainer − inference log-prob",
+            "logprob (the trainer's) − the inference engine's log-prob of the token (generation_logprobs, "
+            "rollout_log_probs or inference_logprobs): log π_trainer − log π_inference",
+            True,
+            "token",
+            unit="nats",
+        ),
         Metric("return", "return (γ = 1)", "sum of token rewards from this token to the end", True, "token"),
         Metric(
             "value_error", "value error (value − return)", "critic value minus return (γ = 1)", True, "token"

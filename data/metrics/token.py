@@ -49,6 +49,21 @@ def explode_tokens(df: pl.DataFrame, pad_tokens: tuple[str, ...], extras: Sequen
     )
 
 
+# The inference engine's log-prob of each response token, as the trainers that keep it beside their own name
+# it: NeMo-RL's generation_logprobs (its train_data_step dumps), veRL's and OpenRLHF's rollout_log_probs (their
+# batches / experiences, as hand-written loggers dump them), prime-rl's inference_logprobs (its trainer's
+# batches). The first a response has is the one its gap is taken against.
+INFERENCE_LOGPROB_FIELDS = ("generation_logprobs", "rollout_log_probs", "inference_logprobs")
+# |trainer − inference log-prob| above which a token counts as mismatched in :func:`infer_gap_summary` (nats).
+INFER_GAP_THRESHOLD = 0.1
+
+
+def inference_field(names) -> str | None:
+    """The inference engine's log-prob field among a response's per-token fields of the trainer's own
+    (``names``): the first of :data:`INFERENCE_LOGPROB_FIELDS` there, else None."""
+    return next((f for f in INFERENCE_LOGPROB_FIELDS if f in names), None)
+
+
 def file_column(name: str) -> str:
     """The column of a per-token field of the trainer's own in a token frame (apart from the metrics')."""
     return f"file:{name}"
@@ -60,12 +75,20 @@ def _k3(log_ratio: pl.Expr) -> pl.Expr:
 
 
 def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
-    """Add the per-token metrics of the module docstring to an :func:`explode_tokens` frame."""
+    """Add the per-token metrics of the module docstring to an :func:`explode_tokens` frame, and
+    ``infer_gap = logprob − inference log-prob`` where the frame has an inference engine's log-prob column
+    (``file_column`` of one of :data:`INFERENCE_LOGPROB_FIELDS`; null without one). Like the log-ratio it is
+    the plain difference: a NaN or infinite side gives a NaN or infinite gap, left to the summaries to skip."""
     # Suffix sum within each response; positions without a token reward have no return.
     suffix = pl.col("token_reward").fill_null(0.0).reverse().cum_sum().reverse().over("row")
+    inference = inference_field(
+        [c[len(file_column("")) :] for c in long.columns if c.startswith(file_column(""))]
+    )
+    gap = pl.col("logprob") - pl.col(file_column(inference)) if inference else pl.lit(None, dtype=pl.Float64)
     return (
         long.with_columns(
             (pl.col("logprob") - pl.col("ref_logprob")).alias("log_ratio"),
+            gap.cast(pl.Float64).alias("infer_gap"),
             pl.col("logprob").exp().alias("prob"),
             pl.col("ref_logprob").exp().alias("ref_prob"),
             pl.when(pl.col("token_reward").is_not_null()).then(suffix).alias("return"),
@@ -80,6 +103,27 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
             ).alias("kl_valid"),
         )
     )
+
+
+def infer_gap_summary(long: pl.DataFrame) -> dict | None:
+    """The inference–trainer mismatch of one response from the ``pos`` and ``infer_gap`` of its
+    :func:`token_metrics` frame, over the positions where the gap is finite: ``n`` (those positions),
+    ``mean_abs`` (mean |gap|), ``max_abs`` (largest |gap|), ``max_pos`` (its position; the first on a tie),
+    ``over`` (share of them with |gap| > :data:`INFER_GAP_THRESHOLD`). None when no position has one."""
+    if "infer_gap" not in long.columns:
+        return None
+    g = long.select("pos", pl.col("infer_gap").cast(pl.Float64))
+    g = g.filter(pl.col("infer_gap").is_not_null() & pl.col("infer_gap").is_finite())
+    if g.height == 0:
+        return None
+    g = g.with_columns(pl.col("infer_gap").abs().alias("abs")).sort(["abs", "pos"], descending=[True, False])
+    return {
+        "n": g.height,
+        "mean_abs": g.get_column("abs").mean(),
+        "max_abs": g.item(0, "abs"),
+        "max_pos": g.item(0, "pos"),
+        "over": (g.get_column("abs") > INFER_GAP_THRESHOLD).mean(),
+    }
 
 
 def response_token_aggregates(long: pl.DataFrame) -> pl.DataFrame:

@@ -340,3 +340,88 @@ def test_tokens018_metric_picker_options():
         "disabled": True,
     }
     assert all(not o["disabled"] for o in metric_options("kl", None))  # no response: nothing to check
+
+
+def _gap_row(trainer, inference, name="generation_logprobs", tokens=None) -> pl.DataFrame:
+    """A response with the trainer's log-probs (the contract's logprobs) and an inference engine's beside."""
+    row = one_row(response_tokens=tokens or [f"t{i}" for i in range(len(trainer))], logprobs=trainer)
+    return row.with_columns(pl.Series(name, [inference], dtype=pl.List(pl.Float32)))
+
+
+def test_tokens019_inference_trainer_gap_by_hand():
+    """infer_gap = trainer − inference log-prob per token, signed; NaN / inf pass through as for the
+    log-ratio and are skipped by the summary: mean |gap|, max |gap| and its position, share over 0.1."""
+    from data.metrics.token import INFER_GAP_THRESHOLD, infer_gap_summary
+
+    nan, inf = float("nan"), float("inf")
+    t = token_frame(
+        _gap_row([-0.5, -1.25, -0.25, -1.5, -1.0, -2.0], [-0.5, -1.0, -0.25, -2.0, nan, -inf]),
+        DEFAULT_PAD_TOKENS,
+    )
+    gap = t.get_column("infer_gap").to_list()
+    assert gap[:4] == [0.0, -0.25, 0.0, 0.5]
+    assert math.isnan(gap[4]) and gap[5] == inf
+    # By hand over the 4 finite positions: |gap| = 0, 0.25, 0, 0.5.
+    assert INFER_GAP_THRESHOLD == 0.1
+    assert infer_gap_summary(t) == {"n": 4, "mean_abs": 0.1875, "max_abs": 0.5, "max_pos": 3, "over": 0.5}
+    plain = token_frame(one_row(logprobs=[-1.0, -2.0]), DEFAULT_PAD_TOKENS)
+    assert plain.get_column("infer_gap").to_list() == [None, None] and infer_gap_summary(plain) is None
+
+
+def test_tokens020_inference_field_names_of_real_trainers():
+    """NeMo-RL's generation_logprobs, veRL / OpenRLHF's rollout_log_probs, prime-rl's inference_logprobs are
+    each taken as the inference engine's log-probs (the first a response has, in that order); another
+    field is not."""
+    for name in ("generation_logprobs", "rollout_log_probs", "inference_logprobs"):
+        t = token_frame(_gap_row([-1.0, -3.0], [-1.5, -2.0], name), DEFAULT_PAD_TOKENS)
+        assert t.get_column("infer_gap").to_list() == [0.5, -1.0], name
+    both = _gap_row([-1.0], [-1.5]).with_columns(
+        pl.Series("rollout_log_probs", [[-3.0]], dtype=pl.List(pl.Float32))
+    )
+    assert token_frame(both, DEFAULT_PAD_TOKENS).get_column("infer_gap").to_list() == [0.5]
+    other = token_frame(_gap_row([-1.0], [-1.5], "advantages"), DEFAULT_PAD_TOKENS)
+    assert other.get_column("infer_gap").to_list() == [None]
+
+
+def test_tokens021_gap_on_the_page_needs_both_sides():
+    """The gap is a strip and hover metric only with logprobs and an inference field; its scale is symmetric
+    about 0 and never narrower than MIN_SCALE; without the inference field the option is disabled saying
+    why, the strip falls back saying what it needs, and the figures line is empty."""
+    from data.tokens import build_view, infer_gap_figures, metric_options, strip_metric
+
+    fields = frozenset({"response_tokens", "logprobs"})
+    assert metric_available("infer_gap", fields, ("generation_logprobs",))
+    assert not metric_available("infer_gap", fields, ("advantages",))
+    assert not metric_available("infer_gap", frozenset({"response_tokens"}), ("generation_logprobs",))
+    assert "infer_gap" in hover_metrics(fields, ("rollout_log_probs",)) and "infer_gap" not in hover_metrics(
+        fields
+    )
+    assert scale_range("infer_gap", [0.25, -0.5, float("nan")]) == (-0.5, 0.5)
+    assert scale_range("infer_gap", [1e-9, 0.0]) == (-MIN_SCALE["infer_gap"], MIN_SCALE["infer_gap"])
+    by = {o["value"]: o for o in metric_options("kl", fields, ("advantages",))}
+    assert by["infer_gap"] == {
+        "label": "trainer − inference log-prob (no inference log-probs in this response)",
+        "value": "infer_gap",
+        "disabled": True,
+    }
+    by = {o["value"]: o for o in metric_options("kl", fields, ("generation_logprobs",))}
+    assert by["infer_gap"]["disabled"] is False and by["infer_gap"]["label"] == "trainer − inference log-prob"
+
+    scalars = pl.DataFrame({"sample_id": ["s"], "step": [1], "source": ["a"], "line": [1]})
+    view = build_view(one_row(response_tokens=["a", "b"], logprobs=[-1.0, -2.0]), scalars, DEFAULT_PAD_TOKENS)
+    metric, notes = strip_metric(view, "infer_gap")
+    assert metric == "prob" and notes[0] == (
+        "trainer − inference log-prob needs logprobs and the inference engine's log-probs (generation_logprobs, "
+        "rollout_log_probs, inference_logprobs), which this response does not have: coloured by probability "
+        "(policy) instead."
+    )
+    assert infer_gap_figures(view) == []
+    view = build_view(_gap_row([-1.0, -2.0], [-1.0, -1.75], tokens=["Ġa", "Ġb"]), scalars, DEFAULT_PAD_TOKENS)
+    assert strip_metric(view, "infer_gap")[0] == "infer_gap"
+    assert infer_gap_figures(view) == [
+        ("mean |gap|", 0.125, "num"),
+        ("max |gap|", 0.25, "num"),
+        ("at position", "1 (' b')", "text"),
+        ("|gap| > 0.1", 0.5, "share"),
+        ("tokens compared", 2, "int"),
+    ]
