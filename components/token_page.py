@@ -13,7 +13,7 @@ import polars as pl
 from dash import dcc, html
 
 from components.format import value
-from components.layout import stat
+from components.layout import inline_stats, stat
 from components.theme import colour_stops
 from components.token_view import (
     file_fields_figure,
@@ -86,6 +86,21 @@ def texts(cols: Sequence[tuple[str, str]], text_id: str) -> dbc.Row:
             for name, text in cols
         ],
         className="g-2",
+    )
+
+
+def figure_line(title: str, items: Sequence[tuple[str, object, str]], id_: str) -> html.Div:
+    """A short line of figures under a title (the response's inference–trainer mismatch): ``(label, value,
+    kind)`` each (kind: see :func:`components.format.value`); an empty div for none."""
+    if not items:
+        return html.Div(id=id_)
+    return html.Div(
+        [
+            html.Span(title, className="small fw-semibold me-3"),
+            *inline_stats([(k, value(v, kind, share_digits=1)) for k, v, kind in items]),
+        ],
+        className="d-flex flex-wrap align-items-baseline mb-2",
+        id=id_,
     )
 
 

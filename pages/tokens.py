@@ -59,6 +59,7 @@ BACK = "tokens-back"
 TOP_LOG_RATIO = "tokens-top-log-ratio"
 TOP_KL = "tokens-top-kl"
 STATS = "tokens-stats"
+GAP = "tokens-gap"  # the response's inference–trainer mismatch in figures
 MISSING_NOTE = "tokens-missing"  # one line per part hidden for a missing field
 COUNT = "tokens-count"
 TEXT = "tokens-text-{}"  # prompt / response / reference
@@ -192,9 +193,11 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
             ),
             (tokens.top_tokens(view.tokens, "kl"), f"Top {tokens.TOP_K} tokens by {labels['kl']}", TOP_KL),
         ]
+    gap = tokens.infer_gap_figures(view)
     return [
         *out,
         tp.notes(lacks, MISSING_NOTE),
+        tp.figure_line(f"{tokens.metric_label('infer_gap')}:", gap, GAP),
         strip,
         # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
         # drawing three 4,000-point charts would otherwise hold the strip back.

@@ -290,3 +290,116 @@ def test_tokens111_long_response_sent_as_shown(page, client, board_root, tmp_pat
     overview = zoom({"xaxis.autorange": True})["figure"]
     assert "range" not in overview["layout"]["xaxis"]
     assert zoom({"autosize": True}) is None  # a first draw: nothing sent
+
+
+# A NeMo-RL run as its GRPO loop writes it: grpo.py logs a step's batch (content, rewards, the full-sequence
+# arrays over prompt and response right-padded to the batch's width, input_lengths, token_loss_mask) through
+# Logger.log_batched_dict_as_jsonl, which writes one line per micro-batch of one (every value a list of one
+# item; tensors through .tolist()) with its idx. The message log is the prompt, then the model's turn and the
+# environment's observation alternating (run_multi_turn_rollout appends one after every turn).
+NEMO_TRAINER = [-0.5, -1.25, -0.25, -1.5]  # prev_logprobs on the model's 4 tokens
+NEMO_INFERENCE = [-0.5, -1.0, -0.25, -2.0]  # generation_logprobs on them: gap 0, -0.25, 0, 0.5
+
+
+def write_nemo_rl_run(run) -> str:
+    """``train_data_step1.jsonl`` of two responses in ``run`` (a folder); the sample id of the first, whose
+    trainer − inference gap is [0, -0.25, 0, 0.5] (the second's is 0.125 on each of its 3 tokens)."""
+    run.mkdir(parents=True, exist_ok=True)
+    width = 12
+    rollouts = [
+        # (role, content, token ids, trainer log-probs, inference log-probs)
+        [
+            ("system", "Answer with a number.", [1, 2], [-9.0, -9.0], [0.0, 0.0]),
+            ("user", "2+2?", [3, 4, 5], [-9.0] * 3, [0.0] * 3),
+            ("assistant", "It is 4.", [40, 41, 42, 43], NEMO_TRAINER, NEMO_INFERENCE),
+            ("environment", "Environment: correct", [50], [-9.0], [0.0]),
+        ],
+        [
+            ("system", "Answer with a number.", [1, 2], [-9.0, -9.0], [0.0, 0.0]),
+            ("user", "3+3?", [6, 7], [-9.0] * 2, [0.0] * 2),
+            ("assistant", "Six.", [60, 61, 62], [-0.375] * 3, [-0.5] * 3),
+            ("environment", "", [], [], []),
+        ],
+    ]
+    lines = []
+    for i, msgs in enumerate(rollouts):
+        ids = [t for m in msgs for t in m[2]]
+        pad = [0] * (width - len(ids))
+        trainer = [0.0] + [v for m in msgs for v in m[3]][1:]  # log-probs start at the second token
+        inference = [0.0] + [v for m in msgs for v in m[4]][1:]
+        mask = [int(m[0] == "assistant") for m in msgs for _ in m[2]]
+        lines.append(
+            {
+                "content": [[m[1] for m in msgs]],
+                "rewards": [float(i == 0)],
+                "generation_logprobs": [inference + [0.0] * len(pad)],
+                "prev_logprobs": [trainer + [0.0] * len(pad)],
+                "input_lengths": [len(ids)],
+                "token_ids": [ids + pad],
+                "token_loss_mask": [mask + pad],
+                "sample_loss_mask": [1.0],
+                "advantages": [[0.5 * m for m in mask] + [0.0] * len(pad)],
+                "idx": i,
+            }
+        )
+    (run / "train_data_step1.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return sample_id("train_data_step1.jsonl", 1)
+
+
+def test_tokens112_nemo_rl_inference_trainer_gap(page, client, board_root, tmp_path):
+    """A NeMo-RL run: choosing the gap redraws the strip coloured by trainer − inference log-prob on a
+    scale symmetric about 0 (±0.5 here), each token's hover carries it, and a line gives mean |gap|, max
+    |gap| and where, the share over 0.1; the picker offers it. A contract response has it disabled."""
+    from components.token_view import PALETTE_SIZE
+
+    sid = write_nemo_rl_run(tmp_path / "root" / "nemo")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    search = f"?run=nemo&sample={sid}"
+    resp = dash_post(
+        client,
+        ".." + URL + ".search...tokens-view.data...tokens-body.children..",
+        [
+            {"id": URL, "property": "search", "value": search},
+            {"id": "tokens-metric", "property": "value", "value": "infer_gap"},
+            {"id": "tokens-pads", "property": "value", "value": False},
+        ],
+        [
+            {"id": "tokens-view", "property": "data", "value": search},
+            {"id": URL, "property": "pathname", "value": "/tokens"},
+        ],
+        changed=["tokens-metric.value"],
+    )
+    assert resp[URL]["search"] == search + "&metric=infer_gap"
+    body = resp["tokens-body"]["children"]
+
+    def found(node, id_):
+        if isinstance(node, dict):
+            if node.get("props", {}).get("id") == id_:
+                return node
+            node = list(node.values())
+        if isinstance(node, list):
+            return next((f for n in node if (f := found(n, id_)) is not None), None)
+        return None
+
+    d = orjson.loads(found(body, "tokens-strip-data")["props"]["data"]["json"])
+    assert d["raw"] == ["40", "41", "42", "43"]  # the model's tokens only, cut by token_loss_mask
+    # gap 0, -0.25, 0, 0.5 on the scale -0.5..0.5: 0.5, 0.25, 0.5, 1 of the palette
+    assert d["colour"] == [round(t * (PALETTE_SIZE - 1)) for t in (0.5, 0.25, 0.5, 1.0)]
+    assert d["values"][d["labels"].index("trainer − inference log-prob")] == ["0.0", "-0.25", "0.0", "0.5"]
+    shown = json.dumps(body, ensure_ascii=False)
+    assert "trainer − inference log-prob" in shown and '"-0.5"' in shown and '"0.5"' in shown  # the legend
+    line = json.dumps(found(body, "tokens-gap"), ensure_ascii=False)
+    for text in ("mean |gap|", "0.1875", "max |gap|", "0.5", "3 ('43')", "|gap| > 0.1", "50.0%", "4"):
+        assert text in line, text
+    options = {o["value"]: o for o in found(body, "tokens-metric")["props"]["options"]}
+    assert not options["infer_gap"]["disabled"]
+
+    (tmp_path / "root" / "plain").mkdir()
+    plain = {"prompt": "p", "response": "a", "reward": 1.0, "step": 1, "logprobs": [-1.0]}
+    (tmp_path / "root" / "plain" / "data.jsonl").write_text(json.dumps(plain) + "\n")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache2")
+    layout = page.layout(run="plain", sample=sample_id("data.jsonl", 1), metric="infer_gap")
+    options = {o["value"]: o for o in find(layout, "tokens-metric").options}
+    assert options["infer_gap"]["disabled"]
+    assert "needs logprobs and the inference engine's log-probs" in texts(find(layout, "tokens-missing"))
+    assert find(layout, "tokens-gap").children is None
