@@ -235,3 +235,36 @@ def test_tokens205_colour_by_a_field_of_the_trainer(dash_duo, dash_app, fixtures
         "#tokens-body", "no per-token field 'advantages' of the trainer", timeout=20
     )
     assert dash_duo.get_logs() == []
+
+
+def _rgb(dash_duo, pos: int) -> tuple[int, int, int]:
+    rgb = dash_duo.driver.execute_script(
+        f"return getComputedStyle(document.querySelector('{STRIP} > span[data-pos=\"{pos}\"]')).backgroundColor;"
+    )
+    r, g, b = (int(x) for x in rgb[rgb.index("(") + 1 : rgb.index(")")].split(",")[:3])
+    return r, g, b
+
+
+def test_tokens206_inference_trainer_gap(dash_duo, dash_app, board_root, tmp_path):
+    """A NeMo-RL response: picking 'trainer − inference log-prob' writes metric=infer_gap and colours the
+    strip on its diverging scale (gap -0.25 red, +0.5 the full blue end, 0 white), the hover gives the gap
+    and the line of figures says where the largest is."""
+    from tests.integration.test_tokens import write_nemo_rl_run
+
+    sid = write_nemo_rl_run(tmp_path / "root" / "nemo")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    _open(dash_duo, dash_app, f"/tokens?run=nemo&sample={sid}")
+    _strip_filled(dash_duo)
+    dash_duo.select_dcc_dropdown("#tokens-metric", value="trainer − inference log-prob")
+    WebDriverWait(dash_duo.driver, 20).until(
+        lambda _: parse_qs(urlparse(dash_duo.driver.current_url).query).get("metric") == ["infer_gap"]
+    )
+    dash_duo.wait_for_contains_text("#tokens-body .card-header", "trainer − inference log-prob", timeout=20)
+    assert _strip_filled(dash_duo) == 4
+    below, zero, above = _rgb(dash_duo, 1), _rgb(dash_duo, 0), _rgb(dash_duo, 3)
+    assert below[0] > below[2] + 40 and above[2] > above[0] + 40, (below, above)
+    assert min(zero) > 230, zero  # 0: the scale's white middle
+    assert "trainer − inference log-prob: 0.5" in _hover_token(dash_duo, 3).split("\n")
+    line = dash_duo.find_element("#tokens-gap").text
+    assert "max |gap|" in line and "3 ('43')" in line and "50.0%" in line
+    assert dash_duo.get_logs() == []
