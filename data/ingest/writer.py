@@ -26,15 +26,13 @@ from data.ingest.parts import (
     derive_chunk,
     scalar_columns,
 )
-from data.metrics.step import step_summary
-from data.store import RunStore
+from data.ingest.summary import StepSummaries, fill_step_ranges
 from data.store.layout import (
     ISSUE_SCHEMA,
     PACK_AT,
     PACK_ROWS,
     ROW_GROUP_SIZE,
     SCALAR_CORE,
-    SCALAR_DTYPES,
     file_prefix,
     pack_name,
     part_name,
@@ -102,8 +100,11 @@ class _Writer:
         for sub in ("parts", "scalars", "issues"):
             (store_dir / sub).mkdir(parents=True, exist_ok=True)
         self.row_group_size = manifest.data.setdefault("row_group_size", ROW_GROUP_SIZE)
-        self._scalars: pl.DataFrame | None = None
-        self._added: list[pl.DataFrame] = []  # scalars of the parts applied since, joined when read
+        # The per-step summary, summarised again only where rows came or went (see data.ingest.summary):
+        # no whole-run table is held, so memory stays flat as the run grows.
+        fill_step_ranges(store_dir, manifest.data)
+        self.summaries = StepSummaries(store_dir, manifest.data)
+        self._step_ranges: dict[int, list[int]] = {}  # of parts whose scalars came before their entry
         self.new_rows = 0
         self.last_commit = time.monotonic()
         self.commit_every = 2.0
@@ -120,39 +121,15 @@ class _Writer:
         self._batch_bytes = 0
         self._due: _CommitPoint | None = None
 
-    @property
-    def scalars(self) -> pl.DataFrame:
-        """The committed scalars plus what this ingest added; read only when something changes.
-
-        The parts' scalars are joined to them when read, all at once: joining each part as it came copied
-        the whole table each time (a run of 500 one-step files spent 4 s on it)."""
-        if self._scalars is None:
-            self._load_committed()
-        if self._added:
-            frames = [f for f in (self._scalars, *self._added) if f.height]
-            self._scalars = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
-            self._added = []
-        return self._scalars
-
-    @scalars.setter
-    def scalars(self, value: pl.DataFrame) -> None:
-        self._scalars = value
-        self._added = []
-
-    def _load_committed(self) -> None:
-        """Read the scalars of the parts in the manifest (before any part of this ingest joins it)."""
-        prev = RunStore(self.dir, self.m)
-        self._scalars = prev.all_scalars() if self.m.data["parts"] else pl.DataFrame()
-
     def drop_file(self, rel: str) -> None:
         self.flush()
         entry = self.m.data["files"].pop(rel, None)
         self.m.data["pending"].pop(rel, None)
         if entry:
             for pid in entry["parts"]:
-                self.m.data["parts"].pop(str(pid), None)
-            if self.scalars.height and "source" in self.scalars.columns:
-                self.scalars = self.scalars.filter(pl.col("source") != rel)
+                part = self.m.data["parts"].pop(str(pid), None)
+                if part is not None and part["rows"]:
+                    self.summaries.touch_range(*part["steps"])
 
     def write_chunk(self, rel: str, chunk: ChunkResult | RawBlock) -> int:
         """Queue a chunk (a block of lines, or lines already parsed) to become part ``pid`` (returned at
@@ -368,9 +345,13 @@ class _Writer:
             severity = issues.get_column("severity")
             counts = (int((severity == "error").sum()), int((severity == "note").sum()))
         if scal is not None:
-            if self._scalars is None:
-                self._load_committed()
-            self._added.append(scal)
+            # The steps of its parts (several when written together): what the next commit summarises.
+            ranges = scal.group_by("part").agg(
+                pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi")
+            )
+            for part, lo, hi in ranges.iter_rows():
+                self._step_ranges[int(part)] = [int(lo), int(hi)]
+            self.summaries.touch(scal.get_column("step").unique().to_list())
             extras = self.m.data.setdefault("extra_columns", [])
             for c in scal.columns:
                 if c not in SCALAR_CORE and c not in extras:
@@ -386,6 +367,8 @@ class _Writer:
             "errors": counts[0],
             "notes": counts[1],
         }
+        if n:
+            entry["steps"] = self._step_ranges.pop(pid)
         if host is not None and host != pid:
             entry["in"] = host
         self.m.data["parts"][str(pid)] = entry
@@ -426,16 +409,22 @@ class _Writer:
         """The first step that may still be partial: the smallest of the files' last steps.
 
         Each file is read in order, so every step below the last step of every file is whole; the last
-        one may be missing lines of a rank file still being read or written.
+        one may be missing lines of a rank file still being read or written. Read from the parts' step
+        ranges (no row is read).
         """
-        sc = self.scalars
-        if not sc.height or "source" not in sc.columns:
+        last: dict[str, int] = {}
+        first = None
+        for e in self.m.data["parts"].values():
+            if e["rows"]:
+                lo, hi = e["steps"]
+                last[e["file"]] = max(hi, last.get(e["file"], hi))
+                first = lo if first is None else min(first, lo)
+        if not last:
             return None
-        last = sc.group_by("source").agg(pl.col("step").max())
-        if self.sources - set(last.get_column("source").to_list()):
+        if self.sources - set(last):
             # A file with lines not read yet could hold any step: nothing is known to be whole.
-            return int(sc.get_column("step").min())
-        return int(last.get_column("step").min())
+            return first
+        return min(last.values())
 
     def commit(self, complete: bool = True) -> None:
         """Commit what was read. ``complete=False``: the files may hold a partial last step (read mid-way,
@@ -482,9 +471,10 @@ class _Writer:
         gen = self.m.data["generation"] + 1
         steps_name = f"steps-g{gen:06d}.parquet"
         below = None if complete else self._watermark()
-        shown = self.scalars if below is None else self.scalars.filter(pl.col("step") < below)
         # No response shown (a run of only bad lines, or none read yet): the summary of none, every column.
-        steps = step_summary((shown if shown.height else pl.DataFrame(schema=SCALAR_DTYPES)).lazy()).collect()
+        steps = self.summaries.refresh(self.m.data)
+        if below is not None:
+            steps = steps.filter(pl.col("step") < below)
         buf = io.BytesIO()
         steps.write_parquet(buf)
         write_atomic(self.dir / steps_name, buf.getvalue())

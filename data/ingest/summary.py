@@ -1,0 +1,133 @@
+"""The per-step summary of a store kept up to date while ingest writes parts: at each commit only the steps
+that gained or lost rows since the last one are summarised again, from the scalars of the parts that hold
+them. Ingest so holds no whole-run table: its memory stays flat as the run grows.
+
+A step's summary depends only on that step's rows (see :func:`data.metrics.step.step_summary`), so the
+summary of a run read in pieces is the summary of the run read at once. Each part's manifest entry names the
+range of steps it holds (``"steps": [first, last]``), which also gives each file's last step (the
+watermark of a commit made mid-read, see ``_Writer._watermark``) without reading any row.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from pathlib import Path
+
+import polars as pl
+
+from data.metrics.step import step_summary
+from data.store.layout import SCALAR_CORE, SCALAR_DTYPES, part_name
+from data.store.manifest import packed_parts
+
+# The scalars a step's summary reads: the numbers, the prompt key and the group id (never the previews).
+SUMMARY_INPUT = tuple(c for c in SCALAR_CORE if SCALAR_DTYPES[c] != pl.String() or c == "prompt_key") + (
+    "group_id",
+)
+
+
+def scan_part_scalars(store_dir: Path, data: dict, pids: Iterable[int]) -> list[pl.LazyFrame]:
+    """Lazy scans of the scalars of parts ``pids`` (those with rows) of a manifest's ``data``: each loose
+    part's own file, and the packs holding the others, filtered to them."""
+    parts = data["parts"]
+    wanted = {p for p in pids if parts[str(p)]["rows"]}
+    packs = data.get("packs", [])
+    packed = packed_parts(packs)
+    scans = []
+    for pack in packs:
+        keep = wanted.intersection(pack["parts"])
+        if keep:
+            scan = pl.scan_parquet(Path(store_dir) / "scalars" / pack["name"])
+            scans.append(scan.filter(pl.col("part").is_in(sorted(keep))))
+    scans += [pl.scan_parquet(Path(store_dir) / "scalars" / part_name(i)) for i in sorted(wanted - packed)]
+    return scans
+
+
+def empty_summary() -> pl.DataFrame:
+    """The summary of no response: every column, no row."""
+    return step_summary(pl.DataFrame(schema=SCALAR_DTYPES).lazy()).collect()
+
+
+def fill_step_ranges(store_dir: Path, data: dict) -> None:
+    """Give each part with rows of a manifest written before the ranges existed its ``"steps"`` entry
+    (one read of the ``part`` and ``step`` columns of those parts)."""
+    parts = data["parts"]
+    missing = [int(k) for k, e in parts.items() if e["rows"] and "steps" not in e]
+    if not missing:
+        return
+    scans = [s.select("part", "step") for s in scan_part_scalars(store_dir, data, missing)]
+    ranges = (
+        pl.concat(scans, how="vertical_relaxed")
+        .group_by("part")
+        .agg(pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi"))
+        .collect()
+    )
+    for part, lo, hi in ranges.iter_rows():
+        parts[str(part)]["steps"] = [int(lo), int(hi)]
+
+
+class StepSummaries:
+    """The summary of every step of a store's applied parts (hidden steps included), summarised again
+    where rows came or went (:meth:`touch`, :meth:`touch_range`) when asked for (:meth:`refresh`)."""
+
+    def __init__(self, store_dir: Path, data: dict):
+        self.dir = Path(store_dir)
+        steps_file = data.get("steps_file")
+        self.frame = pl.read_parquet(self.dir / steps_file) if steps_file else empty_summary()
+        self._steps: set[int] = set()
+        self._ranges: list[tuple[int, int]] = []
+        # The committed summary leaves out the steps a commit hid (from ``visible_below`` on): summarised
+        # again at the first refresh.
+        self._from: int | None = data.get("visible_below") if steps_file else None
+
+    def touch(self, steps: Iterable[int]) -> None:
+        """Rows of these steps came (a part applied)."""
+        self._steps.update(steps)
+
+    def touch_range(self, lo: int, hi: int) -> None:
+        """Rows of some steps from ``lo`` to ``hi`` went (a file dropped) or came."""
+        self._ranges.append((lo, hi))
+
+    def _stale(self) -> pl.Expr | None:
+        """True for the rows of a step to summarise again (None: none)."""
+        cond = []
+        if self._steps:
+            cond.append(pl.col("step").is_in(sorted(self._steps)))
+        cond += [pl.col("step").is_between(lo, hi) for lo, hi in self._ranges]
+        if self._from is not None:
+            cond.append(pl.col("step") >= self._from)
+        return pl.any_horizontal(cond) if cond else None
+
+    def _holds_stale(self, lo: int, hi: int, steps: list[int]) -> bool:
+        """Whether a part of steps ``lo`` to ``hi`` may hold rows of a stale step (``steps``: sorted)."""
+        if self._from is not None and hi >= self._from:
+            return True
+        if any(a <= hi and lo <= b for a, b in self._ranges):
+            return True
+        i = bisect.bisect_left(steps, lo)
+        return i < len(steps) and steps[i] <= hi
+
+    def refresh(self, data: dict) -> pl.DataFrame:
+        """The summary of every step of ``data``'s parts (sorted by step), the stale steps summarised again
+        from the rows the parts hold now (a step left with none drops out)."""
+        stale = self._stale()
+        if stale is None:
+            return self.frame
+        steps = sorted(self._steps)
+        pids = [
+            int(k) for k, e in data["parts"].items() if e["rows"] and self._holds_stale(*e["steps"], steps)
+        ]
+        scans = scan_part_scalars(self.dir, data, pids)
+        if scans:
+            frames = [s.select(c for c in s.collect_schema().names() if c in SUMMARY_INPUT) for s in scans]
+            rows = pl.concat(frames, how="diagonal_relaxed").filter(stale).collect()
+            # In part and row order, as a reader of the whole run has them (sums are then added in the
+            # same order, to the last bit).
+            rows = rows.sort("part", "row")
+            absent = [pl.lit(None, t).alias(c) for c, t in SCALAR_DTYPES.items() if c not in rows.columns]
+            fresh = step_summary(rows.with_columns(absent).lazy()).collect(engine="in-memory")
+        else:
+            fresh = empty_summary()
+        self.frame = pl.concat([self.frame.filter(~stale), fresh], how="vertical_relaxed").sort("step")
+        self._steps, self._ranges, self._from = set(), [], None
+        return self.frame

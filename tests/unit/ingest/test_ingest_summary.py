@@ -1,0 +1,123 @@
+"""The per-step summary kept up to date by ingest: summarised again only where rows came or went, from the
+parts that hold those steps (no whole-run table), and equal to the summary of the files read at once."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import orjson
+
+from data.ingest import ingest_run
+from data.ingest import summary as ingest_summary
+from data.store import open_store
+from data.store.manifest import MANIFEST
+
+PADS = ("<pad>",)
+
+
+def _line(step: int, k: int, rank: int) -> bytes:
+    rec = {
+        "prompt": f"q{k % 3}",
+        "response": "a b c"[: 1 + (k + step) % 5],
+        "reward": (step * 7 + k * 3 + rank) % 11 / 10,
+        "ref_reward": (k * 5 + rank) % 7 / 10,
+        "step": step,
+        "logprobs": [-0.1 * (k % 4 + 1), -0.5],
+        "ref_logprobs": [-0.2, -0.4 - 0.01 * step],
+    }
+    return (json.dumps(rec) + "\n").encode()
+
+
+def _steps(store) -> list[dict]:
+    """The steps table with NaN made comparable."""
+    return [
+        {k: ("nan" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        for row in store.steps().to_dicts()
+    ]
+
+
+def _spy_reads(monkeypatch) -> list[list[int]]:
+    """Record the parts whose scalars each summary read opens."""
+    reads: list[list[int]] = []
+    real = ingest_summary.scan_part_scalars
+
+    def spy(store_dir, data, pids):
+        pids = sorted(pids)
+        reads.append(pids)
+        return real(store_dir, data, pids)
+
+    monkeypatch.setattr(ingest_summary, "scan_part_scalars", spy)
+    return reads
+
+
+def test_summary001_appends_and_a_rewritten_file_give_the_summary_of_one_read(tmp_path, monkeypatch):
+    """A run grown step by step, then a rank file rewritten (its old rows dropped, a step it alone held
+    gone), has exactly the steps table of the same files ingested at once; each append reads again only
+    the parts holding the new step."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for r in range(2):
+        (run / f"rank{r}.jsonl").write_bytes(b"".join(_line(s, k, r) for s in range(4) for k in range(5)))
+    cache = tmp_path / "cache"
+    ingest_run(run, cache, PADS, chunk_bytes=700)
+    reads = _spy_reads(monkeypatch)
+    for step in range(4, 7):
+        for r in range(2):
+            with open(run / f"rank{r}.jsonl", "ab") as f:
+                f.write(b"".join(_line(step, k, r) for k in range(5)))
+        before = {int(k) for k in open_store(next(cache.iterdir())).manifest.data["parts"]}
+        res = ingest_run(run, cache, PADS, chunk_bytes=700)
+        parts = open_store(res.store_dir).manifest.data["parts"]
+        new = sorted(int(k) for k in parts if int(k) not in before)
+        assert reads[-1] == new, (step, reads[-1], new)  # only the new parts: no older step is read again
+        assert all(parts[str(p)]["steps"] == [step, step] for p in new)
+    # rank1 rewritten: steps 0-6 again, and a step 9 that only it has; then shortened to steps 0-1.
+    (run / "rank1.jsonl").write_bytes(b"".join(_line(s, k, 5) for s in (*range(7), 9) for k in range(5)))
+    res = ingest_run(run, cache, PADS, chunk_bytes=700)
+    assert open_store(res.store_dir).steps().get_column("step").to_list() == [*range(7), 9]
+    (run / "rank1.jsonl").write_bytes(b"".join(_line(s, k, 6) for s in range(2) for k in range(5)))
+    res = ingest_run(run, cache, PADS, chunk_bytes=700)
+    monkeypatch.undo()
+    whole = ingest_run(run, tmp_path / "whole", PADS)
+    assert res.samples == whole.samples == 7 * 5 + 2 * 5
+    assert _steps(open_store(res.store_dir)) == _steps(open_store(whole.store_dir))
+    assert open_store(res.store_dir).steps().get_column("n").to_list() == [10, 10, 5, 5, 5, 5, 5]
+
+
+def test_summary002_a_store_without_step_ranges_gets_them(tmp_path):
+    """A store written before parts named their steps (no ``"steps"`` in the manifest's entries) is given
+    them from its scalars at the next ingest, which then summarises as a fresh one does."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rank0.jsonl").write_bytes(b"".join(_line(s, k, 0) for s in range(5) for k in range(4)))
+    cache = tmp_path / "cache"
+    res = ingest_run(run, cache, PADS, chunk_bytes=300)
+    path = res.store_dir / MANIFEST
+    data = orjson.loads(path.read_bytes())
+    ranges = {k: e.pop("steps") for k, e in data["parts"].items() if e["rows"]}
+    assert len(ranges) > 3
+    path.write_bytes(orjson.dumps(data))
+    with open(run / "rank0.jsonl", "ab") as f:
+        f.write(b"".join(_line(5, k, 0) for k in range(4)))
+    res = ingest_run(run, cache, PADS, chunk_bytes=300)
+    parts = open_store(res.store_dir).manifest.data["parts"]
+    assert {k: parts[k]["steps"] for k in ranges} == ranges
+    whole = ingest_run(run, tmp_path / "whole", PADS)
+    assert _steps(open_store(res.store_dir)) == _steps(open_store(whole.store_dir))
+
+
+def test_summary003_a_commit_mid_read_hides_partial_steps_and_the_next_shows_them(tmp_path):
+    """Steps a commit hid as possibly partial (``complete=False``) are summarised again, whole, by the
+    next complete commit, even when it reads nothing new."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for r in range(2):
+        (run / f"rank{r}.jsonl").write_bytes(b"".join(_line(s, k, r) for s in range(3) for k in range(3)))
+    cache = tmp_path / "cache"
+    res = ingest_run(run, cache, PADS, complete=False)
+    assert open_store(res.store_dir).steps().get_column("step").to_list() == [0, 1]
+    res = ingest_run(run, cache, PADS, complete=True)
+    whole = ingest_run(run, tmp_path / "whole", PADS)
+    assert _steps(open_store(res.store_dir)) == _steps(open_store(whole.store_dir))
+    assert open_store(res.store_dir).steps().get_column("n").to_list() == [6, 6, 6]
