@@ -52,7 +52,11 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
 
 def prepare_root(settings: Settings) -> None:
     """Write the demo run into the default rollout root when it holds no run (``settings.demo``)."""
-    if settings.demo and Path(settings.root).resolve() == DEFAULT_ROOT.resolve():
+    if (
+        settings.demo
+        and isinstance(settings.root, Path)
+        and settings.root.resolve() == DEFAULT_ROOT.resolve()
+    ):
         from data.demo import ensure_demo
 
         ensure_demo(settings.root)

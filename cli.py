@@ -69,6 +69,17 @@ def _runs_at(path: Path) -> dict[str, tuple[Path, str]]:
     return {name: (folder, scan.split(name)) for name, folder in scan.runs.items()}
 
 
+def _folder(text: str, settings):
+    """PATH as a local folder (None when there is none) or an object store's prefix (``s3://bucket/runs``,
+    read with the AWS_* variables; one that cannot be listed is said by :func:`_runs_at`)."""
+    from data.config import location_of
+
+    path = location_of(text, settings)
+    if isinstance(path, Path) and not path.is_dir():
+        return None
+    return path
+
+
 def _reading(settings, split: str) -> dict:
     """How ingest_run reads a run: its split and the dialect and reward weight settings."""
     return {
@@ -82,10 +93,10 @@ def _reading(settings, split: str) -> dict:
 def cmd_ingest(args) -> int:
     from data.ingest import ingest_run
 
-    path = Path(args.path)
-    if not path.is_dir():
-        return _fail(f"no such folder: {path}")
     settings = load_settings(cache_dir=args.cache_dir)
+    path = _folder(args.path, settings)
+    if path is None:
+        return _fail(f"no such folder: {args.path}")
     runs = _runs_at(path)
     if not runs:
         return _fail(f"no run under {path} (a run is a folder of rollout files: *.jsonl, *.parquet, …)")
@@ -119,15 +130,15 @@ def cmd_export(args) -> int:
     from data.queries import ResponseFilter
     from data.store import open_store
 
-    path = Path(args.path)
-    if not path.is_dir():
-        return _fail(f"no such folder: {path}")
+    settings = load_settings(cache_dir=args.cache_dir)
+    path = _folder(args.path, settings)
+    if path is None:
+        return _fail(f"no such folder: {args.path}")
     runs = _runs_at(path)
     if args.run not in runs:
         return _fail(f"unknown run {args.run!r} under {path} (runs: {', '.join(runs) or 'none'})")
     if args.format not in FORMATS:
         return _fail(f"unknown format {args.format!r}")
-    settings = load_settings(cache_dir=args.cache_dir)
     run_dir, split = runs[args.run]
     res = ingest_run(run_dir, settings.cache_dir, settings.pad_tokens, **_reading(settings, split))
     store = open_store(res.store_dir)
@@ -173,8 +184,13 @@ def _cannot_listen(host: str, port: int) -> str | None:
 
 def cmd_serve(args) -> int:
     settings = load_settings(root=args.root, cache_dir=args.cache_dir, host=args.host, port=args.port)
-    if args.root and not Path(args.root).is_dir():
+    if args.root and isinstance(settings.root, Path) and not settings.root.is_dir():
         return _fail(f"no such folder: {args.root}")
+    if args.root and not isinstance(settings.root, Path):
+        from data.store import scan_root
+
+        if (problem := scan_root(settings.root).problem) is not None:  # a bucket misspelt, a wrong endpoint
+            return _fail(f"{problem.headline} {problem.detail}")
     if reason := _cannot_listen(settings.host, settings.port):
         return _fail(reason)
     print(

@@ -50,6 +50,8 @@ def server_identity() -> str:
 
 def owner_of(path) -> str | None:
     """``"owned by uid 1000, gid 1000, mode 0700"``, or None when even that cannot be read."""
+    if not isinstance(path, str | os.PathLike):
+        return None  # an object store's folder has no owner nor mode
     try:
         st = os.stat(path)
     except OSError:
@@ -74,10 +76,12 @@ class AccessProblem:
     owner: str | None  # "owned by uid 1000, gid 1000, mode 0700"
     server: str  # "uid 10001, gid 10001"
     gone: bool  # missing or unmounted (mount it) rather than forbidden (grant access)
+    remote: bool = False  # on an object store (s3://…): read with the AWS_* variables, not as a uid
 
     @classmethod
     def of(cls, path, exc: OSError) -> AccessProblem:
-        return cls(str(path), status_of(exc), owner_of(path), server_identity(), exc.errno in _GONE)
+        remote = not isinstance(path, str | os.PathLike)
+        return cls(str(path), status_of(exc), owner_of(path), server_identity(), exc.errno in _GONE, remote)
 
     @property
     def headline(self) -> str:
@@ -87,12 +91,31 @@ class AccessProblem:
 
     @property
     def detail(self) -> str:
-        """Whose folder it is and who the board runs as."""
+        """Whose folder it is and who the board runs as (on an object store: what it reads it with)."""
+        if self.remote:
+            return f"The board reads it with the {STORAGE_SETTINGS} it was started with."
         owner = f"It is {self.owner}; t" if self.owner else "T"
         return f"{owner}he board runs as {self.server}."
 
     def fixes(self) -> list[Fix]:
+        if self.remote:
+            return store_fixes()
         return mount_fixes() if self.gone else grant_fixes()
+
+
+# What an object store is read with (see data.config.storage_options).
+STORAGE_SETTINGS = "AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION variables"
+
+
+def store_fixes() -> list[Fix]:
+    """Ways out when a rollout root on an object store cannot be listed."""
+    return [
+        Fix(
+            "Check the bucket and prefix of RLBOARD_ROOT (or --root), and that the server and the credentials "
+            f"of the {STORAGE_SETTINGS} allow listing it:",
+            'aws s3 ls s3://bucket/prefix/ --endpoint-url "$AWS_ENDPOINT_URL"',
+        ),
+    ]
 
 
 def mount_fixes() -> list[Fix]:
@@ -144,7 +167,8 @@ class Unreadable:
         """``reasons``: ``{name: reason}`` of the folders or files in ``where`` (names as listed there)."""
         lines = []
         for name, reason in reasons.items():
-            owner = owner_of(os.path.join(where, name))
+            local = isinstance(where, str | os.PathLike)
+            owner = owner_of(os.path.join(where, name)) if local else None
             lines.append(f"{name}: {reason}" + (f" ({owner})" if owner else ""))
         return cls(str(where), kind, lines, server_identity())
 

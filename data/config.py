@@ -10,6 +10,8 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from data.remote import RemotePath, is_url, location
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ROOT = REPO_ROOT / "rollout_samples"
 DEFAULT_PAD_TOKENS = ("<pad>", "<PAD>", "[PAD]", "<|pad|>", "<|endoftext|>")
@@ -58,7 +60,8 @@ def _default_cache_dir() -> Path:
 class Settings:
     """Resolved settings; build one with :func:`load_settings`."""
 
-    root: Path = DEFAULT_ROOT
+    # A local folder, or an object store's URL (``s3://bucket/prefix``: a RemotePath, see data/remote.py).
+    root: Path | RemotePath = DEFAULT_ROOT
     cache_dir: Path = field(default_factory=_default_cache_dir)
     host: str = "127.0.0.1"
     port: int = 8050
@@ -82,6 +85,9 @@ class Settings:
     tokenizer: Path | None = None
     # Seconds an export may stream before it is cut off (its last line says so).
     export_seconds: float = DEFAULT_EXPORT_SECONDS
+    # The object store's settings (``aws_access_key_id``, ``aws_endpoint``…) from the usual variables (see
+    # :func:`storage_options`), as pairs.
+    storage: tuple[tuple[str, str], ...] = ()
 
     def with_overrides(self, **kw) -> Settings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
@@ -134,15 +140,61 @@ def normalize_prefix(prefix: str) -> str:
     return prefix if prefix == "/" else prefix + "/"
 
 
+# The usual variables of S3 and S3-compatible servers (MinIO, Ceph…), as obstore's option names. Other
+# schemes (gs://, az://) take their credentials from their own usual variables, which obstore reads.
+STORAGE_VARIABLES = {
+    "AWS_ACCESS_KEY_ID": "aws_access_key_id",
+    "AWS_SECRET_ACCESS_KEY": "aws_secret_access_key",
+    "AWS_SESSION_TOKEN": "aws_session_token",
+    "AWS_DEFAULT_REGION": "aws_region",
+    "AWS_REGION": "aws_region",  # wins over AWS_DEFAULT_REGION, as in the AWS tools
+    "AWS_ENDPOINT_URL": "aws_endpoint",
+}
+
+
+def storage_options(environ=None) -> dict[str, str]:
+    """The object store's settings from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+    ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``), as obstore names them."""
+    environ = os.environ if environ is None else environ
+    out = {}
+    for var, key in STORAGE_VARIABLES.items():
+        if (v := _env(var, environ)) is not None:
+            out[key] = v
+    return out
+
+
+def _location(text, storage: dict[str, str], name: str):
+    """A root from a flag or variable: a local folder, or an object store's URL."""
+    try:
+        return location(text, storage)
+    except OSError as e:
+        raise SettingsError(f"{name}={text!r}: {e.strerror or e}") from None
+
+
+def location_of(text, settings: Settings):
+    """A folder named on the command line, local or on the object store of ``settings`` (its AWS_*
+    variables): a :class:`Path` or a :class:`RemotePath`."""
+    return _location(text, dict(settings.storage), "PATH")
+
+
+def _local_cache(text, name: str) -> Path:
+    if is_url(str(text)):
+        raise SettingsError(
+            f"{name}={text!r}: the store is kept on a local disk (an object store's URL is not supported)"
+        )
+    return Path(text)
+
+
 def load_settings(environ=None, **overrides) -> Settings:
     """Settings from ``RLBOARD_*`` environment variables, then ``overrides`` (flags) on top."""
     environ = os.environ if environ is None else environ
-    s = Settings()
+    storage = storage_options(environ)
+    s = Settings(storage=tuple(sorted(storage.items())))
     env_values: dict = {}
     if (v := _env("RLBOARD_ROOT", environ)) is not None:
-        env_values["root"] = Path(v)
+        env_values["root"] = _location(v, storage, "RLBOARD_ROOT")
     if (v := _env("RLBOARD_CACHE_DIR", environ)) is not None:
-        env_values["cache_dir"] = Path(v)
+        env_values["cache_dir"] = _local_cache(v, "RLBOARD_CACHE_DIR")
     if (v := _env("RLBOARD_HOST", environ)) is not None:
         env_values["host"] = v
     if (v := _env("RLBOARD_PORT", environ)) is not None:
@@ -182,7 +234,8 @@ def load_settings(environ=None, **overrides) -> Settings:
         overrides["pad_tokens"] = parse_pad_tokens(overrides["pad_tokens"])
     if overrides.get("url_prefix"):
         overrides["url_prefix"] = normalize_prefix(overrides["url_prefix"])
-    for key in ("root", "cache_dir"):
-        if overrides.get(key) is not None:
-            overrides[key] = Path(overrides[key])
+    if overrides.get("root") is not None:
+        overrides["root"] = _location(overrides["root"], storage, "--root")
+    if overrides.get("cache_dir") is not None:
+        overrides["cache_dir"] = _local_cache(overrides["cache_dir"], "--cache-dir")
     return s.with_overrides(**overrides)

@@ -7,7 +7,6 @@ waits for a long ingest: it gets the last committed state and the progress of th
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from data.access import Backoff
 from data.config import Settings, load_settings
 from data.ingest import IngestResult, ingest_run
 from data.ingest.run import BIG_CATCH_UP
+from data.remote import as_path
 from data.store import (
     RootScan,
     RunStore,
@@ -94,7 +94,7 @@ class Board:
         try:
             # A root unmounted, made unreadable or given a new run folder looks different at once: only
             # an unchanged root is answered from memory.
-            st = os.stat(self.settings.root)
+            st = as_path(self.settings.root).stat()
             seen = (st.st_dev, st.st_ino, st.st_mode, st.st_mtime_ns, st.st_ctime_ns)
         except OSError:
             seen = None

@@ -103,18 +103,18 @@ def trainer_notes(run: str, t: TrainerScalars, rollout_steps: list[int]) -> list
 
 
 @functools.lru_cache(maxsize=32)
-def _checks(key: StoreKey, stamp: tuple, run_dir: str) -> tuple[Check, ...]:
+def _checks(key: StoreKey, stamp: tuple, run_dir) -> tuple[Check, ...]:
     store = key.store
     steps = store.steps()
-    return tuple(checks(trainer_scalars(Path(run_dir)), store.scan(), steps))
+    return tuple(checks(trainer_scalars(run_dir), store.scan(), steps))
 
 
 def agreement(store: RunStore, run_dir: Path) -> tuple[Check, ...]:
     """:func:`data.trainer_logs.agreement.checks` of a run (cached on its store version and its trainer
     logs' sizes and times)."""
-    t = trainer_scalars(Path(run_dir))
+    t = trainer_scalars(run_dir)
     stamp = tuple((f.kind, f.stamp) for f in t.files)
-    return _checks(StoreKey(store), stamp, str(run_dir))
+    return _checks(StoreKey(store), stamp, run_dir)
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def run_trainer_view(
     run: str, store: RunStore, run_dir: Path, frame: pl.DataFrame, key: str | None
 ) -> RunTrainerView:
     """:class:`RunTrainerView` of one run (``frame``: its :func:`data.compare.curves.run_frame`)."""
-    logs = trainer_scalars(Path(run_dir))
+    logs = trainer_scalars(run_dir)
     keys = logs.keys()
     key = key if key in keys else default_key(keys)
     notes = trainer_notes(run, logs, frame.get_column("step").to_list())

@@ -18,6 +18,7 @@ from data.ingest.blocks import BOM, RawBlock, _next_block, parse_chunk
 from data.ingest.fast import ChunkResult, _count_newlines
 from data.ingest.slow import _snippet
 from data.ingest.writer import _Writer
+from data.remote import WHOLE_READ_BYTES, RemotePath
 
 COMPRESSED = (".jsonl.gz", ".jsonl.zst")
 PARQUET = ".parquet"
@@ -37,7 +38,7 @@ def _fingerprint(path: Path, upto: int) -> str:
     seed reopens it with "w"), with the same start and no shorter, differs there, and most often just before
     where it was read to: the start alone took it as unchanged."""
     h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
+    with _open_raw(path) as f:
         head = min(upto, PRINT_WINDOW)
         h.update(f.read(head))
         tail = max(head, upto - PRINT_WINDOW)
@@ -62,17 +63,28 @@ def _file_changed(path: Path, st: os.stat_result, prev: dict) -> bool:
     return _fingerprint(path, prev["offset"]) != prev.get("print")
 
 
+def _open_raw(path: Path):
+    """A seekable binary reader of a file as it is stored (on an object store: one ranged GET a read)."""
+    return path.open("rb") if isinstance(path, RemotePath) else open(path, "rb")
+
+
 def _open_text(path: Path):
-    """A binary file object of a rollout file's JSON lines, decompressed where it is compressed."""
+    """A binary file object of a rollout file's JSON lines, decompressed where it is compressed (on an
+    object store, read in GETs of ``WHOLE_READ_BYTES``, of 1 MiB for a plain file's first lines: the
+    decompressors and a line reader read in small pieces)."""
+    if isinstance(path, RemotePath):
+        source = path.open("rb", WHOLE_READ_BYTES if path.name.endswith(COMPRESSED) else 1 << 20)
+    else:
+        source = path
     if path.name.endswith(".gz"):
         import gzip
 
-        return gzip.open(path, "rb")
+        return gzip.open(source, "rb")
     if path.name.endswith(".zst"):
         import zstandard
 
-        return zstandard.open(path, "rb")
-    return open(path, "rb")
+        return zstandard.open(source, "rb")
+    return open(path, "rb") if source is path else source
 
 
 def _first_fields(path: Path) -> frozenset[str]:
@@ -81,6 +93,9 @@ def _first_fields(path: Path) -> frozenset[str]:
         if path.name.endswith(PARQUET):
             import pyarrow.parquet as pq
 
+            if isinstance(path, RemotePath):
+                with path.open("rb") as f:  # the footer only: a few ranged GETs
+                    return frozenset(pq.read_schema(f).names)
             return frozenset(pq.read_schema(path).names)
         with _open_text(path) as f:
             for raw in f:
@@ -147,7 +162,7 @@ def ingest_file(
     # crash after it) must not make the rest look already read.
     entry.update(size=None, mtime=None, dev=st.st_dev, ino=st.st_ino)
     start = entry["offset"]
-    with open(path, "rb") as f:
+    with _open_raw(path) as f:
         if entry.get("tail_open") and start < size:
             # The last line was taken without its newline; what follows up to the newline belongs to it.
             f.seek(start)
@@ -271,7 +286,7 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
         from data.ingest.fast import conform_chunk, parse_rows
 
         try:
-            df = pl.read_parquet(path)
+            df = pl.read_parquet(path.read_bytes() if isinstance(path, RemotePath) else path)
         except Exception as e:  # noqa: BLE001 - a file still being written, or damaged: said, read again once changed
             _unreadable_whole(writer, rel, entry, st, path, e)
             return

@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 
 from data import schema
+from data.remote import RemotePath, as_path
 
 RUN_FILE = "rlboard.toml"
 # Where TRL's Trainer keeps its log history: trainer_state.json in each checkpoint, or log_history.json
@@ -75,6 +76,11 @@ def _tokenizer_path(run_dir: Path, given, where: str, problems: list[str], insid
     """A tokenizer.json that can be read (one named by rlboard.toml must lie in the run folder: the board
     reads only the rollout root), as an absolute path; None (and a problem) otherwise."""
     path = Path(given)
+    if inside and isinstance(run_dir, RemotePath):
+        problems.append(
+            f"{where}: tokenizer {str(given)!r} lies on an object store; give a local copy with RLBOARD_TOKENIZER"
+        )
+        return None
     if inside:
         path = (run_dir / path).resolve()
         try:
@@ -102,7 +108,7 @@ def load_options(
     weights, weights_from = (
         (dict(reward_weights), "the setting RLBOARD_REWARD_WEIGHTS") if reward_weights else (None, "")
     )
-    path = Path(run_dir) / RUN_FILE
+    path = as_path(run_dir) / RUN_FILE
     try:
         text = path.read_bytes()
     except OSError:
@@ -127,13 +133,13 @@ def load_options(
     opts.reading = schema.Reading(reward_weights=weights, weights_from=weights_from)
     if isinstance(conf.get("tokenizer"), str):
         opts.reading.tokenizer = _tokenizer_path(
-            Path(run_dir), conf["tokenizer"], RUN_FILE, opts.problems, True
+            as_path(run_dir), conf["tokenizer"], RUN_FILE, opts.problems, True
         )
     elif tokenizer is not None:
         opts.reading.tokenizer = _tokenizer_path(
-            Path(run_dir), tokenizer, "RLBOARD_TOKENIZER", opts.problems, False
+            as_path(run_dir), tokenizer, "RLBOARD_TOKENIZER", opts.problems, False
         )
-    trl = _trl_reward_names(Path(run_dir))
+    trl = _trl_reward_names(as_path(run_dir))
     if trl is not None:
         opts.reading.reward_parts, opts.reading.parts_from = trl
     return opts

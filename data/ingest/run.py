@@ -3,7 +3,6 @@ complete lines validated, its metrics derived and a part appended, under the sto
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from data.access import reason_of
 from data.ingest.files import ingest_file
 from data.ingest.options import load_options
 from data.ingest.writer import _Writer
+from data.remote import as_path
 from data.store import RunStore, run_files, store_dir_for
 from data.store.manifest import Manifest, read_manifest, remove_older_formats
 from data.store.runs import VALIDATION, VALIDATION_SUFFIX
@@ -84,7 +84,7 @@ def ingest_run(
     ``dialect``, ``reward_weights`` and ``tokenizer``: the settings (see :func:`data.ingest.options.load_options`).
     """
     t0 = time.perf_counter()
-    run_dir = Path(run_dir)
+    run_dir = as_path(run_dir)
     store_dir = store_dir_for(cache_dir, run_dir, pad_tokens, split)
     store_dir.mkdir(parents=True, exist_ok=True)
     name = run_dir.name + (VALIDATION_SUFFIX if split == VALIDATION else "")
@@ -150,7 +150,7 @@ def ingest_run(
                     del readers[p]
                     continue
                 except OSError as e:
-                    if e.filename is None or os.fspath(e.filename) != os.fspath(p):
+                    if e.filename is None or str(e.filename) != str(p):
                         raise  # not the source file (the cache, say): the ingest fails and says so
                     # A file the board may not read (another user's, mode 0600): listed with its reason
                     # on the runs page; the run's other files still load.

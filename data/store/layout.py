@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from data.metrics.registry import stored_columns
+from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt. 12: dialects (each file's in the manifest), nested folders, Parquet and compressed
@@ -99,7 +100,7 @@ def sample_id(rel: str, line: int) -> str:
 def store_dir_for(cache_dir: Path, run_dir: Path, pad_tokens: tuple[str, ...], split: str = "train") -> Path:
     """Cache folder of a run: its name plus a hash of its absolute path, the pad tokens and the format
     (and of its split, for a folder's validation files: a run of their own, see data.store.runs)."""
-    run_dir = Path(run_dir).resolve()
+    run_dir = as_path(run_dir).resolve()
     key = f"{run_dir}\n{','.join(pad_tokens)}\n{STORE_FORMAT}" + ("" if split == "train" else f"\n{split}")
     name = run_dir.name if split == "train" else f"{run_dir.name}-{split}"
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:60]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from data.access import AccessProblem, Backoff, reason_of
+from data.remote import RemotePath, as_path
 from data.schema.dialects import ROLLOUT_SUFFIXES, TRAIN, VALIDATION, split_of
 
 
@@ -33,7 +34,10 @@ def is_rollout_file(name: str) -> bool:
 def run_files(run_dir: Path, split: str = TRAIN) -> list[Path]:
     """The rollout files of a run (of its training files, or of its ``"validation"`` ones), sorted by their
     path inside the run (symlinks that leave the run folder are skipped)."""
-    return [Path(run_dir) / name for name, _ in run_file_stats(run_dir, split)]
+    run_dir = as_path(run_dir)
+    if isinstance(run_dir, RemotePath):  # with what the listing said of each (no request a stat)
+        return [run_dir.child(name, st) for name, st in run_file_stats(run_dir, split)]
+    return [run_dir / name for name, _ in run_file_stats(run_dir, split)]
 
 
 def run_file_stats(run_dir: Path, split: str = TRAIN) -> list[tuple[str, os.stat_result]]:
@@ -47,6 +51,8 @@ def _walk(run_dir: Path) -> list[tuple[str, os.stat_result]]:
     files). Only a symlink can lead out of the folder: only symlinks are resolved. Sub-folders are looked
     into (``MAX_DEPTH`` deep, not hidden ones nor those of ``_SKIPPED``); a prime-rl ``effective/`` folder
     beside an ``all/`` one is not read (the same episodes again)."""
+    if isinstance(run_dir, RemotePath):
+        return _walk_remote(run_dir)
     run_dir = Path(run_dir)
     real_run: list[Path] = []
     out: list[tuple[str, os.stat_result]] = []
@@ -84,6 +90,32 @@ def _walk(run_dir: Path) -> list[tuple[str, os.stat_result]]:
 
     walk(run_dir, "", 0)
     return sorted(out, key=lambda item: item[0])
+
+
+def _walk_remote(run_dir: RemotePath) -> list[tuple[str, os.stat_result]]:
+    """:func:`_walk` of a folder on an object store: one listing of every key below it, kept by the same
+    rules (``MAX_DEPTH``, hidden and ``_SKIPPED`` folders, prime-rl's ``effective/`` beside ``all/``)."""
+    listed = run_dir.walk_files()
+    folders = {rel.rsplit("/", 1)[0] for rel, _ in listed if "/" in rel}
+    children: dict[str, set[str]] = {}  # folder -> the names of the folders in it
+    for folder in folders:
+        parts = folder.split("/")
+        for i in range(len(parts)):
+            children.setdefault("/".join(parts[:i]), set()).add(parts[i])
+    out = []
+    for rel, st in listed:
+        *dirs, name = rel.split("/")
+        if len(dirs) > MAX_DEPTH or name.startswith(".") or not is_rollout_file(name):
+            continue
+        skip = False
+        for i, d in enumerate(dirs):
+            siblings = children.get("/".join(dirs[:i]), set())
+            if d.startswith(".") or _SKIPPED.match(d) or (d == _SUBSET_EFFECTIVE and _SUBSET_ALL in siblings):
+                skip = True
+                break
+        if not skip:
+            out.append((rel, st))
+    return out
 
 
 @dataclass(frozen=True)
@@ -159,7 +191,7 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
     ``problem``; a sub-folder that cannot be, ``unreadable[name]``. With ``memory``, a failed listing is
     not tried again before its back-off ends (the remembered answer is given instead).
     """
-    root = Path(root)
+    root = as_path(root)
     runs: dict[str, Path] = {}
     remembered = memory.pending(("root", str(root))) if memory is not None else None
     if remembered is not None:

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from data.remote import RemotePath
+
 # Files bigger than these are listed with a note and not read (a log of scalars is a few MB at most; a
 # bigger file is something else, e.g. TensorBoard histograms and images of a long run).
 MAX_JSON_BYTES = 128 << 20
@@ -78,6 +80,8 @@ def find_logs(run_dir: Path) -> list[LogFile]:
 
     Symlinks that lead out of the run folder are not followed; unreadable folders are skipped.
     """
+    if isinstance(run_dir, RemotePath):
+        return []  # logs on an object store are not looked for (the rollouts are read; see README)
     run_dir = Path(run_dir)
     real: list = []
     top = [e for e in _scan(run_dir) if _inside(run_dir, e, real)]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from data.remote import as_path
 from data.trainer_logs.find import MAX_EVENTS_BYTES, MAX_JSON_BYTES, LogFile, find_logs
 from data.trainer_logs.read import Rows, read_events, read_history
 
@@ -122,7 +123,7 @@ _MAX_CACHED = 16
 def trainer_scalars(run_dir: Path) -> TrainerScalars:
     """The trainer scalars of the run in ``run_dir`` (a folder the board found under its root), read
     again only when a log file changed (size or modification time) or appeared."""
-    files = find_logs(Path(run_dir))
+    files = find_logs(as_path(run_dir))
     key = (str(run_dir), tuple((f.kind, f.stamp) for f in files))
     with _LOCK:
         hit = _CACHE.get(key)

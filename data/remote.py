@@ -1,0 +1,369 @@
+"""Rollout roots on object storage: ``s3://bucket/prefix`` (and the other schemes of obstore: ``gs://``,
+``az://``, ``memory:///``…) as a path the board lists, stats and reads by byte range like a folder on disk.
+
+:class:`RemotePath` has the few calls of :class:`pathlib.Path` that discovery and ingest make (``/``,
+``name``, ``relative_to``, ``iterdir``, ``stat``, ``open``…), so that the same code reads both. A file is
+read from an offset with one ranged GET per block (obstore, the Rust ``object_store`` crate that Polars and
+delta-rs use too); a folder is a key prefix. Errors are raised as :class:`OSError` with an ``errno``, as a
+local read's are, so that what cannot be read is reported the same way (see :mod:`data.access`).
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import io
+import re
+import stat as stat_mod
+import threading
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+_URL = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
+# Reading a whole compressed or Parquet file: GETs of this many bytes (a ranged GET per small read of
+# gzip's or zstd's reader would cost a round trip each).
+WHOLE_READ_BYTES = 8 << 20
+
+
+def is_url(text: str) -> bool:
+    """Whether ``text`` names an object store (``s3://…``), not a local path (``file://`` is local)."""
+    m = _URL.match(str(text))
+    return m is not None and m.group(1).lower() != "file"
+
+
+def location(text: str | Path, options: dict[str, str] | None = None) -> Path | RemotePath:
+    """A local folder as a :class:`Path`, an object store's URL as a :class:`RemotePath` (``options``: the
+    store's settings, e.g. ``aws_endpoint``; see :func:`data.config.storage_options`)."""
+    if isinstance(text, RemotePath | Path):
+        return text
+    text = str(text)
+    if text.lower().startswith("file://"):
+        return Path(text[len("file://") :])
+    if not is_url(text):
+        return Path(text)
+    return RemotePath(_Root.of(text, options or {}), "")
+
+
+def as_path(value) -> Path | RemotePath:
+    """``value`` as :class:`Path` unless it is a :class:`RemotePath` already (``Path(remote)`` would take its
+    URL for a local file name)."""
+    return value if isinstance(value, RemotePath) else Path(value)
+
+
+@dataclass(frozen=True)
+class RemoteStat:
+    """What ``stat`` says of an object (or of a folder: a key prefix, size 0). ``st_dev`` and ``st_ino`` are
+    0: an object store has no inode, and a rewritten object is told by its fingerprint, as on a disk.
+    ``etag`` changes whenever the object is written again (an unchanged ETag: nothing to read)."""
+
+    st_size: int
+    st_mtime_ns: int
+    etag: str | None = None
+    is_dir: bool = False
+
+    st_dev = 0
+    st_ino = 0
+    st_uid = 0
+    st_gid = 0
+
+    @property
+    def st_mtime(self) -> float:
+        return self.st_mtime_ns / 1e9
+
+    @property
+    def st_ctime_ns(self) -> int:
+        return self.st_mtime_ns
+
+    @property
+    def st_mode(self) -> int:
+        return (stat_mod.S_IFDIR | 0o555) if self.is_dir else (stat_mod.S_IFREG | 0o444)
+
+
+def _stat_of(meta: dict) -> RemoteStat:
+    modified = meta.get("last_modified")
+    ns = int(modified.timestamp() * 1e9) if modified is not None else 0
+    return RemoteStat(int(meta["size"]), ns, meta.get("e_tag"))
+
+
+_DIR = RemoteStat(0, 0, None, True)
+
+
+class _Root:
+    """One object store opened at a URL (its client made once per URL and options in a process)."""
+
+    _clients: dict[tuple, _Root] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, url: str, options: dict[str, str]):
+        from obstore.store import from_url
+
+        self.url = url
+        # Opened at a prefix below the bucket (s3://bucket/runs): a prefix with no object is no folder.
+        self.prefixed = "/" in url.split("://", 1)[1].strip("/")
+        client_options = {"allow_http": True} if options.get("aws_endpoint", "").startswith("http://") else {}
+        config = {k: v for k, v in options.items() if k.split("_")[0] in _scheme_prefixes(url)}
+        try:
+            self.store = from_url(url, config=config or None, client_options=client_options or None)
+        except Exception as e:  # noqa: BLE001 - a URL obstore cannot open: said as the root's problem
+            raise OSError(errno.EINVAL, f"cannot open {url}: {str(e).splitlines()[0]}") from None
+
+    @classmethod
+    def of(cls, url: str, options: dict[str, str]) -> _Root:
+        url = url.rstrip("/")
+        key = (url, tuple(sorted(options.items())))
+        with cls._lock:
+            root = cls._clients.get(key)
+        if root is None:
+            root = cls(url, options)
+            with cls._lock:
+                cls._clients[key] = root
+        return root
+
+
+def _scheme_prefixes(url: str) -> tuple[str, ...]:
+    """The prefixes of the option names a URL's store takes (``aws_…`` for ``s3://``)."""
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in ("s3", "s3a"):
+        return ("aws",)
+    if scheme in ("gs", "gcs"):
+        return ("google",)
+    if scheme in ("az", "adl", "azure", "abfs", "abfss"):
+        return ("azure",)
+    return ()
+
+
+def _oserror(e: Exception, path: RemotePath) -> OSError:
+    """An obstore error as the OSError a local read would raise (``errno`` set, ``filename`` the URL)."""
+    import obstore.exceptions as ox
+
+    name = str(path)
+    if isinstance(e, ox.NotFoundError | FileNotFoundError):
+        return FileNotFoundError(errno.ENOENT, "no such object", name)
+    if isinstance(e, ox.PermissionDeniedError | ox.UnauthenticatedError):
+        return PermissionError(errno.EACCES, "permission denied", name)
+    if isinstance(e, OSError) and e.errno is not None:
+        return e
+    text = str(e).split("\n", 1)[0]
+    if "403" in text or "Forbidden" in text or "AccessDenied" in text:
+        return PermissionError(errno.EACCES, "permission denied", name)
+    if "NoSuchBucket" in text or "404" in text:
+        return FileNotFoundError(errno.ENOENT, "no such bucket or object", name)
+    return OSError(errno.EIO, f"object store error: {text[:300]}", name)
+
+
+class RemotePath:
+    """A file or folder (key prefix) under an object store's URL, with the calls of :class:`pathlib.Path`
+    that the board makes on a rollout root. What a listing said of a child (its size, time, ETag) is kept,
+    so that stat after a listing costs no request."""
+
+    __slots__ = ("_meta", "_root", "key")
+
+    def __init__(self, root: _Root, key: str, meta: RemoteStat | None = None):
+        self._root = root
+        self.key = key.strip("/")
+        self._meta = meta
+
+    # --- names ----------------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        return f"{self._root.url}/{self.key}" if self.key else self._root.url
+
+    def __repr__(self) -> str:
+        return f"RemotePath({str(self)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RemotePath) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __lt__(self, other: RemotePath) -> bool:
+        return str(self) < str(other)
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[-1] if self.key else self._root.url.rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> RemotePath:
+        return RemotePath(self._root, self.key.rsplit("/", 1)[0] if "/" in self.key else "")
+
+    def __truediv__(self, name: str) -> RemotePath:
+        name = str(name).strip("/")
+        return RemotePath(self._root, f"{self.key}/{name}" if self.key else name)
+
+    def child(self, rel: str, meta: RemoteStat) -> RemotePath:
+        """The file ``rel`` below this folder, with what a listing said of it (its stat is then no request:
+        the files of one listing are read as they were at that moment)."""
+        return RemotePath(self._root, f"{self.key}/{rel}" if self.key else rel, meta)
+
+    def relative_to(self, other: RemotePath) -> PurePosixPath:
+        if not isinstance(other, RemotePath) or other._root is not self._root:
+            raise ValueError(f"{self} is not under {other}")
+        if not other.key:
+            return PurePosixPath(self.key)
+        if not self.key.startswith(other.key + "/"):
+            raise ValueError(f"{self} is not under {other}")
+        return PurePosixPath(self.key[len(other.key) + 1 :])
+
+    def as_posix(self) -> str:
+        return str(self)
+
+    def resolve(self) -> RemotePath:
+        return self  # an object store has no links
+
+    def is_symlink(self) -> bool:
+        return False
+
+    # --- listing --------------------------------------------------------------------------------------
+    def _prefix(self) -> str | None:
+        return f"{self.key}/" if self.key else None
+
+    def _child(self, path: str, meta: RemoteStat) -> RemotePath:
+        return RemotePath(self._root, path, meta)
+
+    def iterdir(self):
+        """The files and folders directly under this folder (a folder: a key prefix); sorted."""
+        import obstore
+
+        try:
+            found = obstore.list_with_delimiter(self._root.store, self._prefix())
+        except Exception as e:  # noqa: BLE001 - as the OSError a local listing would raise
+            raise _oserror(e, self) from None
+        children = [self._child(p, _DIR) for p in found["common_prefixes"]]
+        children += [self._child(o["path"], _stat_of(o)) for o in found["objects"]]
+        if not children and (self.key or self._root.prefixed) and not self._meta:
+            raise FileNotFoundError(errno.ENOENT, "no such folder", str(self))
+        return iter(sorted(children))
+
+    def walk_files(self) -> list[tuple[str, RemoteStat]]:
+        """Every object below this folder: ``(path inside it, stat)``, in one listing."""
+        import obstore
+
+        out = []
+        n = len(self.key) + 1 if self.key else 0
+        try:
+            for batch in obstore.list(self._root.store, self._prefix()):
+                out += [(o["path"][n:], _stat_of(o)) for o in batch]
+        except Exception as e:  # noqa: BLE001 - as the OSError a local listing would raise
+            raise _oserror(e, self) from None
+        return sorted(out, key=lambda item: item[0])
+
+    def glob(self, pattern: str):
+        """The files matching ``pattern`` (``name`` or ``*/name``: one level of folders at most)."""
+        depth = pattern.count("/")
+        for rel, st in self.walk_files():
+            if rel.count("/") == depth and fnmatch.fnmatchcase(rel, pattern):
+                yield self._child(f"{self.key}/{rel}" if self.key else rel, st)
+
+    # --- one object -----------------------------------------------------------------------------------
+    def stat(self) -> RemoteStat:
+        if self._meta is not None:
+            return self._meta
+        import obstore
+
+        if not self.key:
+            return _DIR
+        try:
+            return _stat_of(obstore.head(self._root.store, self.key))
+        except Exception as e:  # noqa: BLE001
+            err = _oserror(e, self)
+            if isinstance(err, FileNotFoundError) and self._has_children():
+                return _DIR
+            raise err from None
+
+    def _has_children(self) -> bool:
+        import obstore
+
+        try:
+            found = obstore.list_with_delimiter(self._root.store, self._prefix())
+        except Exception:  # noqa: BLE001 - no folder to say anything of
+            return False
+        return bool(found["objects"] or found["common_prefixes"])
+
+    def is_dir(self) -> bool:
+        if self._meta is not None:
+            return self._meta.is_dir
+        if not self.key:
+            try:
+                self.iterdir()
+            except OSError:
+                return False
+            return True
+        return self._has_children()
+
+    def is_file(self) -> bool:
+        try:
+            return not self.stat().is_dir
+        except OSError:
+            return False
+
+    def exists(self) -> bool:
+        return self.is_file() or self.is_dir()
+
+    def open(self, mode: str = "rb", buffering: int = -1):
+        """A seekable binary reader of the object: each read one ranged GET (``buffering`` > 0: reads of at
+        least that many bytes, for readers that read in small pieces)."""
+        if mode != "rb":
+            raise PermissionError(errno.EACCES, "the rollout root is read only", str(self))
+        raw = _RangeReader(self, self.stat().st_size)
+        return io.BufferedReader(raw, buffering) if buffering > 0 else raw
+
+    def read_bytes(self) -> bytes:
+        import obstore
+
+        try:
+            return bytes(obstore.get(self._root.store, self.key).bytes())
+        except Exception as e:  # noqa: BLE001
+            raise _oserror(e, self) from None
+
+    def get_range(self, start: int, end: int) -> bytes:
+        import obstore
+
+        if end <= start:
+            return b""
+        try:
+            return obstore.get_range(self._root.store, self.key, start=start, end=end)
+        except Exception as e:  # noqa: BLE001
+            raise _oserror(e, self) from None
+
+
+class _RangeReader(io.RawIOBase):
+    """A seekable reader of one object of ``size`` bytes (as listed): each read one ranged GET."""
+
+    def __init__(self, path: RemotePath, size: int):
+        self.path, self.size, self.pos = path, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def readinto(self, buf) -> int:
+        end = min(self.size, self.pos + len(buf))
+        if end <= self.pos:
+            return 0
+        data = self.path.get_range(self.pos, end)
+        n = len(data)
+        memoryview(buf)[:n] = memoryview(data)
+        self.pos += n
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        end = self.size if size is None or size < 0 else min(self.size, self.pos + size)
+        if end <= self.pos:
+            return b""
+        data = bytes(self.path.get_range(self.pos, end))
+        self.pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
