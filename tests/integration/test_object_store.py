@@ -314,3 +314,20 @@ def test_remote008_compressed_and_parquet_objects(s3, demo_run, tmp_path):
     here = ingest_run(local, tmp_path / "local-cache", DEFAULT_PAD_TOKENS)
     assert (remote.files, remote.samples, remote.bad_lines) == (3, 384, 0)
     assert _csv(remote.store_dir) == _csv(here.store_dir)
+
+
+def test_remote009_fingerprint_of_an_object_is_the_files(s3, tmp_path):
+    """A file's fingerprint (what tells a grown file from a rewritten one) read from the bucket, its ranges
+    fetched together, is the one read from disk, at every length: short, within the windows, and past
+    them (its samples)."""
+    import numpy as np
+
+    from data.ingest.files import PRINT_WINDOW, _fingerprint
+
+    data = np.random.default_rng(0).bytes(3 * PRINT_WINDOW + 12345)
+    (tmp_path / "f.jsonl").write_bytes(data)
+    s3.put("f/run/f.jsonl", data)
+    remote = scan_root(s3.settings(f"s3://{BUCKET}/f", tmp_path).root).runs["run"] / "f.jsonl"
+    for upto in (0, 1, 1000, PRINT_WINDOW, 2 * PRINT_WINDOW + 5, len(data) - 1, len(data)):
+        assert _fingerprint(remote, upto) == _fingerprint(tmp_path / "f.jsonl", upto), upto
+    assert _fingerprint(remote, 1000) != _fingerprint(remote, 1001)
