@@ -166,6 +166,23 @@ def _port(text: str) -> int:
     return port
 
 
+def _remote_problem(root: str) -> str | None:
+    """Why a rollout root on an object store cannot be listed, or None; asked in a fresh process: the
+    object store's client (obstore's runtime) does not survive a fork, and gunicorn forks its workers from
+    this one."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_root_problem, (root,))
+
+
+def _root_problem(root: str) -> str | None:
+    from data.store import scan_root
+
+    problem = scan_root(load_settings(root=root).root).problem
+    return None if problem is None else f"{problem.headline} {problem.detail}"
+
+
 def _cannot_listen(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be listened on (taken, not an address of this machine, …), or None."""
     try:
@@ -187,10 +204,8 @@ def cmd_serve(args) -> int:
     if args.root and isinstance(settings.root, Path) and not settings.root.is_dir():
         return _fail(f"no such folder: {args.root}")
     if args.root and not isinstance(settings.root, Path):
-        from data.store import scan_root
-
-        if (problem := scan_root(settings.root).problem) is not None:  # a bucket misspelt, a wrong endpoint
-            return _fail(f"{problem.headline} {problem.detail}")
+        if problem := _remote_problem(args.root):  # a bucket misspelt, a wrong endpoint
+            return _fail(problem)
     if reason := _cannot_listen(settings.host, settings.port):
         return _fail(reason)
     print(

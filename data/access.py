@@ -99,7 +99,7 @@ class AccessProblem:
 
     def fixes(self) -> list[Fix]:
         if self.remote:
-            return store_fixes()
+            return store_fixes(self.path)
         return mount_fixes() if self.gone else grant_fixes()
 
 
@@ -107,13 +107,13 @@ class AccessProblem:
 STORAGE_SETTINGS = "AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION variables"
 
 
-def store_fixes() -> list[Fix]:
-    """Ways out when a rollout root on an object store cannot be listed."""
+def store_fixes(url: str) -> list[Fix]:
+    """Ways out when a rollout root on an object store (``url``) cannot be listed."""
     return [
         Fix(
-            "Check the bucket and prefix of RLBOARD_ROOT (or --root), and that the server and the credentials "
-            f"of the {STORAGE_SETTINGS} allow listing it:",
-            'aws s3 ls s3://bucket/prefix/ --endpoint-url "$AWS_ENDPOINT_URL"',
+            "Check the bucket and prefix of RLBOARD_ROOT (or --root), and that these variables name a server "
+            "and credentials that may list it; with the same variables set, this lists it as the board does:",
+            f'aws s3 ls {url}/ --endpoint-url "$AWS_ENDPOINT_URL"',
         ),
     ]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -166,7 +167,7 @@ def test_remote003_missing_bucket_or_prefix(s3, tmp_path):
         assert scan.problem.status == "missing: no such folder"
         assert scan.problem.headline == f"The rollout folder {root} is not there: no such folder."
         assert "AWS_ENDPOINT_URL" in scan.problem.detail
-        assert "aws s3 ls" in scan.problem.fixes()[0].command
+        assert scan.problem.fixes()[0].command == f'aws s3 ls {root}/ --endpoint-url "$AWS_ENDPOINT_URL"'
     local = scan_root(tmp_path / "no-such-folder").problem
     assert local.headline.endswith("is not there: no such folder.")
 
@@ -331,3 +332,43 @@ def test_remote009_fingerprint_of_an_object_is_the_files(s3, tmp_path):
     for upto in (0, 1, 1000, PRINT_WINDOW, 2 * PRINT_WINDOW + 5, len(data) - 1, len(data)):
         assert _fingerprint(remote, upto) == _fingerprint(tmp_path / "f.jsonl", upto), upto
     assert _fingerprint(remote, 1000) != _fingerprint(remote, 1001)
+
+
+def test_remote010_serve_command_forks_workers_that_read_the_bucket(s3, demo_run, tmp_path):
+    """`app.py serve --root s3://…` checks the root before gunicorn forks its workers without leaving an
+    object store client behind in the parent (obstore's runtime does not survive a fork: a worker then hung
+    on its first listing); its workers serve the run; a missing bucket stops it with the sentence."""
+    s3.upload(demo_run, f"g/{RUN}")
+    p = _cli("serve", "--root", "s3://no-such-bucket/runs", env=s3.env, cache=tmp_path)
+    assert p.returncode == 2
+    assert p.stderr.startswith(
+        "error: The rollout folder s3://no-such-bucket/runs is not there: no such folder."
+    )
+    port = free_port()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("RLBOARD_", "AWS_"))}
+    env = {**clean, **s3.env, "RLBOARD_DEMO": "0", "RLBOARD_WORKERS": "2"}
+    cmd = [sys.executable, "app.py", "serve", "--root", f"s3://{BUCKET}/g", "--port", str(port)]
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [*cmd, "--cache-dir", str(tmp_path / "cache")],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        base, deadline, rows = f"http://127.0.0.1:{port}", time.monotonic() + 120, None
+        while time.monotonic() < deadline and rows != 384:
+            time.sleep(0.5)
+            try:
+                r = requests.get(base + "/export", params={"run": RUN, "step": "all"}, timeout=20)
+            except requests.RequestException:
+                continue
+            rows = len(_rows(r.text)[1]) if r.status_code == 200 else None
+        assert rows == 384, log.read_text(errors="replace")[-2000:]
+        assert requests.get(base + "/healthz", timeout=20).json()["runs"] == 1
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
