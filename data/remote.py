@@ -17,12 +17,22 @@ import re
 import stat as stat_mod
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
 _URL = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
 # Reading a whole compressed or Parquet file: GETs of this many bytes (a ranged GET per small read of
 # gzip's or zstd's reader would cost a round trip each).
 WHOLE_READ_BYTES = 8 << 20
+# A request that fails (a 5xx, a dropped connection) is tried again 3 times within 30 s (obstore's default:
+# 10 times within 3 minutes, which held a page for as long when the server was down).
+RETRIES = {"max_retries": 3, "retry_timeout": timedelta(seconds=30)}
+# What a failed request's text says of the network, as the errno a local read would give.
+_NETWORK = (
+    ("Connection refused", errno.ECONNREFUSED, "connection refused by the endpoint"),
+    ("dns error", errno.EHOSTUNREACH, "the endpoint's name is not found"),
+    ("timed out", errno.ETIMEDOUT, "the endpoint did not answer in time"),
+)
 
 
 def is_url(text: str) -> bool:
@@ -103,7 +113,9 @@ class _Root:
         client_options = {"allow_http": True} if options.get("aws_endpoint", "").startswith("http://") else {}
         config = {k: v for k, v in options.items() if k.split("_")[0] in _scheme_prefixes(url)}
         try:
-            self.store = from_url(url, config=config or None, client_options=client_options or None)
+            self.store = from_url(
+                url, config=config or None, client_options=client_options or None, retry_config=RETRIES
+            )
         except Exception as e:  # noqa: BLE001 - a URL obstore cannot open: said as the root's problem
             raise OSError(errno.EINVAL, f"cannot open {url}: {str(e).splitlines()[0]}") from None
 
@@ -143,7 +155,11 @@ def _oserror(e: Exception, path: RemotePath) -> OSError:
         return PermissionError(errno.EACCES, "permission denied", name)
     if isinstance(e, OSError) and e.errno is not None:
         return e
-    text = str(e).split("\n", 1)[0]
+    full = str(e)
+    for marker, code, reason in _NETWORK:
+        if marker in full:
+            return OSError(code, reason, name)
+    text = full.split("\n", 1)[0]
     if "403" in text or "Forbidden" in text or "AccessDenied" in text:
         return PermissionError(errno.EACCES, "permission denied", name)
     if "NoSuchBucket" in text or "404" in text:

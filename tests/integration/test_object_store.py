@@ -372,3 +372,23 @@ def test_remote010_serve_command_forks_workers_that_read_the_bucket(s3, demo_run
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_remote011_endpoint_down(tmp_path):
+    """An endpoint nothing listens on: the root cannot be read, "connection refused by the endpoint", said
+    within seconds (a few tries, not obstore's 10 within 3 minutes)."""
+    env = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+    }
+    root = load_settings(environ=env, root=f"s3://{BUCKET}/runs").root
+    t0 = time.monotonic()
+    problem = scan_root(root).problem
+    assert time.monotonic() - t0 < 20
+    assert problem.status == "unreadable: connection refused by the endpoint"
+    assert (
+        problem.headline
+        == f"The rollout folder s3://{BUCKET}/runs cannot be read: connection refused by the endpoint."
+    )
