@@ -41,7 +41,9 @@ METRICS = {
 BANDED = ("reward", "ref_reward", "response_length", "response_chars")
 FROM_RESPONSES = ("repetition",)
 # A reward component: an extra column of the run's own named ``rewards.<fn>`` (a file's ``{"rewards":
-# {"<fn>": …}}``) or ``reward_<fn>`` / ``<fn>_reward``; its curve is the per-step mean. Key: ``component:<col>``.
+# {"<fn>": …}}``) or ``reward_<fn>`` / ``<fn>_reward``, or one the reward was summed from at ingest (TRL's
+# columns named after its reward functions, see data/schema/dialects/trl.py); its curve is the per-step mean.
+# Key: ``component:<col>``.
 COMPONENT = "component:"
 
 MISSING = {
@@ -64,6 +66,13 @@ def is_component(col: str) -> bool:
     )
 
 
+def component_columns(store) -> list[str]:
+    """The run's extra columns that are reward components (see :data:`COMPONENT`), in the store's order."""
+    formed = store.manifest.data.get("reward_formed") or {}
+    parts = set(formed.get("parts") or ())
+    return [c for c in store.extra_columns() if is_component(c) or c in parts]
+
+
 def metric_label(key: str) -> str:
     return key.removeprefix(COMPONENT) + " (mean)" if key.startswith(COMPONENT) else METRICS[key][0]
 
@@ -80,8 +89,8 @@ def _response_means(v: StoreKey) -> pl.DataFrame:
     """Per step: the mean ``repetition`` and the mean of every reward component (finite values); a
     component's column is named ``component:<col>``."""
     schema = v.store.schema()
-    extras = set(v.store.extra_columns())
-    cols = [c for c in schema if c == "repetition" or (c in extras and is_component(c))]
+    components = set(component_columns(v.store))
+    cols = [c for c in schema if c == "repetition" or c in components]
     cols = [c for c in cols if schema[c].is_numeric() and schema[c] != pl.Boolean]
     if not cols or v.store.steps().height == 0:  # the steps summary counts exactly the responses shown
         return pl.DataFrame({"step": []}, schema={"step": pl.Int64})

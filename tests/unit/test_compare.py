@@ -319,3 +319,33 @@ def test_compare017_scatter_keeps_the_largest_differences(tmp_path):
     rows, left = p.scatter_rows(limit=1)
     assert rows.get_column("preview").to_list() == ["Name a colour."] and left == 1  # |−1| > |0.75|
     assert p.scatter_rows()[1] == 0
+
+
+def test_compare018_reward_functions_summed_at_ingest_are_components(tmp_path):
+    """TRL's completions table names its reward functions' columns after them (no ``reward_`` prefix); the
+    columns the reward was summed from are components, each a curve of its per-step mean."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run = tmp_path / "root" / "trl" / "completions"
+    run.mkdir(parents=True)
+    for step, (sent, fmt) in {1: ([1.0, 0.0], [0.5, 0.5]), 2: ([1.0, 1.0], [0.0, 1.0])}.items():
+        table = pa.table(
+            {
+                "step": [step, step],
+                "prompt": ["p", "q"],
+                "completion": ["a", "b"],
+                "sentiment": sent,
+                "concise_format": fmt,
+                "advantage": [0.1, -0.1],
+            }
+        )
+        pq.write_table(table, run / f"completions_{step:05d}.parquet")
+    store = open_store(ingest_run(run.parent, tmp_path / "cache", PADS).store_dir)
+    assert curves.component_columns(store) == ["sentiment", "concise_format"]
+    frame = curves.run_frame(store)
+    assert {"component:sentiment", "component:concise_format"} <= set(curves.available(frame))
+    ov = curves.overlay({"trl": frame}, "component:concise_format")
+    assert ov.lines[0].frame.select("step", "y").rows() == [(1, 0.5), (2, 0.5)]
+    ov = curves.overlay({"trl": frame}, "component:sentiment")
+    assert ov.lines[0].frame.select("step", "y").rows() == [(1, 0.5), (2, 1.0)]
