@@ -4,10 +4,12 @@ its reward functions' weights), the settings, and the trainer's own log of its r
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from data import schema
@@ -18,6 +20,9 @@ RUN_FILE = "rlboard.toml"
 # saved beside the completions by hand.
 TRL_LOGS = ("log_history.json", "trainer_state.json")
 TRL_REWARD_KEY = "rewards/"  # rewards/{function}/mean
+# How closely weights fitted to TRL's log must reproduce its logged reward (relative to its largest value):
+# the log holds float32 means (the agreement check sees differences of ~5e-7).
+FIT_TOLERANCE = 1e-4
 
 
 @dataclass
@@ -49,9 +54,40 @@ def _weights(value, where: str, problems: list[str]) -> dict[str, float] | None:
     return out or None
 
 
-def _trl_reward_names(run_dir: Path) -> tuple[tuple[str, ...], str] | None:
+def fit_reward_weights(history: list, names: tuple[str, ...]) -> tuple[dict[str, float], int, float] | None:
+    """The weights of TRL's reward functions that its log history implies, or None where it does not pin
+    them down: ``(weights, steps used, largest difference)``.
+
+    TRL logs the step's mean of the weighted sum as ``reward`` beside each function's mean,
+    ``rewards/{name}/mean``; so ``reward = Σ wᵢ · meanᵢ`` at every logged step. The weights are the least-
+    squares solution over the steps with every value finite, rounded to 6 decimals (weights are set by
+    hand: 1.0, 0.5), taken only when there are more such steps than weights, the means are independent,
+    and the rounded weights reproduce every logged reward to :data:`FIT_TOLERANCE` (a function that
+    returned None for some responses breaks the identity: TRL sums with ``nansum``)."""
+    rows, ys = [], []
+    for entry in history:
+        if not isinstance(entry, dict):
+            continue
+        values = [entry.get("reward"), *(entry.get(f"{TRL_REWARD_KEY}{n}/mean") for n in names)]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            ys.append(float(values[0]))
+            rows.append([float(v) for v in values[1:]])
+    if not names or len(rows) <= len(names):
+        return None
+    x, y = np.array(rows), np.array(ys)
+    if np.linalg.matrix_rank(x) < len(names):
+        return None
+    w = np.round(np.linalg.lstsq(x, y, rcond=None)[0], 6)
+    worst = float(np.max(np.abs(x @ w - y)))
+    if worst > FIT_TOLERANCE * max(1.0, float(np.max(np.abs(y)))):
+        return None
+    return {n: float(v) + 0.0 for n, v in zip(names, w, strict=True)}, len(rows), worst
+
+
+def _trl_reward_names(run_dir: Path) -> tuple[tuple[str, ...], str, tuple | None] | None:
     """The reward functions TRL logged (``rewards/{name}/mean`` in its log history), from the newest of
-    the run's log files (the folder and its checkpoints, two levels deep)."""
+    the run's log files (the folder and its checkpoints, two levels deep), where they come from, and the
+    weights that log implies (:func:`fit_reward_weights`)."""
     found = []
     for pattern in TRL_LOGS:
         for depth in ("", "*/"):
@@ -68,7 +104,9 @@ def _trl_reward_names(run_dir: Path) -> tuple[tuple[str, ...], str] | None:
                 if key.startswith(TRL_REWARD_KEY) and key.endswith("/mean"):
                     names[key[len(TRL_REWARD_KEY) : -len("/mean")]] = None
         if names:
-            return tuple(names), f"TRL's log history ({path.relative_to(run_dir).as_posix()})"
+            rel = path.relative_to(run_dir).as_posix()
+            fitted = fit_reward_weights(history, tuple(names))
+            return tuple(names), f"TRL's log history ({rel})", fitted and (*fitted, rel)
     return None
 
 
@@ -141,5 +179,11 @@ def load_options(
         )
     trl = _trl_reward_names(as_path(run_dir))
     if trl is not None:
-        opts.reading.reward_parts, opts.reading.parts_from = trl
+        opts.reading.reward_parts, opts.reading.parts_from, fitted = trl
+        if opts.reading.reward_weights is None and fitted is not None:
+            fit, steps, worst, rel = fitted
+            opts.reading.reward_weights = fit
+            opts.reading.weights_from = (
+                f"fitted to the reward TRL logged ({rel}: {steps} steps, largest difference {worst:.1g})"
+            )
     return opts

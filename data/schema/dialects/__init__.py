@@ -22,8 +22,8 @@ from data.schema.contract import INT64_MAX
 
 @dataclass
 class Reading:
-    """How a run's files are read beyond their dialect: the reward functions' weights (a setting or
-    rlboard.toml) and names (the trainer's own log, such as TRL's log history), and, filled in while
+    """How a run's files are read beyond their dialect: the reward functions' weights (a setting,
+    rlboard.toml, or fitted to the reward the trainer logged) and names (the trainer's own log, such as TRL's log history), and, filled in while
     reading, how the reward was formed (``formed``: ``{"reward": "1 × a + 0.5 × b", "weights": "…"}``)."""
 
     reward_weights: dict[str, float] | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -133,14 +134,14 @@ def test_dialects003_verifiers_results_line_by_line(fixtures_dir, tmp_path):
 def test_dialects004_trl_completions_parquet_line_by_line(fixtures_dir, tmp_path, weights):
     """TRL's completions/*.parquet (found in their folder): 400 rows over 25 steps, 0 bad; prompt,
     completion and step as written; each reward function a column; the reward their weighted sum with the
-    weights given (equal weights, TRL's default 1, when none are: said in the manifest). With the run's
-    real weights, TRL's own advantage is reproduced from the reward in every group of 4 (the GRPO groups
-    are found: one prompt key per group), and the step means match TRL's logged `reward`."""
+    weights given, or, when none are, those fitted to TRL's logged reward (the run's real ones, 1 and 0.5;
+    said in the manifest). TRL's own advantage is reproduced from the reward in every group of 4 (the GRPO
+    groups are found: one prompt key per group), and the step means match TRL's logged `reward`."""
     run = fixtures_dir / "trl-grpo-completions"
     res, store = _ingest(run, tmp_path, reward_weights=weights)
     assert (res.bad_lines, res.samples, res.steps, res.files) == (0, 400, 25, 25)
     rows = _rows(store)
-    w = dict(weights or (("sentiment", 1.0), ("concise_format", 1.0)))
+    w = dict(TRL_WEIGHTS)  # given, or fitted to the run's log history
     for path in sorted((run / "completions").glob("*.parquet")):
         rel = f"completions/{path.name}"
         assert store.manifest.data["files"][rel]["dialect"] == "trl"
@@ -157,10 +158,8 @@ def test_dialects004_trl_completions_parquet_line_by_line(fixtures_dir, tmp_path
     formed = store.manifest.data["reward_formed"]
     assert formed["parts"] == ["sentiment", "concise_format"]
     assert formed["reward"] == f"1 × sentiment + {w['concise_format']:g} × concise_format"
-    assert ("equal weights" in formed["weights_from"]) == (weights is None)
+    assert formed["weights_from"].startswith("fitted to" if weights is None else "the setting")
     assert store.steps().get_column("n_groups").to_list() == [4] * 25  # the board's own GRPO groups
-    if weights is None:
-        return
     sc = store.scalars()
     groups = sc.group_by("step", "prompt_key").agg(
         pl.len().alias("n"),
@@ -425,7 +424,9 @@ def test_dialects010_pages_say_step_zero_and_assumed_weights(fixtures_dir, tmp_p
     assert page_notices(store) == [
         "No step in example_rollouts.jsonl (an evaluation dump): its responses are shown as step 0."
     ]
-    _, store = _ingest(fixtures_dir / "trl-grpo-completions", tmp_path / "b")
+    bare = tmp_path / "bare"  # TRL's completions without its log history: nothing to fit weights to
+    shutil.copytree(fixtures_dir / "trl-grpo-completions" / "completions", bare / "completions")
+    _, store = _ingest(bare, tmp_path / "b")
     (notice,) = page_notices(store)
     assert notice.startswith("reward = 1 × sentiment + 1 × concise_format: no weights were given")
     _, store = _ingest(fixtures_dir / "trl-grpo-completions", tmp_path / "c", reward_weights=TRL_WEIGHTS)
@@ -495,3 +496,53 @@ def test_dialects012_token_ids_named_by_a_local_tokenizer(tmp_path):
     assert store.manifest.data["problems"] == [
         "rlboard.toml: tokenizer '../elsewhere.json' is not in the run folder"
     ]
+
+
+def test_dialects030_weights_fitted_to_trls_logged_reward(fixtures_dir, tmp_path):
+    """The fixture was trained with reward_weights=[1.0, 0.5]; its log history implies them: the reward of
+    every response is then 1 × sentiment + 0.5 × concise_format, as with the weights given, and the
+    agreement check with TRL's logged reward holds. A weight given by the user still wins."""
+    from data.store.reading import page_notices, understood
+    from data.trainer_logs import trainer_scalars
+    from data.trainer_logs.agreement import AGREES, checks
+
+    run = fixtures_dir / "trl-grpo-completions"
+    _, fitted = _ingest(run, tmp_path / "a")
+    _, given = _ingest(run, tmp_path / "b", reward_weights=TRL_WEIGHTS)
+    assert page_notices(fitted) == []
+    formed = fitted.manifest.data["reward_formed"]
+    assert formed["reward"] == "1 × sentiment + 0.5 × concise_format"
+    assert formed["weights_from"].startswith("fitted to the reward TRL logged (log_history.json: 25 steps")
+    cols = ["source", "line", "reward", "sentiment", "concise_format"]
+    a = fitted.scalars().select(cols).sort("source", "line")
+    b = given.scalars().select(cols).sort("source", "line")
+    assert a.equals(b)
+    row = a.row(0, named=True)
+    assert row["reward"] == row["sentiment"] + 0.5 * row["concise_format"]
+    assert "fitted to the reward TRL logged" in str(understood(fitted))
+    status = {c.key: c.status for c in checks(trainer_scalars(run), fitted.scan(), fitted.steps())}
+    assert status["reward"] == AGREES
+
+
+def test_dialects031_weight_fit_by_hand():
+    """reward = Σ wᵢ · meanᵢ at every logged step: the weights are found where the log pins them down, and
+    not where it does not (too few steps, dependent means, a step that breaks the identity)."""
+    from data.ingest.options import fit_reward_weights
+
+    names = ("a", "b")
+
+    def log(*steps):
+        return [
+            {"reward": r, "rewards/a/mean": a, "rewards/b/mean": b, "step": i}
+            for i, (r, a, b) in enumerate(steps)
+        ]
+
+    # 2 × a + 0.25 × b: (1, 0) → 2, (0, 4) → 1, (1, 1) → 2.25
+    w, n, worst = fit_reward_weights(
+        [{"loss": 1.0}, *log((2.0, 1.0, 0.0), (1.0, 0.0, 4.0), (2.25, 1.0, 1.0))], names
+    )
+    assert (w, n) == ({"a": 2.0, "b": 0.25}, 3) and worst < 1e-12
+    assert fit_reward_weights(log((2.0, 1.0, 0.0), (1.0, 0.0, 4.0)), names) is None  # no step to check on
+    assert fit_reward_weights(log((1.0, 1.0, 1.0), (2.0, 2.0, 2.0), (3.0, 3.0, 3.0)), names) is None  # a = b
+    assert fit_reward_weights(log((2.0, 1.0, 0.0), (1.0, 0.0, 4.0), (9.0, 1.0, 1.0)), names) is None  # broken
+    assert fit_reward_weights(log((2.0, 1.0, 0.0), (1.0, 0.0, 4.0), (float("nan"), 1.0, 1.0)), names) is None
