@@ -138,8 +138,16 @@ def sort_state(fields: list[str], sort: str, order: str) -> list[dict]:
     return [{"colId": f, "sort": order if f == sort else None} for f in fields]
 
 
-def summary_line(count: int, scope: int, where: str, mean_reward: float | None, reward_label: str):
-    """'N matching of M responses at step S · mean reward of the matches X'."""
+def summary_line(
+    count: int,
+    scope: int,
+    where: str,
+    mean_reward: float | None,
+    reward_label: str,
+    partial: str | None = None,
+):
+    """'N matching of M responses at step S · mean reward of the matches X', and a warning badge with
+    ``partial`` (the step is a partial last step) when given."""
     parts = [
         html.Span(f"{count:,}", className="fw-semibold", id="responses-count"),
         f" matching of {scope:,} responses {where}",
@@ -150,6 +158,14 @@ def summary_line(count: int, scope: int, where: str, mean_reward: float | None, 
             f"mean {reward_label} of the matches ",
             html.Span(num(mean_reward), className="fw-semibold"),
         ]
+    if partial:
+        parts.append(
+            html.Span(
+                [html.I(className="bi bi-exclamation-triangle me-1"), partial],
+                className="badge text-bg-warning fw-normal ms-2",
+                id="responses-partial-step",
+            )
+        )
     return html.Span(parts)
 
 

@@ -13,6 +13,7 @@ import polars as pl
 
 from data.cache import StoreKey, shared
 from data.metrics import METRICS, label
+from data.metrics.step import PartialStep, partial_last_step
 from data.queries import (
     MAX_DISCRETE_VALUES,
     Bins,
@@ -256,7 +257,9 @@ def histogram_panels(store: RunStore, step: int) -> list[StepHistogram]:
 
 def step_stats(store: RunStore, step: int) -> list[tuple[str, object, str]]:
     """``(name, value, kind)`` of the step's key figures (kind: the registry's ``fmt``): step, responses,
-    mean reward and reference reward, win rate; those without a value left out."""
+    mean reward and reference reward, win rate; those without a value left out. A partial last step
+    (:func:`data.metrics.step.partial_last_step`) adds ``("partial step", its text, "warn")``."""
+    partial = partial_step(store)
     stats = [
         ("step", step, "step"),
         ("responses", summary_value(store, step, "n"), "int"),
@@ -264,7 +267,14 @@ def step_stats(store: RunStore, step: int) -> list[tuple[str, object, str]]:
         (f"{label('ref_reward')} mean", summary_value(store, step, "ref_reward_mean"), "num"),
         ("win rate", summary_value(store, step, "win_rate"), METRICS["win_rate"].fmt),
     ]
+    if partial is not None and partial.step == step:
+        stats.append((label("partial_step"), partial.detail(), "warn"))
     return [s for s in stats if s[1] is not None or s[0] == "step"]
+
+
+def partial_step(store: RunStore) -> PartialStep | None:
+    """The run's partial last step (see :func:`data.metrics.step.partial_last_step`), or None."""
+    return partial_last_step(run_steps(store))
 
 
 def nearest_step(steps: list[int], step: int) -> int | None:

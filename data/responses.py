@@ -24,6 +24,7 @@ import polars as pl
 from data import bounded
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
+from data.curves import partial_step
 from data.metrics import METRICS, label
 from data.metrics.registry import length_column
 from data.metrics.registry import table_columns as registry_table_columns
@@ -125,6 +126,13 @@ def range_filters(store: RunStore) -> list[tuple[str, str, bool]]:
 def text_labels() -> dict[str, str]:
     """The labels of the rewards shown beside a response's texts."""
     return {k: label(k) for k in TEXT_LABELS}
+
+
+def partial_note(store: RunStore, step: int | None) -> str | None:
+    """'partial step: 56 responses, where …' when ``step`` is the run's partial last step (see
+    :func:`data.metrics.step.partial_last_step`), else None."""
+    partial = partial_step(store)
+    return partial.text() if partial is not None and partial.step == step else None
 
 
 def resolve(

@@ -257,8 +257,9 @@ def _render(view_data):
         order = responses.ordered(
             store, view.response_filter(steps), view.sort, view.descending, settings.search_seconds
         )
+        partial = responses.partial_note(store, view.resolved_step(steps))
         summary = summary_line(
-            order.count, order.scope, view.where(steps), order.mean_reward, label("reward")
+            order.count, order.scope, view.where(steps), order.mean_reward, label("reward"), partial
         )
         stopped = None
     except SearchStopped as e:

@@ -15,12 +15,11 @@ from dash.exceptions import PreventUpdate
 
 from components import compare_views as cv
 from components import figures
+from components import reward_page as rp
 from components.controls import reward_controls, slider_props, step_index, step_text
-from components.format import value
 from components.layout import (
     card,
     graph,
-    inline_stats,
     left_page,
     no_runs_state,
     notices,
@@ -263,12 +262,11 @@ def _step_view(run, step):
         empty = figures.empty_figure("No data for this run yet.")
         return empty, empty, "", "", "", "", []
     hists = curves.histogram_panels(store, step)
-    stats = [(name, value(v, kind, share_digits=1)) for name, v, kind in curves.step_stats(store, step)]
     return (
         *(figures.step_histogram_figure(h, label(h.kind), label("ref_reward")) for h in hists),
         *(h.title for h in hists),
         *(h.note for h in hists),
-        inline_stats(stats),
+        rp.step_stats(curves.step_stats(store, step)),
     )
 
 

@@ -316,6 +316,15 @@ COLUMNS: dict[str, Metric] = {
             "step",
             fmt="share",
         ),
+        Metric(
+            "partial_step",
+            "partial step",
+            "the run's last step when it holds fewer responses than every other step of the run (a run "
+            "stopped, or still being written, in the middle of a step; see data/metrics/step.py)",
+            False,
+            "step",
+            fmt="text",
+        ),
         # Comparing runs (see data/compare/)
         Metric(
             "samples_seen",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 from data.metrics import reference
 from data.metrics.group import group_step_summary
+from data.metrics.registry import label
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -62,3 +65,42 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
         .join(group_step_summary(scalars), on="step", how="left")  # n_groups, zero_spread_share
         .sort("step")
     )
+
+
+@dataclass(frozen=True)
+class PartialStep:
+    """A run's last step holding fewer responses (``n``) than every other step of the run, whose counts
+    range from ``others_min`` to ``others_max`` (see :func:`partial_last_step`)."""
+
+    step: int
+    n: int
+    others_min: int
+    others_max: int
+
+    def detail(self) -> str:
+        """'56 responses, where the run's other steps have 128' (or '120–128')."""
+        lo, hi = self.others_min, self.others_max
+        others = f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
+        return f"{self.n:,} responses, where the run's other steps have {others}"
+
+    def text(self) -> str:
+        """The registry's label and :meth:`detail`: 'partial step: 56 responses, where …'."""
+        return f"{label('partial_step')}: {self.detail()}"
+
+
+def partial_last_step(steps: pl.DataFrame) -> PartialStep | None:
+    """The run's last step when it holds fewer responses than every other step of the run (a run stopped,
+    or still being written, in the middle of a step), from the per-step summary's ``step`` and ``n``.
+
+    None for a run of fewer than two steps, or whose last step has at least as many responses as the
+    smallest other step. Only the last step can be partial: a smaller step in the middle is a run's own.
+    """
+    if steps.height < 2 or "n" not in steps.columns:
+        return None
+    s = steps.select("step", "n").sort("step")
+    n = s.get_column("n")
+    others = n.head(s.height - 1)
+    last, lo, hi = int(n[-1]), int(others.min()), int(others.max())
+    if last >= lo:
+        return None
+    return PartialStep(int(s.get_column("step")[-1]), last, lo, hi)

@@ -163,3 +163,20 @@ def test_metrics007_ranges_exclude_nan_and_infinity():
     kept = df.filter(ResponseFilter(step=1, reward_min=0.0).scalar_expr()).get_column("reward").to_list()
     assert kept == [0.5, 2.0]
     assert df.filter(ResponseFilter(step=1).scalar_expr()).height == 4
+
+
+def test_metrics030_partial_last_step_by_hand():
+    """The last step is partial when it holds fewer responses than every other step: 56 against 128 (the
+    poem run's 2300); not with an equal count, one smaller step in the middle, or a single step."""
+    from data.metrics.step import PartialStep, partial_last_step
+
+    steps = pl.DataFrame({"step": [2300, 0, 100], "n": [56, 128, 128]})  # unsorted on purpose
+    partial = partial_last_step(steps)
+    assert partial == PartialStep(2300, 56, 128, 128)
+    assert partial.text() == "partial step: 56 responses, where the run's other steps have 128"
+    varied = partial_last_step(pl.DataFrame({"step": [1, 2, 3], "n": [120, 128, 100]}))
+    assert varied.detail() == "100 responses, where the run's other steps have 120–128"
+    assert partial_last_step(pl.DataFrame({"step": [1, 2, 3], "n": [128, 128, 128]})) is None
+    assert partial_last_step(pl.DataFrame({"step": [1, 2, 3], "n": [128, 120, 120]})) is None
+    assert partial_last_step(pl.DataFrame({"step": [1, 2, 3], "n": [128, 60, 64]})) is None
+    assert partial_last_step(pl.DataFrame({"step": [7], "n": [3]})) is None
