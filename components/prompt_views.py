@@ -225,10 +225,13 @@ ZERO_SPREAD_TEXT = "all rewards equal: no learning signal"
 def _grid_column(col: Column) -> dict:
     d: dict = {"field": col.key, "headerName": col.label, "headerTooltip": col.label}
     if col.key == "sample_id":
+        # Shown as where the response is in the run's files (file:line); the stable id in its tooltip and link.
         d.update(
             **TOKENS_LINK,
+            valueGetter={"function": "params.data.source_line || params.data.sample_id"},
+            tooltipField="sample_id",
             pinned="left",
-            width=118,
+            width=140,
             cellStyle={"fontFamily": "var(--rlb-mono)", "fontSize": "11px"},
         )
     elif col.kind in ("text", "trend"):
@@ -255,7 +258,7 @@ def history_grid(
     """One prompt's responses in the given order (step, group, reward), one grid row each.
 
     ``rows``: dicts of ``data.prompts.history`` holding every ``columns`` key; ``hrefs[i]``: the token page
-    of row i (the ``sample_id`` column links there). Rows of a zero-spread group (``zero_spread``) are
+    of row i (the ``sample_id`` column links there, showing the row's ``source_line``). Rows of a zero-spread group (``zero_spread``) are
     highlighted and say so in the ``group_flag`` column when it is one of ``columns``. Sorting a column
     re-sorts in the browser; the grid's initial order is the order given.
     """
@@ -263,6 +266,7 @@ def history_grid(
     for row, href in zip(rows, hrefs, strict=True):
         d = {c.key: row.get(c.key) for c in columns}
         d["sample_id"] = row["sample_id"]
+        d["source_line"] = row.get("source_line")
         d["tokens_href"] = href
         d["zero_spread"] = bool(row.get("zero_spread"))
         if "group_flag" in d:
@@ -450,7 +454,8 @@ def response_pairs(
         ]
 
     def meta(row):
-        return f"step {row['step']} · {labels['reward']} {num(row.get('reward'))}"
+        where = f"{row['source_line']} · " if row.get("source_line") else ""
+        return f"{where}step {row['step']} · {labels['reward']} {num(row.get('reward'))}"
 
     def ref_meta(row):
         return (

@@ -29,13 +29,15 @@ from components.token_view import (
 NO_METRIC = "__none__"  # the strip's data when there is no metric to colour by
 
 
-def header(sample: str, where: str) -> html.Div:
-    """'Response <id>' and where it comes from (run, step, file and line)."""
+def header(source_line: str, sample: str, where: str) -> html.Div:
+    """'Response <file:line>' (where the response is in the run's files), where it comes from (run and
+    step) and its stable id (the one the page's URL carries)."""
     return html.Div(
         [
             html.H4("Response", className="mb-0 me-3"),
-            html.Code(sample, className="me-3"),
-            html.Span(where, className="text-muted small"),
+            html.Code(source_line, className="me-3 fs-6", id="tokens-source-line"),
+            html.Span(where, className="text-muted small me-3"),
+            html.Span(["id ", html.Code(sample, className="small")], className="text-muted small"),
         ],
         className="d-flex align-items-baseline flex-wrap mb-2",
     )
@@ -56,7 +58,7 @@ def nav(
         [
             link("← previous", prev_href, ids["prev"]),
             link("next →", next_href, ids["next"]),
-            html.Span(where, className="small text-muted mx-2"),
+            html.Span(where, className="small text-muted mx-2", id=ids.get("where")),
             dcc.Link("back to the responses", href=back_href, id=ids["back"], className="small ms-auto"),
         ],
         className="d-flex align-items-center gap-2 mb-2",

@@ -19,7 +19,7 @@ from data.metrics import label
 from data.metrics.degeneration import step_length_medians, with_length_ratio
 from data.metrics.group import MIN_GROUP, TRENDS, finite, prompt_aggregates, trend_threshold, with_advantage
 from data.metrics.registry import stored_columns
-from data.metrics.response import prompt_key_text, strip_pad_text
+from data.metrics.response import prompt_key_text, source_line, strip_pad_text
 from data.queries import QueryError, check_regex, search
 
 if TYPE_CHECKING:  # the view state is data.views'; this module only reads its fields
@@ -193,6 +193,8 @@ def _history(v: StoreKey, key: str) -> pl.DataFrame:
     rows = store.scan(cols, steps=steps).filter(pl.col("prompt_key") == key).collect().lazy()
     if "repetition" not in cols:
         rows = rows.with_columns(pl.lit(None, pl.Float64).alias("repetition"))
+    if "source" in cols and "line" in cols:
+        rows = rows.with_columns(source_line())
     rows = store_length_ratio(store, rows)
     rows = with_advantage(rows, _from_file(StoreKey(store)))
     by = ["step", *(["group_id"] if "group_id" in cols else []), "group", "reward", "sample_id"]
@@ -312,7 +314,7 @@ def history_columns(rows: pl.DataFrame, recomputed: bool, has_groups: bool) -> l
     adv = "advantage (recomputed)" if recomputed else "advantage (from the file)"
     cols = [
         ("step", "step", "step"),
-        ("sample_id", "response", "text"),
+        ("sample_id", "response (file:line)", "text"),
         ("reward", label("reward"), "num"),
         ("ref_reward", label("ref_reward"), "num"),
         ("reward_gain", label("reward_gain"), "signed"),

@@ -126,6 +126,39 @@ def search(lf: pl.LazyFrame, pattern: str, seconds: float) -> pl.DataFrame:
         raise QueryError(f"the search for {pattern!r} failed: {str(e).strip().splitlines()[0]}") from None
 
 
+# Around each match while a text is split into matched and unmatched pieces: Unicode noncharacters, which
+# no text should hold (a text that does is shown without highlights rather than split wrongly).
+_MATCH_OPEN, _MATCH_CLOSE = "\ufdd0", "\ufdd1"
+
+
+def match_pieces(text: str | None, pattern: str | None) -> list[tuple[str, bool]]:
+    """``text`` as consecutive ``(piece, matched)`` pairs: the matches of ``pattern`` marked, exactly those
+    of the text search (Polars' Rust regex: leftmost-first, non-overlapping, as ``str.contains`` finds
+    them; empty matches mark nothing). One unmatched piece without a valid pattern; ``[]`` for no text.
+    The pieces are text for the page to show as text (e.g. ``html.Mark``), never markup."""
+    if not text:
+        return []
+    if not pattern or regex_error(pattern) is not None or _MATCH_OPEN in text or _MATCH_CLOSE in text:
+        return [(text, False)]
+    marked = pl.Series([text], dtype=pl.String).str.replace_all(
+        pattern, f"{_MATCH_OPEN}${{0}}{_MATCH_CLOSE}"
+    )[0]
+    out: list[tuple[str, bool]] = []
+    first, *rest = marked.split(_MATCH_OPEN)
+    pieces = [(first, False)]
+    for chunk in rest:
+        hit, _, after = chunk.partition(_MATCH_CLOSE)
+        pieces += [(hit, True), (after, False)]
+    for piece, hit in pieces:
+        if not piece:
+            continue
+        if out and out[-1][1] == hit:  # adjacent matches read as one highlight
+            out[-1] = (out[-1][0] + piece, hit)
+        else:
+            out.append((piece, hit))
+    return out
+
+
 def text_match(parts: pl.LazyFrame, pattern: str, step: int | None, seconds: float) -> pl.DataFrame:
     """``sample_id`` of responses whose prompt or response matches ``pattern``, found within ``seconds``
     (see :func:`search`)."""

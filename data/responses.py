@@ -26,10 +26,19 @@ from data.cache import StoreKey, shared
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.curves import partial_step
 from data.metrics import METRICS, label
-from data.metrics.registry import length_column
+from data.metrics.registry import COLUMNS, length_column
 from data.metrics.registry import table_columns as registry_table_columns
-from data.metrics.response import strip_pad_text
-from data.queries import RANGE_COLUMNS, ResponseFilter, SearchStopped, check_regex, search, sort_rows
+from data.metrics.response import source_line, source_line_text, strip_pad_text
+from data.queries import (
+    RANGE_COLUMNS,
+    QueryError,
+    ResponseFilter,
+    SearchStopped,
+    check_regex,
+    match_pieces,
+    search,
+    sort_rows,
+)
 from data.store import RunStore, UnknownRun
 from data.store.layout import TEXT_INDEX, beside_store
 from data.views.codec import REGEX_FALLBACK, first
@@ -85,6 +94,8 @@ def _steps(key: StoreKey) -> tuple[int, ...]:
 
 # The metrics whose sign a table colours: a gain, a log-ratio, a value error; not the rewards themselves.
 UNSIGNED_IN_TABLE = ("reward", "ref_reward")
+# The columns that stay in view, left, whatever the horizontal scroll (a row click must never hide them).
+PINNED = ("step", "reward")
 # The labels of the selected response's texts panel.
 TEXT_LABELS = ("reward", "ref_reward", "reward_gain")
 
@@ -97,11 +108,15 @@ class TableSpec:
     columns: tuple[tuple[str, str, str], ...]
     dtypes: dict
     signed: frozenset[str]
+    pinned: tuple[str, ...] = PINNED  # kept in view on the left, beside the response's file:line
+    id_chars: int = 16  # the longest file:line of the run, in characters
+    preview_lines: int = 3  # lines a row gives its previews (see :func:`preview_lines`)
 
 
 def table_spec(store: RunStore) -> TableSpec:
     """The :class:`TableSpec` of the run's responses table: its metric columns (registry labels and
     descriptions), then the files' extra fields."""
+    longest, lines = _row_layout(StoreKey(store))
     metrics, extras = table_columns(store)
     schema = store.schema()
     cols = tuple(
@@ -111,7 +126,50 @@ def table_spec(store: RunStore) -> TableSpec:
     signed = frozenset(
         c for c in metrics if c in METRICS and METRICS[c].signed and c not in UNSIGNED_IN_TABLE
     )
-    return TableSpec(cols, {c: schema[c] for c in metrics + extras}, signed)
+    pinned = tuple(c for c in PINNED if c in metrics)
+    return TableSpec(cols, {c: schema[c] for c in metrics + extras}, signed, pinned, longest, lines)
+
+
+@shared(32)
+def _row_layout(key: StoreKey) -> tuple[int, int]:
+    """``(id_chars, preview_lines)`` of the run's table, without reading the whole run: the longest
+    file:line from the store's index (each part's source file and largest line), the previews' lines from
+    the rows of the first and the last step (what a user sees first; a step's rows are read, not the run's)."""
+    store = key.store
+    index = store.index()
+    longest = 0
+    for part in store.part_ids():
+        r, source = index.part_range(part), index.sources.get(part)
+        if r is not None and source and r.line_max is not None:
+            longest = max(longest, len(f"{source}:{r.line_max}"))
+    steps = run_steps(store)
+    names = store.schema()
+    cols = [c for c in PREVIEW_COLUMNS if c in names]
+    if not steps or not cols:
+        return longest or 16, 1
+    sample = pl.concat([store.scan(cols, step=s).collect() for s in dict.fromkeys((steps[0], steps[-1]))])
+    return longest or 16, preview_lines(sample)
+
+
+# Characters of a preview that one line of its column shows at least (a line is ~45 Latin letters wide
+# at the narrowest; a CJK character counts as about two).
+LINE_CHARS = 45
+
+
+def preview_lines(scalars: pl.DataFrame) -> int:
+    """How many lines a row of the responses table gives its text previews: 1 to 3, as many as the run's
+    longer previews need (the 90th percentile of their lengths, :data:`LINE_CHARS` a line), so a run of
+    short texts keeps compact rows."""
+    cols = [c for c in PREVIEW_COLUMNS if c in scalars.columns]
+    if not cols or scalars.height == 0:
+        return 1
+    widths = [
+        # A character outside Latin, Greek and Cyrillic scripts (CJK) is about twice as wide.
+        (pl.col(c).str.len_chars() + pl.col(c).str.count_matches(r"[^\x00-\u04ff]")).quantile(0.9)
+        for c in cols
+    ]
+    longest = max((v or 0) for v in scalars.select(widths).row(0))
+    return int(min(3, max(1, math.ceil(longest / LINE_CHARS))))
 
 
 def range_filters(store: RunStore) -> list[tuple[str, str, bool]]:
@@ -121,6 +179,19 @@ def range_filters(store: RunStore) -> list[tuple[str, str, bool]]:
     # The length filter compares tokens, or characters where the run has no token arrays: labelled so.
     cols = {k: length_column(present) if c == "length" else c for k, c in RANGE_COLUMNS.items()}
     return [(key, label(cols[key]), cols[key] in present) for key in RANGE_KEYS]
+
+
+def previews() -> list[tuple[str, str]]:
+    """``(field, header)`` of the table's text previews: the prompt (its question, for chat messages) and
+    the response, labelled from the registry."""
+    return [(c, COLUMNS[c].label) for c in PREVIEW_COLUMNS]
+
+
+def matches_note(q: str | None) -> str | None:
+    """What the marks in a response's texts are: the matches of the search ``q`` (None without one)."""
+    return (
+        f"Marked: the matches of {q!r} in the prompt and the response (what the search reads)." if q else None
+    )
 
 
 def text_labels() -> dict[str, str]:
@@ -418,7 +489,8 @@ def page_rows(
     end: int,
     seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> tuple[pl.DataFrame, int]:
-    """Rows ``start:end`` of the ordered matches (table columns, previews and ``sample_id``) and the count.
+    """Rows ``start:end`` of the ordered matches (``source_line``, ``sample_id``, the table's columns and
+    previews) and the count.
 
     A block of the grid is cached per store version: its rows are read (from the row groups that hold
     them, over every part for all steps) once."""
@@ -436,7 +508,8 @@ def _block(
     names = store.schema()
     cols = [c for c in ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS] if c in names]
     keys = order_keys(store, flt, sort, descending, start, min(end, count), seconds)
-    return store.read_keys(keys, cols)
+    rows = store.read_keys(keys, list(dict.fromkeys(["source", "line", *cols])))
+    return rows.select(source_line(), *cols)
 
 
 def json_rows(df: pl.DataFrame) -> list[dict]:
@@ -449,8 +522,12 @@ def json_rows(df: pl.DataFrame) -> list[dict]:
     return df.to_dicts()
 
 
-def sample_texts(store: RunStore, sample: str, pad_tokens: tuple[str, ...]) -> dict | None:
-    """Prompt, response and reference response of one response (pad tokens removed) with its scalars."""
+def sample_texts(
+    store: RunStore, sample: str, pad_tokens: tuple[str, ...], q: str | None = None
+) -> dict | None:
+    """Prompt, response and reference response of one response (pad tokens removed) with its scalars,
+    ``source_line`` (where it is in the run's files) and ``pieces``: each text as :func:`match_pieces` of
+    the search ``q`` (the prompt and the response, which the search reads; the reference unmarked)."""
     row = store.sample(sample)
     if row is None:
         return None
@@ -461,18 +538,75 @@ def sample_texts(store: RunStore, sample: str, pad_tokens: tuple[str, ...]) -> d
     def num(v):
         return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
 
+    texts = {k: clean(row.get(k)) for k in ("prompt", "response", "ref_response")}
     return {
         "sample_id": sample,
         "step": row.get("step"),
-        "prompt": clean(row.get("prompt")),
-        "response": clean(row.get("response")),
-        "ref_response": clean(row.get("ref_response")),
+        **texts,
+        "pieces": {k: match_pieces(t, q if k != "ref_response" else None) for k, t in texts.items()},
         "reward": num(row.get("reward")),
         "ref_reward": num(row.get("ref_reward")),
         "reward_gain": num(row.get("reward_gain")),
         "source": row.get("source"),
         "line": row.get("line"),
+        "source_line": source_line_text(row.get("source"), row.get("line")),
     }
+
+
+@dataclass(frozen=True)
+class Walk:
+    """Where one response sits among the rows of a responses view, in the view's order: ``index`` (from 0)
+    of ``count``, and the sample ids before and after it (None at either end)."""
+
+    index: int
+    count: int
+    prev_id: str | None
+    next_id: str | None
+
+
+def walk(
+    store: RunStore,
+    view: ResponsesView,
+    steps: list[int],
+    sample: str,
+    seconds: float = DEFAULT_SEARCH_SECONDS,
+) -> Walk | None:
+    """Where ``sample`` sits among the rows of ``view`` (its filter and sort, exactly the grid's order);
+    None when it is not one of them, or the view's search cannot run (refused or stopped)."""
+    loc = store.lookup(sample)
+    if loc is None:
+        return None
+    flt = view.response_filter(steps)
+    key, sort = StoreKey(store), view.sort
+    try:
+        count = ordered(store, flt, sort, view.descending, seconds).count
+        # The grid's first blocks come from the cached head of the order; a row beyond, from the whole order.
+        keys = _head(key, flt, sort, view.descending, seconds)
+        k = _position(keys, loc)
+        if k is None and count > keys.height:
+            keys = _whole_order(key, flt, sort, view.descending, seconds)
+            k = _position(keys, loc)
+    except QueryError:
+        return None
+    if k is None:
+        return None
+    lo = max(0, k - 1)
+    near = store.read_keys(keys.slice(lo, k + 2 - lo), ["sample_id"]).get_column("sample_id").to_list()
+
+    def id_at(j: int) -> str | None:
+        return near[j - lo] if 0 <= j < count and 0 <= j - lo < len(near) else None
+
+    return Walk(k, count, id_at(k - 1), id_at(k + 1))
+
+
+def _position(keys: pl.DataFrame, loc: tuple[int, int]) -> int | None:
+    """Where the response at ``(part, row)`` is in ``keys`` (``part, row`` in an order), or None."""
+    at = (
+        keys.with_row_index("__k")
+        .filter((pl.col("part") == loc[0]) & (pl.col("row") == loc[1]))
+        .get_column("__k")
+    )
+    return int(at[0]) if at.len() else None
 
 
 # ---- export ----------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from components.layout import (
 )
 from components.live import shown_store
 from components.token_view import POSITION_FIGURE_HEIGHT, RESET, highlight_js, relayout_range, strip_js
-from data import live, tokens
+from data import live, token_nav, tokens
 from data.service import board
 from data.views import links, paths
 from data.views import tokens as views
@@ -65,7 +65,7 @@ COUNT = "tokens-count"
 TEXT = "tokens-text-{}"  # prompt / response / reference
 STORE_WAIT = 10.0
 CONTROL_IDS = {"metric": METRIC, "pads": PADS}
-NAV_IDS = {"prev": PREV, "next": NEXT, "back": BACK}
+NAV_IDS = {"prev": PREV, "next": NEXT, "back": BACK, "where": "tokens-nav-where"}
 STRIP_IDS = {"count": COUNT, "data": STRIP_DATA, "strip": STRIP, "status": STRIP_STATUS}
 
 
@@ -149,24 +149,21 @@ def _strip(state: TokensState, view: tokens.TokenView):
 
 
 def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back_href: str) -> list:
-    info, nav, prefix = view.info, view.nav, url_prefix()
+    info, prefix = view.info, url_prefix()
+    nav = token_nav.navigation(state, view, board(), board().settings.search_seconds)
 
-    def neighbour(sample):
-        if sample is None:
+    def neighbour(link):
+        if link is None:
             return None
-        return links.tokens(
-            state.run, sample, state.back, metric=state.metric, pads=state.pads, prefix=prefix
-        )
+        sample, back = link
+        return links.tokens(state.run, sample, back, metric=state.metric, pads=state.pads, prefix=prefix)
 
-    where = (
-        f"response {nav.index + 1} of {nav.count} in step {nav.step} (file order)" if nav.index >= 0 else ""
-    )
     out = [
         notices([*notes, *board().failure_notices(state.run)], NOTICES),
         tp.header(
-            state.sample, f"{state.run} · step {info.get('step')} · {info.get('source')}:{info.get('line')}"
+            f"{info.get('source')}:{info.get('line')}", state.sample, f"{state.run} · step {info.get('step')}"
         ),
-        tp.nav(neighbour(nav.prev_id), neighbour(nav.next_id), where, back_href, NAV_IDS),
+        tp.nav(neighbour(nav.prev), neighbour(nav.next), nav.text, back_href, NAV_IDS),
         tp.key_figures(tokens.key_figures(view), STATS),
         tp.texts(tokens.response_texts(view, state.pads, board().settings.pad_tokens), TEXT),
     ]

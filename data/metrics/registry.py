@@ -101,6 +101,13 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             exported=13,
         ),
+        Metric(
+            "source_line",
+            "file:line",
+            "where the response is in the run's files: its file and line (from 1)",
+            level=ROW,
+            fmt="text",
+        ),
         Metric("part", "part", "the store's part holding the response", level=ROW, fmt="int", stored=True),
         Metric("row", "row", "the response's row in its part", level=ROW, fmt="int", stored=True),
         Metric(

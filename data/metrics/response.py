@@ -31,6 +31,18 @@ def prompt_key_text(pad_tokens: tuple[str, ...]) -> pl.Expr:
     return strip_pads(pl.col("prompt"), pad_tokens).str.strip_chars()
 
 
+def source_line() -> pl.Expr:
+    """``source_line``: where a response is in the run's files, ``<file>:<line>`` (``rank1.jsonl:1526``),
+    from the ``source`` and ``line`` columns: what people read and quote, while URLs carry the stable
+    ``sample_id``."""
+    return pl.concat_str([pl.col("source"), pl.lit(":"), pl.col("line").cast(pl.String)]).alias("source_line")
+
+
+def source_line_text(source: str | None, line: int | None) -> str:
+    """:func:`source_line` of one response."""
+    return f"{source}:{line}"
+
+
 # The aggregates of the token arrays (see data.metrics.registry), whole numbers for counts.
 AGGREGATE_COLUMNS = {c: pl.Int64 if COLUMNS[c].fmt == "int" else pl.Float64 for c in token_aggregates()}
 

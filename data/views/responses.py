@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
+from data.metrics import label
 from data.metrics.registry import LENGTH_TOKENS, length_column
 from data.queries import RANGE_COLUMNS, ResponseFilter, regex_error
 from data.views.codec import encode, first, get_bool, get_choice, get_float, get_regex, key_notices
@@ -147,6 +148,26 @@ class ResponsesView:
         """Which responses the view ranks: ``over all steps`` or ``at step S``."""
         step = self.resolved_step(steps)
         return "over all steps" if step is None else f"at step {step}"
+
+    def describe(self, steps: list[int]) -> str:
+        """The view in words, for a page that walks its rows: 'at step 3 · 1.5 ≤ reward · text matching
+        'good' · sorted by reward, highest first' (registry labels; bounds as in the URL)."""
+        parts = [self.where(steps)]
+        for key in RANGE_KEYS:
+            lo, hi = getattr(self, f"{key}_min"), getattr(self, f"{key}_max")
+            if lo is None and hi is None:
+                continue
+            name = label(RANGE_COLUMNS[key])
+            lo_text = f"{lo:g} ≤ " if lo is not None else ""
+            hi_text = f" < {hi:g}" if hi is not None else ""
+            parts.append(f"{lo_text}{name}{hi_text}")
+        if self.q and regex_error(self.q) is None:
+            parts.append(f"text matching {self.q!r}")
+        if self.loses:
+            parts.append("losing to the reference")
+        first = "highest" if self.descending else "lowest"
+        parts.append(f"sorted by {label(self.sort)}, {first} first")
+        return " · ".join(parts)
 
     def from_controls(
         self, steps: list[int], step, ranges: Mapping[str, object], q, loses, sort: tuple[str, str] | None

@@ -154,7 +154,7 @@ def test_tokens203_metric_writes_url_and_back_restores(dash_duo, dash_app, fixtu
     dash_duo.find_element("#tokens-next").click()
     nxt = sample_id("rank0.jsonl", 2)
     WebDriverWait(dash_duo.driver, 20).until(lambda _: query().get("sample") == [nxt])
-    dash_duo.wait_for_text_to_equal("#tokens-body h4 + code", nxt, timeout=20)
+    dash_duo.wait_for_text_to_equal("#tokens-source-line", "rank0.jsonl:2", timeout=20)
     dash_duo.wait_for_contains_text("#tokens-body", "response 2 of 16 in step 1", timeout=20)
     _strip_filled(dash_duo)
     assert dash_duo.get_logs() == []

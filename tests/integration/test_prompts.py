@@ -134,6 +134,27 @@ def test_prompts105_group_view(client, fixtures_dir, store_of):
     assert rewards == sorted(rewards, reverse=True)
 
 
+def test_prompts112_responses_read_as_file_and_line(client, fixtures_dir, store_of):
+    """A prompt's responses show where they are in the run's files (``rank0.jsonl:1``), as the token page
+    does, while their links keep the stable sample id; so does the first / latest response's card."""
+    from data import prompts
+
+    store = store_of("trl-grpo-small")
+    key = prompts.prompt_table(store).sort("order").item(0, "prompt_key")
+    out = _content(client, f"?run=trl-grpo-small&prompt={key}")
+    grid = _find(out["prompts-content"], "prompts-history")["props"]
+    sample_col = next(c for c in grid["columnDefs"] if c["field"] == "sample_id")
+    assert sample_col["valueGetter"]["function"].startswith("params.data.source_line")
+    assert sample_col["headerName"] == "response (file:line)"
+    scalars = store.scalars()
+    for row in grid["rowData"]:
+        hit = scalars.filter(scalars["sample_id"] == row["sample_id"]).row(0, named=True)
+        assert row["source_line"] == f"{hit['source']}:{hit['line']}"
+        assert parse_qs(urlparse(row["tokens_href"]).query)["sample"] == [row["sample_id"]]
+    body = _text(out["prompts-content"])
+    assert any(f"{r['source_line']} · step 1 · reward" in body for r in grid["rowData"])
+
+
 def test_prompts106_bad_urls_give_notices(client, fixtures_dir):
     """Unknown run, malformed or unknown prompt key, bad parameters: a visible notice, never an error."""
     out = _content(client, "?run=nope&view=odd&page=x")

@@ -77,6 +77,15 @@ def test_responses102_layout_fallbacks(page, fixtures_dir):
     assert find(lay, "responses-view").data == "?run=rlloggingboard-eval-poem"
 
 
+def _source(row) -> str:
+    """file:line of a row from the store's own columns (independent of the row's source_line)."""
+    from data.service import board
+
+    scalars = board().store(RUN).scalars()
+    hit = scalars.filter(scalars["sample_id"] == row["sample_id"]).row(0, named=True)
+    return f"{hit['source']}:{hit['line']}"
+
+
 def test_responses103_rows_are_sorted_and_paged_on_the_server(client, fixtures_dir):
     """getRowsRequest -> one block in the grid's sort order, ties by sample id, with the total count."""
     out = rows_request(client, f"?run={RUN}&step=3")
@@ -91,8 +100,13 @@ def test_responses103_rows_are_sorted_and_paged_on_the_server(client, fixtures_d
     assert asc["rowCount"] == 400
     kls = [r["kl_mean"] for r in asc["rowData"]]
     assert kls == sorted(kls)
+    for row in out["rowData"]:  # where each row is in the run's files, as a person reads it
+        assert row["source_line"] == _source(row) and row["source_line"].endswith(
+            ":" + row["sample_id"].split("-")[-1]
+        )
     assert set(out["rowData"][0]) >= {
         "sample_id",
+        "source_line",
         "tokens_href",
         "reward",
         "kl_mean",

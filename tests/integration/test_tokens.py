@@ -67,11 +67,11 @@ def test_tokens101_ppo_response_layout(page, fixtures_dir):
     assert d["values"][d["labels"].index("critic value")][0] == "0.3144"
     assert d["values"][d["labels"].index("KL (k3)")][-1] is None  # no log-probs on the pad
     assert find(layout, "tokens-back").href == "/responses?run=trl-ppo-small&step=1&sort=kl"
-    assert find(layout, "tokens-prev").disabled is True
-    nxt = parse_qs(urlsplit(find(layout, "tokens-next").href).query)
-    assert nxt["sample"] == [sample_id("rank0.jsonl", 2)] and nxt["back"] == [
-        "run=trl-ppo-small&step=1&sort=kl"
-    ]
+    # Without a responses view to walk (see tokens111 for one): the step in file order.
+    in_file_order = page.layout(run=PPO, sample=FIRST)
+    assert find(in_file_order, "tokens-prev").disabled is True
+    nxt = parse_qs(urlsplit(find(in_file_order, "tokens-next").href).query)
+    assert nxt["sample"] == [sample_id("rank0.jsonl", 2)] and "back" not in nxt
     assert find(layout, "tokens-metric").value == "kl"
     assert "Top 10 tokens by KL (k3)" in body
 
@@ -403,3 +403,45 @@ def test_tokens112_nemo_rl_inference_trainer_gap(page, client, board_root, tmp_p
     assert options["infer_gap"]["disabled"]
     assert "needs logprobs and the inference engine's log-probs" in texts(find(layout, "tokens-missing"))
     assert find(layout, "tokens-gap").children is None
+
+
+def test_tokens113_previous_next_walk_the_responses_drilled_into(page, fixtures_dir):
+    """Opened from a filtered, sorted responses view (``back``), previous / next go through exactly that
+    view's rows in its order (PPO step 3, reward ≥ 1.5, by KL: 11 rows, ordered here straight from the
+    scalars) and say '3 of 11' with the filter; each neighbour's way back selects it. A response outside
+    that view, or no ``back``, walks the step in file order. The header reads file:line."""
+    import polars as pl
+
+    from data.service import board
+
+    rows = (
+        board()
+        .store(PPO)
+        .scalars()
+        .filter((pl.col("step") == 3) & (pl.col("reward") >= 1.5))
+        .sort(["kl_mean", "sample_id"], descending=[True, False])
+    )
+    ids = rows.get_column("sample_id").to_list()
+    assert len(ids) == 11
+    back = f"run={PPO}&step=3&sort=kl_mean&reward_min=1.5&sample={ids[2]}"
+    layout = page.layout(run=PPO, sample=ids[2], back=back)
+    assert texts(find(layout, "tokens-nav-where")) == (
+        "3 of 11 responses at step 3 · 1.5 ≤ reward · sorted by KL mean per token (k3), highest first"
+    )
+    for cid, k in (("tokens-prev", 1), ("tokens-next", 3)):
+        q = parse_qs(urlsplit(find(layout, cid).href).query)
+        assert q["sample"] == [ids[k]]
+        assert q["back"] == [f"run={PPO}&step=3&sort=kl_mean&reward_min=1.5&sample={ids[k]}"]
+    row = rows.row(2, named=True)
+    assert find(layout, "tokens-source-line").children == f"{row['source']}:{row['line']}"
+    first = page.layout(run=PPO, sample=ids[0], back=back)
+    assert find(first, "tokens-prev").disabled is True
+    last = page.layout(run=PPO, sample=ids[-1], back=back)
+    assert find(last, "tokens-next").disabled is True
+    assert texts(find(last, "tokens-nav-where")).startswith("11 of 11 responses")
+
+    outside = sample_id("rank0.jsonl", 1)  # step 1: not in the view
+    lost = texts(find(page.layout(run=PPO, sample=outside, back=back), "tokens-nav-where"))
+    assert lost == "response 1 of 16 in step 1 (file order) — not one of the responses you came from"
+    plain = texts(find(page.layout(run=PPO, sample=ids[2]), "tokens-nav-where"))
+    assert plain.endswith("in step 3 (file order)")
