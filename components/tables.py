@@ -20,32 +20,44 @@ BLOCK_SIZE = 100
 TOKENS_LINK = {"cellRenderer": "AppLink", "cellRendererParams": {"hrefField": "tokens_href"}}
 
 
+# The previews of the prompt's question and of the response: wrapped on up to three lines (assets/app.css
+# ``.rlb-preview``), pinned on the right so that they stay in view beside the numbers whatever the scroll.
+ROW_HEIGHTS = {1: 28, 2: 42, 3: 56}  # by lines of 12 px text, with the cell's padding
+PREVIEW_WIDTHS = {"prompt_preview": 230, "response_preview": 380}
+
+
 def column_defs(
     columns: list[tuple[str, str, str]],
     kinds: dict[str, str],
     signed: set[str],
-    previews: list[tuple[str, str, bool]],
+    previews: list[tuple[str, str]],
     sort: str | None,
     order: str,
+    pinned: tuple[str, ...] = (),
+    id_chars: int = 16,
+    lines: int = 3,
 ) -> list[dict]:
     """AG Grid column definitions for the responses table.
 
-    ``columns``: ``(field, header, tooltip)`` of the sortable value columns in order; ``kinds`` maps a field
-    to ``"int"``, ``"float"``, ``"bool"`` or ``"text"`` (numbers right-aligned with 4 significant digits,
-    whole numbers without decimals); ``signed`` fields are coloured by sign; ``previews``: ``(field,
-    header, pinned)`` of the single-line text previews (not sortable; pinned ones stay in view on the right). The first column is ``sample_id`` rendered
-    as a link to the row's ``tokens_href`` (see :data:`TOKENS_LINK`). ``sort``/``order`` set the column
-    sorted initially.
+    The first column is the response's ``source_line`` (``rank1.jsonl:1526``, ``id_chars`` long at most)
+    rendered as a link to the row's ``tokens_href`` (see :data:`TOKENS_LINK`), its stable ``sample_id`` in
+    its tooltip. ``columns``: ``(field, header, tooltip)`` of the sortable value columns in order;
+    ``kinds`` maps a field to ``"int"``, ``"float"``, ``"bool"`` or ``"text"`` (numbers right-aligned with
+    4 significant digits, whole numbers without decimals); ``signed`` fields are coloured by sign;
+    ``pinned`` ones stay in view on the left with the id. ``previews``: ``(field, header)`` of the text
+    previews (not sortable), wrapped on at most ``lines`` lines and pinned on the right. ``sort``/``order``
+    set the column sorted initially.
     """
     defs: list[dict] = [
         {
-            "field": "sample_id",
-            "headerName": "sample",
-            "headerTooltip": "open the response token by token",
+            "field": "source_line",
+            "headerName": "file:line",
+            "headerTooltip": "where the response is in the run's files; click to open it token by token",
             **TOKENS_LINK,
+            "tooltipField": "sample_id",
             "sortable": False,
             "pinned": "left",
-            "width": 108,
+            "width": min(max(7 * id_chars + 20, 90), 240),
             "cellStyle": {"fontFamily": "var(--rlb-mono)", "fontSize": "11px"},
         }
     ]
@@ -56,8 +68,10 @@ def column_defs(
             "headerName": header,
             "headerTooltip": tooltip,
             "sortable": True,
-            "width": 64 if field == "step" else 96,
+            "width": 60 if field == "step" else 84,
         }
+        if field in pinned:
+            col["pinned"] = "left"
         if kind in ("int", "float"):
             col["type"] = "rightAligned"
             col["valueFormatter"] = grid_formatter(kind, missing="")
@@ -67,11 +81,19 @@ def column_defs(
         if field == sort:
             col["sort"] = order
         defs.append(col)
-    for field, header, pinned in previews:
-        col = {"field": field, "headerName": header, "sortable": False, "tooltipField": field}
-        # The response is what one reads while scanning the numbers: keep it in view on the right.
-        col.update({"pinned": "right", "width": 270} if pinned else {"width": 280})
-        defs.append(col)
+    for field, header in previews:
+        defs.append(
+            {
+                "field": field,
+                "headerName": header,
+                "sortable": False,
+                "tooltipField": field,
+                "pinned": "right",
+                "width": PREVIEW_WIDTHS.get(field, 260),
+                "wrapText": True,
+                "cellClass": f"rlb-preview rlb-lines-{lines}",
+            }
+        )
     return defs
 
 
@@ -87,14 +109,27 @@ def column_kind(dtype) -> str:
 
 
 def responses_grid(
-    grid_id: str, defs: list[dict], sort: str | None = None, height: str = "calc(100vh - 15.5rem)"
+    grid_id: str,
+    defs: list[dict],
+    sort: str | None = None,
+    height: str = "calc(100vh - 15.5rem)",
+    lines: int = 3,
 ) -> dag.AgGrid:
     """A compact grid on the infinite row model: rows come from a ``getRowsRequest`` callback.
 
     One click selects a row (``selectedRows``); sorting is single-column, descending first, and never
-    'unsorted' (the server always sorts by something). The ``sort`` column is scrolled into view.
+    'unsorted' (the server always sorts by something). The ``sort`` column is scrolled into view. Rows
+    are ``lines`` (1 to 3) lines of text high.
     """
+    # The columns fill the grid's width (AG Grid's size-to-fit), never narrower than defined (minWidth):
+    # the room left goes to the text previews (numbers widen a little at most, maxWidth), and a horizontal
+    # scroll appears only when even the defined widths do not fit.
+    defs = [
+        {**d, "minWidth": d["width"], **({} if d.get("wrapText") else {"maxWidth": d["width"] + 24})}
+        for d in defs
+    ]
     return dag.AgGrid(
+        columnSize="responsiveSizeToFit",
         scrollTo={"column": sort, "columnPosition": "auto"} if sort else None,
         id=grid_id,
         columnDefs=defs,
@@ -117,6 +152,7 @@ def responses_grid(
             "tooltipShowDelay": 400,
             "animateRows": False,
             "suppressCellFocus": True,
+            "rowHeight": ROW_HEIGHTS[lines],
             # A file's field may have a dot in its name (an object's field, `rewards.accuracy`): a name, not a path.
             "suppressFieldDotNotation": True,
             "localeText": {"noRowsToShow": "No response matches these filters."},
@@ -169,45 +205,47 @@ def summary_line(
     return html.Span(parts)
 
 
-def _text_block(title, value, text: str | None, block_id: str) -> html.Div:
+def _text_block(title, value, pieces: list[tuple[str, bool]] | None, block_id: str) -> html.Div:
     head = [html.Span(title, className="fw-semibold")]
     if value is not None:
         head.append(html.Span(value, className="ms-2 text-muted numeric"))
+    # Model text as text: the search's matches are <mark> elements holding plain strings, never markup.
     body = (
-        html.Pre(text, className="text-block mb-0", id=block_id)
-        if text is not None
+        html.Pre(
+            [html.Mark(t, className="rlb-match p-0") if hit else t for t, hit in pieces],
+            className="text-block mb-0",
+            id=block_id,
+        )
+        if pieces is not None
         else html.Div("(none in the file)", className="text-muted small fst-italic", id=block_id)
     )
     return html.Div([html.Div(head, className="small mb-1"), body], className="mb-2")
 
 
-def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | None) -> html.Div:
-    """The selected response as plain text (newlines kept): prompt on top, response | reference below.
+def text_panel(
+    sample: dict | None, labels: dict[str, str], tokens_href: str | None, matches_note: str | None = None
+) -> html.Div | None:
+    """The selected response as plain text (newlines kept): prompt, response and reference response, the
+    search's matches marked; None when nothing is selected (the panel is then hidden).
 
-    ``sample``: dict with ``sample_id, step, prompt, response, ref_response, reward, ref_reward,
-    reward_gain`` (None: nothing selected). ``labels``: UI labels of reward, ref_reward and reward_gain.
+    ``sample``: dict with ``sample_id, source_line, step, reward, ref_reward, reward_gain`` and ``pieces``:
+    per text (``prompt``, ``response``, ``ref_response``) its ``(piece, matched)`` pairs, None for a text
+    the file does not have. ``labels``: UI labels of reward, ref_reward and reward_gain. ``matches_note``:
+    what the marks are (the search), shown above the texts.
     """
     if sample is None:
-        return html.Div(
-            [
-                html.Div("No response selected", className="fw-semibold text-muted"),
-                html.Div(
-                    "Click a row to read its prompt, response and reference response here; click its id (or "
-                    "double-click the row) to open it token by token.",
-                    className="small text-muted",
-                ),
-            ],
-            className="border rounded p-3 bg-white",
-        )
+        return None
     gain = sample.get("reward_gain")
+    pieces = sample.get("pieces", {})
+
+    def texts(key):
+        return pieces.get(key) if sample.get(key) is not None else None
+
     header = html.Div(
         [
-            html.Span(f"step {sample.get('step')}", className="me-2 fw-semibold"),
-            html.Code(sample["sample_id"], className="me-2"),
-            html.Span(
-                f"{labels['reward_gain']}: {signed(gain)}",
-                className="small text-muted me-2",
-            )
+            html.Code(sample.get("source_line"), className="me-2 fw-semibold", id="responses-text-where"),
+            html.Span(f"step {sample.get('step')}", className="me-2 small"),
+            html.Span(f"{labels['reward_gain']}: {signed(gain)}", className="small text-muted me-2")
             if gain is not None
             else None,
             dbc.Button(
@@ -216,7 +254,7 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
                 size="sm",
                 color="primary",
                 outline=True,
-                className="ms-auto py-0",
+                className="ms-auto py-0 me-4",
                 id="responses-open-tokens",
                 external_link=True,
             )
@@ -228,32 +266,36 @@ def text_panel(sample: dict | None, labels: dict[str, str], tokens_href: str | N
     return html.Div(
         [
             header,
-            _text_block("Prompt", None, sample.get("prompt"), "responses-text-prompt"),
-            dbc.Row(
-                [
-                    dbc.Col(
-                        _text_block(
-                            "Response",
-                            f"{labels['reward']} {num(sample.get('reward'))}",
-                            sample.get("response"),
-                            "responses-text-response",
-                        ),
-                        md=6,
-                    ),
-                    dbc.Col(
-                        _text_block(
-                            "Reference response",
-                            f"{labels['ref_reward']} {num(sample.get('ref_reward'))}",
-                            sample.get("ref_response"),
-                            "responses-text-ref",
-                        ),
-                        md=6,
-                    ),
-                ],
-                className="g-2",
+            html.Div(matches_note, className="small text-muted mb-1") if matches_note else None,
+            _text_block("Prompt", None, texts("prompt"), "responses-text-prompt"),
+            _text_block(
+                "Response",
+                f"{labels['reward']} {num(sample.get('reward'))}",
+                texts("response"),
+                "responses-text-response",
             ),
+            _text_block(
+                "Reference response",
+                f"{labels['ref_reward']} {num(sample.get('ref_reward'))}",
+                texts("ref_response"),
+                "responses-text-ref",
+            ),
+        ]
+    )
+
+
+def texts_drawer(drawer_id: str, close_id: str, body_id: str, body) -> html.Div:
+    """The panel over the right of the responses grid (its previews) that shows the selected row's texts:
+    hidden while no row is selected, closed by its × (which unselects the row). ``body``: the panel's
+    first content (:func:`text_panel`)."""
+    return html.Div(
+        [
+            html.Button(id=close_id, className="btn-close position-absolute top-0 end-0 m-2", title="close"),
+            html.Div(body, id=body_id),
         ],
-        className="border rounded p-2 bg-white",
+        id=drawer_id,
+        className="responses-drawer border rounded-start bg-white shadow p-2",
+        hidden=body is None,
     )
 
 
@@ -296,6 +338,14 @@ function (key) {
     }
 }
 """
+# The drawer's close button unselects the row: the page then drops it from the URL and hides the drawer.
+UNSELECT_JS = """
+function (n) {
+    if (n && window.dash_ag_grid) {
+        window.dash_ag_grid.getApiAsync("__GRID__").then(function (api) { api.deselectAll(); });
+    }
+}
+"""
 # A double-clicked row opens on the token page: the link its id cell has (the row's tokens_href).
 OPEN_ROW_JS = """
 function (cell) {
@@ -311,6 +361,11 @@ function (cell) {
 def purge_js(grid_id: str) -> str:
     """:data:`PURGE_JS` for grid ``grid_id`` (a clientside callback on the view's filter key)."""
     return PURGE_JS.replace("__GRID__", grid_id)
+
+
+def unselect_js(grid_id: str) -> str:
+    """:data:`UNSELECT_JS` for grid ``grid_id`` (a clientside callback on the drawer's close button)."""
+    return UNSELECT_JS.replace("__GRID__", grid_id)
 
 
 def open_row_js(grid_id: str) -> str:

@@ -7,7 +7,6 @@ live in the URL. Selecting a row shows its full texts beside the table; its id o
 from __future__ import annotations
 
 import dash
-import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
@@ -33,6 +32,8 @@ from components.tables import (
     sorted_state,
     summary_line,
     text_panel,
+    texts_drawer,
+    unselect_js,
 )
 from data import live, responses
 from data.metrics import label
@@ -61,10 +62,11 @@ SUMMARY = "responses-summary"
 EXPORT_CSV = "responses-export-csv"
 EXPORT_JSONL = "responses-export-jsonl"
 TEXT = "responses-text"
+DRAWER = "responses-drawer"
+CLOSE = "responses-text-close"
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
 FILTER_IDS = {"step": STEP, "q": Q, "q_error": Q_ERROR, "loses": LOSES, "clear": CLEAR}
 HEADER_IDS = {"summary": SUMMARY, "csv": EXPORT_CSV, "jsonl": EXPORT_JSONL}
-PREVIEWS = [("prompt_preview", "prompt", False), ("response_preview", "response", True)]
 STORE_WAIT = 10.0
 
 
@@ -103,7 +105,16 @@ def layout(**query):
     ]
     spec = responses.table_spec(store)
     kinds = {c: column_kind(t) for c, t in spec.dtypes.items()}
-    defs = column_defs(list(spec.columns), kinds, set(spec.signed), PREVIEWS, view.sort, view.order)
+    defs = column_defs(
+        list(spec.columns),
+        kinds,
+        set(spec.signed),
+        responses.previews(),
+        view.sort,
+        view.order,
+        spec.pinned,
+        spec.id_chars,
+    )
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
@@ -115,16 +126,12 @@ def layout(**query):
             responses_filters(
                 steps, ALL_STEPS, view.step_value(steps), ranges, view.q, view.loses, FILTER_IDS
             ),
-            dbc.Row(
+            html.Div(
                 [
-                    dbc.Col(responses_grid(GRID, defs, view.sort), lg=8, md=12, className="mb-2"),
-                    dbc.Col(
-                        html.Div(id=TEXT, children=text_panel(None, responses.text_labels(), None)),
-                        lg=4,
-                        md=12,
-                    ),
+                    responses_grid(GRID, defs, view.sort, lines=spec.preview_lines),
+                    texts_drawer(DRAWER, CLOSE, TEXT, None),
                 ],
-                className="g-2",
+                className="position-relative mb-2",
             ),
         ]
     )
@@ -193,8 +200,9 @@ def _sync(search, step, *args):
         controls = [no_update, *([None] * n), "", False]
     else:
         view = url_view.from_controls(steps, step, ranges, q, loses, grid_sort(column_state))
-        if trigger == GRID and selected:
-            view = view.with_(sample=selected[0].get("sample_id"))
+        if f"{GRID}.selectedRows" in ctx.triggered_prop_ids:
+            # A row clicked, or none (the drawer closed): the URL names the selected response.
+            view = view.with_(sample=selected[0].get("sample_id") if selected else None)
         controls = [no_update] * (1 + n + 2)  # step, ranges, q, loses
     query = view.to_query()
     return (
@@ -209,6 +217,7 @@ def _sync(search, step, *args):
 
 clientside_callback(purge_js(GRID), Input(FILTER, "data"), prevent_initial_call=True)
 clientside_callback(open_row_js(GRID), Input(GRID, "cellDoubleClicked"), prevent_initial_call=True)
+clientside_callback(unselect_js(GRID), Input(CLOSE, "n_clicks"), prevent_initial_call=True)
 
 
 @callback(
@@ -245,13 +254,14 @@ def _rows(request, view_data):
     Output(EXPORT_JSONL, "href"),
     Output(Q_ERROR, "children"),
     Output(TEXT, "children"),
+    Output(DRAWER, "hidden"),
     Input(VIEW, "data"),
 )
 def _render(view_data):
     """Summary line, export links, regex error and the selected response's texts for the view."""
     view, store, steps, _ = _decode(view_data)
     if store is None:
-        return "", no_update, no_update, "", no_update
+        return "", no_update, no_update, "", no_update, no_update
     settings, prefix = board().settings, url_prefix()
     try:
         order = responses.ordered(
@@ -265,12 +275,15 @@ def _render(view_data):
     except SearchStopped as e:
         summary, stopped = "No rows: the text search was stopped.", str(e)
     error = regex_error(view.q) if view.q else None
-    texts = responses.sample_texts(store, view.sample, settings.pad_tokens) if view.sample else None
+    q = view.q if view.q and not error else None
+    texts = responses.sample_texts(store, view.sample, settings.pad_tokens, q) if view.sample else None
     href = links.row_tokens(view, view.sample, prefix) if texts else None
+    panel = text_panel(texts, responses.text_labels(), href, responses.matches_note(q))
     return (
         summary,
         links.export(view, "csv", prefix),
         links.export(view, "jsonl", prefix),
         f"{error}: not applied." if error else (f"{stopped[:1].upper()}{stopped[1:]}." if stopped else ""),
-        text_panel(texts, responses.text_labels(), href),
+        panel,
+        panel is None,
     )

@@ -11,7 +11,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 RUN = "trl-ppo-small"
-CELLS = ".ag-center-cols-container .ag-row [col-id='{}']"
+# Any of the grid's row containers: step and reward are pinned on the left, the previews on the right.
+CELLS = ".ag-row [col-id='{}']"
 
 
 def query(dash_duo) -> dict:
@@ -22,7 +23,7 @@ def cell_values(dash_duo, col) -> list[float]:
     """Values of a numeric column in the rendered rows, in row-index order (one snapshot: the grid
     re-renders rows while it loads, so elements are not held across calls)."""
     cells = dash_duo.driver.execute_script(
-        "return [...document.querySelectorAll('.ag-center-cols-container .ag-row')].map(r => {"
+        "return [...document.querySelectorAll('.ag-row')].map(r => {"
         "  const c = r.querySelector(`[col-id='${arguments[0]}']`);"
         "  return [Number(r.getAttribute('row-index')), c ? c.textContent : ''];"
         "});",
@@ -52,8 +53,9 @@ def test_responses201_filter_sort_select_and_open(dash_duo, dash_app, fixtures_d
     assert dash_duo.find_element("#responses-text-prompt").text
 
     link = dash_duo.find_element(".ag-pinned-left-cols-container .ag-row[row-index='0'] a")
-    sid = link.text
+    sid = parse_qs(urlsplit(link.get_attribute("href")).query)["sample"][0]
     assert sid == selected  # the clicked row is row 0
+    assert link.text == dash_duo.find_element("#responses-text-where").text  # its file:line
     assert dash_duo.get_logs() == []
     dash_duo.driver.execute_script("window.__rlbSamePage = true;")  # gone if the link reloads the page
     link.click()
@@ -73,7 +75,7 @@ def test_responses202_scroll_pages_regex_and_back_forward(dash_duo, dash_app, fi
     dash_duo.wait_for_text_to_equal("#responses-count", "400", timeout=20)
     dash_duo.wait_for_element(CELLS.format("step"))
     viewport = dash_duo.find_element(".ag-body-viewport")
-    last = ".ag-center-cols-container .ag-row[row-index='399'] [col-id='step']"
+    last = ".ag-pinned-left-cols-container .ag-row[row-index='399'] [col-id='step']"
 
     def scrolled_to_the_end():
         # Blocks of 100 rows are fetched as the viewport reaches them; the grid grows as they arrive.
@@ -119,9 +121,9 @@ def test_responses203_bad_url_values_give_notices_and_double_click_opens(dash_du
     dash_duo.wait_for_text_to_equal("#responses-count", "16", timeout=10)
     row = ".ag-pinned-left-cols-container .ag-row[row-index='2'] a"
     dash_duo.wait_for_element(row)
-    sid = dash_duo.find_element(row).text
+    sid = parse_qs(urlsplit(dash_duo.find_element(row).get_attribute("href")).query)["sample"][0]
     assert dash_duo.get_logs() == []
-    cell = dash_duo.find_element(".ag-center-cols-container .ag-row[row-index='2'] [col-id='reward']")
+    cell = dash_duo.find_element(".ag-pinned-left-cols-container .ag-row[row-index='2'] [col-id='reward']")
     ActionChains(dash_duo.driver).double_click(cell).perform()
     until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
     assert query(dash_duo)["sample"] == [sid] and query(dash_duo)["back"] == [f"run={RUN}&sample={sid}"]
@@ -169,7 +171,8 @@ def test_responses205_a_link_click_that_also_selects_its_row_keeps_the_token_pag
     row = ".ag-pinned-left-cols-container .ag-row[row-index='3'] a"
     dash_duo.wait_for_element(row)
     link = dash_duo.find_element(row)
-    sid = link.text
+    sid = parse_qs(urlsplit(link.get_attribute("href")).query)["sample"][0]  # the link reads file:line
+    assert link.text.startswith("rank") and ".jsonl:" in link.text
     link.click()
     until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
     dash_duo.wait_for_element("#tokens-strip", timeout=15)
@@ -177,4 +180,72 @@ def test_responses205_a_link_click_that_also_selects_its_row_keeps_the_token_pag
     q = query(dash_duo)
     assert urlsplit(dash_duo.driver.current_url).path == "/tokens"
     assert q["sample"] == [sid] and q["back"] == [f"run={RUN}&step=2&sample={sid}"], q
+    assert dash_duo.get_logs() == []
+
+
+def _rect(dash_duo, css):
+    """``[left, top, right, bottom]`` of the first element matching ``css`` (None when there is none)."""
+    return dash_duo.driver.execute_script(
+        "const e = document.querySelector(arguments[0]); if (!e) { return null; }"
+        "const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom];",
+        css,
+    )
+
+
+def _shown(dash_duo, css) -> bool:
+    """Whether the element's middle is on screen and not covered by anything else (what a person sees)."""
+    return dash_duo.driver.execute_script(
+        "const e = document.querySelector(arguments[0]); if (!e) { return false; }"
+        "const r = e.getBoundingClientRect(), x = (r.left + r.right) / 2, y = (r.top + r.bottom) / 2;"
+        "if (x < 0 || y < 0 || x > window.innerWidth || y > window.innerHeight) { return false; }"
+        "const top = document.elementFromPoint(x, y); return e === top || e.contains(top);",
+        css,
+    )
+
+
+def test_responses206_texts_in_view_and_a_row_click_keeps_the_reward(dash_duo, dash_app, fixtures_dir):
+    """At 1440 px, without scrolling, the rows show the prompt's and the response's previews on several
+    lines (wide, not cut at ~30 characters) beside the reward, and no empty panel takes the width. A click
+    on a row's far-right number opens its texts over the previews, in view, with the search's matches
+    marked as text; the reward column stays in view; the × closes the texts and unselects the row."""
+    dash_duo.driver.set_window_size(1440, 900)
+    dash_duo.start_server(dash_app)
+    dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=25&q=good")
+    dash_duo.wait_for_text_to_equal("#responses-count", "10", timeout=20)
+    prompt, response = (".ag-row[row-index='0'] [col-id='prompt_preview']",
+                        ".ag-row[row-index='0'] [col-id='response_preview']")  # fmt: skip
+    dash_duo.wait_for_element(response, timeout=20)
+    assert _shown(dash_duo, prompt) and _shown(dash_duo, response)
+    assert _rect(dash_duo, response)[2] - _rect(dash_duo, response)[0] >= 300
+    assert _rect(dash_duo, prompt)[2] - _rect(dash_duo, prompt)[0] >= 200
+    assert dash_duo.find_element("#responses-drawer").get_attribute("hidden") is not None
+    grid = _rect(dash_duo, ".ag-root-wrapper")
+    assert grid[2] - grid[0] >= 1380  # the whole width: no placeholder beside it
+
+    # The last center column in view, partly hidden under the pinned previews: AG Grid scrolls to it.
+    def last_in_view():
+        return dash_duo.driver.execute_script(
+            "const cs = [...document.querySelectorAll('.ag-center-cols-container .ag-row[row-index=\"2\"] .ag-cell')];"
+            "const edge = document.querySelector('.ag-pinned-right-cols-container').getBoundingClientRect().left;"
+            "const c = cs.filter(c => c.getBoundingClientRect().left < edge).pop(); return c && c.getAttribute('col-id');"
+        )
+
+    last = until(last_in_view, timeout=10)
+    cell = dash_duo.find_element(f".ag-center-cols-container .ag-row[row-index='2'] [col-id='{last}']")
+    left_edge = 3 - cell.size["width"] // 2  # its visible left part: the rest is under the previews
+    ActionChains(dash_duo.driver).move_to_element(cell).move_by_offset(left_edge, 0).click().perform()
+    until(lambda: "sample" in query(dash_duo), timeout=10)
+    dash_duo.wait_for_element("#responses-text-response mark", timeout=10)
+    assert _shown(dash_duo, "#responses-text-response")
+    marks = [m.text for m in dash_duo.driver.find_elements(By.CSS_SELECTOR, "#responses-text-response mark")]
+    assert marks and set(marks) == {"good"}
+    assert _shown(dash_duo, ".ag-row[row-index='2'] [col-id='reward']")
+    assert _shown(dash_duo, ".ag-header-cell[col-id='reward']")
+    where = dash_duo.find_element("#responses-text-where").text
+    link = dash_duo.find_element(".ag-pinned-left-cols-container .ag-row[row-index='2'] a")
+    assert where == link.text and where.startswith("rank")  # file:line, as in the table
+
+    dash_duo.find_element("#responses-text-close").click()
+    until(lambda: "sample" not in query(dash_duo), timeout=10)
+    until(lambda: dash_duo.find_element("#responses-drawer").get_attribute("hidden") is not None, timeout=10)
     assert dash_duo.get_logs() == []

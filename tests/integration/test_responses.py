@@ -222,7 +222,7 @@ def test_responses107_summary_export_links_and_text_panel(client, fixtures_dir):
     out = dash_post(
         client,
         "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
-        "...responses-q-error.children...responses-text.children..",
+        "...responses-q-error.children...responses-text.children...responses-drawer.hidden..",
         [{"id": "responses-view", "property": "data", "value": view}],
     )
     assert texts_of(out["responses-summary"]["children"]) == (

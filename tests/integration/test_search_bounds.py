@@ -96,7 +96,7 @@ def test_search002_stopped_search_on_the_responses_page(server):
     def render(q: str) -> dict:
         body = {
             "output": "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
-            "...responses-q-error.children...responses-text.children..",
+            "...responses-q-error.children...responses-text.children...responses-drawer.hidden..",
             "outputs": [
                 {"id": i, "property": p}
                 for i, p in (
@@ -105,6 +105,7 @@ def test_search002_stopped_search_on_the_responses_page(server):
                     ("responses-export-jsonl", "href"),
                     ("responses-q-error", "children"),
                     ("responses-text", "children"),
+                    ("responses-drawer", "hidden"),
                 )
             ],
             "inputs": [{"id": "responses-view", "property": "data", "value": f"?run={RUN}&step=all&q={q}"}],

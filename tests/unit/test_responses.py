@@ -232,3 +232,75 @@ def test_responses035_table_spec_and_range_filters(store):
     assert spec.signed == {"reward_gain"}
     filters = {key: (text, ok) for key, text, ok in range_filters(store)}
     assert filters["reward"] == ("reward", True) and filters["kl"] == ("KL mean per token (k3)", False)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"good",
+        r"(?i)\bthe\b",
+        r"o+",
+        r"a|ab",
+        r"x*",
+        r"\d+\.?",
+        r"(?i)very \w+",
+        r"[aeiou]{2}",
+        r"^\w+",
+        r"\.$",
+    ],
+)
+def test_responses040_match_pieces_are_the_searchs_matches(pattern):
+    """The pieces a text is split into mark exactly the regex's matches, leftmost-first and non-overlapping
+    (Python's re finds the same ones for these patterns), adjacent ones as one mark; joined, they give the
+    text back. Empty matches mark nothing."""
+    import random
+    import re
+
+    from data.queries import match_pieces
+
+    rng = random.Random(pattern)
+    words = ["the", "The", "bathe", "good", "goood", "very", "nice", "3.5", "42", "aab", "ab", "ea", "."]
+    for _ in range(40):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
+        pieces = match_pieces(text, pattern)
+        assert "".join(p for p, _ in pieces) == text
+        marked = [i for i, (p, hit) in enumerate(pieces) for _ in p if hit]  # piece index per marked char
+        expected = [False] * len(text)
+        for m in re.finditer(pattern, text):
+            expected[m.start() : m.end()] = [True] * (m.end() - m.start())
+        got = [hit for p, hit in pieces for _ in p]
+        assert got == expected, (text, pieces)
+        assert all(a != b for (_, a), (_, b) in zip(pieces, pieces[1:], strict=False)) or not marked
+
+
+def test_responses041_match_pieces_by_hand():
+    """Worked cases: a word boundary, case-insensitive flags, an invalid or absent pattern, no text."""
+    from data.queries import match_pieces
+
+    assert match_pieces("bathe the THE x", r"(?i)\bthe\b") == [
+        ("bathe ", False),
+        ("the", True),
+        (" ", False),
+        ("THE", True),
+        (" x", False),
+    ]
+    assert match_pieces("a<b>c", "<b>") == [("a", False), ("<b>", True), ("c", False)]
+    assert match_pieces("abc", "(") == [("abc", False)]
+    assert match_pieces("abc", None) == [("abc", False)]
+    assert match_pieces("", "a") == [] and match_pieces(None, "a") == []
+
+
+def test_responses042_preview_lines_follow_the_runs_previews():
+    """Rows get one line for short previews, up to three for long ones (90th percentile, 45 characters a
+    line, a CJK character counting twice)."""
+    from data.responses import preview_lines
+
+    def frame(texts):
+        return pl.DataFrame({"prompt_preview": ["q"] * len(texts), "response_preview": texts})
+
+    assert preview_lines(frame(["short"] * 10)) == 1
+    assert preview_lines(frame(["x" * 80] * 10)) == 2
+    assert preview_lines(frame(["x" * 160] * 10)) == 3
+    assert preview_lines(frame(["x" * 160] + ["short"] * 19)) == 1  # one long preview among 20
+    assert preview_lines(frame(["高歌一曲归云散,明月照头光影疏。" * 2] * 10)) == 2  # 32 wide characters
+    assert preview_lines(pl.DataFrame()) == 1

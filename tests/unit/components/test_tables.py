@@ -10,17 +10,22 @@ from components.tables import column_defs, column_kind, grid_sort, sort_state, s
 
 
 def test_responses030_column_defs():
-    """Link column first; numbers right-aligned and formatted; the sorted column carries the sort."""
+    """The file:line link column first (the stable id in its tooltip); step and reward pinned beside it;
+    numbers right-aligned and formatted; the sorted column carries the sort; the previews wrapped on the
+    run's lines and pinned on the right."""
     defs = column_defs(
         [("step", "step", ""), ("reward", "reward", ""), ("note", "note", "")],
         {"step": "int", "reward": "float", "note": "text"},
         {"reward"},
-        [("prompt_preview", "prompt", False), ("response_preview", "response", True)],
+        [("prompt_preview", "prompt"), ("response_preview", "response")],
         "reward",
         "asc",
+        ("step", "reward"),
+        id_chars=20,
+        lines=2,
     )
     assert [d.get("colId", d["field"]) for d in defs] == [
-        "sample_id",
+        "source_line",
         "step",
         "reward",
         "note",
@@ -28,12 +33,16 @@ def test_responses030_column_defs():
         "response_preview",
     ]
     by = {d.get("colId", d["field"]): d for d in defs}
-    assert by["sample_id"]["cellRenderer"] == "AppLink"
-    assert by["sample_id"]["cellRendererParams"] == {"hrefField": "tokens_href"}
+    assert by["source_line"]["cellRenderer"] == "AppLink" and by["source_line"]["tooltipField"] == "sample_id"
+    assert by["source_line"]["cellRendererParams"] == {"hrefField": "tokens_href"}
+    assert by["source_line"]["width"] == 160 and by["source_line"]["pinned"] == "left"
+    assert by["reward"]["pinned"] == by["step"]["pinned"] == "left" and "pinned" not in by["note"]
     assert by["reward"]["sort"] == "asc" and "sort" not in by["step"]
     assert by["reward"]["type"] == "rightAligned" and ".4~g" in by["reward"]["valueFormatter"]["function"]
     assert "'d'" in by["step"]["valueFormatter"]["function"] and "type" not in by["note"]
-    assert by["response_preview"]["pinned"] == "right" and not by["prompt_preview"]["sortable"]
+    for preview in ("prompt_preview", "response_preview"):
+        assert by[preview]["pinned"] == "right" and not by[preview]["sortable"] and by[preview]["wrapText"]
+        assert by[preview]["cellClass"] == "rlb-preview rlb-lines-2"
     assert column_kind(pl.Int64) == "int" and column_kind(pl.Float32) == "float"
     assert column_kind(pl.Boolean) == "bool" and column_kind(pl.String) == "text"
 
@@ -63,24 +72,36 @@ def _texts(component) -> list:
 
 
 def test_responses032_text_panel_is_plain_text():
-    """Texts go into <pre> blocks as plain strings (HTML-looking text stays text), with the rewards."""
+    """Texts go into <pre> blocks as plain strings (HTML-looking text stays text), the search's matches
+    as <mark> elements holding plain strings, with file:line and the rewards; nothing without a row."""
+    from data.queries import match_pieces
+
+    texts = {"prompt": "say <b>hi</b>\nplease", "response": "<script>alert(1)</script>", "ref_response": None}
     sample = {
         "sample_id": "ab-1",
+        "source_line": "rank0.jsonl:7",
         "step": 3,
-        "prompt": "say <b>hi</b>\nplease",
-        "response": "<script>alert(1)</script>",
-        "ref_response": None,
+        **texts,
+        "pieces": {
+            k: match_pieces(t, "<b>|alert" if k != "ref_response" else None) for k, t in texts.items()
+        },
         "reward": 1.5,
         "ref_reward": 2.0,
         "reward_gain": -0.5,
     }
     labels = {"reward": "reward", "ref_reward": "reference reward", "reward_gain": "reward gain"}
-    panel = text_panel(sample, labels, "/tokens?run=r&sample=ab-1")
+    panel = text_panel(sample, labels, "/tokens?run=r&sample=ab-1", "marked: '<b>|alert'")
     pres = [c for c in _walk(panel) if isinstance(c, html.Pre)]
-    assert [p.children for p in pres] == ["say <b>hi</b>\nplease", "<script>alert(1)</script>"]
-    texts = " ".join(_texts(panel))
-    assert "reward 1.5" in texts and "reference reward 2" in texts and "(none in the file)" in texts
-    assert "No response selected" in " ".join(_texts(text_panel(None, labels, None)))
+    assert [[c if isinstance(c, str) else ("mark", c.children) for c in p.children] for p in pres] == [
+        ["say ", ("mark", "<b>"), "hi</b>\nplease"],
+        ["<script>", ("mark", "alert"), "(1)</script>"],
+    ]
+    marks = [c for c in _walk(panel) if isinstance(c, html.Mark)]
+    assert all(isinstance(m.children, str) for m in marks) and len(marks) == 2
+    shown = " ".join(_texts(panel))
+    assert "reward 1.5" in shown and "reference reward 2" in shown and "(none in the file)" in shown
+    assert "rank0.jsonl:7" in shown and "marked: '<b>|alert'" in shown
+    assert text_panel(None, labels, None) is None
 
 
 def _walk(component):
