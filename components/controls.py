@@ -202,11 +202,12 @@ def responses_filters(
     q: str | None,
     loses: bool,
     ids: Mapping[str, str],
+    truncated: bool = False,
 ) -> dbc.Card:
     """The responses page's filters: the step (``all_steps`` for every step, else one of ``steps``), one
     ``min <= x < max`` pair per range (``(label, available, lo, hi, (min id, max id))``), the text search,
-    the "loses to the reference" switch and "Clear filters". ``ids``: ``step``, ``q``, ``q_error``,
-    ``loses``, ``clear``."""
+    the "loses to the reference" and "no end token" switches and "Clear filters". ``ids``: ``step``,
+    ``q``, ``q_error``, ``loses``, ``truncated``, ``clear``."""
     picker = html.Div(
         [
             html.Div("step", className="small text-muted"),
@@ -238,13 +239,21 @@ def responses_filters(
         className="me-3",
     )
     switch = html.Div(
-        dbc.Switch(
-            id=ids["loses"],
-            label="only responses that lose to the reference",
-            value=loses,
-            className="small mb-0",
-        ),
-        className="me-3 align-self-center pt-3",
+        [
+            dbc.Switch(
+                id=ids["loses"],
+                label="only responses that lose to the reference",
+                value=loses,
+                className="small mb-0",
+            ),
+            dbc.Switch(
+                id=ids["truncated"],
+                label="only responses with no end token (truncated)",
+                value=truncated,
+                className="small mb-0",
+            ),
+        ],
+        className="me-3 align-self-center pt-1",
     )
     clear = dbc.Button(
         "Clear filters", id=ids["clear"], size="sm", color="link", className="align-self-center pt-3 px-0"

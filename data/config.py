@@ -15,6 +15,21 @@ from data.remote import RemotePath, is_url, location
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ROOT = REPO_ROOT / "rollout_samples"
 DEFAULT_PAD_TOKENS = ("<pad>", "<PAD>", "[PAD]", "<|pad|>", "<|endoftext|>")
+# Tokens a model ends its response with (GPT-2 / Qwen base, Llama 2 / Mistral, ChatML / Qwen chat, Llama 3,
+# Gemma, Phi-3, gpt-oss): a response without one was cut at the length limit (see
+# data/metrics/degeneration.py, ends_with_end_token).
+DEFAULT_END_TOKENS = (
+    "<|endoftext|>",
+    "</s>",
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end_of_text|>",
+    "<eos>",
+    "<end_of_turn>",
+    "<|end|>",
+    "<|return|>",
+)
 
 
 # Polars' allocator (jemalloc) gives freed memory back to the system after 0.5 s by default. Ingest frees
@@ -66,6 +81,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8050
     pad_tokens: tuple[str, ...] = DEFAULT_PAD_TOKENS
+    end_tokens: tuple[str, ...] = DEFAULT_END_TOKENS
     # Seconds between two checks of a run's files for new lines (live runs).
     refresh_seconds: float = 5.0
     # Optional shared-server protection: "user:password" for HTTP basic auth, or a bearer token.
@@ -201,6 +217,8 @@ def load_settings(environ=None, **overrides) -> Settings:
         env_values["port"] = parse_port(v, "RLBOARD_PORT")
     if (v := _env("RLBOARD_PAD_TOKENS", environ)) is not None:
         env_values["pad_tokens"] = parse_pad_tokens(v)
+    if (v := _env("RLBOARD_END_TOKENS", environ)) is not None:
+        env_values["end_tokens"] = parse_pad_tokens(v)
     if (v := _env("RLBOARD_REFRESH_SECONDS", environ)) is not None:
         try:
             env_values["refresh_seconds"] = float(v)
@@ -230,8 +248,9 @@ def load_settings(environ=None, **overrides) -> Settings:
         if not env_values["export_seconds"] > 0:
             raise SettingsError(f"RLBOARD_EXPORT_SECONDS={v!r} must be more than 0")
     s = s.with_overrides(**env_values)
-    if "pad_tokens" in overrides and isinstance(overrides["pad_tokens"], str):
-        overrides["pad_tokens"] = parse_pad_tokens(overrides["pad_tokens"])
+    for key in ("pad_tokens", "end_tokens"):
+        if key in overrides and isinstance(overrides[key], str):
+            overrides[key] = parse_pad_tokens(overrides[key])
     if overrides.get("url_prefix"):
         overrides["url_prefix"] = normalize_prefix(overrides["url_prefix"])
     if overrides.get("root") is not None:

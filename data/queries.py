@@ -41,7 +41,9 @@ class ResponseFilter:
     Numeric ranges are half-open ``min <= x < max`` (either bound optional), exactly the intervals of the
     reward page's histogram bars; ``q`` is a regular expression (Rust regex syntax, ``(?i)`` for
     case-insensitive) matched against prompt and response; ``loses_only`` keeps responses whose reward is
-    below their reference reward.
+    below their reference reward; ``truncated`` (the ``(pad tokens, end tokens)`` of its definition) keeps
+    the responses that do not end with an end token (see
+    :func:`data.metrics.degeneration.ends_with_end_token`; applied where texts are read, as ``q`` is).
     """
 
     step: int | None = None
@@ -57,6 +59,7 @@ class ResponseFilter:
     ref_max: float | None = None
     q: str | None = None
     loses_only: bool = False
+    truncated: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
     def ranges(self):
         for prefix, col in RANGE_COLUMNS.items():

@@ -39,6 +39,7 @@ from data.queries import (
     search,
     sort_rows,
 )
+from data.signals import can_tell_truncation, truncated_rows
 from data.store import RunStore, UnknownRun
 from data.store.layout import TEXT_INDEX, beside_store
 from data.views.codec import REGEX_FALLBACK, first
@@ -223,7 +224,21 @@ def resolve(
         return view, None, [], msgs
     steps = run_steps(store)
     view, msgs = ResponsesView.from_query(query, steps, sortable_columns(store))
-    return view, store, steps, msgs
+    view, more = check_truncated(view, store, board.settings)
+    return view, store, steps, msgs + more
+
+
+def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[ResponsesView, list[str]]:
+    """``view`` without its ``truncated`` filter, and a notice, on a run none of whose responses ends with
+    an end token (see :func:`data.signals.can_tell_truncation`): there every response would count as
+    cut. ``settings``: the board's (pad and end tokens)."""
+    if view.truncated and not can_tell_truncation(store, settings.pad_tokens, settings.end_tokens):
+        ends = ", ".join(settings.end_tokens)
+        return view.with_(truncated=False), [
+            f"Ignored truncated=1: no response of this run ends with an end token ({ends}), so a cut "
+            "response cannot be told from one that ended (texts decoded without special tokens?)."
+        ]
+    return view, []
 
 
 # ---- rows ------------------------------------------------------------------------------------------------
@@ -398,6 +413,9 @@ def matching(
     if flt.q:
         hits = _text_hits(StoreKey(store), flt.q, flt.step, seconds) if hits is None else hits
         lf = lf.join(hits.lazy(), on=["part", "row"], how="semi")
+    if flt.truncated:
+        cut = truncated_rows(store, *flt.truncated, flt.step)
+        lf = lf.join(cut.lazy(), on=["part", "row"], how="semi")
     return lf.select(c for c in dict.fromkeys([*columns, "part", "row"]) if c in names)
 
 
@@ -570,13 +588,15 @@ def walk(
     steps: list[int],
     sample: str,
     seconds: float = DEFAULT_SEARCH_SECONDS,
+    ends: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> Walk | None:
-    """Where ``sample`` sits among the rows of ``view`` (its filter and sort, exactly the grid's order);
-    None when it is not one of them, or the view's search cannot run (refused or stopped)."""
+    """Where ``sample`` sits among the rows of ``view`` (its filter and sort, exactly the grid's order;
+    ``ends``: the pad and end tokens of a truncation filter); None when it is not one of them, or the
+    view's search cannot run (refused or stopped)."""
     loc = store.lookup(sample)
     if loc is None:
         return None
-    flt = view.response_filter(steps)
+    flt = view.response_filter(steps, ends)
     key, sort = StoreKey(store), view.sort
     try:
         count = ordered(store, flt, sort, view.descending, seconds).count
@@ -661,13 +681,15 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
         raise ExportError(503, f"run {run!r} is still being read; try again in a moment")
     steps = run_steps(store)
     view, notices = ResponsesView.from_query(query, steps, sortable_columns(store), extra_keys=EXPORT_KEYS)
+    view, more = check_truncated(view, store, board.settings)
+    notices += more
     formats = list(formats)
     fmt = first(query, "format") or "csv"
     if fmt not in formats:
         notices.append(f"Ignored format={fmt!r}: expected one of {', '.join(formats)}.")
     if notices:
         raise ExportError(400, "\n".join(_strict(n) for n in notices))
-    flt = view.response_filter(steps)
+    flt = view.response_filter(steps, (board.settings.pad_tokens, board.settings.end_tokens))
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run)
     where = "all" if flt.step is None else f"step{flt.step}"
     return ExportPlan(

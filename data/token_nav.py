@@ -33,7 +33,8 @@ def navigation(state: TokensState, view: TokenView, board, seconds: float) -> To
         steps = run_steps(store)
         back_view, _ = ResponsesView.from_query(parse_search(state.back), steps, sortable_columns(store))
         if back_view.run in (None, state.run):
-            w = walk(store, back_view, steps, state.sample, seconds)
+            ends = (board.settings.pad_tokens, board.settings.end_tokens)
+            w = walk(store, back_view, steps, state.sample, seconds, ends)
             if w is not None:
 
                 def link(sample):

@@ -56,6 +56,7 @@ STEP = "responses-step"
 Q = "responses-q"
 Q_ERROR = "responses-q-error"
 LOSES = "responses-loses"
+TRUNCATED = "responses-truncated"
 CLEAR = "responses-clear"
 GRID = "responses-grid"
 SUMMARY = "responses-summary"
@@ -65,7 +66,14 @@ TEXT = "responses-text"
 DRAWER = "responses-drawer"
 CLOSE = "responses-text-close"
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
-FILTER_IDS = {"step": STEP, "q": Q, "q_error": Q_ERROR, "loses": LOSES, "clear": CLEAR}
+FILTER_IDS = {
+    "step": STEP,
+    "q": Q,
+    "q_error": Q_ERROR,
+    "loses": LOSES,
+    "truncated": TRUNCATED,
+    "clear": CLEAR,
+}
 HEADER_IDS = {"summary": SUMMARY, "csv": EXPORT_CSV, "jsonl": EXPORT_JSONL}
 STORE_WAIT = 10.0
 
@@ -91,6 +99,8 @@ def layout(**query):
         )
     steps = responses.run_steps(store)
     view, msgs = ResponsesView.from_query(query, steps, responses.sortable_columns(store))
+    view, more = responses.check_truncated(view, store, board().settings)
+    msgs += more
     view = view.with_(run=run)  # the first run when the URL names none
     responses.warm_text_index(store)  # a first regex search over all steps need not build it
     ranges = [
@@ -124,7 +134,14 @@ def layout(**query):
             notices([*msgs, *board().failure_notices(run)], NOTICES),
             responses_header(run, HEADER_IDS),
             responses_filters(
-                steps, ALL_STEPS, view.step_value(steps), ranges, view.q, view.loses, FILTER_IDS
+                steps,
+                ALL_STEPS,
+                view.step_value(steps),
+                ranges,
+                view.q,
+                view.loses,
+                FILTER_IDS,
+                view.truncated,
             ),
             html.Div(
                 [
@@ -142,6 +159,11 @@ def _decode(search: str | None):
     return responses.resolve(parse_search(search), board(), STORE_WAIT)
 
 
+def _ends() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The pad and end tokens that say whether a response was cut (the ``truncated`` filter)."""
+    return board().settings.pad_tokens, board().settings.end_tokens
+
+
 def _changed(new, old):
     return no_update if new == old else new
 
@@ -155,6 +177,7 @@ def _changed(new, old):
     *(Output(i, "value") for i in RANGE_IDS.values()),
     Output(Q, "value"),
     Output(LOSES, "value"),
+    Output(TRUNCATED, "value"),
     Output(GRID, "columnState"),
     Output(VIEW, "data"),
     Output(FILTER, "data"),
@@ -164,6 +187,7 @@ def _changed(new, old):
     *(Input(i, "value") for i in RANGE_IDS.values()),
     Input(Q, "value"),
     Input(LOSES, "value"),
+    Input(TRUNCATED, "value"),
     Input(CLEAR, "n_clicks"),
     Input(GRID, "columnState"),
     Input(GRID, "selectedRows"),
@@ -176,7 +200,7 @@ def _sync(search, step, *args):
     selection writes the URL. Returns no_update for whatever did not change."""
     n = len(RANGE_IDS)
     ranges = dict(zip(RANGE_IDS, args[:n], strict=True))
-    q, loses, _clear, column_state, selected, view_data, filter_data, pathname = args[n:]
+    q, loses, truncated, _clear, column_state, selected, view_data, filter_data, pathname = args[n:]
     if left_page(pathname, paths.RESPONSES):
         raise PreventUpdate
     url_view, store, steps, msgs = _decode(search)
@@ -190,6 +214,7 @@ def _sync(search, step, *args):
             *(_changed(getattr(view, k), ranges[k]) for k in RANGE_IDS),
             _changed(view.q or "", q or ""),
             _changed(view.loses, bool(loses)),
+            _changed(view.truncated, bool(truncated)),
             no_update if grid_state is None else grid_state,
             _changed(view.to_query(), view_data),
             _changed(view.filter_key(), filter_data),
@@ -197,13 +222,13 @@ def _sync(search, step, *args):
         )
     if trigger == CLEAR:
         view = url_view.cleared()
-        controls = [no_update, *([None] * n), "", False]
+        controls = [no_update, *([None] * n), "", False, False]
     else:
-        view = url_view.from_controls(steps, step, ranges, q, loses, grid_sort(column_state))
+        view = url_view.from_controls(steps, step, ranges, q, loses, grid_sort(column_state), truncated)
         if f"{GRID}.selectedRows" in ctx.triggered_prop_ids:
             # A row clicked, or none (the drawer closed): the URL names the selected response.
             view = view.with_(sample=selected[0].get("sample_id") if selected else None)
-        controls = [no_update] * (1 + n + 2)  # step, ranges, q, loses
+        controls = [no_update] * (1 + n + 3)  # step, ranges, q, loses, truncated
     query = view.to_query()
     return (
         _changed(query, search or ""),
@@ -218,6 +243,11 @@ def _sync(search, step, *args):
 clientside_callback(purge_js(GRID), Input(FILTER, "data"), prevent_initial_call=True)
 clientside_callback(open_row_js(GRID), Input(GRID, "cellDoubleClicked"), prevent_initial_call=True)
 clientside_callback(unselect_js(GRID), Input(CLOSE, "n_clicks"), prevent_initial_call=True)
+# The page opens at its top, as after following a link: Dash keeps the scroll position of the page it
+# replaces, and a drill from far down the reward page would land below the summary.
+clientside_callback(
+    'function (path) { window.scrollTo({top: 0, left: 0, behavior: "instant"}); }', Input(URL, "pathname")
+)
 
 
 @callback(
@@ -235,7 +265,7 @@ def _rows(request, view_data):
         return {"rowData": [], "rowCount": 0}
     sort = grid_sort(request.get("sortModel")) or (view.sort, view.order)
     view = view.with_(sort=sort[0], order=sort[1])
-    flt, seconds = view.response_filter(steps), board().settings.search_seconds
+    flt, seconds = view.response_filter(steps, _ends()), board().settings.search_seconds
     try:
         df, count = responses.page_rows(
             store, flt, view.sort, view.descending, request["startRow"], request["endRow"], seconds
@@ -265,7 +295,7 @@ def _render(view_data):
     settings, prefix = board().settings, url_prefix()
     try:
         order = responses.ordered(
-            store, view.response_filter(steps), view.sort, view.descending, settings.search_seconds
+            store, view.response_filter(steps, _ends()), view.sort, view.descending, settings.search_seconds
         )
         partial = responses.partial_note(store, view.resolved_step(steps))
         summary = summary_line(

@@ -1,7 +1,10 @@
-"""Degeneration signals of one response, defined once as Polars expressions: repetition and length ratio.
+"""Degeneration signals of one response, defined once as Polars expressions: repetition, length ratio and
+whether it ended by itself.
 
 ``repetition`` (computed at ingest) is the share of a response's word 3-grams that repeat an earlier
-3-gram of the same response; ``length_ratio`` (computed at query time) is its length over its step's median.
+3-gram of the same response; ``length_ratio`` (computed at query time) is its length over its step's median;
+``ends_with_end_token`` (computed at query time, from the pad and end token settings) says whether the
+response ends with an end token: one that does not was cut at the length limit (truncated).
 """
 
 from __future__ import annotations
@@ -119,3 +122,55 @@ def repetition_of(texts: pl.Series, n: int = NGRAM) -> pl.Series:
     share = grams.group_by("r").agg((1.0 - pl.col("g").n_unique().cast(pl.Float64) / pl.len()).alias("rep"))
     out = rows.select("r").join(share, on="r", how="left", maintain_order="left")
     return out.get_column("rep").alias(texts.name)
+
+
+# ---- truncation: no end token ---------------------------------------------------------------------------
+
+
+def _fill(pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]) -> list[str]:
+    """The pad tokens that are not end tokens: what may follow a response's end (``<|endoftext|>`` is both
+    a pad, hidden in texts, and GPT-2's end token)."""
+    return [p for p in pad_tokens if p not in set(end_tokens)]
+
+
+def ends_with_end_token(
+    pad_tokens: tuple[str, ...],
+    end_tokens: tuple[str, ...],
+    tokens: str = "response_tokens",
+    text: str = "response",
+) -> pl.Expr:
+    """Whether a response ended by itself rather than being cut at the length limit (False: truncated).
+
+    With token strings (``tokens``, a non-empty list): its last token that is not a pad is one of
+    ``end_tokens`` (pads that are end tokens count as end tokens: ``[..., "Ġ.", "<|endoftext|>", "<pad>"]``
+    ended, ``[..., "Ġtime", "Ġ."]`` was cut). Without them: its ``text``, pads that are not end tokens
+    removed and trailing white space stripped, ends with one of ``end_tokens``. Null for a response whose
+    tokens are all pads. A trainer that decodes texts without special tokens leaves no end token in any
+    text: whether such a run's responses were cut cannot be told (see :func:`data.signals`).
+    """
+    fill = _fill(pad_tokens, end_tokens)
+    ends = list(end_tokens)
+    last = pl.col(tokens).list.eval(pl.element().filter(~pl.element().is_in(fill))).list.last()
+    cleaned = pl.col(text)
+    for tok in fill:
+        cleaned = cleaned.str.replace_all(tok, "", literal=True)
+    cleaned = cleaned.str.strip_chars_end()
+    by_text = pl.any_horizontal(*(cleaned.str.ends_with(e) for e in ends)) if ends else pl.lit(False)
+    has_tokens = pl.col(tokens).list.len().fill_null(0) > 0
+    return pl.when(has_tokens).then(last.is_in(ends)).otherwise(by_text)
+
+
+def ends_with_end_token_py(
+    tokens: list[str] | None, text: str | None, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]
+) -> bool | None:
+    """:func:`ends_with_end_token` of one response in plain Python (its definition, for tests)."""
+    fill = _fill(pad_tokens, end_tokens)
+    if tokens:
+        kept = [t for t in tokens if t not in fill]
+        return kept[-1] in end_tokens if kept else None
+    if text is None:
+        return False
+    for tok in fill:
+        text = text.replace(tok, "")
+    text = text.rstrip()
+    return any(text.endswith(e) for e in end_tokens)

@@ -323,6 +323,15 @@ COLUMNS: dict[str, Metric] = {
             "step",
             fmt="share",
         ),
+        # Reward-hacking aids (see data/metrics/degeneration.py and data/signals.py)
+        Metric(
+            "truncated",
+            "no end token (truncated)",
+            "the response does not end with an end token (RLBOARD_END_TOKENS): its last token that is not a "
+            "pad, else its text's end, pads and trailing white space aside; it was cut at the length limit",
+            level="response",
+            fmt="text",
+        ),
         Metric(
             "partial_step",
             "partial step",

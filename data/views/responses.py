@@ -27,7 +27,8 @@ class ResponsesView:
     ``step`` is None for the run's last step (the default), ``"all"`` for every step, or a step number.
     Ranges are half-open (``min <= x < max``), as in :class:`data.queries.ResponseFilter`; ``q`` is a
     regular expression over prompt and response; ``loses`` keeps responses below their reference reward;
-    ``sample`` is the selected response (shown beside the table).
+    ``truncated`` those that do not end with an end token; ``sample`` is the selected response (its texts
+    shown over the table).
     """
 
     run: str | None = None
@@ -46,6 +47,7 @@ class ResponsesView:
     ref_max: float | None = None
     q: str | None = None
     loses: bool = False
+    truncated: bool = False
     sample: str | None = None
 
     @classmethod
@@ -81,8 +83,19 @@ class ResponsesView:
                 ranges[f"{key}_{end}"] = get_float(query, f"{key}_{end}", notices)
         q, _ = get_regex(query, "q", notices)  # an invalid one is kept (the search box shows it), not applied
         loses = get_bool(query, "loses", notices)
+        truncated = get_bool(query, "truncated", notices)
         sample = first(query, "sample") or None
-        view = cls(run=run, step=step, sort=sort, order=order, q=q, loses=loses, sample=sample, **ranges)
+        view = cls(
+            run=run,
+            step=step,
+            sort=sort,
+            order=order,
+            q=q,
+            loses=loses,
+            truncated=truncated,
+            sample=sample,
+            **ranges,
+        )
         return view, notices
 
     def to_query(self) -> str:
@@ -96,6 +109,7 @@ class ResponsesView:
                 *((f"{k}_{e}", getattr(self, f"{k}_{e}")) for k in RANGE_KEYS for e in ("min", "max")),
                 ("q", self.q),
                 ("loses", True if self.loses else None),
+                ("truncated", True if self.truncated else None),
                 ("sample", self.sample),
             ]
         )
@@ -112,8 +126,11 @@ class ResponsesView:
             return steps[-1] if steps else None
         return int(self.step)
 
-    def response_filter(self, steps: list[int]) -> ResponseFilter:
-        """The filter of this view (an invalid regex is left out: the page says so)."""
+    def response_filter(
+        self, steps: list[int], ends: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    ) -> ResponseFilter:
+        """The filter of this view (an invalid regex is left out: the page says so). ``ends``: the pad and
+        end tokens that define a truncated response (the settings'), for ``truncated``."""
         q = self.q
         if q is not None and regex_error(q) is not None:
             q = None
@@ -131,6 +148,7 @@ class ResponsesView:
             ref_max=self.ref_max,
             q=q,
             loses_only=self.loses,
+            truncated=(tuple(ends[0]), tuple(ends[1])) if self.truncated else None,
         )
 
     def filter_key(self) -> str:
@@ -165,16 +183,25 @@ class ResponsesView:
             parts.append(f"text matching {self.q!r}")
         if self.loses:
             parts.append("losing to the reference")
+        if self.truncated:
+            parts.append("with no end token (truncated)")
         first = "highest" if self.descending else "lowest"
         parts.append(f"sorted by {label(self.sort)}, {first} first")
         return " · ".join(parts)
 
     def from_controls(
-        self, steps: list[int], step, ranges: Mapping[str, object], q, loses, sort: tuple[str, str] | None
+        self,
+        steps: list[int],
+        step,
+        ranges: Mapping[str, object],
+        q,
+        loses,
+        sort: tuple[str, str] | None,
+        truncated=None,
     ) -> ResponsesView:
         """This view after its controls changed: the step picker's ``step``, the range inputs' ``ranges``
         (``<key>_min`` / ``_max``: a number, or None / '' for no bound), the search ``q``, the ``loses``
-        switch and the grid's ``sort`` (``(column, order)``; None: the view's). Choosing the last step while
+        and ``truncated`` switches (``truncated`` None: the view's) and the grid's ``sort`` (``(column, order)``; None: the view's). Choosing the last step while
         the URL follows the last step keeps following it."""
         if step == (steps[-1] if steps else None) and self.step is None:
             step = None
@@ -185,6 +212,7 @@ class ResponsesView:
             order=order,
             q=(q or None),
             loses=bool(loses),
+            truncated=self.truncated if truncated is None else bool(truncated),
             **{k: (None if v is None or v == "" else float(v)) for k, v in ranges.items()},
         )
 

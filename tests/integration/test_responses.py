@@ -131,14 +131,19 @@ SYNC_OUT = (
     + URL
     + ".search...responses-step.value"
     + "".join(f"...responses-{k}-{e}.value" for k in RANGE_KEYS for e in ("min", "max"))
-    + "...responses-q.value...responses-loses.value...responses-grid.columnState"
+    + "...responses-q.value...responses-loses.value...responses-truncated.value...responses-grid.columnState"
     + "...responses-view.data...responses-filter.data...responses-notices.children.."
 )
 
 
 def sync(client, search, changed, **values):
     """POST the sync callback with the URL ``search``, control ``values`` and the one ``changed`` input."""
-    controls = {"responses-step": 3, "responses-q": "", "responses-loses": False}
+    controls = {
+        "responses-step": 3,
+        "responses-q": "",
+        "responses-loses": False,
+        "responses-truncated": False,
+    }
     controls.update(values)
     inputs = [{"id": URL, "property": "search", "value": search}]
     inputs.append({"id": "responses-step", "property": "value", "value": controls["responses-step"]})
@@ -149,6 +154,7 @@ def sync(client, search, changed, **values):
     inputs += [
         {"id": "responses-q", "property": "value", "value": controls["responses-q"]},
         {"id": "responses-loses", "property": "value", "value": controls["responses-loses"]},
+        {"id": "responses-truncated", "property": "value", "value": controls["responses-truncated"]},
         {"id": "responses-clear", "property": "n_clicks", "value": controls.get("responses-clear")},
         {"id": "responses-grid", "property": "columnState", "value": controls.get("columnState")},
         {"id": "responses-grid", "property": "selectedRows", "value": controls.get("selectedRows")},
@@ -181,6 +187,9 @@ def test_responses105_controls_write_the_url(client, fixtures_dir):
     assert out == {} or URL not in out  # the last step while the URL says "latest": no change
     out = sync(client, f"?run={RUN}", "responses-step.value", **{"responses-step": "all"})
     assert out[URL]["search"] == f"?run={RUN}&step=all"
+    out = sync(client, url, "responses-truncated.value", **{"responses-truncated": True})
+    assert out[URL]["search"] == f"?run={RUN}&step=3&truncated=1"
+    assert out["responses-filter"]["data"] == f"?run={RUN}&step=3&truncated=1"
 
 
 def test_responses106_url_seeds_controls_and_clear_resets(client, fixtures_dir):
@@ -233,3 +242,31 @@ def test_responses107_summary_export_links_and_text_panel(client, fixtures_dir):
     panel = texts_of(out["responses-text"]["children"])
     assert "the trip is somewhat" in panel and " rude and the staff turned out to be really ugly ." in panel
     assert "<pad>" not in panel and " horrible ." in panel
+
+
+def test_responses108_truncated_filter_keeps_responses_with_no_end_token(client, page, fixtures_dir):
+    """truncated=1 keeps the responses with no end token: on TRL's PPO run exactly the 22 lines whose
+    trainer-written ends_with_eos is false (over all steps, and step by step), in the grid, the summary and
+    the export; its switch is seeded from the URL. A run whose texts hold no end token ignores it, saying
+    why (every response would count as cut); /export refuses it there."""
+    import json
+
+    lines = [
+        json.loads(line)
+        for f in ("rank0.jsonl", "rank1.jsonl")
+        for line in (fixtures_dir / RUN / f).read_text().splitlines()
+    ]
+    cut = [r for r in lines if not r["ends_with_eos"]]
+    assert rows_request(client, f"?run={RUN}&step=all&truncated=1")["rowCount"] == len(cut) == 22
+    for step in (1, 5, 25):
+        want = sum(1 for r in cut if r["step"] == step)
+        assert rows_request(client, f"?run={RUN}&step={step}&truncated=1")["rowCount"] == want
+    csv = client.get(f"/export?run={RUN}&step=all&truncated=1&format=csv").data.decode()
+    assert csv.count("\n") == 1 + 22
+    assert find(page.layout(run=RUN, truncated="1"), "responses-truncated").value is True
+    lay = page.layout(run="rlloggingboard-eval-poem", truncated="1")
+    notes = [a.children for a in find(lay, "responses-notices").children]
+    assert notes[0].startswith("Ignored truncated=1: no response of this run ends with an end token")
+    assert find(lay, "responses-truncated").value is False
+    bad = client.get("/export?run=rlloggingboard-eval-poem&truncated=1")
+    assert bad.status_code == 400 and b"truncated=1" in bad.data

@@ -32,3 +32,14 @@ def test_config002_importing_data_configures_polars_before_it_loads():
         [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip().endswith("," + value)
+
+
+def test_config003_end_tokens_from_the_environment_and_flags():
+    """RLBOARD_END_TOKENS sets the tokens that end a response (comma-separated, blanks dropped); a flag
+    wins; by default GPT-2's, Llama's, ChatML's, Gemma's and others' end tokens."""
+    from data.config import DEFAULT_END_TOKENS, load_settings
+
+    assert load_settings({}).end_tokens == DEFAULT_END_TOKENS
+    assert {"<|endoftext|>", "</s>", "<|im_end|>", "<|eot_id|>", "<end_of_turn>"} <= set(DEFAULT_END_TOKENS)
+    assert load_settings({"RLBOARD_END_TOKENS": "<eos>, ,[END]"}).end_tokens == ("<eos>", "[END]")
+    assert load_settings({"RLBOARD_END_TOKENS": "<eos>"}, end_tokens="</s>").end_tokens == ("</s>",)

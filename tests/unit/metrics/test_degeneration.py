@@ -103,3 +103,79 @@ def test_degeneration008_metric_labels():
     assert label("repetition") == "repetition (share of repeated word 3-grams)"
     assert label("length_ratio") == "length ÷ step median"
     assert METRICS["repetition"].level == "response"
+
+
+ENDS = ("<|endoftext|>", "</s>", "<|im_end|>")
+PADS_T = ("<pad>", "<PAD>", "<|endoftext|>")
+
+
+def _ends(tokens, texts):
+    from data.metrics.degeneration import ends_with_end_token
+
+    df = pl.DataFrame(
+        {"response_tokens": tokens, "response": texts},
+        schema={"response_tokens": pl.List(pl.String), "response": pl.String},
+    )
+    return df.select(ends_with_end_token(PADS_T, ENDS)).to_series().to_list()
+
+
+def test_degeneration009_end_token_by_hand():
+    """A response ended when its last token that is not a pad is an end token (<|endoftext|> is both a pad
+    and GPT-2's end), else when its text, pads and trailing white space aside, ends with one; it was cut
+    (truncated) otherwise. Only pads: cannot be told."""
+    tokens = [
+        ["Ġgood", "Ġ.", "<|endoftext|>", "<pad>", "<pad>"],  # ended, then padded
+        ["Ġgood", "Ġ.", "<|endoftext|>"],  # ended, the batch's longest
+        ["Ġwe", "Ġhad", "Ġa", "Ġgood"],  # cut at the limit
+        ["<pad>", "<pad>"],  # nothing but pads
+        None,  # no tokens: the text decides
+        [],
+        None,
+        None,
+    ]
+    texts = [
+        "good .<|endoftext|><pad><pad>",
+        "good .<|endoftext|>",
+        "we had a good",
+        "",
+        "The answer is 4.<|im_end|>\n<pad><PAD> ",
+        "no end at all",
+        "</s> in the middle, not at the end",
+        "",
+    ]
+    assert _ends(tokens, texts) == [True, True, False, None, True, False, False, False]
+
+
+def test_degeneration010_end_token_matches_its_definition_and_the_trainers_flag(fixtures_dir):
+    """The expression gives what the plain-Python definition gives on random responses, and on TRL's PPO
+    and GRPO runs exactly the trainer's own ends_with_eos flag of every line (400 lines each; 22 and 31
+    cut)."""
+    import random
+
+    from data.config import DEFAULT_END_TOKENS, DEFAULT_PAD_TOKENS
+    from data.metrics.degeneration import ends_with_end_token, ends_with_end_token_py
+
+    rng = random.Random(7)
+    vocab = ["a", "Ġb", "<pad>", "<PAD>", "<|endoftext|>", "</s>", "<|im_end|>", " ", "\n"]
+    tokens, texts = [], []
+    for _ in range(500):
+        toks = [rng.choice(vocab) for _ in range(rng.randint(0, 6))]
+        tokens.append(toks if rng.random() < 0.5 else None)
+        texts.append("".join(rng.choice(vocab) for _ in range(rng.randint(0, 6))))
+    got = _ends(tokens, texts)
+    assert got == [ends_with_end_token_py(t, x, PADS_T, ENDS) for t, x in zip(tokens, texts, strict=True)]
+    for run in ("trl-ppo-small", "trl-grpo-small"):
+        lines = [
+            json.loads(line)
+            for f in ("rank0.jsonl", "rank1.jsonl")
+            for line in (fixtures_dir / run / f).read_text().splitlines()
+        ]
+        df = pl.DataFrame(
+            {
+                "response_tokens": [r["response_tokens"] for r in lines],
+                "response": [r["response"] for r in lines],
+            }
+        )
+        ends = df.select(ends_with_end_token(DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)).to_series().to_list()
+        assert ends == [r["ends_with_eos"] for r in lines]
+        assert ends.count(False) == {"trl-ppo-small": 22, "trl-grpo-small": 31}[run]

@@ -1,0 +1,118 @@
+"""Degeneration signals of a run's responses read from its store: each response's end (does it end with an
+end token, or was it cut: see :func:`data.metrics.degeneration.ends_with_end_token`) and, per step, the mean
+repetition and the share of truncated responses. Small per-step results are cached on the store version;
+the responses a filter needs are found per query (one step's rows only, when it names a step).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import polars as pl
+
+from data.cache import StoreKey, shared
+from data.metrics.degeneration import ends_with_end_token
+from data.store import RunStore
+
+ENDS = "ends"  # the column of :func:`ends_frame`: True ended, False truncated, null cannot be told
+
+
+def _ends_frames(store: RunStore, pad_tokens: tuple, end_tokens: tuple, step: int | None):
+    """``part, row, step, ends`` of the shown responses (of ``step`` only, when given), one frame per file
+    of ``parts/``: whether each ended with an end token
+    (:func:`~data.metrics.degeneration.ends_with_end_token`). Only the token strings and the response texts
+    are read, one file at a time (one step's row groups only, for a step): never the whole run's texts."""
+    expr = ends_with_end_token(tuple(pad_tokens), tuple(end_tokens)).alias(ENDS)
+    steps = None if step is None else (step, step)
+    index = store.index()
+    ids = store.part_ids() if steps is None else [p for s in index.select(*steps) for p in s.parts]
+    by_file: dict = {}
+    for p in ids:
+        by_file.setdefault(store.part_file(p), []).append(p)
+    shared_files = store.shares_files()
+    for path, parts in by_file.items():
+        lf = pl.scan_parquet(path, missing_columns="insert", extra_columns="ignore")
+        names = lf.collect_schema().names()
+        if "step" not in names:  # a part without rows
+            continue
+        if shared_files:  # a file written with others may hold rows of parts dropped since
+            lf = lf.filter(pl.col("part").is_in(parts))
+        if step is not None:
+            lf = lf.filter(pl.col("step") == step)
+        if store.visible_below is not None:  # steps that may still be partial are not shown
+            lf = lf.filter(pl.col("step") < store.visible_below)
+        if "response_tokens" not in names:  # a run without token strings
+            lf = lf.with_columns(pl.lit(None, pl.List(pl.String)).alias("response_tokens"))
+        if "response" not in names:
+            lf = lf.with_columns(pl.lit(None, pl.String).alias("response"))
+        yield lf.select(
+            pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32), pl.col("step").cast(pl.Int64), expr
+        ).collect()
+
+
+@functools.lru_cache(maxsize=16)
+def _truncated_rows(key: StoreKey, pads: tuple, ends: tuple, step: int | None) -> pl.DataFrame:
+    frames = [
+        f.filter(pl.col(ENDS).not_()).select("part", "row") for f in _ends_frames(key.store, pads, ends, step)
+    ]
+    return pl.concat(frames) if frames else pl.DataFrame(schema={"part": pl.UInt32, "row": pl.UInt32})
+
+
+def truncated_rows(
+    store: RunStore, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...], step: int | None = None
+) -> pl.DataFrame:
+    """``part, row`` of the responses that do not end with an end token (of ``step`` only, when given):
+    what the responses page's ``truncated=1`` keeps."""
+    return _truncated_rows(StoreKey(store), tuple(pad_tokens), tuple(end_tokens), step)
+
+
+@shared(16)
+def _truncation(key: StoreKey, pads: tuple, ends: tuple) -> pl.DataFrame:
+    # Counted per file, then summed: a step's responses may be in several files (one per rank).
+    counts = [
+        f.group_by("step").agg(
+            pl.len().alias("n"),
+            pl.col(ENDS).sum().cast(pl.Int64).alias("ended"),
+            pl.col(ENDS).not_().sum().cast(pl.Int64).alias("truncated"),
+        )
+        for f in _ends_frames(key.store, pads, ends, None)
+    ]
+    schema = {"step": pl.Int64, "n": pl.UInt32, "ended": pl.Int64, "truncated": pl.Int64}
+    df = pl.concat(counts) if counts else pl.DataFrame(schema=schema)
+    return (
+        df.group_by("step")
+        .agg(pl.col("n", "ended", "truncated").sum())
+        .with_columns((pl.col("truncated") / pl.col("n")).alias("y"))
+        .sort("step")
+    )
+
+
+def truncation_by_step(store: RunStore, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]):
+    """Per step: ``n`` responses, ``ended`` with an end token, ``truncated`` (without one) and ``y`` =
+    truncated / n, the share a click on the step's point opens (cached on the store version)."""
+    return _truncation(StoreKey(store), tuple(pad_tokens), tuple(end_tokens))
+
+
+def can_tell_truncation(store: RunStore, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]) -> bool:
+    """Whether any response of the run ends with an end token. None does when a trainer decodes its texts
+    without special tokens (and logs no token strings): a cut response then looks like any other, and
+    a truncation share would wrongly be 100 %."""
+    df = truncation_by_step(store, pad_tokens, end_tokens)
+    return bool(df.height and (df.get_column("ended").sum() or 0) > 0)
+
+
+@shared(16)
+def _repetition(key: StoreKey) -> pl.DataFrame:
+    store = key.store
+    if "repetition" not in store.schema():
+        return pl.DataFrame(schema={"step": pl.Int64, "y": pl.Float64})
+    rep = pl.col("repetition").cast(pl.Float64)
+    # Two columns of the scalars, aggregated per step (see RunStore.scan).
+    lf = store.scan(["step", "repetition"])
+    return lf.group_by("step").agg(rep.filter(rep.is_finite()).mean().alias("y")).sort("step").collect()
+
+
+def repetition_by_step(store: RunStore) -> pl.DataFrame:
+    """Per step: ``y`` = the mean :func:`~data.metrics.degeneration.repetition` of its responses that have
+    one (3 words or more); null for a step with none (cached on the store version)."""
+    return _repetition(StoreKey(store))
