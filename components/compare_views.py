@@ -262,6 +262,14 @@ def trainer_card(ids: tuple[str, str, str, str], keys: list[str], value: str | N
     return card("The trainer's own scalars", body)
 
 
+def run_trainer_outputs(tv, run: str, colour: str, agreement_id: str) -> tuple:
+    """:func:`trainer_outputs` of one run's trainer view (``data.compare.trainer.run_trainer_view``): its
+    scalar over steps in ``colour``, the notes, and its agreement checks."""
+    lines = [(ln.run, colour, ln.frame) for ln in tv.overlay.lines] if tv.overlay else []
+    checks = [(run, colour, [c.as_row() for c in tv.checks])]
+    return trainer_outputs(lines, tv.key, "step", False, [n.text for n in tv.notes], checks, agreement_id)
+
+
 def trainer_outputs(lines: Sequence, key: str | None, x_title: str, smoothed: bool, notes: Sequence[str],
                     checks: Sequence[tuple[str, str, Sequence[dict]]], ids_prefix: str) -> tuple:  # fmt: skip
     """What :func:`trainer_card` shows: the chart of ``key`` (``lines``: ``(run, colour, frame)``, see

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import dash_bootstrap_components as dbc
-from dash import dcc, html
+from dash import dcc, html, no_update
 
 
 def _labelled(text: str, control, lg: int) -> dbc.Col:
@@ -77,6 +77,19 @@ def step_text(step: int | None, steps: list[int]) -> str:
     if step is None or step not in steps:
         return "no step"
     return f"step {step} · {steps.index(step) + 1} of {len(steps)}"
+
+
+def step_updates(shown: int | None, steps: list[int], index, selected, same_run: bool) -> tuple:
+    """What the reward page's step controls change to for step ``shown`` (``no_update`` for what is already
+    so): the selected step, the badge, the slider's value and, for another run (not ``same_run``), the
+    slider's max, marks and disabled state. ``index``, ``selected``: the slider's and the page's now."""
+    slider, at = slider_props(steps), step_index(shown, steps)
+    return (
+        no_update if shown == selected else shown,
+        no_update if shown == selected and same_run else step_text(shown, steps),
+        no_update if at == index else at,
+        *((no_update,) * 3 if same_run else (slider["max"], slider["marks"], slider["disabled"])),
+    )
 
 
 def reward_controls(

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 import plotly.graph_objects as go
+from dash import Patch
 
 from components import theme
 from components.format import D3_INT, D3_PRECISE, D3_SHARE, D3_SHARE_AXIS, D3_SHARE_PRECISE, exact, share
@@ -66,6 +67,13 @@ def empty_figure(message: str, height: int = 300) -> go.Figure:
     )
 
 
+def marker_patch(step: int | None) -> Patch:
+    """A patch of a figure that moves only its selected-step marker (see :func:`step_marker`)."""
+    patch = Patch()
+    patch["layout"]["shapes"] = step_marker(step)
+    return patch
+
+
 def step_marker(step: int | None) -> list[dict]:
     """``layout.shapes`` marking the selected step: a vertical dashed line at ``x = step`` (none for None).
 
@@ -97,6 +105,7 @@ def curves_figure(
     percent: bool = False,
     empty_message: str = "Nothing to show for this run.",
     height: int = 300,
+    pick: bool = False,
 ) -> go.Figure:
     """Curves over steps (x = step, numeric order), each with an optional shaded spread band.
 
@@ -104,6 +113,8 @@ def curves_figure(
     sorted by step, nulls are gaps), ``key`` (its colour is the theme's), ``band_label`` (None: no band) and ``dashed``. Hover shows
     the exact values of every curve at the step; clicking anywhere gives ``clickData.points[*].x`` = step.
     ``percent`` formats the y axis and the hover as percentages. No series -> :func:`empty_figure`.
+    With ``pick`` a click takes the one point under the cursor, whose ``customdata`` is its series' ``key``
+    (:func:`clicked_point` reads it): each point stands for its own responses.
     """
     series = [s for s in series if s.frame.height]
     if not series:
@@ -141,19 +152,23 @@ def curves_figure(
                 line=dict(color=c, width=2, dash="dash" if s.dashed else "solid"),
                 name=s.label + (f" (band: {s.band_label})" if s.band_label else ""),
                 legendgroup=s.label,
-                hovertemplate=f"%{{y:{fmt}}}",
+                hovertemplate=f"step %{{x}}: %{{y:{fmt}}}" if pick else f"%{{y:{fmt}}}",
                 connectgaps=False,
+                customdata=[s.key] * len(x) if pick else None,
             )
         )
     yaxis = dict(title=dict(text=y_title), zeroline=True)
     if percent:
         # A share never needs more than ±100 %: Plotly pads a flat line at 100 % (every group tied) to 200 %.
         yaxis.update(tickformat=D3_SHARE_AXIS, autorangeoptions=dict(clipmin=-1.05, clipmax=1.05))
+        if pick and all((s.frame.get_column("y").drop_nulls() >= 0).all() for s in series):
+            # A share of responses from 0 (a flat 0 % would sit mid-way on a −100 %…100 % axis).
+            yaxis.update(rangemode="tozero")
     return _figure(
         data,
         dict(
             height=height,
-            hovermode="x unified",
+            hovermode="closest" if pick else "x unified",
             clickmode="event",
             shapes=step_marker(selected_step),
             xaxis=dict(title=dict(text="step"), zeroline=False, unifiedhovertitle=dict(text="step %{x}")),
@@ -282,15 +297,17 @@ def histogram_figure(
     )
 
 
-def panel_figure(panel, selected_step: int | None) -> go.Figure:
+def panel_figure(panel, selected_step: int | None, pick: bool = False) -> go.Figure:
     """:func:`curves_figure` of one panel of curves (``series``, ``y_title``, ``percent``; see
-    ``data.curves.Panel``), saying so where the run has none of its curves."""
+    ``data.curves.Panel``), saying so where the run has none of its curves; ``pick``: each point clicks
+    on its own (see :func:`clicked_point`)."""
     return curves_figure(
         panel.series,
         y_title=panel.y_title,
         selected_step=selected_step,
         percent=panel.percent,
-        empty_message="Not available for this run (see the note above).",
+        empty_message=getattr(panel, "empty", None) or "Not available for this run (see the note above).",
+        pick=pick,
     )
 
 
@@ -403,6 +420,16 @@ def clicked_step(click_data) -> int | None:
     except (TypeError, ValueError):
         return None
     return int(v) if math.isfinite(v) and v.is_integer() else None
+
+
+def clicked_point(click_data) -> tuple[str, int] | None:
+    """``(series key, step)`` of a click on a point of a :func:`curves_figure` drawn with ``pick``."""
+    step = clicked_step(click_data)
+    try:
+        key = click_data["points"][0]["customdata"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return (key, step) if isinstance(key, str) and step is not None else None
 
 
 class BarClick(NamedTuple):

@@ -1,14 +1,16 @@
-"""The reward page's parts around its figures: the selected step's key figures. Pure: values, labels and
-ids in, components out.
+"""The reward page's parts around its figures: its cards in order, the selected step's key figures. Pure:
+values, labels and ids in, components out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+import dash_bootstrap_components as dbc
 from dash import html
 
 from components.format import value
+from components.layout import card, graph, stats_bar
 
 
 def step_stats(items: Sequence[tuple[str, object, str]]) -> list[html.Div]:
@@ -37,3 +39,60 @@ def step_stats(items: Sequence[tuple[str, object, str]]) -> list[html.Div]:
             )
         )
     return out
+
+
+def page(
+    ids: Mapping,
+    head: Sequence,
+    controls,
+    heatmap_title: str,
+    q: str | None,
+    trainer,
+) -> html.Div:
+    """The reward page below its title: ``head`` (the stores, title and notices the page fills in), the
+    ``controls``, the 2 x 2 curves and below them the reward-hacking aids (degeneration curves; the search's
+    share of matches, with its box holding ``q``), the step's key figures and histograms, the steps x
+    reward heatmap and the ``trainer`` card.
+
+    ``ids``: ``curve`` / ``curve_title`` / ``curve_note`` (by curve key), ``hist`` / ``hist_title`` /
+    ``hist_note`` (by histogram kind), ``stats``, ``heatmap``, ``signal`` / ``signal_title`` /
+    ``signal_note`` (by ``degeneration`` and ``search``) and ``q``.
+    """
+
+    def panel(kind, key, height=300, extra=()):
+        figure = graph(ids[kind][key], height)
+        return card(ids[f"{kind}_title"][key], "", [*extra, figure], ids[f"{kind}_note"][key])
+
+    def row(kind, extras=None):
+        return dbc.Row(
+            [
+                dbc.Col(panel(kind, k, extra=(extras or {}).get(k, ())), lg=6, className="mb-3")
+                for k in ids[kind]
+            ],
+            className="g-3",
+        )
+
+    search_box = dbc.Input(
+        id=ids["q"],
+        type="text",
+        value=q or "",
+        debounce=True,
+        size="sm",
+        placeholder="search prompt and response: a regular expression, e.g. (?i)as an ai",
+        className="mb-1",
+    )
+    heatmap = dbc.Col(
+        card("reward-heatmap-title", heatmap_title, [graph(ids["heatmap"], 340)]), className="mb-3"
+    )
+    return html.Div(
+        [
+            *head,
+            controls,
+            row("curve"),
+            row("signal", {"search": (search_box,)}),
+            stats_bar(ids["stats"]),
+            row("hist"),
+            dbc.Row(heatmap, className="g-3"),
+            trainer,
+        ]
+    )

@@ -23,9 +23,13 @@ METRIC_COLOURS = {
     "ref_logprob": "#999999",
     "value": "#9467bd",
     "return": "#2ca02c",
+    # Reward-hacking aids of the reward page (one per signal).
+    "repetition": "#b8860b",
+    "truncated_share": "#dc3545",
+    "match_share": "#0dcaf0",
 }
 # Columns of the per-step summary shown as a metric's curve: the metric they summarise.
-STEP_COLUMNS = {"kl_token_mean": "kl", "log_ratio_token_mean": "log_ratio"}
+STEP_COLUMNS = {"kl_token_mean": "kl", "log_ratio_token_mean": "log_ratio", "repetition_mean": "repetition"}
 OTHER = "#495057"
 # The trainer's own per-token fields, in the order the file first has them.
 FILE_FIELD_COLOURS = ("#d62728", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")

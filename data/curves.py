@@ -111,6 +111,7 @@ class Panel:
     series: tuple[Series, ...]
     note: str | None = None
     percent: bool = False
+    empty: str | None = None  # what the chart says without a series (default: see the note)
 
 
 NOTE_NO_REF = "No reference reward (ref_reward) in this run: the reference curve is left out."

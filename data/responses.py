@@ -25,6 +25,7 @@ from data import bounded
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.curves import partial_step
+from data.curves import run_steps as run_summary
 from data.metrics import METRICS, label
 from data.metrics.registry import COLUMNS, length_column
 from data.metrics.registry import table_columns as registry_table_columns
@@ -627,6 +628,30 @@ def _position(keys: pl.DataFrame, loc: tuple[int, int]) -> int | None:
         .get_column("__k")
     )
     return int(at[0]) if at.len() else None
+
+
+def match_share_by_step(store: RunStore, q: str, seconds: float = DEFAULT_SEARCH_SECONDS) -> pl.DataFrame:
+    """Per step of the run: ``n`` responses, ``matches`` of the search ``q`` (prompt or response, as the
+    responses page's search: the same bounded search, cached) and ``y`` = matches / n, the share whose
+    point opens ``/responses?step=S&q=…``. Raises :class:`data.queries.QueryError` for a pattern that
+    cannot run and :class:`data.queries.SearchStopped` for a search that took more than ``seconds``."""
+    check_regex(q)
+    key = StoreKey(store)
+    hits = _text_hits(key, q, None, seconds)
+    # Steps and counts from the cached per-step summary; each match's step read from the row groups that
+    # hold the matches, one part at a time (the step column only: never the whole run's table).
+    counts = run_summary(store).select(pl.col("step").cast(pl.Int64), pl.col("n").cast(pl.Int64))
+    found = [pl.DataFrame(schema={"step": pl.Int64})]
+    for (part,), grp in hits.group_by(["part"]):
+        rows = grp.get_column("row").to_list()
+        found.append(store.read_rows(int(part), rows, ["step"]).select(pl.col("step").cast(pl.Int64)))
+    per_step = pl.concat(found).group_by("step").agg(pl.len().cast(pl.Int64).alias("matches"))
+    return (
+        counts.join(per_step, on="step", how="left")
+        .with_columns(pl.col("matches").fill_null(0))
+        .with_columns((pl.col("matches") / pl.col("n")).alias("y"))
+        .sort("step")
+    )
 
 
 # ---- export ----------------------------------------------------------------------------------------------

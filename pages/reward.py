@@ -2,35 +2,26 @@
 
 Curves over steps (reward with a spread band and the reference reward, KL to the reference, response
 length, win rate against the reference), then the selected step's reward and reward-gain histograms on
-run-level bins and a steps x reward-bins heatmap. Clicking a curve point selects its step; clicking a bar
-(reward, reference reward, gain) or a heatmap cell opens the responses behind it.
+run-level bins, a steps x reward-bins heatmap and the reward-hacking aids (repetition, truncation and the
+share matching a text search ``q``, per step). Clicking a curve point selects its step; clicking a bar
+(reward, reference reward, gain), a heatmap cell or a point of the reward-hacking aids opens the responses
+behind it.
 """
 
 from dataclasses import replace
 
 import dash
-import dash_bootstrap_components as dbc
-from dash import Input, Output, Patch, State, callback, clientside_callback, ctx, dcc, html, no_update
+from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, no_update
 from dash.exceptions import PreventUpdate
 
 from components import compare_views as cv
 from components import figures
 from components import reward_page as rp
-from components.controls import reward_controls, slider_props, step_index, step_text
-from components.layout import (
-    card,
-    graph,
-    left_page,
-    no_runs_state,
-    notices,
-    page_title,
-    page_url,
-    stats_bar,
-    url_prefix,
-)
+from components.controls import reward_controls, step_updates
+from components.layout import left_page, no_runs_state, notices, page_title, page_url, url_prefix
 from components.live import shown_store
 from components.theme import colour
-from data import curves, live
+from data import curves, hacking, live
 from data.compare import trainer
 from data.compare.curves import run_frame
 from data.metrics import label
@@ -44,34 +35,27 @@ from data.views.reward import RewardView
 dash.register_page(__name__, path=paths.REWARD, name="Reward", title="Reward · RL Logging Board", order=1)
 
 URL = page_url(paths.REWARD)  # the page's own Location: the shell listens to it
-RUN = "reward-run"
-NOTICES = "reward-notices"
-HEADER = "reward-header"
-STEP = "reward-step"
-STEP_TEXT = "reward-step-text"
+RUN, NOTICES, HEADER = "reward-run", "reward-notices", "reward-header"
 SELECTED = "reward-selected"
-PREV = "reward-prev"
-NEXT = "reward-next"
-BAND = "reward-band"
-ZERO = "reward-zero"
+CONTROL_IDS = {
+    k: f"reward-{k.replace('_', '-')}" for k in ("step", "step_text", "prev", "next", "band", "zero")
+}
+STEP, STEP_TEXT, PREV, NEXT, BAND, ZERO = CONTROL_IDS.values()
 CURVE_KEYS = ("reward", "kl", "length", "win")
 CURVE = {k: f"reward-curve-{k}" for k in CURVE_KEYS}
-CURVE_TITLE = {k: f"reward-curve-{k}-title" for k in CURVE_KEYS}
-CURVE_NOTE = {k: f"reward-curve-{k}-note" for k in CURVE_KEYS}
-CURVES_DRAWN = "reward-curves-drawn"
-STEP_STATS = "reward-step-stats"
 HIST = {"reward": "reward-hist", "reward_gain": "reward-gain-hist"}
-HIST_TITLE = {"reward": "reward-hist-title", "reward_gain": "reward-gain-hist-title"}
-HIST_NOTE = {"reward": "reward-hist-note", "reward_gain": "reward-gain-hist-note"}
-HEATMAP = "reward-heatmap"
-# Where a click on a bar or a heatmap cell goes: the responses page, through this Location (callback-nav
-# makes Dash's page router follow it, as after a dcc.Link).
+SIGNAL = {"degeneration": "reward-signal-degeneration", "search": "reward-signal-search"}
+HEATMAP, Q = "reward-heatmap", "reward-q"
+CURVES_DRAWN, HEATMAP_DRAWN = "reward-curves-drawn", "reward-heatmap-drawn"
+IDS = {
+    "curve": CURVE, "hist": HIST, "signal": SIGNAL, "stats": "reward-step-stats", "heatmap": HEATMAP, "q": Q,
+    **{f"{kind}_{part}": {k: f"{v}-{part}" for k, v in ids.items()}
+       for kind, ids in (("curve", CURVE), ("hist", HIST), ("signal", SIGNAL)) for part in ("title", "note")},
+}  # fmt: skip
+# Where a click on a bar, a heatmap cell or a reward-hacking point goes: the responses page, through this
+# Location (callback-nav makes Dash's page router follow it, as after a dcc.Link).
 NAV = "reward-nav"
-HEATMAP_DRAWN = "reward-heatmap-drawn"
 TRAINER = ("reward-trainer", "reward-trainer-notes", "reward-trainer-fig", "reward-agreement")
-
-CONTROL_IDS = {"step": STEP, "step_text": STEP_TEXT, "prev": PREV, "next": NEXT, "band": BAND, "zero": ZERO}
-
 STORE_WAIT_SECONDS = 10.0
 
 
@@ -100,47 +84,27 @@ def layout(**query):
         msgs.append(board().reading_text(view.run))
     else:
         msgs += board().failure_notices(view.run)
-    curve_cards = [
-        dbc.Col(card(CURVE_TITLE[k], "", [graph(CURVE[k])], CURVE_NOTE[k]), lg=6, className="mb-3")
-        for k in CURVE_KEYS
-    ]
-    hist_cards = [
-        dbc.Col(card(HIST_TITLE[k], "", [graph(HIST[k])], HIST_NOTE[k]), lg=6, className="mb-3") for k in HIST
-    ]
     step = view.shown_step(steps)
-    return html.Div(
-        [
-            dcc.Location(id=URL, refresh=False),
-            dcc.Location(id=NAV, refresh="callback-nav"),
-            dcc.Store(id=RUN, data=view.run),
-            dcc.Store(id=SELECTED, data=step),
-            dcc.Store(id=CURVES_DRAWN),
-            shown_store("reward", live.shown(view.run, store)),
-            dcc.Store(id=HEATMAP_DRAWN),
-            page_title("Reward", view.run, HEADER),
-            notices(msgs, NOTICES),
-            reward_controls(step, steps, view.band, curves.BANDS, view.zero, CONTROL_IDS),
-            dbc.Row(curve_cards, className="g-3"),
-            stats_bar(STEP_STATS),
-            dbc.Row(hist_cards, className="g-3"),
-            dbc.Row(
-                dbc.Col(
-                    card("reward-heatmap-title", curves.HEATMAP_TITLE, [graph(HEATMAP, 340)]),
-                    className="mb-3",
-                ),
-                className="g-3",
-            ),
-            _trainer_card(view, store),
-        ]
-    )
+    head = [
+        *(dcc.Location(id=i, refresh=r) for i, r in ((URL, False), (NAV, "callback-nav"))),
+        *(dcc.Store(id=i, data=d) for i, d in ((RUN, view.run), (SELECTED, step), (CURVES_DRAWN, None))),
+        dcc.Store(id=HEATMAP_DRAWN),
+        shown_store("reward", live.shown(view.run, store)),
+        page_title("Reward", view.run, HEADER),
+        notices(msgs, NOTICES),
+    ]
+    controls = reward_controls(step, steps, view.band, curves.BANDS, view.zero, CONTROL_IDS)
+    return rp.page(IDS, head, controls, curves.HEATMAP_TITLE, view.q, _trainer_card(view, store))
 
 
 def _trainer_view(run, store, key):
-    return trainer.run_trainer_view(run, store, board().run_dir(run), run_frame(store), key)
+    return (
+        trainer.run_trainer_view(run, store, board().run_dir(run), run_frame(store), key) if store else None
+    )
 
 
 def _trainer_card(view: RewardView, store):
-    tv = _trainer_view(view.run, store, view.trainer) if store is not None else None
+    tv = _trainer_view(view.run, store, view.trainer)
     return cv.trainer_card(TRAINER, tv.keys if tv else [], tv.key if tv else None)
 
 
@@ -148,30 +112,16 @@ def _trainer_card(view: RewardView, store):
 
 
 @callback(
-    Output(URL, "search"),
-    Output(RUN, "data"),
-    Output(HEADER, "children"),
-    Output(NOTICES, "children"),
-    Output(SELECTED, "data"),
-    Output(STEP_TEXT, "children"),
-    Output(STEP, "value"),
-    Output(STEP, "max"),
-    Output(STEP, "marks"),
-    Output(STEP, "disabled"),
-    Output(BAND, "value"),
-    Output(ZERO, "value"),
-    Input(URL, "search"),
-    Input(STEP, "value"),
-    Input(BAND, "value"),
-    Input(ZERO, "value"),
-    Input(PREV, "n_clicks"),
-    Input(NEXT, "n_clicks"),
-    *(Input(CURVE[k], "clickData") for k in CURVE_KEYS),
-    Input(HEATMAP, "clickData"),
+    *(Output(i, p) for i, p in ((URL, "search"), (RUN, "data"), (HEADER, "children"), (NOTICES, "children"),
+                                (SELECTED, "data"), (STEP_TEXT, "children"), (STEP, "value"), (STEP, "max"),
+                                (STEP, "marks"), (STEP, "disabled"), (BAND, "value"), (ZERO, "value"))),
+    *(Input(i, p) for i, p in ((URL, "search"), (STEP, "value"), (BAND, "value"), (ZERO, "value"),
+                               (PREV, "n_clicks"), (NEXT, "n_clicks"))),
+    *(Input(i, "clickData") for i in (*CURVE.values(), HEATMAP)),
     State(RUN, "data"),
     State(SELECTED, "data"),
     State(URL, "pathname"),
-)
+)  # fmt: skip
 def _sync(search, index, band, zero, _prev, _next, *rest):
     """URL <-> controls. A URL change (page load, Back/Forward) sets the controls; a control change (slider,
     prev/next, band, switch, a click on a curve or the heatmap) writes the URL. Unchanged -> no_update."""
@@ -185,54 +135,35 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
     if trigger is None or trigger == URL:
         new_view, url_out, notes = view, no_update, notices(msgs + board().failure_notices(view.run)).children
     else:
-        new_step = view.shown_step(steps)
-        if trigger in (PREV, NEXT):
-            new_step = view.moved(steps, 1 if trigger == NEXT else -1)
-        elif trigger == STEP:
-            new_step = view.at(steps, index)
-        elif trigger in CURVE.values() or (trigger == HEATMAP and not figures.cell_has_responses(clicks[-1])):
-            # A heatmap cell with responses opens them (see _drill); an empty one selects its step.
-            new_step = view.picked(
-                steps, figures.clicked_step(clicks[[*CURVE.values(), HEATMAP].index(trigger)])
-            )
-        new_view = view.with_step(steps, new_step, band=band or view.band, zero=bool(zero))
+        # A heatmap cell with responses opens them (see _drill); an empty one selects its step.
+        empty_cell = trigger == HEATMAP and not figures.cell_has_responses(clicks[-1])
+        pick = trigger in CURVE.values() or empty_cell
+        move = {PREV: "prev", NEXT: "next", STEP: "slider"}.get(trigger, "pick" if pick else "other")
+        picked = figures.clicked_step(clicks[[*CURVE.values(), HEATMAP].index(trigger)]) if pick else None
+        new_view = view.after(steps, move, index=index, picked=picked, band=band, zero=zero)
         url_out = no_update if new_view == view else new_view.to_query()
         notes = no_update if new_view == view else []
-    shown = new_view.shown_step(steps)
     same_run = new_view.run == run
-    slider = slider_props(steps)
     return (
         url_out,
         no_update if same_run else new_view.run,
         no_update if same_run else (new_view.run or ""),
         notes,
-        no_update if shown == selected else shown,
-        no_update if shown == selected and same_run else step_text(shown, steps),
-        no_update if step_index(shown, steps) == index else step_index(shown, steps),
-        *((no_update,) * 3 if same_run else (slider["max"], slider["marks"], slider["disabled"])),
+        *step_updates(new_view.shown_step(steps), steps, index, selected, same_run),
         no_update if new_view.band == band else new_view.band,
         no_update if new_view.zero == bool(zero) else new_view.zero,
     )
 
 
-@callback(
-    *(Output(CURVE[k], "figure") for k in CURVE_KEYS),
-    *(Output(CURVE_TITLE[k], "children") for k in CURVE_KEYS),
-    *(Output(CURVE_NOTE[k], "children") for k in CURVE_KEYS),
-    Output(CURVES_DRAWN, "data"),
-    Input(RUN, "data"),
-    Input(SELECTED, "data"),
-    Input(BAND, "value"),
-    Input(ZERO, "value"),
-    State(CURVES_DRAWN, "data"),
-)
+@callback(*(Output(CURVE[k], "figure") for k in CURVE_KEYS),
+          *(Output(IDS[f"curve_{part}"][k], "children") for part in ("title", "note") for k in CURVE_KEYS),
+          Output(CURVES_DRAWN, "data"), Input(RUN, "data"), Input(SELECTED, "data"), Input(BAND, "value"),
+          Input(ZERO, "value"), State(CURVES_DRAWN, "data"))  # fmt: skip
 def _curves(run, step, band, zero, drawn):
     """The four curve panels; when only the step moved, just the selected-step marker is patched."""
     key = [run, band, bool(zero)]
     if drawn == key:
-        patch = Patch()
-        patch["layout"]["shapes"] = figures.step_marker(step)
-        return *([patch] * 4), *((no_update,) * 8), no_update
+        return *([figures.marker_patch(step)] * 4), *((no_update,) * 8), no_update
     store = _store(run)
     if store is None:
         empty = figures.empty_figure("No data for this run yet.")
@@ -247,14 +178,9 @@ def _curves(run, step, band, zero, drawn):
     )
 
 
-@callback(
-    *(Output(HIST[k], "figure") for k in HIST),
-    *(Output(HIST_TITLE[k], "children") for k in HIST),
-    *(Output(HIST_NOTE[k], "children") for k in HIST),
-    Output(STEP_STATS, "children"),
-    Input(RUN, "data"),
-    Input(SELECTED, "data"),
-)
+@callback(*(Output(HIST[k], "figure") for k in HIST),
+          *(Output(IDS[f"hist_{part}"][k], "children") for part in ("title", "note") for k in HIST),
+          Output(IDS["stats"], "children"), Input(RUN, "data"), Input(SELECTED, "data"))  # fmt: skip
 def _step_view(run, step):
     """The selected step's histograms (on the run's bins) and key figures."""
     store = _store(run)
@@ -270,60 +196,82 @@ def _step_view(run, step):
     )
 
 
-@callback(
-    Output(NAV, "href"),
-    *(Input(HIST[k], "clickData") for k in HIST),
-    Input(HEATMAP, "clickData"),
-    State(RUN, "data"),
-    State(SELECTED, "data"),
-    prevent_initial_call=True,
-)
+CLICKABLE = (*HIST.values(), HEATMAP, *SIGNAL.values())
+
+
+@callback(Output(NAV, "href"), *(Input(i, "clickData") for i in CLICKABLE), State(RUN, "data"),
+          State(SELECTED, "data"), State(URL, "search"), prevent_initial_call=True)  # fmt: skip
 def _drill(*args):
-    """A click on a bar (the histogram's or the reference's) or a heatmap cell opens the responses page
-    with exactly its responses: run, step and the bar's interval. A bar or cell without responses, or a
-    heatmap drawn on bins that have changed since (a growing run), does nothing here."""
-    *clicks, run, step = args
-    trigger = ctx.triggered_id
-    store = _store(run)
+    """A click on a bar (the histogram's or the reference's), a heatmap cell or a point of the reward-hacking
+    aids opens the responses page with exactly its responses (run, step and the bar's interval; the curve's
+    filter). A bar or cell without responses, or a heatmap drawn on bins that have changed since (a growing
+    run), does nothing here."""
+    *clicks, run, step, search = args
+    click = dict(zip(CLICKABLE, clicks, strict=True))[ctx.triggered_id]
+    store, prefix = _store(run), url_prefix()
     if store is None:
         return no_update
-    if trigger == HEATMAP:
-        cell = figures.clicked_cell(clicks[-1])
-        bins = curves.run_bins(store, "reward")
+    if ctx.triggered_id in SIGNAL.values():
+        point, q = figures.clicked_point(click), _decode(search)[0].q
+        return (point and links.signal_responses(run, point[1], point[0], q, prefix)) or no_update
+    if ctx.triggered_id == HEATMAP:
+        cell, bins = figures.clicked_cell(click), curves.run_bins(store, "reward")
         labels = figures.bin_labels(bins.edges, bins.discrete)
         if cell is None or cell.count == 0 or cell.label not in labels:
             return no_update
         lo, hi = bar_interval(list(bins.edges), labels.index(cell.label))
-        return links.bar_responses(run, cell.step, "reward", lo, hi, url_prefix())
-    kind = next((k for k, v in HIST.items() if v == trigger), None)
-    bar = figures.clicked_bar(clicks[list(HIST).index(kind)]) if kind else None
+        return links.bar_responses(run, cell.step, "reward", lo, hi, prefix)
+    kind = next(k for k, v in HIST.items() if v == ctx.triggered_id)
+    bar = figures.clicked_bar(click)
     if bar is None or bar.count == 0 or step is None:
         return no_update
-    prefix = "ref" if bar.trace == 1 else curves.HISTOGRAMS[kind][0]
-    return links.bar_responses(run, step, prefix, bar.lo, bar.hi, url_prefix())
+    key = "ref" if bar.trace == 1 else curves.HISTOGRAMS[kind][0]
+    return links.bar_responses(run, step, key, bar.lo, bar.hi, prefix)
+
+
+@callback(*(Output(SIGNAL[k], "figure") for k in SIGNAL),
+          *(Output(IDS[f"signal_{part}"][k], "children") for part in ("title", "note") for k in SIGNAL),
+          Input(RUN, "data"), Input(SELECTED, "data"), Input(URL, "search"))  # fmt: skip
+def _signals(run, step, search):
+    """The reward-hacking aids: repetition and truncation per step, and the share matching the URL's q."""
+    store = _store(run)
+    if store is None:
+        return *(figures.empty_figure("No data for this run yet."),) * 2, "", "", "", ""
+    panels = hacking.panels(store, board().settings, _decode(search)[0].q)
+    return (
+        *(figures.panel_figure(p, step, pick=True) for p in panels),
+        *(p.title for p in panels),
+        *(p.note for p in panels),
+    )
+
+
+@callback(Output(URL, "search", allow_duplicate=True), Output(Q, "value"), Input(Q, "value"),
+          Input(URL, "search"), State(URL, "pathname"), prevent_initial_call=True)  # fmt: skip
+def _search(value, search, pathname):
+    """The search box writes q= into the URL; a URL (Back / Forward) sets the box."""
+    if left_page(pathname, paths.REWARD):
+        raise PreventUpdate
+    view, _ = _decode(search)
+    if ctx.triggered_id == URL:
+        return no_update, no_update if (view.q or "") == (value or "") else (view.q or "")
+    new = replace(view, q=value or None)
+    return (no_update if new == view else new.to_query()), no_update
 
 
 # The responses open at the top of the page, as after following a link (Dash keeps the scroll position).
 clientside_callback(
-    "function (href) { if (href) { window.scrollTo(0, 0); } }",
+    'function (href) { if (href) { window.scrollTo({top: 0, left: 0, behavior: "instant"}); } }',
     Input(NAV, "href"),
     prevent_initial_call=True,
 )
 
 
-@callback(
-    Output(HEATMAP, "figure"),
-    Output(HEATMAP_DRAWN, "data"),
-    Input(RUN, "data"),
-    Input(SELECTED, "data"),
-    State(HEATMAP_DRAWN, "data"),
-)
+@callback(Output(HEATMAP, "figure"), Output(HEATMAP_DRAWN, "data"), Input(RUN, "data"), Input(SELECTED, "data"),
+          State(HEATMAP_DRAWN, "data"))  # fmt: skip
 def _heatmap(run, step, drawn):
     """The steps x reward-bins heatmap; when only the step moved, just its marker is patched."""
     if drawn == run and run is not None:
-        patch = Patch()
-        patch["layout"]["shapes"] = figures.step_marker(step)
-        return patch, no_update
+        return figures.marker_patch(step), no_update
     store = _store(run)
     if store is None:
         return figures.empty_figure("No data for this run yet.", 340), None
@@ -352,7 +300,4 @@ def _trainer(run, key):
     store = _store(run)
     if store is None:
         return figures.empty_figure("No data for this run yet.", 280), None, None
-    tv = _trainer_view(run, store, key)
-    lines = [(ln.run, colour("reward"), ln.frame) for ln in tv.overlay.lines] if tv.overlay else []
-    checks = [(run, colour("reward"), [c.as_row() for c in tv.checks])]
-    return cv.trainer_outputs(lines, tv.key, "step", False, [n.text for n in tv.notes], checks, TRAINER[3])
+    return cv.run_trainer_outputs(_trainer_view(run, store, key), run, colour("reward"), TRAINER[3])

@@ -268,6 +268,7 @@ COLUMNS: dict[str, Metric] = {
             "repetition (share of repeated word 3-grams)",
             "1 − distinct word 3-grams / word 3-grams of the response (see data/metrics/degeneration.py)",
             stored=True,
+            table=11,  # a reward-hacking point opens its step sorted by it
         ),
         Metric(
             "length_ratio",
@@ -331,6 +332,30 @@ COLUMNS: dict[str, Metric] = {
             "pad, else its text's end, pads and trailing white space aside; it was cut at the length limit",
             level="response",
             fmt="text",
+        ),
+        Metric(
+            "repetition_mean",
+            "repetition, step mean (share of repeated word 3-grams)",
+            "mean repetition of the step's responses of 3 words or more",
+            False,
+            "step",
+            fmt="share",
+        ),
+        Metric(
+            "truncated_share",
+            "truncated (share of responses with no end token)",
+            "responses of the step that do not end with an end token, over the step's responses",
+            False,
+            "step",
+            fmt="share",
+        ),
+        Metric(
+            "match_share",
+            "share of responses matching the search",
+            "responses of the step whose prompt or response the search (q=) matches, over the step's responses",
+            False,
+            "step",
+            fmt="share",
         ),
         Metric(
             "partial_step",

@@ -90,6 +90,24 @@ def bar_responses(run: str, step: int, range_key: str, lo: float, hi: float | No
     return prefix + paths.RESPONSES + query
 
 
+# What a point of the reward page's reward-hacking aids opens: the step's responses, ordered or filtered
+# so that they are the ones its value counts (see data/hacking.py).
+SIGNAL_VIEWS = {
+    "repetition_mean": {"sort": "repetition"},  # its mean: every response, the most repetitive first
+    "truncated_share": {"truncated": True},  # exactly the responses with no end token
+    "match_share": {},  # exactly the responses the search matches (q)
+}
+
+
+def signal_responses(run: str, step: int, key: str, q: str | None = None, prefix: str = "") -> str | None:
+    """The responses behind a point of a reward-hacking curve (a :data:`SIGNAL_VIEWS` key) at ``step``;
+    ``q``: the search of the ``match_share`` curve. None for another curve."""
+    if key not in SIGNAL_VIEWS or (key == "match_share" and not q):
+        return None
+    view = ResponsesView(run=run, step=step, q=q if key == "match_share" else None, **SIGNAL_VIEWS[key])
+    return prefix + paths.RESPONSES + view.to_query()
+
+
 def export(view: ResponsesView, fmt: str, prefix: str = "") -> str:
     """The download of the rows of ``view`` (its selected row aside) as ``fmt``."""
     base = view.with_(sample=None).to_query()

@@ -13,13 +13,15 @@ from data.views.paths import shown_run, unknown_run_notice
 
 @dataclass(frozen=True)
 class RewardView:
-    """What the URL says: run, selected step (None = the run's last step), spread band, zero shift."""
+    """What the URL says: run, selected step (None = the run's last step), spread band, zero shift, the
+    trainer's scalar charted and the text search ``q`` whose matches are charted."""
 
     run: str | None = None
     step: int | None = None
     band: str = DEFAULT_BAND
     zero: bool = False
     trainer: str | None = None  # the trainer's own scalar charted (None: data.compare.trainer.default_key)
+    q: str | None = None  # the text search whose share of matches is charted per step
 
     @classmethod
     def from_query(
@@ -52,7 +54,7 @@ class RewardView:
                 step = near
         band = get_choice(query, "band", BANDS, msgs, DEFAULT_BAND)
         zero = get_bool(query, "zero", msgs, False)
-        return cls(run, step, band, zero, first(query, "trainer") or None), msgs
+        return cls(run, step, band, zero, first(query, "trainer") or None, first(query, "q") or None), msgs
 
     def to_query(self) -> str:
         """``?run=R&step=S&band=B&zero=1`` without defaults ('' when all are defaults)."""
@@ -63,6 +65,7 @@ class RewardView:
                 ("band", None if self.band == DEFAULT_BAND else self.band),
                 ("zero", True if self.zero else None),
                 ("trainer", self.trainer),
+                ("q", self.q),
             ]
         )
 
@@ -84,6 +87,21 @@ class RewardView:
     def picked(self, steps: list[int], step) -> int | None:
         """A step picked on a chart (the step shown for one the run does not have)."""
         return step if step in steps else self.shown_step(steps)
+
+    def after(
+        self, steps: list[int], move: str, *, index=None, picked=None, band: str | None = None, zero=False
+    ) -> RewardView:
+        """This view after a control moved (``move``): ``prev`` / ``next`` step, the slider to ``index``,
+        a ``pick`` of step ``picked`` on a chart, or anything else (the band and zero-shift switch, which
+        are always taken: ``band`` None keeps the view's)."""
+        step = self.shown_step(steps)
+        if move in ("prev", "next"):
+            step = self.moved(steps, 1 if move == "next" else -1)
+        elif move == "slider":
+            step = self.at(steps, index)
+        elif move == "pick":
+            step = self.picked(steps, picked)
+        return self.with_step(steps, step, band=band or self.band, zero=bool(zero))
 
     def with_step(self, steps: list[int], step: int | None, **changes) -> RewardView:
         """This view at ``step`` (and ``changes``); a view that follows the run's last step (no step in its

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -51,16 +52,29 @@ def _landed_on_responses(dash_duo, count):
     dash_duo.wait_for_text_to_equal("#responses-count", str(count), timeout=30)
     first = ".ag-center-cols-container .ag-row[row-index='0']"
     dash_duo.wait_for_element(first, timeout=30)
-    top, bottom, height, scrolled = dash_duo.driver.execute_script(
-        "const r = document.querySelector(arguments[0]).getBoundingClientRect();"
-        "return [r.top, r.bottom, window.innerHeight, window.scrollY];",
-        first,
+    seen = []
+
+    def in_view():  # once the page has settled: it opens at its top (see pages/responses.py)
+        seen.append(
+            dash_duo.driver.execute_script(
+                "const r = document.querySelector(arguments[0]).getBoundingClientRect();"
+                "return [r.top, r.bottom, window.innerHeight, window.scrollY];",
+                first,
+            )
+        )
+        top, bottom, height, scrolled = seen[-1]
+        return 0 <= top and bottom <= height and scrolled == 0
+
+    try:
+        WebDriverWait(dash_duo.driver, 5, poll_frequency=0.1).until(lambda _: in_view())
+    except TimeoutException:
+        raise AssertionError(f"first row / scroll (top, bottom, height, scrollY): {seen[-3:]}") from None
+    WebDriverWait(dash_duo.driver, 30).until(  # the grid's block of rows has arrived
+        lambda d: (
+            d.execute_script("return document.querySelectorAll('.ag-center-cols-container .ag-row').length;")
+            == count
+        )
     )
-    assert 0 <= top and bottom <= height and scrolled == 0, (top, bottom, height, scrolled)
-    rows = dash_duo.driver.execute_script(
-        "return document.querySelectorAll('.ag-center-cols-container .ag-row').length;"
-    )
-    assert rows == count
 
 
 def test_reward101_bar_click_opens_its_responses(dash_duo, dash_app, fixtures_dir):
@@ -163,4 +177,50 @@ def test_reward105_navbar_keeps_run_and_step(dash_duo, dash_app, fixtures_dir):
     WebDriverWait(dash_duo.driver, 30).until(lambda d: urlparse(d.current_url).path == "/reward")
     dash_duo.wait_for_text_to_equal("#reward-step-text", "step 6 · 6 of 25", timeout=30)
     assert _query(dash_duo) == {"run": ["trl-ppo-small"], "step": ["6"]}
+    assert dash_duo.get_logs() == []
+
+
+def test_reward106_reward_hacking_points_open_their_responses(dash_duo, dash_app, fixtures_dir):
+    """Right below the four curves, the truncation curve's point of a step opens exactly that step's
+    responses with no end token, in view; a regular expression typed in the search box goes into the URL
+    (q=) and charts the share of each step's responses it matches, whose points open those responses."""
+    _open(dash_duo, dash_app, "/reward?run=trl-ppo-small")
+    fig = "#reward-signal-degeneration"
+    dash_duo.wait_for_element(f"{fig} .scatterlayer .trace .points path", timeout=30)
+    # The truncation trace (the second): its highest point, a step with responses cut at the limit.
+    step, share, k = dash_duo.driver.execute_script(
+        "const d = document.querySelector(arguments[0] + ' .js-plotly-plot')._fullData[1];"
+        "const y = Array.from(d.y), x = Array.from(d.x); let k = 0;"
+        "y.forEach((v, i) => { if (v > y[k]) { k = i; } }); return [x[k], y[k], k];",
+        fig,
+    )
+    assert share > 0
+    point = dash_duo.driver.find_elements(By.CSS_SELECTOR, f"{fig} .scatterlayer .trace")[1].find_elements(
+        By.CSS_SELECTOR, ".points path"
+    )[k]
+    ActionChains(dash_duo.driver).move_to_element(point).click().perform()
+    _landed_on_responses(dash_duo, round(share * 16))
+    q = _query(dash_duo)
+    assert q["run"] == ["trl-ppo-small"] and q["step"] == [str(step)] and q["truncated"] == ["1"]
+    assert dash_duo.get_logs() == []
+
+    dash_duo.driver.back()
+    WebDriverWait(dash_duo.driver, 30).until(lambda d: urlparse(d.current_url).path == "/reward")
+    dash_duo.wait_for_element(f"{fig} .scatterlayer .trace .points path", timeout=30)  # drawn again
+    box = dash_duo.find_element("#reward-q")
+    box.send_keys("(?i)very \\w+\n")
+    _wait_url(dash_duo, lambda q: q.get("q") == ["(?i)very \\w+"])
+    search = "#reward-signal-search"
+    dash_duo.wait_for_element(f"{search} .scatterlayer .trace .points path", timeout=30)
+    step, share, k = dash_duo.driver.execute_script(
+        "const d = document.querySelector(arguments[0] + ' .js-plotly-plot')._fullData[0];"
+        "const y = Array.from(d.y), x = Array.from(d.x); let k = 0;"
+        "y.forEach((v, i) => { if (v > y[k]) { k = i; } }); return [x[k], y[k], k];",
+        search,
+    )
+    point = dash_duo.driver.find_elements(By.CSS_SELECTOR, f"{search} .scatterlayer .trace .points path")[k]
+    ActionChains(dash_duo.driver).move_to_element(point).click().perform()
+    _landed_on_responses(dash_duo, round(share * 16))
+    q = _query(dash_duo)
+    assert q["step"] == [str(step)] and q["q"] == ["(?i)very \\w+"]
     assert dash_duo.get_logs() == []

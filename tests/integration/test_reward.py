@@ -249,14 +249,32 @@ def _step_view(client, run, step):
     return dash_post(client, STEP_VIEW, inputs)
 
 
-def _drill(client, run, step, click=None, gain_click=None, heat_click=None, changed=None):
-    """POST the drill callback; returns the href the click navigates to (None: no navigation)."""
+def _drill(
+    client,
+    run,
+    step,
+    click=None,
+    gain_click=None,
+    heat_click=None,
+    changed=None,
+    signal=None,
+    search="",
+    q=None,
+):
+    """POST the drill callback; returns the href the click navigates to (None: no navigation). ``signal``:
+    a click on the degeneration figure, ``q``: on the search figure; ``search``: the page's URL query."""
     inputs = [
         _i("reward-hist", "clickData", click),
         _i("reward-gain-hist", "clickData", gain_click),
         _i("reward-heatmap", "clickData", heat_click),
+        _i("reward-signal-degeneration", "clickData", signal),
+        _i("reward-signal-search", "clickData", q),
     ]
-    state = [_i("reward-run", "data", run), _i("reward-selected", "data", step)]
+    state = [
+        _i("reward-run", "data", run),
+        _i("reward-selected", "data", step),
+        _i("reward-url", "search", search),
+    ]
     resp = dash_post(client, DRILL, inputs, state, changed=changed)
     return (resp or {}).get("reward-nav", {}).get("href")
 
@@ -387,3 +405,129 @@ def test_reward015_partial_last_step_is_flagged(client, fixtures_dir):
             [{"id": "responses-view", "property": "data", "value": f"?run={POEM}&step={step}"}],
         )
         assert (flag in texts_of(out["responses-summary"]["children"])) is shown
+
+
+SIGNALS = (
+    "..reward-signal-degeneration.figure...reward-signal-search.figure...reward-signal-degeneration-title.children"
+    "...reward-signal-search-title.children...reward-signal-degeneration-note.children"
+    "...reward-signal-search-note.children.."
+)
+
+
+def _signals(client, run, step, search=""):
+    inputs = [
+        _i("reward-run", "data", run),
+        _i("reward-selected", "data", step),
+        _i("reward-url", "search", search),
+    ]
+    return dash_post(client, SIGNALS, inputs)
+
+
+def _arr(v) -> list:
+    """A figure's array as JSON carries it: a list, or a typed array (``{"dtype", "bdata"}``)."""
+    if isinstance(v, dict) and "bdata" in v:
+        import base64
+
+        import numpy as np
+
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"]).tolist()
+    return list(v)
+
+
+def _curve(trace) -> dict:
+    return dict(zip(_arr(trace["x"]), _arr(trace["y"]), strict=True))
+
+
+def _lines(fixtures_dir, run):
+    import json
+
+    return [
+        json.loads(line)
+        for f in ("rank0.jsonl", "rank1.jsonl")
+        for line in (fixtures_dir / run / f).read_text().splitlines()
+    ]
+
+
+def _by_step(lines, pred) -> dict[int, float]:
+    steps = sorted({r["step"] for r in lines})
+    return {
+        s: sum(1 for r in lines if r["step"] == s and pred(r)) / sum(1 for r in lines if r["step"] == s)
+        for s in steps
+    }
+
+
+def test_reward016_reward_hacking_curves_by_hand(client, fixtures_dir):
+    """Below the curves, per step: the share of responses with no end token (PPO: exactly the lines whose
+    trainer-written ends_with_eos is false, counted here from the files), the mean repetition, and the
+    share matching the URL's q (Python's re on the files' prompt and response, which agrees with the
+    search's Rust regex for this pattern). The poem run, whose texts hold no end token, says why it has no
+    truncation curve; without q the search panel says what to type."""
+    import re
+
+    lines = _lines(fixtures_dir, PPO)
+    out = _signals(client, PPO, 25, "?run=trl-ppo-small&q=(?i)very%20%5Cw%2B")
+    deg = out["reward-signal-degeneration"]["figure"]
+    names = [t["name"] for t in deg["data"]]
+    assert names == ["repetition, step mean (share of repeated word 3-grams)",
+                     "truncated (share of responses with no end token)"]  # fmt: skip
+    cut = _by_step(lines, lambda r: not r["ends_with_eos"])
+    trace = deg["data"][1]
+    assert _curve(trace) == pytest.approx(cut)
+    assert set(trace["customdata"]) == {"truncated_share"} and sum(cut.values()) > 0
+    scalars = board().store(PPO).scalars()
+    rep = deg["data"][0]
+    for step, y in _curve(rep).items():
+        values = [v for v in scalars.filter(pl.col("step") == step)["repetition"].to_list() if v is not None]
+        assert y == pytest.approx(sum(values) / len(values))
+    pattern = re.compile(r"(?i)very \w+")
+    matched = _by_step(lines, lambda r: bool(pattern.search(r["prompt"]) or pattern.search(r["response"])))
+    search = out["reward-signal-search"]["figure"]["data"][0]
+    assert _curve(search) == pytest.approx(matched)
+    assert 0 < max(matched.values()) < 1
+    assert search["name"] == "share of responses matching the search '(?i)very \\\\w+'"
+
+    poem = _signals(client, POEM, 2300, f"?run={POEM}")
+    assert [t["name"] for t in poem["reward-signal-degeneration"]["figure"]["data"]] == [names[0]]
+    assert (
+        "No response of this run ends with an end token"
+        in poem["reward-signal-degeneration-note"]["children"]
+    )
+    assert poem["reward-signal-search-note"]["children"].startswith("Type a regular expression")
+    bad = _signals(client, PPO, 25, "?run=trl-ppo-small&q=(oops")
+    assert bad["reward-signal-search-note"]["children"].startswith("invalid regular expression '(oops'")
+
+
+def test_reward017_reward_hacking_points_open_exactly_their_responses(client, fixtures_dir):
+    """A click on a point opens the responses behind it: the truncation point of step S the step's
+    responses with no end token (truncated=1; the responses page counts as many as the curve), the search
+    point those the search matches (q=), the repetition point every response of the step, most
+    repetitive first."""
+    from tests.integration.test_responses import rows_request
+
+    lines = _lines(fixtures_dir, PPO)
+    step = next(s for s, v in sorted(_by_step(lines, lambda r: not r["ends_with_eos"]).items()) if v > 0)
+    n_cut = sum(1 for r in lines if r["step"] == step and not r["ends_with_eos"])
+
+    def point(key):
+        return {"points": [{"curveNumber": 0, "x": step, "y": 0.5, "customdata": key}]}
+
+    search = "?run=trl-ppo-small&q=good"
+    cut = _drill(
+        client, PPO, step, signal=point("truncated_share"), changed=["reward-signal-degeneration.clickData"]
+    )
+    assert parse_qs(urlparse(cut).query) == {"run": [PPO], "step": [str(step)], "truncated": ["1"]}
+    assert rows_request(client, "?" + urlparse(cut).query)["rowCount"] == n_cut
+    hit = _drill(
+        client, PPO, step, q=point("match_share"), search=search, changed=["reward-signal-search.clickData"]
+    )
+    assert parse_qs(urlparse(hit).query) == {"run": [PPO], "step": [str(step)], "q": ["good"]}
+    n_good = sum(1 for r in lines if r["step"] == step and ("good" in r["prompt"] or "good" in r["response"]))
+    assert rows_request(client, "?" + urlparse(hit).query)["rowCount"] == n_good
+    rep = _drill(
+        client, PPO, step, signal=point("repetition_mean"), changed=["reward-signal-degeneration.clickData"]
+    )
+    assert parse_qs(urlparse(rep).query) == {"run": [PPO], "step": [str(step)], "sort": ["repetition"]}
+    rows = rows_request(client, "?" + urlparse(rep).query)
+    assert rows["rowCount"] == 16
+    reps = [r["repetition"] for r in rows["rowData"] if r["repetition"] is not None]
+    assert reps == sorted(reps, reverse=True)

@@ -144,9 +144,10 @@ def test_responses017_sort_by_other_columns(store):
 
 
 def test_responses018_columns_without_token_fields(store):
-    """A run without token fields shows characters instead of tokens, no KL; extras are sortable."""
+    """A run without token fields shows characters instead of tokens, no KL, and the repetition (a
+    reward-hacking point opens the step sorted by it); extras are sortable."""
     metrics, extras = table_columns(store)
-    assert metrics == ["step", "reward", "ref_reward", "reward_gain", "response_chars"]
+    assert metrics == ["step", "reward", "ref_reward", "reward_gain", "response_chars", "repetition"]
     assert extras == ["group_id"]
     assert sortable_columns(store) == [*metrics, "group_id"]
 
@@ -165,6 +166,7 @@ def test_responses019_columns_with_token_fields(fixtures_dir, tmp_path):
         "kl_sum",
         "log_ratio_mean",
         "value_error_abs_mean",
+        "repetition",
     ]
     assert extras == ["prompt_id", "ends_with_eos"]
 
@@ -225,6 +227,7 @@ def test_responses035_table_spec_and_range_filters(store):
         "ref_reward",
         "reward_gain",
         "response_chars",
+        "repetition",
         "group_id",
     ]
     assert spec.columns[3][1] == "reward gain (reward − ref reward)"

@@ -69,7 +69,7 @@ def test_registry004_table_aggregates_ranges_and_history():
 
     assert METRIC_COLUMNS == (
         *("step", "reward", "ref_reward", "reward_gain", "response_length", "response_chars", "kl_mean"),
-        *("kl_sum", "log_ratio_mean", "value_error_abs_mean"),
+        *("kl_sum", "log_ratio_mean", "value_error_abs_mean", "repetition"),
     )
     assert AGGREGATE_COLUMNS == {
         "response_length": pl.Int64,

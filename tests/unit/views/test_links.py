@@ -70,3 +70,29 @@ def test_links004_navbar_carries_the_step_between_reward_and_responses():
     assert links.nav("/prompts", "r", step="6") == "/prompts?run=r"
     assert links.nav("/", "r", step="6") == "/" and links.nav("/reward", None, step="6") == "/reward"
     assert links.nav("/reward", "a&b", "/p") == "/p/reward?run=a%26b"
+
+
+def test_links005_reward_hacking_points_and_view_words():
+    """A reward-hacking point opens its step's responses: the most repetitive first, those with no end
+    token, those the search matches (none without a search); a view reads back in words, as the token
+    page shows it, and truncated=1 round-trips."""
+    from data.views.responses import ResponsesView
+
+    assert links.signal_responses("r", 5, "repetition_mean") == "/responses?run=r&step=5&sort=repetition"
+    assert links.signal_responses("r", 5, "truncated_share") == "/responses?run=r&step=5&truncated=1"
+    assert links.signal_responses("r", 5, "match_share", "(?i)as an ai", "/p") == (
+        "/p/responses?run=r&step=5&q=%28%3Fi%29as+an+ai"
+    )
+    assert links.signal_responses("r", 5, "match_share") is None
+    assert links.signal_responses("r", 5, "win_rate") is None
+    view, notes = ResponsesView.from_query(
+        {"run": ["r"], "step": ["3"], "reward_min": ["1.5"], "kl_max": ["0.2"], "q": ["good"], "truncated": ["1"],
+         "loses": ["1"], "sort": ["kl"], "order": ["asc"]}
+    )  # fmt: skip
+    assert notes == [] and view.truncated and "truncated=1" in view.to_query()
+    assert view.describe([1, 2, 3]) == (
+        "at step 3 · 1.5 ≤ reward · KL mean per token (k3) < 0.2 · text matching 'good' · losing to the "
+        "reference · with no end token (truncated) · sorted by KL mean per token (k3), lowest first"
+    )
+    flt = view.response_filter([1, 2, 3], (("<pad>",), ("</s>",)))
+    assert flt.truncated == (("<pad>",), ("</s>",)) and view.cleared().truncated is False
