@@ -1,6 +1,7 @@
 """Token page in a real browser: the strip's tokens and one token's hover values, chart hover outlining
 its token, model text that looks like HTML shown literally and never run, the metric picker writing the
-URL with Back restoring it, and a 32,000-token response shown a window at a time, in time."""
+URL with Back restoring it, a 32,000-token response shown a window at a time, in time, and previous /
+next through the responses view the page was opened from."""
 
 from __future__ import annotations
 
@@ -267,4 +268,39 @@ def test_tokens206_inference_trainer_gap(dash_duo, dash_app, board_root, tmp_pat
     assert "trainer − inference log-prob: 0.5" in _hover_token(dash_duo, 3).split("\n")
     line = dash_duo.find_element("#tokens-gap").text
     assert "max |gap|" in line and "3 ('43')" in line and "50.0%" in line
+
+
+def test_tokens207_previous_next_walk_the_rows_clicked_from(dash_duo, dash_app, fixtures_dir):
+    """From a filtered, sorted responses view (PPO step 3, reward ≥ 1.5, by KL: 11 rows) a click on the
+    third row's file:line opens its tokens saying '3 of 11' with the filter; next opens the fourth row of
+    that view ('4 of 11', its own file:line), previous goes back to the third, and 'back to the responses'
+    returns to the same view with the response shown selected."""
+    view = "run=trl-ppo-small&step=3&reward_min=1.5&sort=kl_mean"
+    _open(dash_duo, dash_app, f"/responses?{view}")
+    dash_duo.wait_for_text_to_equal("#responses-count", "11", timeout=30)
+    links = [
+        f".ag-pinned-left-cols-container .ag-row[row-index='{k}'] a" for k in range(4)
+    ]  # the rows' file:line links, in the view's order
+    dash_duo.wait_for_element(links[3], timeout=30)
+    names = [dash_duo.find_element(css).text for css in links]
+    dash_duo.find_element(links[2]).click()
+    where = "#tokens-nav-where"
+    dash_duo.wait_for_text_to_equal("#tokens-source-line", names[2], timeout=30)
+    assert dash_duo.find_element(where).text == (
+        "3 of 11 responses at step 3 · 1.5 ≤ reward · sorted by KL mean per token (k3), highest first"
+    )
+    dash_duo.find_element("#tokens-next").click()
+    dash_duo.wait_for_text_to_equal("#tokens-source-line", names[3], timeout=30)
+    assert dash_duo.find_element(where).text.startswith("4 of 11 responses at step 3")
+    dash_duo.find_element("#tokens-prev").click()
+    dash_duo.wait_for_text_to_equal("#tokens-source-line", names[2], timeout=30)
+    assert dash_duo.find_element(where).text.startswith("3 of 11 responses")
+    sample = parse_qs(urlparse(dash_duo.driver.current_url).query)["sample"]
+    dash_duo.find_element("#tokens-back").click()
+    WebDriverWait(dash_duo.driver, 30).until(lambda d: urlparse(d.current_url).path == "/responses")
+    dash_duo.wait_for_text_to_equal("#responses-count", "11", timeout=30)
+    q = parse_qs(urlparse(dash_duo.driver.current_url).query)
+    assert q["sample"] == sample and q["reward_min"] == ["1.5"] and q["sort"] == ["kl_mean"]
+    dash_duo.wait_for_element("#responses-text-where", timeout=30)
+    assert dash_duo.find_element("#responses-text-where").text == names[2]
     assert dash_duo.get_logs() == []
