@@ -30,3 +30,25 @@ dagcomponentfuncs.AppLink = function (props) {
     text
   );
 };
+
+/*
+ * MarkedText: the cell's text with the search's matches highlighted, from the row's field
+ * `params.marksField`: [piece, matched] pairs computed on the server (data.responses.mark_previews). Every
+ * piece is rendered as text (React escapes it), the matched ones inside <mark>; never markup. Without
+ * pieces, the cell's value as text.
+ */
+dagcomponentfuncs.MarkedText = function (props) {
+  var pieces = props.data && props.marksField ? props.data[props.marksField] : null;
+  var text = props.value === null || props.value === undefined ? "" : String(props.value);
+  if (!Array.isArray(pieces) || pieces.length === 0) {
+    return text;
+  }
+  return React.createElement(
+    React.Fragment,
+    null,
+    pieces.map(function (p, i) {
+      var piece = String(p[0]);
+      return p[1] ? React.createElement("mark", {key: i}, piece) : piece;
+    })
+  );
+};

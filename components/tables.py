@@ -92,6 +92,9 @@ def column_defs(
                 "width": PREVIEW_WIDTHS.get(field, 260),
                 "wrapText": True,
                 "cellClass": f"rlb-preview rlb-lines-{lines}",
+                # the search's matches in it highlighted, from the row's <field>_marks (text pieces)
+                "cellRenderer": "MarkedText",
+                "cellRendererParams": {"marksField": f"{field}_marks"},
             }
         )
     return defs

@@ -37,6 +37,7 @@ from data.queries import (
     SearchStopped,
     check_regex,
     match_pieces,
+    regex_error,
     search,
     sort_rows,
 )
@@ -529,6 +530,20 @@ def _block(
     keys = order_keys(store, flt, sort, descending, start, min(end, count), seconds)
     rows = store.read_keys(keys, list(dict.fromkeys(["source", "line", *cols])))
     return rows.select(source_line(), *cols)
+
+
+def mark_previews(rows: list[dict], q: str | None) -> list[dict]:
+    """``rows`` (of :func:`page_rows`, as :func:`json_rows`) with ``<preview>_marks`` beside each text
+    preview: the preview as :func:`~data.queries.match_pieces` of the search ``q``, ``[piece, matched]``
+    pairs the grid shows as text, the matches highlighted. Within a preview, which is the start of its
+    text, its own matches are marked. Unchanged without a search (or with one that cannot run)."""
+    if not q or regex_error(q) is not None:
+        return rows
+    for row in rows:
+        for c in PREVIEW_COLUMNS:
+            if c in row:
+                row[f"{c}_marks"] = [[p, hit] for p, hit in match_pieces(row[c], q)]
+    return rows
 
 
 def json_rows(df: pl.DataFrame) -> list[dict]:

@@ -272,7 +272,7 @@ def _rows(request, view_data):
         )
     except QueryError:  # an invalid regex is left out of the filter, so this is a stopped search: no rows
         return {"rowData": [], "rowCount": 0}
-    rows, prefix = responses.json_rows(df), url_prefix()
+    rows, prefix = responses.mark_previews(responses.json_rows(df), view.q), url_prefix()
     for row in rows:
         row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix)
     return {"rowData": rows, "rowCount": count}

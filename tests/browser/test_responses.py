@@ -205,9 +205,10 @@ def _shown(dash_duo, css) -> bool:
 
 def test_responses206_texts_in_view_and_a_row_click_keeps_the_reward(dash_duo, dash_app, fixtures_dir):
     """At 1440 px, without scrolling, the rows show the prompt's and the response's previews on several
-    lines (wide, not cut at ~30 characters) beside the reward, and no empty panel takes the width. A click
-    on a row's far-right number opens its texts over the previews, in view, with the search's matches
-    marked as text; the reward column stays in view; the × closes the texts and unselects the row."""
+    lines (wide, not cut at ~30 characters, the search's matches highlighted) beside the reward, and no
+    empty panel takes the width. A click on a row's far-right number opens its texts over the previews,
+    in view, with the search's matches marked as text; the reward column stays in view; the × closes the
+    texts and unselects the row."""
     dash_duo.driver.set_window_size(1440, 900)
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=25&q=good")
@@ -221,6 +222,13 @@ def test_responses206_texts_in_view_and_a_row_click_keeps_the_reward(dash_duo, d
     assert dash_duo.find_element("#responses-drawer").get_attribute("hidden") is not None
     grid = _rect(dash_duo, ".ag-root-wrapper")
     assert grid[2] - grid[0] >= 1380  # the whole width: no placeholder beside it
+    # The search's matches are highlighted in the previews, as text.
+    dash_duo.wait_for_element(f"{response} mark", timeout=10)
+    assert _shown(dash_duo, f"{response} mark")
+    marks = {
+        m.text for m in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[col-id='response_preview'] mark")
+    }
+    assert marks == {"good"}
 
     # The last center column in view, partly hidden under the pinned previews: AG Grid scrolls to it.
     def last_in_view():

@@ -307,3 +307,27 @@ def test_responses042_preview_lines_follow_the_runs_previews():
     assert preview_lines(frame(["x" * 160] + ["short"] * 19)) == 1  # one long preview among 20
     assert preview_lines(frame(["高歌一曲归云散,明月照头光影疏。" * 2] * 10)) == 2  # 32 wide characters
     assert preview_lines(pl.DataFrame()) == 1
+
+
+def test_responses043_previews_marked_with_the_searchs_matches():
+    """With a search each row's prompt and response previews get their matches as [piece, matched] pairs
+    (a case-insensitive word: both cases, in each preview); without one, or with a pattern that cannot
+    run, the rows are left as they are."""
+    from data.responses import mark_previews
+
+    def rows():
+        return [{"prompt_preview": "The cat", "response_preview": "the end, THE END", "reward": 1.0}]
+
+    out = mark_previews(rows(), r"(?i)\bthe\b")
+    assert out[0]["prompt_preview_marks"] == [["The", True], [" cat", False]]
+    assert out[0]["response_preview_marks"] == [
+        ["the", True],
+        [" end, ", False],
+        ["THE", True],
+        [" END", False],
+    ]
+    assert out[0]["reward"] == 1.0
+    assert mark_previews(rows(), None) == rows() == mark_previews(rows(), "(")
+    assert mark_previews([{"prompt_preview": None}], "a") == [
+        {"prompt_preview": None, "prompt_preview_marks": []}
+    ]

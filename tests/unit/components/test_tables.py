@@ -43,6 +43,8 @@ def test_responses030_column_defs():
     for preview in ("prompt_preview", "response_preview"):
         assert by[preview]["pinned"] == "right" and not by[preview]["sortable"] and by[preview]["wrapText"]
         assert by[preview]["cellClass"] == "rlb-preview rlb-lines-2"
+        assert by[preview]["cellRenderer"] == "MarkedText"
+        assert by[preview]["cellRendererParams"] == {"marksField": f"{preview}_marks"}
     assert column_kind(pl.Int64) == "int" and column_kind(pl.Float32) == "float"
     assert column_kind(pl.Boolean) == "bool" and column_kind(pl.String) == "text"
 
