@@ -22,6 +22,9 @@ NOTE_NO_SEARCH = (
     "whose prompt or response it matches; click a point for those responses."
 )
 NOTE_CLICK = "Click a point for its responses."
+NOTE_EMPTY = "No responses in this run yet."
+DEGENERATION_TITLE = "Degeneration: repetition and truncation"
+SEARCH_TITLE = "Responses matching the search"
 
 
 def note_no_end_token(end_tokens: tuple[str, ...]) -> str:
@@ -53,13 +56,20 @@ def degeneration_panel(store: RunStore, pad_tokens: tuple[str, ...], end_tokens:
         notes.append(note_no_end_token(end_tokens))
     if series:
         notes.append(NOTE_CLICK)
-    return Panel("degeneration", "Degeneration: repetition and truncation", "share", tuple(series),
+    return Panel("degeneration", DEGENERATION_TITLE, "share", tuple(series),
                  " ".join(notes), percent=True)  # fmt: skip
 
 
 def panels(store: RunStore, settings, q: str | None) -> tuple[Panel, Panel]:
     """The :func:`degeneration_panel` and the :func:`search_panel` of ``q``; ``settings``: the board's (pad
-    and end tokens, a search's time)."""
+    and end tokens, a search's time). A run without responses (yet) says so in both."""
+    if not truncation_by_step(store, settings.pad_tokens, settings.end_tokens).height:  # no response
+        return (
+            Panel(
+                "degeneration", DEGENERATION_TITLE, "share", (), NOTE_EMPTY, percent=True, empty=NOTE_EMPTY
+            ),
+            Panel("search", SEARCH_TITLE, "share", (), NOTE_EMPTY, percent=True, empty=NOTE_EMPTY),
+        )
     return (
         degeneration_panel(store, settings.pad_tokens, settings.end_tokens),
         search_panel(store, q, settings.search_seconds),
@@ -69,7 +79,7 @@ def panels(store: RunStore, settings, q: str | None) -> tuple[Panel, Panel]:
 def search_panel(store: RunStore, q: str | None, seconds: float) -> Panel:
     """Per step: the share of the responses whose prompt or response the search ``q`` matches (the
     responses page's bounded search); a note instead when there is no search, or it cannot run."""
-    title = "Responses matching the search"
+    title = SEARCH_TITLE
     if not q:
         return Panel("search", title, "share", (), NOTE_NO_SEARCH, percent=True, empty="No search yet.")
     if (error := regex_error(q)) is not None:

@@ -27,7 +27,10 @@ def _ends_frames(store: RunStore, pad_tokens: tuple, end_tokens: tuple, step: in
     index = store.index()
     ids = store.part_ids() if steps is None else [p for s in index.select(*steps) for p in s.parts]
     by_file: dict = {}
+    rows = store.manifest.data["parts"]
     for p in ids:
+        if not rows[str(p)]["rows"]:  # a part of unusable lines only: no file of rows
+            continue
         by_file.setdefault(store.part_file(p), []).append(p)
     shared_files = store.shares_files()
     for path, parts in by_file.items():

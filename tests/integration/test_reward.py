@@ -531,3 +531,16 @@ def test_reward017_reward_hacking_points_open_exactly_their_responses(client, fi
     assert rows["rowCount"] == 16
     reps = [r["repetition"] for r in rows["rowData"] if r["repetition"] is not None]
     assert reps == sorted(reps, reverse=True)
+
+
+def test_reward018_reward_hacking_panels_of_a_run_without_responses(client, board_root, tmp_path):
+    """A run of only unusable lines (no responses) gets both reward-hacking panels drawn, saying it has
+    no responses, instead of an error that left them 'Loading…'."""
+    run = tmp_path / "root" / "unknown-format"
+    run.mkdir(parents=True)
+    (run / "rank0.jsonl").write_text('{"foo": 1}\nnot json\n')
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    out = _signals(client, "unknown-format", None, "?run=unknown-format&q=a")
+    assert out["reward-signal-degeneration-note"]["children"] == "No responses in this run yet."
+    assert out["reward-signal-search-note"]["children"] == "No responses in this run yet."
+    assert out["reward-signal-search"]["figure"]["data"] == []
