@@ -331,3 +331,28 @@ def test_responses043_previews_marked_with_the_searchs_matches():
     assert mark_previews([{"prompt_preview": None}], "a") == [
         {"prompt_preview": None, "prompt_preview_marks": []}
     ]
+
+
+@pytest.mark.parametrize("head_rows", [2000, 3])
+def test_responses044_walk_through_the_views_order(store, monkeypatch, head_rows):
+    """walk() places a response in the view's order (reward descending, ties by sample id: lines 5, 8, 1,
+    10, 3, 6, 2, 7, 4, 9) with its neighbours, whether it is in the cached head of the order or beyond it
+    (a head of 3 rows); None for a response the view does not show."""
+    import data.responses as responses
+
+    monkeypatch.setattr(responses, "HEAD_ROWS", head_rows)
+    responses.clear_caches()
+    steps = run_steps(store)
+    view = V1.with_(sort="reward", order="desc")
+
+    def sid(n):
+        return sample_id("rank0.jsonl", n)
+
+    first = responses.walk(store, view, steps, sid(5))
+    assert (first.index, first.count, first.prev_id, first.next_id) == (0, 10, None, sid(8))
+    deep = responses.walk(store, view, steps, sid(7))  # 8th of 10: beyond a head of 3
+    assert (deep.index, deep.count, deep.prev_id, deep.next_id) == (7, 10, sid(2), sid(4))
+    last = responses.walk(store, view, steps, sid(9))
+    assert (last.index, last.prev_id, last.next_id) == (9, sid(4), None)
+    assert responses.walk(store, view, steps, sid(11)) is None  # step 2: not in the view
+    responses.clear_caches()
