@@ -101,8 +101,11 @@ def ingest_run(
         options = load_options(run_dir, dialect, reward_weights, tokenizer)
         manifest = read_manifest(store_dir)
         if manifest is not None and manifest.data.get("options") != options.key():
-            # Read with other options (another dialect named, other weights): read again from the start.
+            # Read with other options (another dialect named, other weights): read again from the start,
+            # into parts of new names (readers of the committed state still open its files).
+            old = manifest.data
             manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
+            manifest.data.update(next_part=old["next_part"], generation=old["generation"])
         if manifest is None:
             manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
             remove_older_formats(store_dir, manifest)

@@ -191,10 +191,17 @@ def test_dialects005_trl_weights_from_rlboard_toml(fixtures_dir, tmp_path):
     assert got["reward"] == pytest.approx(want["sentiment"] + 0.5 * want["concise_format"])
     assert store.manifest.data["files"]["completions/completions_00001.parquet"]["matched"] == "named"
     assert store.manifest.data["reward_formed"]["weights_from"] == "rlboard.toml"
+    # Unchanged weights: nothing is read again (the key kept as JSON equals the options' own).
+    res, again = _ingest(run, tmp_path / "cache")
+    assert (res.bytes_read, res.new_rows, again.version) == (0, 0, store.version)
+    before = {p.name for p in (store.dir / "scalars").glob("p*.parquet")}
     (run / "rlboard.toml").write_text("[reward_weights]\nsentiment = 2.0\nconcise_format = 0.0\n")
     _, store = _ingest(run, tmp_path / "cache")
     got = store.sample(sample_id("completions/completions_00001.parquet", 1))
     assert got["reward"] == pytest.approx(2 * want["sentiment"])
+    # Read again into files of new names, never over the files readers of the old state may hold open.
+    after = {f"p{int(k):06d}.parquet" for k in store.manifest.data["parts"]}
+    assert after and not after & before and store.manifest.generation > again.manifest.generation
 
 
 def _nemo_rl_line(idx: int, messages: list[tuple[str, str, list[int]]], reward: float, width: int) -> dict:
