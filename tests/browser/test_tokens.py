@@ -268,6 +268,7 @@ def test_tokens206_inference_trainer_gap(dash_duo, dash_app, board_root, tmp_pat
     assert "trainer − inference log-prob: 0.5" in _hover_token(dash_duo, 3).split("\n")
     line = dash_duo.find_element("#tokens-gap").text
     assert "max |gap|" in line and "3 ('43')" in line and "50.0%" in line
+    assert dash_duo.get_logs() == []
 
 
 def test_tokens207_previous_next_walk_the_rows_clicked_from(dash_duo, dash_app, fixtures_dir):
