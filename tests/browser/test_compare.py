@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -50,11 +51,20 @@ def _still(dash_duo):
 
 
 def _click(dash_duo, element):
-    """Scroll ``element`` to the middle of the viewport and click it there, once nothing moves."""
-    _still(dash_duo)
-    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
-    _still(dash_duo)
-    ActionChains(dash_duo.driver).move_to_element(element).click().perform()
+    """Scroll ``element`` to the middle of the viewport and click it there, once nothing moves. ``element``
+    may be a CSS selector: it is then found again right before each try, so that a card the page drew
+    again in the meantime (the runs page redraws after a tick) is clicked, not its stale element."""
+    for attempt in range(3):
+        _still(dash_duo)
+        el = dash_duo.driver.find_element(By.CSS_SELECTOR, element) if isinstance(element, str) else element
+        try:
+            dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", el)
+            _still(dash_duo)
+            ActionChains(dash_duo.driver).move_to_element(el).click().perform()
+            return
+        except StaleElementReferenceException:
+            if not isinstance(element, str) or attempt == 2:
+                raise
 
 
 def _selected(dash_duo, input_id) -> bool:
@@ -189,14 +199,14 @@ def test_compare105_runs_page_ticks_open_the_compare_page(dash_duo, dash_app, fi
     _open(dash_duo, dash_app, "/")
     dash_duo.wait_for_element(f"#runs-spark-{PPO} .js-plotly-plot", timeout=30)
     assert dash_duo.find_element(f"#runs-headline-0-{GRPO}").text == "1.781"  # its last step's mean reward
-    link = dash_duo.find_element("#runs-compare")
-    assert "disabled" in link.get_attribute("class")
+    assert "disabled" in dash_duo.find_element("#runs-compare").get_attribute("class")
     for run in (PPO, GRPO):
-        box = dash_duo.driver.find_element(By.CSS_SELECTOR, f'input[id*=\'"run":"{run}"\']')
-        _click(dash_duo, box)
-    WebDriverWait(dash_duo.driver, 30).until(lambda d: "disabled" not in link.get_attribute("class"))
-    assert link.text == "Compare the 2 runs ticked"
-    _click(dash_duo, link)
+        _click(dash_duo, f'input[id*=\'"run":"{run}"\']')
+    WebDriverWait(dash_duo.driver, 30).until(
+        lambda d: "disabled" not in d.find_element(By.CSS_SELECTOR, "#runs-compare").get_attribute("class")
+    )
+    assert dash_duo.find_element("#runs-compare").text == "Compare the 2 runs ticked"
+    _click(dash_duo, "#runs-compare")
     WebDriverWait(dash_duo.driver, 30).until(lambda d: urlparse(d.current_url).path == "/compare")
     assert _query(dash_duo)["run"] == [GRPO, PPO]  # the runs page lists runs by name
     dash_duo.wait_for_contains_text("#compare-summary", PPO, timeout=30)
