@@ -31,6 +31,19 @@ PRINT_SAMPLES = 8
 PRINT_SAMPLE = 4096
 
 
+def _read_to_end(entry: dict, path, st) -> None:
+    """Record in a file's manifest ``entry`` that it was read to its end as ``st`` found it: the offset, the
+    stat identity and the fingerprint the next ingest checks it against."""
+    entry.update(
+        offset=st.st_size,
+        size=st.st_size,
+        mtime=st.st_mtime_ns,
+        dev=st.st_dev,
+        ino=st.st_ino,
+        print=_fingerprint(path, st.st_size),
+    )
+
+
 def _fingerprint(path: Path, upto: int) -> str:
     """A hash of what was read of a file (its first ``upto`` bytes): of all of it up to
     ``2 * PRINT_WINDOW + PRINT_SAMPLES * PRINT_SAMPLE`` bytes, else of its first and last ``PRINT_WINDOW``
@@ -266,14 +279,7 @@ def _unreadable_whole(writer: _Writer, rel: str, entry: dict, st: os.stat_result
         "reason": "file cut short or damaged: read again when it changes",
         "detail": f"{type(error).__name__}: {error}"[:200],
     }
-    entry.update(
-        offset=st.st_size,
-        size=st.st_size,
-        mtime=st.st_mtime_ns,
-        dev=st.st_dev,
-        ino=st.st_ino,
-        print=_fingerprint(path, st.st_size),
-    )
+    _read_to_end(entry, path, st)
     writer.m.data["files"][rel] = entry
 
 
@@ -338,14 +344,7 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
                     entry["lines"] += n
                 if not piece:
                     break
-    entry.update(
-        offset=st.st_size,
-        size=st.st_size,
-        mtime=st.st_mtime_ns,
-        dev=st.st_dev,
-        ino=st.st_ino,
-        print=_fingerprint(path, st.st_size),
-    )
+    _read_to_end(entry, path, st)
     files[rel] = entry
     writer.maybe_commit()
     yield st.st_size
