@@ -100,7 +100,9 @@ def ingest_run(
     try:
         options = load_options(run_dir, dialect, reward_weights, tokenizer)
         manifest = read_manifest(store_dir)
-        if manifest is not None and manifest.data.get("options") != options.key():
+        # The key as the manifest keeps it (JSON: tuples come back as lists), so that equal options compare equal.
+        key = orjson.loads(orjson.dumps(options.key()))
+        if manifest is not None and manifest.data.get("options") != key:
             # Read with other options (another dialect named, other weights): read again from the start,
             # into parts of new names (readers of the committed state still open its files).
             old = manifest.data
@@ -109,7 +111,7 @@ def ingest_run(
         if manifest is None:
             manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
             remove_older_formats(store_dir, manifest)
-        manifest.data.update(options=options.key(), split=split, problems=options.problems)
+        manifest.data.update(options=key, split=split, problems=options.problems)
         writer = _Writer(store_dir, manifest, pad_tokens, options)
         if manifest.data.get("reward_formed"):
             options.reading.formed.update(manifest.data["reward_formed"])

@@ -35,9 +35,7 @@ class Reading:
 
     def key(self) -> list:
         """What the store depends on (a store read with other weights is read again)."""
-        # Lists, not tuples: the key is compared with the one a manifest kept as JSON.
-        weights = [[name, w] for name, w in sorted((self.reward_weights or {}).items())]
-        return [weights, list(self.reward_parts or ()), self.tokenizer]
+        return [sorted((self.reward_weights or {}).items()), list(self.reward_parts or ()), self.tokenizer]
 
     def token_names(self, ids: list) -> list[str]:
         """Token ids as the tokens they stand for, by the tokenizer (``id_to_token``; an id it does not
