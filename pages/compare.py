@@ -48,7 +48,7 @@ PERCENT = ("win_rate", "zero_spread_share")
 
 
 def _decode(search: str | None):
-    return CompareView.from_query(parse_search(search), list(board().runs()))
+    return CompareView.from_query(parse_search(search), list(board().runs()), board().scan().unreadable)
 
 
 def _runs(view):
@@ -64,7 +64,7 @@ def _pair_section(view):
 def layout(**query):
     if not board().runs():
         return no_runs_state(board().root, board().scan().trouble)
-    view, msgs = CompareView.from_query(query, list(board().runs()))
+    view, msgs = CompareView.from_query(query, list(board().runs()), board().scan().unreadable)
     if not view.runs:
         runs_link = ("All runs", links.run_page(paths.RUNS, None, url_prefix()))
         choose = empty_state("Choose runs to compare", "Tick two or more runs on the runs page.", runs_link)

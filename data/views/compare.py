@@ -11,7 +11,9 @@ from data.compare.curves import X_AXES
 from data.compare.runs import MAX_RUNS
 from data.compare.smoothing import MAX_WEIGHT
 from data.curves import BANDS, DEFAULT_BAND
+from data.views import paths
 from data.views.codec import encode, fmt_float, get_choice, get_float, key_notices
+from data.views.paths import unknown_run_notice
 
 # Keys that may be given more than once: the runs (in order) and the chosen step of each run.
 MULTI = ("run", "at")
@@ -51,13 +53,18 @@ class CompareView:
     prompt: str | None = None
 
     @classmethod
-    def from_query(cls, query: Mapping, runs: list[str]) -> tuple[CompareView, list[str]]:
-        """Decode a query; ``runs`` are the runs under the root (others are dropped with a notice)."""
+    def from_query(
+        cls, query: Mapping, runs: list[str], unreadable: Mapping[str, str] | None = None
+    ) -> tuple[CompareView, list[str]]:
+        """Decode a query; ``runs`` are the runs under the root (others are dropped with a notice, which
+        names a folder in ``unreadable``, the folders the board may not read, as such)."""
         single = {k: v for k, v in query.items() if k not in MULTI}
         msgs = key_notices(single, [f.name for f in fields(cls) if f.name not in ("runs", "at")])
         chosen: list[str] = []
         for r in values(query, "run"):
-            if r not in runs:
+            if r in (unreadable or {}):
+                msgs.append(unknown_run_notice(paths.COMPARE, r, None, runs, unreadable))
+            elif r not in runs:
                 msgs.append(f"Unknown run {r!r}: it is not one of the runs under the rollout root.")
             elif r in chosen:
                 msgs.append(f"Run {r!r} is given twice: compared once.")

@@ -175,7 +175,8 @@ def test_unreadable002_one_run_closed(mixed_root_server):
     assert "rank1.jsonl: permission denied (owned by uid " in page
     assert 'docker run --user "$(id -u):$(id -g)"' in page
     closed = f"Run {CLOSED!r} cannot be read: permission denied. The runs page says what to do."
-    for path in PAGES[1:4]:  # a link to the closed run names it, not "unknown run" (prompts: a callback)
+    # A link to the closed run names it, not "unknown run" (prompts: a callback).
+    for path in (*PAGES[1:4], "/compare"):
         text = _render(srv, path, f"?run={CLOSED}")
         assert closed in text and "Unknown run" not in text, path
     assert watch.bad == []
