@@ -2,8 +2,9 @@
 what the page shows of them: a page of the list and one prompt, with their columns.
 
 Prompts are grouped by the store's ``prompt_key`` (a hash of the prompt with pad tokens removed and
-surrounding whitespace stripped, computed at ingest). Everything here is computed from the in-memory
-scalars once per store version and cached; nothing is persisted beside the store.
+surrounding whitespace stripped, computed at ingest). The prompt list is computed at each commit and kept
+beside the store (see :mod:`data.ingest.prompt_summary`); the rest is computed from lazy scans once per
+store version and cached.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import polars as pl
 
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
+from data.ingest import prompt_summary
 from data.metrics import label
 from data.metrics.degeneration import step_length_medians, with_length_ratio
-from data.metrics.group import MIN_GROUP, TRENDS, finite, prompt_aggregates, trend_threshold, with_advantage
+from data.metrics.group import MIN_GROUP, TRENDS, finite, with_advantage
 from data.metrics.registry import stored_columns
 from data.metrics.response import prompt_key_text, source_line, strip_pad_text
 from data.queries import QueryError, check_regex, search
@@ -28,33 +30,11 @@ if TYPE_CHECKING:  # the view state is data.views'; this module only reads its f
 # ---- cached on the store version -------------------------------------------------------------------------
 
 
-# The scalar columns the prompt list is computed from (a scan reads only these).
-TABLE_COLUMNS = (
-    "prompt_key",
-    "prompt_preview",
-    "step",
-    "reward",
-    "ref_reward",
-    "repetition",
-    "length_ratio",
-    "response_length",
-    "response_chars",
-    "group_id",
-)
-
-
 @shared(8)
 def _table(v: StoreKey) -> tuple[pl.DataFrame, float]:
-    # The steps summary counts exactly the responses shown: none, no prompt.
-    if "prompt_key" not in v.store.schema() or v.store.steps().height == 0:
-        return pl.DataFrame(schema=_EMPTY_TABLE), 0.0
-    # The previews are read for the first response of each prompt only, not for every response.
-    lf = v.store.scan([c for c in TABLE_COLUMNS if c != "prompt_preview"] + ["part", "row"])
-    threshold = trend_threshold(lf)
-    table = prompt_aggregates(lf, threshold).collect()
-    keys = table.select(pl.col("__part").alias("part"), pl.col("__row").alias("row"))
-    previews = v.store.read_keys(keys, ["prompt_preview"]).get_column("prompt_preview")
-    return table.with_columns(previews.alias("prompt_preview")).drop("__part", "__row"), threshold
+    # Written beside the store by the commit (one row per prompt); a store committed before such files
+    # existed is scanned, by the same function.
+    return prompt_summary.read_prompt_list(v.store) or prompt_summary.prompt_list(v.store)
 
 
 @shared(8)
@@ -79,33 +59,6 @@ def _search(v: StoreKey, pattern: str, seconds: float) -> frozenset[str]:
         .select("prompt_key")
     )
     return frozenset(search(lf, pattern, seconds).get_column("prompt_key").to_list())
-
-
-_EMPTY_TABLE = {
-    "prompt_key": pl.String,
-    "n_steps": pl.Int64,
-    "n_responses": pl.Int64,
-    "first_step": pl.Int64,
-    "last_step": pl.Int64,
-    "reward_early": pl.Float64,
-    "reward_late": pl.Float64,
-    "reward_mean": pl.Float64,
-    "gain_mean": pl.Float64,
-    "n_both": pl.Int64,
-    "wins": pl.Int64,
-    "ties": pl.Int64,
-    "repetition_mean": pl.Float64,
-    "length_ratio_mean": pl.Float64,
-    "order": pl.UInt32,
-    "prompt_preview": pl.String,
-    "n_groups": pl.Int64,
-    "zero_spread_groups": pl.Int64,
-    "reward_delta": pl.Float64,
-    "win_rate": pl.Float64,
-    "tie_rate": pl.Float64,
-    "never_beats": pl.Boolean,
-    "trend": pl.String,
-}
 
 
 def prompt_table(store) -> pl.DataFrame:

@@ -26,6 +26,8 @@ from data.ingest.parts import (
     derive_chunk,
     scalar_columns,
 )
+from data.ingest.prompt_summary import FILE_KEY as PROMPTS_FILE
+from data.ingest.prompt_summary import write_prompt_list
 from data.ingest.summary import StepSummaries, fill_step_ranges
 from data.store.layout import (
     ISSUE_SCHEMA,
@@ -478,15 +480,19 @@ class _Writer:
         buf = io.BytesIO()
         steps.write_parquet(buf)
         write_atomic(self.dir / steps_name, buf.getvalue())
-        old = self.m.data.get("steps_file")
+        old = self.m.data.get("steps_file"), self.m.data.get(PROMPTS_FILE)
         for d in (self.m.data, data):
             d.update(visible_below=below, steps_file=steps_name, generation=gen)
+        # The prompt list of the state committed (read by the prompts page instead of every response).
+        prompts = write_prompt_list(self.dir, data, gen)
+        for d in (self.m.data, data):
+            d.update(prompts)
         commit_manifest(self.dir, Manifest(data))
-        self._collect_garbage(old)
+        self._collect_garbage(*old)
         self.last_commit = time.monotonic()
         self.last_commit_cost = self.last_commit - started
 
-    def _collect_garbage(self, old_steps: str | None) -> None:
+    def _collect_garbage(self, old_steps: str | None, old_prompts: str | None = None) -> None:
         """Remove files no committed manifest names any more (kept one generation for slow readers)."""
         ids = {int(k) for k in self.m.data["parts"]}
         hosts = ids | {e["in"] for e in self.m.data["parts"].values() if "in" in e}
@@ -504,4 +510,7 @@ class _Writer:
                         p.unlink(missing_ok=True)
         for p in self.dir.glob("steps-g*.parquet"):
             if p.name not in (self.m.data["steps_file"], old_steps):
+                p.unlink(missing_ok=True)
+        for p in self.dir.glob("prompts-g*.parquet"):
+            if p.name not in (self.m.data.get(PROMPTS_FILE), old_prompts):
                 p.unlink(missing_ok=True)

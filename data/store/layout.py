@@ -4,8 +4,8 @@ the Parquet settings of a part.
 Layout of one run's store (``<cache>/<run>-<hash>/``): ``manifest.json`` (committed atomically, last),
 ``parts/`` (one row per response, all columns, small row groups), ``scalars/`` (the same rows without
 text and token arrays; ``k<first>-<last>.parquet``: a pack of many small parts' rows), ``issues/``
-(unusable lines and data-quality notes; packs likewise) and ``steps-g<N>.parquet`` (the per-step summary
-of generation N).
+(unusable lines and data-quality notes; packs likewise) ``steps-g<N>.parquet`` (the per-step summary
+of generation N) and ``prompts-g<N>.parquet`` (its prompt list, see data.ingest.prompt_summary).
 """
 
 from __future__ import annotations

@@ -1,0 +1,107 @@
+"""The prompt list of a store (one row per prompt: see :func:`data.metrics.group.prompt_aggregates`) and the
+run's trend threshold, computed at each commit and kept beside the parts (``prompts-g<N>.parquet``, named
+in the manifest with the threshold), so that the prompts page reads a table of one row per prompt instead
+of scanning every response of the run at its first visit.
+
+The same function (:func:`prompt_list`) makes the table at ingest and, for a store committed before this
+file existed, on the page: one definition, the same rows in the same order, the same numbers to the last
+bit. A prompt's early and late quarters are quarters of the steps it appears in, which move as steps come,
+so the table is not a sum of per-step pieces: each commit computes it again from the committed scalars
+(the columns it needs only, in part and row order). Commits are spaced by their own cost (see
+``_Writer.maybe_commit``), so this stays a small share of a long ingest.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import polars as pl
+
+from data.metrics.group import prompt_aggregates, trend_threshold
+from data.store.manifest import Manifest, write_atomic
+from data.store.reader import RunStore
+
+# The scalar columns the prompt list is computed from (a scan reads only these).
+TABLE_COLUMNS = (
+    "prompt_key",
+    "prompt_preview",
+    "step",
+    "reward",
+    "ref_reward",
+    "repetition",
+    "length_ratio",
+    "response_length",
+    "response_chars",
+    "group_id",
+)
+
+EMPTY_TABLE = {
+    "prompt_key": pl.String,
+    "n_steps": pl.Int64,
+    "n_responses": pl.Int64,
+    "first_step": pl.Int64,
+    "last_step": pl.Int64,
+    "reward_early": pl.Float64,
+    "reward_late": pl.Float64,
+    "reward_mean": pl.Float64,
+    "gain_mean": pl.Float64,
+    "n_both": pl.Int64,
+    "wins": pl.Int64,
+    "ties": pl.Int64,
+    "repetition_mean": pl.Float64,
+    "length_ratio_mean": pl.Float64,
+    "order": pl.UInt32,
+    "prompt_preview": pl.String,
+    "n_groups": pl.Int64,
+    "zero_spread_groups": pl.Int64,
+    "reward_delta": pl.Float64,
+    "win_rate": pl.Float64,
+    "tie_rate": pl.Float64,
+    "never_beats": pl.Boolean,
+    "trend": pl.String,
+}
+
+# The manifest's entries naming the table and the threshold it was classified with.
+FILE_KEY = "prompts_file"
+THRESHOLD_KEY = "prompts_threshold"
+
+
+def prompt_list(store) -> tuple[pl.DataFrame, float]:
+    """``(table, threshold)`` of a :class:`~data.store.reader.RunStore`'s responses shown: one row per prompt
+    (columns :data:`EMPTY_TABLE`, first-seen order), and ``TREND_EFFECT`` × the run's reward σ."""
+    # The steps summary counts exactly the responses shown: none, no prompt.
+    if "prompt_key" not in store.schema() or store.steps().height == 0:
+        return pl.DataFrame(schema=EMPTY_TABLE), 0.0
+    # The previews are read for the first response of each prompt only, not for every response.
+    lf = store.scan([c for c in TABLE_COLUMNS if c != "prompt_preview"] + ["part", "row"])
+    threshold = trend_threshold(lf)
+    # In first-seen order (the aggregation's own row order is arbitrary).
+    table = prompt_aggregates(lf, threshold).sort("order").collect()
+    keys = table.select(pl.col("__part").alias("part"), pl.col("__row").alias("row"))
+    previews = store.read_keys(keys, ["prompt_preview"]).get_column("prompt_preview")
+    return table.with_columns(previews.alias("prompt_preview")).drop("__part", "__row"), threshold
+
+
+def write_prompt_list(store_dir: Path, data: dict, generation: int) -> dict:
+    """Compute the prompt list of the state ``data`` is about to commit (its steps summary written, its
+    ``visible_below`` set) and write it as ``prompts-g<generation>.parquet``; returns the manifest's entries
+    that name it (:data:`FILE_KEY`, :data:`THRESHOLD_KEY`)."""
+    table, threshold = prompt_list(RunStore(Path(store_dir), Manifest(data)))
+    name = f"prompts-g{generation:06d}.parquet"
+    buf = io.BytesIO()
+    table.write_parquet(buf)
+    write_atomic(Path(store_dir) / name, buf.getvalue())
+    return {FILE_KEY: name, THRESHOLD_KEY: threshold}
+
+
+def read_prompt_list(store) -> tuple[pl.DataFrame, float] | None:
+    """The prompt list a commit wrote beside the store (None for a store committed without one)."""
+    name = store.manifest.data.get(FILE_KEY)
+    if not name:
+        return None
+    try:
+        table = pl.read_parquet(Path(store.dir) / name)
+    except FileNotFoundError:  # collected by a later commit: that commit's own list is read instead
+        return None
+    return table, float(store.manifest.data.get(THRESHOLD_KEY) or 0.0)

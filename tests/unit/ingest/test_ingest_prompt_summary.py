@@ -1,0 +1,142 @@
+"""The prompt list written beside the store at each commit (data.ingest.prompt_summary): its numbers by hand,
+equal to the list a scan of every response gives, read by the prompts page instead of any scan."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from data import prompts
+from data.demo import write_demo_run
+from data.ingest import ingest_run
+from data.ingest.prompt_summary import FILE_KEY, THRESHOLD_KEY, prompt_list, read_prompt_list
+from data.store import open_store
+from data.store.manifest import Manifest
+from data.store.reader import RunStore
+
+PADS = ("<pad>", "<|endoftext|>")
+
+
+def _write(run, records: list[dict], name: str = "a.jsonl", mode: str = "w") -> None:
+    run.mkdir(parents=True, exist_ok=True)
+    with open(run / name, mode) as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _rec(prompt: str, step: int, reward: float, ref: float | None = None) -> dict:
+    r = {"prompt": prompt, "response": f"answer {step} {reward}", "reward": reward, "step": step}
+    if ref is not None:
+        r.update(ref_reward=ref, ref_response="reference answer")
+    return r
+
+
+def _scanned(store) -> tuple[pl.DataFrame, float]:
+    """The list as a scan of every response gives it (the store as if committed without the file)."""
+    data = {k: v for k, v in store.manifest.data.items() if k not in (FILE_KEY, THRESHOLD_KEY)}
+    return prompt_list(RunStore(store.dir, Manifest(data)))
+
+
+def _assert_same(store) -> None:
+    written = read_prompt_list(store)
+    assert written is not None
+    table, threshold = _scanned(store)
+    assert_frame_equal(written[0], table)  # exact: same rows, same order, same bits (NaN equal to NaN)
+    assert written[1] == threshold
+
+
+def test_promptsum001_written_list_by_hand(tmp_path):
+    """Two prompts over three steps: counts, steps, means, wins and the threshold 0.2 σ, computed by hand."""
+    run = tmp_path / "run"
+    _write(
+        run,
+        [
+            _rec("alpha", 1, 1.0, ref=0.5),
+            _rec("alpha", 1, 3.0, ref=3.0),
+            _rec("beta", 2, 2.0),
+            _rec("alpha", 3, 5.0, ref=6.0),
+        ],
+    )
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    name = store.manifest.data[FILE_KEY]
+    assert (store.dir / name).exists()
+    table = pl.read_parquet(store.dir / name)
+    alpha = table.filter(pl.col("prompt_preview") == "alpha").row(0, named=True)
+    beta = table.filter(pl.col("prompt_preview") == "beta").row(0, named=True)
+    assert (alpha["n_responses"], alpha["n_steps"], alpha["first_step"], alpha["last_step"]) == (3, 2, 1, 3)
+    assert alpha["reward_mean"] == 3.0  # (1 + 3 + 5) / 3
+    assert alpha["reward_early"] == 2.0 and alpha["reward_late"] == 5.0  # step 1: (1 + 3) / 2; step 3: 5
+    assert (alpha["n_both"], alpha["wins"], alpha["ties"]) == (3, 1, 1)  # 1 > 0.5; 3 = 3; 5 < 6
+    assert math.isclose(alpha["gain_mean"], -0.5 / 3, rel_tol=1e-12)  # (0.5 + 0.0 − 1.0) / 3
+    assert (beta["n_responses"], beta["n_steps"], beta["trend"]) == (1, 1, "single")
+    assert (alpha["order"], beta["order"]) == (0, 2)  # first seen at lines 1 and 3
+    # σ of 1, 3, 2, 5 (ddof 1): mean 2.75, squares 3.0625 + 0.0625 + 0.5625 + 5.0625 = 8.75, / 3
+    assert math.isclose(store.manifest.data[THRESHOLD_KEY], 0.2 * math.sqrt(8.75 / 3), rel_tol=1e-12)
+    assert alpha["trend"] == "improved"  # 5 − 2 = 3 > 0.2 σ
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        "rlloggingboard-eval-poem",
+        "trl-ppo-small",
+        "trl-grpo-small",
+        "trl-grpo-completions",
+        "real-verl-gsm8k-tools",
+        "real-nemo-gym-math",
+        "real-verifiers-math-python",
+    ],
+)
+def test_promptsum002_equal_to_the_scan_on_fixtures(fixtures_dir, tmp_path, run):
+    """On real runs (with and without group ids, references, repetition), the written list is the scan's."""
+    src = fixtures_dir / run
+    if not src.exists():
+        pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
+    _assert_same(store)
+
+
+def test_promptsum003_equal_to_the_scan_on_the_demo_and_as_it_grows(tmp_path):
+    """The demo run, then the same run grown by appended steps while a partial last step is hidden
+    (``complete=False``): each commit's list is the scan's of the responses shown, hidden steps left out."""
+    root = tmp_path / "root"
+    run = write_demo_run(root, "demo", steps=12, per_step=32)
+    cache = tmp_path / "cache"
+    store = open_store(ingest_run(run, cache, PADS).store_dir)
+    _assert_same(store)
+    more = write_demo_run(tmp_path / "more", "demo", steps=16, per_step=32)
+    for f in sorted(more.glob("*.jsonl")):
+        lines = f.read_bytes().splitlines(keepends=True)
+        (run / f.name).write_bytes(b"".join(lines[: len(lines) - 5]))  # the last step partly written
+    store = open_store(ingest_run(run, cache, PADS, complete=False).store_dir)
+    below = store.visible_below
+    assert below is not None
+    written, _ = read_prompt_list(store)
+    assert int(written.get_column("last_step").max()) < below
+    _assert_same(store)
+    # Only this commit's list and the one before it stay beside the store.
+    assert len(list(store.dir.glob("prompts-g*.parquet"))) <= 2
+
+
+def test_promptsum004_the_page_reads_the_list_and_scans_nothing(tmp_path, monkeypatch):
+    """prompt_table reads the written list (no scan of the responses); a store committed without one is
+    scanned and gives the same list."""
+    run = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    expected, threshold = _scanned(store)
+    prompts._table.cache_clear()
+
+    def no_scan(*a, **k):
+        raise AssertionError("the prompt list scanned the responses")
+
+    with monkeypatch.context() as m:
+        m.setattr(RunStore, "scan", no_scan)
+        assert_frame_equal(prompts.prompt_table(store), expected)
+        assert prompts.run_trend_threshold(store) == threshold
+    prompts._table.cache_clear()
+    old = RunStore(store.dir, Manifest({k: v for k, v in store.manifest.data.items() if k != FILE_KEY}))
+    assert read_prompt_list(old) is None
+    assert_frame_equal(prompts.prompt_table(old), expected)
