@@ -14,6 +14,7 @@ from data import prompts
 from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.ingest.prompt_summary import FILE_KEY, THRESHOLD_KEY, prompt_list, read_prompt_list
+from data.metrics.degeneration import step_length_medians
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
@@ -140,3 +141,32 @@ def test_promptsum004_the_page_reads_the_list_and_scans_nothing(tmp_path, monkey
     old = RunStore(store.dir, Manifest({k: v for k, v in store.manifest.data.items() if k != FILE_KEY}))
     assert read_prompt_list(old) is None
     assert_frame_equal(prompts.prompt_table(old), expected)
+
+
+@pytest.mark.parametrize("run", ["rlloggingboard-eval-poem", "trl-ppo-small", "real-verl-gsm8k-tools", None])
+def test_promptsum005_step_medians_from_the_steps_summary(fixtures_dir, tmp_path, monkeypatch, run):
+    """A step's median length (tokens and characters) is read from the steps summary, equal to the median
+    of a scan of the responses (fixtures and the demo); by hand: 1, 2, 10 → 2 and 1, 2, 4, 10 → 3."""
+    if run is None:
+        src = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
+    else:
+        src = fixtures_dir / run
+        if not src.exists():
+            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
+    scanned = step_length_medians(store.scan(["step", "response_length", "response_chars"])).collect()
+    with monkeypatch.context() as m:
+        m.setattr(RunStore, "scan", lambda *a, **k: (_ for _ in ()).throw(AssertionError("scanned")))
+        assert_frame_equal(prompts.step_medians(store), scanned)
+    words = {1: ["a", "a b", "a b c d e f g h i j"], 2: ["a", "a b", "a b c d", "a b c d e f g h i j"]}
+    recs = [
+        {"prompt": "p", "response": w, "reward": 1.0, "step": s, "logprobs": [-0.5] * len(w.split())}
+        for s, ws in words.items()
+        for w in ws
+    ]
+    run2 = tmp_path / "hand"
+    _write(run2, recs)
+    small = open_store(ingest_run(run2, tmp_path / "cache2", PADS).store_dir)
+    got = prompts.step_medians(small)
+    assert got.get_column("length_median").to_list() == [2.0, 3.0]
+    assert got.get_column("chars_median").to_list() == [3.0, 5.0]  # "a b" = 3; ("a b" 3 + "a b c d" 7) / 2
