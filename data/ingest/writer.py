@@ -16,6 +16,9 @@ import polars as pl
 
 from data import schema
 from data.ingest.blocks import RawBlock, _goes_whole, parse_block, parse_blocks
+from data.ingest.ends_summary import END_TOKENS, ends_counts
+from data.ingest.ends_summary import ENTRY_KEY as ENDS_ENTRY
+from data.ingest.ends_summary import MANIFEST_KEY as ENDS_WITH
 from data.ingest.fast import ChunkResult
 from data.ingest.options import RunOptions
 from data.ingest.parts import (
@@ -73,6 +76,7 @@ class _Written(NamedTuple):
     host: int | None = None  # the part whose file holds its rows, when written with others
     pack: tuple[str, list[int]] | None = None  # the pack of scalars and issues it and others went to
     counts: tuple[int, int] | None = None  # its unusable lines and notes, when ``issues`` is None
+    ends: list[list[int]] | None = None  # per step: responses, ended, cut (see data.ingest.ends_summary)
 
 
 @dataclass
@@ -102,6 +106,11 @@ class _Writer:
         for sub in ("parts", "scalars", "issues"):
             (store_dir / sub).mkdir(parents=True, exist_ok=True)
         self.row_group_size = manifest.data.setdefault("row_group_size", ROW_GROUP_SIZE)
+        # Parts' counts of ended and cut responses made with other end tokens are no use: read again.
+        if manifest.data.get(ENDS_WITH) != list(END_TOKENS):
+            for e in manifest.data["parts"].values():
+                e.pop(ENDS_ENTRY, None)
+            manifest.data[ENDS_WITH] = list(END_TOKENS)
         # The per-step summary, summarised again only where rows came or went (see data.ingest.summary):
         # no whole-run table is held, so memory stays flat as the run grows.
         fill_step_ranges(store_dir, manifest.data)
@@ -265,14 +274,16 @@ class _Writer:
         n = 0 if full is None else full.height
         scal = None
         per_token = []
+        ends = None
         if n:
+            ends = ends_counts(full, self.pad_tokens).get(pid)
             per_token = schema.trainer_token_fields(full, with_values=True)
             write_part_file(full, self.dir / "parts" / name, self.row_group_size)
             scal = full.select(scalar_columns(full))
             scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
         if issues.height:  # readers open the issues file only of a part whose entry counts some
             issues.write_parquet(self.dir / "issues" / name)
-        return _Written(scal, issues, n, ignored, per_token)
+        return _Written(scal, issues, n, ignored, per_token, ends=ends)
 
     def _write_shared(
         self, items: list[tuple[int, str, RawBlock]], built: list[_Built], groups: list[pl.DataFrame]
@@ -296,6 +307,7 @@ class _Writer:
         host = None
         per_token: list[str] = []
         notes = _token_notes(pl.DataFrame(schema={"source": pl.String, "line": pl.Int64, "part": pl.Int64}))
+        ends: dict[int, list[list[int]]] = {}
         if whole is not None:
             # Rows in block order (a block's rows keep theirs), numbered in the file.
             whole = whole.sort("__item", maintain_order=True)
@@ -304,6 +316,7 @@ class _Writer:
             whole = whole.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row")).drop("__item")
             host = next(pid for pid, n in zip(pids, rows, strict=True) if n)
             per_token = schema.trainer_token_fields(whole, with_values=True)
+            ends = ends_counts(whole, self.pad_tokens)
             write_part_file(whole, self.dir / "parts" / part_name(host), self.row_group_size)
             scal = whole.select(scalar_columns(whole))
             notes = _token_notes(whole, pads=self.pad_tokens)
@@ -334,13 +347,14 @@ class _Writer:
                 host if rows[k] else None,
                 (name, pids) if k == 0 else None,
                 (counts.get((pid, "error"), 0), counts.get((pid, "note"), 0)),
+                ends.get(pid),
             )
             for k, pid in enumerate(pids)
         ]
 
     def _apply(self, item: tuple[int, str, Future, int | None]) -> None:
         pid, rel, future, k = item
-        scal, issues, n, ignored, per_token, host, pack, counts = (
+        scal, issues, n, ignored, per_token, host, pack, counts, ends = (
             future.result() if k is None else future.result()[k]
         )
         if counts is None:
@@ -371,6 +385,8 @@ class _Writer:
         }
         if n:
             entry["steps"] = self._step_ranges.pop(pid)
+            if ends is not None:
+                entry[ENDS_ENTRY] = ends
         if host is not None and host != pid:
             entry["in"] = host
         self.m.data["parts"][str(pid)] = entry
