@@ -38,6 +38,7 @@ from data.metrics.group import finite
 from data.metrics.response import strip_pad_text, strip_pads
 from data.queries import MAX_DISCRETE_VALUES, discrete_edges, distinct_values, histogram, histogram_edges
 from data.store import RunStore
+from data.store.aggregates import read_prompt_matches
 
 # The paired scatter draws at most this many prompts (those with the largest differences): each point
 # carries its prompt's preview and key to the browser, and beyond this it would weigh more than 300 kB.
@@ -113,12 +114,7 @@ def run_prompts_from(
         .join(keys.lazy(), on="prompt_key", how="inner")
     )
     r = pl.col("reward").cast(pl.Float64)
-    by_step = (
-        rows.group_by("match", "step")
-        .agg(pl.len().alias("n"), r.filter(finite("reward")).mean().alias("reward"))
-        .sort("match", "step")
-        .collect()
-    )
+    by_step = _by_step(rows)
     last = by_step.group_by("match").agg(
         pl.col("step").max().alias("last_step"),
         pl.col("reward").sort_by("step").last().alias("reward_last"),
@@ -139,6 +135,38 @@ def run_prompts_from(
         .sort("match")
     )
     return RunPrompts(prompts, by_step.with_columns(pl.col("n").cast(pl.UInt32)))
+
+
+def _by_step(rows: pl.LazyFrame) -> pl.DataFrame:
+    """``match, step, n, reward`` (mean of the finite rewards) of ``rows`` (``match, step, reward``)."""
+    r = pl.col("reward").cast(pl.Float64)
+    return (
+        rows.group_by("match", "step")
+        .agg(pl.len().alias("n"), r.filter(finite("reward")).mean().alias("reward"))
+        .sort("match", "step")
+        .collect()
+    )
+
+
+def run_prompt_matches(store: RunStore) -> pl.DataFrame:
+    """The ``prompts`` of :func:`run_prompts` of a store, computed from its scalars and prompt texts (ingest
+    writes it beside the store at each commit: see :mod:`data.ingest.prompt_summary`)."""
+    return _run_prompts(StoreKey(store)).prompts
+
+
+def by_step_at(store: RunStore, prompts: pl.DataFrame, steps: list[int]) -> pl.DataFrame:
+    """The ``by_step`` of :func:`run_prompts` at ``steps`` only (reading only the files of those steps),
+    its prompts' match keys taken from ``prompts`` (:func:`run_prompt_matches`): the same rows as the
+    whole run's ``by_step`` has at those steps."""
+    if not steps or prompts.height == 0:
+        return pl.DataFrame(schema=_BY_STEP_SCHEMA)
+    keys = prompts.select("match", pl.col("keys").alias("prompt_key")).explode("prompt_key")
+    rows = (
+        store.scan(["prompt_key", "step", "reward"], steps=(min(steps), max(steps)))
+        .filter(pl.col("step").is_in(steps))
+        .join(keys.lazy(), on="prompt_key", how="inner")
+    )
+    return _by_step(rows).with_columns(pl.col("n").cast(pl.UInt32)).select(list(_BY_STEP_SCHEMA))
 
 
 @shared(8)
@@ -280,7 +308,32 @@ def pair_from(a: str, pa: RunPrompts, b: str, pb: RunPrompts, threshold: float |
 
 @functools.lru_cache(maxsize=16)
 def _pair(ka: StoreKey, a: str, kb: StoreKey, b: str, threshold: float | None) -> Paired:
-    return pair_from(a, _run_prompts(ka), b, _run_prompts(kb), threshold)
+    # Each run's prompts as its last commit wrote them (read from the scalars for an older store), and
+    # the means per prompt and step only at the steps both runs have: a large run compared with a short
+    # one reads the short one's steps, not every response of its own.
+    pa, pb = (_matches(k) for k in (ka, kb))
+    common = sorted(set(run_curves.step_list(ka.store)) & set(run_curves.step_list(kb.store)))
+    return pair_from(
+        a,
+        RunPrompts(pa, _by_step_at(ka, common)),
+        b,
+        RunPrompts(pb, _by_step_at(kb, common)),
+        threshold,
+    )
+
+
+def _matches(key: StoreKey) -> pl.DataFrame:
+    written = read_prompt_matches(key.store)
+    return written if written is not None else _run_prompts(key).prompts
+
+
+@shared(16)
+def _by_step_step_list(key: StoreKey, steps: tuple[int, ...]) -> pl.DataFrame:
+    return by_step_at(key.store, _matches(key), list(steps))
+
+
+def _by_step_at(key: StoreKey, steps: list[int]) -> pl.DataFrame:
+    return _by_step_step_list(key, tuple(steps))
 
 
 def reward_range(store: RunStore) -> tuple[float, float] | None:

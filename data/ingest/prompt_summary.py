@@ -1,7 +1,9 @@
 """The prompt list of a store (one row per prompt: see :func:`data.metrics.group.prompt_aggregates`) and the
 run's trend threshold, computed at each commit and kept beside the parts (``prompts-g<N>.parquet``, named
 in the manifest with the threshold), so that the prompts page reads a table of one row per prompt instead
-of scanning every response of the run at its first visit.
+of scanning every response of the run at its first visit; and the compare page's prompts of the run
+(``matches-g<N>.parquet``, see :func:`data.compare.prompts.run_prompt_matches`), so that comparing two
+runs reads, beside those, only the steps both runs have.
 
 The same function (:func:`prompt_list`) makes the table at ingest and, for a store committed before this
 file existed, on the page: one definition, the same rows in the same order, the same numbers to the last
@@ -19,6 +21,9 @@ from pathlib import Path
 import polars as pl
 
 from data.metrics.group import prompt_aggregates, trend_threshold
+from data.store.aggregates import FILE_KEY, MATCHES_KEY, THRESHOLD_KEY
+from data.store.aggregates import read_prompt_list as read_prompt_list
+from data.store.aggregates import read_prompt_matches as read_prompt_matches
 from data.store.manifest import Manifest, write_atomic
 from data.store.reader import RunStore
 
@@ -62,10 +67,6 @@ EMPTY_TABLE = {
     "trend": pl.String,
 }
 
-# The manifest's entries naming the table and the threshold it was classified with.
-FILE_KEY = "prompts_file"
-THRESHOLD_KEY = "prompts_threshold"
-
 
 def prompt_list(store) -> tuple[pl.DataFrame, float]:
     """``(table, threshold)`` of a :class:`~data.store.reader.RunStore`'s responses shown: one row per prompt
@@ -87,21 +88,18 @@ def write_prompt_list(store_dir: Path, data: dict, generation: int) -> dict:
     """Compute the prompt list of the state ``data`` is about to commit (its steps summary written, its
     ``visible_below`` set) and write it as ``prompts-g<generation>.parquet``; returns the manifest's entries
     that name it (:data:`FILE_KEY`, :data:`THRESHOLD_KEY`)."""
-    table, threshold = prompt_list(RunStore(Path(store_dir), Manifest(data)))
-    name = f"prompts-g{generation:06d}.parquet"
-    buf = io.BytesIO()
-    table.write_parquet(buf)
-    write_atomic(Path(store_dir) / name, buf.getvalue())
-    return {FILE_KEY: name, THRESHOLD_KEY: threshold}
+    from data.compare.prompts import run_prompt_matches
 
-
-def read_prompt_list(store) -> tuple[pl.DataFrame, float] | None:
-    """The prompt list a commit wrote beside the store (None for a store committed without one)."""
-    name = store.manifest.data.get(FILE_KEY)
-    if not name:
-        return None
-    try:
-        table = pl.read_parquet(Path(store.dir) / name)
-    except FileNotFoundError:  # collected by a later commit: that commit's own list is read instead
-        return None
-    return table, float(store.manifest.data.get(THRESHOLD_KEY) or 0.0)
+    store = RunStore(Path(store_dir), Manifest(data))
+    table, threshold = prompt_list(store)
+    out = {THRESHOLD_KEY: threshold}
+    for key, prefix, frame in (
+        (FILE_KEY, "prompts", table),
+        (MATCHES_KEY, "matches", run_prompt_matches(store)),
+    ):
+        name = f"{prefix}-g{generation:06d}.parquet"
+        buf = io.BytesIO()
+        frame.write_parquet(buf)
+        write_atomic(Path(store_dir) / name, buf.getvalue())
+        out[key] = name
+    return out

@@ -30,6 +30,7 @@ from data.ingest.parts import (
     scalar_columns,
 )
 from data.ingest.prompt_summary import FILE_KEY as PROMPTS_FILE
+from data.ingest.prompt_summary import MATCHES_KEY as MATCHES_FILE
 from data.ingest.prompt_summary import write_prompt_list
 from data.ingest.summary import StepSummaries, fill_step_ranges
 from data.store.layout import (
@@ -496,7 +497,7 @@ class _Writer:
         buf = io.BytesIO()
         steps.write_parquet(buf)
         write_atomic(self.dir / steps_name, buf.getvalue())
-        old = self.m.data.get("steps_file"), self.m.data.get(PROMPTS_FILE)
+        old = self.m.data.get("steps_file"), self.m.data.get(PROMPTS_FILE), self.m.data.get(MATCHES_FILE)
         for d in (self.m.data, data):
             d.update(visible_below=below, steps_file=steps_name, generation=gen)
         # The prompt list of the state committed (read by the prompts page instead of every response).
@@ -508,7 +509,7 @@ class _Writer:
         self.last_commit = time.monotonic()
         self.last_commit_cost = self.last_commit - started
 
-    def _collect_garbage(self, old_steps: str | None, old_prompts: str | None = None) -> None:
+    def _collect_garbage(self, old_steps: str | None, *old_lists: str | None) -> None:
         """Remove files no committed manifest names any more (kept one generation for slow readers)."""
         ids = {int(k) for k in self.m.data["parts"]}
         hosts = ids | {e["in"] for e in self.m.data["parts"].values() if "in" in e}
@@ -527,6 +528,8 @@ class _Writer:
         for p in self.dir.glob("steps-g*.parquet"):
             if p.name not in (self.m.data["steps_file"], old_steps):
                 p.unlink(missing_ok=True)
-        for p in self.dir.glob("prompts-g*.parquet"):
-            if p.name not in (self.m.data.get(PROMPTS_FILE), old_prompts):
-                p.unlink(missing_ok=True)
+        keep = {self.m.data.get(PROMPTS_FILE), self.m.data.get(MATCHES_FILE), *old_lists}
+        for pattern in ("prompts-g*.parquet", "matches-g*.parquet"):
+            for p in self.dir.glob(pattern):
+                if p.name not in keep:
+                    p.unlink(missing_ok=True)

@@ -11,9 +11,17 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from data import prompts
+from data.compare import prompts as compare_prompts
 from data.demo import write_demo_run
 from data.ingest import ingest_run
-from data.ingest.prompt_summary import FILE_KEY, THRESHOLD_KEY, prompt_list, read_prompt_list
+from data.ingest.prompt_summary import (
+    FILE_KEY,
+    MATCHES_KEY,
+    THRESHOLD_KEY,
+    prompt_list,
+    read_prompt_list,
+    read_prompt_matches,
+)
 from data.metrics.degeneration import step_length_medians
 from data.store import open_store
 from data.store.manifest import Manifest
@@ -170,3 +178,58 @@ def test_promptsum005_step_medians_from_the_steps_summary(fixtures_dir, tmp_path
     got = prompts.step_medians(small)
     assert got.get_column("length_median").to_list() == [2.0, 3.0]
     assert got.get_column("chars_median").to_list() == [3.0, 5.0]  # "a b" = 3; ("a b" 3 + "a b c d" 7) / 2
+
+
+def _unwritten(store) -> RunStore:
+    data = {k: v for k, v in store.manifest.data.items() if k not in (FILE_KEY, THRESHOLD_KEY, MATCHES_KEY)}
+    return RunStore(store.dir, Manifest(data))
+
+
+@pytest.mark.parametrize("run", ["rlloggingboard-eval-poem", "trl-grpo-small", "real-verl-gsm8k-tools", None])
+def test_promptsum006_compare_prompts_written_equal_the_scan(fixtures_dir, tmp_path, run):
+    """The compare page's prompts of a run (match key, keys, last step, reward there, mean reward) as the
+    commit wrote them are those computed from a scan of its responses and prompt texts."""
+    if run is None:
+        src = write_demo_run(tmp_path / "root", "demo", steps=8, per_step=16)
+    else:
+        src = fixtures_dir / run
+        if not src.exists():
+            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
+    written = read_prompt_matches(store)
+    assert written is not None and written.height
+    compare_prompts._run_prompts.cache_clear()
+    assert_frame_equal(written, compare_prompts.run_prompt_matches(_unwritten(store)))
+
+
+def test_promptsum007_pair_reads_only_the_steps_both_runs_have(tmp_path, monkeypatch):
+    """A 14-step run against a 4-step one (demo prompts, other seed): the pairing from the written prompts
+    and the means at common steps only is the pairing of both runs' whole scans, and the long run's
+    scalars are read at the short run's steps only."""
+    a = open_store(ingest_run(write_demo_run(tmp_path / "ra", "a", 14, 16), tmp_path / "ca", PADS).store_dir)
+    b = open_store(
+        ingest_run(write_demo_run(tmp_path / "rb", "b", 4, 16, seed=1), tmp_path / "cb", PADS).store_dir
+    )
+    compare_prompts._run_prompts.cache_clear()
+    full_a = compare_prompts.run_prompts(_unwritten(a))
+    full_b = compare_prompts.run_prompts(_unwritten(b))
+    expected = compare_prompts.pair_from("a", full_a, "b", full_b, 0.5)
+    assert expected.over_steps.height  # the demo's prompts recur: there is something to compare
+    seen: list = []
+    real = RunStore.scan
+
+    def spy(self, columns=None, step=None, steps=None, hidden=False):
+        seen.append((self.dir, step, steps))
+        return real(self, columns, step, steps, hidden)
+
+    compare_prompts._run_prompts.cache_clear()
+    compare_prompts._pair.cache_clear()
+    compare_prompts._by_step_step_list.cache_clear()
+    with monkeypatch.context() as m:
+        m.setattr(RunStore, "scan", spy)
+        got = compare_prompts.pair("a", a, "b", b, threshold=0.5)
+    assert_frame_equal(got.table, expected.table)
+    assert_frame_equal(got.over_steps, expected.over_steps)
+    assert (got.a_prompts, got.b_prompts) == (expected.a_prompts, expected.b_prompts)
+    reads_a = [s for d, _, s in seen if d == a.dir]
+    assert reads_a and all(s is not None and s[1] <= 4 for s in reads_a), reads_a

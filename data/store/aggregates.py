@@ -1,0 +1,39 @@
+"""Reading the aggregates a commit writes beside a store's parts (see data.ingest.prompt_summary): the
+prompt list with its trend threshold, and the compare page's prompts of the run. None where a store was
+committed without them (the pages then compute them from the scalars)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+# The manifest's entries naming the prompt list and the threshold it was classified with, and the prompts
+# of the compare page (see data.compare.prompts.run_prompt_matches).
+FILE_KEY = "prompts_file"
+THRESHOLD_KEY = "prompts_threshold"
+MATCHES_KEY = "prompt_matches_file"
+
+
+def read_prompt_list(store) -> tuple[pl.DataFrame, float] | None:
+    """``(table, threshold)``: the prompt list a commit wrote beside the store (None for a store committed
+    without one)."""
+    name = store.manifest.data.get(FILE_KEY)
+    if not name:
+        return None
+    try:
+        table = pl.read_parquet(Path(store.dir) / name)
+    except FileNotFoundError:  # collected by a later commit: that commit's own list is read instead
+        return None
+    return table, float(store.manifest.data.get(THRESHOLD_KEY) or 0.0)
+
+
+def read_prompt_matches(store) -> pl.DataFrame | None:
+    """The compare page's prompts of a store as its last commit wrote them (None: not written)."""
+    name = store.manifest.data.get(MATCHES_KEY)
+    if not name:
+        return None
+    try:
+        return pl.read_parquet(Path(store.dir) / name)
+    except FileNotFoundError:
+        return None
