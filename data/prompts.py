@@ -18,7 +18,7 @@ from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
 from data.ingest import prompt_summary
 from data.metrics import label
-from data.metrics.degeneration import step_length_medians, with_length_ratio
+from data.metrics.degeneration import with_length_ratio
 from data.metrics.group import MIN_GROUP, TRENDS, finite, with_advantage
 from data.metrics.registry import stored_columns
 from data.metrics.response import prompt_key_text, source_line, strip_pad_text
@@ -39,16 +39,7 @@ def _table(v: StoreKey) -> tuple[pl.DataFrame, float]:
 
 @shared(8)
 def _medians(v: StoreKey) -> pl.DataFrame:
-    # The steps summary holds each step's medians already (its ``_p50``: the finite values' linear
-    # median, which for these integer counts is exactly :func:`step_length_medians`'): no scan.
-    steps = v.store.steps()
-    if {"response_length_p50", "response_chars_p50"} <= set(steps.columns):
-        return steps.select(
-            "step",
-            pl.col("response_length_p50").cast(pl.Float64).alias("length_median"),
-            pl.col("response_chars_p50").cast(pl.Float64).alias("chars_median"),
-        ).sort("step")
-    return step_length_medians(v.store.scan(["step", "response_length", "response_chars"])).collect()
+    return prompt_summary.step_medians(v.store)
 
 
 @shared(8)

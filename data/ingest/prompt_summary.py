@@ -16,11 +16,13 @@ so the table is not a sum of per-step pieces: each commit computes it again from
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 
 import polars as pl
 
-from data.metrics.group import prompt_aggregates, trend_threshold
+from data.metrics.degeneration import step_length_medians, with_length_ratio
+from data.metrics.group import prompt_aggregates, prompt_group_counts, prompt_hash, trend_threshold
 from data.store.aggregates import FILE_KEY, MATCHES_KEY, THRESHOLD_KEY
 from data.store.aggregates import read_prompt_list as read_prompt_list
 from data.store.aggregates import read_prompt_matches as read_prompt_matches
@@ -68,20 +70,55 @@ EMPTY_TABLE = {
 }
 
 
+# Prompts are aggregated in passes of about this many responses each (by a hash of their key: a prompt's
+# responses all go to one pass), so that memory stays bounded as the run grows: one pass over a run of
+# 2.56M responses held ~650 MB more.
+PASS_ROWS = 500_000
+
+
+def step_medians(store) -> pl.DataFrame:
+    """Each step's median length (``step, length_median, chars_median``, see
+    :func:`data.metrics.degeneration.step_length_medians`) from the steps summary (its ``_p50``: the
+    finite values' linear median, which for these integer counts is exactly the median), else a scan."""
+    steps = store.steps()
+    if {"response_length_p50", "response_chars_p50"} <= set(steps.columns):
+        return steps.select(
+            "step",
+            pl.col("response_length_p50").cast(pl.Float64).alias("length_median"),
+            pl.col("response_chars_p50").cast(pl.Float64).alias("chars_median"),
+        ).sort("step")
+    return step_length_medians(store.scan(["step", "response_length", "response_chars"])).collect()
+
+
 def prompt_list(store) -> tuple[pl.DataFrame, float]:
     """``(table, threshold)`` of a :class:`~data.store.reader.RunStore`'s responses shown: one row per prompt
     (columns :data:`EMPTY_TABLE`, first-seen order), and ``TREND_EFFECT`` × the run's reward σ."""
     # The steps summary counts exactly the responses shown: none, no prompt.
-    if "prompt_key" not in store.schema() or store.steps().height == 0:
+    steps = store.steps()
+    if "prompt_key" not in store.schema() or steps.height == 0:
         return pl.DataFrame(schema=EMPTY_TABLE), 0.0
     # The previews are read for the first response of each prompt only, not for every response.
     lf = store.scan([c for c in TABLE_COLUMNS if c != "prompt_preview"] + ["part", "row"])
     threshold = trend_threshold(lf)
-    # In first-seen order (the aggregation's own row order is arbitrary).
-    table = prompt_aggregates(lf, threshold).sort("order").collect()
+    names = lf.collect_schema().names()
+    if "length_ratio" not in names:  # each step's medians are of all its responses, not of a pass's
+        lf = with_length_ratio(lf, step_medians(store).lazy())
+    passes = max(1, math.ceil(int(steps.get_column("n").sum()) / PASS_ROWS))
+    # A group (by group_id) could span prompts: counted over the whole run, once.
+    groups = prompt_group_counts(lf).collect().lazy() if passes > 1 and "group_id" in names else None
+    frames = [
+        prompt_aggregates(
+            lf.filter(prompt_hash() % passes == k) if passes > 1 else lf, threshold, groups
+        ).collect()
+        for k in range(passes)
+    ]
+    # In first-seen order (the aggregation's own row order is arbitrary), numbered from 0.
+    table = pl.concat(frames).sort("order")
+    table = table.with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).alias("order"))
     keys = table.select(pl.col("__part").alias("part"), pl.col("__row").alias("row"))
     previews = store.read_keys(keys, ["prompt_preview"]).get_column("prompt_preview")
-    return table.with_columns(previews.alias("prompt_preview")).drop("__part", "__row"), threshold
+    table = table.with_columns(previews.alias("prompt_preview")).drop("__part", "__row")
+    return table.select(list(EMPTY_TABLE)), threshold
 
 
 def write_prompt_list(store_dir: Path, data: dict, generation: int) -> dict:

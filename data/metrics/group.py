@@ -228,7 +228,25 @@ def trend_threshold(scalars: pl.LazyFrame) -> float:
     return TREND_EFFECT * sd if sd is not None and math.isfinite(sd) else 0.0
 
 
-def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
+def prompt_group_counts(scalars: pl.LazyFrame) -> pl.LazyFrame:
+    """Per prompt ``__p`` (:func:`prompt_hash`): ``n_groups`` (groups of ``MIN_GROUP``+ responses, by
+    ``group_id``; see :func:`group_stats`) and ``zero_spread_groups`` of a run with ``group_id``."""
+    names_in = scalars.collect_schema().names()
+    cols = [c for c in ("step", "reward", "prompt_key", "group_id") if c in names_in]
+    return (
+        group_stats(scalars.select(cols))
+        .filter(pl.col("group_n") >= MIN_GROUP)
+        .group_by("__p")
+        .agg(
+            pl.len().cast(pl.Int64).alias("n_groups"),
+            pl.col("zero_spread").sum().cast(pl.Int64).alias("zero_spread_groups"),
+        )
+    )
+
+
+def prompt_aggregates(
+    scalars: pl.LazyFrame, threshold: float, groups: pl.LazyFrame | None = None
+) -> pl.LazyFrame:
     """One row per prompt (unsorted): the prompt list's columns.
 
     ``n_steps`` distinct steps, ``n_responses``, ``first_step``/``last_step``, ``reward_early`` /
@@ -238,6 +256,11 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
     ``tie_rate`` (see :mod:`data.metrics.reference`),
     ``never_beats`` (``n_both > 0`` and no win), ``trend`` (a ``TRENDS`` code, threshold in reward units),
     ``repetition_mean``, ``length_ratio_mean``, ``n_groups`` / ``zero_spread_groups`` and ``order``.
+
+    ``order`` orders prompts by their first response: with ``part`` and ``row`` in ``scalars``, it is the
+    first response's ``part × 2³² + row`` (so that the prompts of a run aggregated in several pieces
+    keep their order), else its index in ``scalars``. ``groups``: :func:`prompt_group_counts` of the whole
+    run, for ``scalars`` that hold only some of its prompts (a group may span prompts in principle).
     """
     per_step = _prompt_step_stats(scalars).with_columns(
         pl.col("step").rank("ordinal").over("__p").alias("__rank"),
@@ -270,6 +293,7 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
     # The key text and first position of each prompt (one cheap pass over the strings). Without the previews
     # (a scan that leaves them in the files), the first response's ``part, row`` instead, to read them by.
     names_in = scalars.collect_schema().names()
+    keyed = "part" in names_in and "row" in names_in
     first = (
         [pl.col("prompt_preview").first()]
         if "prompt_preview" in names_in
@@ -279,25 +303,33 @@ def prompt_aggregates(scalars: pl.LazyFrame, threshold: float) -> pl.LazyFrame:
             pl.col("row").first().alias("__row"),
         ]
     )
+    if keyed:  # the first response is the one of the smallest ``__idx``, whatever the rows' order
+        first = (
+            [pl.col("prompt_preview").sort_by("__idx").first()]
+            if "prompt_preview" in names_in
+            else [
+                pl.lit(None, pl.String).alias("prompt_preview"),
+                (pl.col("__idx").min() // 2**32).alias("__part"),
+                (pl.col("__idx").min() % 2**32).alias("__row"),
+            ]
+        )
+        indexed = scalars.select(
+            "prompt_key",
+            *(["prompt_preview"] if "prompt_preview" in names_in else []),
+            (pl.col("part").cast(pl.Int64) * 2**32 + pl.col("row").cast(pl.Int64)).alias("__idx"),
+        )
+    else:
+        indexed = scalars.select(
+            "prompt_key", *(c for c in ("prompt_preview",) if c in names_in)
+        ).with_row_index("__idx")
     names = (
-        scalars.select("prompt_key", *(c for c in ("prompt_preview", "part", "row") if c in names_in))
-        .with_row_index("__idx")
-        .group_by("prompt_key")
+        indexed.group_by("prompt_key")
         .agg(pl.col("__idx").min().alias("order"), *first)
         .with_columns(prompt_hash().alias("__p"))
     )
-    if "group_id" in names_in:
-        cols = [c for c in ("step", "reward", "prompt_key", "group_id") if c in names_in]
-        groups = (
-            group_stats(scalars.select(cols))
-            .filter(pl.col("group_n") >= MIN_GROUP)
-            .group_by("__p")
-            .agg(
-                pl.len().cast(pl.Int64).alias("n_groups"),
-                pl.col("zero_spread").sum().cast(pl.Int64).alias("zero_spread_groups"),
-            )
-        )
-    else:
+    if groups is None and "group_id" in names_in:
+        groups = prompt_group_counts(scalars)
+    elif groups is None:
         # Without group_id a group is (step, prompt): exactly the rows of ``per_step``, no second pass.
         grouped = pl.col("r_n") >= MIN_GROUP
         groups = per_step.group_by("__p").agg(

@@ -19,12 +19,12 @@ PADS = ("<pad>",)
 WORKER = """
 import sys
 from data import prompts
-from data.metrics import group
+from data.ingest import prompt_summary
 from data.store import open_store
 if sys.argv[2] == "read-only":
     def computing(*a, **k):
         raise AssertionError("computed, not read from the shared cache")
-    prompts.prompt_aggregates = group.prompt_aggregates = computing
+    prompt_summary.prompt_list = prompt_summary.read_prompt_list = computing
 from pathlib import Path
 table = prompts.prompt_table(open_store(Path(sys.argv[1])))
 print(table.sort("prompt_key").select("prompt_key", "n_responses", "win_rate").write_json())

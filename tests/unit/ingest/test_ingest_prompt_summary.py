@@ -13,7 +13,7 @@ from polars.testing import assert_frame_equal
 from data import prompts
 from data.compare import prompts as compare_prompts
 from data.demo import write_demo_run
-from data.ingest import ingest_run
+from data.ingest import ingest_run, prompt_summary
 from data.ingest.prompt_summary import (
     FILE_KEY,
     MATCHES_KEY,
@@ -81,7 +81,7 @@ def test_promptsum001_written_list_by_hand(tmp_path):
     assert (alpha["n_both"], alpha["wins"], alpha["ties"]) == (3, 1, 1)  # 1 > 0.5; 3 = 3; 5 < 6
     assert math.isclose(alpha["gain_mean"], -0.5 / 3, rel_tol=1e-12)  # (0.5 + 0.0 − 1.0) / 3
     assert (beta["n_responses"], beta["n_steps"], beta["trend"]) == (1, 1, "single")
-    assert (alpha["order"], beta["order"]) == (0, 2)  # first seen at lines 1 and 3
+    assert (alpha["order"], beta["order"]) == (0, 1)  # first seen at lines 1 and 3: first and second
     # σ of 1, 3, 2, 5 (ddof 1): mean 2.75, squares 3.0625 + 0.0625 + 0.5625 + 5.0625 = 8.75, / 3
     assert math.isclose(store.manifest.data[THRESHOLD_KEY], 0.2 * math.sqrt(8.75 / 3), rel_tol=1e-12)
     assert alpha["trend"] == "improved"  # 5 − 2 = 3 > 0.2 σ
@@ -233,3 +233,38 @@ def test_promptsum007_pair_reads_only_the_steps_both_runs_have(tmp_path, monkeyp
     assert (got.a_prompts, got.b_prompts) == (expected.a_prompts, expected.b_prompts)
     reads_a = [s for d, _, s in seen if d == a.dir]
     assert reads_a and all(s is not None and s[1] <= 4 for s in reads_a), reads_a
+
+
+@pytest.mark.parametrize("run", ["trl-grpo-small", "rlloggingboard-eval-poem", None])
+def test_promptsum008_in_passes_as_at_once(fixtures_dir, tmp_path, monkeypatch, run):
+    """A run aggregated in several passes (by prompt; groups by group_id counted over the whole run) gives
+    the list of one pass, to the last bit."""
+    if run is None:
+        src = write_demo_run(tmp_path / "root", "demo", steps=8, per_step=16)
+    else:
+        src = fixtures_dir / run
+        if not src.exists():
+            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    store = _unwritten(open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir))
+    once, threshold = prompt_list(store)
+    monkeypatch.setattr(prompt_summary, "PASS_ROWS", 7)
+    calls = []
+    real = prompt_summary.prompt_aggregates
+    monkeypatch.setattr(prompt_summary, "prompt_aggregates", lambda *a: calls.append(1) or real(*a))
+    passes, again = prompt_list(store)
+    assert len(calls) > 3
+    assert_frame_equal(passes, once)
+    assert again == threshold
+
+
+def test_promptsum009_compare_prompts_in_passes_as_at_once(tmp_path, monkeypatch):
+    """The compare page's prompts (and per-step means) aggregated in several passes by match are those of
+    one pass, to the last bit."""
+    store = _unwritten(
+        open_store(ingest_run(write_demo_run(tmp_path / "r", "d", 8, 16), tmp_path / "c", PADS).store_dir)
+    )
+    once = compare_prompts._store_prompts(store)
+    monkeypatch.setattr(compare_prompts, "PASS_ROWS", 9)
+    again = compare_prompts._store_prompts(store)
+    assert_frame_equal(again.prompts, once.prompts)
+    assert_frame_equal(again.by_step, once.by_step)
