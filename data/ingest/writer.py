@@ -33,6 +33,7 @@ from data.ingest.prompt_summary import FILE_KEY as PROMPTS_FILE
 from data.ingest.prompt_summary import MATCHES_KEY as MATCHES_FILE
 from data.ingest.prompt_summary import write_prompt_list
 from data.ingest.summary import StepSummaries, fill_step_ranges
+from data.store.index import FACTS_KEY, write_facts
 from data.store.layout import (
     ISSUE_SCHEMA,
     PACK_AT,
@@ -497,11 +498,19 @@ class _Writer:
         buf = io.BytesIO()
         steps.write_parquet(buf)
         write_atomic(self.dir / steps_name, buf.getvalue())
-        old = self.m.data.get("steps_file"), self.m.data.get(PROMPTS_FILE), self.m.data.get(MATCHES_FILE)
+        old = (
+            self.m.data.get("steps_file"),
+            self.m.data.get(PROMPTS_FILE),
+            self.m.data.get(MATCHES_FILE),
+            self.m.data.get(FACTS_KEY),
+        )
         for d in (self.m.data, data):
             d.update(visible_below=below, steps_file=steps_name, generation=gen)
-        # The prompt list of the state committed (read by the prompts page instead of every response).
+        # The prompt list of the state committed (read by the prompts page instead of every response), and
+        # the footers' facts of its files (read by a fresh reader instead of every footer).
         prompts = write_prompt_list(self.dir, data, gen)
+        prompts[FACTS_KEY] = f"facts-g{gen:06d}.pickle"
+        write_facts(self.dir, data, prompts[FACTS_KEY])
         for d in (self.m.data, data):
             d.update(prompts)
         commit_manifest(self.dir, Manifest(data))
@@ -528,8 +537,8 @@ class _Writer:
         for p in self.dir.glob("steps-g*.parquet"):
             if p.name not in (self.m.data["steps_file"], old_steps):
                 p.unlink(missing_ok=True)
-        keep = {self.m.data.get(PROMPTS_FILE), self.m.data.get(MATCHES_FILE), *old_lists}
-        for pattern in ("prompts-g*.parquet", "matches-g*.parquet"):
+        keep = {self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY)} | set(old_lists)
+        for pattern in ("prompts-g*.parquet", "matches-g*.parquet", "facts-g*.pickle"):
             for p in self.dir.glob(pattern):
                 if p.name not in keep:
                     p.unlink(missing_ok=True)

@@ -8,6 +8,8 @@ the files that can hold its steps, and a sample id (``<file prefix>-<line>``) le
 
 from __future__ import annotations
 
+import os
+import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -212,6 +214,57 @@ class StoreIndex:
         return out
 
 
+# The manifest's entry naming the file in which a commit kept the footers' facts of every file of
+# ``scalars/`` (see :func:`write_facts`): a fresh process then reads one small file, not every footer
+# (~0.3-9 ms each, hundreds for a run of millions of responses).
+FACTS_KEY = "facts_file"
+
+
+def _wanted_files(manifest: dict) -> list[tuple[str, int | None]]:
+    """``(file of scalars/, part)`` of every committed part with rows (``part`` None for a pack)."""
+    parts = manifest["parts"]
+    in_pack = {p: pack["name"] for pack in manifest.get("packs", []) for p in pack["parts"]}
+    ids = sorted(int(k) for k, e in parts.items() if e["rows"] or int(k) in in_pack)
+    where = {pid: (in_pack[pid], None) if pid in in_pack else (part_name(pid), pid) for pid in ids}
+    return list(dict.fromkeys(where.values()))
+
+
+def write_facts(store_dir: Path, manifest: dict, name: str) -> None:
+    """Keep the :class:`FileFacts` of every file a manifest's parts are in, each with the file's size and
+    time, in ``name`` beside the store (a pickle: the store's folder is the board's own cache, as its
+    results cache is)."""
+    out = {}
+    for file, part in _wanted_files(manifest):
+        path = Path(store_dir) / "scalars" / file
+        st = path.stat()
+        out[(file, part)] = (st.st_size, st.st_mtime_ns, file_facts(path, part))
+    tmp = Path(store_dir) / f".{name}.tmp"
+    tmp.write_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    os.replace(tmp, Path(store_dir) / name)
+
+
+def _kept_facts(store_dir: Path, manifest: dict) -> dict:
+    """The facts a commit kept (see :func:`write_facts`), ``{}`` when it kept none or they are gone."""
+    name = manifest.get(FACTS_KEY)
+    if not name:
+        return {}
+    try:
+        return pickle.loads((Path(store_dir) / name).read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return {}
+
+
+def _facts_of(store_dir: Path, fp: tuple[str, int | None], kept: dict) -> FileFacts:
+    """The facts of file ``fp``: as kept by the commit when the file's size and time are those it had."""
+    path = Path(store_dir) / "scalars" / fp[0]
+    hit = kept.get(fp)
+    if hit is not None:
+        st = path.stat()  # a file gone raises, as reading its footer would
+        if (st.st_size, st.st_mtime_ns) == hit[:2]:
+            return hit[2]
+    return file_facts(path, fp[1])
+
+
 def build_index(store_dir: Path, manifest: dict) -> StoreIndex:
     """The :class:`StoreIndex` of a committed manifest (its parts with rows, and the packs they are in)."""
     parts = manifest["parts"]
@@ -236,8 +289,9 @@ def build_index(store_dir: Path, manifest: dict) -> StoreIndex:
     where = {pid: (in_pack[pid], None) if pid in in_pack else (part_name(pid), pid) for pid in ids}
     wanted = list(dict.fromkeys(where.values()))
     # Footers read a few at once (pyarrow reads and parses them without the GIL): ~0.3 ms each alone.
+    kept = _kept_facts(store_dir, manifest)
     with ThreadPoolExecutor(max_workers=FOOTER_THREADS) as pool:
-        got = pool.map(lambda fp: file_facts(Path(store_dir) / "scalars" / fp[0], fp[1]), wanted)
+        got = pool.map(lambda fp: _facts_of(store_dir, fp, kept), wanted)
         facts_of.update((f, facts) for (f, _), facts in zip(wanted, got, strict=True))
     for pid in ids:
         packed = pid in in_pack

@@ -1,0 +1,59 @@
+"""The footers' facts a commit keeps beside the store (data.store.index.write_facts): a fresh reader
+builds the same index from them without reading a footer, and reads the footer of a file that changed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from data.demo import write_demo_run
+from data.ingest import ingest_run
+from data.store import index as store_index
+from data.store import open_store
+from data.store.index import FACTS_KEY, build_index
+from data.store.reader import forget_indexes
+
+PADS = ("<pad>", "<|endoftext|>")
+
+
+def _fresh_index(store):
+    forget_indexes()
+    return build_index(store.dir, store.manifest.data)
+
+
+def test_facts001_a_fresh_reader_reads_no_footer(tmp_path, monkeypatch):
+    """With the kept facts, the index of a fresh process is the footers' own, and no footer is read."""
+    run = write_demo_run(tmp_path / "root", "demo", steps=10, per_step=16)
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS, chunk_bytes=40_000).store_dir)
+    name = store.manifest.data[FACTS_KEY]
+    assert (store.dir / name).exists()
+    assert len(list(store.dir.glob("facts-g*.pickle"))) <= 2  # this commit's and the one before
+    from_footers = build_index(store.dir, {k: v for k, v in store.manifest.data.items() if k != FACTS_KEY})
+    assert from_footers.segments
+    with monkeypatch.context() as m:
+        m.setattr(store_index, "_read_facts", lambda *a: (_ for _ in ()).throw(AssertionError("footer read")))
+        kept = _fresh_index(store)
+    assert kept.segments == from_footers.segments
+    assert kept.sources == from_footers.sources
+
+
+def test_facts002_a_changed_file_is_read_again(tmp_path, monkeypatch):
+    """A file whose size or time is not the one kept has its footer read (the kept facts are not trusted)."""
+    run = write_demo_run(tmp_path / "root", "demo", steps=4, per_step=16)
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    seg = store.index().segments[0]
+    path = store.dir / "scalars" / seg.file
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    read = []
+    real = store_index._read_facts
+    monkeypatch.setattr(store_index, "_read_facts", lambda p, part: read.append(p.name) or real(p, part))
+    _fresh_index(store)
+    assert read == [seg.file]
+
+
+@pytest.fixture(autouse=True)
+def _forget():
+    yield
+    forget_indexes()
