@@ -21,6 +21,7 @@ from data.queries import (
     distinct_values,
     histogram,
     histogram_edges,
+    more_distinct_than,
     step_histograms,
 )
 from data.store import RunStore
@@ -396,7 +397,14 @@ def _panels(v: StoreKey, band: str, zero_shift: bool) -> tuple[Panel, ...]:
 @shared(32)
 def _bins(v: StoreKey, kind: str) -> Bins:
     columns = HISTOGRAMS[kind][1]
-    return bins_for(_steps(v), v.store.scan(columns), columns)
+    steps = _steps(v)
+    if steps.height:
+        # One step with more than MAX_DISCRETE_VALUES distinct values: so has the run, and its bins are
+        # the range's (a continuous reward is known from one step, not from every response of the run).
+        first = v.store.scan(columns, step=int(steps.get_column("step")[0]))
+        if more_distinct_than(first, columns, MAX_DISCRETE_VALUES):
+            return Bins(tuple(edges_for(steps, columns)))
+    return bins_for(steps, v.store.scan(columns), columns)
 
 
 @shared(256)

@@ -245,6 +245,17 @@ def distinct_values(lf: pl.LazyFrame, columns: tuple[str, ...], limit: int) -> l
     return sorted(values.get_column("v").to_list())
 
 
+def more_distinct_than(lf: pl.LazyFrame, columns: tuple[str, ...], limit: int) -> bool:
+    """Whether ``columns`` together hold more than ``limit`` distinct finite values (as counted by
+    :func:`distinct_values`, which then gives None)."""
+    names = lf.collect_schema().names()
+    parts = [lf.select((pl.col(c).cast(pl.Float64) + 0.0).alias("v")) for c in columns if c in names]
+    if not parts:
+        return False
+    values = pl.concat(parts).filter(pl.col("v").is_finite()).unique().head(limit + 1).collect()
+    return values.height > limit
+
+
 def discrete_edges(values: list[float]) -> list[float] | None:
     """Edges with one bar per value for sorted distinct ``values``: ``[v1, ..., vk, vk + gap]`` (gap: the
     closest two values), so bar k is ``[v_k, v_k+1)`` and holds ``v_k`` alone. One value gives ``[v, v]``.
