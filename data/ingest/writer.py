@@ -31,7 +31,7 @@ from data.ingest.parts import (
 )
 from data.ingest.prompt_summary import FILE_KEY as PROMPTS_FILE
 from data.ingest.prompt_summary import MATCHES_KEY as MATCHES_FILE
-from data.ingest.prompt_summary import write_prompt_list
+from data.ingest.prompt_summary import THRESHOLD_KEY, write_prompt_list
 from data.ingest.summary import StepSummaries, fill_step_ranges
 from data.store.index import FACTS_KEY, write_facts
 from data.store.layout import (
@@ -423,7 +423,9 @@ class _Writer:
     def _commit_due(self) -> None:
         point, self._due = self._due, None
         data = {**self.m.data, "files": point.files, "pending": point.pending, "next_part": point.pid + 1}
-        self._commit(data, complete=False)
+        # Taken mid-read, while workers hold chunks: the prompt aggregates (a pass over the whole store)
+        # wait for the commit that ends the read; readers of this one compute them if asked.
+        self._commit(data, complete=False, aggregates=False)
 
     def _watermark(self) -> int | None:
         """The first step that may still be partial: the smallest of the files' last steps.
@@ -485,7 +487,7 @@ class _Writer:
         if packs or "packs" in data:
             data["packs"] = packs
 
-    def _commit(self, data: dict, complete: bool) -> None:
+    def _commit(self, data: dict, complete: bool, aggregates: bool = True) -> None:
         """Write the steps summary and the manifest ``data`` (the state of every applied part)."""
         started = time.monotonic()
         gen = self.m.data["generation"] + 1
@@ -508,7 +510,10 @@ class _Writer:
             d.update(visible_below=below, steps_file=steps_name, generation=gen)
         # The prompt list of the state committed (read by the prompts page instead of every response), and
         # the footers' facts of its files (read by a fresh reader instead of every footer).
-        prompts = write_prompt_list(self.dir, data, gen)
+        if aggregates:
+            prompts = write_prompt_list(self.dir, data, gen)
+        else:
+            prompts = {PROMPTS_FILE: None, MATCHES_FILE: None, THRESHOLD_KEY: None}
         prompts[FACTS_KEY] = f"facts-g{gen:06d}.pickle"
         write_facts(self.dir, data, prompts[FACTS_KEY])
         for d in (self.m.data, data):
