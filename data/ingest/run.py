@@ -17,8 +17,9 @@ from data.ingest.options import load_options
 from data.ingest.writer import _Writer
 from data.remote import as_path
 from data.store import RunStore, run_files, store_dir_for
-from data.store.manifest import Manifest, read_manifest, remove_older_formats
+from data.store.manifest import MANIFEST, Manifest, read_manifest, remove_older_formats, write_atomic
 from data.store.runs import VALIDATION, VALIDATION_SUFFIX
+from data.store.table import CommitConflict, committed_manifest, open_table
 
 # Bytes read at a time: under glibc's largest threshold for allocating by mmap (32 MiB). A block of 32 MiB
 # was mapped afresh at every read (24-28 ms a read, against ~8 ms into reused memory): ingesting the
@@ -45,6 +46,9 @@ class IngestResult:
     bytes_read: int = 0
     seconds: float = 0.0
     skipped_locked: bool = False
+    # Another writer (a replica on another host) committed the run's table first: this call's commit was
+    # refused, its files deleted, and the result is the committed state (see data.store.table).
+    lost_commit: bool = False
     generation: int = 0
 
     def summary(self) -> dict:
@@ -71,6 +75,7 @@ def ingest_run(
     dialect: str | None = None,
     reward_weights: tuple[tuple[str, float], ...] | None = None,
     tokenizer: Path | None = None,
+    local_lock: bool = True,
 ) -> IngestResult:
     """Bring the store of ``run_dir`` up to date with its files and return what it now holds.
 
@@ -82,6 +87,10 @@ def ingest_run(
     with ``complete=True``. Commits made during a long read always hide it. ``split``: which of the
     folder's files make the run (``"validation"``: its validation files, see data.store.runs);
     ``dialect``, ``reward_weights`` and ``tokenizer``: the settings (see :func:`data.ingest.options.load_options`).
+
+    The file lock guards one host; writers on several hosts sharing the store are kept apart by the table's
+    commit protocol: of two that read the same commit only one commits the next, the other returns with
+    ``lost_commit=True`` (``local_lock=False``: without the file lock, as two hosts are).
     """
     t0 = time.perf_counter()
     run_dir = as_path(run_dir)
@@ -91,7 +100,8 @@ def ingest_run(
     result = IngestResult(run=name, store_dir=store_dir)
     lock = FileLock(str(store_dir / ".lock"))
     try:
-        lock.acquire(timeout=-1 if wait else 0)
+        if local_lock:
+            lock.acquire(timeout=-1 if wait else 0)
     except Timeout:
         result.skipped_locked = True
         _fill_result(result, store_dir)
@@ -99,7 +109,8 @@ def ingest_run(
     writer = None
     try:
         options = load_options(run_dir, dialect, reward_weights, tokenizer)
-        manifest = read_manifest(store_dir)
+        table, manifest = _committed(store_dir)
+        committed = None if manifest is None else manifest.data
         # The key as the manifest keeps it (JSON: tuples come back as lists), so that equal options compare equal.
         key = orjson.loads(orjson.dumps(options.key()))
         if manifest is not None and manifest.data.get("options") != key:
@@ -112,7 +123,7 @@ def ingest_run(
             manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
             remove_older_formats(store_dir, manifest)
         manifest.data.update(options=key, split=split, problems=options.problems)
-        writer = _Writer(store_dir, manifest, pad_tokens, options)
+        writer = _Writer(store_dir, manifest, pad_tokens, options, table, committed)
         if manifest.data.get("reward_formed"):
             options.reading.formed.update(manifest.data["reward_formed"])
         paths = run_files(run_dir, split)
@@ -181,15 +192,36 @@ def ingest_run(
         result.new_rows = writer.new_rows
         if progress:
             progress(total, total)
+    except CommitConflict:
+        # Another writer committed first: what this one wrote is named by no commit. The run is left to
+        # the winner (its next call starts from the winner's commit).
+        result.lost_commit = True
     finally:
         try:
             if writer is not None:
                 writer.close()
+                if result.lost_commit:
+                    writer.remove_written()
         finally:
-            lock.release()
+            if local_lock:
+                lock.release()
     _fill_result(result, store_dir)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _committed(store_dir: Path) -> tuple:
+    """The store's table and the manifest of its last commit (the log is trusted: ``manifest.json`` is
+    put right when a writer died between its commit and the copy, or an older copy overtook a newer)."""
+    table = open_table(store_dir)
+    manifest = read_manifest(store_dir)
+    if table is None:
+        return None, manifest
+    generation, data = committed_manifest(store_dir, table)
+    if data is not None and (manifest is None or manifest.generation != generation):
+        manifest = Manifest(data)
+        write_atomic(store_dir / MANIFEST, orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    return table, manifest
 
 
 def _fill_result(result: IngestResult, store_dir: Path) -> None:

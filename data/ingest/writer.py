@@ -5,6 +5,7 @@ names it, so a crash never leaves a half-counted file)."""
 from __future__ import annotations
 
 import io
+import secrets
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import orjson
 import polars as pl
 
 from data import schema
@@ -33,12 +35,26 @@ from data.store.layout import (
     PACK_ROWS,
     ROW_GROUP_SIZE,
     SCALAR_CORE,
+    entry_name,
     file_prefix,
+    name_id,
+    name_tag,
     pack_name,
+    part_file_path,
     part_name,
+    step_block,
     write_part_file,
 )
-from data.store.manifest import Manifest, commit_manifest, has_issues, packed_parts, write_atomic
+from data.store.manifest import MANIFEST, Manifest, has_issues, packed_parts, write_atomic
+from data.store.table import MANIFESTS, commit_table, table_files
+
+# This process's writers' tag, in the names of the files they write: writers of one store on several hosts
+# (or in several processes) never write the same file (see data.store.table).
+PROCESS_TAG = secrets.token_hex(4)
+# A file of the store no committed manifest names is deleted by the writer that wrote it, or by any writer
+# once it is this old (another writer's, left by a crash or a lost commit; or one that readers of an older
+# commit may still open).
+GRACE_SECONDS = 600
 
 WORKERS = 2  # chunks parsed, built and written at once while the reading thread reads the next block
 # Blocks up to SMALL_BLOCK bytes (a file of one step, the end of a growing file) are parsed and built
@@ -71,6 +87,8 @@ class _Written(NamedTuple):
     host: int | None = None  # the part whose file holds its rows, when written with others
     pack: tuple[str, list[int]] | None = None  # the pack of scalars and issues it and others went to
     counts: tuple[int, int] | None = None  # its unusable lines and notes, when ``issues`` is None
+    blocks: list[list[int]] | None = None  # its files of parts/: [step block, first row, rows, steps]
+    columns: dict[str, pl.DataType] | None = None  # the columns of those files
 
 
 @dataclass
@@ -91,9 +109,19 @@ class _Writer:
         manifest: Manifest,
         pad_tokens: tuple[str, ...],
         options: RunOptions | None = None,
+        table=None,
+        committed: dict | None = None,
     ):
         self.dir = store_dir
         self.m = manifest
+        # This writer's files are named with its process's tag: two writers of one store (two replicas)
+        # never write the same file, and the one whose commit is refused deletes those it wrote.
+        self.tag = PROCESS_TAG
+        self._written: list[Path] = []  # every file this writer wrote (appended to by the worker threads)
+        self._committed_tags = {self.tag} | _tags(committed)
+        self.table = table  # the store's Delta table as last read or committed (None: no commit yet)
+        self._table_state = table_files(committed) if committed else {}  # the files it holds
+        self._columns: dict[str, pl.DataType] = {}  # the columns of the files this writer wrote
         self.pad_tokens = pad_tokens
         self.options = options or RunOptions()  # the run's reading options (see data.ingest.options)
         self.reading = self.options.reading
@@ -258,19 +286,58 @@ class _Writer:
         self, pid: int, rel: str, full: pl.DataFrame | None, found: list[dict], ignored: set[str]
     ) -> _Written:
         """Write the part, scalars and issues files of part ``pid`` (``full``: its rows, if any)."""
-        name = part_name(pid)
+        name = part_name(pid, self.tag)
         issues = _part_issues(full, found, rel, self.pad_tokens)
         n = 0 if full is None else full.height
         scal = None
         per_token = []
+        blocks = None
         if n:
             per_token = schema.trainer_token_fields(full, with_values=True)
-            write_part_file(full, self.dir / "parts" / name, self.row_group_size)
+            full, blocks = self._write_blocks(full, pid)
             scal = full.select(scalar_columns(full))
+            self._written.append(self.dir / "scalars" / name)
             scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
         if issues.height:  # readers open the issues file only of a part whose entry counts some
+            self._written.append(self.dir / "issues" / name)
             issues.write_parquet(self.dir / "issues" / name)
-        return _Written(scal, issues, n, ignored, per_token)
+        columns = None if full is None else dict(full.schema)
+        return _Written(scal, issues, n, ignored, per_token, blocks=blocks, columns=columns)
+
+    def write_blocks(self, full: pl.DataFrame, pid: int) -> tuple[pl.DataFrame, list[list[int]]]:
+        """Write the rows ``full`` of part ``pid`` to ``parts/``: one file per step block they have
+        (``parts/step_block=<n>/``), the rows of a block together in their order, and ``row`` numbering
+        them across the part's files in block order (a row is at ``row - first`` in its block's file).
+        Returns the rows so numbered and the files' ``[block, first row, rows, smallest step, largest
+        step]`` (the part's manifest entry's ``blocks``). Touches no shared state (any thread or process)."""
+        block = step_block(pl.col("step")).fill_null(0).alias("__b")
+        full = full.with_columns(block)
+        if not full.get_column("__b").is_sorted():
+            full = full.sort("__b", maintain_order=True)
+        full = full.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
+        blocks, first = [], 0
+        for (b,), frame in full.partition_by(
+            "__b", maintain_order=True, include_key=False, as_dict=True
+        ).items():
+            path = self.dir / part_file_path(pid, self.tag, int(b))
+            path.parent.mkdir(exist_ok=True)
+            self._written.append(path)
+            write_part_file(frame, path, self.row_group_size)
+            steps = frame.get_column("step")
+            lo, hi = steps.min(), steps.max()
+            blocks.append(
+                [
+                    int(b),
+                    first,
+                    frame.height,
+                    None if lo is None else int(lo),
+                    None if hi is None else int(hi),
+                ]
+            )
+            first += frame.height
+        return full.drop("__b"), blocks
+
+    _write_blocks = write_blocks
 
     def _write_shared(
         self, items: list[tuple[int, str, RawBlock]], built: list[_Built], groups: list[pl.DataFrame]
@@ -292,6 +359,8 @@ class _Writer:
             return None
         rows = [0] * len(items)
         host = None
+        blocks = None
+        columns = None
         per_token: list[str] = []
         notes = _token_notes(pl.DataFrame(schema={"source": pl.String, "line": pl.Int64, "part": pl.Int64}))
         if whole is not None:
@@ -299,10 +368,11 @@ class _Writer:
             whole = whole.sort("__item", maintain_order=True)
             for k, n in whole.group_by("__item").len().iter_rows():
                 rows[k] = n
-            whole = whole.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row")).drop("__item")
+            whole = whole.drop("__item")
             host = next(pid for pid, n in zip(pids, rows, strict=True) if n)
             per_token = schema.trainer_token_fields(whole, with_values=True)
-            write_part_file(whole, self.dir / "parts" / part_name(host), self.row_group_size)
+            whole, blocks = self._write_blocks(whole, host)
+            columns = dict(whole.schema)
             scal = whole.select(scalar_columns(whole))
             notes = _token_notes(whole, pads=self.pad_tokens)
         else:
@@ -319,7 +389,8 @@ class _Writer:
         counts = {
             (pid, severity): n for pid, severity, n in issues.group_by("part", "severity").len().iter_rows()
         }
-        name = pack_name(pids)
+        name = pack_name(pids, self.tag)
+        self._written += [self.dir / "scalars" / name, self.dir / "issues" / name]
         scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
         issues.write_parquet(self.dir / "issues" / name)
         return [
@@ -332,15 +403,19 @@ class _Writer:
                 host if rows[k] else None,
                 (name, pids) if k == 0 else None,
                 (counts.get((pid, "error"), 0), counts.get((pid, "note"), 0)),
+                blocks if rows[k] else None,  # the host's files, where its rows are too
+                columns if k == 0 else None,
             )
             for k, pid in enumerate(pids)
         ]
 
     def _apply(self, item: tuple[int, str, Future, int | None]) -> None:
         pid, rel, future, k = item
-        scal, issues, n, ignored, per_token, host, pack, counts = (
+        scal, issues, n, ignored, per_token, host, pack, counts, blocks, columns = (
             future.result() if k is None else future.result()[k]
         )
+        for c, t in (columns or {}).items():
+            self._columns.setdefault(c, t)
         if counts is None:
             severity = issues.get_column("severity")
             counts = (int((severity == "error").sum()), int((severity == "note").sum()))
@@ -366,7 +441,10 @@ class _Writer:
             "rows": n,
             "errors": counts[0],
             "notes": counts[1],
+            "tag": self.tag,
         }
+        if blocks:
+            entry["blocks"] = blocks
         if n:
             entry["steps"] = self._step_ranges.pop(pid)
         if host is not None and host != pid:
@@ -444,9 +522,11 @@ class _Writer:
         packed = packed_parts(packs)
         small = sorted(int(k) for k, p in parts.items() if int(k) not in packed and p["rows"] <= PACK_ROWS)
         if len(small) >= PACK_AT:
-            name = pack_name(small)
+            name = pack_name(small, self.tag)
             scalars = [
-                pl.scan_parquet(self.dir / "scalars" / part_name(i)) for i in small if parts[str(i)]["rows"]
+                pl.scan_parquet(self.dir / "scalars" / entry_name(i, parts[str(i)]))
+                for i in small
+                if parts[str(i)]["rows"]
             ]
             with_issues = [i for i in small if has_issues(parts[str(i)])]
             frames = {
@@ -454,10 +534,11 @@ class _Writer:
                 if scalars
                 else pl.DataFrame(schema={"part": pl.Int64}),
                 "issues": _issues_with_part(
-                    [self.dir / "issues" / part_name(i) for i in with_issues], with_issues
+                    [self.dir / "issues" / entry_name(i, parts[str(i)]) for i in with_issues], with_issues
                 ),
             }
             for sub, frame in frames.items():
+                self._written.append(self.dir / sub / name)
                 buf = io.BytesIO()
                 frame.write_parquet(buf, compression="zstd", compression_level=1)
                 write_atomic(self.dir / sub / name, buf.getvalue())
@@ -466,10 +547,13 @@ class _Writer:
             data["packs"] = packs
 
     def _commit(self, data: dict, complete: bool) -> None:
-        """Write the steps summary and the manifest ``data`` (the state of every applied part)."""
+        """Write the steps summary and the manifest ``data`` (the state of every applied part), and commit
+        the table's files of that state with the manifest's generation (see :func:`data.store.table.
+        commit_table`; raises ``CommitConflict`` when another writer committed first: nothing of this
+        commit is then visible). ``manifest.json`` is replaced only after the commit."""
         started = time.monotonic()
         gen = self.m.data["generation"] + 1
-        steps_name = f"steps-g{gen:06d}.parquet"
+        steps_name = f"steps-g{gen:06d}-{self.tag}.parquet"
         below = None if complete else self._watermark()
         # No response shown (a run of only bad lines, or none read yet): the summary of none, every column.
         steps = self.summaries.refresh(self.m.data)
@@ -477,31 +561,87 @@ class _Writer:
             steps = steps.filter(pl.col("step") < below)
         buf = io.BytesIO()
         steps.write_parquet(buf)
+        self._written.append(self.dir / steps_name)
         write_atomic(self.dir / steps_name, buf.getvalue())
         old = self.m.data.get("steps_file")
+        old_manifest = self.m.data.get("manifest_file")
+        name = f"g{gen:06d}-{self.tag}.json"
         for d in (self.m.data, data):
-            d.update(visible_below=below, steps_file=steps_name, generation=gen)
-        commit_manifest(self.dir, Manifest(data))
-        self._collect_garbage(old)
+            d.update(visible_below=below, steps_file=steps_name, generation=gen, manifest_file=name)
+        data["updated"] = time.time()
+        payload = orjson.dumps(data, option=orjson.OPT_INDENT_2)
+        (self.dir / MANIFESTS).mkdir(exist_ok=True)
+        self._written.append(self.dir / MANIFESTS / name)
+        write_atomic(self.dir / MANIFESTS / name, payload)
+        state = table_files(data)
+        self.table = commit_table(self.dir, self.table, self._table_state, state, self._columns, gen, name)
+        self._table_state = state
+        # What this commit names is no longer this writer's to delete should a later commit be refused.
+        named = {self.dir / rel for rel in state} | {self.dir / steps_name, self.dir / MANIFESTS / name}
+        named |= {
+            self.dir / sub / entry_name(int(k), e)
+            for k, e in data["parts"].items()
+            for sub in ("scalars", "issues")
+        }
+        named |= {self.dir / sub / p["name"] for p in data.get("packs", []) for sub in ("scalars", "issues")}
+        self._written = [p for p in self._written if p not in named]
+        write_atomic(self.dir / MANIFEST, payload)
+        self._collect_garbage(old, old_manifest)
         self.last_commit = time.monotonic()
         self.last_commit_cost = self.last_commit - started
 
-    def _collect_garbage(self, old_steps: str | None) -> None:
+    def _removable(self, path: Path) -> bool:
+        """Whether a file no committed manifest names may be deleted: this writer's or a committed writer's,
+        or an old one. (A file of another tag may be a writer's that read this commit and has not committed
+        yet: it may still win the next commit.)"""
+        if name_tag(path.name) in self._committed_tags:
+            return True
+        try:
+            return time.time() - path.stat().st_mtime > GRACE_SECONDS
+        except FileNotFoundError:
+            return False
+
+    def _collect_garbage(self, old_steps: str | None, old_manifest: str | None) -> None:
         """Remove files no committed manifest names any more (kept one generation for slow readers)."""
-        ids = {int(k) for k in self.m.data["parts"]}
-        hosts = ids | {e["in"] for e in self.m.data["parts"].values() if "in" in e}
+        parts = self.m.data["parts"]
         packs = self.m.data.get("packs", [])
-        loose = ids - packed_parts(packs)
+        loose = {int(k) for k in parts} - packed_parts(packs)
         names = {pack["name"] for pack in packs}
+        kept = {entry_name(i, parts[str(i)]) for i in loose} | names
         floor = self.m.data["next_part"]
-        for sub, keep in (("parts", hosts), ("scalars", loose), ("issues", loose)):
-            for p in (self.dir / sub).glob("p*.parquet"):
-                if int(p.stem[1:]) not in keep and int(p.stem[1:]) < floor - 64:
-                    p.unlink(missing_ok=True)
-            if sub != "parts":
-                for p in (self.dir / sub).glob("k*.parquet"):
-                    if p.name not in names:  # of a pack whose parts were all dropped, or left by a crash
-                        p.unlink(missing_ok=True)
-        for p in self.dir.glob("steps-g*.parquet"):
-            if p.name not in (self.m.data["steps_file"], old_steps):
+        held = set(self._table_state)
+        self._committed_tags |= _tags(self.m.data)
+        for p in (self.dir / "parts").glob("*/p*.parquet"):
+            rel = p.relative_to(self.dir).as_posix()
+            if rel not in held and name_id(p.name) < floor - 64 and self._removable(p):
                 p.unlink(missing_ok=True)
+        for sub in ("scalars", "issues"):
+            for p in (self.dir / sub).glob("*.parquet"):
+                if p.name in kept:
+                    continue
+                # A pack whose parts were all dropped, or left by a crash; a loose part's file once it is
+                # no newer than the last 64 parts.
+                if (p.name.startswith("k") or name_id(p.name) < floor - 64) and self._removable(p):
+                    p.unlink(missing_ok=True)
+        for p in self.dir.glob("steps-g*.parquet"):
+            if p.name not in (self.m.data["steps_file"], old_steps) and self._removable(p):
+                p.unlink(missing_ok=True)
+        for p in (self.dir / MANIFESTS).glob("g*.json"):
+            if p.name not in (self.m.data["manifest_file"], old_manifest) and self._removable(p):
+                p.unlink(missing_ok=True)
+
+    def remove_written(self) -> None:
+        """Delete every file this writer wrote (its commit was refused: no manifest names them)."""
+        for p in self._written:
+            p.unlink(missing_ok=True)
+
+
+def _tags(data: dict | None) -> set[str | None]:
+    """The tags of the writers whose files a manifest's ``data`` names (committed writers)."""
+    if not data:
+        return set()
+    names = [p["name"] for p in data.get("packs", [])] + [
+        data.get("steps_file") or "",
+        data.get("manifest_file") or "",
+    ]
+    return {e.get("tag") for e in data["parts"].values()} | {name_tag(n) for n in names if n}

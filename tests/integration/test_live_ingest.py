@@ -14,7 +14,6 @@ import polars as pl
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
 from data.store import open_store
-from data.store.layout import part_name
 
 FILES = ("rank0.jsonl", "rank1.jsonl")
 LINES_PER_FILE = 240
@@ -60,12 +59,8 @@ def _write(run_dir: Path, rank: int, seed: int, done: threading.Event) -> None:
 
 def _store_rows(store) -> pl.DataFrame:
     frames = [
-        pl.read_parquet(
-            store.dir / "parts" / part_name(pid),
-            columns=["source", "line", "prompt", "response", "reward", "step"],
-        )
-        for pid in store.part_ids()
-        if store.manifest.data["parts"][str(pid)]["rows"]
+        pl.read_parquet(path, columns=["source", "line", "prompt", "response", "reward", "step"])
+        for path in store.part_files()
     ]
     return pl.concat(frames).sort("source", "line")
 
