@@ -294,7 +294,7 @@ class _Writer:
         blocks = None
         if n:
             per_token = schema.trainer_token_fields(full, with_values=True)
-            full, blocks = self._write_blocks(full, pid)
+            full, blocks = self.write_blocks(full, pid)
             scal = full.select(scalar_columns(full))
             self._written.append(self.dir / "scalars" / name)
             scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
@@ -337,8 +337,6 @@ class _Writer:
             first += frame.height
         return full.drop("__b"), blocks
 
-    _write_blocks = write_blocks
-
     def _write_shared(
         self, items: list[tuple[int, str, RawBlock]], built: list[_Built], groups: list[pl.DataFrame]
     ) -> list[_Written] | None:
@@ -371,7 +369,7 @@ class _Writer:
             whole = whole.drop("__item")
             host = next(pid for pid, n in zip(pids, rows, strict=True) if n)
             per_token = schema.trainer_token_fields(whole, with_values=True)
-            whole, blocks = self._write_blocks(whole, host)
+            whole, blocks = self.write_blocks(whole, host)
             columns = dict(whole.schema)
             scal = whole.select(scalar_columns(whole))
             notes = _token_notes(whole, pads=self.pad_tokens)
