@@ -309,33 +309,27 @@ class _Writer:
         (``parts/step_block=<n>/``), the rows of a block together in their order, and ``row`` numbering
         them across the part's files in block order (a row is at ``row - first`` in its block's file).
         Returns the rows so numbered and the files' ``[block, first row, rows, smallest step, largest
-        step]`` (the part's manifest entry's ``blocks``). Touches no shared state (any thread or process)."""
-        block = step_block(pl.col("step")).fill_null(0).alias("__b")
-        full = full.with_columns(block)
-        if not full.get_column("__b").is_sorted():
-            full = full.sort("__b", maintain_order=True)
+        step]`` (the part's manifest entry's ``blocks``). Safe on any thread: it only adds the files to
+        those this writer wrote."""
+        b = step_block(pl.col("step")).fill_null(0)
+        if not full.select(b).to_series().is_sorted():
+            full = full.sort(b, maintain_order=True)
         full = full.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
+        # The blocks' runs of rows: each file is a slice of the part (no copy).
+        runs = full.select(b.rle().alias("r")).unnest("r")
         blocks, first = [], 0
-        for (b,), frame in full.partition_by(
-            "__b", maintain_order=True, include_key=False, as_dict=True
-        ).items():
-            path = self.dir / part_file_path(pid, self.tag, int(b))
+        for n, block in runs.iter_rows():
+            frame = full.slice(first, n)
+            path = self.dir / part_file_path(pid, self.tag, int(block))
             path.parent.mkdir(exist_ok=True)
             self._written.append(path)
             write_part_file(frame, path, self.row_group_size)
-            steps = frame.get_column("step")
-            lo, hi = steps.min(), steps.max()
+            lo, hi = frame.select(pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi")).row(0)
             blocks.append(
-                [
-                    int(b),
-                    first,
-                    frame.height,
-                    None if lo is None else int(lo),
-                    None if hi is None else int(hi),
-                ]
+                [int(block), first, n, None if lo is None else int(lo), None if hi is None else int(hi)]
             )
-            first += frame.height
-        return full.drop("__b"), blocks
+            first += n
+        return full, blocks
 
     def _write_shared(
         self, items: list[tuple[int, str, RawBlock]], built: list[_Built], groups: list[pl.DataFrame]
