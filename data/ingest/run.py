@@ -19,6 +19,7 @@ from data.remote import as_path
 from data.store import RunStore, run_files, store_dir_for
 from data.store.manifest import MANIFEST, Manifest, read_manifest, remove_older_formats, write_atomic
 from data.store.runs import VALIDATION, VALIDATION_SUFFIX
+from data.store.shared import LostCommit, SharedStores
 from data.store.table import CommitConflict, committed_manifest, open_table
 
 # Bytes read at a time: under glibc's largest threshold for allocating by mmap (32 MiB). A block of 32 MiB
@@ -50,6 +51,9 @@ class IngestResult:
     # refused, its files deleted, and the result is the committed state (see data.store.table).
     lost_commit: bool = False
     generation: int = 0
+    # The store is on object storage and another replica committed first: its commit is what the store
+    # now holds (this call's reading was dropped).
+    lost: bool = False
 
     def summary(self) -> dict:
         return {
@@ -76,6 +80,7 @@ def ingest_run(
     reward_weights: tuple[tuple[str, float], ...] | None = None,
     tokenizer: Path | None = None,
     local_lock: bool = True,
+    shared: SharedStores | None = None,
 ) -> IngestResult:
     """Bring the store of ``run_dir`` up to date with its files and return what it now holds.
 
@@ -91,6 +96,11 @@ def ingest_run(
     The file lock guards one host; writers on several hosts sharing the store are kept apart by the table's
     commit protocol: of two that read the same commit only one commits the next, the other returns with
     ``lost_commit=True`` (``local_lock=False``: without the file lock, as two hosts are).
+
+    ``shared``: the stores are on object storage (``--cache-dir s3://…``), ``cache_dir`` holding their local
+    working copies. The copy is first brought to the last commit there (another replica's, say); each
+    commit is then published there, only if no other replica committed that generation first (if one did,
+    the reading stops and the copy becomes the winner's: ``lost``).
     """
     t0 = time.perf_counter()
     run_dir = as_path(run_dir)
@@ -108,6 +118,8 @@ def ingest_run(
         return result
     writer = None
     try:
+        if shared is not None:
+            shared.pull(store_dir)
         options = load_options(run_dir, dialect, reward_weights, tokenizer)
         table, manifest = _committed(store_dir)
         committed = None if manifest is None else manifest.data
@@ -124,6 +136,8 @@ def ingest_run(
             remove_older_formats(store_dir, manifest)
         manifest.data.update(options=key, split=split, problems=options.problems)
         writer = _Writer(store_dir, manifest, pad_tokens, options, table, committed)
+        if shared is not None:
+            writer.on_commit = lambda data: shared.publish(store_dir, data)
         if manifest.data.get("reward_formed"):
             options.reading.formed.update(manifest.data["reward_formed"])
         paths = run_files(run_dir, split)
@@ -196,12 +210,16 @@ def ingest_run(
         # Another writer committed first: what this one wrote is named by no commit. The run is left to
         # the winner (its next call starts from the winner's commit).
         result.lost_commit = True
+    except LostCommit:
+        result.lost = True
     finally:
         try:
             if writer is not None:
                 writer.close()
-                if result.lost_commit:
+                if result.lost_commit or result.lost:
                     writer.remove_written()
+            if result.lost:
+                shared.pull(store_dir)  # the winner's commit, in place of what this call wrote
         finally:
             if local_lock:
                 lock.release()

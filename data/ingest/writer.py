@@ -8,6 +8,7 @@ import io
 import secrets
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +149,9 @@ class _Writer:
         self._batch: list[tuple[int, str, RawBlock]] = []  # small blocks not yet handed to a worker
         self._batch_bytes = 0
         self._due: _CommitPoint | None = None
+        # Called with each committed manifest's data once its files are in place (a store on object
+        # storage publishes the commit there, see data.store.shared); may raise to stop the ingest.
+        self.on_commit: Callable[[dict], None] | None = None
 
     def drop_file(self, rel: str) -> None:
         self.flush()
@@ -579,6 +583,8 @@ class _Writer:
         self._written = [p for p in self._written if p not in named]
         write_atomic(self.dir / MANIFEST, payload)
         self._collect_garbage(old, old_manifest)
+        if self.on_commit is not None:
+            self.on_commit(data)
         self.last_commit = time.monotonic()
         self.last_commit_cost = self.last_commit - started
 
