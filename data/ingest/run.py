@@ -54,6 +54,9 @@ class IngestResult:
     # The store is on object storage and another replica committed first: its commit is what the store
     # now holds (this call's reading was dropped).
     lost: bool = False
+    # The store is on object storage and another replica committed it lately: the run is left to it (only
+    # its commits were mirrored).
+    deferred: bool = False
 
     def summary(self) -> dict:
         return {
@@ -100,7 +103,9 @@ def ingest_run(
     ``shared``: the stores are on object storage (``--cache-dir s3://…``), ``cache_dir`` holding their local
     working copies. The copy is first brought to the last commit there (another replica's, say); each
     commit is then published there, only if no other replica committed that generation first (if one did,
-    the reading stops and the copy becomes the winner's: ``lost``).
+    the reading stops and the copy becomes the winner's: ``lost``). While another replica keeps committing
+    the store, the run is not read: its commits are only mirrored (``deferred``, see
+    :data:`data.store.shared.LEASE_SECONDS`).
     """
     t0 = time.perf_counter()
     run_dir = as_path(run_dir)
@@ -120,6 +125,11 @@ def ingest_run(
     try:
         if shared is not None:
             shared.pull(store_dir)
+            if shared.deferring(store_dir):  # another replica is reading the run: its commits are mirrored
+                result.deferred = True
+                _fill_result(result, store_dir)
+                result.seconds = time.perf_counter() - t0
+                return result
         options = load_options(run_dir, dialect, reward_weights, tokenizer)
         table, manifest = _committed(store_dir)
         committed = None if manifest is None else manifest.data

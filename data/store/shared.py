@@ -38,6 +38,13 @@ OBJECTS = "_objects"
 SYNCED = ".synced.json"
 # Files transferred at once (each a request of its own; the parts of a run are many and small).
 TRANSFERS = 8
+# A replica that saw another commit a store within this many seconds (by its own clock, between two of its
+# looks: hosts' clocks may differ) leaves the reading of that run to it and only mirrors its commits: one
+# replica reads a live run while it keeps committing; another takes over once it stops.
+LEASE_SECONDS = 30.0
+# (URL, local copy) -> (the last generation this process saw committed, when it saw another's commit).
+_SEEN: dict[tuple[str, str], tuple[int, float]] = {}
+_SEEN_LOCK = threading.Lock()
 
 
 class LostCommit(Exception):
@@ -134,6 +141,7 @@ class SharedStores:
             _clear(store_dir)  # the bucket holds none of it (emptied, or never published): start afresh
             return 0
         commit = self.commit_object(store_dir, newest)
+        self._saw(store_dir, newest)
         old = synced["files"] if synced else {}
         self._download(store_dir, commit["files"], old)
         write_atomic(store_dir / MANIFEST, orjson.dumps(commit["manifest"], option=orjson.OPT_INDENT_2))
@@ -144,6 +152,23 @@ class SharedStores:
                 path.unlink(missing_ok=True)
         self._record(store_dir, newest, commit["files"], commit.get("superseded", []))
         return newest
+
+    def _saw(self, store_dir: Path, generation: int, by_other: bool = True) -> None:
+        """Note that ``generation`` is committed (by another replica: its reading is under way)."""
+        key = (self.url, str(store_dir))
+        with _SEEN_LOCK:
+            prev = _SEEN.get(key)
+            if prev is None:  # this process's first look: no sign that anyone is reading now
+                _SEEN[key] = (generation, float("-inf"))
+            elif generation > prev[0]:
+                _SEEN[key] = (generation, time.monotonic() if by_other else prev[1])
+
+    def deferring(self, store_dir: Path) -> bool:
+        """Whether another replica committed this store within :data:`LEASE_SECONDS` (seen by this
+        process): it is reading the run, so this one only mirrors its commits."""
+        with _SEEN_LOCK:
+            seen = _SEEN.get((self.url, str(store_dir)))
+        return seen is not None and time.monotonic() - seen[1] < LEASE_SECONDS
 
     def _download(self, store_dir: Path, files: dict, old: dict) -> None:
         import obstore
@@ -239,6 +264,8 @@ class SharedStores:
         try:
             obstore.put(remote._root.store, f"{remote.key}/{_commit_key(generation)}", body, mode="create")
         except ox.AlreadyExistsError:
+            with _SEEN_LOCK:  # the winner is reading the run: this replica leaves it to it
+                _SEEN[(self.url, str(store_dir))] = (generation, time.monotonic())
             # Another replica committed this generation: its files stay, ours go.
             for _, key in uploads:
                 try:
@@ -258,6 +285,7 @@ class SharedStores:
             except Exception:  # noqa: BLE001, S110 - garbage left in the bucket at worst
                 pass
         self._record(store_dir, generation, files, superseded)
+        self._saw(store_dir, generation, by_other=False)
 
 
 def _files(store_dir: Path) -> list[Path]:

@@ -16,6 +16,7 @@ from data.config import DEFAULT_PAD_TOKENS, load_settings
 from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.store import scan_root
+from data.store import shared as shared_module
 from data.store.shared import COMMITS, OBJECTS, SharedStores
 from tests.integration.test_gunicorn import PAGES, GunicornServer
 from tests.integration.test_object_store import BUCKET, RUN, S3, _cli, _csv, _export, _local_export, _rows
@@ -147,11 +148,12 @@ class _Racing(SharedStores):
         return super().publish(store_dir, manifest)
 
 
-def test_shared004_two_replicas_race_one_commit_wins(s3, demo_run, tmp_path):
+def test_shared004_two_replicas_race_one_commit_wins(s3, demo_run, tmp_path, monkeypatch):
     """Two replicas ingest the same new run at the same time and commit generation 1 together: exactly one
     commit is written, the other replica drops its work (its uploads deleted) and holds the winner's store;
-    both export the run's 384 rows once, as a local ingest does. The loser then commits the run's next
-    lines as generation 2."""
+    both export the run's 384 rows once, as a local ingest does. The loser leaves the run's next lines to
+    the winner while it commits (mirroring them), and reads them itself once the winner has been quiet for
+    LEASE_SECONDS."""
     s3.upload(demo_run, f"j/{RUN}")
     _Racing.barrier = threading.Barrier(2)
     replicas = [_settings(s3, f"s3://{BUCKET}/j", f"s3://{STORES}/j", tmp_path / f"w{i}") for i in (1, 2)]
@@ -178,10 +180,21 @@ def test_shared004_two_replicas_race_one_commit_wins(s3, demo_run, tmp_path):
         assert (r.samples, r.generation) == (384, 1)
         assert _csv(r.store_dir) == local
     loser = replicas[[r.lost for r in results].index(True)]
-    extra = write_demo_run(tmp_path / "extra", RUN, steps=12, per_step=32, ranks=3, seed=1)
-    s3.put(f"j/{RUN}/rank9.jsonl", (extra / "rank2.jsonl").read_bytes())
+    winner = replicas[[r.lost for r in results].index(False)]
+    extra = write_demo_run(tmp_path / "extra", RUN, steps=12, per_step=32, ranks=4, seed=1)
+    s3.put(f"j/{RUN}/rank8.jsonl", (extra / "rank2.jsonl").read_bytes())
+    # The winner is reading the run (it committed lately): the loser leaves the new lines to it.
+    later = _ingest(loser, run_dir)
+    assert (later.deferred, later.new_rows, later.generation, later.samples) == (True, 0, 1, 384)
+    assert _ingest(winner, run_dir).new_rows == 96
+    later = _ingest(loser, run_dir)  # mirrors the winner's commit
+    assert (later.deferred, later.new_rows, later.generation, later.samples) == (True, 0, 2, 480)
+    # Once the winner has committed nothing for LEASE_SECONDS, the loser reads the run's new lines itself.
+    monkeypatch.setattr(shared_module, "LEASE_SECONDS", 0.0)
+    s3.put(f"j/{RUN}/rank9.jsonl", (extra / "rank3.jsonl").read_bytes())
     after = _ingest(loser, run_dir)
-    assert (after.lost, after.new_rows, after.generation, after.samples) == (False, 120, 2, 504)
+    assert (after.deferred, after.lost, after.new_rows, after.generation) == (False, False, 96, 3)
+    assert _commits(s3, "j/") == [f"{g:012d}.json" for g in (1, 2, 3)]
 
 
 @pytest.fixture(scope="module")
