@@ -4,8 +4,10 @@ server (moto's, on loopback, in its own process), against the same run on local 
     uv run python benchmarks/bench_shared.py --work /tmp/bench-shared [--steps 500] [--per-step 512]
         [--tokens 60] [--rounds 3] [--keep]
 
-It measures, for the local run (``--root DIR --cache-dir DIR``) and the one on the bucket (``--root
-s3://rollouts/root --cache-dir s3://stores/bench``):
+It measures three ways of serving the same run: all local (``--root DIR --cache-dir DIR``), the root on the
+bucket and the store local (``--root s3://rollouts/root --cache-dir DIR``: what was there before the stores
+could be on object storage) and both on the bucket (``--root s3://rollouts/root --cache-dir
+s3://stores/bench``), so that what the store on the bucket costs is told from what the root there costs:
 
 - ingest (``app.py ingest`` in a child process under ``/usr/bin/time -v``): wall seconds, CPU seconds and
   peak RSS; what the store on the bucket holds (objects, bytes);
@@ -18,8 +20,8 @@ s3://rollouts/root --cache-dir s3://stores/bench``):
   (``RLBOARD_REFRESH_SECONDS``) lists the run on the bucket and the store's commits;
 - ``/export?run=run&step=all&format=csv``: total seconds.
 
-Local and bucket servers are measured one after the other within each round (the machine's speed drifts).
-Prints one JSON object and, on stderr, a Markdown table with the ratios bucket / local.
+The three servers are measured one after the other within each round (the machine's speed drifts). Prints
+one JSON object and, on stderr, a Markdown table with the ratios to the local one.
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     root = work / "root"
     gen = make_run(root / RUN, args.steps, args.per_step, args.tokens)
     make_run(root / REF, 20, args.per_step, args.tokens)
-    for d in ("cache", "w-writer", "w-replica"):
+    for d in ("cache", "cache-s3root", "w-writer", "w-replica"):
         shutil.rmtree(work / d, ignore_errors=True)
     res: dict = {"generated_gb": round(gen["bytes"] / 1e9, 2), "cpus": os.cpu_count()}
     with Moto(work / "moto.log") as s3:
@@ -175,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         # 1. ingest, local then on the bucket
         res["ingest_local"] = timed(["ingest", str(root / RUN), "--cache-dir", str(work / "cache")], {})
         timed(["ingest", str(root / REF), "--cache-dir", str(work / "cache")], {})
+        s3root_cache = str(work / "cache-s3root")
+        res["ingest_s3root"] = timed(
+            ["ingest", f"s3://{BUCKET}/root/{RUN}", "--cache-dir", s3root_cache], s3.env
+        )
+        timed(["ingest", f"s3://{BUCKET}/root/{REF}", "--cache-dir", s3root_cache], s3.env)
         res["ingest_s3"] = timed(["ingest", f"s3://{BUCKET}/root/{RUN}", "--cache-dir", url], writer)
         timed(["ingest", f"s3://{BUCKET}/root/{REF}", "--cache-dir", url], writer)
         res["bucket"] = s3.usage(STORES)
@@ -191,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
         def local_server() -> Server:
             return Server(REPO, root, work / "cache", work / "gunicorn-local.log")
 
+        def s3root_server() -> Server:
+            srv = Server(REPO, root, work / "cache-s3root", work / "gunicorn-s3root.log")
+            srv.env.update(s3.env, RLBOARD_ROOT=f"s3://{BUCKET}/root")
+            return srv
+
         def s3_server() -> Server:
             srv = Server(REPO, root, work / "cache", work / "gunicorn-s3.log")
             srv.env.update(s3.env, RLBOARD_ROOT=f"s3://{BUCKET}/root", RLBOARD_CACHE_DIR=url)
@@ -203,9 +215,14 @@ def main(argv: list[str] | None = None) -> int:
             capture(srv.base, urls, settle=3.0)
             bodies = capture(srv.base, urls, settle=3.0)
         res["callbacks_recorded"] = {p: len(b) for p, b in bodies.items()}
-        rounds: dict[str, list] = {"local": [], "s3": []}
+        rounds: dict[str, list] = {"local": [], "s3root": [], "s3": []}
+        servers = (
+            ("local", local_server, work / "cache"),
+            ("s3root", s3root_server, work / "cache-s3root"),
+            ("s3", s3_server, copy),
+        )
         for i in range(args.rounds):
-            for name, make, cache in (("local", local_server, work / "cache"), ("s3", s3_server, copy)):
+            for name, make, cache in servers:
                 clear_server_caches(cache)
                 with make() as srv:
                     cold, warm = replay(srv.base, bodies, srv), replay(srv.base, bodies, srv)
@@ -230,24 +247,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table(res: dict) -> str:
-    def row(key: str, a, b) -> str:
-        ratio = "–" if not a or b is None else f"{b / a:.2f}"
-        return f"| {key} | {a:,} | {b:,} | {ratio} |"
+    """Each figure local, root on the bucket, root and store on the bucket; the last two over the first."""
 
+    def row(key: str, vals: list) -> str:
+        a = vals[0]
+        ratios = ["–" if not a or v is None else f"{v / a:.2f}" for v in vals[1:]]
+        return f"| {key} | " + " | ".join(f"{v:,}" for v in vals) + " | " + " | ".join(ratios) + " |"
+
+    names = ("local", "s3root", "s3")
     lines = [
-        f"| {res['responses']:,} responses | local | S3 (moto) | ratio |",
-        "|---|---|---|---|",
-        row("ingest wall s", res["ingest_local"]["seconds"], res["ingest_s3"]["seconds"]),
-        row("ingest CPU s", res["ingest_local"]["cpu_seconds"], res["ingest_s3"]["cpu_seconds"]),
-        row("ingest peak RSS MB", res["ingest_local"]["peak_rss_mb"], res["ingest_s3"]["peak_rss_mb"]),
-        f"| replica's first mirror | | {res['replica_mirror']['seconds']} s, {res['replica_copy_mb']} MB | |",
+        f"| {res['responses']:,} responses | local | root on S3 | root + store on S3 | ratio root | ratio both |",
+        "|---|---|---|---|---|---|",
     ]
+    for key, label in (
+        ("seconds", "ingest wall s"),
+        ("cpu_seconds", "ingest CPU s"),
+        ("peak_rss_mb", "ingest peak RSS MB"),
+    ):
+        lines.append(row(label, [res[f"ingest_{n}"][key] for n in names]))
+    lines.append(
+        f"| replica's first mirror | | | {res['replica_mirror']['seconds']} s, {res['replica_copy_mb']} MB | | |"
+    )
     for page in res["local"]["cold"]:
         for kind in ("cold", "warm"):
-            lines.append(
-                row(f"{page} {kind} ms", res["local"][kind][page]["ms"], res["s3"][kind][page]["ms"])
-            )
-    lines.append(row("export step=all s", res["local"]["export"]["total_s"], res["s3"]["export"]["total_s"]))
+            lines.append(row(f"{page} {kind} ms", [res[n][kind][page]["ms"] for n in names]))
+    lines.append(row("export step=all s", [res[n]["export"]["total_s"] for n in names]))
     return "\n".join(lines)
 
 
