@@ -92,7 +92,13 @@ def test_shared002_ingest_then_replica_mirrors(s3, demo_run, tmp_path):
     assert (res.samples, res.steps, res.new_rows, res.lost) == (384, 12, 384, False)
     assert _commits(s3, "h/") == ["000000000001.json"]
     names = {k.split(f"/{OBJECTS}/", 1)[1].split("/", 1)[1] for k in _keys(s3, "h/") if f"/{OBJECTS}/" in k}
-    assert {"steps-g000001.parquet", "parts/p000001.parquet", "scalars/p000001.parquet"} <= names
+    local_files = {
+        f.relative_to(res.store_dir).as_posix()
+        for f in res.store_dir.rglob("*")
+        if f.is_file() and not any(part.startswith(".") for part in f.relative_to(res.store_dir).parts)
+    }
+    assert names == local_files - {"manifest.json"}  # every file of the store folder, as it is named there
+    assert any(n.startswith("_delta_log/") for n in names) and any(n.startswith("parts/") for n in names)
     local = _local_export(demo_run, tmp_path / "local-cache")
     assert _csv(res.store_dir) == local
     two = _settings(s3, f"s3://{BUCKET}/h", f"s3://{STORES}/h", tmp_path / "w2")
@@ -115,7 +121,8 @@ def test_shared003_grown_run_mirrored_incrementally(s3, demo_run, tmp_path):
     run_dir = scan_root(one.root).runs[RUN]
     assert _ingest(one, run_dir).samples == 100
     first = _ingest(two, run_dir)
-    kept = {p: p.stat().st_mtime_ns for p in (first.store_dir / "parts").iterdir()}
+    kept = {p: p.stat().st_mtime_ns for p in (first.store_dir / "parts").rglob("*") if p.is_file()}
+    assert kept
     s3.put(f"i/{RUN}/rank1.jsonl", (demo_run / "rank1.jsonl").read_bytes())
     grown = _ingest(one, run_dir)
     assert (grown.samples, grown.new_rows, grown.generation) == (100 + 192, 192, 2)
@@ -123,7 +130,7 @@ def test_shared003_grown_run_mirrored_incrementally(s3, demo_run, tmp_path):
     assert (mirrored.new_rows, mirrored.generation) == (0, 2)
     assert {p: p.stat().st_mtime_ns for p in kept} == kept  # not downloaded again
     assert _csv(mirrored.store_dir) == _csv(grown.store_dir)
-    steps1 = [k for k in _keys(s3, "i/") if k.endswith("/steps-g000001.parquet")]
+    steps1 = [k for k in _keys(s3, "i/") if k.rsplit("/", 1)[-1].startswith("steps-g000001")]
     assert len(steps1) == 1
     s3.put(f"i/{RUN}/rank0.jsonl", b"".join(lines))
     assert _ingest(one, run_dir).generation == 3  # its local steps-g000001 collected: not named by 3
