@@ -182,6 +182,9 @@ def test_live002_board_waits_for_files_to_settle(tmp_path, monkeypatch):
     b.refresh("run")
     _wait_idle(b, "run")
     assert b.store("run", wait=0).scalars().height == 12
+    # That look may itself have started a read of the files as they are (still for SETTLE_SECONDS by then):
+    # let it end, or the refresh below finds it running and the line appended next waits for a later one.
+    _wait_idle(b, "run")
 
     monkeypatch.setattr(service, "MAX_DEFER_SECONDS", 0.0)
     with open(run_dir / FILES[0], "ab") as f:
