@@ -30,6 +30,9 @@ CHUNK_BYTES = 30 * 1024 * 1024
 BIG_CATCH_UP = 64 * 1024 * 1024
 
 Progress = Callable[[int, int], None]
+# Reads a run's files into a writer's manifest: (writer, run folder, files, chunk bytes, limits, progress, total
+# bytes) -> (bytes read, {file: why it could not be read}). See read_files.
+Spread = Callable[..., tuple[int, dict[str, str]]]
 
 
 @dataclass
@@ -84,6 +87,7 @@ def ingest_run(
     tokenizer: Path | None = None,
     local_lock: bool = True,
     shared: SharedStores | None = None,
+    spread: Spread | None = None,
 ) -> IngestResult:
     """Bring the store of ``run_dir`` up to date with its files and return what it now holds.
 
@@ -95,6 +99,8 @@ def ingest_run(
     with ``complete=True``. Commits made during a long read always hide it. ``split``: which of the
     folder's files make the run (``"validation"``: its validation files, see data.store.runs);
     ``dialect``, ``reward_weights`` and ``tokenizer``: the settings (see :func:`data.ingest.options.load_options`).
+    ``spread``: reads the files instead of :func:`read_files`, in other processes (``ingest --ray``); the
+    commit is made here all the same.
 
     The file lock guards one host; writers on several hosts sharing the store are kept apart by the table's
     commit protocol: of two that read the same commit only one commits the next, the other returns with
@@ -170,35 +176,17 @@ def ingest_run(
         # A small catch-up (a live run's new steps) is committed once, whole; a big one now and then too,
         # so that pages show the steps read so far.
         writer.commit_every = 2.0 if total >= BIG_CATCH_UP else float("inf")
-        done = 0
         writer.sources = {rel for rel, size in sizes.items() if size > 0}
-        unreadable: dict[str, str] = {}
 
         def state() -> bytes:
             data = manifest.data
             return orjson.dumps([data["files"], data["pending"], data.get("unreadable", {})])
 
         before = state()
-        # Rank files are read a chunk each in turn, so that the steps committed during a long first read
-        # hold every rank's responses (see _Writer._watermark).
-        readers = {p: ingest_file(writer, run_dir, p, chunk_bytes, limits.get(rels[p])) for p in paths}
-        while readers:
-            for p, reader in list(readers.items()):
-                try:
-                    done += next(reader)
-                except StopIteration:
-                    del readers[p]
-                    continue
-                except OSError as e:
-                    if e.filename is None or str(e.filename) != str(p):
-                        raise  # not the source file (the cache, say): the ingest fails and says so
-                    # A file the board may not read (another user's, mode 0600): listed with its reason
-                    # on the runs page; the run's other files still load.
-                    unreadable[rels[p]] = reason_of(e)
-                    del readers[p]
-                    continue
-                if progress:
-                    progress(done, total)
+        if spread is None:
+            done, unreadable = read_files(writer, run_dir, paths, chunk_bytes, limits, progress, total)
+        else:  # elsewhere (data.ingest.distributed: on a Ray cluster), recorded in this writer's manifest
+            done, unreadable = spread(writer, run_dir, paths, chunk_bytes, limits, progress, total)
         manifest.data["unreadable"] = unreadable
         writer.flush()  # the dialects note how they formed the reward while the parts are built
         if options.reading.formed:
@@ -250,6 +238,43 @@ def _committed(store_dir: Path) -> tuple:
         manifest = Manifest(data)
         write_atomic(store_dir / MANIFEST, orjson.dumps(data, option=orjson.OPT_INDENT_2))
     return table, manifest
+
+
+def read_files(
+    writer: _Writer,
+    run_dir: Path,
+    paths: list[Path],
+    chunk_bytes: int,
+    limits: dict[str, int],
+    progress: Progress | None = None,
+    total: int = 0,
+) -> tuple[int, dict[str, str]]:
+    """Read what is new in ``paths`` (files of ``run_dir``) into ``writer``, each file up to its size in
+    ``limits``; returns the bytes read and the files that could not be read, with why."""
+    done = 0
+    unreadable: dict[str, str] = {}
+    rels = {p: p.relative_to(run_dir).as_posix() for p in paths}
+    # Rank files are read a chunk each in turn, so that the steps committed during a long first read
+    # hold every rank's responses (see _Writer._watermark).
+    readers = {p: ingest_file(writer, run_dir, p, chunk_bytes, limits.get(rels[p])) for p in paths}
+    while readers:
+        for p, reader in list(readers.items()):
+            try:
+                done += next(reader)
+            except StopIteration:
+                del readers[p]
+                continue
+            except OSError as e:
+                if e.filename is None or str(e.filename) != str(p):
+                    raise  # not the source file (the cache, say): the ingest fails and says so
+                # A file the board may not read (another user's, mode 0600): listed with its reason
+                # on the runs page; the run's other files still load.
+                unreadable[rels[p]] = reason_of(e)
+                del readers[p]
+                continue
+            if progress:
+                progress(done, total)
+    return done, unreadable
 
 
 def _fill_result(result: IngestResult, store_dir: Path) -> None:

@@ -210,6 +210,24 @@ class _Writer:
             self._pending.clear()
             self._batch = []
 
+    def adopt(self, found: dict) -> None:
+        """Record parts another process wrote into this store (a Ray task: data.ingest.distributed) as
+        :meth:`_apply` records its own; ``found`` is that process's writer's manifest data: its ``parts``
+        (ids this writer handed out and does not use), ``packs``, extra and per-token columns and ignored
+        fields. The next commit names them and summarises their steps."""
+        self.flush()
+        data = self.m.data
+        for pid, entry in found["parts"].items():
+            data["parts"][str(pid)] = entry
+            self.new_rows += entry["rows"]
+            if entry["rows"]:
+                self.summaries.touch_range(*entry["steps"])
+        data.setdefault("packs", []).extend(found.get("packs", []))
+        data["ignored_fields"] = sorted(set(data["ignored_fields"]) | set(found.get("ignored_fields", [])))
+        for key in ("extra_columns", "token_extras"):
+            known = data.setdefault(key, [])
+            known.extend(c for c in found.get(key, []) if c not in known)
+
     def _build(self, pid: int, rel: str, chunk: ChunkResult | RawBlock) -> _Built:
         """Worker thread: parse, derive and build part ``pid`` (touches no shared state)."""
         result = parse_block(*chunk, reading=self.reading)[0] if isinstance(chunk, RawBlock) else chunk
