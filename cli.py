@@ -95,6 +95,13 @@ def _reading(settings, split: str) -> dict:
 def cmd_ingest(args) -> int:
     from data.ingest import ingest_run
 
+    spread = None
+    if args.ray or args.ray_address:  # the files read on a Ray cluster (an optional dependency)
+        from data.ingest.distributed import ray_missing, spread_on_ray
+
+        if missing := ray_missing():
+            return _fail(missing)
+        spread = spread_on_ray(args.ray_address)
     settings = load_settings(cache_dir=args.cache_dir)
     path = _folder(args.path, settings)
     if path is None:
@@ -110,6 +117,7 @@ def cmd_ingest(args) -> int:
                 settings.cache_dir,
                 settings.pad_tokens,
                 progress=_Bar(name),
+                spread=spread,
                 **_reading(settings, split),
             )
         except OSError as e:  # a full disk, a read-only cache: what the user can fix, not a traceback
@@ -298,6 +306,13 @@ def _parser() -> _Parser:
     p.add_argument("path", help="a rollout root or one run folder")
     p.add_argument("--cache-dir", help="where the Parquet stores live (a folder, or s3://bucket/prefix)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="read the files on a Ray cluster (RAY_ADDRESS, else a local one); needs the ray extra and a "
+        "cache folder every worker reaches",
+    )
+    p.add_argument("--ray-address", metavar="ADDR", help="the Ray cluster to use (host:port); implies --ray")
     p = sub.add_parser(
         "export", help="export one row per response", description="Export one row per response of a run."
     )

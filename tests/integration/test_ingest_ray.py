@@ -1,0 +1,170 @@
+"""``app.py ingest --ray``: a run's files read on a real local Ray cluster (a head without CPUs and two
+worker nodes of one CPU each), against a local ingest of the same files: the same export, issues and
+summary. The cluster is started once for the module and torn down even when a test fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from data.config import DEFAULT_PAD_TOKENS
+from data.demo import write_demo_run
+from data.export import export_stream
+from data.ingest import ingest_run
+from data.queries import ResponseFilter
+from data.store import open_store
+from data.store.reading import understood
+
+ray = pytest.importorskip("ray", reason="ray is not installed (uv sync installs it with the dev group)")
+
+from data.ingest import distributed  # noqa: E402
+from data.ingest.distributed import spread_on_ray  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RUN = "demo-ppo"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """``(address, {worker node ids})`` of a cluster of a head (no CPU: no task runs there) and two worker
+    nodes of one CPU each, this process joined to it."""
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        workers = [c.add_node(num_cpus=1) for _ in range(2)]
+        c.wait_for_nodes()
+        distributed.connect(c.address)
+        yield c.address, {n.node_id for n in workers}
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def _csv_lines(store_dir: Path) -> list[bytes]:
+    """The step=all CSV export of a store (what /export sends), its lines sorted."""
+    data = b"".join(export_stream(open_store(store_dir), ResponseFilter(step=None), "csv"))
+    return sorted(data.splitlines())
+
+
+def _both(run_dir: Path, tmp_path: Path, **kw):
+    """The run ingested on the cluster (tasks of any size) and locally: ``(ray result, local result, spread)``."""
+    spread = spread_on_ray(min_task_bytes=0)
+    on_ray = ingest_run(run_dir, tmp_path / "ray-cache", DEFAULT_PAD_TOKENS, spread=spread, **kw)
+    here = ingest_run(run_dir, tmp_path / "local-cache", DEFAULT_PAD_TOKENS, **kw)
+    return on_ray, here, spread
+
+
+def _same_store(on_ray, here) -> None:
+    assert on_ray.summary() == here.summary()
+    assert _csv_lines(on_ray.store_dir) == _csv_lines(here.store_dir)
+    a, b = open_store(on_ray.store_dir), open_store(here.store_dir)
+    assert a.issues().equals(b.issues())
+    assert understood(a) == understood(b)
+
+
+def test_ray001_demo_run_same_export_as_local(cluster, tmp_path):
+    """The demo run's two rank files are read by tasks on both worker nodes (none on the head); the
+    step=all CSV export is byte for byte a local ingest's after sorting the lines, and so are the issues
+    and what the runs page says of the files. Lines appended later are read on from where the tasks
+    stopped, and nothing is read again when nothing changed."""
+    _, workers = cluster
+    full = write_demo_run(tmp_path / "full", RUN, steps=14, per_step=32, ranks=2)
+    run_dir = tmp_path / "root" / RUN
+    run_dir.mkdir(parents=True)
+    for name in ("rank0.jsonl", "rank1.jsonl"):  # the first 200 lines of each, the rest appended later
+        (run_dir / name).write_bytes(b"".join((full / name).read_bytes().splitlines(keepends=True)[:200]))
+    on_ray, here, spread = _both(run_dir, tmp_path, chunk_bytes=64 << 10)
+    assert set(spread.nodes) == workers
+    assert on_ray.samples == 400 and on_ray.new_rows == 400
+    _same_store(on_ray, here)
+    for name in ("rank0.jsonl", "rank1.jsonl"):
+        (run_dir / name).write_bytes((full / name).read_bytes())
+    on_ray, here, _ = _both(run_dir, tmp_path, chunk_bytes=64 << 10)
+    assert (on_ray.samples, on_ray.new_rows) == (448, 48)
+    _same_store(on_ray, here)
+    again = ingest_run(
+        run_dir, tmp_path / "ray-cache", DEFAULT_PAD_TOKENS, spread=spread_on_ray(min_task_bytes=0)
+    )
+    assert (again.new_rows, again.bytes_read) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        "real-verl-gsm8k-tools",
+        "trl-grpo-completions",
+        "real-nemo-gym-math",
+        "real-verifiers-math-python",
+        "trl-ppo-small",
+    ],
+)
+def test_ray002_trainers_files_same_export_as_local(cluster, fixtures_dir, tmp_path, run):
+    """Real trainers' files (veRL, TRL's completions Parquet with its reward weights from the log history,
+    NeMo Gym, verifiers, TRL PPO rank files) read on the cluster give the export, issues and reading notes
+    of a local ingest."""
+    _same_store(*_both(fixtures_dir / run, tmp_path)[:2])
+
+
+def test_ray003_bad_lines_kept_as_issues(cluster, tmp_path):
+    """Lines a task cannot use (broken JSON, not an object, no reward, an unterminated last line) are
+    issues with file and line exactly as in a local ingest, and every good line is kept."""
+    run_dir = write_demo_run(tmp_path / "root", RUN, steps=4, per_step=16, ranks=2)
+    lines = (run_dir / "rank0.jsonl").read_bytes().splitlines(keepends=True)
+    record = orjson.loads(lines[0])
+    del record["reward"]
+    bad = [b'{"prompt": "p", "response": \n', b"[1, 2, 3]\n", orjson.dumps(record) + b"\n"]
+    (run_dir / "rank0.jsonl").write_bytes(b"".join(lines[:5] + bad + lines[5:]) + b'{"prompt": "cut')
+    on_ray, here, spread = _both(run_dir, tmp_path)
+    assert len(set(spread.nodes)) == 2
+    assert on_ray.bad_lines == 3 and on_ray.samples == 64
+    _same_store(on_ray, here)
+    severities = open_store(on_ray.store_dir).issues().get_column("severity").to_list()
+    assert severities.count("error") == 3 and severities.count("pending") == 1
+
+
+def _cli(*args, cache: Path) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("RLBOARD_", "RAY_ADDRESS"))}
+    return subprocess.run(
+        [sys.executable, "app.py", "ingest", *args, "--cache-dir", str(cache), "--json"],
+        cwd=REPO_ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_ray004_command_line(cluster, tmp_path):
+    """``app.py ingest ROOT --ray-address ADDR`` (another driver process joining the cluster) prints what a
+    local ``app.py ingest ROOT`` prints of the run, and the store's export is the same."""
+    address, _ = cluster
+    write_demo_run(tmp_path / "root", RUN, steps=6, per_step=16, ranks=2)
+    on_ray = _cli(str(tmp_path / "root"), "--ray-address", address, cache=tmp_path / "ray-cache")
+    here = _cli(str(tmp_path / "root"), cache=tmp_path / "local-cache")
+    assert on_ray.returncode == 0, on_ray.stderr
+    assert here.returncode == 0, here.stderr
+    assert json.loads(on_ray.stdout) == json.loads(here.stdout)
+    stores = [next(p for p in (tmp_path / c).iterdir() if p.is_dir()) for c in ("ray-cache", "local-cache")]
+    assert _csv_lines(stores[0]) == _csv_lines(stores[1])
+
+
+def test_ray005_without_ray_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """Without the ray package, ``ingest --ray`` says in one line how to install it, exits 2 and writes
+    no store."""
+    import cli
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as where it is not installed
+    write_demo_run(tmp_path / "root", RUN, steps=2, per_step=4)
+    code = cli.main(["ingest", str(tmp_path / "root"), "--ray", "--cache-dir", str(tmp_path / "cache")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == "error: --ray needs the ray package: uv sync --extra ray (or pip install 'ray>=2.40')\n"
+    assert not (tmp_path / "cache").exists()
