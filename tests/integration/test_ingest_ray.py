@@ -8,7 +8,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -32,8 +35,8 @@ RUN = "demo-ppo"
 
 @pytest.fixture(scope="module")
 def cluster():
-    """``(address, {worker node ids})`` of a cluster of a head (no CPU: no task runs there) and two worker
-    nodes of one CPU each, this process joined to it."""
+    """A cluster of a head (no CPU: no task runs there) and two worker nodes of one CPU each (``.workers``),
+    this process joined to it (``.address``; ``.cluster``: ray.cluster_utils.Cluster)."""
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     from ray.cluster_utils import Cluster
 
@@ -42,7 +45,7 @@ def cluster():
         workers = [c.add_node(num_cpus=1) for _ in range(2)]
         c.wait_for_nodes()
         distributed.connect(c.address)
-        yield c.address, {n.node_id for n in workers}
+        yield SimpleNamespace(address=c.address, cluster=c, workers=workers)
     finally:
         ray.shutdown()
         c.shutdown()
@@ -75,14 +78,13 @@ def test_ray001_demo_run_same_export_as_local(cluster, tmp_path):
     step=all CSV export is byte for byte a local ingest's after sorting the lines, and so are the issues
     and what the runs page says of the files. Lines appended later are read on from where the tasks
     stopped, and nothing is read again when nothing changed."""
-    _, workers = cluster
     full = write_demo_run(tmp_path / "full", RUN, steps=14, per_step=32, ranks=2)
     run_dir = tmp_path / "root" / RUN
     run_dir.mkdir(parents=True)
     for name in ("rank0.jsonl", "rank1.jsonl"):  # the first 200 lines of each, the rest appended later
         (run_dir / name).write_bytes(b"".join((full / name).read_bytes().splitlines(keepends=True)[:200]))
     on_ray, here, spread = _both(run_dir, tmp_path, chunk_bytes=64 << 10)
-    assert set(spread.nodes) == workers
+    assert set(spread.nodes) == {n.node_id for n in cluster.workers}
     assert on_ray.samples == 400 and on_ray.new_rows == 400
     _same_store(on_ray, here)
     for name in ("rank0.jsonl", "rank1.jsonl"):
@@ -145,7 +147,7 @@ def _cli(*args, cache: Path) -> subprocess.CompletedProcess:
 def test_ray004_command_line(cluster, tmp_path):
     """``app.py ingest ROOT --ray-address ADDR`` (another driver process joining the cluster) prints what a
     local ``app.py ingest ROOT`` prints of the run, and the store's export is the same."""
-    address, _ = cluster
+    address = cluster.address
     write_demo_run(tmp_path / "root", RUN, steps=6, per_step=16, ranks=2)
     on_ray = _cli(str(tmp_path / "root"), "--ray-address", address, cache=tmp_path / "ray-cache")
     here = _cli(str(tmp_path / "root"), cache=tmp_path / "local-cache")
@@ -168,3 +170,123 @@ def test_ray005_without_ray_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     assert code == 2
     assert err == "error: --ray needs the ray package: uv sync --extra ray (or pip install 'ray>=2.40')\n"
     assert not (tmp_path / "cache").exists()
+
+
+def _wait_for(cond, timeout: float = 120.0, what: str = "") -> None:
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < timeout, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _parts(store_root: Path) -> list[Path]:
+    return [p for s in store_root.glob("*/parts") for p in s.glob("p*.parquet")]
+
+
+# Blocks bigger than the writer's small ones (data.ingest.writer.SMALL_BLOCK): a part file each, written as
+# the task goes, so that a test sees a task mid-way.
+BIG_CHUNK = (1 << 20) + (128 << 10)
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    """A run of two ~18 MB rank files (about 16 parts each) and its local ingest: ``(run folder, result)``."""
+    root = tmp_path_factory.mktemp("long")
+    run_dir = write_demo_run(root / "root", RUN, steps=32, per_step=256, ranks=2)
+    return run_dir, ingest_run(run_dir, root / "local-cache", DEFAULT_PAD_TOKENS, chunk_bytes=BIG_CHUNK)
+
+
+# A driver in a process of its own: the run's files on the cluster in small chunks (many parts, slowly).
+DRIVER = """
+import sys
+from pathlib import Path
+from data.config import DEFAULT_PAD_TOKENS
+from data.ingest import ingest_run
+from data.ingest.distributed import spread_on_ray
+run_dir, cache, address = sys.argv[1:]
+ingest_run(Path(run_dir), Path(cache), DEFAULT_PAD_TOKENS, spread=spread_on_ray(address, 0), chunk_bytes=CHUNK)
+"""
+
+
+def test_ray006_driver_killed_mid_way_then_finished(cluster, long_run, tmp_path):
+    """The driver killed (SIGKILL) while its tasks write parts commits nothing: the store has no manifest,
+    so readers see no run; an ingest run again reads the run whole, and its export is a local ingest's."""
+    run_dir, here = long_run
+    cache = tmp_path / "ray-cache"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLBOARD_", "RAY_ADDRESS"))}
+    args = [
+        sys.executable,
+        "-c",
+        DRIVER.replace("CHUNK", str(BIG_CHUNK)),
+        str(run_dir),
+        str(cache),
+        cluster.address,
+    ]
+    child = subprocess.Popen(args, cwd=REPO_ROOT, env=env)
+    try:
+        _wait_for(lambda: len(_parts(cache)) >= 4 or child.poll() is not None, what="the tasks' first parts")
+        assert child.poll() is None, "the driver ended before it could be killed"
+    finally:
+        child.kill()
+        child.wait()
+    store_dir = next(cache.iterdir())
+    assert not (store_dir / "manifest.json").exists()
+    time.sleep(3)  # the job's workers end with their driver
+    again = ingest_run(
+        run_dir, cache, DEFAULT_PAD_TOKENS, spread=spread_on_ray(min_task_bytes=0), chunk_bytes=BIG_CHUNK
+    )
+    assert again.new_rows == here.new_rows == 32 * 256
+    _same_store(again, here)
+
+
+def test_ray007_worker_node_lost_mid_way(cluster, long_run, tmp_path):
+    """A worker node lost while its task writes parts: Ray runs the task again on the other node, into
+    the same part ids; the driver commits once every task is done, and the export is a local ingest's.
+    (The node is added back after.)"""
+    run_dir, here = long_run
+    cache = tmp_path / "ray-cache"
+    spread = spread_on_ray(min_task_bytes=0)
+    out: dict = {}
+
+    def ingest() -> None:
+        try:
+            out["result"] = ingest_run(
+                run_dir, cache, DEFAULT_PAD_TOKENS, spread=spread, chunk_bytes=BIG_CHUNK
+            )
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out["error"] = e
+
+    thread = threading.Thread(target=ingest)
+    thread.start()
+    node = cluster.workers[0]
+    try:
+        _wait_for(lambda: len(_parts(cache)) >= 4 or not thread.is_alive(), what="the tasks' first parts")
+        assert thread.is_alive(), "the ingest ended before a node could be lost"
+        cluster.cluster.remove_node(node, allow_graceful=False)
+        thread.join(timeout=300)
+        assert "error" not in out, out.get("error")
+        assert node.node_id not in spread.nodes  # its task was done again on the other node
+        _same_store(out["result"], here)
+    finally:
+        thread.join(timeout=300)
+        if node not in cluster.cluster.worker_nodes:
+            cluster.workers[0] = cluster.cluster.add_node(num_cpus=1)
+            cluster.cluster.wait_for_nodes()
+
+
+def test_ray008_compressed_file_needing_more_part_ids(cluster, tmp_path):
+    """A gzip file whose text is far more than the guessed ratio (one line repeated): its task runs out of
+    part ids, is run again with more, and the store is a local ingest's all the same."""
+    import gzip
+
+    demo = write_demo_run(tmp_path / "demo", RUN, steps=2, per_step=4, ranks=1)
+    line = (demo / "rank0.jsonl").read_bytes().splitlines(keepends=True)[0]
+    run_dir = tmp_path / "root" / "gz"
+    run_dir.mkdir(parents=True)
+    (run_dir / "rank0.jsonl.gz").write_bytes(gzip.compress(line * 3000))
+    (run_dir / "rank1.jsonl").write_bytes(line * 10)
+    size = (run_dir / "rank0.jsonl.gz").stat().st_size
+    assert len(line) * 3000 > distributed.COMPRESSION * size * 4  # more blocks than ids given
+    on_ray, here, _ = _both(run_dir, tmp_path, chunk_bytes=16 << 10)
+    assert on_ray.samples == 3010
+    _same_store(on_ray, here)
