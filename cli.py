@@ -97,10 +97,10 @@ def cmd_ingest(args) -> int:
 
     spread = None
     if args.ray or args.ray_address:  # the files read on a Ray cluster (an optional dependency)
-        from data.ingest.distributed import ray_missing, spread_on_ray
+        from data.ingest.distributed import ray_missing, spread_on_ray, unreachable
 
-        if missing := ray_missing():
-            return _fail(missing)
+        if problem := ray_missing() or unreachable(args.ray_address):
+            return _fail(problem)
         spread = spread_on_ray(args.ray_address)
     settings = load_settings(cache_dir=args.cache_dir)
     path = _folder(args.path, settings)

@@ -48,6 +48,25 @@ def ray_missing() -> str | None:
     return None
 
 
+def unreachable(address: str | None) -> str | None:
+    """Why the Ray cluster at ``address`` (``host:port``; None: ``RAY_ADDRESS``) cannot be reached, or None
+    (also for other forms, ``auto`` or ``ray://…``, which Ray resolves itself). Asked before joining: Ray
+    itself retries an address nothing listens on for minutes."""
+    import socket
+
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address or address == "auto" or "://" in address:
+        return None
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return f"not a Ray address (host:port): {address!r}"
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        return f"cannot reach the Ray cluster at {address}: {e.strerror or e}"
+    return None
+
+
 def connect(address: str | None = None) -> bool:
     """Join the Ray cluster at ``address`` (None: ``RAY_ADDRESS``, else a local cluster of this machine's
     CPUs) unless this process has joined one already; True when it joined now (then it leaves it after)."""

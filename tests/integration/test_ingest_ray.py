@@ -290,3 +290,29 @@ def test_ray008_compressed_file_needing_more_part_ids(cluster, tmp_path):
     on_ray, here, _ = _both(run_dir, tmp_path, chunk_bytes=16 << 10)
     assert on_ray.samples == 3010
     _same_store(on_ray, here)
+
+
+def test_ray009_unreachable_address_one_line_and_exit_2(tmp_path, capsys):
+    """An address nothing listens on is said in one line at once (Ray itself retries it for minutes),
+    exit 2, no store written."""
+    import cli
+    from tests.conftest import free_port
+
+    port = free_port()
+    write_demo_run(tmp_path / "root", RUN, steps=2, per_step=4)
+    args = [
+        "ingest",
+        str(tmp_path / "root"),
+        "--ray-address",
+        f"127.0.0.1:{port}",
+        "--cache-dir",
+        str(tmp_path / "c"),
+    ]
+    t0 = time.monotonic()
+    assert cli.main(args) == 2
+    assert time.monotonic() - t0 < 10
+    assert (
+        capsys.readouterr().err
+        == f"error: cannot reach the Ray cluster at 127.0.0.1:{port}: Connection refused\n"
+    )
+    assert not (tmp_path / "c").exists()
