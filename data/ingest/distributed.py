@@ -200,9 +200,16 @@ def _drive(
         )
         return ref, room, first + room
 
-    def room_of(k: int) -> int:
+    def room_of(k: int, whole: bool = False) -> int:
+        """Part ids task ``k`` may take (``whole``: each of its files read again from the start)."""
         return sum(
-            _ids_needed(rel, size, new, chunk_bytes, data["files"].get(rel, {}).get("tail_open", False))
+            _ids_needed(
+                rel,
+                size,
+                size if whole else new,
+                chunk_bytes,
+                data["files"].get(rel, {}).get("tail_open", False),
+            )
             for rel, size, new in (weights[p] for p in tasks[k])
         )
 
@@ -223,7 +230,8 @@ def _drive(
             results[k] = ray.get(ready[0])
         except OutOfPartIds:
             again = True
-            ref, room, end = submit(k, max(4 * room, 16))
+            # A file rewritten (read again from 0), or decompressing to more than guessed.
+            ref, room, end = submit(k, max(4 * room, room_of(k, whole=True), 16))
             running[ref] = (k, room, end)
             continue
         ends[k] = end

@@ -316,3 +316,15 @@ def test_ray009_unreachable_address_one_line_and_exit_2(tmp_path, capsys):
         == f"error: cannot reach the Ray cluster at 127.0.0.1:{port}: Connection refused\n"
     )
     assert not (tmp_path / "c").exists()
+
+
+def test_ray010_rewritten_file_read_again(cluster, tmp_path):
+    """A rank file rewritten shorter (its first line gone) after a Ray ingest is read again from the start
+    by its task (its old parts dropped by the driver): the store is a local ingest's of the same change."""
+    run_dir = write_demo_run(tmp_path / "root", RUN, steps=4, per_step=16, ranks=2)
+    _same_store(*_both(run_dir, tmp_path)[:2])
+    lines = (run_dir / "rank0.jsonl").read_bytes().splitlines(keepends=True)
+    (run_dir / "rank0.jsonl").write_bytes(b"".join(lines[1:]))
+    on_ray, here, _ = _both(run_dir, tmp_path)
+    assert (on_ray.samples, on_ray.new_rows) == (here.samples, here.new_rows) == (63, 31)
+    _same_store(on_ray, here)
