@@ -326,6 +326,8 @@ def _convert(
         "extra_columns": data.get("extra_columns", []),
         "token_extras": data.get("token_extras", []),
         "ignored_fields": data["ignored_fields"],
+        "columns": writer._columns,
+        "written": writer._written,
         "formed": dict(options.reading.formed),
         "dropped": writer.dropped,
         "unreadable": unreadable,

@@ -214,8 +214,13 @@ class _Writer:
         """Record parts another process wrote into this store (a Ray task: data.ingest.distributed) as
         :meth:`_apply` records its own; ``found`` is that process's writer's manifest data: its ``parts``
         (ids this writer handed out and does not use), ``packs``, extra and per-token columns and ignored
-        fields. The next commit names them and summarises their steps."""
+        fields, and that writer's ``columns`` (of the files it wrote) and ``written`` (the files, deleted
+        with this writer's should its commit be refused). The next commit names them and summarises their
+        steps."""
         self.flush()
+        for c, t in found.get("columns", {}).items():
+            self._columns.setdefault(c, t)
+        self._written += found.get("written", [])
         data = self.m.data
         for pid, entry in found["parts"].items():
             data["parts"][str(pid)] = entry

@@ -40,10 +40,18 @@ def cluster():
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     from ray.cluster_utils import Cluster
 
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    for attempt in range(3):  # a node not up in Ray's fixed 30 s on a loaded machine: started again
+        c = Cluster()
+        try:
+            c.add_node(num_cpus=0, include_dashboard=False)  # the head
+            workers = [c.add_node(num_cpus=1) for _ in range(2)]
+            c.wait_for_nodes()
+            break
+        except Exception:
+            c.shutdown()
+            if attempt == 2:
+                raise
     try:
-        workers = [c.add_node(num_cpus=1) for _ in range(2)]
-        c.wait_for_nodes()
         distributed.connect(c.address)
         yield SimpleNamespace(address=c.address, cluster=c, workers=workers)
     finally:
@@ -180,7 +188,7 @@ def _wait_for(cond, timeout: float = 120.0, what: str = "") -> None:
 
 
 def _parts(store_root: Path) -> list[Path]:
-    return [p for s in store_root.glob("*/parts") for p in s.glob("p*.parquet")]
+    return [p for s in store_root.glob("*/parts") for p in s.rglob("p*.parquet")]
 
 
 # Blocks bigger than the writer's small ones (data.ingest.writer.SMALL_BLOCK): a part file each, written as
