@@ -81,18 +81,27 @@ def _folder(text: str, settings):
 
 
 def _reading(settings, split: str) -> dict:
-    """How ingest_run reads a run: its split and the dialect and reward weight settings."""
+    """How ingest_run reads a run: its split and the dialect and reward weight settings (and the stores on
+    object storage, if they are)."""
     return {
         "split": split,
         "dialect": settings.dialect,
         "reward_weights": settings.reward_weights,
         "tokenizer": settings.tokenizer,
+        "shared": settings.shared,
     }
 
 
 def cmd_ingest(args) -> int:
     from data.ingest import ingest_run
 
+    spread = None
+    if args.ray or args.ray_address:  # the files read on a Ray cluster (an optional dependency)
+        from data.ingest.distributed import ray_missing, spread_on_ray, unreachable
+
+        if problem := ray_missing() or unreachable(args.ray_address):
+            return _fail(problem)
+        spread = spread_on_ray(args.ray_address)
     settings = load_settings(cache_dir=args.cache_dir)
     path = _folder(args.path, settings)
     if path is None:
@@ -108,11 +117,13 @@ def cmd_ingest(args) -> int:
                 settings.cache_dir,
                 settings.pad_tokens,
                 progress=_Bar(name),
+                spread=spread,
                 **_reading(settings, split),
             )
         except OSError as e:  # a full disk, a read-only cache: what the user can fix, not a traceback
             reason = os.strerror(e.errno) if e.errno else str(e)
-            print(f"\nerror: cannot store run {name!r} in {settings.cache_dir}: {reason}", file=sys.stderr)
+            where = settings.store_url or settings.cache_dir
+            print(f"\nerror: cannot store run {name!r} in {where}: {reason}", file=sys.stderr)
             return 1
         out.append(res.summary())
         if not args.json:
@@ -170,10 +181,19 @@ def _remote_problem(root: str) -> str | None:
     """Why a rollout root on an object store cannot be listed, or None; asked in a fresh process: the
     object store's client (obstore's runtime) does not survive a fork, and gunicorn forks its workers from
     this one."""
+    return _in_fresh_process(_root_problem, root)
+
+
+def _in_fresh_process(fn, arg: str):
+    """``fn(arg)`` in a spawned process (see :func:`_remote_problem`)."""
     import multiprocessing
 
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(_root_problem, (root,))
+        return pool.apply(fn, (arg,))
+
+
+def _stores_problem(url: str) -> str | None:
+    return load_settings(cache_dir=url).shared.problem()
 
 
 def _root_problem(root: str) -> str | None:
@@ -205,6 +225,9 @@ def cmd_serve(args) -> int:
         return _fail(f"no such folder: {args.root}")
     if args.root and not isinstance(settings.root, Path):
         if problem := _remote_problem(args.root):  # a bucket misspelt, a wrong endpoint
+            return _fail(problem)
+    if settings.store_url is not None:
+        if problem := _in_fresh_process(_stores_problem, settings.store_url):  # a bucket misspelt
             return _fail(problem)
     if reason := _cannot_listen(settings.host, settings.port):
         return _fail(reason)
@@ -272,7 +295,7 @@ def _parser() -> _Parser:
     sub = parser.add_subparsers(dest="cmd", title="commands", metavar="COMMAND")
     p = sub.add_parser("serve", help="serve the web app (the default)", description="Serve the web app.")
     p.add_argument("--root", help="rollout root: one sub-folder of *.jsonl files per run")
-    p.add_argument("--cache-dir", help="where the Parquet stores live")
+    p.add_argument("--cache-dir", help="where the Parquet stores live (a folder, or s3://bucket/prefix)")
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, help="port to listen on (default 8050)")
     p = sub.add_parser(
@@ -281,8 +304,15 @@ def _parser() -> _Parser:
         description="Bring the stores of the runs at PATH up to date and print what they hold.",
     )
     p.add_argument("path", help="a rollout root or one run folder")
-    p.add_argument("--cache-dir", help="where the Parquet stores live")
+    p.add_argument("--cache-dir", help="where the Parquet stores live (a folder, or s3://bucket/prefix)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="read the files on a Ray cluster (RAY_ADDRESS, else a local one); needs the ray extra and a "
+        "cache folder every worker reaches",
+    )
+    p.add_argument("--ray-address", metavar="ADDR", help="the Ray cluster to use (host:port); implies --ray")
     p = sub.add_parser(
         "export", help="export one row per response", description="Export one row per response of a run."
     )
@@ -291,7 +321,7 @@ def _parser() -> _Parser:
     p.add_argument("--step", type=int, help="only this step (default: every step)")
     p.add_argument("--format", default="csv", help="csv (default), jsonl or parquet")
     p.add_argument("-o", "--output", help="file to write (default: standard output)")
-    p.add_argument("--cache-dir", help="where the Parquet stores live")
+    p.add_argument("--cache-dir", help="where the Parquet stores live (a folder, or s3://bucket/prefix)")
     return parser
 
 

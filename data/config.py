@@ -71,13 +71,21 @@ def _default_cache_dir() -> Path:
     return Path(tempfile.gettempdir()) / "rlboard-cache"
 
 
+def _default_work_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "rlboard-work"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Resolved settings; build one with :func:`load_settings`."""
 
     # A local folder, or an object store's URL (``s3://bucket/prefix``: a RemotePath, see data/remote.py).
     root: Path | RemotePath = DEFAULT_ROOT
+    # The local folder of the stores: the cache itself, or with ``store_url`` the working copies of the
+    # stores kept there (a folder of ``RLBOARD_WORK_DIR`` named after the URL, see data/store/shared.py).
     cache_dir: Path = field(default_factory=_default_cache_dir)
+    # ``--cache-dir s3://bucket/prefix``: the stores on object storage, shared by replicas (None: local only).
+    store_url: str | None = None
     host: str = "127.0.0.1"
     port: int = 8050
     pad_tokens: tuple[str, ...] = DEFAULT_PAD_TOKENS
@@ -104,6 +112,15 @@ class Settings:
     # The object store's settings (``aws_access_key_id``, ``aws_endpoint``…) from the usual variables (see
     # :func:`storage_options`), as pairs.
     storage: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def shared(self):
+        """The stores on object storage (a :class:`data.store.shared.SharedStores`), or None."""
+        if self.store_url is None:
+            return None
+        from data.store.shared import SharedStores
+
+        return SharedStores(self.store_url, self.storage)
 
     def with_overrides(self, **kw) -> Settings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
@@ -193,12 +210,23 @@ def location_of(text, settings: Settings):
     return _location(text, dict(settings.storage), "PATH")
 
 
-def _local_cache(text, name: str) -> Path:
-    if is_url(str(text)):
-        raise SettingsError(
-            f"{name}={text!r}: the store is kept on a local disk (an object store's URL is not supported)"
-        )
-    return Path(text)
+def _cache(text, storage: dict[str, str], name: str) -> tuple[Path | None, str | None]:
+    """``(local folder, None)`` of a local cache folder, ``(None, URL)`` of one on an object store (checked:
+    a URL obstore cannot open is said here)."""
+    if not is_url(str(text)):
+        return Path(text), None
+    _location(text, storage, name)
+    return None, str(text).rstrip("/")
+
+
+def work_dir_for(url: str, storage: dict[str, str], base: Path) -> Path:
+    """The local working copies of the stores under ``url``: a folder of ``base`` named after the URL and
+    its endpoint (two buckets, or one name on two servers, never share a copy)."""
+    import hashlib
+
+    key = f"{url}\n{storage.get('aws_endpoint', '')}"
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in url.split("://", 1)[-1])[:40]
+    return base / f"{safe}-{hashlib.blake2b(key.encode(), digest_size=6).hexdigest()}"
 
 
 def load_settings(environ=None, **overrides) -> Settings:
@@ -209,8 +237,9 @@ def load_settings(environ=None, **overrides) -> Settings:
     env_values: dict = {}
     if (v := _env("RLBOARD_ROOT", environ)) is not None:
         env_values["root"] = _location(v, storage, "RLBOARD_ROOT")
+    caches = {}  # (local folder, URL) of RLBOARD_CACHE_DIR, then of --cache-dir
     if (v := _env("RLBOARD_CACHE_DIR", environ)) is not None:
-        env_values["cache_dir"] = _local_cache(v, "RLBOARD_CACHE_DIR")
+        caches["env"] = _cache(v, storage, "RLBOARD_CACHE_DIR")
     if (v := _env("RLBOARD_HOST", environ)) is not None:
         env_values["host"] = v
     if (v := _env("RLBOARD_PORT", environ)) is not None:
@@ -256,5 +285,10 @@ def load_settings(environ=None, **overrides) -> Settings:
     if overrides.get("root") is not None:
         overrides["root"] = _location(overrides["root"], storage, "--root")
     if overrides.get("cache_dir") is not None:
-        overrides["cache_dir"] = _local_cache(overrides["cache_dir"], "--cache-dir")
+        caches["flag"] = _cache(overrides.pop("cache_dir"), storage, "--cache-dir")
+    local, url = caches.get("flag") or caches.get("env") or (None, None)
+    if url is not None:
+        work = _env("RLBOARD_WORK_DIR", environ)
+        local = work_dir_for(url, storage, Path(work) if work else _default_work_dir())
+    overrides.update(cache_dir=local, store_url=url)
     return s.with_overrides(**overrides)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import io
+import os
 import re
 import stat as stat_mod
 import threading
@@ -121,8 +122,10 @@ class _Root:
 
     @classmethod
     def of(cls, url: str, options: dict[str, str]) -> _Root:
+        """The store at ``url`` (one client per process: obstore's runtime does not survive a fork, and
+        gunicorn forks its workers from a process that may have opened one)."""
         url = url.rstrip("/")
-        key = (url, tuple(sorted(options.items())))
+        key = (os.getpid(), url, tuple(sorted(options.items())))
         with cls._lock:
             root = cls._clients.get(key)
         if root is None:

@@ -288,9 +288,10 @@ def text_index_files(store: RunStore, folder: Path | None = None) -> list[Path] 
         folder.mkdir(exist_ok=True)
         for src in store.part_files():
             st = src.stat()
-            dst = folder / f"{src.stem}-{st.st_size}-{st.st_mtime_ns}.arrow"
+            key = f"{src.parent.name}.{src.stem}"  # a part's files of several step blocks share its name
+            dst = folder / f"{key}-{st.st_size}-{st.st_mtime_ns}.arrow"
             if not dst.exists():
-                for old in folder.glob(f"{src.stem}-*.arrow"):
+                for old in folder.glob(f"{key}-*.arrow"):
                     old.unlink(missing_ok=True)
                 df = pl.read_parquet(src, columns=list(TEXT_INDEX_COLUMNS))
                 tmp = folder / f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp"

@@ -158,6 +158,7 @@ class Board:
             self.settings.cache_dir,
             self.settings.pad_tokens,
             progress=progress,
+            shared=self.settings.shared,
             **self._reading(run),
         )
 
@@ -259,6 +260,7 @@ class Board:
                 progress=progress,
                 limits=limits,
                 complete=complete,
+                shared=self.settings.shared,
                 **reading,
             )
 

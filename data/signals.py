@@ -32,7 +32,8 @@ def _ends_frames(store: RunStore, pad_tokens: tuple, end_tokens: tuple, step: in
     for p in ids:
         if not rows[str(p)]["rows"]:  # a part of unusable lines only: no file of rows
             continue
-        by_file.setdefault(store.part_file(p), []).append(p)
+        for path in store.part_files_of(p, steps):
+            by_file.setdefault(path, []).append(p)
     shared_files = store.shares_files()
     for path, parts in by_file.items():
         lf = pl.scan_parquet(path, missing_columns="insert", extra_columns="ignore")

@@ -11,17 +11,26 @@ set -eu
 
 uid=$(id -u)
 cache="${RLBOARD_CACHE_DIR:-/cache}"
+var=RLBOARD_CACHE_DIR
+case "$cache" in
+    *://*)
+        # The stores on object storage (RLBOARD_CACHE_DIR=s3://…): /cache keeps their local working copies.
+        var=RLBOARD_WORK_DIR
+        cache="${RLBOARD_WORK_DIR:-/cache}"
+        export RLBOARD_WORK_DIR="$cache"
+        ;;
+esac
 if ! mkdir -p "$cache" 2>/dev/null || ! [ -w "$cache" ]; then
     fallback=$(mktemp -d "${TMPDIR:-/tmp}/rlboard-cache.XXXXXX")
     echo "rlboard: $cache is not writable by uid $uid (it is $(stat -c 'uid %u, mode %a' "$cache" 2>/dev/null || echo 'not there'));" \
          "keeping the store in $fallback instead (lost with the container; chown the volume to uid $uid to keep it)" >&2
-    export RLBOARD_CACHE_DIR="$fallback"
+    export "$var=$fallback"
 elif [ -n "$(find "$cache" -mindepth 1 -maxdepth 1 ! -name 'uid-*' ! -writable -print -quit 2>/dev/null)" ]; then
     # Stores written by another uid (the container was run with another --user before): this uid could
     # not update them, so it keeps its own beside them.
     echo "rlboard: $cache holds stores of another uid; uid $uid keeps its own in $cache/uid-$uid" >&2
     mkdir -p "$cache/uid-$uid"
-    export RLBOARD_CACHE_DIR="$cache/uid-$uid"
+    export "$var=$cache/uid-$uid"
 fi
 
 root="${RLBOARD_ROOT:-/data}"

@@ -121,10 +121,12 @@ def prompt_list(store) -> tuple[pl.DataFrame, float]:
     return table.select(list(EMPTY_TABLE)), threshold
 
 
-def write_prompt_list(store_dir: Path, data: dict, generation: int) -> dict:
+def write_prompt_list(store_dir: Path, data: dict, generation: int, tag: str) -> dict:
     """Compute the prompt list of the state ``data`` is about to commit (its steps summary written, its
-    ``visible_below`` set) and write it as ``prompts-g<generation>.parquet``; returns the manifest's entries
-    that name it (:data:`FILE_KEY`, :data:`THRESHOLD_KEY`)."""
+    ``visible_below`` set) and write it as ``prompts-g<generation>-<tag>.parquet`` (``tag``: the writer's,
+    so that two writers racing for a commit never write one file), with the compare page's prompts as
+    ``matches-g…``; returns the manifest's entries that name them (:data:`FILE_KEY`, :data:`MATCHES_KEY`,
+    :data:`THRESHOLD_KEY`)."""
     from data.compare.prompts import run_prompt_matches
 
     store = RunStore(Path(store_dir), Manifest(data))
@@ -134,7 +136,7 @@ def write_prompt_list(store_dir: Path, data: dict, generation: int) -> dict:
         (FILE_KEY, "prompts", table),
         (MATCHES_KEY, "matches", run_prompt_matches(store)),
     ):
-        name = f"{prefix}-g{generation:06d}.parquet"
+        name = f"{prefix}-g{generation:06d}-{tag}.parquet"
         buf = io.BytesIO()
         frame.write_parquet(buf)
         write_atomic(Path(store_dir) / name, buf.getvalue())

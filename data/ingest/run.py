@@ -17,8 +17,10 @@ from data.ingest.options import load_options
 from data.ingest.writer import _Writer
 from data.remote import as_path
 from data.store import RunStore, run_files, store_dir_for
-from data.store.manifest import Manifest, read_manifest, remove_older_formats
+from data.store.manifest import MANIFEST, Manifest, read_manifest, remove_older_formats, write_atomic
 from data.store.runs import VALIDATION, VALIDATION_SUFFIX
+from data.store.shared import LostCommit, SharedStores
+from data.store.table import CommitConflict, committed_manifest, open_table
 
 # Bytes read at a time: under glibc's largest threshold for allocating by mmap (32 MiB). A block of 32 MiB
 # was mapped afresh at every read (24-28 ms a read, against ~8 ms into reused memory): ingesting the
@@ -28,6 +30,9 @@ CHUNK_BYTES = 30 * 1024 * 1024
 BIG_CATCH_UP = 64 * 1024 * 1024
 
 Progress = Callable[[int, int], None]
+# Reads a run's files into a writer's manifest: (writer, run folder, files, chunk bytes, limits, progress, total
+# bytes) -> (bytes read, {file: why it could not be read}). See read_files.
+Spread = Callable[..., tuple[int, dict[str, str]]]
 
 
 @dataclass
@@ -45,7 +50,16 @@ class IngestResult:
     bytes_read: int = 0
     seconds: float = 0.0
     skipped_locked: bool = False
+    # Another writer (a replica on another host) committed the run's table first: this call's commit was
+    # refused, its files deleted, and the result is the committed state (see data.store.table).
+    lost_commit: bool = False
     generation: int = 0
+    # The store is on object storage and another replica committed first: its commit is what the store
+    # now holds (this call's reading was dropped).
+    lost: bool = False
+    # The store is on object storage and another replica committed it lately: the run is left to it (only
+    # its commits were mirrored).
+    deferred: bool = False
 
     def summary(self) -> dict:
         return {
@@ -71,6 +85,9 @@ def ingest_run(
     dialect: str | None = None,
     reward_weights: tuple[tuple[str, float], ...] | None = None,
     tokenizer: Path | None = None,
+    local_lock: bool = True,
+    shared: SharedStores | None = None,
+    spread: Spread | None = None,
 ) -> IngestResult:
     """Bring the store of ``run_dir`` up to date with its files and return what it now holds.
 
@@ -82,6 +99,19 @@ def ingest_run(
     with ``complete=True``. Commits made during a long read always hide it. ``split``: which of the
     folder's files make the run (``"validation"``: its validation files, see data.store.runs);
     ``dialect``, ``reward_weights`` and ``tokenizer``: the settings (see :func:`data.ingest.options.load_options`).
+    ``spread``: reads the files instead of :func:`read_files`, in other processes (``ingest --ray``); the
+    commit is made here all the same.
+
+    The file lock guards one host; writers on several hosts sharing the store are kept apart by the table's
+    commit protocol: of two that read the same commit only one commits the next, the other returns with
+    ``lost_commit=True`` (``local_lock=False``: without the file lock, as two hosts are).
+
+    ``shared``: the stores are on object storage (``--cache-dir s3://…``), ``cache_dir`` holding their local
+    working copies. The copy is first brought to the last commit there (another replica's, say); each
+    commit is then published there, only if no other replica committed that generation first (if one did,
+    the reading stops and the copy becomes the winner's: ``lost``). While another replica keeps committing
+    the store, the run is not read: its commits are only mirrored (``deferred``, see
+    :data:`data.store.shared.LEASE_SECONDS`).
     """
     t0 = time.perf_counter()
     run_dir = as_path(run_dir)
@@ -91,15 +121,24 @@ def ingest_run(
     result = IngestResult(run=name, store_dir=store_dir)
     lock = FileLock(str(store_dir / ".lock"))
     try:
-        lock.acquire(timeout=-1 if wait else 0)
+        if local_lock:
+            lock.acquire(timeout=-1 if wait else 0)
     except Timeout:
         result.skipped_locked = True
         _fill_result(result, store_dir)
         return result
     writer = None
     try:
+        if shared is not None:
+            shared.pull(store_dir)
+            if shared.deferring(store_dir):  # another replica is reading the run: its commits are mirrored
+                result.deferred = True
+                _fill_result(result, store_dir)
+                result.seconds = time.perf_counter() - t0
+                return result
         options = load_options(run_dir, dialect, reward_weights, tokenizer)
-        manifest = read_manifest(store_dir)
+        table, manifest = _committed(store_dir)
+        committed = None if manifest is None else manifest.data
         # The key as the manifest keeps it (JSON: tuples come back as lists), so that equal options compare equal.
         key = orjson.loads(orjson.dumps(options.key()))
         if manifest is not None and manifest.data.get("options") != key:
@@ -112,7 +151,9 @@ def ingest_run(
             manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
             remove_older_formats(store_dir, manifest)
         manifest.data.update(options=key, split=split, problems=options.problems)
-        writer = _Writer(store_dir, manifest, pad_tokens, options)
+        writer = _Writer(store_dir, manifest, pad_tokens, options, table, committed)
+        if shared is not None:
+            writer.on_commit = lambda data: shared.publish(store_dir, data)
         if manifest.data.get("reward_formed"):
             options.reading.formed.update(manifest.data["reward_formed"])
         paths = run_files(run_dir, split)
@@ -135,35 +176,17 @@ def ingest_run(
         # A small catch-up (a live run's new steps) is committed once, whole; a big one now and then too,
         # so that pages show the steps read so far.
         writer.commit_every = 2.0 if total >= BIG_CATCH_UP else float("inf")
-        done = 0
         writer.sources = {rel for rel, size in sizes.items() if size > 0}
-        unreadable: dict[str, str] = {}
 
         def state() -> bytes:
             data = manifest.data
             return orjson.dumps([data["files"], data["pending"], data.get("unreadable", {})])
 
         before = state()
-        # Rank files are read a chunk each in turn, so that the steps committed during a long first read
-        # hold every rank's responses (see _Writer._watermark).
-        readers = {p: ingest_file(writer, run_dir, p, chunk_bytes, limits.get(rels[p])) for p in paths}
-        while readers:
-            for p, reader in list(readers.items()):
-                try:
-                    done += next(reader)
-                except StopIteration:
-                    del readers[p]
-                    continue
-                except OSError as e:
-                    if e.filename is None or str(e.filename) != str(p):
-                        raise  # not the source file (the cache, say): the ingest fails and says so
-                    # A file the board may not read (another user's, mode 0600): listed with its reason
-                    # on the runs page; the run's other files still load.
-                    unreadable[rels[p]] = reason_of(e)
-                    del readers[p]
-                    continue
-                if progress:
-                    progress(done, total)
+        if spread is None:
+            done, unreadable = read_files(writer, run_dir, paths, chunk_bytes, limits, progress, total)
+        else:  # elsewhere (data.ingest.distributed: on a Ray cluster), recorded in this writer's manifest
+            done, unreadable = spread(writer, run_dir, paths, chunk_bytes, limits, progress, total)
         manifest.data["unreadable"] = unreadable
         writer.flush()  # the dialects note how they formed the reward while the parts are built
         if options.reading.formed:
@@ -181,15 +204,77 @@ def ingest_run(
         result.new_rows = writer.new_rows
         if progress:
             progress(total, total)
+    except CommitConflict:
+        # Another writer committed first: what this one wrote is named by no commit. The run is left to
+        # the winner (its next call starts from the winner's commit).
+        result.lost_commit = True
+    except LostCommit:
+        result.lost = True
     finally:
         try:
             if writer is not None:
                 writer.close()
+                if result.lost_commit or result.lost:
+                    writer.remove_written()
+            if result.lost:
+                shared.pull(store_dir)  # the winner's commit, in place of what this call wrote
         finally:
-            lock.release()
+            if local_lock:
+                lock.release()
     _fill_result(result, store_dir)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _committed(store_dir: Path) -> tuple:
+    """The store's table and the manifest of its last commit (the log is trusted: ``manifest.json`` is
+    put right when a writer died between its commit and the copy, or an older copy overtook a newer)."""
+    table = open_table(store_dir)
+    manifest = read_manifest(store_dir)
+    if table is None:
+        return None, manifest
+    generation, data = committed_manifest(store_dir, table)
+    if data is not None and (manifest is None or manifest.generation != generation):
+        manifest = Manifest(data)
+        write_atomic(store_dir / MANIFEST, orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    return table, manifest
+
+
+def read_files(
+    writer: _Writer,
+    run_dir: Path,
+    paths: list[Path],
+    chunk_bytes: int,
+    limits: dict[str, int],
+    progress: Progress | None = None,
+    total: int = 0,
+) -> tuple[int, dict[str, str]]:
+    """Read what is new in ``paths`` (files of ``run_dir``) into ``writer``, each file up to its size in
+    ``limits``; returns the bytes read and the files that could not be read, with why."""
+    done = 0
+    unreadable: dict[str, str] = {}
+    rels = {p: p.relative_to(run_dir).as_posix() for p in paths}
+    # Rank files are read a chunk each in turn, so that the steps committed during a long first read
+    # hold every rank's responses (see _Writer._watermark).
+    readers = {p: ingest_file(writer, run_dir, p, chunk_bytes, limits.get(rels[p])) for p in paths}
+    while readers:
+        for p, reader in list(readers.items()):
+            try:
+                done += next(reader)
+            except StopIteration:
+                del readers[p]
+                continue
+            except OSError as e:
+                if e.filename is None or str(e.filename) != str(p):
+                    raise  # not the source file (the cache, say): the ingest fails and says so
+                # A file the board may not read (another user's, mode 0600): listed with its reason
+                # on the runs page; the run's other files still load.
+                unreadable[rels[p]] = reason_of(e)
+                del readers[p]
+                continue
+            if progress:
+                progress(done, total)
+    return done, unreadable
 
 
 def _fill_result(result: IngestResult, store_dir: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from data.metrics.step import step_summary
-from data.store.layout import SCALAR_CORE, SCALAR_DTYPES, part_name
+from data.store.layout import SCALAR_CORE, SCALAR_DTYPES, entry_name
 from data.store.manifest import packed_parts
 
 # The scalars a step's summary reads: the numbers, the prompt key and the group id (never the previews).
@@ -39,7 +39,10 @@ def scan_part_scalars(store_dir: Path, data: dict, pids: Iterable[int]) -> list[
         if keep:
             scan = pl.scan_parquet(Path(store_dir) / "scalars" / pack["name"])
             scans.append(scan.filter(pl.col("part").is_in(sorted(keep))))
-    scans += [pl.scan_parquet(Path(store_dir) / "scalars" / part_name(i)) for i in sorted(wanted - packed)]
+    scans += [
+        pl.scan_parquet(Path(store_dir) / "scalars" / entry_name(i, parts[str(i)]))
+        for i in sorted(wanted - packed)
+    ]
     return scans
 
 

@@ -5,13 +5,16 @@ names it, so a crash never leaves a half-counted file)."""
 from __future__ import annotations
 
 import io
+import secrets
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import orjson
 import polars as pl
 
 from data import schema
@@ -40,12 +43,26 @@ from data.store.layout import (
     PACK_ROWS,
     ROW_GROUP_SIZE,
     SCALAR_CORE,
+    entry_name,
     file_prefix,
+    name_id,
+    name_tag,
     pack_name,
+    part_file_path,
     part_name,
+    step_block,
     write_part_file,
 )
-from data.store.manifest import Manifest, commit_manifest, has_issues, packed_parts, write_atomic
+from data.store.manifest import MANIFEST, Manifest, has_issues, packed_parts, write_atomic
+from data.store.table import MANIFESTS, commit_table, table_files
+
+# This process's writers' tag, in the names of the files they write: writers of one store on several hosts
+# (or in several processes) never write the same file (see data.store.table).
+PROCESS_TAG = secrets.token_hex(4)
+# A file of the store no committed manifest names is deleted by the writer that wrote it, or by any writer
+# once it is this old (another writer's, left by a crash or a lost commit; or one that readers of an older
+# commit may still open).
+GRACE_SECONDS = 600
 
 WORKERS = 2  # chunks parsed, built and written at once while the reading thread reads the next block
 # Blocks up to SMALL_BLOCK bytes (a file of one step, the end of a growing file) are parsed and built
@@ -79,6 +96,8 @@ class _Written(NamedTuple):
     pack: tuple[str, list[int]] | None = None  # the pack of scalars and issues it and others went to
     counts: tuple[int, int] | None = None  # its unusable lines and notes, when ``issues`` is None
     ends: list[list[int]] | None = None  # per step: responses, ended, cut (see data.ingest.ends_summary)
+    blocks: list[list[int]] | None = None  # its files of parts/: [step block, first row, rows, steps]
+    columns: dict[str, pl.DataType] | None = None  # the columns of those files
 
 
 @dataclass
@@ -99,9 +118,19 @@ class _Writer:
         manifest: Manifest,
         pad_tokens: tuple[str, ...],
         options: RunOptions | None = None,
+        table=None,
+        committed: dict | None = None,
     ):
         self.dir = store_dir
         self.m = manifest
+        # This writer's files are named with its process's tag: two writers of one store (two replicas)
+        # never write the same file, and the one whose commit is refused deletes those it wrote.
+        self.tag = PROCESS_TAG
+        self._written: list[Path] = []  # every file this writer wrote (appended to by the worker threads)
+        self._committed_tags = {self.tag} | _tags(committed)
+        self.table = table  # the store's Delta table as last read or committed (None: no commit yet)
+        self._table_state = table_files(committed) if committed else {}  # the files it holds
+        self._columns: dict[str, pl.DataType] = {}  # the columns of the files this writer wrote
         self.pad_tokens = pad_tokens
         self.options = options or RunOptions()  # the run's reading options (see data.ingest.options)
         self.reading = self.options.reading
@@ -133,6 +162,9 @@ class _Writer:
         self._batch: list[tuple[int, str, RawBlock]] = []  # small blocks not yet handed to a worker
         self._batch_bytes = 0
         self._due: _CommitPoint | None = None
+        # Called with each committed manifest's data once its files are in place (a store on object
+        # storage publishes the commit there, see data.store.shared); may raise to stop the ingest.
+        self.on_commit: Callable[[dict], None] | None = None
 
     def drop_file(self, rel: str) -> None:
         self.flush()
@@ -190,6 +222,29 @@ class _Writer:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pending.clear()
             self._batch = []
+
+    def adopt(self, found: dict) -> None:
+        """Record parts another process wrote into this store (a Ray task: data.ingest.distributed) as
+        :meth:`_apply` records its own; ``found`` is that process's writer's manifest data: its ``parts``
+        (ids this writer handed out and does not use), ``packs``, extra and per-token columns and ignored
+        fields, and that writer's ``columns`` (of the files it wrote) and ``written`` (the files, deleted
+        with this writer's should its commit be refused). The next commit names them and summarises their
+        steps."""
+        self.flush()
+        for c, t in found.get("columns", {}).items():
+            self._columns.setdefault(c, t)
+        self._written += found.get("written", [])
+        data = self.m.data
+        for pid, entry in found["parts"].items():
+            data["parts"][str(pid)] = entry
+            self.new_rows += entry["rows"]
+            if entry["rows"]:
+                self.summaries.touch_range(*entry["steps"])
+        data.setdefault("packs", []).extend(found.get("packs", []))
+        data["ignored_fields"] = sorted(set(data["ignored_fields"]) | set(found.get("ignored_fields", [])))
+        for key in ("extra_columns", "token_extras"):
+            known = data.setdefault(key, [])
+            known.extend(c for c in found.get(key, []) if c not in known)
 
     def _build(self, pid: int, rel: str, chunk: ChunkResult | RawBlock) -> _Built:
         """Worker thread: parse, derive and build part ``pid`` (touches no shared state)."""
@@ -271,21 +326,52 @@ class _Writer:
         self, pid: int, rel: str, full: pl.DataFrame | None, found: list[dict], ignored: set[str]
     ) -> _Written:
         """Write the part, scalars and issues files of part ``pid`` (``full``: its rows, if any)."""
-        name = part_name(pid)
+        name = part_name(pid, self.tag)
         issues = _part_issues(full, found, rel, self.pad_tokens)
         n = 0 if full is None else full.height
         scal = None
         per_token = []
         ends = None
+        blocks = None
         if n:
             ends = ends_counts(full, self.pad_tokens).get(pid)
             per_token = schema.trainer_token_fields(full, with_values=True)
-            write_part_file(full, self.dir / "parts" / name, self.row_group_size)
+            full, blocks = self.write_blocks(full, pid)
             scal = full.select(scalar_columns(full))
+            self._written.append(self.dir / "scalars" / name)
             scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
         if issues.height:  # readers open the issues file only of a part whose entry counts some
+            self._written.append(self.dir / "issues" / name)
             issues.write_parquet(self.dir / "issues" / name)
-        return _Written(scal, issues, n, ignored, per_token, ends=ends)
+        columns = None if full is None else dict(full.schema)
+        return _Written(scal, issues, n, ignored, per_token, ends=ends, blocks=blocks, columns=columns)
+
+    def write_blocks(self, full: pl.DataFrame, pid: int) -> tuple[pl.DataFrame, list[list[int]]]:
+        """Write the rows ``full`` of part ``pid`` to ``parts/``: one file per step block they have
+        (``parts/step_block=<n>/``), the rows of a block together in their order, and ``row`` numbering
+        them across the part's files in block order (a row is at ``row - first`` in its block's file).
+        Returns the rows so numbered and the files' ``[block, first row, rows, smallest step, largest
+        step]`` (the part's manifest entry's ``blocks``). Safe on any thread: it only adds the files to
+        those this writer wrote."""
+        b = step_block(pl.col("step")).fill_null(0)
+        if not full.select(b).to_series().is_sorted():
+            full = full.sort(b, maintain_order=True)
+        full = full.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
+        # The blocks' runs of rows: each file is a slice of the part (no copy).
+        runs = full.select(b.rle().alias("r")).unnest("r")
+        blocks, first = [], 0
+        for n, block in runs.iter_rows():
+            frame = full.slice(first, n)
+            path = self.dir / part_file_path(pid, self.tag, int(block))
+            path.parent.mkdir(exist_ok=True)
+            self._written.append(path)
+            write_part_file(frame, path, self.row_group_size)
+            lo, hi = frame.select(pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi")).row(0)
+            blocks.append(
+                [int(block), first, n, None if lo is None else int(lo), None if hi is None else int(hi)]
+            )
+            first += n
+        return full, blocks
 
     def _write_shared(
         self, items: list[tuple[int, str, RawBlock]], built: list[_Built], groups: list[pl.DataFrame]
@@ -307,6 +393,8 @@ class _Writer:
             return None
         rows = [0] * len(items)
         host = None
+        blocks = None
+        columns = None
         per_token: list[str] = []
         notes = _token_notes(pl.DataFrame(schema={"source": pl.String, "line": pl.Int64, "part": pl.Int64}))
         ends: dict[int, list[list[int]]] = {}
@@ -315,11 +403,12 @@ class _Writer:
             whole = whole.sort("__item", maintain_order=True)
             for k, n in whole.group_by("__item").len().iter_rows():
                 rows[k] = n
-            whole = whole.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row")).drop("__item")
+            whole = whole.drop("__item")
             host = next(pid for pid, n in zip(pids, rows, strict=True) if n)
             per_token = schema.trainer_token_fields(whole, with_values=True)
             ends = ends_counts(whole, self.pad_tokens)
-            write_part_file(whole, self.dir / "parts" / part_name(host), self.row_group_size)
+            whole, blocks = self.write_blocks(whole, host)
+            columns = dict(whole.schema)
             scal = whole.select(scalar_columns(whole))
             notes = _token_notes(whole, pads=self.pad_tokens)
         else:
@@ -336,7 +425,8 @@ class _Writer:
         counts = {
             (pid, severity): n for pid, severity, n in issues.group_by("part", "severity").len().iter_rows()
         }
-        name = pack_name(pids)
+        name = pack_name(pids, self.tag)
+        self._written += [self.dir / "scalars" / name, self.dir / "issues" / name]
         scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
         issues.write_parquet(self.dir / "issues" / name)
         return [
@@ -349,16 +439,20 @@ class _Writer:
                 host if rows[k] else None,
                 (name, pids) if k == 0 else None,
                 (counts.get((pid, "error"), 0), counts.get((pid, "note"), 0)),
-                ends.get(pid),
+                ends=ends.get(pid),
+                blocks=blocks if rows[k] else None,  # the host's files, where its rows are too
+                columns=columns if k == 0 else None,
             )
             for k, pid in enumerate(pids)
         ]
 
     def _apply(self, item: tuple[int, str, Future, int | None]) -> None:
         pid, rel, future, k = item
-        scal, issues, n, ignored, per_token, host, pack, counts, ends = (
+        scal, issues, n, ignored, per_token, host, pack, counts, ends, blocks, columns = (
             future.result() if k is None else future.result()[k]
         )
+        for c, t in (columns or {}).items():
+            self._columns.setdefault(c, t)
         if counts is None:
             severity = issues.get_column("severity")
             counts = (int((severity == "error").sum()), int((severity == "note").sum()))
@@ -384,7 +478,10 @@ class _Writer:
             "rows": n,
             "errors": counts[0],
             "notes": counts[1],
+            "tag": self.tag,
         }
+        if blocks:
+            entry["blocks"] = blocks
         if n:
             entry["steps"] = self._step_ranges.pop(pid)
             if ends is not None:
@@ -466,9 +563,11 @@ class _Writer:
         packed = packed_parts(packs)
         small = sorted(int(k) for k, p in parts.items() if int(k) not in packed and p["rows"] <= PACK_ROWS)
         if len(small) >= PACK_AT:
-            name = pack_name(small)
+            name = pack_name(small, self.tag)
             scalars = [
-                pl.scan_parquet(self.dir / "scalars" / part_name(i)) for i in small if parts[str(i)]["rows"]
+                pl.scan_parquet(self.dir / "scalars" / entry_name(i, parts[str(i)]))
+                for i in small
+                if parts[str(i)]["rows"]
             ]
             with_issues = [i for i in small if has_issues(parts[str(i)])]
             frames = {
@@ -476,10 +575,11 @@ class _Writer:
                 if scalars
                 else pl.DataFrame(schema={"part": pl.Int64}),
                 "issues": _issues_with_part(
-                    [self.dir / "issues" / part_name(i) for i in with_issues], with_issues
+                    [self.dir / "issues" / entry_name(i, parts[str(i)]) for i in with_issues], with_issues
                 ),
             }
             for sub, frame in frames.items():
+                self._written.append(self.dir / sub / name)
                 buf = io.BytesIO()
                 frame.write_parquet(buf, compression="zstd", compression_level=1)
                 write_atomic(self.dir / sub / name, buf.getvalue())
@@ -488,10 +588,14 @@ class _Writer:
             data["packs"] = packs
 
     def _commit(self, data: dict, complete: bool, aggregates: bool = True) -> None:
-        """Write the steps summary and the manifest ``data`` (the state of every applied part)."""
+        """Write the steps summary and the manifest ``data`` (the state of every applied part), and commit
+        the table's files of that state with the manifest's generation (see :func:`data.store.table.
+        commit_table`; raises ``CommitConflict`` when another writer committed first: nothing of this
+        commit is then visible). ``manifest.json`` is replaced only after the commit. ``aggregates``: also
+        write the prompt aggregates (a pass over the whole store; see :mod:`data.ingest.prompt_summary`)."""
         started = time.monotonic()
         gen = self.m.data["generation"] + 1
-        steps_name = f"steps-g{gen:06d}.parquet"
+        steps_name = f"steps-g{gen:06d}-{self.tag}.parquet"
         below = None if complete else self._watermark()
         # No response shown (a run of only bad lines, or none read yet): the summary of none, every column.
         steps = self.summaries.refresh(self.m.data)
@@ -499,51 +603,110 @@ class _Writer:
             steps = steps.filter(pl.col("step") < below)
         buf = io.BytesIO()
         steps.write_parquet(buf)
+        self._written.append(self.dir / steps_name)
         write_atomic(self.dir / steps_name, buf.getvalue())
-        old = (
-            self.m.data.get("steps_file"),
-            self.m.data.get(PROMPTS_FILE),
-            self.m.data.get(MATCHES_FILE),
-            self.m.data.get(FACTS_KEY),
-        )
+        old = self.m.data.get("steps_file")
+        old_manifest = self.m.data.get("manifest_file")
+        old_lists = tuple(self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY))
+        name = f"g{gen:06d}-{self.tag}.json"
         for d in (self.m.data, data):
-            d.update(visible_below=below, steps_file=steps_name, generation=gen)
-        # The prompt list of the state committed (read by the prompts page instead of every response), and
-        # the footers' facts of its files (read by a fresh reader instead of every footer).
+            d.update(visible_below=below, steps_file=steps_name, generation=gen, manifest_file=name)
+        # The prompt lists of the state committed (read by the prompts and compare pages instead of every
+        # response), and the footers' facts of its files (read by a fresh reader instead of every footer).
         if aggregates:
-            prompts = write_prompt_list(self.dir, data, gen)
+            lists = write_prompt_list(self.dir, data, gen, self.tag)
         else:
-            prompts = {PROMPTS_FILE: None, MATCHES_FILE: None, THRESHOLD_KEY: None}
-        prompts[FACTS_KEY] = f"facts-g{gen:06d}.pickle"
-        write_facts(self.dir, data, prompts[FACTS_KEY])
+            lists = {PROMPTS_FILE: None, MATCHES_FILE: None, THRESHOLD_KEY: None}
+        lists[FACTS_KEY] = f"facts-g{gen:06d}-{self.tag}.pickle"
+        write_facts(self.dir, data, lists[FACTS_KEY])
+        beside = [self.dir / lists[k] for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY) if lists[k]]
+        self._written += beside
         for d in (self.m.data, data):
-            d.update(prompts)
-        commit_manifest(self.dir, Manifest(data))
-        self._collect_garbage(*old)
+            d.update(lists)
+        data["updated"] = time.time()
+        payload = orjson.dumps(data, option=orjson.OPT_INDENT_2)
+        (self.dir / MANIFESTS).mkdir(exist_ok=True)
+        self._written.append(self.dir / MANIFESTS / name)
+        write_atomic(self.dir / MANIFESTS / name, payload)
+        state = table_files(data)
+        self.table = commit_table(self.dir, self.table, self._table_state, state, self._columns, gen, name)
+        self._table_state = state
+        # What this commit names is no longer this writer's to delete should a later commit be refused.
+        named = {self.dir / rel for rel in state} | {self.dir / steps_name, self.dir / MANIFESTS / name}
+        named |= set(beside)
+        named |= {
+            self.dir / sub / entry_name(int(k), e)
+            for k, e in data["parts"].items()
+            for sub in ("scalars", "issues")
+        }
+        named |= {self.dir / sub / p["name"] for p in data.get("packs", []) for sub in ("scalars", "issues")}
+        self._written = [p for p in self._written if p not in named]
+        write_atomic(self.dir / MANIFEST, payload)
+        self._collect_garbage(old, old_manifest, *old_lists)
+        if self.on_commit is not None:
+            self.on_commit(data)
         self.last_commit = time.monotonic()
         self.last_commit_cost = self.last_commit - started
 
-    def _collect_garbage(self, old_steps: str | None, *old_lists: str | None) -> None:
+    def _removable(self, path: Path) -> bool:
+        """Whether a file no committed manifest names may be deleted: this writer's or a committed writer's,
+        or an old one. (A file of another tag may be a writer's that read this commit and has not committed
+        yet: it may still win the next commit.)"""
+        if name_tag(path.name) in self._committed_tags:
+            return True
+        try:
+            return time.time() - path.stat().st_mtime > GRACE_SECONDS
+        except FileNotFoundError:
+            return False
+
+    def _collect_garbage(
+        self, old_steps: str | None, old_manifest: str | None, *old_lists: str | None
+    ) -> None:
         """Remove files no committed manifest names any more (kept one generation for slow readers)."""
-        ids = {int(k) for k in self.m.data["parts"]}
-        hosts = ids | {e["in"] for e in self.m.data["parts"].values() if "in" in e}
+        parts = self.m.data["parts"]
         packs = self.m.data.get("packs", [])
-        loose = ids - packed_parts(packs)
+        loose = {int(k) for k in parts} - packed_parts(packs)
         names = {pack["name"] for pack in packs}
+        kept = {entry_name(i, parts[str(i)]) for i in loose} | names
         floor = self.m.data["next_part"]
-        for sub, keep in (("parts", hosts), ("scalars", loose), ("issues", loose)):
-            for p in (self.dir / sub).glob("p*.parquet"):
-                if int(p.stem[1:]) not in keep and int(p.stem[1:]) < floor - 64:
+        held = set(self._table_state)
+        self._committed_tags |= _tags(self.m.data)
+        for p in (self.dir / "parts").glob("*/p*.parquet"):
+            rel = p.relative_to(self.dir).as_posix()
+            if rel not in held and name_id(p.name) < floor - 64 and self._removable(p):
+                p.unlink(missing_ok=True)
+        for sub in ("scalars", "issues"):
+            for p in (self.dir / sub).glob("*.parquet"):
+                if p.name in kept:
+                    continue
+                # A pack whose parts were all dropped, or left by a crash; a loose part's file once it is
+                # no newer than the last 64 parts.
+                if (p.name.startswith("k") or name_id(p.name) < floor - 64) and self._removable(p):
                     p.unlink(missing_ok=True)
-            if sub != "parts":
-                for p in (self.dir / sub).glob("k*.parquet"):
-                    if p.name not in names:  # of a pack whose parts were all dropped, or left by a crash
-                        p.unlink(missing_ok=True)
         for p in self.dir.glob("steps-g*.parquet"):
-            if p.name not in (self.m.data["steps_file"], old_steps):
+            if p.name not in (self.m.data["steps_file"], old_steps) and self._removable(p):
+                p.unlink(missing_ok=True)
+        for p in (self.dir / MANIFESTS).glob("g*.json"):
+            if p.name not in (self.m.data["manifest_file"], old_manifest) and self._removable(p):
                 p.unlink(missing_ok=True)
         keep = {self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY)} | set(old_lists)
         for pattern in ("prompts-g*.parquet", "matches-g*.parquet", "facts-g*.pickle"):
             for p in self.dir.glob(pattern):
-                if p.name not in keep:
+                if p.name not in keep and self._removable(p):
                     p.unlink(missing_ok=True)
+
+    def remove_written(self) -> None:
+        """Delete every file this writer wrote (its commit was refused: no manifest names them)."""
+        for p in self._written:
+            p.unlink(missing_ok=True)
+
+
+def _tags(data: dict | None) -> set[str | None]:
+    """The tags of the writers whose files a manifest's ``data`` names (committed writers)."""
+    if not data:
+        return set()
+    names = [p["name"] for p in data.get("packs", [])] + [
+        data.get("steps_file") or "",
+        data.get("manifest_file") or "",
+    ]
+    return {e.get("tag") for e in data["parts"].values()} | {name_tag(n) for n in names if n}

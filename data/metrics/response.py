@@ -121,20 +121,26 @@ def _pair(a: _Flat, b: _Flat) -> tuple[_Segments, np.ndarray | slice, np.ndarray
 
 def _suffix_sums(f: _Flat) -> np.ndarray:
     """Per element: the sum of it and the elements after it in its row, nulls counted as 0 (a return with
-    gamma = 1). Summed from the end of each row, as the definition does, where NaN or infinities occur."""
-    x = f.values if f.present is None else np.where(f.present, f.values, 0.0)
-    c = np.zeros(len(x) + 1)
-    np.cumsum(x, dtype=np.float64, out=c[1:])
-    if np.isfinite(c[-1]) and np.isfinite(x).all():  # no NaN, infinity or overflow
-        # One pass over all rows: the suffix sum at j is (sum up to the row's end) - (sum before j). Its
-        # rounding error grows with the running total of the chunk, not of the row: on the 500 MB
-        # benchmark run the value errors differ from per-row sums by at most 1.2e-13.
-        out = np.repeat(c[f.starts + f.lens], f.lens)
-        out -= c[:-1]
+    gamma = 1), summed from the end of each row as the definition does. Each row is summed on its own, so a
+    response's returns do not depend on the rows read with it: a run read in other chunks (a live run read
+    step by step, or by several processes: ``ingest --ray``) gets the same bits. A sum over the whole chunk
+    (its running total minus the part before each element) differed in the last bits with the chunk.
+
+    One step per position from the rows' ends: the rows at least ``k`` long, longest first, add the sum
+    after their ``k``-th last element to it (as many steps as the longest row; ~1 ms a chunk of 2,000
+    responses of 135 tokens, 0.1 s for one of 32,000 tokens)."""
+    out = np.array(f.values if f.present is None else np.where(f.present, f.values, 0.0), dtype=np.float64)
+    if not len(out):
         return out
-    out = np.empty(len(x))
-    for s, n in zip(f.starts.tolist(), f.lens.tolist(), strict=True):
-        out[s : s + n] = np.cumsum(x[s : s + n][::-1], dtype=np.float64)[::-1]
+    order = np.argsort(-f.lens, kind="stable")
+    lens = f.lens[order]
+    ends = (f.starts + f.lens)[order]
+    longest = int(lens[0])
+    # rows[k]: how many rows are at least k long (they come first in ``order``)
+    rows = np.searchsorted(-lens, -np.arange(longest + 1), side="right")
+    for k in range(2, longest + 1):
+        at = ends[: rows[k]] - k
+        out[at] += out[at + 1]
     return out
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from data.store.layout import part_name
+from data.store.layout import entry_name
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,10 @@ def _wanted_files(manifest: dict) -> list[tuple[str, int | None]]:
     parts = manifest["parts"]
     in_pack = {p: pack["name"] for pack in manifest.get("packs", []) for p in pack["parts"]}
     ids = sorted(int(k) for k, e in parts.items() if e["rows"] or int(k) in in_pack)
-    where = {pid: (in_pack[pid], None) if pid in in_pack else (part_name(pid), pid) for pid in ids}
+    where = {
+        pid: (in_pack[pid], None) if pid in in_pack else (entry_name(pid, parts[str(pid)]), pid)
+        for pid in ids
+    }
     return list(dict.fromkeys(where.values()))
 
 
@@ -286,7 +289,10 @@ def build_index(store_dir: Path, manifest: dict) -> StoreIndex:
             segments.append(Segment(file, tuple(ps), packed, tuple(rs), facts.schema))
         current.clear()
 
-    where = {pid: (in_pack[pid], None) if pid in in_pack else (part_name(pid), pid) for pid in ids}
+    where = {
+        pid: (in_pack[pid], None) if pid in in_pack else (entry_name(pid, parts[str(pid)]), pid)
+        for pid in ids
+    }
     wanted = list(dict.fromkeys(where.values()))
     # Footers read a few at once (pyarrow reads and parses them without the GIL): ~0.3 ms each alone.
     kept = _kept_facts(store_dir, manifest)

@@ -19,7 +19,15 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from data.store.index import StoreIndex, build_index, unified_schema
-from data.store.layout import ISSUE_SCHEMA, ROW_GROUP_SIZE, SCALAR_DTYPES, file_prefix, part_name
+from data.store.layout import (
+    ISSUE_SCHEMA,
+    ROW_GROUP_SIZE,
+    SCALAR_DTYPES,
+    entry_name,
+    file_prefix,
+    part_file_path,
+    part_name,
+)
 from data.store.manifest import MANIFEST, Manifest, has_issues, packed_parts
 
 _LOCK = threading.Lock()
@@ -204,7 +212,12 @@ class RunStore:
             ids = self.part_ids()
         else:
             ids = [p for s in index.select(lo, hi) for p in s.parts]
-        paths = [str(p) for p in dict.fromkeys(self.part_file(i) for i in ids if parts[str(i)]["rows"])]
+        paths = [
+            str(f)
+            for f in dict.fromkeys(
+                f for i in ids if parts[str(i)]["rows"] for f in self.part_files_of(i, steps=(lo, hi))
+            )
+        ]
         if not paths:
             schema = {"sample_id": pl.String, "step": pl.Int64, "prompt": pl.String, "response": pl.String}
             if columns is not None:
@@ -220,18 +233,40 @@ class RunStore:
             lf = lf.filter(pl.col("step") <= hi)
         return lf if columns is None else lf.select(columns)
 
-    def part_file(self, part: int) -> Path:
-        """The file of ``parts/`` that holds part ``part``'s rows: its own, or the one it was written into
-        with others (``in``, see ``ingest.writer._Writer._write_shared``; rows are then numbered in that
-        file)."""
-        return self.dir / "parts" / part_name(self.manifest.data["parts"][str(part)].get("in", part))
+    def part_blocks(self, part: int) -> list[tuple[Path, int, int, int | None, int | None]]:
+        """The files of ``parts/`` that hold part ``part``'s rows: ``(path, first row, rows, smallest step,
+        largest step)`` each, one per step block (``parts/step_block=<n>/``), in row order. A part written
+        with others (``in``, see ``ingest.writer._Writer._write_shared``) is in its host's files, whose rows
+        are numbered across them."""
+        parts = self.manifest.data["parts"]
+        entry = parts[str(part)]
+        host = entry.get("in", part)
+        hosted = entry if "blocks" in entry else parts.get(str(host), entry)
+        blocks = hosted.get("blocks")
+        if blocks is None:  # a part file of its own, at the top of parts/ (a store made by hand)
+            return [(self.dir / "parts" / part_name(host, hosted.get("tag")), 0, hosted["rows"], None, None)]
+        return [
+            (self.dir / part_file_path(host, hosted.get("tag"), b), first, n, lo, hi)
+            for b, first, n, lo, hi in blocks
+        ]
+
+    def part_files_of(self, part: int, steps: tuple[int | None, int | None] | None = None) -> list[Path]:
+        """The files of ``parts/`` holding part ``part``'s rows (those that can hold ``lo <= step <= hi``)."""
+        lo, hi = steps or (None, None)
+        return [
+            path
+            for path, _, _, s0, s1 in self.part_blocks(part)
+            if s0 is None or s1 is None or ((lo is None or s1 >= lo) and (hi is None or s0 <= hi))
+        ]
 
     def part_files(self) -> list[Path]:
         """The files of ``parts/`` holding the committed rows, each once. A file written with others may
         still hold rows of parts dropped since: filter on ``part`` (:meth:`part_ids`) when
         :meth:`shares_files`."""
         parts = self.manifest.data["parts"]
-        return list(dict.fromkeys(self.part_file(i) for i in self.part_ids() if parts[str(i)]["rows"]))
+        return list(
+            dict.fromkeys(f for i in self.part_ids() if parts[str(i)]["rows"] for f in self.part_files_of(i))
+        )
 
     def shares_files(self) -> bool:
         """Whether some parts were written into one file of ``parts/`` (see :meth:`part_file`)."""
@@ -250,7 +285,7 @@ class RunStore:
         packed = packed_parts(self.packs())
         scans = [s.drop("part") for s in self._pack_scans("issues", set(ids))]
         scans += [
-            pl.scan_parquet(self.dir / "issues" / part_name(i))
+            pl.scan_parquet(self.dir / "issues" / entry_name(i, parts[str(i)]))
             for i in ids
             if i not in packed and has_issues(parts[str(i)])
         ]
@@ -354,18 +389,21 @@ class RunStore:
         return None
 
     def read_rows(self, part: int, rows: list[int], columns: list[str] | None = None) -> pl.DataFrame:
-        """Full rows (texts, token arrays) of one part, reading only the row groups that hold them."""
-        pf = pq.ParquetFile(self.part_file(part))
+        """Full rows (texts, token arrays) of one part, in the order of ``rows``, reading only the row groups
+        that hold them (in the files of the step blocks that hold them)."""
         size = self.manifest.data.get("row_group_size", ROW_GROUP_SIZE)
-        groups = sorted({r // size for r in rows})
-        if columns is not None:
-            columns = [c for c in columns if c in pf.schema_arrow.names]
-        table = pf.read_row_groups(groups, columns=columns)
-        df = pl.from_arrow(table)
-        offsets = {g: i * size for i, g in enumerate(groups)}
-        # Row groups are full except the last one of a part, so a row's position is direct.
-        take = [offsets[r // size] + r % size for r in rows]
-        return df[take]
+        blocks = self.part_blocks(part)
+        if len(blocks) == 1:
+            return _read_file_rows(blocks[0][0], [r - blocks[0][1] for r in rows], columns, size)
+        pieces = []
+        for path, first, n, _, _ in blocks:
+            mine = [(k, r - first) for k, r in enumerate(rows) if first <= r < first + n]
+            if mine:
+                got = _read_file_rows(path, [r for _, r in mine], columns, size)
+                pieces.append(got.with_columns(pl.Series("__k", [k for k, _ in mine], pl.Int64)))
+        if not pieces:
+            return _read_file_rows(blocks[0][0], [], columns, size)
+        return pl.concat(pieces, how="diagonal_relaxed").sort("__k").drop("__k")
 
     def read_keys(self, keys: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
         """``columns`` of the rows ``keys`` (``part, row``) names, in the order of ``keys``, read from the
@@ -425,6 +463,20 @@ def open_store(store_dir: Path) -> RunStore | None:
         while len(_MANIFESTS) > _MAX_CACHED_RUNS:
             _MANIFESTS.popitem(last=False)
     return RunStore(store_dir, m)
+
+
+def _read_file_rows(path: Path, rows: list[int], columns: list[str] | None, size: int) -> pl.DataFrame:
+    """Rows at positions ``rows`` of one file of ``parts/`` (in that order), reading only their row groups."""
+    pf = pq.ParquetFile(path)
+    groups = sorted({r // size for r in rows})
+    if columns is not None:
+        columns = [c for c in columns if c in pf.schema_arrow.names]
+    table = pf.read_row_groups(groups, columns=columns)
+    df = pl.from_arrow(table)
+    offsets = {g: i * size for i, g in enumerate(groups)}
+    # Row groups are full except the last one of a file, so a row's position is direct.
+    take = [offsets[r // size] + r % size for r in rows]
+    return df[take]
 
 
 def _frame(lf: pl.LazyFrame, own: dict, cols: list[str], cond: list[pl.Expr], schema) -> pl.LazyFrame:

@@ -89,3 +89,30 @@ def test_entrypoint005_rollouts_missing(folders):
     cache = folders(writable=True)
     _, log = _entry(cache, cache / "data")
     assert f"rlboard: no rollout folder at {cache / 'data'}: mount one with -v /path/to/rollouts:" in log
+
+
+def test_entrypoint006_stores_on_object_storage(folders):
+    """RLBOARD_CACHE_DIR=s3://…: the URL is passed on as it is, the stores' working copies go to
+    RLBOARD_WORK_DIR (the volume), checked as the cache folder is: a folder of another uid is replaced by
+    a temporary one, said in the log; no local folder named after the URL is made."""
+    work, root = folders(writable=True), folders()
+    env = {"PATH": os.environ["PATH"], "RLBOARD_CACHE_DIR": "s3://stores/board", "RLBOARD_ROOT": str(root)}
+    echo = 'echo "$RLBOARD_CACHE_DIR $RLBOARD_WORK_DIR"'
+    cmd = as_unprivileged(["sh", str(REPO / "docker" / "entrypoint.sh"), "sh", "-c", echo])
+    out = subprocess.run(
+        cmd, env={**env, "RLBOARD_WORK_DIR": str(work)}, capture_output=True, text=True, cwd="/"
+    )
+    assert (out.returncode, out.stdout.strip(), out.stderr) == (0, f"s3://stores/board {work}", "")
+    assert not Path("/s3:").exists()
+    closed = folders()
+    if not AS_ROOT:
+        closed.chmod(0o555)
+    out = subprocess.run(
+        cmd, env={**env, "RLBOARD_WORK_DIR": str(closed)}, capture_output=True, text=True, cwd="/"
+    )
+    url, used = out.stdout.split()
+    try:
+        assert url == "s3://stores/board" and used.startswith("/tmp/rlboard-cache.") and Path(used).is_dir()
+        assert f"rlboard: {closed} is not writable by uid {UID}" in out.stderr
+    finally:
+        remove(Path(used))

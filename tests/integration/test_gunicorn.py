@@ -57,7 +57,8 @@ class GunicornServer:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 90.0) -> GunicornServer:
-        Path(self.env["RLBOARD_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
+        if "://" not in self.env["RLBOARD_CACHE_DIR"]:  # (a store on object storage: s3://…)
+            Path(self.env["RLBOARD_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as log:
             exe, extra = unprivileged_python() if self.unprivileged else (sys.executable, {})
             cmd = [exe, "-m", "gunicorn", "-c", str(REPO / "gunicorn.conf.py"), "app:server"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from data.store.layout import part_name
-from data.store.manifest import read_manifest
+from data.store.table import MANIFESTS
 from tests.conftest import dash_post, page_url_key, router_body
 
 URL = page_url_key("/prompts")  # the page's own dcc.Location
@@ -115,9 +115,9 @@ def test_backoff003_a_failing_refresh_is_shown_beside_what_was_read_before(
     _wait_idle(b, RUN)
     with open(root / RUN / "rank0.jsonl", "a") as f:
         f.write(json.dumps({"prompt": "p", "response": "r", "reward": 1, "step": 9}) + "\n")
-    # Writing the next part fails (a folder where its file goes), reading the committed ones still works.
-    next_part = read_manifest(store_dir).data["next_part"]
-    (store_dir / "parts" / part_name(next_part)).mkdir()
+    # The next commit fails (a file where its manifest's folder goes), reading the committed ones still works.
+    shutil.rmtree(store_dir / MANIFESTS)
+    (store_dir / MANIFESTS).write_bytes(b"")
     b.refresh(RUN, force=True)
     _wait_idle(b, RUN)
     assert b.status(RUN).error is not None

@@ -263,7 +263,7 @@ def test_remote006_server_picks_up_a_new_object(s3_server, s3, demo_run, tmp_pat
 
 def test_remote007_settings_of_an_object_store_root(tmp_path):
     """RLBOARD_ROOT (or --root) s3://… is a root on the object store, read with the AWS_* variables (AWS_REGION
-    over AWS_DEFAULT_REGION); a local root stays a Path; an object store's cache folder is refused, said."""
+    over AWS_DEFAULT_REGION); a local root stays a Path; an object store's cache folder is the stores' URL."""
     from data.config import SettingsError
     from data.remote import RemotePath
 
@@ -289,10 +289,8 @@ def test_remote007_settings_of_an_object_store_root(tmp_path):
     }
     assert load_settings(environ=env, root=str(tmp_path)).root == tmp_path
     assert load_settings(environ=env, root=f"file://{tmp_path}").root == tmp_path
-    with pytest.raises(
-        SettingsError, match="--cache-dir='s3://bucket/cache': the store is kept on a local disk"
-    ):
-        load_settings(environ=env, cache_dir="s3://bucket/cache")
+    shared = load_settings(environ=env, cache_dir="s3://bucket/cache")  # (see test_shared_store.py)
+    assert shared.store_url == "s3://bucket/cache" and shared.cache_dir.name.startswith("bucket_cache-")
 
 
 def test_remote008_compressed_and_parquet_objects(s3, demo_run, tmp_path):

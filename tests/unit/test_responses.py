@@ -188,7 +188,10 @@ def test_responses022_text_index_beside_the_store(store):
     responses.clear_caches()
     assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
     files = sorted(folder.glob("*.arrow"))
-    assert [f.name.split("-")[0] for f in files] == [f"p{i:06d}" for i in store.part_ids()]
+    # One per file of parts/ (a part has one per step block it holds), named by its block and name.
+    assert sorted(f.name.rsplit("-", 2)[0] for f in files) == sorted(
+        f"{p.parent.name}.{p.stem}" for p in store.part_files()
+    )
     stamp = [f.stat().st_mtime_ns for f in files]
     assert responses.text_index_files(store) == files and [f.stat().st_mtime_ns for f in files] == stamp
     assert pl.read_ipc(files[0]).columns == ["part", "row", "step", "prompt", "response"]

@@ -317,14 +317,15 @@ def test_ingest017_one_response_is_one_row_group(tmp_path):
 
     from data.store.layout import ROW_GROUP_SIZE
 
-    run = run_with(tmp_path, b"".join(line(rec(step=s, logprobs=[-1.0] * 50)) for s in range(300)))
+    run = run_with(tmp_path, b"".join(line(rec(step=s // 100, logprobs=[-1.0] * 50)) for s in range(300)))
     _, store = ingest(run, tmp_path / "cache")
     part = store.part_ids()[0]
-    pf = pq.ParquetFile(store.dir / "parts" / f"p{part:06d}.parquet")
+    [path] = store.part_files_of(part)  # steps 0-2: one step block, one file
+    pf = pq.ParquetFile(path)
     assert pf.metadata.num_row_groups == -(-300 // ROW_GROUP_SIZE)
     assert pf.schema_arrow.field("logprobs").type.value_type.bit_width == 32
     s = store.sample(sample_id("rank0.jsonl", 200))
-    assert s["step"] == 199
+    assert s["step"] == 199 // 100 and s["line"] == 200
 
 
 def test_ingest018_concurrent_ingest_uses_a_lock(tmp_path):

@@ -61,10 +61,10 @@ def test_smallfiles001_small_files_share_part_files(tmp_path, monkeypatch):
     file."""
     run = _run(tmp_path)
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    assert len(list((store.dir / "parts").glob("*.parquet"))) <= 3
+    assert len(list((store.dir / "parts").glob("*/*.parquet"))) <= 3
     assert len(list((store.dir / "scalars").glob("*.parquet"))) <= 3
     alone = _alone(tmp_path, run, monkeypatch, "alone")
-    assert len(list((alone.dir / "parts").glob("*.parquet"))) == FILES
+    assert len(list((alone.dir / "parts").glob("*/*.parquet"))) == FILES
     assert _view(store).equals(_view(alone))
     assert _issues(store) == _issues(alone)
     assert ("40.jsonl", 3, "error") in [r[:3] for r in _issues(store)]

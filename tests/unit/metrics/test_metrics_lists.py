@@ -91,9 +91,10 @@ def test_metrics_lists002_missing_columns_and_all_null():
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_metrics_lists004_finite_rewards_summed_in_one_pass(seed):
-    """Finite token rewards take the one-pass suffix sum over all rows (NaN or infinities take the
-    per-row one): over 3,000 rows, with and without nulls, the returns still agree with the definition."""
+def test_metrics_lists004_returns_of_a_row_whatever_rows_come_with_it(seed):
+    """Returns are summed row by row: over 3,000 rows, with and without nulls, they agree with the
+    definition, and a response's aggregates are the same to the last bit whether its chunk holds the other
+    rows or not (a run read in other chunks, or by Ray tasks, stores the same numbers)."""
     df = _random_frame(100 + seed, 3000, specials=False)
     assert (
         df.select(pl.col("token_rewards").list.eval(pl.element().is_nan()).list.any().any()).item() is False
@@ -101,6 +102,16 @@ def test_metrics_lists004_finite_rewards_summed_in_one_pass(seed):
     _assert_same(df)
     nulls = pl.col("token_rewards").list.eval(pl.when(pl.element() > -1).then(pl.element()))
     _assert_same(df.with_columns(nulls))
+    # Float64 values that are not sums of a few float32 ones (JSON numbers): the rounding would show.
+    thirds = df.with_columns(
+        pl.col(c).list.eval(pl.element().cast(pl.Float64) / 3 + 10) for c in ("values", "token_rewards")
+    )
+    whole = response_list_aggregates(thirds, PADS)
+    halves = [
+        response_list_aggregates(thirds.slice(0, 1234), PADS),
+        response_list_aggregates(thirds.slice(1234), PADS),
+    ]
+    assert whole.equals(pl.concat(halves))
 
 
 def test_metrics_lists003_ppo_trailing_pad_by_hand():

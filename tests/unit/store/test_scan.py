@@ -14,7 +14,7 @@ import pytest
 from data.ingest import ingest_run
 from data.ingest import writer as ingest_writer
 from data.store import open_store, sample_id
-from data.store.layout import part_name
+from data.store.layout import entry_name
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -67,7 +67,7 @@ def definitional_scalars(store, hidden: bool = False) -> pl.DataFrame:
         if pid in packs:
             df = pl.read_parquet(store.dir / "scalars" / packs[pid]).filter(pl.col("part") == pid)
         elif m["parts"][str(pid)]["rows"]:
-            df = pl.read_parquet(store.dir / "scalars" / part_name(pid))
+            df = pl.read_parquet(store.dir / "scalars" / entry_name(pid, m["parts"][str(pid)]))
         else:
             continue
         frames.append(df)
@@ -245,7 +245,9 @@ def test_scan008_a_state_whose_files_a_commit_collected(tmp_path, monkeypatch):
             f.write(lines(34, rank))
     ingest_run(run, cache, PADS)
     new = open_store(store_dir)
-    assert new.packs() and not (store_dir / "scalars" / part_name(1)).exists()  # collected
+    assert (
+        new.packs() and not (store_dir / "scalars" / entry_name(1, old.manifest.data["parts"]["1"])).exists()
+    )
     assert old.scan().collect().equals(definitional_scalars(new))
     assert old.lookup(first) == new.lookup(first) is not None
     rows, count = responses.page_rows(old, ResponseFilter(step=0), "reward", True, 0, 10)
