@@ -218,6 +218,9 @@ def ingest_run(
                     writer.remove_written()
             if result.lost:
                 shared.pull(store_dir)  # the winner's commit, in place of what this call wrote
+            if result.lost_commit:
+                # The winner copies its manifest to manifest.json only after its commit: read the log's.
+                _committed(store_dir)
         finally:
             if local_lock:
                 lock.release()
