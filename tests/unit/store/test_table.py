@@ -120,7 +120,7 @@ def test_table003_two_processes_commit_a_run_once(tmp_path):
     assert lost == [0, 1], outs  # exactly one commit was refused
     want = by_hand(run)
     total = sum(n for n, _ in want.values())
-    assert all(int(o[2]) == total for o in outs)  # both report the committed state
+    assert all(int(o[2]) == total for o in outs), (outs, total)  # both report the committed state
     store = open_store(ingest_run(run, cache, DEFAULT_PAD_TOKENS).store_dir)
     assert store.generation == 1  # nothing new: no further commit
     files = DeltaTable(str(store.dir)).file_uris()
