@@ -33,11 +33,14 @@ def _record(rank: int, i: int) -> bytes:
     return orjson.dumps(rec) + b"\n"
 
 
-def _write(run_dir: Path, rank: int, seed: int, done: threading.Event) -> None:
-    """Append every line in 1-3 pieces, flushing each piece; some pieces stop right before the newline."""
+def _write(run_dir: Path, rank: int, seed: int, done: threading.Event, pause=None) -> None:
+    """Append every line in 1-3 pieces, flushing each piece; some pieces stop right before the newline.
+    ``pause(k)``, if given, is called at the k-th third of the lines (k = 1, 2)."""
     rng = random.Random(seed)
     with open(run_dir / FILES[rank], "ab", buffering=0) as f:
         for i in range(LINES_PER_FILE):
+            if pause is not None and i and i % (LINES_PER_FILE // 3) == 0:
+                pause(i // (LINES_PER_FILE // 3))
             line = _record(rank, i)
             kind = rng.random()
             if kind < 0.3:
@@ -84,8 +87,15 @@ def test_live001_concurrent_writer_no_lost_or_duplicated_lines(tmp_path):
     for name in FILES:
         (run_dir / name).touch()
     done = [threading.Event() for _ in FILES]
+    ingests = threading.Condition()
+    calls = 0
+
+    def pause(k: int) -> None:  # a third of the lines written: wait for an ingest of them (however slow)
+        with ingests:
+            ingests.wait_for(lambda: calls >= k + 1, timeout=60)
+
     writers = [
-        threading.Thread(target=_write, args=(run_dir, r, 100 + r, done[r]), daemon=True)
+        threading.Thread(target=_write, args=(run_dir, r, 100 + r, done[r], pause), daemon=True)
         for r in range(len(FILES))
     ]
     stop = threading.Event()
@@ -106,11 +116,12 @@ def test_live001_concurrent_writer_no_lost_or_duplicated_lines(tmp_path):
     ingest_run(run_dir, cache, DEFAULT_PAD_TOKENS)
     for t in (*writers, other):
         t.start()
-    calls = 0
     while not all(d.is_set() for d in done):
         res = ingest_run(run_dir, cache, DEFAULT_PAD_TOKENS)
         seen_rows.append(res.samples)
-        calls += 1
+        with ingests:
+            calls += 1
+            ingests.notify_all()
         time.sleep(0.005)
     stop.set()
     other.join(timeout=30)
