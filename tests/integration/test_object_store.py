@@ -91,12 +91,6 @@ def s3():
         server.stop()
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory) -> Path:
-    """The demo generator's run (2 rank files, 12 steps of 32 responses), written locally."""
-    return write_demo_run(tmp_path_factory.mktemp("local-root"), RUN, steps=12, per_step=32)
-
-
 def _csv(store_dir: Path) -> bytes:
     return b"".join(export_stream(open_store(store_dir), ResponseFilter(step=None), "csv"))
 

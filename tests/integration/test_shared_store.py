@@ -35,12 +35,6 @@ def s3():
         server.stop()
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory) -> Path:
-    """The demo generator's run (2 rank files, 12 steps of 32 responses), written locally."""
-    return write_demo_run(tmp_path_factory.mktemp("local-root"), RUN, steps=12, per_step=32)
-
-
 def _settings(s3: S3, root: str, cache: str, work: Path):
     env = {**s3.env, "RLBOARD_DEMO": "0", "RLBOARD_WORK_DIR": str(work)}
     return load_settings(environ=env, root=root, cache_dir=cache)
