@@ -36,9 +36,11 @@ DARK_LUMA = 120.0
 POSITION_FIGURE_HEIGHT = 230
 # Above this many positions the charts drop per-point markers and bars (one SVG element each) for lines.
 LONG_RESPONSE = 600
-# Tokens of the strip sent at once (its box shows a few hundred at 1440 px); the next window is asked for when
-# the strip is scrolled near its end. A 32,000-token response sent whole was 6.4 MB and took 3-5 s to draw.
-STRIP_WINDOW = 1000
+# Tokens of the strip sent at once: a little more than its box shows (22rem: about 14 lines of 30 tokens of
+# five characters at 1440 px); the next window is asked for when the strip is scrolled near its end, or at
+# once when the tokens do not fill the box. A 32,000-token response sent whole was 6.4 MB and took 3-5 s to
+# draw; 1,000 tokens at once (two boxes) were 153 KB of the page's 326 KB.
+STRIP_WINDOW = 600
 # Points of a per-position chart at most (a chart is ~450 px wide): above, each bucket of consecutive positions
 # keeps its lowest and highest value of every line (two per pixel at most), so no spike is lost; zooming in
 # sends the positions of the range again at this resolution.
@@ -242,7 +244,7 @@ function(store) {
                     + ' tokens shown: scroll the strip for more.'
                 : '';
         }
-        // The next window when the strip is scrolled near its end (or at once, when it does not scroll).
+        // The next window when the strip is scrolled near its end (or at once, when it does not fill its box).
         root.__pending = false;
         root.__more = function(upto) {
             if (root.__pending || done >= data.total) { return; }
@@ -253,7 +255,7 @@ function(store) {
         root.onscroll = done < data.total ? function() {
             if (root.scrollTop + root.clientHeight >= root.scrollHeight - 400) { root.__more(); }
         } : null;
-        if (done < data.total && root.scrollHeight <= root.clientHeight + 400) { root.__more(); }
+        if (done < data.total && root.scrollHeight <= root.clientHeight) { root.__more(); }
         // A chart's point hovered beyond the tokens shown: outline it once its window is here.
         var want = window.__tokensHighlight;
         if (want !== undefined && want !== null) {
