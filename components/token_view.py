@@ -186,10 +186,16 @@ def legend(title: str, lo: float, hi: float, stops, signed: bool) -> html.Div:
 # "<script>" is shown, never parsed. The strip's div carries data-key: a re-render may mount a new div
 # after this runs, so it waits (a few frames) for the div of this very data.
 STRIP_JS = r"""
-function(store) {
+(function() {
+function strip(store) {
     if (!store || !store.json) { return window.dash_clientside.no_update; }
     var data = JSON.parse(store.json);
     var first = !data.start;
+    var shown = document.querySelector('#__STRIP__[data-key="' + store.key + '"]');
+    if (first && shown && shown.__filledKey === store.key) {
+        // The first window, filled already as the strip mounted (below), which said so too.
+        return shown.__doneSent ? window.dash_clientside.no_update : store.key + ':0';
+    }
     if (first && window.performance && performance.mark) { performance.mark('tokens-strip-data'); }
     var tries = 0;
     function tip(d, i) {
@@ -206,6 +212,7 @@ function(store) {
             if (tries++ < 300) { window.requestAnimationFrame(fill); }
             return;
         }
+        if (first && root.__filledKey === store.key) { return; }  // filled as it mounted
         var loaded = first ? 0 : +(root.getAttribute('data-rendered') || 0);
         if (!first && data.start !== loaded) { return; }  // not the window that follows: an old answer
         var frag = document.createDocumentFragment();
@@ -224,7 +231,13 @@ function(store) {
             if (data.pad[i]) { s.className = 'token-pad'; }
             frag.appendChild(s);
         }
-        if (first) { root.replaceChildren(frag); root.__windows = {}; } else { root.appendChild(frag); }
+        if (first) {
+            root.replaceChildren(frag);
+            root.__windows = {};
+            root.__filledKey = store.key;
+        } else {
+            root.appendChild(frag);
+        }
         root.__windows[data.start] = data;
         // The hover text is written when a token is first hovered: 4,000 ten-line titles up front cost
         // more than the spans themselves.
@@ -272,6 +285,32 @@ function(store) {
     fill();
     return store.key + ':' + data.start;
 }
+// The first window is drawn as soon as the strip's div is in the page: its data is in the layout Dash
+// has just rendered (dash_component_api.getLayout), and the callback above ran 150-200 ms later, after
+// the renderer's own rounds over the new layout. It then says the strip is in (__DONE__, which the charts
+// wait for) itself; the callback finds the strip filled and does nothing. Installed once, when the page's
+// scripts run.
+if (window.MutationObserver && !window['__rlbStripWatch:__STRIP__']) {
+    window['__rlbStripWatch:__STRIP__'] = true;
+    new MutationObserver(function() {
+        var root = document.getElementById('__STRIP__');
+        var key = root && root.getAttribute('data-key');
+        var api = window.dash_component_api;
+        if (!key || root.__filledKey === key || !api || !api.getLayout) { return; }
+        var c;
+        try { c = api.getLayout('__DATA__'); } catch (e) { return; }
+        var store = c && (c.props ? c.props.data : c.data);
+        if (!store || store.key !== key) { return; }
+        strip(store);
+        var dc = window.dash_clientside;
+        if (root.__filledKey === key && dc && dc.set_props) {
+            root.__doneSent = true;
+            dc.set_props('__DONE__', {data: key + ':0'});
+        }
+    }).observe(document.documentElement, {childList: true, subtree: true});
+}
+return strip;
+})()
 """
 
 # Highlights the strip token of the chart point under the mouse (charts' x is the position) and scrolls
@@ -303,15 +342,21 @@ function(hovers) {
 """
 
 
-def strip_js(strip_id: str, want_id: str = "", status_id: str = "") -> str:
+def strip_js(
+    strip_id: str, want_id: str = "", status_id: str = "", data_id: str = "", done_id: str = ""
+) -> str:
     """:data:`STRIP_JS` for the strip element ``strip_id`` (a clientside callback: strip data in, key out;
     marks ``tokens-strip-data`` / ``tokens-strip-filled`` in the browser's performance timeline when the
     first window is in). It asks for the next window by setting the store ``want_id`` to ``{"key", "start",
-    "upto"}`` and says how many tokens are shown in the element ``status_id``."""
+    "upto"}`` and says how many tokens are shown in the element ``status_id``. ``data_id``: the store of the
+    first window, drawn from the page's layout as soon as the strip's element mounts, which then sets the
+    store ``done_id`` (the first window's callback output) itself."""
     return (
         STRIP_JS.replace("__STRIP__", strip_id)
         .replace("__WANT__", want_id)
         .replace("__STATUS__", status_id)
+        .replace("__DATA__", data_id)
+        .replace("__DONE__", done_id)
         .replace("__OUTLINE__", theme.TEXT)
     )
 

@@ -294,10 +294,14 @@ def _zoom(relayout, shown):
 
 
 clientside_callback(
-    strip_js(STRIP, STRIP_WANT, STRIP_STATUS), Output(STRIP_DONE, "data"), Input(STRIP_DATA, "data")
+    strip_js(STRIP, STRIP_WANT, STRIP_STATUS, STRIP_DATA, STRIP_DONE),
+    Output(STRIP_DONE, "data"),
+    Input(STRIP_DATA, "data"),
 )
 clientside_callback(
-    strip_js(STRIP, STRIP_WANT, STRIP_STATUS), Output(STRIP_MORE_DONE, "data"), Input(STRIP_MORE, "data")
+    strip_js(STRIP, STRIP_WANT, STRIP_STATUS, STRIP_DATA, STRIP_DONE),
+    Output(STRIP_MORE_DONE, "data"),
+    Input(STRIP_MORE, "data"),
 )
 clientside_callback(
     highlight_js(STRIP), Output(HOVER, "data"), Input({"type": CHART, "name": ALL}, "hoverData")

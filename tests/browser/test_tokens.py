@@ -57,11 +57,14 @@ def _hover_chart(dash_duo, pos: int) -> None:
 
 
 def test_tokens201_strip_tokens_and_hover_values(dash_duo, dash_app, fixtures_dir):
-    """PPO rank1:136 shows its 16 visible tokens; hovering position 5 lists its values; hovering a chart
-    point outlines the same token in the strip."""
+    """PPO rank1:136 shows its 16 visible tokens, drawn as the strip mounted (not by the later callback);
+    hovering position 5 lists its values; hovering a chart point outlines the same token in the strip."""
     sid = sample_id("rank1.jsonl", 136)
     _open(dash_duo, dash_app, f"/tokens?run=trl-ppo-small&sample={sid}")
     assert _strip_filled(dash_duo) == 16
+    # Filled from the layout Dash rendered (dash_component_api.getLayout), which a Dash upgrade could take
+    # away: the strip would still fill, through its callback, 150-200 ms later.
+    assert dash_duo.driver.execute_script(f"return document.querySelector('{STRIP}').__doneSent;") is True
     text = dash_duo.find_element(STRIP).text
     assert text.startswith(" is rather happy although we will a goodarming .")
     tip = _hover_token(dash_duo, 5).split("\n")
