@@ -11,8 +11,9 @@ neighbours), ``build`` (strip data, legend, three per-position figures, two top-
 (JSON of what Dash sends: Plotly's encoder). ``server_ms`` = read + view + build (the 50 ms budget);
 ``--http`` adds the full page callback through Flask. ``--browser`` opens the page of the first sample in
 headless Chromium against gunicorn (``gunicorn.conf.py``; ``--src``: another source tree of the app) and
-times, from the navigation's start, the strip filled (the page's ``tokens-strip-filled`` mark) and every
-per-position chart drawn, with the bytes of the page's callbacks (the first load warms the server; the
+times, from the navigation's start, the page's body in (the end of its biggest callback answer), the strip
+filled (the page's ``tokens-strip-filled`` mark) and every per-position chart drawn, with the bytes of the
+page's callbacks (the first load warms the server; the
 next ``--browser-loads`` are timed). Prints one JSON object.
 """
 
@@ -215,6 +216,14 @@ STRIP_FILLED_JS = """
 var m = performance.getEntriesByName('tokens-strip-filled');
 return m.length ? m[m.length - 1].startTime : null;
 """
+# The page's body in: the end of the biggest callback answer (the page content, strip data included). The
+# strip filled minus this is the browser's part (render, then fill); before it, start-up and the server.
+BODY_IN_JS = """
+var b = performance.getEntriesByType('resource')
+    .filter(function (e) { return e.name.indexOf('_dash-update-component') >= 0; })
+    .sort(function (x, y) { return (y.encodedBodySize || 0) - (x.encodedBodySize || 0); })[0];
+return b ? b.responseEnd : null;
+"""
 CALLBACK_BYTES_JS = """
 return performance.getEntriesByType('resource')
     .filter(function (e) { return e.name.indexOf('_dash-update-component') >= 0; })
@@ -255,6 +264,7 @@ def browser_times(run_dir: Path, cache_dir: Path, sample: str, src: Path, loads:
                     continue  # the first load warms the server's caches and the browser's
                 out.append(
                     {
+                        "body_in_ms": round(driver.execute_script(BODY_IN_JS) or 0),
                         "strip_filled_ms": None if strip is None else round(strip),
                         "charts_drawn_ms": None if charts is None else round(charts),
                         "callback_kb": round(driver.execute_script(CALLBACK_BYTES_JS) / 1024, 1),
