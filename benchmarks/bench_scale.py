@@ -1,7 +1,7 @@
 """Scaling benchmark: the same run at 1x, 4x and 10x the default size, served by real gunicorn.
 
     uv run python benchmarks/bench_scale.py --work /tmp/bench-scale [--scales 1 4 10] [--src DIR]
-        [--label after] [--no-ingest] [--keep] [--per-step 512] [--tokens 60]
+        [--label after] [--no-ingest] [--keep] [--per-step 512] [--tokens 60] [--runs DIR [--generate-only]]
 
 Per scale (``500 * scale`` steps of ``--per-step`` responses of ``--tokens`` tokens, 4 rank files, made with
 ``benchmarks/generate.py``; 1x = 256,000 responses), it measures:
@@ -18,6 +18,9 @@ Per scale (``500 * scale`` steps of ``--per-step`` responses of ``--tokens`` tok
   export;
 - ``/export?run=run&step=all&format=csv``: time to the first byte and to the first row, total time and
   size.
+
+``--runs DIR`` takes the source runs from ``DIR/x<scale>/root`` (made there if absent, e.g. once with
+``--generate-only``, then only read), so that several benchmarks share one copy of a 10x run.
 
 ``--src`` runs another source tree of the app (e.g. ``git archive main | tar -x -C DIR``: the code
 "before" a change) with this checkout's interpreter. ``--no-ingest`` reuses a store already built in
@@ -321,6 +324,12 @@ def export(base: str, timeout: float) -> dict:
     }
 
 
+def source_root(args, scale: int) -> Path:
+    """The rollout root of one scale: ``--runs DIR/x<scale>`` (shared, kept, only read once made) or the
+    work folder's own ``root``."""
+    return (args.runs if args.runs is not None else args.work) / f"x{scale}" / "root"
+
+
 # ---- one scale -------------------------------------------------------------------------------------------
 
 
@@ -328,7 +337,9 @@ def measure(args, scale: int) -> dict:
     from benchmarks.load_test import capture
 
     work = args.work / f"x{scale}"
-    root, cache = work / "root", work / "cache"
+    work.mkdir(parents=True, exist_ok=True)
+    root = source_root(args, scale)
+    cache = work / "cache"
     run_dir = root / RUN
     gen = make_run(run_dir, BASE_STEPS * scale, args.per_step, args.tokens)
     make_run(root / REF, 20, args.per_step, args.tokens)
@@ -372,7 +383,7 @@ def measure(args, scale: int) -> dict:
     res["cold"], res["warm"] = (median_pages([r[k] for r in rounds]) for k in (0, 1))
     res["rounds"] = [{"cold": c, "warm": w} for c, w in rounds]
     if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # never ``--runs``: a shared folder of sources stays
     return res
 
 
@@ -425,6 +436,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="after")
     ap.add_argument("--per-step", type=int, default=512)
     ap.add_argument("--tokens", type=int, default=60)
+    ap.add_argument(
+        "--runs", type=Path, default=None,
+        help="folder of the source runs (DIR/x<scale>/root/{run,ref}), made there if absent and then only "
+        "read: one copy shared by several benchmarks; by default they are made in --work",
+    )  # fmt: skip
+    ap.add_argument("--generate-only", action="store_true", help="make the source runs, measure nothing")
     ap.add_argument("--no-ingest", dest="ingest", action="store_false")
     ap.add_argument("--keep", action="store_true", help="keep the generated runs and stores")
     ap.add_argument("--export-timeout", type=float, default=900.0)
@@ -432,6 +449,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.src = args.src.resolve()
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.generate_only:
+        for scale in args.scales:
+            root = source_root(args, scale)
+            gen = make_run(root / RUN, BASE_STEPS * scale, args.per_step, args.tokens)
+            make_run(root / REF, 20, args.per_step, args.tokens)
+            print(json.dumps({"scale": scale, "root": str(root), **gen}), flush=True)
+        return 0
     results = []
     for scale in args.scales:
         results.append(measure(args, scale))
