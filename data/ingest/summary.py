@@ -21,6 +21,9 @@ from data.store.layout import SCALAR_CORE, SCALAR_DTYPES, entry_name
 from data.store.manifest import packed_parts
 
 # The scalars a step's summary reads: the numbers, the prompt key and the group id (never the previews).
+# Rows a commit summarises at once (see StepSummaries.refresh): ~650 bytes each in memory.
+REFRESH_ROWS = 100_000
+
 SUMMARY_INPUT = tuple(c for c in SCALAR_CORE if SCALAR_DTYPES[c] != pl.String() or c == "prompt_key") + (
     "group_id",
 )
@@ -112,25 +115,88 @@ class StepSummaries:
 
     def refresh(self, data: dict) -> pl.DataFrame:
         """The summary of every step of ``data``'s parts (sorted by step), the stale steps summarised again
-        from the rows the parts hold now (a step left with none drops out)."""
+        from the rows the parts hold now (a step left with none drops out).
+
+        The stale steps are read a window of steps at a time (about :data:`REFRESH_ROWS` rows each, see
+        :func:`step_windows`): a commit made after a long read (commits space themselves by their cost,
+        which load can stretch to minutes) would otherwise hold every row read since the last one."""
         stale = self._stale()
         if stale is None:
             return self.frame
         steps = sorted(self._steps)
-        pids = [
-            int(k) for k, e in data["parts"].items() if e["rows"] and self._holds_stale(*e["steps"], steps)
+        held = [
+            (int(k), e)
+            for k, e in data["parts"].items()
+            if e["rows"] and self._holds_stale(*e["steps"], steps)
         ]
-        scans = scan_part_scalars(self.dir, data, pids)
-        if scans:
-            frames = [s.select(c for c in s.collect_schema().names() if c in SUMMARY_INPUT) for s in scans]
-            rows = pl.concat(frames, how="diagonal_relaxed").filter(stale).collect()
-            # In part and row order, as a reader of the whole run has them (sums are then added in the
-            # same order, to the last bit).
-            rows = rows.sort("part", "row")
-            absent = [pl.lit(None, t).alias(c) for c, t in SCALAR_DTYPES.items() if c not in rows.columns]
-            fresh = step_summary(rows.with_columns(absent).lazy()).collect(engine="in-memory")
-        else:
-            fresh = empty_summary()
-        self.frame = pl.concat([self.frame.filter(~stale), fresh], how="vertical_relaxed").sort("step")
+        fresh = []
+        if held:
+            # The columns of every part together (as one concat of them all has them), for each window.
+            schemas = [s.collect_schema() for s in scan_part_scalars(self.dir, data, [p for p, _ in held])]
+            union = pl.concat(
+                [pl.LazyFrame(schema={c: t for c, t in sc.items() if c in SUMMARY_INPUT}) for sc in schemas],
+                how="diagonal_relaxed",
+            ).collect_schema()
+            ranges = [(e["steps"][0], e["steps"][1], e["rows"]) for _, e in held]
+            for lo, hi in step_windows(ranges, REFRESH_ROWS):
+                pids = [p for (p, _), (a, b, _) in zip(held, ranges, strict=True) if a <= hi and lo <= b]
+                scans = scan_part_scalars(self.dir, data, pids)
+                if not scans:
+                    continue
+                frames = [
+                    s.select(c for c in s.collect_schema().names() if c in SUMMARY_INPUT) for s in scans
+                ]
+                window = stale & pl.col("step").is_between(lo, hi)
+                rows = pl.concat(frames, how="diagonal_relaxed").filter(window).collect()
+                if rows.height == 0:
+                    continue
+                rows = rows.select(
+                    pl.col(c).cast(t) if c in rows.columns else pl.lit(None, t).alias(c)
+                    for c, t in union.items()
+                )
+                # In part and row order, as a reader of the whole run has them (sums are then added in the
+                # same order, to the last bit).
+                rows = rows.sort("part", "row")
+                absent = [pl.lit(None, t).alias(c) for c, t in SCALAR_DTYPES.items() if c not in rows.columns]
+                fresh.append(step_summary(rows.with_columns(absent).lazy()).collect(engine="in-memory"))
+                del rows
+        if not fresh:
+            fresh = [empty_summary()]
+        self.frame = pl.concat([self.frame.filter(~stale), *fresh], how="vertical_relaxed").sort("step")
         self._steps, self._ranges, self._from = set(), [], None
         return self.frame
+
+
+def step_windows(ranges: list[tuple[int, int, int]], rows: int) -> list[tuple[int, int]]:
+    """Consecutive windows of steps ``(lo, hi)`` covering ``ranges`` (``(first step, last step, rows)`` of
+    each part), each holding about ``rows`` rows at most, counting a part's rows as spread evenly over its
+    steps (a window is at least one step, however many rows that step has)."""
+    if not ranges:
+        return []
+    # Where the density of rows per step changes, and by how much.
+    events: dict[int, float] = {}
+    for lo, hi, n in ranges:
+        d = n / (hi - lo + 1)
+        events[lo] = events.get(lo, 0.0) + d
+        events[hi + 1] = events.get(hi + 1, 0.0) - d
+    bounds = sorted(events)
+    out: list[tuple[int, int]] = []
+    start, acc, density = bounds[0], 0.0, 0.0
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        density += events[a]
+        if density <= 1e-9:  # no part holds these steps: close the window before them
+            if acc > 0:
+                out.append((start, a - 1))
+            start, acc = b, 0.0
+            continue
+        step = a
+        while step < b:
+            if acc > 0 and acc + density > rows:  # the next step does not fit: the window ends before it
+                out.append((start, step - 1))
+                start, acc = step, 0.0
+            take = min(max(1, int((rows - acc) // density)), b - step)
+            acc += take * density
+            step += take
+    if acc > 0:
+        out.append((start, bounds[-1] - 1))
+    return out

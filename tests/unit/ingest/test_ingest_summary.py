@@ -7,7 +7,10 @@ import json
 import math
 
 import orjson
+import pytest
+from polars.testing import assert_frame_equal
 
+from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.ingest import summary as ingest_summary
 from data.store import open_store
@@ -121,3 +124,36 @@ def test_summary003_a_commit_mid_read_hides_partial_steps_and_the_next_shows_the
     whole = ingest_run(run, tmp_path / "whole", PADS)
     assert _steps(open_store(res.store_dir)) == _steps(open_store(whole.store_dir))
     assert open_store(res.store_dir).steps().get_column("n").to_list() == [6, 6, 6]
+
+
+def test_summary004_step_windows_by_hand():
+    """Windows of steps of at most ``rows`` rows, a part's rows spread evenly over its steps: two parts of
+    steps 0-3 (8 rows) and 2-5 (4 rows) hold 2, 2, 3, 3, 1, 1 rows at steps 0-5; a gap of steps no part
+    holds closes a window; a step denser than ``rows`` is a window alone."""
+    sw = ingest_summary.step_windows
+    assert sw([], 5) == []
+    assert sw([(0, 3, 8), (2, 5, 4)], 5) == [(0, 1), (2, 2), (3, 5)]
+    assert sw([(0, 3, 8), (2, 5, 4)], 100) == [(0, 5)]
+    assert sw([(0, 1, 2), (10, 11, 2)], 100) == [(0, 1), (10, 11)]
+    assert sw([(7, 7, 50), (8, 9, 2)], 10) == [(7, 7), (8, 9)]
+
+
+@pytest.mark.parametrize("run", ["trl-grpo-small", "real-verl-gsm8k-tools", "rlloggingboard-eval-poem", None])
+def test_summary005_summarised_in_windows_as_at_once(fixtures_dir, tmp_path, monkeypatch, run):
+    """A commit's stale steps summarised a few rows at a time (windows of steps, see REFRESH_ROWS) give the
+    steps table of one read of them all, to the last bit (fixtures and the demo run, read in small
+    chunks so that parts span several steps)."""
+    if run is None:
+        src = write_demo_run(tmp_path / "root", "demo", steps=9, per_step=16)
+    else:
+        src = fixtures_dir / run
+        if not src.exists():
+            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    once = open_store(ingest_run(src, tmp_path / "once", PADS, chunk_bytes=20_000).store_dir)
+    windows = []
+    real = ingest_summary.step_windows
+    monkeypatch.setattr(ingest_summary, "REFRESH_ROWS", 5)
+    monkeypatch.setattr(ingest_summary, "step_windows", lambda *a: windows.append(real(*a)) or windows[-1])
+    small = open_store(ingest_run(src, tmp_path / "small", PADS, chunk_bytes=20_000).store_dir)
+    assert max(len(w) for w in windows) >= min(3, once.steps().height)  # a window a step, or fewer
+    assert_frame_equal(small.steps(), once.steps())
