@@ -5,7 +5,8 @@ In file order (``sort=None``), rows are read a window of steps at a time from th
 them. Sorted, the first batch comes from the top of the order (no full sort) and is sent at once; then
 the whole order (``part, row`` of each match, 8 bytes a row) is sorted, and one pass over the parts writes
 each later row to the temporary file of its bucket of ranks (at most ``MAX_BUCKETS`` files, one open
-stream each); the buckets are read back in order.
+stream each; rows are held in memory up to ``SPILL_BYTES`` and written a batch per bucket); the buckets are
+read back in order.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ BATCH = 2000  # rows per chunk sent
 HEAD_ROWS = 500  # the first rows of a sorted export (at most a batch), read directly from their row groups
 SPILL_ROWS = 10000  # rows per rank bucket at least ...
 MAX_BUCKETS = 128  # ... and at most this many buckets (files open at once), however large the export
+SPILL_BYTES = 64 << 20  # rows held in memory (in Arrow) before they are written to their buckets' files
 WINDOW_ROWS = 20000  # rows per window of steps read at once in file order
 # CSV injection (OWASP): a spreadsheet runs a cell that starts with = + - @ TAB or CR as a formula. Such a
 # text cell is written with a leading single quote, which spreadsheets show as text and never evaluate; a
@@ -215,28 +217,56 @@ def _spilled_batches(
 ) -> Iterator[pl.DataFrame]:
     """Export batches of ``rest`` (``__rank, part, row``, in rank order): a sorted order scatters rows over
     every row group, so fetching texts batch by batch would decompress all texts once per batch. One pass
-    over the parts writes each row to the stream of its bucket of ranks; buckets are read back in order.
-    Memory holds one part's rows or one bucket, never the export."""
+    over the parts puts each row in its bucket of ranks, written to the bucket's stream once
+    :data:`SPILL_BYTES` of rows are held; buckets are read back in order. Memory holds one part's rows and
+    ``SPILL_BYTES``, or one bucket, never the export."""
     first = int(rest.item(0, "__rank"))
     size = max(SPILL_ROWS, math.ceil(rest.height / MAX_BUCKETS))
     schema = {c: t for c, t in store.read_keys(rest.head(0).select("part", "row"), wanted).schema.items()}
     with tempfile.TemporaryDirectory(prefix="rlboard-export-") as tmp:
         writers: dict[int, tuple] = {}
+        held: dict[int, list[pa.Table]] = {}  # pieces of each bucket not written yet
+        held_bytes = 0
+
+        def write_held() -> None:
+            # One record batch per bucket and flush: a part's rows spread over every bucket (a few dozen
+            # rows each at 2.56M responses), and a batch written per part and bucket cost more than its rows.
+            nonlocal held_bytes
+            for bucket, pieces in held.items():
+                table = pa.concat_tables(pieces).combine_chunks()
+                if bucket not in writers:
+                    sink = pa.OSFile(str(Path(tmp) / f"b{bucket:06d}.arrows"), "wb")
+                    opts = ipc.IpcWriteOptions(compression="lz4")
+                    writers[bucket] = (sink, ipc.new_stream(sink, table.schema, options=opts))
+                writers[bucket][1].write_table(table)
+            held.clear()
+            held_bytes = 0
+
         try:
             for (part,), grp in rest.group_by(["part"]):
                 _check(deadline)
                 got = store.read_rows(int(part), grp.get_column("row").to_list(), wanted)
-                got = got.select(
-                    pl.col(c).cast(t) if c in got.columns else pl.lit(None, t).alias(c)
-                    for c, t in schema.items()
-                ).with_columns(grp.get_column("__rank"))
-                for (bucket,), piece in got.group_by((pl.col("__rank") - first) // size):
-                    table = piece.to_arrow()
-                    if bucket not in writers:
-                        sink = pa.OSFile(str(Path(tmp) / f"b{bucket:06d}.arrows"), "wb")
-                        opts = ipc.IpcWriteOptions(compression="lz4")
-                        writers[bucket] = (sink, ipc.new_stream(sink, table.schema, options=opts))
-                    writers[bucket][1].write_table(table)
+                got = (
+                    got.select(
+                        pl.col(c).cast(t) if c in got.columns else pl.lit(None, t).alias(c)
+                        for c, t in schema.items()
+                    )
+                    .with_columns(grp.get_column("__rank"))
+                    .sort("__rank")
+                )
+                # Sorted by rank, each bucket's rows are one slice (no copy) of the part's rows.
+                ranks = got.get_column("__rank")
+                buckets = ((ranks - first) // size).unique(maintain_order=True).to_list()
+                cuts = ranks.search_sorted(pl.Series([first + b * size for b in buckets], dtype=ranks.dtype))
+                table = got.to_arrow()
+                ends = [*cuts.to_list()[1:], got.height]
+                for bucket, lo, hi in zip(buckets, cuts.to_list(), ends, strict=True):
+                    piece = table.slice(lo, hi - lo)
+                    held.setdefault(bucket, []).append(piece)
+                    held_bytes += piece.nbytes
+                if held_bytes >= SPILL_BYTES:
+                    write_held()
+            write_held()
         finally:
             for sink, writer in writers.values():
                 writer.close()

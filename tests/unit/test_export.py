@@ -176,3 +176,27 @@ def test_export006_first_bytes_before_the_whole_order(store, monkeypatch):
     want = definitional(store, ResponseFilter(), "reward", True)
     ids = [r[rows[0].index("sample_id")] for r in rows[1:]]
     assert ids == want.get_column("sample_id").to_list()
+
+
+@pytest.mark.parametrize("spill_bytes", [1, 1 << 40])
+def test_export007_rows_held_or_written_at_each_part_give_the_same_export(store, monkeypatch, spill_bytes):
+    """Bucket pieces written at each part (several batches a bucket file) or held until the end (one batch
+    each) give exactly the definitional rows and order."""
+    monkeypatch.setattr(export, "BATCH", 5)
+    monkeypatch.setattr(export, "SPILL_ROWS", 8)
+    monkeypatch.setattr(export, "SPILL_BYTES", spill_bytes)
+    batches: list[int] = []
+    real = export.ipc.new_stream
+
+    def counting(sink, schema, options=None):
+        writer = real(sink, schema, options=options)
+        write = writer.write_table
+        writer.write_table = lambda t: batches.append(t.num_rows) or write(t)  # type: ignore[method-assign]
+        return writer
+
+    monkeypatch.setattr(export.ipc, "new_stream", counting)
+    flt = ResponseFilter(reward_min=0.5)
+    got = pl.concat(export.export_batches(store, flt, "reward", False))
+    assert got.equals(definitional(store, flt, "reward", False))
+    buckets = -(-(got.height - min(export.HEAD_ROWS, 5)) // 8)
+    assert len(batches) > buckets if spill_bytes == 1 else len(batches) == buckets
