@@ -17,6 +17,7 @@ from data.metrics.step import PartialStep, partial_last_step
 from data.queries import (
     MAX_DISCRETE_VALUES,
     Bins,
+    bin_index,
     discrete_edges,
     distinct_values,
     histogram,
@@ -25,6 +26,7 @@ from data.queries import (
     step_histograms,
 )
 from data.store import RunStore
+from data.store.aggregates import read_hist_cells
 
 # Spread bands of a curve: URL value -> UI text. All come from the store's per-step summary.
 BANDS = {"std": "±1 std", "p25-p75": "p25–p75", "p5-p95": "p5–p95"}
@@ -362,13 +364,51 @@ def heatmap(
     discrete: bool = False,
 ) -> Heatmap:
     """Dense :class:`Heatmap` of ``col`` on ``edges`` for ``steps`` (steps without values stay at 0)."""
+    counts = step_histograms(scalars.lazy(), col, edges) if col in _names(scalars) else None
+    return dense_heatmap(counts, edges, steps, discrete)
+
+
+def cell_histograms(cells: pl.DataFrame, col: str, edges: list[float]) -> tuple[pl.LazyFrame, list[int]]:
+    """:func:`data.queries.step_histograms` of ``col`` summed from a store's histogram cells (see
+    data.ingest.hist_cells), without ``share``: ``step, bin, count`` of the steps none of whose cells lies
+    across an edge (their every value is in the bar of its cell's ``lo`` and ``hi``), and the sorted steps
+    with such a cell (to count from their responses)."""
+    c = (
+        cells.lazy()
+        .filter(pl.col("col") == col)
+        .select("step", "n", bin_index("lo", edges).alias("bin"), bin_index("hi", edges).alias("top"))
+        .collect()
+    )
+    split = c.filter(pl.col("bin") != pl.col("top")).get_column("step").unique().sort().to_list()
+    counts = (
+        c.lazy()
+        .filter(~pl.col("step").is_in(split))
+        .group_by("step", "bin")
+        .agg(pl.col("n").sum().cast(pl.UInt32).alias("count"))
+    )
+    return counts, split
+
+
+def with_share(counts: pl.LazyFrame) -> pl.LazyFrame:
+    """``step, bin, count`` with the share of the step in each bar, sorted: as
+    :func:`data.queries.step_histograms` gives them."""
+    return counts.with_columns((pl.col("count") / pl.col("count").sum().over("step")).alias("share")).sort(
+        "step", "bin"
+    )
+
+
+def dense_heatmap(
+    counts: pl.LazyFrame | None, edges: list[float], steps: list[int], discrete: bool = False
+) -> Heatmap:
+    """:class:`Heatmap` of per step and bar ``counts`` (``step, bin, count, share``; None: none) for
+    ``steps`` (steps without values stay at 0)."""
     nb = max(len(edges) - 1, 0)
     step_arr = np.asarray(sorted(steps), dtype=np.int64)
     share = np.zeros((nb, len(step_arr)), dtype=np.float32)
     count = np.zeros((nb, len(step_arr)), dtype=np.int64)
-    if nb and len(step_arr) and col in _names(scalars):
+    if nb and len(step_arr) and counts is not None:
         index = pl.LazyFrame({"step": step_arr, "i": np.arange(len(step_arr))})
-        cells = step_histograms(scalars.lazy(), col, edges).join(index, on="step", how="inner").collect()
+        cells = counts.join(index, on="step", how="inner").collect()
         b, i = cells.get_column("bin").to_numpy(), cells.get_column("i").to_numpy()
         share[b, i] = cells.get_column("share").to_numpy()
         count[b, i] = cells.get_column("count").to_numpy()
@@ -404,7 +444,30 @@ def _bins(v: StoreKey, kind: str) -> Bins:
         first = v.store.scan(columns, step=int(steps.get_column("step")[0]))
         if more_distinct_than(first, columns, MAX_DISCRETE_VALUES):
             return Bins(tuple(edges_for(steps, columns)))
-    return bins_for(steps, v.store.scan(columns), columns)
+    values = cells_distinct(read_hist_cells(v.store), columns, MAX_DISCRETE_VALUES)
+    if values is False:  # not told by the cells: the responses are read
+        return bins_for(steps, v.store.scan(columns), columns)
+    edges = discrete_edges(values) if values is not None else None
+    if edges is not None:
+        return Bins(tuple(edges), discrete=True)
+    return Bins(tuple(edges_for(steps, columns)))
+
+
+def cells_distinct(
+    cells: pl.DataFrame | None, columns: tuple[str, ...], limit: int
+) -> list[float] | None | bool:
+    """:func:`data.queries.distinct_values` of ``columns`` told from a store's histogram cells: the sorted
+    values when every cell holds one value (``lo == hi``), None when the cells' ``lo`` and ``hi`` are more
+    than ``limit`` values (or none), False when the cells cannot tell (or there are none)."""
+    if cells is None:
+        return False
+    c = cells.filter(pl.col("col").is_in(list(columns)))
+    values = pl.concat([c.get_column("lo"), c.get_column("hi")]).unique()
+    if values.len() == 0 or values.len() > limit:
+        return None
+    if c.filter(pl.col("lo") != pl.col("hi")).height:
+        return False
+    return sorted(values.to_list())
 
 
 @shared(256)
@@ -415,7 +478,19 @@ def _bars(v: StoreKey, col: str, step: int, kind: str) -> pl.DataFrame:
 @shared(16)
 def _heatmap(v: StoreKey, kind: str) -> Heatmap:
     b = _bins(v, kind)
-    return heatmap(v.store.scan(["step", kind]), kind, list(b.edges), step_list(v.store), b.discrete)
+    edges, steps = list(b.edges), step_list(v.store)
+    if kind not in v.store.schema():
+        return dense_heatmap(None, edges, steps, b.discrete)
+    cells = read_hist_cells(v.store)
+    if cells is None:  # a store committed without the cells
+        return heatmap(v.store.scan(["step", kind]), kind, edges, steps, b.discrete)
+    # Summed from the steps' cells; a step with a cell across an edge is counted from its responses.
+    counts, split = cell_histograms(cells, kind, edges)
+    if split:
+        rows = v.store.scan(["step", kind], steps=(split[0], split[-1])).filter(pl.col("step").is_in(split))
+        read = step_histograms(rows, kind, edges).select("step", "bin", "count")
+        counts = pl.concat([counts, read.with_columns(pl.col("count").cast(pl.UInt32))])
+    return dense_heatmap(with_share(counts), edges, steps, b.discrete)
 
 
 def run_steps(store: RunStore) -> pl.DataFrame:

@@ -202,7 +202,13 @@ def histogram_edges(lo: float | None, hi: float | None, target_bins: int = 24) -
         return []
     if hi <= lo:
         return [float(lo), float(lo)]
-    width = _nice((hi - lo) / target_bins)
+    return lattice_edges(lo, hi, _nice((hi - lo) / target_bins))
+
+
+def lattice_edges(lo: float, hi: float, width: float) -> list[float]:
+    """The edges of bars ``width`` wide centred on its multiples, from the one holding ``lo`` to the one
+    holding ``hi`` (those of :func:`histogram_edges`: the same floats for the same width, whatever the
+    range, so one range's edges are among a wider range's)."""
     start = math.floor(lo / width + 0.5) - 0.5  # in widths: the edge below the bar centred nearest lo
     edges = []
     k = 0

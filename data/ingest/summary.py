@@ -16,7 +16,9 @@ from pathlib import Path
 
 import polars as pl
 
+from data.ingest.hist_cells import COLUMNS, empty_cells, hist_cells, made_with, widths
 from data.metrics.step import step_summary
+from data.store.aggregates import CELLS_KEY
 from data.store.layout import SCALAR_CORE, SCALAR_DTYPES, entry_name
 from data.store.manifest import packed_parts
 
@@ -74,12 +76,17 @@ def fill_step_ranges(store_dir: Path, data: dict) -> None:
 
 class StepSummaries:
     """The summary of every step of a store's applied parts (hidden steps included), summarised again
-    where rows came or went (:meth:`touch`, :meth:`touch_range`) when asked for (:meth:`refresh`)."""
+    where rows came or went (:meth:`touch`, :meth:`touch_range`) when asked for (:meth:`refresh`); and the
+    steps' histogram cells (:attr:`cells`, see :mod:`data.ingest.hist_cells`), made from the same rows."""
 
     def __init__(self, store_dir: Path, data: dict):
         self.dir = Path(store_dir)
         steps_file = data.get("steps_file")
         self.frame = pl.read_parquet(self.dir / steps_file) if steps_file else empty_summary()
+        cells_file = data.get(CELLS_KEY)
+        # A store committed before the cells existed has them made from every part at the first refresh.
+        self._all_cells = bool(steps_file) and not cells_file
+        self.cells = pl.read_parquet(self.dir / cells_file) if cells_file else empty_cells()
         self._steps: set[int] = set()
         self._ranges: list[tuple[int, int]] = []
         # The committed summary leaves out the steps a commit hid (from ``visible_below`` on): summarised
@@ -122,6 +129,8 @@ class StepSummaries:
         which load can stretch to minutes) would otherwise hold every row read since the last one."""
         stale = self._stale()
         if stale is None:
+            if self._all_cells:
+                self._make_all_cells(data, widths(self.frame))
             return self.frame
         steps = sorted(self._steps)
         held = [
@@ -129,7 +138,7 @@ class StepSummaries:
             for k, e in data["parts"].items()
             if e["rows"] and self._holds_stale(*e["steps"], steps)
         ]
-        fresh = []
+        fresh, cell_rows = [], []
         if held:
             # The columns of every part together (as one concat of them all has them), for each window.
             schemas = [s.collect_schema() for s in scan_part_scalars(self.dir, data, [p for p, _ in held])]
@@ -159,12 +168,39 @@ class StepSummaries:
                 rows = rows.sort("part", "row")
                 absent = [pl.lit(None, t).alias(c) for c, t in SCALAR_DTYPES.items() if c not in rows.columns]
                 fresh.append(step_summary(rows.with_columns(absent).lazy()).collect(engine="in-memory"))
+                # What the histogram cells read of the window: a few numbers a row, not the whole window.
+                cell_rows.append(rows.select(c for c in ("step", *COLUMNS) if c in rows.columns))
                 del rows
         if not fresh:
             fresh = [empty_summary()]
         self.frame = pl.concat([self.frame.filter(~stale), *fresh], how="vertical_relaxed").sort("step")
+        # The cells: of the stale steps from their rows, or of every step when the run's bar width moved.
+        width = widths(self.frame)
+        made = made_with(self.cells)
+        if self._all_cells or any(made[c] != width.get(c) for c in made):
+            self._make_all_cells(data, width)
+        else:
+            cells = (
+                hist_cells(pl.concat(cell_rows, how="diagonal_relaxed"), width)
+                if cell_rows
+                else empty_cells()
+            )
+            self.cells = pl.concat([self.cells.filter(~stale), cells]).sort("step", "col", "lo")
         self._steps, self._ranges, self._from = set(), [], None
         return self.frame
+
+    def _make_all_cells(self, data: dict, width: dict[str, float | None]) -> None:
+        """The cells of every step made again from the parts (the run's bar width moved, or the store was
+        committed before the cells existed)."""
+        self._all_cells = False
+        pids = [int(k) for k, e in data["parts"].items() if e["rows"]]
+        scans = scan_part_scalars(self.dir, data, pids)
+        if not scans:
+            self.cells = empty_cells()
+            return
+        want = ("step", *COLUMNS)
+        frames = [s.select(c for c in s.collect_schema().names() if c in want) for s in scans]
+        self.cells = hist_cells(pl.concat(frames, how="diagonal_relaxed").collect(), width)
 
 
 def step_windows(ranges: list[tuple[int, int, int]], rows: int) -> list[tuple[int, int]]:

@@ -35,7 +35,7 @@ from data.ingest.parts import (
 from data.ingest.prompt_summary import FILE_KEY as PROMPTS_FILE
 from data.ingest.prompt_summary import MATCHES_KEY as MATCHES_FILE
 from data.ingest.prompt_summary import THRESHOLD_KEY, write_prompt_list
-from data.ingest.summary import StepSummaries, fill_step_ranges
+from data.ingest.summary import CELLS_KEY, StepSummaries, fill_step_ranges
 from data.store.index import FACTS_KEY, write_facts
 from data.store.layout import (
     ISSUE_SCHEMA,
@@ -599,18 +599,25 @@ class _Writer:
         below = None if complete else self._watermark()
         # No response shown (a run of only bad lines, or none read yet): the summary of none, every column.
         steps = self.summaries.refresh(self.m.data)
+        cells = self.summaries.cells
         if below is not None:
             steps = steps.filter(pl.col("step") < below)
-        buf = io.BytesIO()
-        steps.write_parquet(buf)
-        self._written.append(self.dir / steps_name)
-        write_atomic(self.dir / steps_name, buf.getvalue())
+            cells = cells.filter(pl.col("step") < below)
+        # The steps' histogram cells (see data.ingest.hist_cells), read by the reward page's heatmap.
+        cells_name = f"cells-g{gen:06d}-{self.tag}.parquet"
+        for frame, fname in ((steps, steps_name), (cells, cells_name)):
+            buf = io.BytesIO()
+            frame.write_parquet(buf)
+            self._written.append(self.dir / fname)
+            write_atomic(self.dir / fname, buf.getvalue())
         old = self.m.data.get("steps_file")
+        old_cells = self.m.data.get(CELLS_KEY)
         old_manifest = self.m.data.get("manifest_file")
         old_lists = tuple(self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY))
         name = f"g{gen:06d}-{self.tag}.json"
         for d in (self.m.data, data):
             d.update(visible_below=below, steps_file=steps_name, generation=gen, manifest_file=name)
+            d[CELLS_KEY] = cells_name
         # The prompt lists of the state committed (read by the prompts and compare pages instead of every
         # response), and the footers' facts of its files (read by a fresh reader instead of every footer).
         if aggregates:
@@ -633,6 +640,7 @@ class _Writer:
         self._table_state = state
         # What this commit names is no longer this writer's to delete should a later commit be refused.
         named = {self.dir / rel for rel in state} | {self.dir / steps_name, self.dir / MANIFESTS / name}
+        named.add(self.dir / cells_name)
         named |= set(beside)
         named |= {
             self.dir / sub / entry_name(int(k), e)
@@ -642,7 +650,7 @@ class _Writer:
         named |= {self.dir / sub / p["name"] for p in data.get("packs", []) for sub in ("scalars", "issues")}
         self._written = [p for p in self._written if p not in named]
         write_atomic(self.dir / MANIFEST, payload)
-        self._collect_garbage(old, old_manifest, *old_lists)
+        self._collect_garbage(old, old_manifest, old_cells, *old_lists)
         if self.on_commit is not None:
             self.on_commit(data)
         self.last_commit = time.monotonic()
@@ -660,7 +668,7 @@ class _Writer:
             return False
 
     def _collect_garbage(
-        self, old_steps: str | None, old_manifest: str | None, *old_lists: str | None
+        self, old_steps: str | None, old_manifest: str | None, old_cells: str | None, *old_lists: str | None
     ) -> None:
         """Remove files no committed manifest names any more (kept one generation for slow readers)."""
         parts = self.m.data["parts"]
@@ -686,6 +694,9 @@ class _Writer:
         for p in self.dir.glob("steps-g*.parquet"):
             if p.name not in (self.m.data["steps_file"], old_steps) and self._removable(p):
                 p.unlink(missing_ok=True)
+        for p in self.dir.glob("cells-g*.parquet"):
+            if p.name not in (self.m.data.get(CELLS_KEY), old_cells) and self._removable(p):
+                p.unlink(missing_ok=True)
         for p in (self.dir / MANIFESTS).glob("g*.json"):
             if p.name not in (self.m.data["manifest_file"], old_manifest) and self._removable(p):
                 p.unlink(missing_ok=True)
@@ -707,6 +718,7 @@ def _tags(data: dict | None) -> set[str | None]:
         return set()
     names = [p["name"] for p in data.get("packs", [])] + [
         data.get("steps_file") or "",
+        data.get(CELLS_KEY) or "",
         data.get("manifest_file") or "",
     ]
     return {e.get("tag") for e in data["parts"].values()} | {name_tag(n) for n in names if n}

@@ -1,6 +1,6 @@
 """Reading the aggregates a commit writes beside a store's parts (see data.ingest.prompt_summary): the
-prompt list with its trend threshold, and the compare page's prompts of the run. None where a store was
-committed without them (the pages then compute them from the scalars)."""
+prompt list with its trend threshold, the compare page's prompts of the run and the steps' histogram cells.
+None where a store was committed without them (the pages then compute them from the scalars)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import polars as pl
 FILE_KEY = "prompts_file"
 THRESHOLD_KEY = "prompts_threshold"
 MATCHES_KEY = "prompt_matches_file"
+# The steps' histogram cells (data.ingest.hist_cells), written with the steps summary.
+CELLS_KEY = "cells_file"
 
 
 def read_prompt_list(store) -> tuple[pl.DataFrame, float] | None:
@@ -31,6 +33,18 @@ def read_prompt_list(store) -> tuple[pl.DataFrame, float] | None:
 def read_prompt_matches(store) -> pl.DataFrame | None:
     """The compare page's prompts of a store as its last commit wrote them (None: not written)."""
     name = store.manifest.data.get(MATCHES_KEY)
+    if not name:
+        return None
+    try:
+        return pl.read_parquet(Path(store.dir) / name)
+    except FileNotFoundError:
+        return None
+
+
+def read_hist_cells(store) -> pl.DataFrame | None:
+    """The steps' histogram cells as the store's last commit wrote them (see data.ingest.hist_cells): the
+    steps shown, nothing else; None for a store committed without them."""
+    name = store.manifest.data.get(CELLS_KEY)
     if not name:
         return None
     try:
