@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -399,16 +399,18 @@ def matching(
     seconds: float = DEFAULT_SEARCH_SECONDS,
     steps: tuple[int, int] | None = None,
     hits: pl.DataFrame | None = None,
+    files: Collection[str] | None = None,
 ) -> pl.LazyFrame:
     """Lazy ``columns`` (and ``part, row``) of the responses shown that match ``flt``, in file order: only
     the files of the filter's step (or of ``lo <= step <= hi``, ``steps``) are read. A text search runs
-    first (raises SearchStopped / QueryError), unless its ``hits`` (:func:`text_hits`) are given."""
+    first (raises SearchStopped / QueryError), unless its ``hits`` (:func:`text_hits`) are given. ``files``:
+    only those of ``scalars/`` (see :meth:`data.store.reader.RunStore.scan`)."""
     cond = flt.scalar_expr()
     # The columns the filter reads (a computed range, such as the length, reads those it is made of).
     used = cond.meta.root_names()
     cols = list(dict.fromkeys([*columns, *used, "part", "row"]))
     names = store.schema()
-    lf = store.scan(cols, step=flt.step, steps=steps)
+    lf = store.scan(cols, step=flt.step, steps=steps, files=files)
     absent = [c for c in dict.fromkeys(used) if c not in names]
     if absent:  # a column no part has: null, as a whole-run frame would have had it missing
         lf = lf.with_columns(pl.lit(None, pl.Float64).alias(c) for c in absent)
@@ -444,7 +446,58 @@ def _summary(key: StoreKey, flt: ResponseFilter, seconds: float) -> Order:
 
 @shared(64)
 def _head(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, seconds: float) -> pl.DataFrame:
+    head = pruned_head(key.store, flt, sort, descending, HEAD_ROWS, seconds)
+    if head is not None:
+        return head
     return _sorted_keys(key.store, flt, sort, descending, seconds).head(HEAD_ROWS).collect()
+
+
+PRUNE_BATCH = 8  # files read at once by pruned_head
+
+
+def pruned_head(
+    store: RunStore, flt: ResponseFilter, sort: str, descending: bool, k: int, seconds: float
+) -> pl.DataFrame | None:
+    """The first ``k`` of :func:`_sorted_keys` (``part, row``), read file by file of ``scalars/`` in the
+    order of their best value of ``sort`` (the files' bounds, see :class:`data.store.index.FileFacts`), and
+    no further once the ``k``-th row found is better than the next file's bound: every row of that file
+    and the files after it then comes after it. A file whose bound equals the ``k``-th value is read (its
+    rows could come first by sample id). None where the bounds cannot tell: a file without bounds, one
+    holding NaN in ``sort`` (NaN sorts before every number), or a filter on texts.
+
+    The rows read are sorted together as :func:`_sorted_keys` sorts them, so the order is the same."""
+    if flt.q or flt.truncated:
+        return None
+    segments = store.segments(flt.step)
+    bound: dict[str, float | None] = {}
+    for seg in segments:
+        if seg.bounds is None:
+            return None
+        if sort not in dict(seg.schema):
+            bound[seg.file] = None  # nulls only: after every value
+            continue
+        b = seg.bounds.get(sort)
+        if b is None or b[2]:
+            return None
+        bound[seg.file] = b[1] if descending else b[0]
+    files = list(dict.fromkeys(seg.file for seg in segments))
+    known = sorted((f for f in files if bound[f] is not None), key=bound.get, reverse=descending)
+    order = known + [f for f in files if bound[f] is None]
+    best: pl.DataFrame | None = None
+    i = 0
+    while i < len(order):
+        if best is not None and best.height >= k:
+            kth, nxt = best.item(k - 1, sort), bound[order[i]]
+            if kth is not None and (nxt is None or (kth > nxt if descending else kth < nxt)):
+                break
+        batch = order[i : i + PRUNE_BATCH]
+        i += PRUNE_BATCH
+        rows = matching(store, flt, [sort, "sample_id"], seconds, files=set(batch)).collect()
+        both = rows if best is None else pl.concat([best, rows], how="vertical_relaxed")
+        best = sort_rows(both.lazy(), sort, descending).head(k).collect()
+    if best is None:
+        return None
+    return best.select(pl.col(c).cast(t) for c, t in KEYS.items())
 
 
 @shared(0)

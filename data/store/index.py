@@ -50,6 +50,10 @@ class FileFacts:
     rows: int
     parts: dict[int, PartRange]
     nulls: dict[str, int] | None
+    # Per numeric column: its smallest and largest value other than NaN (None: no such value) and how many
+    # NaN it holds, read from the columns (a footer's statistics leave NaN out); None: not read (facts kept
+    # by a commit before these existed).
+    bounds: dict[str, tuple[float | None, float | None, int]] | None = None
 
 
 _FACTS: OrderedDict[tuple, FileFacts] = OrderedDict()
@@ -91,7 +95,7 @@ def _read_facts(path: Path, part: int | None) -> FileFacts:
         nulls = _null_counts(md, names)
         if step is not None and line is not None and nulls is not None:
             rng = PartRange(md.num_rows, step[0], step[1], line[0], line[1])
-            return FileFacts(schema, md.num_rows, {part: rng}, nulls)
+            return FileFacts(schema, md.num_rows, {part: rng}, nulls, _bounds(path, schema))
     # A pack (or a file whose footer lacks statistics): its parts' ranges from the columns themselves.
     cols = [c for c in ("part", "step", "line") if c in names]
     df = pl.read_parquet(path, columns=cols)
@@ -117,7 +121,24 @@ def _read_facts(path: Path, part: int | None) -> FileFacts:
         nulls = {
             n: c for n, c in zip(names, pl.scan_parquet(path).null_count().collect().row(0), strict=True)
         }
-    return FileFacts(schema, df.height, parts, nulls)
+    return FileFacts(schema, df.height, parts, nulls, _bounds(path, schema))
+
+
+def _bounds(path: Path, schema) -> dict[str, tuple[float | None, float | None, int]]:
+    """:attr:`FileFacts.bounds` of a file (one read of its numeric columns)."""
+    nums = [n for n, t in schema if t.is_numeric() and n not in ("part", "row")]
+    if not nums:
+        return {}
+    exprs = []
+    for n, t in schema:
+        if n not in nums:
+            continue
+        c = pl.col(n)
+        nan = c.is_nan() if t.is_float() else pl.lit(False)
+        kept = c.filter(~nan) if t.is_float() else c
+        exprs += [kept.min().alias(f"lo:{n}"), kept.max().alias(f"hi:{n}"), nan.sum().alias(f"nan:{n}")]
+    row = pl.scan_parquet(path).select(exprs).collect().row(0, named=True)
+    return {n: (row[f"lo:{n}"], row[f"hi:{n}"], int(row[f"nan:{n}"] or 0)) for n in nums}
 
 
 def _null_counts(md: pq.FileMetaData, names: list[str]) -> dict[str, int] | None:
@@ -163,6 +184,7 @@ class Segment:
     packed: bool
     ranges: tuple[PartRange, ...]
     schema: tuple[tuple[str, pl.DataType], ...]
+    bounds: dict[str, tuple[float | None, float | None, int]] | None = None  # the file's (FileFacts)
 
     def holds_steps(self, lo: int | None, hi: int | None) -> bool:
         return any(r.holds_steps(lo, hi) for r in self.ranges)
@@ -199,7 +221,7 @@ class StoreIndex:
                 out.append(s)
             elif keep:
                 parts, ranges = zip(*keep, strict=True)
-                out.append(Segment(s.file, tuple(parts), True, tuple(ranges), s.schema))
+                out.append(Segment(s.file, tuple(parts), True, tuple(ranges), s.schema, s.bounds))
         return out
 
     def parts_of_line(self, source: str, line: int, parts: Iterable[int]) -> list[int]:
@@ -286,7 +308,7 @@ def build_index(store_dir: Path, manifest: dict) -> StoreIndex:
         keep = [(p, r) for (_, p, _), r in zip(current, ranges, strict=True) if r.rows]
         if keep:
             ps, rs = zip(*keep, strict=True)
-            segments.append(Segment(file, tuple(ps), packed, tuple(rs), facts.schema))
+            segments.append(Segment(file, tuple(ps), packed, tuple(rs), facts.schema, facts.bounds))
         current.clear()
 
     where = {

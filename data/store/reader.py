@@ -10,7 +10,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,7 +18,7 @@ import orjson
 import polars as pl
 import pyarrow.parquet as pq
 
-from data.store.index import StoreIndex, build_index, unified_schema
+from data.store.index import Segment, StoreIndex, build_index, unified_schema
 from data.store.layout import (
     ISSUE_SCHEMA,
     ROW_GROUP_SIZE,
@@ -118,13 +118,15 @@ class RunStore:
         step: int | None = None,
         steps: tuple[int | None, int | None] | None = None,
         hidden: bool = False,
+        files: Collection[str] | None = None,
     ) -> pl.LazyFrame:
         """Lazy scan of the scalars of the responses shown (no texts, no token arrays), in part and row order
         (the files' order: by source file and line within a part).
 
         Only the files that can hold ``step`` (or ``lo <= step <= hi`` for ``steps=(lo, hi)``) are opened,
         and only ``columns`` (those of :meth:`schema` among them; all by default) are read. ``hidden``: the
-        rows of steps not shown yet (see :attr:`visible_below`) too. Types are :meth:`schema`'s.
+        rows of steps not shown yet (see :attr:`visible_below`) too. ``files``: only the rows in these files
+        of ``scalars/`` (see :meth:`segments`). Types are :meth:`schema`'s.
         """
         schema = self.schema()
         cols = list(schema) if columns is None else [c for c in dict.fromkeys(columns) if c in schema]
@@ -141,6 +143,8 @@ class RunStore:
             if hi is not None:
                 cond.append(pl.col("step") <= hi)
         segments = self.index().select(lo, hi) if lo is None or hi is None or lo <= hi else []
+        if files is not None:
+            segments = [seg for seg in segments if seg.file in files]
         frames = []
         loose: list[str] = []
         loose_schema = None
@@ -155,7 +159,7 @@ class RunStore:
             # A later commit collected a file of this state: its rows are in the state committed now.
             fresh = self.reopened()
             if fresh is not None and fresh.version != self.version:
-                return fresh.scan(columns, step, steps, hidden)
+                return fresh.scan(columns, step, steps, hidden, files)
         for seg, path in zip(segments, paths, strict=True):
             if seg.packed:
                 flush()
@@ -171,6 +175,17 @@ class RunStore:
             return pl.LazyFrame(schema={c: schema[c] for c in cols})
         lf = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
         return lf.select(pl.col(c).cast(schema[c]) for c in cols)
+
+    def segments(self, step: int | None = None) -> list[Segment]:
+        """The :class:`~data.store.index.Segment` s :meth:`scan` reads for ``step`` (None: every step shown)."""
+        hi = (
+            step
+            if self.visible_below is None
+            else (self.visible_below - 1 if step is None else min(step, self.visible_below - 1))
+        )
+        if step is not None and hi < step:
+            return []
+        return self.index().select(step, hi)
 
     def scalars(self) -> pl.DataFrame:
         """Every response shown, all scalar columns, in part and row order: read whole, each call (tests,
