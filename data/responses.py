@@ -492,6 +492,8 @@ def pruned_head(
                 break
         batch = order[i : i + PRUNE_BATCH]
         i += PRUNE_BATCH
+        if not all(os.path.exists(store.dir / "scalars" / f) for f in batch):
+            return None  # a later commit collected a file of this state: the full sort reads the new one
         rows = matching(store, flt, [sort, "sample_id"], seconds, files=set(batch)).collect()
         both = rows if best is None else pl.concat([best, rows], how="vertical_relaxed")
         best = sort_rows(both.lazy(), sort, descending).head(k).collect()
