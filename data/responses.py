@@ -452,17 +452,16 @@ def _head(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, secon
     return _sorted_keys(key.store, flt, sort, descending, seconds).head(HEAD_ROWS).collect()
 
 
-PRUNE_BATCH = 8  # files read at once by pruned_head
-
-
 def pruned_head(
     store: RunStore, flt: ResponseFilter, sort: str, descending: bool, k: int, seconds: float
 ) -> pl.DataFrame | None:
-    """The first ``k`` of :func:`_sorted_keys` (``part, row``), read file by file of ``scalars/`` in the
-    order of their best value of ``sort`` (the files' bounds, see :class:`data.store.index.FileFacts`), and
-    no further once the ``k``-th row found is better than the next file's bound: every row of that file
-    and the files after it then comes after it. A file whose bound equals the ``k``-th value is read (its
-    rows could come first by sample id). None where the bounds cannot tell: a file without bounds, one
+    """The first ``k`` of :func:`_sorted_keys` (``part, row``), read in two passes over the files of
+    ``scalars/`` ordered by their best value of ``sort`` (the files' bounds, see
+    :class:`data.store.index.FileFacts`): the best files until they hold ``k`` rows, whose ``k``-th value
+    ``kth`` the true ``k``-th is no worse than; then, of the other files, only those whose bound reaches
+    ``kth``, and of their rows only those that reach it (ties included: they could come first by sample id).
+    Every row left out comes after ``kth`` and so after the first ``k`` (with fewer than ``k`` values in
+    the best files, every row is read). None where the bounds cannot tell: a file without bounds, one
     holding NaN in ``sort`` (NaN sorts before every number), or a filter on texts.
 
     The rows read are sorted together as :func:`_sorted_keys` sorts them, so the order is the same."""
@@ -470,9 +469,11 @@ def pruned_head(
         return None
     segments = store.segments(flt.step)
     bound: dict[str, float | None] = {}
+    rows_in: dict[str, int] = {}
     for seg in segments:
         if seg.bounds is None:
             return None
+        rows_in[seg.file] = rows_in.get(seg.file, 0) + sum(r.rows for r in seg.ranges)
         if sort not in dict(seg.schema):
             bound[seg.file] = None  # nulls only: after every value
             continue
@@ -480,25 +481,28 @@ def pruned_head(
         if b is None or b[2]:
             return None
         bound[seg.file] = b[1] if descending else b[0]
-    files = list(dict.fromkeys(seg.file for seg in segments))
-    known = sorted((f for f in files if bound[f] is not None), key=bound.get, reverse=descending)
-    order = known + [f for f in files if bound[f] is None]
-    best: pl.DataFrame | None = None
-    i = 0
-    while i < len(order):
-        if best is not None and best.height >= k:
-            kth, nxt = best.item(k - 1, sort), bound[order[i]]
-            if kth is not None and (nxt is None or (kth > nxt if descending else kth < nxt)):
-                break
-        batch = order[i : i + PRUNE_BATCH]
-        i += PRUNE_BATCH
-        if not all(os.path.exists(store.dir / "scalars" / f) for f in batch):
-            return None  # a later commit collected a file of this state: the full sort reads the new one
-        rows = matching(store, flt, [sort, "sample_id"], seconds, files=set(batch)).collect()
-        both = rows if best is None else pl.concat([best, rows], how="vertical_relaxed")
+    every = list(dict.fromkeys(seg.file for seg in segments))
+    if not all(os.path.exists(store.dir / "scalars" / f) for f in every):
+        return None  # a later commit collected a file of this state: the full sort reads the new one
+    files = sorted((f for f in every if bound[f] is not None), key=bound.get, reverse=descending)
+    first, n = [], 0
+    for f in files:  # the best files, until they hold k rows (of any filter: read and see)
+        if n >= k:
+            break
+        first.append(f)
+        n += rows_in[f]
+    best = matching(store, flt, [sort, "sample_id"], seconds, files=set(first)).collect()
+    best = sort_rows(best.lazy(), sort, descending).head(k).collect()
+    kth = best.item(k - 1, sort) if best.height >= k else None
+    rest = [f for f in every if f not in set(first)]
+    if kth is not None:  # else fewer than k values there: every other row is read
+        rest = [f for f in files[len(first) :] if (bound[f] >= kth if descending else bound[f] <= kth)]
+    if rest:
+        more = matching(store, flt, [sort, "sample_id"], seconds, files=set(rest))
+        if kth is not None:
+            more = more.filter(pl.col(sort) >= kth if descending else pl.col(sort) <= kth)
+        both = pl.concat([best, more.collect()], how="vertical_relaxed")
         best = sort_rows(both.lazy(), sort, descending).head(k).collect()
-    if best is None:
-        return None
     return best.select(pl.col(c).cast(t) for c, t in KEYS.items())
 
 

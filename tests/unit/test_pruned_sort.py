@@ -41,11 +41,10 @@ def _ties_run(tmp_path, nan: bool = False):
 
 
 def test_prune001_ties_and_stops_early(tmp_path, monkeypatch):
-    """Same keys and order as the full sort for every k and direction; the best file is read first and the
-    sort stops before the others when its rows fill the head."""
+    """Same keys and order as the full sort for every k and direction; when the best file's rows fill the
+    head and beat every other file's bound, no other file is read."""
     store = _ties_run(tmp_path)
     assert len(store.segments()) == 6
-    monkeypatch.setattr(responses, "PRUNE_BATCH", 1)
     for k in (1, 3, 12, 13, 40, 100):
         for desc in (True, False):
             for sort in ("reward", "response_length"):
