@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
@@ -95,7 +95,7 @@ def _read_facts(path: Path, part: int | None) -> FileFacts:
         nulls = _null_counts(md, names)
         if step is not None and line is not None and nulls is not None:
             rng = PartRange(md.num_rows, step[0], step[1], line[0], line[1])
-            return FileFacts(schema, md.num_rows, {part: rng}, nulls, _bounds(path, schema))
+            return FileFacts(schema, md.num_rows, {part: rng}, nulls)
     # A pack (or a file whose footer lacks statistics): its parts' ranges from the columns themselves.
     cols = [c for c in ("part", "step", "line") if c in names]
     df = pl.read_parquet(path, columns=cols)
@@ -121,7 +121,7 @@ def _read_facts(path: Path, part: int | None) -> FileFacts:
         nulls = {
             n: c for n, c in zip(names, pl.scan_parquet(path).null_count().collect().row(0), strict=True)
         }
-    return FileFacts(schema, df.height, parts, nulls, _bounds(path, schema))
+    return FileFacts(schema, df.height, parts, nulls)
 
 
 def _bounds(path: Path, schema) -> dict[str, tuple[float | None, float | None, int]]:
@@ -156,17 +156,20 @@ def _null_counts(md: pq.FileMetaData, names: list[str]) -> dict[str, int] | None
     return out
 
 
-def file_facts(path: Path, part: int | None = None) -> FileFacts:
+def file_facts(path: Path, part: int | None = None, bounds: bool = False) -> FileFacts:
     """:class:`FileFacts` of a file of ``scalars/`` (``part``: the part a file of one part holds; None for a
-    pack), read once per file (name, size, time and inode) and process."""
+    pack), read once per file (name, size, time and inode) and process. ``bounds``: with its columns'
+    bounds (a read of its numbers, made at the commit: see :func:`write_facts`)."""
     st = path.stat()
     key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino, part)
     with _FACTS_LOCK:
         hit = _FACTS.get(key)
-        if hit is not None:
+        if hit is not None and (not bounds or hit.bounds is not None):
             _FACTS.move_to_end(key)
             return hit
-    facts = _read_facts(path, part)
+    facts = hit or _read_facts(path, part)
+    if bounds:
+        facts = replace(facts, bounds=_bounds(path, facts.schema))
     with _FACTS_LOCK:
         _FACTS[key] = facts
         while len(_FACTS) > _MAX_FACTS:
@@ -259,10 +262,15 @@ def write_facts(store_dir: Path, manifest: dict, name: str) -> None:
     time, in ``name`` beside the store (a pickle: the store's folder is the board's own cache, as its
     results cache is)."""
     out = {}
+    kept = _kept_facts(store_dir, manifest)  # the last commit's, with their bounds
     for file, part in _wanted_files(manifest):
         path = Path(store_dir) / "scalars" / file
         st = path.stat()
-        out[(file, part)] = (st.st_size, st.st_mtime_ns, file_facts(path, part))
+        hit = kept.get((file, part))
+        if hit is not None and hit[:2] == (st.st_size, st.st_mtime_ns) and hit[2].bounds is not None:
+            out[(file, part)] = hit
+        else:
+            out[(file, part)] = (st.st_size, st.st_mtime_ns, file_facts(path, part, bounds=True))
     tmp = Path(store_dir) / f".{name}.tmp"
     tmp.write_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     os.replace(tmp, Path(store_dir) / name)
