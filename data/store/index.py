@@ -188,6 +188,7 @@ class Segment:
     ranges: tuple[PartRange, ...]
     schema: tuple[tuple[str, pl.DataType], ...]
     bounds: dict[str, tuple[float | None, float | None, int]] | None = None  # the file's (FileFacts)
+    nulls: dict[str, int] | None = None  # the file's null counts (FileFacts; a file of one part only)
 
     def holds_steps(self, lo: int | None, hi: int | None) -> bool:
         return any(r.holds_steps(lo, hi) for r in self.ranges)
@@ -224,7 +225,7 @@ class StoreIndex:
                 out.append(s)
             elif keep:
                 parts, ranges = zip(*keep, strict=True)
-                out.append(Segment(s.file, tuple(parts), True, tuple(ranges), s.schema, s.bounds))
+                out.append(Segment(s.file, tuple(parts), True, tuple(ranges), s.schema, s.bounds, s.nulls))
         return out
 
     def parts_of_line(self, source: str, line: int, parts: Iterable[int]) -> list[int]:
@@ -316,7 +317,9 @@ def build_index(store_dir: Path, manifest: dict) -> StoreIndex:
         keep = [(p, r) for (_, p, _), r in zip(current, ranges, strict=True) if r.rows]
         if keep:
             ps, rs = zip(*keep, strict=True)
-            segments.append(Segment(file, tuple(ps), packed, tuple(rs), facts.schema, facts.bounds))
+            segments.append(
+                Segment(file, tuple(ps), packed, tuple(rs), facts.schema, facts.bounds, facts.nulls)
+            )
         current.clear()
 
     where = {

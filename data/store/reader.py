@@ -342,12 +342,14 @@ class RunStore:
         found: set[str] = set()
         unknown = False
         for seg in self.index().segments:
-            facts = None if seg.packed else _facts(self.dir, seg)
+            # A file of one part: its null counts, kept with the index (from the commit's facts).
+            nulls = None if seg.packed else seg.nulls
             shown = below is None or (seg.step_max is not None and seg.step_max < below)
-            if facts is None or facts.nulls is None or not shown:
+            if nulls is None or not shown:
                 unknown = True
                 continue
-            found.update(c for c, n in facts.nulls.items() if n < facts.rows)
+            rows = sum(r.rows for r in seg.ranges)
+            found.update(c for c, n in nulls.items() if n < rows)
         if unknown:
             rest = [c for c in self.schema() if c not in found]
             if rest:
@@ -500,12 +502,6 @@ def _frame(lf: pl.LazyFrame, own: dict, cols: list[str], cond: list[pl.Expr], sc
     for c in cond:
         lf = lf.filter(c)
     return lf.select(pl.col(c) if c in own else pl.lit(None, schema[c]).alias(c) for c in cols)
-
-
-def _facts(store_dir: Path, seg):
-    from data.store.index import file_facts
-
-    return file_facts(Path(store_dir) / "scalars" / seg.file, seg.parts[0])
 
 
 def forget_indexes() -> None:
