@@ -14,6 +14,7 @@ from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.ingest import summary as ingest_summary
 from data.store import open_store
+from data.store.aggregates import read_hist_cells
 from data.store.manifest import MANIFEST
 
 PADS = ("<pad>",)
@@ -141,8 +142,8 @@ def test_summary004_step_windows_by_hand():
 @pytest.mark.parametrize("run", ["trl-grpo-small", "real-verl-gsm8k-tools", "rlloggingboard-eval-poem", None])
 def test_summary005_summarised_in_windows_as_at_once(fixtures_dir, tmp_path, monkeypatch, run):
     """A commit's stale steps summarised a few rows at a time (windows of steps, see REFRESH_ROWS) give the
-    steps table of one read of them all, to the last bit (fixtures and the demo run, read in small
-    chunks so that parts span several steps)."""
+    steps table and the histogram cells of one read of them all, to the last bit (fixtures and the demo
+    run, read in small chunks so that parts span several steps)."""
     if run is None:
         src = write_demo_run(tmp_path / "root", "demo", steps=9, per_step=16)
     else:
@@ -157,3 +158,6 @@ def test_summary005_summarised_in_windows_as_at_once(fixtures_dir, tmp_path, mon
     small = open_store(ingest_run(src, tmp_path / "small", PADS, chunk_bytes=20_000).store_dir)
     assert max(len(w) for w in windows) >= min(3, once.steps().height)  # a window a step, or fewer
     assert_frame_equal(small.steps(), once.steps())
+    cells = read_hist_cells(small)
+    assert cells is not None and cells.height > 0
+    assert_frame_equal(cells, read_hist_cells(once))
