@@ -224,8 +224,17 @@ def trend_expr(threshold: float) -> pl.Expr:
 
 def trend_threshold(scalars: pl.LazyFrame) -> float:
     """``TREND_EFFECT`` × the run's reward standard deviation (0 when it has fewer than two rewards)."""
-    sd = scalars.select(pl.col("reward").filter(finite("reward")).std()).collect().item()
-    return TREND_EFFECT * sd if sd is not None and math.isfinite(sd) else 0.0
+    # Exactly rounded sums (math.fsum), so that the figure does not depend on the order the rows were read
+    # in, nor on how a parallel reduction split them: the threshold kept at a commit is to the last bit
+    # the one a scan of the same responses gives.
+    x = scalars.select(pl.col("reward").filter(finite("reward")).cast(pl.Float64)).collect().to_series()
+    n = x.len()
+    if n < 2:
+        return 0.0
+    values = x.to_numpy()
+    mean = math.fsum(values) / n
+    sd = math.sqrt(math.fsum((values - mean) ** 2) / (n - 1))
+    return TREND_EFFECT * sd if math.isfinite(sd) else 0.0
 
 
 def prompt_group_counts(scalars: pl.LazyFrame) -> pl.LazyFrame:
