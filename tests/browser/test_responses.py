@@ -70,6 +70,13 @@ def test_responses201_filter_sort_select_and_open(dash_duo, dash_app, fixtures_d
     assert dash_duo.get_logs() == []
 
 
+def _count(dash_duo) -> str | None:
+    """The responses count as shown now (None before the page has one)."""
+    return dash_duo.driver.execute_script(
+        "const e = document.querySelector('#responses-count'); return e ? e.textContent.trim() : null;"
+    )
+
+
 def test_responses202_scroll_pages_regex_and_back_forward(dash_duo, dash_app, fixtures_dir):
     """Scrolling fetches later blocks; an invalid regex says so; Back/Forward restore filters."""
     dash_duo.start_server(dash_app)
@@ -100,8 +107,9 @@ def test_responses202_scroll_pages_regex_and_back_forward(dash_duo, dash_app, fi
     box = dash_duo.find_element("#responses-reward-min")
     box.send_keys("2", Keys.ENTER)
     until(lambda: query(dash_duo).get("reward_min") == ["2"], timeout=10)
-    until(lambda: dash_duo.find_element("#responses-count").text != "400", timeout=10)
-    filtered = dash_duo.find_element("#responses-count").text
+    # Read in the page (the count is redrawn as the filter applies: a found element can go stale).
+    until(lambda: _count(dash_duo) not in ("400", None), timeout=10)
+    filtered = _count(dash_duo)
 
     dash_duo.driver.back()
     until(lambda: "reward_min" not in query(dash_duo), timeout=10)
