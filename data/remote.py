@@ -147,6 +147,9 @@ def _scheme_prefixes(url: str) -> tuple[str, ...]:
     return ()
 
 
+_STATUS = re.compile(r"status code: (\d{3})\b")
+
+
 def _oserror(e: Exception, path: RemotePath) -> OSError:
     """An obstore error as the OSError a local read would raise (``errno`` set, ``filename`` the URL)."""
     import obstore.exceptions as ox
@@ -163,9 +166,13 @@ def _oserror(e: Exception, path: RemotePath) -> OSError:
         if marker in full:
             return OSError(code, reason, name)
     text = full.split("\n", 1)[0]
-    if "403" in text or "Forbidden" in text or "AccessDenied" in text:
+    # The HTTP status as the client reports it, never a "403" found anywhere in the line: the line holds
+    # the request's URL, whose port (say 127.0.0.1:40312) or key may contain those digits.
+    status = _STATUS.search(text)
+    code = status.group(1) if status else None
+    if code == "403" or "Forbidden" in text or "AccessDenied" in text:
         return PermissionError(errno.EACCES, "permission denied", name)
-    if "NoSuchBucket" in text or "404" in text:
+    if code == "404" or "NoSuchBucket" in text or "NoSuchKey" in text:
         return FileNotFoundError(errno.ENOENT, "no such bucket or object", name)
     return OSError(errno.EIO, f"object store error: {text[:300]}", name)
 
