@@ -20,34 +20,30 @@ CELLS_KEY = "cells_file"
 def read_prompt_list(store) -> tuple[pl.DataFrame, float] | None:
     """``(table, threshold)``: the prompt list a commit wrote beside the store (None for a store committed
     without one)."""
-    name = store.manifest.data.get(FILE_KEY)
-    if not name:
-        return None
-    try:
-        table = pl.read_parquet(Path(store.dir) / name)
-    except FileNotFoundError:  # collected by a later commit: that commit's own list is read instead
+    table = _read_named(store, FILE_KEY)
+    if table is None:
         return None
     return table, float(store.manifest.data.get(THRESHOLD_KEY) or 0.0)
 
 
-def read_prompt_matches(store) -> pl.DataFrame | None:
-    """The compare page's prompts of a store as its last commit wrote them (None: not written)."""
-    name = store.manifest.data.get(MATCHES_KEY)
+def _read_named(store, key: str) -> pl.DataFrame | None:
+    """The file the store's last commit named under ``key`` in its manifest; None when it named none, or
+    when a later commit collected it (that commit's own file is read instead)."""
+    name = store.manifest.data.get(key)
     if not name:
         return None
     try:
         return pl.read_parquet(Path(store.dir) / name)
     except FileNotFoundError:
         return None
+
+
+def read_prompt_matches(store) -> pl.DataFrame | None:
+    """The compare page's prompts of a store as its last commit wrote them (None: not written)."""
+    return _read_named(store, MATCHES_KEY)
 
 
 def read_hist_cells(store) -> pl.DataFrame | None:
     """The steps' histogram cells as the store's last commit wrote them (see data.ingest.hist_cells): the
     steps shown, nothing else; None for a store committed without them."""
-    name = store.manifest.data.get(CELLS_KEY)
-    if not name:
-        return None
-    try:
-        return pl.read_parquet(Path(store.dir) / name)
-    except FileNotFoundError:
-        return None
+    return _read_named(store, CELLS_KEY)
