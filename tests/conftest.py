@@ -103,6 +103,19 @@ def _free_dash_port():
     yield
 
 
+def fixture_or_demo(fixtures_dir: Path, root: Path, run: str | None, steps: int, per_step: int = 16) -> Path:
+    """The folder of fixture run ``run``, or, for ``run=None``, the demo generator's run of ``steps`` steps
+    of ``per_step`` responses written under ``root``; skips the test when that fixture is absent."""
+    if run is None:
+        from data.demo import write_demo_run
+
+        return write_demo_run(root, "demo", steps=steps, per_step=per_step)
+    src = fixtures_dir / run
+    if not src.exists():
+        pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    return src
+
+
 def free_port() -> int:
     """A loopback TCP port that nothing listens on now."""
     with socket.socket() as s:

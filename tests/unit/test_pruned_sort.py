@@ -11,10 +11,10 @@ from polars.testing import assert_frame_equal
 
 from data import responses
 from data.config import DEFAULT_PAD_TOKENS
-from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.queries import ResponseFilter
 from data.store import open_store
+from tests.conftest import fixture_or_demo
 
 PADS = DEFAULT_PAD_TOKENS
 
@@ -80,12 +80,7 @@ def test_prune002_filters_steps_and_nan(tmp_path):
 @pytest.mark.parametrize("run", ["trl-ppo-small", "real-verl-gsm8k-tools", None])
 def test_prune003_equal_to_the_full_sort(fixtures_dir, tmp_path, run):
     """On real runs and the demo, every sortable column both ways: the full sort's first rows."""
-    if run is None:
-        src = write_demo_run(tmp_path / "root", "demo", steps=8, per_step=16)
-    else:
-        src = fixtures_dir / run
-        if not src.exists():
-            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=8)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     for sort in responses.sortable_columns(store):
         for desc in (True, False):

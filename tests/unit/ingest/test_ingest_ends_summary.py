@@ -11,12 +11,12 @@ from polars.testing import assert_frame_equal
 
 from data import signals
 from data.config import DEFAULT_END_TOKENS, DEFAULT_PAD_TOKENS
-from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.ingest.ends_summary import ENTRY_KEY, counted_with
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
+from tests.conftest import fixture_or_demo
 
 PADS = DEFAULT_PAD_TOKENS
 ENDS = DEFAULT_END_TOKENS
@@ -67,12 +67,7 @@ def test_ends001_counts_by_hand(tmp_path, monkeypatch):
 def test_ends002_equal_to_the_parts_read(fixtures_dir, tmp_path, monkeypatch, run):
     """On real runs and the demo (one line per file: parts written together), the counted curve is the
     one read from the parts' token lists."""
-    if run is None:
-        src = write_demo_run(tmp_path / "root", "demo", steps=8, per_step=16)
-    else:
-        src = fixtures_dir / run
-        if not src.exists():
-            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=8)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     assert_frame_equal(_counted(store, monkeypatch), _scanned(store))
 

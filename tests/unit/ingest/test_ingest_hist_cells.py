@@ -12,11 +12,11 @@ import pytest
 from data import curves
 from data.cache import StoreKey
 from data.config import DEFAULT_PAD_TOKENS
-from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.queries import MAX_DISCRETE_VALUES
 from data.store import open_store
 from data.store.aggregates import CELLS_KEY, read_hist_cells
+from tests.conftest import fixture_or_demo
 
 PADS = DEFAULT_PAD_TOKENS
 
@@ -120,12 +120,7 @@ def test_cells002_discrete_bins_by_hand(tmp_path, monkeypatch):
 def test_cells003_equal_to_the_responses_read(fixtures_dir, tmp_path, monkeypatch, run):
     """On real runs and the demo, the heatmaps (reward, reward gain) summed from the cells are the ones
     read from every response."""
-    if run is None:
-        src = write_demo_run(tmp_path / "root", "demo", steps=8, per_step=16)
-    else:
-        src = fixtures_dir / run
-        if not src.exists():
-            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=8)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     assert read_hist_cells(store) is not None
     for kind in curves.HISTOGRAMS:

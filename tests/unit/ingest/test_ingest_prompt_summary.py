@@ -26,6 +26,7 @@ from data.metrics.degeneration import step_length_medians
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
+from tests.conftest import fixture_or_demo
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -155,12 +156,7 @@ def test_promptsum004_the_page_reads_the_list_and_scans_nothing(tmp_path, monkey
 def test_promptsum005_step_medians_from_the_steps_summary(fixtures_dir, tmp_path, monkeypatch, run):
     """A step's median length (tokens and characters) is read from the steps summary, equal to the median
     of a scan of the responses (fixtures and the demo); by hand: 1, 2, 10 → 2 and 1, 2, 4, 10 → 3."""
-    if run is None:
-        src = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
-    else:
-        src = fixtures_dir / run
-        if not src.exists():
-            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=6)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     scanned = step_length_medians(store.scan(["step", "response_length", "response_chars"])).collect()
     with monkeypatch.context() as m:
@@ -189,12 +185,7 @@ def _unwritten(store) -> RunStore:
 def test_promptsum006_compare_prompts_written_equal_the_scan(fixtures_dir, tmp_path, run):
     """The compare page's prompts of a run (match key, keys, last step, reward there, mean reward) as the
     commit wrote them are those computed from a scan of its responses and prompt texts."""
-    if run is None:
-        src = write_demo_run(tmp_path / "root", "demo", steps=8, per_step=16)
-    else:
-        src = fixtures_dir / run
-        if not src.exists():
-            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=8)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     written = read_prompt_matches(store)
     assert written is not None and written.height
@@ -239,12 +230,7 @@ def test_promptsum007_pair_reads_only_the_steps_both_runs_have(tmp_path, monkeyp
 def test_promptsum008_in_passes_as_at_once(fixtures_dir, tmp_path, monkeypatch, run):
     """A run aggregated in several passes (by prompt; groups by group_id counted over the whole run) gives
     the list of one pass, to the last bit."""
-    if run is None:
-        src = write_demo_run(tmp_path / "root", "demo", steps=8, per_step=16)
-    else:
-        src = fixtures_dir / run
-        if not src.exists():
-            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=8)
     store = _unwritten(open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir))
     once, threshold = prompt_list(store)
     monkeypatch.setattr(prompt_summary, "PASS_ROWS", 7)

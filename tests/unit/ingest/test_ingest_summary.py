@@ -10,12 +10,12 @@ import orjson
 import pytest
 from polars.testing import assert_frame_equal
 
-from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.ingest import summary as ingest_summary
 from data.store import open_store
 from data.store.aggregates import read_hist_cells
 from data.store.manifest import MANIFEST
+from tests.conftest import fixture_or_demo
 
 PADS = ("<pad>",)
 
@@ -144,12 +144,7 @@ def test_summary005_summarised_in_windows_as_at_once(fixtures_dir, tmp_path, mon
     """A commit's stale steps summarised a few rows at a time (windows of steps, see REFRESH_ROWS) give the
     steps table and the histogram cells of one read of them all, to the last bit (fixtures and the demo
     run, read in small chunks so that parts span several steps)."""
-    if run is None:
-        src = write_demo_run(tmp_path / "root", "demo", steps=9, per_step=16)
-    else:
-        src = fixtures_dir / run
-        if not src.exists():
-            pytest.skip(f"fixture {run} is not in {fixtures_dir}")
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=9)
     once = open_store(ingest_run(src, tmp_path / "once", PADS, chunk_bytes=20_000).store_dir)
     windows = []
     real = ingest_summary.step_windows
