@@ -39,6 +39,9 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
         suppress_callback_exceptions=True,
         url_base_pathname=settings.url_prefix,
         serve_locally=True,
+        # gzip/brotli for pages, scripts and callback answers (flask-compress): plotly.js is 4.8 MB, a
+        # token page's callback ~300 KB of JSON; exports (CSV, JSON lines, Parquet) are not compressed.
+        compress=True,
     )
     app.layout = shell
     _register_navbar_callback()

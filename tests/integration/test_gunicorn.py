@@ -158,3 +158,35 @@ def test_gunicorn004_two_workers(prefixed_server):
     """The server runs the configured number of worker processes."""
     out = subprocess.run(["pgrep", "-P", str(prefixed_server.proc.pid)], capture_output=True, text=True)
     assert len(out.stdout.split()) == 2, prefixed_server.log_tail()
+
+
+def test_gunicorn005_compressed_when_asked(prefixed_server):
+    """Scripts and callback answers come gzip-compressed to a browser that accepts it, and decompress to the
+    very bytes served uncompressed; an export is never compressed (its first byte must not wait)."""
+    import gzip
+
+    import plotly
+
+    base = prefixed_server.base
+    plotly_js = base + "/_dash-component-suites/plotly/package_data/plotly.min.js"
+    raw = Path(plotly.__file__).parent.joinpath("package_data", "plotly.min.js").read_bytes()
+    r = requests.get(plotly_js, headers={"Accept-Encoding": "gzip"}, stream=True, timeout=30)
+    body = r.raw.read()
+    assert r.headers.get("Content-Encoding") == "gzip", r.headers
+    assert len(body) < len(raw) / 3 and gzip.decompress(body) == raw
+    plain = requests.get(plotly_js, headers={"Accept-Encoding": "identity"}, timeout=30)
+    assert "Content-Encoding" not in plain.headers and plain.content == raw
+
+    post = dict(json=router_body("/rlboard/reward", f"?run={RUN}"), timeout=60)
+    r = requests.post(
+        base + "/_dash-update-component", headers={"Accept-Encoding": "gzip"}, stream=True, **post
+    )
+    body = r.raw.read()
+    plain = requests.post(base + "/_dash-update-component", headers={"Accept-Encoding": "identity"}, **post)
+    assert r.headers.get("Content-Encoding") == "gzip" and gzip.decompress(body) == plain.content
+
+    r = requests.get(
+        base + "/export", params={"run": RUN, "step": "all"}, headers={"Accept-Encoding": "gzip"}
+    )
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/csv")
+    assert "Content-Encoding" not in r.headers
