@@ -23,7 +23,6 @@ from components.live import shown_store
 from components.theme import colour
 from data import curves, hacking, live
 from data.compare import trainer
-from data.compare.curves import run_frame
 from data.metrics import label
 from data.queries import bar_interval
 from data.service import board, committed_store
@@ -98,8 +97,12 @@ def layout(**query):
 
 
 def _trainer_view(run, store, key):
+    # The run's steps are all the view reads of its rollouts here (the step axis): not run_frame, whose
+    # response means read every response of the run.
     return (
-        trainer.run_trainer_view(run, store, board().run_dir(run), run_frame(store), key) if store else None
+        trainer.run_trainer_view(run, store, board().run_dir(run), curves.run_steps(store), key)
+        if store
+        else None
     )
 
 

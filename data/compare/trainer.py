@@ -133,7 +133,8 @@ class RunTrainerView:
 def run_trainer_view(
     run: str, store: RunStore, run_dir: Path, frame: pl.DataFrame, key: str | None
 ) -> RunTrainerView:
-    """:class:`RunTrainerView` of one run (``frame``: its :func:`data.compare.curves.run_frame`)."""
+    """:class:`RunTrainerView` of one run on the step axis (``frame``: one row per step with ``step``, e.g.
+    its per-step summary or :func:`data.compare.curves.run_frame`; only its steps are read)."""
     logs = trainer_scalars(run_dir)
     keys = logs.keys()
     key = key if key in keys else default_key(keys)
