@@ -92,6 +92,9 @@ class StepSummaries:
         # The committed summary leaves out the steps a commit hid (from ``visible_below`` on): summarised
         # again at the first refresh.
         self._from: int | None = data.get("visible_below") if steps_file else None
+        if steps_file and set(empty_summary().columns) - set(self.frame.columns) and self.frame.height:
+            # A summary written before a column was kept (e.g. ``repetition_mean``): every step again.
+            self._from = int(self.frame.get_column("step").min())
 
     def touch(self, steps: Iterable[int]) -> None:
         """Rows of these steps came (a part applied)."""
@@ -173,7 +176,10 @@ class StepSummaries:
                 del rows
         if not fresh:
             fresh = [empty_summary()]
-        self.frame = pl.concat([self.frame.filter(~stale), *fresh], how="vertical_relaxed").sort("step")
+        kept = self.frame.filter(~stale)
+        if kept.height == 0:  # none kept (its columns may be an older summary's): the current columns
+            kept = empty_summary()
+        self.frame = pl.concat([kept, *fresh], how="vertical_relaxed").sort("step")
         # The cells: of the stale steps from their rows, or of every step when the run's bar width moved.
         width = widths(self.frame)
         made = made_with(self.cells)

@@ -31,14 +31,24 @@ def _token_mean(sum_col: str) -> pl.Expr:
     return pl.when(n > 0).then(pl.col(sum_col).sum() / n)
 
 
+def _finite_mean(col: str) -> pl.Expr:
+    """The mean of ``col``'s finite values (null when there are none)."""
+    x = pl.col(col).cast(pl.Float64)
+    return x.filter(x.is_finite()).mean()
+
+
 def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
     """One row per step, sorted by step: counts, reward / ref reward / gain distributions, win rate, KL, length.
 
     ``n_both`` counts the responses compared with their reference, ``win_rate`` / ``tie_rate`` /
     ``loss_rate`` are the shares of wins / ties / losses among them (see :mod:`data.metrics.reference`);
     ``kl_token_mean`` is Σ kl_sum / Σ n_kl_tokens over the step (a mean over all its tokens), while
-    ``kl_mean_mean`` averages the per-response means.
+    ``kl_mean_mean`` averages the per-response means; ``repetition_mean`` is the mean repetition of the
+    step's responses that have one (3 words or more), the reward page's degeneration curve.
     """
+    # A frame without repetition (one made by hand) summarises to nulls there.
+    if "repetition" not in scalars.collect_schema().names():
+        scalars = scalars.with_columns(pl.lit(None, pl.Float64).alias("repetition"))
     return (
         scalars.group_by("step")
         .agg(
@@ -61,6 +71,7 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
             *_dist("response_chars"),
             pl.col("value_error_abs_mean").mean().alias("value_error_abs_mean"),
             pl.col("value_error_mean").mean().alias("value_error_mean"),
+            _finite_mean("repetition").alias("repetition_mean"),
         )
         .join(group_step_summary(scalars), on="step", how="left")  # n_groups, zero_spread_share
         .sort("step")

@@ -156,3 +156,67 @@ def test_summary005_summarised_in_windows_as_at_once(fixtures_dir, tmp_path, mon
     cells = read_hist_cells(small)
     assert cells is not None and cells.height > 0
     assert_frame_equal(cells, read_hist_cells(once))
+
+
+def test_summary006_repetition_mean_by_hand():
+    """``repetition_mean`` is the mean of a step's finite repetitions: (0.5 + 0.25) / 2 at step 1 (NaN, inf
+    and null left out), null at step 2 (none)."""
+    import polars as pl
+
+    from data.metrics.step import step_summary
+    from data.store.layout import SCALAR_DTYPES
+
+    df = pl.DataFrame(
+        {
+            "step": [1, 1, 1, 1, 1, 2],
+            "reward": [1.0] * 6,
+            "repetition": [0.5, float("nan"), None, 0.25, float("inf"), None],
+        }
+    )
+    absent = [pl.lit(None, t).alias(c) for c, t in SCALAR_DTYPES.items() if c not in df.columns]
+    st = step_summary(df.with_columns(absent).lazy()).collect()
+    assert st.get_column("repetition_mean").to_list() == [0.375, None]
+
+
+@pytest.mark.parametrize("run", ["trl-ppo-small", "real-verifiers-math-python", None])
+def test_summary007_repetition_mean_is_the_scans(fixtures_dir, tmp_path, run):
+    """The reward page's repetition curve read from the summary equals the per-step mean of the responses'
+    repetitions read from the scalars, to the last bit (fixtures and the demo run)."""
+    import polars as pl
+
+    from data.cache import StoreKey
+    from data.signals import _repetition
+
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=9)
+    store = open_store(ingest_run(src, tmp_path / "cache", PADS, chunk_bytes=20_000).store_dir)
+    rep = pl.col("repetition").cast(pl.Float64)
+    scanned = (
+        store.scan(["step", "repetition"])
+        .group_by("step")
+        .agg(rep.filter(rep.is_finite()).mean().alias("y"))
+        .sort("step")
+        .collect()
+    )
+    assert scanned.get_column("y").drop_nulls().len() > 0
+    assert_frame_equal(_repetition.__wrapped__(StoreKey(store)), scanned)
+
+
+def test_summary008_a_summary_without_a_column_is_made_again_whole(tmp_path):
+    """A store whose steps table was written before ``repetition_mean`` was kept gets every step
+    summarised again at its next ingest: the table of one read of the grown run."""
+    import polars as pl
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rank0.jsonl").write_bytes(b"".join(_line(s, k, 0) for s in range(4) for k in range(4)))
+    cache = tmp_path / "cache"
+    res = ingest_run(run, cache, PADS, chunk_bytes=300)
+    store = open_store(res.store_dir)
+    old = res.store_dir / store.manifest.data["steps_file"]
+    pl.read_parquet(old).drop("repetition_mean").write_parquet(old)
+    with open(run / "rank0.jsonl", "ab") as f:
+        f.write(b"".join(_line(4, k, 0) for k in range(4)))
+    grown = open_store(ingest_run(run, cache, PADS, chunk_bytes=300).store_dir)
+    whole = open_store(ingest_run(run, tmp_path / "whole", PADS).store_dir)
+    assert "repetition_mean" in grown.steps().columns
+    assert _steps(grown) == _steps(whole)
