@@ -6,7 +6,7 @@ histogram edges, one step's histograms and the steps x bins heatmap. Store-level
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -205,6 +205,64 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
         Panel("win", title, "share" + shift, tuple(win), None if has_ref else NOTE_NO_WIN, percent=True)
     )
     return out
+
+
+# A curve of more steps than this is drawn at about this many of them (see :func:`thinned`): the browser
+# draws 5,000 points no better than 1,000 on a chart 700 px wide, and the page's JSON grows with them.
+MAX_POINTS = 1_000
+
+
+def thin_rows(y: np.ndarray, bucket: np.ndarray) -> list[int]:
+    """The rows kept of a curve's values ``y`` (NaN: a gap) whose rows fall in runs ``bucket`` (one number
+    per row, in row order): in each run, the row of its lowest and of its highest value (the first of equal
+    ones) and its first gap, in row order. Every kept row is one step's exact value, and a spike or a gap
+    of any run stays visible."""
+    keep: set[int] = set()
+    if not len(y):
+        return []
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    for start, end in zip(starts, [*starts[1:], len(y)], strict=True):
+        seg = y[start:end]
+        gap = np.isnan(seg)
+        if not gap.all():
+            keep.update((int(start + np.nanargmin(seg)), int(start + np.nanargmax(seg))))
+        if gap.any():
+            keep.add(int(start + np.argmax(gap)))
+    return sorted(keep)
+
+
+def thin_note(steps: list[int], k: int) -> str:
+    """What a chart thinned by :func:`thinned` says it draws (``steps``: the run's steps, sorted)."""
+    runs = [steps[i : i + k] for i in range(0, min(len(steps), 2 * k), k)]
+    shown = ", ".join(f"{r[0]:,}–{r[-1]:,}" for r in runs)
+    return (
+        f"{len(steps):,} steps: each curve is drawn at the lowest and the highest value of every {k:,} steps "
+        f"in turn ({shown}, …) and at the selected step; every point is its step's exact value."
+    )
+
+
+def thinned(panel: Panel, steps: list[int], keep: int | None = None, max_points: int = MAX_POINTS) -> Panel:
+    """``panel`` with each curve drawn at about ``max_points`` of its steps when the run has more
+    (``steps``: the run's steps, sorted): :func:`thin_rows` of runs of ``k`` steps, ``k`` the smallest
+    that keeps at most ``max_points`` points, plus the step ``keep`` (the selected one) where a curve has
+    it; the note says so (:func:`thin_note`). Unchanged with fewer steps."""
+    if len(steps) <= max_points:
+        return panel
+    k = -(-len(steps) // (max_points // 2))
+    order = np.asarray(steps)
+    series = []
+    for s in panel.series:
+        y = s.frame.get_column("y").cast(pl.Float64).fill_null(float("nan")).to_numpy()
+        # The run of k steps of each row: by the step's place among the run's steps.
+        bucket = np.searchsorted(order, s.frame.get_column("step").to_numpy()) // k
+        rows = set(thin_rows(y, bucket))
+        if keep is not None:
+            rows.update(
+                s.frame.with_row_index("__i").filter(pl.col("step") == keep).get_column("__i").to_list()
+            )
+        series.append(replace(s, frame=s.frame[sorted(rows)]))
+    note = " ".join(t for t in (panel.note, thin_note(steps, k)) if t)
+    return replace(panel, series=tuple(series), note=note)
 
 
 def sentence(text: str) -> str:

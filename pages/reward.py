@@ -163,7 +163,8 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
           Output(CURVES_DRAWN, "data"), Input(RUN, "data"), Input(SELECTED, "data"), Input(BAND, "value"),
           Input(ZERO, "value"), State(CURVES_DRAWN, "data"))  # fmt: skip
 def _curves(run, step, band, zero, drawn):
-    """The four curve panels; when only the step moved, just the selected-step marker is patched."""
+    """The four curve panels; when only the step moved, just the selected-step marker is patched (a run of
+    more than curves.MAX_POINTS steps, whose curves are thinned to the selected step too, is drawn again)."""
     key = [run, band, bool(zero)]
     if drawn == key:
         return *([figures.marker_patch(step)] * 4), *((no_update,) * 8), no_update
@@ -171,8 +172,11 @@ def _curves(run, step, band, zero, drawn):
     if store is None:
         empty = figures.empty_figure("No data for this run yet.")
         return *([empty] * 4), *("",) * 4, *("",) * 4, None
+    steps = curves.step_list(store)
+    if len(steps) > curves.MAX_POINTS:
+        key = [*key, step]
     panels = {p.key: p for p in curves.run_panels(store, band or curves.DEFAULT_BAND, bool(zero))}
-    shown = [panels[k] for k in CURVE_KEYS]
+    shown = [curves.thinned(panels[k], steps, step) for k in CURVE_KEYS]
     return (
         *(figures.panel_figure(p, step) for p in shown),
         *(p.title for p in shown),
@@ -240,7 +244,10 @@ def _signals(run, step, search):
     store = _store(run)
     if store is None:
         return *(figures.empty_figure("No data for this run yet."),) * 2, "", "", "", ""
-    panels = hacking.panels(store, board().settings, _decode(search)[0].q)
+    steps = curves.step_list(store)
+    panels = [
+        curves.thinned(p, steps, step) for p in hacking.panels(store, board().settings, _decode(search)[0].q)
+    ]
     return (
         *(figures.panel_figure(p, step, pick=True) for p in panels),
         *(p.title for p in panels),

@@ -413,3 +413,35 @@ def test_curves021_step_histogram_panels_and_stats(tmp_path):
     assert reward.note.startswith(curves.NOTE_NO_REF) and reward.bars.get_column("count").sum() == 6
     assert gain.bars is None and gain.note.startswith("No reference reward")
     assert [s[0] for s in curves.step_stats(store, 1)] == ["step", "responses", "reward mean"]
+
+
+def test_curves022_thin_rows_keeps_each_runs_lowest_highest_and_first_gap():
+    """Runs of 4 rows: [3, 1, 4, 1] keeps rows 1 (lowest, the first of two 1s) and 2 (highest); [5, NaN, 2,
+    NaN] keeps 4 (highest), 5 (first gap), 6 (lowest); [NaN, NaN] keeps its first gap, 8."""
+    nan = float("nan")
+    y = np.array([3, 1, 4, 1, 5, nan, 2, nan, nan, nan])
+    bucket = np.arange(10) // 4
+    assert curves.thin_rows(y, bucket) == [1, 2, 4, 5, 6, 8]
+    assert curves.thin_rows(np.array([]), np.array([], int)) == []
+
+
+def test_curves023_thinned_panel_keeps_exact_points_and_says_so():
+    """A curve of 10 steps (1..10) drawn at most at 4 points: runs of 5 steps, each run's lowest and highest
+    value plus the selected step 8, with exact values; the note says which; 4 steps or fewer: unchanged."""
+    y = [0.5, 0.1, 0.9, 0.3, 0.2, 0.6, 0.4, 0.45, 1.0, 0.0]
+    frame = pl.DataFrame(
+        {"step": list(range(1, 11)), "y": y, "lo": [v - 1 for v in y], "hi": [v + 1 for v in y]}
+    )
+    s = curves.Series("reward", "reward", frame, "±1 std")
+    panel = curves.Panel("reward", "Reward", "reward", (s,), "A note.")
+    steps = list(range(1, 11))
+    out = curves.thinned(panel, steps, keep=8, max_points=4)
+    got = out.series[0].frame
+    assert got.get_column("step").to_list() == [2, 3, 8, 9, 10]
+    assert got.get_column("y").to_list() == [0.1, 0.9, 0.45, 1.0, 0.0]
+    assert got.get_column("hi").to_list() == [1.1, 1.9, 1.45, 2.0, 1.0]
+    assert out.note == (
+        "A note. 10 steps: each curve is drawn at the lowest and the highest value of every 5 steps in turn "
+        "(1–5, 6–10, …) and at the selected step; every point is its step's exact value."
+    )
+    assert curves.thinned(panel, steps, keep=8, max_points=10) is panel
