@@ -217,18 +217,19 @@ def thin_rows(y: np.ndarray, bucket: np.ndarray) -> list[int]:
     per row, in row order): in each run, the row of its lowest and of its highest value (the first of equal
     ones) and its first gap, in row order. Every kept row is one step's exact value, and a spike or a gap
     of any run stays visible."""
-    keep: set[int] = set()
     if not len(y):
         return []
-    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
-    for start, end in zip(starts, [*starts[1:], len(y)], strict=True):
-        seg = y[start:end]
-        gap = np.isnan(seg)
-        if not gap.all():
-            keep.update((int(start + np.nanargmin(seg)), int(start + np.nanargmax(seg))))
-        if gap.any():
-            keep.add(int(start + np.argmax(gap)))
-    return sorted(keep)
+
+    def firsts(order: np.ndarray) -> np.ndarray:  # the first row of each run in a (stable) order
+        b = bucket[order]
+        return order[np.r_[True, b[1:] != b[:-1]]]
+
+    # A stable sort by run, then value (NaN last): each run's first row is its lowest (or, a run of gaps
+    # only, its first gap); by minus the value, its highest.
+    lowest, highest = firsts(np.lexsort((y, bucket))), firsts(np.lexsort((-y, bucket)))
+    gaps = np.flatnonzero(np.isnan(y))
+    first_gaps = gaps[np.unique(bucket[gaps], return_index=True)[1]] if gaps.size else gaps
+    return sorted({int(r) for r in (*lowest, *highest, *first_gaps)})
 
 
 def thin_note(steps: list[int], k: int) -> str:
@@ -257,9 +258,7 @@ def thinned(panel: Panel, steps: list[int], keep: int | None = None, max_points:
         bucket = np.searchsorted(order, s.frame.get_column("step").to_numpy()) // k
         rows = set(thin_rows(y, bucket))
         if keep is not None:
-            rows.update(
-                s.frame.with_row_index("__i").filter(pl.col("step") == keep).get_column("__i").to_list()
-            )
+            rows.update(int(r) for r in np.flatnonzero(s.frame.get_column("step").to_numpy() == keep))
         series.append(replace(s, frame=s.frame[sorted(rows)]))
     note = " ".join(t for t in (panel.note, thin_note(steps, k)) if t)
     return replace(panel, series=tuple(series), note=note)
