@@ -207,6 +207,36 @@ def _range_input(text: str, available: bool, lo, hi, ids: tuple[str, str]) -> ht
     )
 
 
+# A run of more steps than this lists some of them in the responses page's step picker (see step_options):
+# 5,000 options made the page's JSON 6x larger and slower to build, and no one scrolls through them.
+MAX_STEP_OPTIONS = 1_000
+
+
+def step_options(
+    steps: Sequence[int], all_steps: str, value=None, search: str | None = None, limit: int = MAX_STEP_OPTIONS
+) -> list[dict]:
+    """The responses page's step picker options: "all steps", then every step of ``steps`` (sorted) when
+    there are at most ``limit``. With more: the steps whose number starts with the digits typed
+    (``search``), else every k-th step from the first (k the smallest that lists at most ``limit``), and
+    always the chosen step ``value``; the last option says how to find the others."""
+    head = [{"label": "all steps", "value": all_steps}]
+    if len(steps) <= limit:
+        return head + [{"label": f"step {s}", "value": s} for s in steps]
+    typed = "".join(c for c in (search or "") if c.isdigit() or c == "-")
+    if typed:
+        shown = [s for s in steps if str(s).startswith(typed)][:limit]
+    else:
+        shown = list(steps[:: -(-len(steps) // limit)])
+    if isinstance(value, int) and value in steps and value not in shown:
+        shown = sorted([*shown, value])
+    hint = f"type a step number to find any of {len(steps):,}"
+    return (
+        head
+        + [{"label": f"step {s}", "value": s} for s in shown]
+        + [{"label": hint, "value": "__hint__", "disabled": True}]
+    )
+
+
 def responses_filters(
     steps: Sequence[int],
     all_steps: str,
@@ -226,8 +256,7 @@ def responses_filters(
             html.Div("step", className="small text-muted"),
             dcc.Dropdown(
                 id=ids["step"],
-                options=[{"label": "all steps", "value": all_steps}]
-                + [{"label": f"step {s}", "value": s} for s in steps],
+                options=step_options(steps, all_steps, step),
                 value=step,
                 clearable=False,
                 style={"width": "8.5rem", "fontSize": "0.85rem"},

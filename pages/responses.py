@@ -10,7 +10,7 @@ import dash
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from components.controls import responses_filters
+from components.controls import MAX_STEP_OPTIONS, responses_filters, step_options
 from components.layout import (
     left_page,
     no_runs_state,
@@ -238,6 +238,22 @@ def _sync(search, step, *args):
         _changed(view.filter_key(), filter_data),
         no_update,
     )
+
+
+@callback(
+    Output(STEP, "options"),
+    Input(STEP, "search_value"),
+    Input(STEP, "value"),
+    State(VIEW, "data"),
+    prevent_initial_call=True,
+)
+def _step_options(typed, step, view_data):
+    """A run of more steps than the picker lists (see step_options): the steps matching what is typed, and
+    the chosen one (after Back / Forward too)."""
+    _, store, steps, _ = _decode(view_data)
+    if store is None or len(steps) <= MAX_STEP_OPTIONS:
+        raise PreventUpdate
+    return step_options(steps, ALL_STEPS, step, typed)
 
 
 clientside_callback(purge_js(GRID), Input(FILTER, "data"), prevent_initial_call=True)
