@@ -209,7 +209,7 @@ def _range_input(text: str, available: bool, lo, hi, ids: tuple[str, str]) -> ht
 
 # A run of more steps than this lists some of them in the responses page's step picker (see step_options):
 # 5,000 options made the page's JSON 6x larger and slower to build, and no one scrolls through them.
-MAX_STEP_OPTIONS = 1_000
+MAX_STEP_OPTIONS = 500
 
 
 def step_options(
