@@ -243,11 +243,13 @@ def thin_note(steps: list[int], k: int) -> str:
     )
 
 
-def thinned(panel: Panel, steps: list[int], keep: int | None = None, max_points: int = MAX_POINTS) -> Panel:
+def thinned(panel: Panel, steps: list[int], keep: int | None = None, max_points: int | None = None) -> Panel:
     """``panel`` with each curve drawn at about ``max_points`` of its steps when the run has more
     (``steps``: the run's steps, sorted): :func:`thin_rows` of runs of ``k`` steps, ``k`` the smallest
     that keeps at most ``max_points`` points, plus the step ``keep`` (the selected one) where a curve has
-    it; the note says so (:func:`thin_note`). Unchanged with fewer steps."""
+    it; the note says so (:func:`thin_note`). Unchanged with fewer steps. ``max_points``: default
+    :data:`MAX_POINTS`."""
+    max_points = MAX_POINTS if max_points is None else max_points
     if len(steps) <= max_points:
         return panel
     k = -(-len(steps) // (max_points // 2))

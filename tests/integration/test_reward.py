@@ -544,3 +544,27 @@ def test_reward018_reward_hacking_panels_of_a_run_without_responses(client, boar
     assert out["reward-signal-degeneration-note"]["children"] == "No responses in this run yet."
     assert out["reward-signal-search-note"]["children"] == "No responses in this run yet."
     assert out["reward-signal-search"]["figure"]["data"] == []
+
+
+def test_reward021_a_long_run_draws_thinned_curves_with_the_selected_step(client, fixtures_dir, monkeypatch):
+    """A run of more steps than curves.MAX_POINTS (here 10, against PPO's steps): each curve at most 10
+    points plus the selected step 7, at its exact value; the note says so; a step change draws again
+    (the selected step is in the curves), not just the marker."""
+    monkeypatch.setattr(curves, "MAX_POINTS", 10)
+    store = board().store(PPO)
+    steps = curves.step_list(store)
+    assert len(steps) > 10
+    resp = _curves(client, PPO, 7)
+    assert resp["reward-curves-drawn"]["data"] == [PPO, "std", False, 7]
+    line = next(t for t in resp["reward-curve-reward"]["figure"]["data"] if t["name"].startswith("reward ("))
+    xs = _arr(line["x"])
+    ys = _arr(line["y"])
+    assert 7 in xs and len(xs) <= 11
+    exact = curves.run_steps(store).filter(pl.col("step") == 7).item(0, "reward_mean")
+    assert ys[xs.index(7)] == exact
+    assert (
+        f"{len(steps)} steps: each curve is drawn at the lowest and the highest value"
+        in (resp["reward-curve-reward-note"]["children"])
+    )
+    again = _curves(client, PPO, 8, drawn=[PPO, "std", False, 7])
+    assert "data" in again["reward-curve-reward"]["figure"]  # a whole figure, not a patch
