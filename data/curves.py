@@ -238,8 +238,8 @@ def thin_note(steps: list[int], k: int) -> str:
     runs = [steps[i : i + k] for i in range(0, min(len(steps), 2 * k), k)]
     shown = ", ".join(f"{r[0]:,}–{r[-1]:,}" for r in runs)
     return (
-        f"{len(steps):,} steps: each curve is drawn at the lowest and the highest value of every {k:,} steps "
-        f"in turn ({shown}, …) and at the selected step; every point is its step's exact value."
+        f"{len(steps):,} steps: each curve is drawn at the lowest and highest value of every {k:,} steps "
+        f"({shown}, …) and at the selected step, each point exact."
     )
 
 
@@ -250,8 +250,8 @@ def thinned(panel: Panel, steps: list[int], keep: int | None = None, max_points:
     it; the note says so (:func:`thin_note`). Unchanged with fewer steps. ``max_points``: default
     :data:`MAX_POINTS`."""
     max_points = MAX_POINTS if max_points is None else max_points
-    if len(steps) <= max_points:
-        return panel
+    if len(steps) <= max_points or not any(s.frame.height > max_points for s in panel.series):
+        return panel  # nothing to thin (a panel without curves says nothing of them)
     k = -(-len(steps) // (max_points // 2))
     order = np.asarray(steps)
     series = []

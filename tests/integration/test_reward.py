@@ -563,7 +563,7 @@ def test_reward021_a_long_run_draws_thinned_curves_with_the_selected_step(client
     exact = curves.run_steps(store).filter(pl.col("step") == 7).item(0, "reward_mean")
     assert ys[xs.index(7)] == exact
     assert (
-        f"{len(steps)} steps: each curve is drawn at the lowest and the highest value"
+        f"{len(steps)} steps: each curve is drawn at the lowest and highest value"
         in (resp["reward-curve-reward-note"]["children"])
     )
     again = _curves(client, PPO, 8, drawn=[PPO, "std", False, 7])

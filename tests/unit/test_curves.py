@@ -441,7 +441,9 @@ def test_curves023_thinned_panel_keeps_exact_points_and_says_so():
     assert got.get_column("y").to_list() == [0.1, 0.9, 0.45, 1.0, 0.0]
     assert got.get_column("hi").to_list() == [1.1, 1.9, 1.45, 2.0, 1.0]
     assert out.note == (
-        "A note. 10 steps: each curve is drawn at the lowest and the highest value of every 5 steps in turn "
-        "(1–5, 6–10, …) and at the selected step; every point is its step's exact value."
+        "A note. 10 steps: each curve is drawn at the lowest and highest value of every 5 steps "
+        "(1–5, 6–10, …) and at the selected step, each point exact."
     )
     assert curves.thinned(panel, steps, keep=8, max_points=10) is panel
+    empty = curves.Panel("search", "Search", "share", (), "No search yet.")
+    assert curves.thinned(empty, steps, keep=8, max_points=4) is empty
