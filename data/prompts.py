@@ -16,11 +16,10 @@ import polars as pl
 
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
-from data.ingest import prompt_summary
+from data.ingest import prompt_index, prompt_summary
 from data.metrics import label
 from data.metrics.degeneration import with_length_ratio
 from data.metrics.group import MIN_GROUP, TRENDS, finite, with_advantage
-from data.metrics.registry import stored_columns
 from data.metrics.response import prompt_key_text, source_line, strip_pad_text
 from data.queries import QueryError, check_regex, search
 
@@ -119,7 +118,7 @@ def overview(table: pl.DataFrame) -> dict:
 
 # The store's scalars (see data.metrics.registry) and the files' own group id and advantage, which the
 # group maths of data.metrics.group read where a run has them.
-HISTORY_COLUMNS = (*stored_columns(), "group_id", "advantage")
+HISTORY_COLUMNS = prompt_index.COLUMNS
 
 
 def history(store, key: str) -> pl.DataFrame:
@@ -139,11 +138,15 @@ def _history(v: StoreKey, key: str) -> pl.DataFrame:
     if "prompt_key" not in names:
         return pl.DataFrame()
     cols = [c for c in HISTORY_COLUMNS if c in names]
-    # Only the steps the prompt appears in (from the cached prompt list) are read; the rows are collected
-    # first: the rest of the plan then works on a few rows.
-    where = prompt_row(store, key)
-    steps = (where.get("first_step"), where.get("last_step")) if where else None
-    rows = store.scan(cols, steps=steps).filter(pl.col("prompt_key") == key).collect().lazy()
+    # The prompt's rows from the prompt-keyed index written at ingest (see data.ingest.prompt_index);
+    # a store committed without one: only the steps the prompt appears in (from the cached prompt list)
+    # are scanned. The rows are collected first: the rest of the plan then works on a few rows.
+    found = prompt_index.read(store, key, cols)
+    if found is None:
+        where = prompt_row(store, key)
+        steps = (where.get("first_step"), where.get("last_step")) if where else None
+        found = store.scan(cols, steps=steps).filter(pl.col("prompt_key") == key).collect()
+    rows = found.lazy()
     if "repetition" not in cols:
         rows = rows.with_columns(pl.lit(None, pl.Float64).alias("repetition"))
     if "source" in cols and "line" in cols:
