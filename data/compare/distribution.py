@@ -12,12 +12,25 @@ from data.cache import StoreKey, shared
 from data.compare.notes import METRIC, Note
 from data.queries import MAX_DISCRETE_VALUES, Bins, discrete_edges, distinct_values, histogram_edges
 from data.store import RunStore
+from data.store.aggregates import read_hist_cells
 
 
 @shared(16)
 def _distinct(v: StoreKey, col: str) -> tuple[float, ...] | None:
+    """:func:`~data.queries.distinct_values` of ``col`` over the responses shown: told by the steps'
+    histogram cells the last commit wrote (see :func:`data.curves.cells_distinct`) where they tell it,
+    else from a scan of the column."""
+    if col in CELL_COLUMNS:
+        told = run_curves.cells_distinct(read_hist_cells(v.store), (col,), MAX_DISCRETE_VALUES)
+        if told is not False:
+            return None if told is None else tuple(told)
     values = distinct_values(v.store.scan([col]), (col,), MAX_DISCRETE_VALUES)
     return None if values is None else tuple(values)
+
+
+# The columns the histogram cells count (data.ingest.hist_cells.COLUMNS; data.curves' histograms'): a
+# column without cells has none in the file, which must not read as "no value".
+CELL_COLUMNS = {c for _, cols in run_curves.HISTOGRAMS.values() for c in cols}
 
 
 def _range(frame: pl.DataFrame, col: str) -> tuple[float, float] | None:
