@@ -42,7 +42,7 @@ from data.queries import (
     sort_rows,
 )
 from data.signals import can_tell_truncation, truncated_rows
-from data.store import RunStore, UnknownRun
+from data.store import RunStore, UnknownRun, text_index
 from data.store.layout import TEXT_INDEX, beside_store
 from data.views.codec import REGEX_FALLBACK, first
 from data.views.responses import RANGE_KEYS, ResponsesView
@@ -262,49 +262,30 @@ HEAD_ROWS = 2000
 KEYS = {"part": pl.UInt32, "row": pl.UInt32}
 
 
-# ---- text index: what a regex search scans --------------------------------------------------------------
+# ---- text index: what a regex search scans (see data.store.text_index) ------------------------------------
 
-TEXT_INDEX_COLUMNS = ("part", "row", "step", "prompt", "response")
+TEXT_INDEX_COLUMNS = text_index.COLUMNS
 _WARMING: set[str] = set()  # text indexes being built in the background (one thread per store)
 _WARMING_LOCK = threading.Lock()
 
 
 def text_index_dir(store: RunStore) -> Path:
-    """``<cache>/<store>.text-index``: beside the store, not in it (the store's own files stay its own)."""
+    """``<cache>/<store>.text-index``: where the index of a store ingested without one is built, beside the
+    store, not in it (the store's own files stay its own)."""
     return beside_store(store.dir, TEXT_INDEX)
 
 
 def text_index_files(store: RunStore, folder: Path | None = None) -> list[Path] | None:
-    """Per committed part, its ``part, row, step, prompt, response`` as an uncompressed Arrow IPC file in
-    ``folder`` (default :func:`text_index_dir`), built on first use; None when it cannot be written.
-
-    A regex search over all steps scans these memory-mapped files instead of decompressing the parts
-    (about 5x faster on the 2 GB benchmark run). A part never changes once committed, and each file name
-    carries its part file's size and mtime, so a rebuilt store never reads a stale one.
-    """
-    folder = folder or text_index_dir(store)
-    out = []
-    try:
-        folder.mkdir(exist_ok=True)
-        for src in store.part_files():
-            st = src.stat()
-            key = f"{src.parent.name}.{src.stem}"  # a part's files of several step blocks share its name
-            dst = folder / f"{key}-{st.st_size}-{st.st_mtime_ns}.arrow"
-            if not dst.exists():
-                for old in folder.glob(f"{key}-*.arrow"):
-                    old.unlink(missing_ok=True)
-                df = pl.read_parquet(src, columns=list(TEXT_INDEX_COLUMNS))
-                tmp = folder / f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-                df.write_ipc(tmp)
-                os.replace(tmp, dst)
-            out.append(dst)
-    except OSError:
-        return None
-    return out
+    """Per committed file of ``parts/``, its ``part, row, step, prompt, response`` as an uncompressed Arrow
+    IPC file: the one ingest wrote in the store, else one built now in ``folder`` (default
+    :func:`text_index_dir`); None when one is missing and cannot be written (see
+    :func:`data.store.text_index.index_files`)."""
+    return text_index.index_files(store.dir, store.part_files(), folder or text_index_dir(store))
 
 
 def warm_text_index(store: RunStore) -> None:
-    """Build the text index of ``store`` in a background thread (once at a time), so a first search is fast."""
+    """Build the text index of ``store`` in a background thread (once at a time), so a first search is fast;
+    only the search helper to start where ingest wrote it."""
     key = store.version
     with _WARMING_LOCK:
         if key in _WARMING:

@@ -56,6 +56,7 @@ from data.store.layout import (
 )
 from data.store.manifest import MANIFEST, Manifest, has_issues, packed_parts, write_atomic
 from data.store.table import MANIFESTS, commit_table, table_files
+from data.store.text_index import collect_index, index_new_parts
 
 # This process's writers' tag, in the names of the files they write: writers of one store on several hosts
 # (or in several processes) never write the same file (see data.store.table).
@@ -642,6 +643,9 @@ class _Writer:
         self._written.append(self.dir / MANIFESTS / name)
         write_atomic(self.dir / MANIFESTS / name, payload)
         state = table_files(data)
+        # The texts of the parts new in this commit, for a regex search over every step (ready before the
+        # manifest names the commit; see data.store.text_index).
+        index_new_parts(self.dir, state)
         self.table = commit_table(self.dir, self.table, self._table_state, state, self._columns, gen, name)
         self._table_state = state
         # What this commit names is no longer this writer's to delete should a later commit be refused.
@@ -713,6 +717,7 @@ class _Writer:
             for p in self.dir.glob(pattern):
                 if p.name not in keep and self._removable(p):
                     p.unlink(missing_ok=True)
+        collect_index(self.dir)
 
     def remove_written(self) -> None:
         """Delete every file this writer wrote (its commit was refused: no manifest names them)."""

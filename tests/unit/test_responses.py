@@ -179,30 +179,33 @@ def test_responses020_sample_texts_hide_pads(store):
     assert sample_texts(store, "nope-1", PADS) is None
 
 
-def test_responses022_text_index_beside_the_store(store):
-    """A search over all steps builds one IPC file per part beside the store, once, and finds the same rows."""
+def test_responses022_text_index_in_the_store(store):
+    """Ingest writes one IPC file per file of parts/ in the store; a search over all steps reads them and
+    builds nothing beside the store."""
     from data import responses
+    from data.store import text_index
 
-    folder = responses.text_index_dir(store)
-    assert folder.parent == store.dir.parent and not (store.dir / "text-index").exists()
     responses.clear_caches()
     assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
-    files = sorted(folder.glob("*.arrow"))
+    assert not responses.text_index_dir(store).exists()
+    files = responses.text_index_files(store)
+    assert files == [text_index.in_store(store.dir, p) for p in store.part_files()]
     # One per file of parts/ (a part has one per step block it holds), named by its block and name.
-    assert sorted(f.name.rsplit("-", 2)[0] for f in files) == sorted(
-        f"{p.parent.name}.{p.stem}" for p in store.part_files()
+    assert sorted(f.name for f in (store.dir / "text").iterdir()) == sorted(
+        f"{p.parent.name}.{p.stem}.arrow" for p in store.part_files()
     )
-    stamp = [f.stat().st_mtime_ns for f in files]
-    assert responses.text_index_files(store) == files and [f.stat().st_mtime_ns for f in files] == stamp
     assert pl.read_ipc(files[0]).columns == ["part", "row", "step", "prompt", "response"]
 
 
 def test_responses023_search_without_a_writable_index(store, monkeypatch, tmp_path):
-    """When the index folder cannot be written, the search reads the parts: same answer."""
+    """Without the store's index and with no writable folder beside it, the search reads the parts: same
+    answer."""
     from data import responses
+    from data.store import text_index
 
     blocker = tmp_path / "a-file"
     blocker.write_text("")
+    monkeypatch.setattr(text_index, "FOLDER", "not-written")
     monkeypatch.setattr(responses, "text_index_dir", lambda _store: blocker / "index")
     assert responses.text_index_files(store) is None
     responses.clear_caches()

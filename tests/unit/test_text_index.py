@@ -1,0 +1,111 @@
+"""The text index a regex search over every step scans (data.store.text_index): written by ingest at each
+commit in the store, built beside an older store on first use."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import polars as pl
+
+from data import responses
+from data.ingest import ingest_run
+from data.queries import ResponseFilter
+from data.store import open_store, text_index
+
+PADS = ("<pad>",)
+
+
+def _write(run, name: str, rows: list[tuple[int, str, str]]) -> None:
+    with open(run / name, "a") as f:
+        for step, prompt, response in rows:
+            f.write(json.dumps({"prompt": prompt, "response": response, "reward": 1.0, "step": step}) + "\n")
+
+
+def _hits(store, q: str) -> list[tuple[str, str]]:
+    """(prompt, response) of the responses of every step matching ``q``, sorted."""
+    responses.clear_caches()
+    keys = responses.text_hits(store, q, None, 30.0)
+    got = store.read_keys(keys, ["prompt", "response"])
+    return sorted(got.select("prompt", "response").iter_rows())
+
+
+def _indexed(store) -> dict[str, int]:
+    """Index files in the store, with their inode and mtime (a file rewritten changes them)."""
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (store.dir / "text").iterdir()}
+
+
+def test_textindex001_each_commit_adds_its_own_parts(tmp_path):
+    """A growing run: each ingest adds index files for its new files of parts/ only, leaves the earlier ones
+    as they were, and every index file holds exactly its part file's texts."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "rank0.jsonl", [(1, "p1", "alpha one"), (1, "p2", "beta")])
+    _write(run, "rank1.jsonl", [(1, "p3", "alpha three")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    first = _indexed(store)
+    assert sorted(first) == sorted(f"{p.parent.name}.{p.stem}.arrow" for p in store.part_files())
+    assert _hits(store, "alpha") == [("p1", "alpha one"), ("p3", "alpha three")]
+
+    _write(run, "rank0.jsonl", [(2, "p4", "ALPHA four"), (2, "p5", "alpha five")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    second = _indexed(store)
+    assert {k: second[k] for k in first} == first and len(second) > len(first)
+    assert sorted(second) == sorted(f"{p.parent.name}.{p.stem}.arrow" for p in store.part_files())
+    for p in store.part_files():
+        want = pl.read_parquet(p, columns=list(text_index.COLUMNS))
+        assert pl.read_ipc(text_index.in_store(store.dir, p)).equals(want)
+    assert _hits(store, "(?i)alpha") == [
+        ("p1", "alpha one"),
+        ("p3", "alpha three"),
+        ("p4", "ALPHA four"),
+        ("p5", "alpha five"),
+    ]
+    assert not responses.text_index_dir(store).exists()
+
+
+def test_textindex002_older_store_builds_it_beside(tmp_path):
+    """A store ingested before the index was written at ingest (no text/ folder) builds it beside the
+    store on first search, and finds the same rows; a later ingest writes the missing ones in the store."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "rank0.jsonl", [(1, "p1", "alpha one"), (2, "p2", "beta"), (2, "p3", "alpha three")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    want = _hits(store, "alpha")
+    shutil.rmtree(store.dir / "text")
+    assert _hits(store, "alpha") == want == [("p1", "alpha one"), ("p3", "alpha three")]
+    beside = sorted(responses.text_index_dir(store).glob("*.arrow"))
+    assert len(beside) == len(store.part_files())
+    assert responses.text_index_files(store) == [
+        next(f for f in beside if f.name.startswith(f"{p.parent.name}.{p.stem}-")) for p in store.part_files()
+    ]
+    _write(run, "rank0.jsonl", [(3, "p4", "alpha four")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    assert len(_indexed(store)) == len(store.part_files())
+    assert all(f.parent == store.dir / "text" for f in responses.text_index_files(store))
+    assert _hits(store, "alpha") == [*want, ("p4", "alpha four")]
+
+
+def test_textindex003_collected_with_its_part(tmp_path):
+    """An index file whose file of parts/ is gone is removed; the others stay."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "rank0.jsonl", [(1, "p1", "a")])
+    _write(run, "rank1.jsonl", [(1, "p2", "b")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    parts = store.part_files()
+    assert len(parts) == 2
+    parts[0].unlink()
+    text_index.collect_index(store.dir)
+    assert [p.name for p in (store.dir / "text").iterdir()] == [text_index.in_store(store.dir, parts[1]).name]
+
+
+def test_textindex004_filter_reads_the_index(tmp_path):
+    """The page's all-steps filter with a pattern keeps exactly the lines whose response matches."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "rank0.jsonl", [(s, f"p{s}", "x" * (s % 3)) for s in range(1, 30)])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    responses.clear_caches()
+    got = responses.matching(store, ResponseFilter(step=None, q="xx"), ["line"]).collect()
+    assert sorted(got.get_column("line")) == [s for s in range(1, 30) if s % 3 == 2]
