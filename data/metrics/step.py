@@ -25,6 +25,16 @@ def _dist(col: str) -> list[pl.Expr]:
     return out
 
 
+def _finite_total(col: str) -> list[pl.Expr]:
+    """``<col>_finite_n`` and ``<col>_finite_sum``: how many finite values, and their sum (so that a mean over
+    several steps is summed from the steps, see :func:`data.responses.all_steps_reward`)."""
+    c = pl.col(col).filter(pl.col(col).is_finite())
+    return [
+        c.len().cast(pl.UInt32).alias(f"{col}_finite_n"),
+        c.sum().cast(pl.Float64).alias(f"{col}_finite_sum"),
+    ]
+
+
 def _token_mean(sum_col: str) -> pl.Expr:
     """Σ sum_col / Σ n_kl_tokens over a group: a mean over all its tokens (null when it has none)."""
     n = pl.col("n_kl_tokens").sum()
@@ -44,7 +54,8 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
     ``loss_rate`` are the shares of wins / ties / losses among them (see :mod:`data.metrics.reference`);
     ``kl_token_mean`` is Σ kl_sum / Σ n_kl_tokens over the step (a mean over all its tokens), while
     ``kl_mean_mean`` averages the per-response means; ``repetition_mean`` is the mean repetition of the
-    step's responses that have one (3 words or more), the reward page's degeneration curve.
+    step's responses that have one (3 words or more), the reward page's degeneration curve;
+    ``reward_finite_n`` / ``reward_finite_sum`` count and sum the finite rewards.
     """
     # A frame without repetition (one made by hand) summarises to nulls there.
     if "repetition" not in scalars.collect_schema().names():
@@ -54,6 +65,7 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
         .agg(
             pl.len().alias("n"),
             *_dist("reward"),
+            *_finite_total("reward"),
             *_dist("ref_reward"),
             *_dist("reward_gain"),
             pl.col("ref_reward").is_not_null().sum().alias("n_ref"),
