@@ -411,9 +411,31 @@ def _sorted_keys(store: RunStore, flt: ResponseFilter, sort: str, descending: bo
     return sort_rows(lf, sort, descending).select(pl.col(c).cast(t) for c, t in KEYS.items())
 
 
+def all_steps_reward(steps: pl.DataFrame) -> Order | None:
+    """The :class:`Order` of the unfiltered view of every step, from the steps summary ``steps`` (see
+    :func:`data.metrics.step.step_summary`) instead of every row: the responses are the steps' ``n``, and
+    the mean reward is the steps' sums of finite rewards over their count, added with :func:`math.fsum`
+    (so it does not depend on the order of the steps; a scan of every row may differ from it in the last
+    bits). None for a summary written before it had those sums (a step summarised without them)."""
+    need = ("n", "reward_finite_n", "reward_finite_sum")
+    if any(c not in steps.columns for c in need):
+        return None
+    if steps.select(pl.any_horizontal(pl.col(c).is_null() for c in need).any()).item():
+        return None
+    n = int(steps.get_column("n").sum())
+    finite = int(steps.get_column("reward_finite_n").sum())
+    sums = steps.get_column("reward_finite_sum").to_list()
+    mean = math.fsum(sums) / finite if finite else None
+    return Order(n, n, mean)
+
+
 @shared(64)
 def _summary(key: StoreKey, flt: ResponseFilter, seconds: float) -> Order:
     store = key.store
+    if flt.step is None and flt.is_default():
+        got = all_steps_reward(store.steps())
+        if got is not None:
+            return got
     scope = store.scan(["step"], step=flt.step).select(pl.len()).collect().item()
     r = pl.col("reward")
     got = (

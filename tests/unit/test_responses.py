@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from data.ingest import ingest_run
-from data.queries import QueryError
+from data.queries import QueryError, ResponseFilter
 from data.responses import (
     json_rows,
     order_keys,
@@ -362,3 +362,26 @@ def test_responses044_walk_through_the_views_order(store, monkeypatch, head_rows
     assert (last.index, last.prev_id, last.next_id) == (9, sid(4), None)
     assert responses.walk(store, view, steps, sid(11)) is None  # step 2: not in the view
     responses.clear_caches()
+
+
+def test_responses045_all_steps_count_and_mean_from_the_steps(tmp_path):
+    """Every step, unfiltered: count and mean reward come from the steps summary, equal to values computed
+    by hand (NaN and infinities are counted, not averaged); a filtered view and a summary without the
+    sums still scan the rows."""
+    from data import responses
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rewards = {1: [1.0, 0.5, float("nan")], 2: [2.0, float("inf"), 0.25], 3: [-1.0]}
+    recs = [{"prompt": "p", "response": "r", "reward": r, "step": s} for s, rs in rewards.items() for r in rs]
+    (run / "rank0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    st = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    want = responses.Order(7, 7, (1.0 + 0.5 + 2.0 + 0.25 - 1.0) / 5)
+    assert responses.all_steps_reward(st.steps()) == want
+    responses.clear_caches()
+    assert ordered(st, ResponseFilter()) == want
+    # The same figures from a scan: a filter that keeps every row, and a summary written without the sums.
+    assert ordered(st, ResponseFilter(reward_min=-10.0)) == responses.Order(5, 7, want.mean_reward)
+    assert responses.all_steps_reward(st.steps().drop("reward_finite_sum")) is None
+    old = st.steps().with_columns(pl.lit(None, pl.UInt32).alias("reward_finite_n"))
+    assert responses.all_steps_reward(old) is None
