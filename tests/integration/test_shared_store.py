@@ -15,7 +15,7 @@ import requests
 from data.config import DEFAULT_PAD_TOKENS, load_settings
 from data.demo import write_demo_run
 from data.ingest import ingest_run
-from data.store import scan_root
+from data.store import open_store, scan_root
 from data.store import shared as shared_module
 from data.store.shared import COMMITS, OBJECTS, SharedStores
 from tests.integration.test_gunicorn import PAGES, GunicornServer
@@ -93,6 +93,8 @@ def test_shared002_ingest_then_replica_mirrors(s3, demo_run, tmp_path):
     }
     assert names == local_files - {"manifest.json"}  # every file of the store folder, as it is named there
     assert any(n.startswith("_delta_log/") for n in names) and any(n.startswith("parts/") for n in names)
+    # The text index a regex search over every step reads (data.store.text_index) goes with the store.
+    assert sum(n.startswith("text/") for n in names) == sum(n.startswith("parts/") for n in names)
     local = _local_export(demo_run, tmp_path / "local-cache")
     assert _csv(res.store_dir) == local
     two = _settings(s3, f"s3://{BUCKET}/h", f"s3://{STORES}/h", tmp_path / "w2")
@@ -100,6 +102,9 @@ def test_shared002_ingest_then_replica_mirrors(s3, demo_run, tmp_path):
     replica = _ingest(two, run_dir)
     assert (replica.samples, replica.new_rows, replica.bytes_read, replica.generation) == (384, 0, 0, 1)
     assert _csv(replica.store_dir) == local
+    assert len(list((replica.store_dir / "text").glob("*.arrow"))) == len(
+        open_store(replica.store_dir).part_files()
+    )
     assert _commits(s3, "h/") == ["000000000001.json"]
 
 
