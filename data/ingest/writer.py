@@ -645,13 +645,15 @@ class _Writer:
         state = table_files(data)
         # The texts of the parts new in this commit, for a regex search over every step (ready before the
         # manifest names the commit; see data.store.text_index).
-        index_new_parts(self.dir, state)
+        indexed = index_new_parts(self.dir, state)
+        self._written += indexed  # a refused commit's, removed with its parts (whose names may come again)
         self.table = commit_table(self.dir, self.table, self._table_state, state, self._columns, gen, name)
         self._table_state = state
         # What this commit names is no longer this writer's to delete should a later commit be refused.
         named = {self.dir / rel for rel in state} | {self.dir / steps_name, self.dir / MANIFESTS / name}
         named.add(self.dir / cells_name)
         named |= {self.dir / f["name"] for f in index["files"]}
+        named |= set(indexed)
         named |= set(beside)
         named |= {
             self.dir / sub / entry_name(int(k), e)

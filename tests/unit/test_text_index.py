@@ -109,3 +109,24 @@ def test_textindex004_filter_reads_the_index(tmp_path):
     responses.clear_caches()
     got = responses.matching(store, ResponseFilter(step=None, q="xx"), ["line"]).collect()
     assert sorted(got.get_column("line")) == [s for s in range(1, 30) if s % 3 == 2]
+
+
+def test_textindex005_refused_commit_leaves_no_index(tmp_path, monkeypatch):
+    """A commit refused (another writer committed first) removes the index files it wrote with its parts,
+    so a later part of the same name is never read through a stale index; earlier commits' files stay."""
+    from data.ingest import writer as ingest_writer
+    from data.store.table import CommitConflict
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "rank0.jsonl", [(1, "p1", "alpha")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    first = _indexed(store)
+    _write(run, "rank0.jsonl", [(2, "p2", "beta")])
+
+    def refuse(*_a, **_k):
+        raise CommitConflict("another writer committed first")
+
+    monkeypatch.setattr(ingest_writer, "commit_table", refuse)
+    assert ingest_run(run, tmp_path / "cache", PADS).lost_commit
+    assert _indexed(store) == first
