@@ -310,9 +310,12 @@ _STOPPED: dict[tuple, tuple[float, str]] = {}
 _STOPPED_LOCK = threading.Lock()
 
 
-# Hits of a text search kept in the process only up to this many (a broad pattern over a large run matches
-# millions of responses); the summary and the head of an order that use them are cached anyway.
-HITS_KEPT = 100_000
+# Hits of text searches kept in the process, up to this many rows in all (8 bytes each: 32 MB): a broad
+# pattern over a large run matches millions of responses. The page's summary and its first block ask for the
+# same hits (at the same time, from a browser): the second waits for the first's search and reuses its hits,
+# so that a run whose matches outgrow a small bound is not searched twice.
+HITS_KEPT = 4_000_000
+_SEARCHING: dict[tuple, threading.Lock] = {}  # searches under way, by memo (one at a time each)
 
 
 def _text_hits(key: StoreKey, pattern: str, step: int | None, seconds: float) -> pl.DataFrame:
@@ -324,12 +327,24 @@ def _text_hits(key: StoreKey, pattern: str, step: int | None, seconds: float) ->
         if hit is not None:
             _HITS.move_to_end(memo)
             return hit
-    hits = _search_texts(key, pattern, step, seconds)
-    if hits.height <= HITS_KEPT:
+        running = _SEARCHING.setdefault(memo, threading.Lock())
+    with running:
         with _STOPPED_LOCK:
-            _HITS[memo] = hits
-            while len(_HITS) > 16:
-                _HITS.popitem(last=False)
+            hit = _HITS.get(memo)  # found by the search this one waited for
+        if hit is not None:
+            return hit
+        try:
+            hits = _search_texts(key, pattern, step, seconds)
+        except BaseException:
+            with _STOPPED_LOCK:
+                _SEARCHING.pop(memo, None)
+            raise
+        with _STOPPED_LOCK:
+            if hits.height <= HITS_KEPT:
+                _HITS[memo] = hits
+                while len(_HITS) > 16 or sum(h.height for h in _HITS.values()) > HITS_KEPT:
+                    _HITS.popitem(last=False)
+            _SEARCHING.pop(memo, None)
     return hits
 
 

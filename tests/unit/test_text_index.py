@@ -130,3 +130,46 @@ def test_textindex005_refused_commit_leaves_no_index(tmp_path, monkeypatch):
     monkeypatch.setattr(ingest_writer, "commit_table", refuse)
     assert ingest_run(run, tmp_path / "cache", PADS).lost_commit
     assert _indexed(store) == first
+
+
+def test_textindex006_one_search_for_concurrent_callers(tmp_path, monkeypatch):
+    """The summary and the first block asking for the same hits at once run one search; hits are kept up
+    to HITS_KEPT rows in all (the oldest dropped first), and a search of more is not kept."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from data.cache import StoreKey
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "rank0.jsonl", [(1, "p1", "alpha"), (1, "p2", "alpha beta"), (2, "p3", "beta")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    real, calls, lock = responses._search_texts, [], threading.Lock()
+
+    def counted(key, pattern, step, seconds):
+        with lock:
+            calls.append(pattern)
+        time.sleep(0.3)  # long enough for the other caller to arrive while this one searches
+        return real(key, pattern, step, seconds)
+
+    monkeypatch.setattr(responses, "_search_texts", counted)
+    responses.clear_caches()
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda _: responses.text_hits(store, "alpha", None, 30.0), range(2)))
+    assert calls == ["alpha"] and got[0].equals(got[1]) and got[0].height == 2
+
+    monkeypatch.setattr(responses, "HITS_KEPT", 3)
+    responses.clear_caches()
+    calls.clear()
+    key = StoreKey(store)
+    for q in ("alpha", "beta", "alpha", "beta", "a"):  # 2 + 2 rows > 3: alpha dropped; "a" (3 rows) kept
+        responses._text_hits(key, q, None, 30.0)
+    assert calls == ["alpha", "beta", "alpha", "beta", "a"]
+    responses._text_hits(key, "a", None, 30.0)
+    monkeypatch.setattr(responses, "HITS_KEPT", 2)
+    responses._text_hits(key, "a", None, 30.0)  # kept from before
+    responses.clear_caches()
+    responses._text_hits(key, "a", None, 30.0)
+    responses._text_hits(key, "a", None, 30.0)  # 3 rows > 2: not kept, searched again
+    assert calls == ["alpha", "beta", "alpha", "beta", "a", "a", "a"]
