@@ -39,7 +39,8 @@ def test_responses201_filter_sort_select_and_open(dash_duo, dash_app, fixtures_d
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=3&reward_min=1.5")
     dash_duo.wait_for_text_to_equal("#responses-count", "11", timeout=20)
     dash_duo.wait_for_element(CELLS.format("reward"))
-    assert min(cell_values(dash_duo, "reward")) >= 1.5
+    # (the cells exist before the grid has written their text: wait for drawn values)
+    until(lambda: len(v := cell_values(dash_duo, "reward")) == 11 and min(v) >= 1.5, timeout=20)
     assert dash_duo.find_element("#responses-reward-min").get_attribute("value") == "1.5"
 
     dash_duo.find_element(".ag-header-cell[col-id='kl_mean'] .ag-header-cell-label").click()
