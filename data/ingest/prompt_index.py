@@ -26,8 +26,8 @@ from pathlib import Path
 
 import polars as pl
 
+from data.ingest.summary import scan_part_scalars
 from data.metrics.registry import stored_columns
-from data.store.layout import entry_name
 from data.store.manifest import write_atomic
 
 # The manifest's entry: {"files": [{"name", "rows", "lo", "hi"}], "upto": the first part id not indexed}, the
@@ -42,17 +42,10 @@ FILE_ROWS = 200_000
 
 def _scalars_of(store_dir: Path, data: dict, ids: list[int]) -> pl.DataFrame:
     """The :data:`COLUMNS` the scalars of parts ``ids`` have (their loose files, or their pack's rows)."""
-    parts = data["parts"]
-    in_pack = {p: pack["name"] for pack in data.get("packs", []) for p in pack["parts"]}
-    frames, packs = [], {}
-    for i in ids:
-        if i in in_pack:
-            packs.setdefault(in_pack[i], []).append(i)
-        else:
-            frames.append(pl.scan_parquet(store_dir / "scalars" / entry_name(i, parts[str(i)])))
-    for name, got in packs.items():
-        frames.append(pl.scan_parquet(store_dir / "scalars" / name).filter(pl.col("part").is_in(got)))
-    frames = [f.select(c for c in COLUMNS if c in f.collect_schema()) for f in frames]
+    frames = [
+        f.select(c for c in COLUMNS if c in f.collect_schema())
+        for f in scan_part_scalars(store_dir, data, ids)
+    ]
     return pl.concat(frames, how="diagonal_relaxed").collect()
 
 
