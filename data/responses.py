@@ -335,16 +335,14 @@ def _text_hits(key: StoreKey, pattern: str, step: int | None, seconds: float) ->
             return hit
         try:
             hits = _search_texts(key, pattern, step, seconds)
-        except BaseException:
+            with _STOPPED_LOCK:
+                if hits.height <= HITS_KEPT:
+                    _HITS[memo] = hits
+                    while len(_HITS) > 16 or sum(h.height for h in _HITS.values()) > HITS_KEPT:
+                        _HITS.popitem(last=False)
+        finally:
             with _STOPPED_LOCK:
                 _SEARCHING.pop(memo, None)
-            raise
-        with _STOPPED_LOCK:
-            if hits.height <= HITS_KEPT:
-                _HITS[memo] = hits
-                while len(_HITS) > 16 or sum(h.height for h in _HITS.values()) > HITS_KEPT:
-                    _HITS.popitem(last=False)
-            _SEARCHING.pop(memo, None)
     return hits
 
 
