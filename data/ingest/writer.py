@@ -616,15 +616,15 @@ class _Writer:
         old_cells = self.m.data.get(CELLS_KEY)
         old_manifest = self.m.data.get("manifest_file")
         # One prompt's rows, keyed by prompt (see data.ingest.prompt_index): this commit's new parts added.
-        old_index = self.m.data.get(prompt_index.INDEX_KEY)
-        index, index_files = prompt_index.update(self.dir, data, gen, self.tag)
-        self._written += [self.dir / f for f in index_files]
+        old_prompt_index = self.m.data.get(prompt_index.INDEX_KEY)
+        prompt_idx, prompt_idx_files = prompt_index.update(self.dir, data, gen, self.tag)
+        self._written += [self.dir / f for f in prompt_idx_files]
         old_lists = tuple(self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY))
         name = f"g{gen:06d}-{self.tag}.json"
         for d in (self.m.data, data):
             d.update(visible_below=below, steps_file=steps_name, generation=gen, manifest_file=name)
             d[CELLS_KEY] = cells_name
-            d[prompt_index.INDEX_KEY] = index
+            d[prompt_index.INDEX_KEY] = prompt_idx
         # The prompt lists of the state committed (read by the prompts and compare pages instead of every
         # response), and the footers' facts of its files (read by a fresh reader instead of every footer).
         if aggregates:
@@ -645,15 +645,15 @@ class _Writer:
         state = table_files(data)
         # The texts of the parts new in this commit, for a regex search over every step (ready before the
         # manifest names the commit; see data.store.text_index).
-        indexed = index_new_parts(self.dir, state)
-        self._written += indexed  # a refused commit's, removed with its parts (whose names may come again)
+        text_files = index_new_parts(self.dir, state)
+        self._written += text_files  # a refused commit's, removed with its parts (whose names may come again)
         self.table = commit_table(self.dir, self.table, self._table_state, state, self._columns, gen, name)
         self._table_state = state
         # What this commit names is no longer this writer's to delete should a later commit be refused.
         named = {self.dir / rel for rel in state} | {self.dir / steps_name, self.dir / MANIFESTS / name}
         named.add(self.dir / cells_name)
-        named |= {self.dir / f["name"] for f in index["files"]}
-        named |= set(indexed)
+        named |= {self.dir / f["name"] for f in prompt_idx["files"]}
+        named |= set(text_files)
         named |= set(beside)
         named |= {
             self.dir / sub / entry_name(int(k), e)
@@ -664,7 +664,7 @@ class _Writer:
         self._written = [p for p in self._written if p not in named]
         write_atomic(self.dir / MANIFEST, payload)
         self._collect_garbage(old, old_manifest, old_cells, *old_lists)
-        prompt_index.collect_garbage(self.dir, self.m.data, old_index, self._removable)
+        prompt_index.collect_garbage(self.dir, self.m.data, old_prompt_index, self._removable)
         if self.on_commit is not None:
             self.on_commit(data)
         self.last_commit = time.monotonic()
