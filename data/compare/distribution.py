@@ -14,6 +14,10 @@ from data.queries import MAX_DISCRETE_VALUES, Bins, discrete_edges, distinct_val
 from data.store import RunStore
 from data.store.aggregates import read_hist_cells
 
+# The columns the histogram cells count (data.ingest.hist_cells.COLUMNS; data.curves' histograms'): a
+# column without cells has none in the file, which must not read as "no value".
+CELL_COLUMNS = {c for _, cols in run_curves.HISTOGRAMS.values() for c in cols}
+
 
 @shared(16)
 def _distinct(v: StoreKey, col: str) -> tuple[float, ...] | None:
@@ -26,11 +30,6 @@ def _distinct(v: StoreKey, col: str) -> tuple[float, ...] | None:
             return None if told is None else tuple(told)
     values = distinct_values(v.store.scan([col]), (col,), MAX_DISCRETE_VALUES)
     return None if values is None else tuple(values)
-
-
-# The columns the histogram cells count (data.ingest.hist_cells.COLUMNS; data.curves' histograms'): a
-# column without cells has none in the file, which must not read as "no value".
-CELL_COLUMNS = {c for _, cols in run_curves.HISTOGRAMS.values() for c in cols}
 
 
 def _range(frame: pl.DataFrame, col: str) -> tuple[float, float] | None:
