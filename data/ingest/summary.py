@@ -11,6 +11,7 @@ watermark of a commit made mid-read, see ``_Writer._watermark``) without reading
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -56,6 +57,12 @@ def empty_summary() -> pl.DataFrame:
     return step_summary(pl.DataFrame(schema=SCALAR_DTYPES).lazy()).collect()
 
 
+@functools.cache
+def empty_summary_columns() -> tuple[str, ...]:
+    """The columns of a summary (of :func:`empty_summary`), worked out once."""
+    return tuple(step_summary(pl.DataFrame(schema=SCALAR_DTYPES).lazy()).collect_schema().names())
+
+
 def fill_step_ranges(store_dir: Path, data: dict) -> None:
     """Give each part with rows of a manifest written before the ranges existed its ``"steps"`` entry
     (one read of the ``part`` and ``step`` columns of those parts)."""
@@ -81,20 +88,51 @@ class StepSummaries:
 
     def __init__(self, store_dir: Path, data: dict):
         self.dir = Path(store_dir)
-        steps_file = data.get("steps_file")
-        self.frame = pl.read_parquet(self.dir / steps_file) if steps_file else empty_summary()
-        cells_file = data.get(CELLS_KEY)
+        # The committed summary and cells are read at their first use, not here: a check of a run that
+        # finds nothing new (every few seconds while pages are open) commits nothing and needs neither.
+        self._steps_file = data.get("steps_file")
+        self._cells_file = data.get(CELLS_KEY)
+        self._frame: pl.DataFrame | None = None
+        self._cells: pl.DataFrame | None = None
         # A store committed before the cells existed has them made from every part at the first refresh.
-        self._all_cells = bool(steps_file) and not cells_file
-        self.cells = pl.read_parquet(self.dir / cells_file) if cells_file else empty_cells()
+        self._all_cells = bool(self._steps_file) and not self._cells_file
         self._steps: set[int] = set()
         self._ranges: list[tuple[int, int]] = []
         # The committed summary leaves out the steps a commit hid (from ``visible_below`` on): summarised
         # again at the first refresh.
-        self._from: int | None = data.get("visible_below") if steps_file else None
-        if steps_file and set(empty_summary().columns) - set(self.frame.columns) and self.frame.height:
-            # A summary written before a column was kept (e.g. ``repetition_mean``): every step again.
-            self._from = int(self.frame.get_column("step").min())
+        self._from: int | None = data.get("visible_below") if self._steps_file else None
+        self._old_columns = bool(self._steps_file) and bool(
+            set(empty_summary_columns()) - set(pl.read_parquet_schema(self.dir / self._steps_file))
+        )
+        if self._old_columns:
+            _ = self.frame  # (sets ``_from``, which the first refresh reads)
+
+    @property
+    def frame(self) -> pl.DataFrame:
+        """The summary of every step as last committed or refreshed."""
+        if self._frame is None:
+            f = self._steps_file
+            self._frame = pl.read_parquet(self.dir / f) if f else empty_summary()
+            if self._old_columns and self._frame.height:
+                # A summary written before a column was kept (e.g. ``repetition_mean``): every step again.
+                self._from = int(self._frame.get_column("step").min())
+        return self._frame
+
+    @frame.setter
+    def frame(self, value: pl.DataFrame) -> None:
+        self._frame = value
+
+    @property
+    def cells(self) -> pl.DataFrame:
+        """The steps' histogram cells as last committed or refreshed."""
+        if self._cells is None:
+            f = self._cells_file
+            self._cells = pl.read_parquet(self.dir / f) if f else empty_cells()
+        return self._cells
+
+    @cells.setter
+    def cells(self, value: pl.DataFrame) -> None:
+        self._cells = value
 
     def touch(self, steps: Iterable[int]) -> None:
         """Rows of these steps came (a part applied)."""

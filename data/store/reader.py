@@ -292,6 +292,10 @@ class RunStore:
         at every commit, and a store is opened only once a manifest was committed."""
         return pl.read_parquet(self.dir / self.manifest.data["steps_file"])
 
+    def steps_scan(self) -> pl.LazyFrame:
+        """:meth:`steps` as a lazy scan, to read a few of its columns."""
+        return pl.scan_parquet(self.dir / self.manifest.data["steps_file"])
+
     def issues(self) -> pl.DataFrame:
         """Unusable lines (``severity == "error"``) and data-quality notes, with file and line."""
         # Only parts that recorded an issue have any (parts written before the counts existed are read).

@@ -220,3 +220,27 @@ def test_summary008_a_summary_without_a_column_is_made_again_whole(tmp_path):
     whole = open_store(ingest_run(run, tmp_path / "whole", PADS).store_dir)
     assert "repetition_mean" in grown.steps().columns
     assert _steps(grown) == _steps(whole)
+
+
+def test_summary009_a_check_that_finds_nothing_new_reads_no_summary(tmp_path, monkeypatch):
+    """A second ingest of files that did not change (the check pages make every few seconds) commits
+    nothing and reads neither the steps summary nor the histogram cells whole; its result still counts
+    the run's steps, responses and tokens."""
+    import polars as pl
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rank0.jsonl").write_bytes(b"".join(_line(s, k, 0) for s in range(3) for k in range(4)))
+    cache = tmp_path / "cache"
+    first = ingest_run(run, cache, PADS)
+    read = pl.read_parquet
+
+    def refuse(path, *a, **k):
+        assert not str(path).endswith(".parquet"), f"read whole: {path}"
+        return read(path, *a, **k)
+
+    monkeypatch.setattr(ingest_summary.pl, "read_parquet", refuse)
+    again = ingest_run(run, cache, PADS)
+    assert again.generation == first.generation
+    assert (again.steps, again.samples, again.tokens) == (first.steps, first.samples, first.tokens)
+    assert (again.steps, again.samples) == (3, 12)
