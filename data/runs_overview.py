@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from data import curves
 from data.compare.summary import summary_row
 from data.store import RunStore, run_file_stats
 
+SPARK_POINTS = 300  # at most about this many points in a run's sparkline (180 px wide): see run_headline
 MAX_LISTED_ISSUES = 200  # unusable lines listed per run; the rest are counted
 FIELDS_SHOWN = 20  # names listed per kind of field; the rest are counted
 # One example location per kind of note: "rank0.jsonl:17 (logprobs 8, values 9)".
@@ -112,7 +114,8 @@ def run_health(store: RunStore) -> RunHealth:
 class Headline:
     """A run's headline figures (see :func:`data.compare.summary.summary_row`): the mean reward of its last
     step, its best step's mean reward and that step, KL per token (k3) at the last step that has one; and
-    the mean reward of every step (``steps``, ``rewards``) for a sparkline."""
+    the mean reward of the steps a sparkline draws (``steps``, ``rewards``: every step, or in a run of more
+    than :data:`SPARK_POINTS` steps the lowest and highest of every ``k`` and the last one, each exact)."""
 
     reward_last: float | None
     reward_best: float | None
@@ -126,12 +129,29 @@ def run_headline(name: str, store: RunStore) -> Headline:
     """:class:`Headline` of a committed store (its per-step summary, cached on the store version)."""
     steps = curves.run_steps(store)
     row = summary_row(name, steps)
-    rewards = steps.get_column("reward_mean").to_list() if "reward_mean" in steps.columns else []
+    if "reward_mean" not in steps.columns:
+        return Headline(
+            row["reward_last"], row["reward_best"], row["reward_best_step"], row["kl_last"], [], []
+        )
+    rows = spark_rows(steps.get_column("reward_mean").cast(pl.Float64).fill_null(float("nan")).to_numpy())
+    kept = steps.select("step", "reward_mean")[rows]
     return Headline(
         row["reward_last"],
         row["reward_best"],
         row["reward_best_step"],
         row["kl_last"],
-        steps.get_column("step").to_list(),
-        rewards,
+        kept.get_column("step").to_list(),
+        kept.get_column("reward_mean").to_list(),
     )
+
+
+def spark_rows(y: np.ndarray, points: int = SPARK_POINTS) -> list[int]:
+    """The rows of a run's per-step values ``y`` (NaN: a gap) that its sparkline draws: every row when
+    there are at most ``points``; else, of every ``k`` consecutive rows (``k`` the smallest that keeps about
+    ``points``), the lowest and the highest value and the first gap (:func:`data.curves.thin_rows`), and the
+    last row. A spike or a gap of any step stays visible; every point is one step's exact value."""
+    n = len(y)
+    if n <= points:
+        return list(range(n))
+    k = -(-n // (points // 2))
+    return sorted({*curves.thin_rows(y, np.arange(n) // k), n - 1})

@@ -93,3 +93,24 @@ def test_runs_overview003_unusable_lines_and_notes(tmp_path):
     assert "4 data-quality note(s): lines kept" in _text(more) and "a note: 4 line(s), e.g. f:1 ()" in _text(
         more
     )
+
+
+def test_runs_overview004_sparkline_of_a_long_run_by_hand():
+    """A run of at most SPARK_POINTS steps draws every step; a longer one, of every k steps the lowest and
+    highest mean reward and the first gap, and the last step (k = ceil(n / (points // 2)))."""
+    import math
+
+    import numpy as np
+
+    from data.runs_overview import spark_rows
+
+    y = np.array([0.5, 0.1, 0.2, 0.9, math.nan, 0.3, 0.4, 0.4])
+    assert spark_rows(y, points=8) == list(range(8))
+    # k = 3: [0.5, 0.1, 0.2] -> 1 (low), 0 (high); [0.9, nan, 0.3] -> 5, 3, 4 (the gap);
+    # [0.4, 0.4] -> 6 (the first of equal values); and the last row, 7
+    assert spark_rows(y, points=6) == [0, 1, 3, 4, 5, 6, 7]
+    # k = 4: [0.5, 0.1, 0.2, 0.9] -> 1, 3; [nan, 0.3, 0.4, 0.4] -> 5, 6, 4; last 7
+    assert spark_rows(y, points=4) == [1, 3, 4, 5, 6, 7]
+    y = np.arange(10.0)
+    y[4] = 50.0  # a spike inside a run of 5 (k = 5) stays drawn
+    assert spark_rows(y, points=4) == [0, 4, 5, 9]
