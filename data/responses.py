@@ -26,6 +26,7 @@ from data.cache import StoreKey, shared
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.curves import partial_step
 from data.curves import run_steps as run_summary
+from data.ingest import topk
 from data.metrics import METRICS, label
 from data.metrics.registry import COLUMNS, length_column
 from data.metrics.registry import table_columns as registry_table_columns
@@ -462,6 +463,11 @@ def _summary(key: StoreKey, flt: ResponseFilter, seconds: float) -> Order:
 
 @shared(64)
 def _head(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, seconds: float) -> pl.DataFrame:
+    if flt.step is None and flt.is_default():
+        # Every step, unfiltered: the first rows of each sort kept at ingest (see data.ingest.topk).
+        head = topk.head(key.store, sort, descending, HEAD_ROWS)
+        if head is not None:
+            return head
     head = pruned_head(key.store, flt, sort, descending, HEAD_ROWS, seconds)
     if head is not None:
         return head
@@ -604,7 +610,12 @@ def _block(
     names = store.schema()
     cols = [c for c in ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS] if c in names]
     keys = order_keys(store, flt, sort, descending, start, min(end, count), seconds)
-    rows = store.read_keys(keys, list(dict.fromkeys(["source", "line", *cols])))
+    want = list(dict.fromkeys(["source", "line", *cols]))
+    rows = None
+    if start == 0 and flt.step is None and flt.is_default():  # the first block, kept at ingest
+        rows = topk.first_rows(store, keys, want)
+    if rows is None:
+        rows = store.read_keys(keys, want)
     return rows.select(source_line(), *cols)
 
 

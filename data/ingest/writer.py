@@ -18,7 +18,7 @@ import orjson
 import polars as pl
 
 from data import schema
-from data.ingest import prompt_index
+from data.ingest import prompt_index, topk
 from data.ingest.blocks import RawBlock, _goes_whole, parse_block, parse_blocks
 from data.ingest.ends_summary import END_TOKENS, ends_counts
 from data.ingest.ends_summary import ENTRY_KEY as ENDS_ENTRY
@@ -619,12 +619,17 @@ class _Writer:
         old_prompt_index = self.m.data.get(prompt_index.INDEX_KEY)
         prompt_idx, prompt_idx_files = prompt_index.update(self.dir, data, gen, self.tag)
         self._written += [self.dir / f for f in prompt_idx_files]
+        # The first rows of every sort of the all-steps view (see data.ingest.topk): this commit's parts merged.
+        old_topk = self.m.data.get(topk.KEY)
+        topk_entry, topk_file = topk.update(self.dir, data, gen, self.tag)
+        self._written.append(self.dir / topk_file)
         old_lists = tuple(self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY))
         name = f"g{gen:06d}-{self.tag}.json"
         for d in (self.m.data, data):
             d.update(visible_below=below, steps_file=steps_name, generation=gen, manifest_file=name)
             d[CELLS_KEY] = cells_name
             d[prompt_index.INDEX_KEY] = prompt_idx
+            d[topk.KEY] = topk_entry
         # The prompt lists of the state committed (read by the prompts and compare pages instead of every
         # response), and the footers' facts of its files (read by a fresh reader instead of every footer).
         if aggregates:
@@ -652,6 +657,7 @@ class _Writer:
         # What this commit names is no longer this writer's to delete should a later commit be refused.
         named = {self.dir / rel for rel in state} | {self.dir / steps_name, self.dir / MANIFESTS / name}
         named.add(self.dir / cells_name)
+        named.add(self.dir / topk_file)
         named |= {self.dir / f["name"] for f in prompt_idx["files"]}
         named |= set(text_files)
         named |= set(beside)
@@ -665,6 +671,7 @@ class _Writer:
         write_atomic(self.dir / MANIFEST, payload)
         self._collect_garbage(old, old_manifest, old_cells, *old_lists)
         prompt_index.collect_garbage(self.dir, self.m.data, old_prompt_index, self._removable)
+        topk.collect_garbage(self.dir, self.m.data, old_topk, self._removable)
         if self.on_commit is not None:
             self.on_commit(data)
         self.last_commit = time.monotonic()
