@@ -6,6 +6,8 @@ Every query runs over the store's files, reading only the steps and columns it n
 the grid come from a cached head of the *order* (the ``part, row`` of the first matches per store version,
 filter and sort), deeper ones from the whole order, kept in the shared results cache once a user scrolls
 there; a page's rows are then read from the row groups that hold them. A text search runs once per query.
+The unfiltered view of every step reads its head and its first block from what ingest kept of each sort
+(see :mod:`data.ingest.topk`), not from the run's files.
 """
 
 from __future__ import annotations
