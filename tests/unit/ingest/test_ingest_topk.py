@@ -171,3 +171,27 @@ def test_topk004_a_store_without_them_sorts_the_files(tmp_path, small_k, monkeyp
     want = responses._sorted_keys(store, ALL, "reward", True, 10.0).head(7).collect()
     assert_frame_equal(responses.order_keys(store, ALL, "reward", True, 0, 7), want)
     responses.clear_caches()
+
+
+def test_topk005_a_column_that_appears_later(tmp_path, small_k):
+    """An extra field first seen in a later commit: the rows before it are null there and were never its
+    candidates, so its first rows are kept only once they are 7 non-null values (nulls come last)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    f = run / "a.jsonl"
+
+    def add(recs):
+        with f.open("a") as out:
+            out.write("".join(json.dumps(r) + "\n" for r in recs))
+
+    add({"prompt": f"p{i}", "response": f"r{i}", "reward": i % 3, "step": 1 + i // 5} for i in range(20))
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    assert "score" not in store.schema()
+    add({"prompt": "q", "response": "s", "reward": 1.0, "step": 5, "score": float(i)} for i in range(3))
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    assert store.manifest.data[topk.KEY]["columns"]["score"] is False
+    assert topk.head(store, "score", True, 7) is None  # 3 values, then 4 of the nulls before it came
+    assert _assert_same(store) == 2 * len(responses.sortable_columns(store)) - 2
+    add({"prompt": "q", "response": "s", "reward": 1.0, "step": 6, "score": -float(i)} for i in range(6))
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    assert _assert_same(store) == 2 * len(responses.sortable_columns(store))
