@@ -157,12 +157,19 @@ def test_topk003_a_growing_run_many_commits(tmp_path, small_k):
 
 
 def test_topk004_a_store_without_them_sorts_the_files(tmp_path, small_k, monkeypatch):
-    """A store committed before this (no manifest entry) or whose file was collected reads None, and the
-    page's head is then the sorted scan's, as before."""
+    """A store committed before this (no manifest entry), by a writer that does not keep them (parts not
+    covered) or whose file was collected reads None, and the page's head is then the sorted scan's."""
     run = write_demo_run(tmp_path / "root", "demo", steps=4, per_step=8)
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
     old = RunStore(store.dir, Manifest({k: v for k, v in store.manifest.data.items() if k != topk.KEY}))
     assert topk.head(old, "reward", True, 7) is None
+    # An older writer's commit keeps the entry it does not know and adds parts it does not cover.
+    data = store.manifest.data
+    last = max(int(p) for p, e in data["parts"].items() if e["rows"])
+    stale = {**data[topk.KEY], "parts": topk._ranges(set(range(last)))}
+    older = RunStore(store.dir, Manifest({**data, topk.KEY: stale}))
+    assert topk.head(store, "reward", True, 7) is not None
+    assert topk.head(older, "reward", True, 7) is None
     (store.dir / store.manifest.data[topk.KEY]["file"]).unlink()
     assert topk.head(store, "reward", True, 7) is None
     assert topk.first_rows(store, pl.DataFrame({"part": [0], "row": [0]}), ["sample_id"]) is None
