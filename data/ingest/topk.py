@@ -83,17 +83,28 @@ def _top(rows: pl.DataFrame, cols: list[str], k: int) -> pl.DataFrame:
     return rows.join(picked.lazy().collect(), on=["part", "row"], how="semi")
 
 
+def _light(lf: pl.LazyFrame, data: dict) -> pl.LazyFrame:
+    """What sorting reads of ``lf``: :data:`KEYS` and the tracked columns."""
+    have = lf.collect_schema().names()
+    return lf.select(c for c in dict.fromkeys([*KEYS, *columns(have, data)]) if c in have)
+
+
 def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, str]:
     """The :data:`KEY` entry of a commit of manifest ``data`` (generation ``gen``, writer ``tag``) and the
     name of the file it wrote: the last commit's candidates merged with the rows of the parts it did not
-    cover (or made again from every part, see the module's doc)."""
+    cover (or made again from every part, see the module's doc). Only what sorting reads of the new parts'
+    rows is held (in batches of :data:`BATCH_ROWS`); the other columns are read for the first blocks' rows."""
+    store_dir = Path(store_dir)
     parts = data["parts"]
     live = {int(p) for p, e in parts.items() if e["rows"]}
     old = data.get(KEY)
     cands, covered, tracked = None, set(), {}
     if old and int(old.get("k", 0)) == KEEP:
         try:
-            cands = pl.read_parquet(Path(store_dir) / old["file"])
+            kept = pl.scan_parquet(store_dir / old["file"])
+            cands = kept.select(
+                c for c in kept.collect_schema().names() if c in (*KEYS, *old["columns"])
+            ).collect()
         except FileNotFoundError:
             cands = None
         if cands is not None and set(cands.get_column("part").unique().to_list()) <= live:
@@ -109,8 +120,8 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, str]:
         rows += parts[str(i)]["rows"]
         if rows < BATCH_ROWS and n < len(new) - 1:
             continue
-        frame = pl.concat(scan_part_scalars(store_dir, data, batch), how="diagonal_relaxed").collect()
-        frame = frame.with_columns(pl.lit(True).alias(FULL))
+        scans = [_light(lf, data) for lf in scan_part_scalars(store_dir, data, batch)]
+        frame = pl.concat(scans, how="diagonal_relaxed").collect()
         for c in columns(frame.columns, data):
             if c not in tracked:
                 tracked[c] = not had_rows  # rows before this had no value of it
@@ -119,27 +130,33 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, str]:
         cands = _top(both, [c for c in tracked if c in both.columns], KEEP)
         batch, rows = [], 0
     if cands is None:
-        cands = pl.DataFrame(schema={"part": pl.Int64, "row": pl.Int64, FULL: pl.Boolean})
+        cands = pl.DataFrame(schema={"part": pl.Int64, "row": pl.Int64})
     cols = [c for c in tracked if c in cands.columns]
-    # The grid's first block of each sort keeps every column; other rows only what sorting reads.
+    # The grid's first block of each sort keeps every column: the last commit's kept rows, a new part's read.
     lf = cands.lazy()
     heads = [sort_rows(lf, c, d).head(FIRST).select("part", "row") for c in cols for d in (True, False)]
     first = pl.concat(heads).unique().collect() if heads else cands.select("part", "row").clear()
-    first = first.with_columns(pl.lit(True).alias("__first"))
-    light = {*KEYS, *cols, FULL}
-    cands = cands.join(first, on=["part", "row"], how="left").with_columns(
-        (pl.col(FULL) & pl.col("__first").fill_null(False)).alias(FULL)
-    )
-    cands = cands.drop("__first")
-    cands = cands.with_columns(
-        pl.when(pl.col(FULL)).then(pl.col(c)).otherwise(None).alias(c)
-        for c in cands.columns
-        if c not in light
-    )
+    full = []
+    if covered and first.height:
+        kept = pl.scan_parquet(store_dir / old["file"]).filter(pl.col(FULL))
+        full.append(kept.join(first.lazy(), on=["part", "row"], how="semi").drop(FULL).collect())
+    fresh = first.filter(pl.col("part").is_in(new))
+    if fresh.height:
+        scans = scan_part_scalars(store_dir, data, sorted(set(fresh.get_column("part").to_list())))
+        rows_of = pl.concat(scans, how="diagonal_relaxed")
+        full.append(rows_of.join(fresh.lazy(), on=["part", "row"], how="semi").collect())
+    light = set(cands.columns)
+    if full:
+        extra = pl.concat(full, how="diagonal_relaxed")
+        extra = extra.select("part", "row", *(c for c in extra.columns if c not in light))
+        cands = cands.join(extra.with_columns(pl.lit(True).alias(FULL)), on=["part", "row"], how="left")
+        cands = cands.with_columns(pl.col(FULL).fill_null(False))
+    else:
+        cands = cands.with_columns(pl.lit(False).alias(FULL))
     name = f"topk-g{gen:06d}-{tag}.parquet"
     buf = io.BytesIO()
     cands.sort("part", "row").write_parquet(buf, compression="zstd", compression_level=1)
-    write_atomic(Path(store_dir) / name, buf.getvalue())
+    write_atomic(store_dir / name, buf.getvalue())
     entry = {
         "file": name,
         "k": KEEP,
@@ -207,7 +224,7 @@ def first_rows(store, keys: pl.DataFrame, cols: list[str]) -> pl.DataFrame | Non
         want = keys.select(pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64)).with_row_index("__k")
         got = (
             lf.filter(pl.col(FULL))
-            .select("part", "row", *dict.fromkeys(cols))
+            .select(*dict.fromkeys(["part", "row", *cols]))
             .join(want.lazy(), on=["part", "row"], how="inner")
             .collect()
         )

@@ -30,10 +30,13 @@ def small_k(monkeypatch):
     monkeypatch.setattr(topk, "FIRST", 3)
 
 
-def _assert_same(store, k: int = 7) -> int:
-    """For every sortable column in both orders, the kept head equals the sorted scan's first ``k`` (when
-    the reader can tell); returns how many it could."""
+def _assert_same(store, k: int = 7, first: bool = False) -> int:
+    """For every sortable column in both orders, the kept head equals the sorted scan's first ``k``, and
+    the kept rows of its first block (3) the parts' (when the reader can tell; ``first``: it must tell the
+    rows of every head it tells); returns how many heads it could."""
     told = 0
+    names = store.schema()
+    cols = [c for c in dict.fromkeys(("source", "line", "sample_id", *names)) if c in names]
     for col in responses.sortable_columns(store):
         for desc in (True, False):
             want = responses._sorted_keys(store, ALL, col, desc, 10.0).head(k).collect()
@@ -41,6 +44,10 @@ def _assert_same(store, k: int = 7) -> int:
             if got is not None:
                 told += 1
                 assert_frame_equal(got, want, check_dtypes=True)
+                rows = topk.first_rows(store, got.head(3), cols)
+                assert rows is not None or not first
+                if rows is not None:
+                    assert_frame_equal(rows, store.read_keys(got.head(3), cols))
     return told
 
 
@@ -63,7 +70,7 @@ def test_topk001_kept_head_is_the_sorted_scan(fixtures_dir, tmp_path, small_k, r
     src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     assert store.manifest.data[topk.KEY]["file"]
-    assert _assert_same(store) == 2 * len(responses.sortable_columns(store))
+    assert _assert_same(store, first=True) == 2 * len(responses.sortable_columns(store))
 
 
 def test_topk002_by_hand_ties_nan_null_inf_and_no_scan(tmp_path, monkeypatch, small_k):
@@ -150,7 +157,7 @@ def test_topk003_a_growing_run_many_commits(tmp_path, small_k):
     first.write_bytes(b"".join(lines[1:]))  # read again from 0: its parts dropped
     store = open_store(ingest_run(run, cache, PADS).store_dir)
     assert store.visible_below is None
-    assert _assert_same(store) == 2 * len(responses.sortable_columns(store))
+    assert _assert_same(store, first=True) == 2 * len(responses.sortable_columns(store))
     on_disk = {p.name for p in store.dir.glob(topk.PATTERN)}
     assert store.manifest.data[topk.KEY]["file"] in on_disk
     assert len(on_disk) <= 2
@@ -201,4 +208,5 @@ def test_topk005_a_column_that_appears_later(tmp_path, small_k):
     assert _assert_same(store) == 2 * len(responses.sortable_columns(store)) - 2
     add({"prompt": "q", "response": "s", "reward": 1.0, "step": 6, "score": -float(i)} for i in range(6))
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    assert _assert_same(store) == 2 * len(responses.sortable_columns(store))
+    # The first blocks' rows of earlier commits are the kept ones (those parts are not read again).
+    assert _assert_same(store, first=True) == 2 * len(responses.sortable_columns(store))
