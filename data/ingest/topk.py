@@ -75,12 +75,18 @@ def _top(rows: pl.DataFrame, cols: list[str], k: int) -> pl.DataFrame:
     """The rows of ``rows`` among the first ``k`` of some column of ``cols``, in either order."""
     if rows.height <= k:
         return rows
-    lf = rows.lazy()
-    heads = [sort_rows(lf, c, d).head(k).select("part", "row") for c in cols for d in (True, False)]
+    # Sorted as data.queries.sort_rows sorts (ties by sample id), with the ids' rank for the ids: the same
+    # order, and a numeric key sorts several times faster than a text one.
+    lf = rows.lazy().with_columns(pl.col("sample_id").rank("dense").alias("__id"))
+    heads = [
+        lf.sort([c, "__id"], descending=[d, False], nulls_last=True).head(k).select("part", "row")
+        for c in cols
+        for d in (True, False)
+    ]
     if not heads:
         return rows.clear()
     picked = pl.concat(heads).unique()
-    return rows.join(picked.lazy().collect(), on=["part", "row"], how="semi")
+    return rows.join(picked.collect(), on=["part", "row"], how="semi")
 
 
 def _light(lf: pl.LazyFrame, data: dict) -> pl.LazyFrame:
@@ -143,7 +149,9 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, str]:
     fresh = first.filter(pl.col("part").is_in(new))
     if fresh.height:
         scans = scan_part_scalars(store_dir, data, sorted(set(fresh.get_column("part").to_list())))
-        rows_of = pl.concat(scans, how="diagonal_relaxed")
+        # Filtered on the row numbers first: the files' row-group statistics skip most of their rows.
+        want = fresh.get_column("row").unique().sort().to_list()
+        rows_of = pl.concat([lf.filter(pl.col("row").is_in(want)) for lf in scans], how="diagonal_relaxed")
         full.append(rows_of.join(fresh.lazy(), on=["part", "row"], how="semi").collect())
     light = set(cands.columns)
     if full:
