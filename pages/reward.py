@@ -107,8 +107,9 @@ def _trainer_view(run, store, key):
 
 
 def _trainer_card(view: RewardView, store):
-    tv = _trainer_view(view.run, store, view.trainer)
-    return cv.trainer_card(TRAINER, tv.keys if tv else [], tv.key if tv else None)
+    # Only the picker's keys: the chart and the agreement checks are the _trainer callback's.
+    keys, key = trainer.run_keys(board().run_dir(view.run), view.trainer) if store else ([], None)
+    return cv.trainer_card(TRAINER, keys, key)
 
 
 # ---- callbacks -------------------------------------------------------------------------------------------

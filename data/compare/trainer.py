@@ -104,9 +104,11 @@ def trainer_notes(run: str, t: TrainerScalars, rollout_steps: list[int]) -> list
 
 @functools.lru_cache(maxsize=32)
 def _checks(key: StoreKey, stamp: tuple, run_dir) -> tuple[Check, ...]:
+    logs = trainer_scalars(run_dir)
+    if logs.empty:  # nothing to check: the store is not read (its index and summary cost ~50 ms at 2.56M)
+        return ()
     store = key.store
-    steps = store.steps()
-    return tuple(checks(trainer_scalars(run_dir), store.scan(), steps))
+    return tuple(checks(logs, store.scan(), store.steps()))
 
 
 def agreement(store: RunStore, run_dir: Path) -> tuple[Check, ...]:
@@ -130,14 +132,20 @@ class RunTrainerView:
     checks: tuple[Check, ...]
 
 
+def run_keys(run_dir: Path, key: str | None) -> tuple[list[str], str | None]:
+    """A run's trainer keys and the one charted (``key`` when logged, else :func:`default_key`): what the
+    card's picker shows, without reading the rollouts."""
+    keys = trainer_scalars(run_dir).keys()
+    return keys, key if key in keys else default_key(keys)
+
+
 def run_trainer_view(
     run: str, store: RunStore, run_dir: Path, frame: pl.DataFrame, key: str | None
 ) -> RunTrainerView:
     """:class:`RunTrainerView` of one run on the step axis (``frame``: one row per step with ``step``, e.g.
     its per-step summary or :func:`data.compare.curves.run_frame`; only its steps are read)."""
     logs = trainer_scalars(run_dir)
-    keys = logs.keys()
-    key = key if key in keys else default_key(keys)
+    keys, key = run_keys(run_dir, key)
     notes = trainer_notes(run, logs, frame.get_column("step").to_list())
     ov = trainer_overlay({run: logs}, {run: frame}, key) if key is not None else None
     return RunTrainerView(keys, key, ov, notes + list(ov.notes if ov else ()), agreement(store, run_dir))
