@@ -5,6 +5,7 @@ histogram edges, one step's histograms and the steps x bins heatmap. Store-level
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -230,7 +231,7 @@ def thin_rows(y: np.ndarray, bucket: np.ndarray) -> list[int]:
     lowest, highest = firsts(np.lexsort((y, bucket))), firsts(np.lexsort((-y, bucket)))
     gaps = np.flatnonzero(np.isnan(y))
     first_gaps = gaps[np.unique(bucket[gaps], return_index=True)[1]] if gaps.size else gaps
-    return sorted({int(r) for r in (*lowest, *highest, *first_gaps)})
+    return np.unique(np.concatenate((lowest, highest, first_gaps))).tolist()  # sorted, each once
 
 
 def thin_note(steps: list[int], k: int) -> str:
@@ -259,10 +260,11 @@ def thinned(panel: Panel, steps: list[int], keep: int | None = None, max_points:
         y = s.frame.get_column("y").cast(pl.Float64).fill_null(float("nan")).to_numpy()
         # The run of k steps of each row: by the step's place among the run's steps.
         bucket = np.searchsorted(order, s.frame.get_column("step").to_numpy()) // k
-        rows = set(thin_rows(y, bucket))
+        rows = np.asarray(thin_rows(y, bucket), dtype=np.int64)
         if keep is not None:
-            rows.update(int(r) for r in np.flatnonzero(s.frame.get_column("step").to_numpy() == keep))
-        series.append(replace(s, frame=s.frame[sorted(rows)]))
+            at = np.flatnonzero(s.frame.get_column("step").to_numpy() == keep)
+            rows = np.union1d(rows, at)
+        series.append(replace(s, frame=s.frame[rows]))
     note = " ".join(t for t in (panel.note, thin_note(steps, k)) if t)
     return replace(panel, series=tuple(series), note=note)
 
@@ -566,6 +568,38 @@ def step_list(store: RunStore) -> list[int]:
 def run_panels(store: RunStore, band: str = DEFAULT_BAND, zero_shift: bool = False) -> tuple[Panel, ...]:
     """:func:`panels` of the store's per-step summary (cached on the store version)."""
     return _panels(StoreKey(store), band, bool(zero_shift))
+
+
+# Not on disk: thinning is ~2 ms a panel, and the panels are cached objects of this process.
+@functools.lru_cache(maxsize=16)
+def _thinned_panels(v: StoreKey, band: str, zero_shift: bool, max_points: int) -> tuple[Panel, ...]:
+    steps = step_list(v.store)
+    return tuple(thinned(p, steps, max_points=max_points) for p in _panels(v, band, zero_shift))
+
+
+def with_step(shown: Panel, full: Panel, step: int | None) -> Panel:
+    """``shown`` (:func:`thinned` ``full``, without ``keep``) with each curve's point at ``step`` added
+    where it lacks it: what ``thinned(full, steps, step)`` gives (frames sorted by step)."""
+    if shown is full or step is None:
+        return shown
+    series = []
+    for s, f in zip(shown.series, full.series, strict=True):
+        at = f.frame.filter(pl.col("step") == step)
+        if at.height and s.frame is not f.frame and not (s.frame.get_column("step") == step).any():
+            s = replace(s, frame=pl.concat([s.frame, at]).sort("step", maintain_order=True))
+        series.append(s)
+    return replace(shown, series=tuple(series))
+
+
+def run_panels_at(
+    store: RunStore, band: str = DEFAULT_BAND, zero_shift: bool = False, step: int | None = None
+) -> tuple[Panel, ...]:
+    """:func:`run_panels` as drawn with ``step`` selected: ``thinned(panel, steps, step)`` of each (the
+    thinning cached on the store version, the selected step added)."""
+    key = StoreKey(store)
+    full = _panels(key, band, bool(zero_shift))
+    shown = _thinned_panels(key, band, bool(zero_shift), MAX_POINTS)
+    return tuple(with_step(s, f, step) for s, f in zip(shown, full, strict=True))
 
 
 def run_bins(store: RunStore, kind: str) -> Bins:

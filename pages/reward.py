@@ -176,8 +176,8 @@ def _curves(run, step, band, zero, drawn):
     steps = curves.step_list(store)
     if len(steps) > curves.MAX_POINTS:
         key = [*key, step]
-    panels = {p.key: p for p in curves.run_panels(store, band or curves.DEFAULT_BAND, bool(zero))}
-    shown = [curves.thinned(panels[k], steps, step) for k in CURVE_KEYS]
+    panels = {p.key: p for p in curves.run_panels_at(store, band or curves.DEFAULT_BAND, bool(zero), step)}
+    shown = [panels[k] for k in CURVE_KEYS]
     return (
         *(figures.panel_figure(p, step) for p in shown),
         *(p.title for p in shown),

@@ -447,3 +447,23 @@ def test_curves023_thinned_panel_keeps_exact_points_and_says_so():
     assert curves.thinned(panel, steps, keep=8, max_points=10) is panel
     empty = curves.Panel("search", "Search", "share", (), "No search yet.")
     assert curves.thinned(empty, steps, keep=8, max_points=4) is empty
+
+
+def test_curves024_thinned_then_the_step_added_equals_thinned_with_the_step():
+    """with_step(thinned(panel), panel, s) is thinned(panel, keep=s) for every step of test_curves023's
+    curve (a selected step already drawn, or not among the curve's steps, adds nothing)."""
+    y = [0.5, 0.1, 0.9, 0.3, 0.2, 0.6, 0.4, 0.45, 1.0, 0.0]
+    frame = pl.DataFrame({"step": list(range(1, 11)), "y": y})
+    other = pl.DataFrame({"step": [1, 2, 3, 5, 8, 9, 10], "y": [0.0, 1.0, 0.2, 0.3, 0.7, 0.1, 0.9]})
+    panel = curves.Panel(
+        "reward", "Reward", "reward", (curves.Series("a", "a", frame), curves.Series("b", "b", other)), "N."
+    )
+    steps = list(range(1, 11))
+    base = curves.thinned(panel, steps, max_points=4)
+    for s in (*steps, 99, None):
+        want = curves.thinned(panel, steps, keep=s, max_points=4)
+        got = curves.with_step(base, panel, s)
+        assert got.note == want.note
+        for g, w in zip(got.series, want.series, strict=True):
+            assert g.frame.equals(w.frame), s
+    assert curves.with_step(panel, panel, 3) is panel
