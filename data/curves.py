@@ -418,6 +418,81 @@ class Heatmap:
         return self.steps, self.edges, self.share, self.count
 
 
+@dataclass(frozen=True)
+class HeatmapColumns:
+    """The columns a heatmap draws of a :class:`Heatmap`: column ``i`` holds the run's steps ``first[i]``
+    to ``last[i]`` (``k`` consecutive steps of the run; one when ``k == 1``, the last column may hold
+    fewer), drawn at ``x[i]`` (the step, or the middle of its first and last); ``count[b, i]`` is the
+    number of their responses in bar ``b``, ``share[b, i]`` that over their responses with a value (0
+    when none). ``window``: the steps asked for (None: the whole run); ``note`` says what a column is."""
+
+    x: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    edges: list[float]
+    share: np.ndarray
+    count: np.ndarray
+    k: int
+    window: tuple[int, int] | None
+    note: str
+    discrete: bool = False
+
+
+def _span(a: int, b: int) -> str:
+    return f"{a:,}" if a == b else f"{a:,}–{b:,}"
+
+
+def heatmap_columns(
+    hm: Heatmap, window: tuple[int, int] | None = None, max_columns: int | None = None
+) -> HeatmapColumns:
+    """The columns of ``hm`` drawn for the run's steps in ``window`` (``(lo, hi)``, both included; None or
+    a window without steps: all of them): one per step up to ``max_columns`` (default
+    :data:`MAX_POINTS`) steps, else runs of ``k`` consecutive steps (``k`` the smallest that keeps at most
+    ``max_columns`` columns) whose counts are summed and whose share is of their responses together."""
+    max_columns = MAX_POINTS if max_columns is None else max_columns
+    steps, count, share = hm.steps, hm.count, hm.share
+    if window is not None:
+        keep = (steps >= window[0]) & (steps <= window[1])
+        if keep.any():
+            steps, count, share = steps[keep], count[:, keep], share[:, keep]
+        else:
+            window = None
+    n, total = len(steps), len(hm.steps)
+    where = f"Steps {_span(int(steps[0]), int(steps[-1]))} of {total:,}" if window is not None else ""
+    if n <= max_columns:
+        note = f"{where}, one column per step: click a cell for its responses." if where else ""
+        return HeatmapColumns(steps, steps, steps, hm.edges, share, count, 1, window, note, hm.discrete)
+    k = -(-n // max_columns)
+    starts = np.arange(0, n, k)
+    counts = np.add.reduceat(count.astype(np.int64), starts, axis=1)
+    totals = counts.sum(axis=0)
+    shares = np.divide(counts, totals, out=np.zeros(counts.shape), where=totals > 0).astype(np.float32)
+    first, last = steps[starts], steps[np.r_[starts[1:], n] - 1]
+    shown = ", ".join(_span(int(a), int(b)) for a, b in zip(first[:2], last[:2], strict=True))
+    note = (
+        f"{where + ': ' if where else ''}{n:,} steps, each column {k:,} of them ({shown}, …): the colour is the "
+        f"share of their responses in the bin. Click a column to draw the {max_columns:,} steps around it, "
+        "one column per step."
+    )
+    top = int(counts.max()) if counts.size else 0
+    counts = counts.astype(np.uint8 if top < 2**8 else np.uint16 if top < 2**16 else np.uint32)
+    return HeatmapColumns(
+        (first + last) / 2, first, last, hm.edges, shares, counts, k, window, note, hm.discrete
+    )
+
+
+def zoom_window(steps: list[int], first: int, last: int, size: int | None = None) -> tuple[int, int] | None:
+    """The window of ``size`` (default :data:`MAX_POINTS`) consecutive steps of the run (``steps``, sorted)
+    centred on the run's steps ``first``..``last`` (a column of :func:`heatmap_columns`), kept within the
+    run; None when the run has no step there."""
+    size = MAX_POINTS if size is None else size
+    lo, hi = np.searchsorted(steps, first), np.searchsorted(steps, last, side="right")
+    if not steps or lo >= hi:
+        return None
+    start = min(max(int(lo + hi) // 2 - size // 2, 0), max(len(steps) - size, 0))
+    return steps[start], steps[min(start + size, len(steps)) - 1]
+
+
 def heatmap(
     scalars: pl.DataFrame | pl.LazyFrame,
     col: str,

@@ -467,3 +467,46 @@ def test_curves024_thinned_then_the_step_added_equals_thinned_with_the_step():
         for g, w in zip(got.series, want.series, strict=True):
             assert g.frame.equals(w.frame), s
     assert curves.with_step(panel, panel, 3) is panel
+
+
+def _hand_heatmap() -> curves.Heatmap:
+    """7 steps (1..7) on 2 bars: counts by hand, shares per step."""
+    count = np.array([[1, 2, 0, 3, 1, 0, 4], [1, 0, 2, 1, 1, 4, 0]], dtype=np.uint8)
+    share = (count / count.sum(axis=0)).astype(np.float32)
+    return curves.Heatmap(np.arange(1, 8), [0.0, 1.0, 2.0], share, count)
+
+
+def test_curves025_heatmap_columns_of_a_long_run_sum_runs_of_steps():
+    """At most 3 columns of 7 steps: runs of 3 steps (1-3, 4-6, 7); counts summed (3|3, 4|6, 4|0), the
+    share of each run's responses (0.5|0.5, 0.4|0.6, 1|0), drawn at the runs' middles; the note says so."""
+    cols = curves.heatmap_columns(_hand_heatmap(), max_columns=3)
+    assert cols.k == 3 and cols.window is None
+    assert cols.first.tolist() == [1, 4, 7] and cols.last.tolist() == [3, 6, 7]
+    assert cols.x.tolist() == [2.0, 5.0, 7.0]
+    assert cols.count.tolist() == [[3, 4, 4], [3, 6, 0]]
+    assert np.allclose(cols.share, [[0.5, 0.4, 1.0], [0.5, 0.6, 0.0]])
+    assert cols.note == (
+        "7 steps, each column 3 of them (1–3, 4–6, …): the colour is the share of their responses in the "
+        "bin. Click a column to draw the 3 steps around it, one column per step."
+    )
+
+
+def test_curves026_heatmap_columns_one_per_step_and_windows():
+    """Up to max_columns steps: the heatmap as it is, without a note; a window of 3 steps: those steps'
+    columns, each exact, and a note; a window without steps: the whole run. zoom_window centres a run of
+    steps on a column, within the run."""
+    hm = _hand_heatmap()
+    whole = curves.heatmap_columns(hm, max_columns=7)
+    assert whole.k == 1 and whole.note == "" and whole.count is hm.count and whole.x is hm.steps
+    win = curves.heatmap_columns(hm, (4, 6), max_columns=3)
+    assert win.k == 1 and win.window == (4, 6) and win.x.tolist() == [4, 5, 6]
+    assert win.count.tolist() == [[3, 1, 0], [1, 1, 4]]
+    assert np.allclose(win.share, [[0.75, 0.5, 0.0], [0.25, 0.5, 1.0]])
+    assert win.note == "Steps 4–6 of 7, one column per step: click a cell for its responses."
+    assert curves.heatmap_columns(hm, (100, 200), max_columns=3).window is None
+    steps = list(range(1, 8))
+    assert curves.zoom_window(steps, 4, 6, size=3) == (4, 6)
+    assert curves.zoom_window(steps, 7, 7, size=3) == (5, 7)
+    assert curves.zoom_window(steps, 1, 3, size=3) == (1, 3)
+    assert curves.zoom_window(steps, 1, 3, size=10) == (1, 7)
+    assert curves.zoom_window(steps, 50, 60, size=3) is None
