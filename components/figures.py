@@ -357,17 +357,31 @@ def heatmap_figure(
     discrete: bool = False,
     height: int = 320,
     empty_message: str = "No values to show.",
+    spans: tuple | None = None,
 ) -> go.Figure:
     """Steps x bins heatmap (x = step, y = bins of ``edges``): colour = share of the step in the bin.
 
     ``share`` and ``count`` are ``(bins, steps)`` arrays; the share is a sequential scale from 0. Hover
     shows the step, the bin's exact interval and its count; :func:`clicked_cell` reads a click (step,
     bin, its label, count). Rows are labelled by :func:`bin_labels`.
+
+    With ``spans`` (``(first, last)``: arrays of the first and last step of each column) a column holds
+    those steps (drawn at ``steps``, their middle) and the share of their responses: hover says which
+    steps, each cell's ``customdata`` is ``[count, first, last]`` and :func:`clicked_span` reads a click.
     """
     steps = np.asarray(steps)
     if len(edges) < 2 or steps.size == 0:
         return empty_figure(empty_message, height)
     labels = bin_labels(edges, discrete)
+    where = "step %{x}"
+    custom, n = np.asarray(count), "%{customdata}"
+    action = "click for these responses"
+    if spans is not None:
+        first, last = (np.broadcast_to(np.asarray(a), custom.shape) for a in spans)
+        top = int(max(custom.max(initial=0), last.max(initial=0)))
+        custom = np.stack([custom, first, last], axis=-1).astype(np.uint16 if top < 2**16 else np.uint32)
+        where, n = "steps %{customdata[1]}–%{customdata[2]}", "%{customdata[0]}"
+        action = "click to draw these steps one per column"
     return _figure(
         [
             dict(
@@ -375,15 +389,15 @@ def heatmap_figure(
                 x=steps,
                 y=labels,
                 z=np.asarray(share, dtype=np.float32),
-                customdata=np.asarray(count),
+                customdata=custom,
                 colorscale=theme.HEATMAP_SCALE,
                 zmin=0,
                 colorbar=dict(title=dict(text="share", side="right"), tickformat=D3_SHARE_AXIS, thickness=12),
                 hovertemplate=(
-                    "step %{x}<br>"
+                    f"{where}<br>"
                     + label
                     + (" = %{y}" if discrete else " %{y}")
-                    + f"<br>%{{customdata}} responses (%{{z:{D3_SHARE}}})<br><i>click for these responses</i>"
+                    + f"<br>{n} responses (%{{z:{D3_SHARE}}})<br><i>{action}</i>"
                     + "<extra></extra>"
                 ),
                 xgap=0,
@@ -487,6 +501,28 @@ def clicked_cell(click_data) -> CellClick | None:
         if step is None or not isinstance(p["y"], str):
             return None
         return CellClick(step, p["y"], count)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+class SpanClick(NamedTuple):
+    """A click on a column of a :func:`heatmap_figure` drawn with ``spans``: its first and last step."""
+
+    first: int
+    last: int
+
+
+def clicked_span(click_data) -> SpanClick | None:
+    """The column clicked on a :func:`heatmap_figure` drawn with ``spans`` (its cell's ``customdata``
+    ``[count, first, last]``, which the browser may send as an object of indexes); None for any other
+    click."""
+    try:
+        cd = (click_data or {})["points"][0]["customdata"]
+        if isinstance(cd, dict):
+            cd = [cd.get(str(i)) for i in range(3)]
+        if not isinstance(cd, list | tuple) or len(cd) != 3:
+            return None
+        return SpanClick(int(cd[1]), int(cd[2]))
     except (KeyError, IndexError, TypeError, ValueError):
         return None
 

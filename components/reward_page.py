@@ -55,7 +55,8 @@ def page(
     reward heatmap and the ``trainer`` card.
 
     ``ids``: ``curve`` / ``curve_title`` / ``curve_note`` (by curve key), ``hist`` / ``hist_title`` /
-    ``hist_note`` (by histogram kind), ``stats``, ``heatmap``, ``signal`` / ``signal_title`` /
+    ``hist_note`` (by histogram kind), ``stats``, ``heatmap`` (its ``heatmap_note`` and ``heatmap_all``, the
+    link back to all steps), ``signal`` / ``signal_title`` /
     ``signal_note`` (by ``degeneration`` and ``search``) and ``q``.
     """
 
@@ -81,8 +82,17 @@ def page(
         placeholder="search prompt and response: a regular expression, e.g. (?i)as an ai",
         className="mb-1",
     )
+    # A long run's heatmap draws runs of steps; a click on one draws the steps around it, and this link
+    # goes back to all of them (the heatmap callback shows it only then).
+    show_all = dbc.Button(
+        "Show all steps", id=ids["heatmap_all"], color="link", size="sm", className="p-0 mb-1",
+        style={"display": "none"},
+    )  # fmt: skip
     heatmap = dbc.Col(
-        card("reward-heatmap-title", heatmap_title, [graph(ids["heatmap"], 340)]), className="mb-3"
+        card(
+            "reward-heatmap-title", heatmap_title, [show_all, graph(ids["heatmap"], 340)], ids["heatmap_note"]
+        ),
+        className="mb-3",
     )
     return html.Div(
         [

@@ -45,9 +45,11 @@ CURVE = {k: f"reward-curve-{k}" for k in CURVE_KEYS}
 HIST = {"reward": "reward-hist", "reward_gain": "reward-gain-hist"}
 SIGNAL = {"degeneration": "reward-signal-degeneration", "search": "reward-signal-search"}
 HEATMAP, Q = "reward-heatmap", "reward-q"
+HEATMAP_NOTE, HEATMAP_ALL = "reward-heatmap-note", "reward-heatmap-all"
 CURVES_DRAWN, HEATMAP_DRAWN = "reward-curves-drawn", "reward-heatmap-drawn"
 IDS = {
     "curve": CURVE, "hist": HIST, "signal": SIGNAL, "stats": "reward-step-stats", "heatmap": HEATMAP, "q": Q,
+    "heatmap_note": HEATMAP_NOTE, "heatmap_all": HEATMAP_ALL,
     **{f"{kind}_{part}": {k: f"{v}-{part}" for k, v in ids.items()}
        for kind, ids in (("curve", CURVE), ("hist", HIST), ("signal", SIGNAL)) for part in ("title", "note")},
 }  # fmt: skip
@@ -56,6 +58,7 @@ IDS = {
 NAV = "reward-nav"
 TRAINER = ("reward-trainer", "reward-trainer-notes", "reward-trainer-fig", "reward-agreement")
 STORE_WAIT_SECONDS = 10.0
+HIDDEN = {"display": "none"}
 
 
 def _store(run: str | None):
@@ -139,6 +142,8 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
     if trigger is None or trigger == URL:
         new_view, url_out, notes = view, no_update, notices(msgs + board().failure_notices(view.run)).children
     else:
+        if trigger == HEATMAP and figures.clicked_span(clicks[-1]):
+            raise PreventUpdate  # a column of a run of steps: _heatmap_zoom draws its steps
         # A heatmap cell with responses opens them (see _drill); an empty one selects its step.
         empty_cell = trigger == HEATMAP and not figures.cell_has_responses(clicks[-1])
         pick = trigger in CURVE.values() or empty_cell
@@ -277,19 +282,45 @@ clientside_callback(
 )
 
 
-@callback(Output(HEATMAP, "figure"), Output(HEATMAP_DRAWN, "data"), Input(RUN, "data"), Input(SELECTED, "data"),
+@callback(Output(HEATMAP, "figure"), Output(HEATMAP_DRAWN, "data"), Output(HEATMAP_NOTE, "children"),
+          Output(HEATMAP_ALL, "style"), Input(RUN, "data"), Input(SELECTED, "data"), Input(URL, "search"),
           State(HEATMAP_DRAWN, "data"))  # fmt: skip
-def _heatmap(run, step, drawn):
-    """The steps x reward-bins heatmap; when only the step moved, just its marker is patched."""
-    if drawn == run and run is not None:
-        return figures.marker_patch(step), no_update
+def _heatmap(run, step, search, drawn):
+    """The steps x reward-bins heatmap of the URL's steps (``heatmap=``, else the whole run), in columns of
+    runs of steps beyond curves.MAX_POINTS steps; when only the step moved, just its marker is patched."""
+    window = _decode(search)[0].heatmap if run is not None else None
+    key = [run, list(window) if window else None]
+    if drawn == key and run is not None:
+        return figures.marker_patch(step), no_update, no_update, no_update
     store = _store(run)
     if store is None:
-        return figures.empty_figure("No data for this run yet.", 340), None
-    hm = curves.run_heatmap(store, "reward")
-    return figures.heatmap_figure(
-        *hm.arrays(), label=label("reward"), selected_step=step, discrete=hm.discrete, height=340
-    ), run
+        return figures.empty_figure("No data for this run yet.", 340), None, "", HIDDEN
+    cols = curves.heatmap_columns(curves.run_heatmap(store, "reward"), window)
+    figure = figures.heatmap_figure(
+        cols.x, cols.edges, cols.share, cols.count, label=label("reward"), selected_step=step,
+        discrete=cols.discrete, height=340, spans=(cols.first, cols.last) if cols.k > 1 else None,
+    )  # fmt: skip
+    return figure, key, cols.note, HIDDEN if cols.window is None else {}
+
+
+@callback(Output(URL, "search", allow_duplicate=True), Input(HEATMAP, "clickData"), Input(HEATMAP_ALL, "n_clicks"),
+          State(URL, "search"), State(URL, "pathname"), prevent_initial_call=True)  # fmt: skip
+def _heatmap_zoom(click, _all, search, pathname):
+    """A click on a column of a run of steps draws the curves.MAX_POINTS steps around it, one per column
+    (``heatmap=first-last`` in the URL); "Show all steps" draws the whole run again."""
+    if left_page(pathname, paths.REWARD):
+        raise PreventUpdate
+    view, _ = _decode(search)
+    if ctx.triggered_id == HEATMAP_ALL:
+        window = None
+    else:
+        span = figures.clicked_span(click)
+        store = _store(view.run)
+        if span is None or store is None:
+            raise PreventUpdate
+        window = curves.zoom_window(curves.step_list(store), span.first, span.last)
+    new = replace(view, heatmap=window)
+    return no_update if new == view else new.to_query()
 
 
 @callback(Output(URL, "search", allow_duplicate=True), Input(TRAINER[0], "value"), State(URL, "search"),

@@ -1,7 +1,8 @@
-"""The reward page's view state (``/reward?run=R&step=S&band=p25-p75&zero=1&trainer=loss``)."""
+"""The reward page's view state (``/reward?run=R&step=S&band=p25-p75&zero=1&trainer=loss&heatmap=101-600``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 
@@ -22,6 +23,8 @@ class RewardView:
     zero: bool = False
     trainer: str | None = None  # the trainer's own scalar charted (None: data.compare.trainer.default_key)
     q: str | None = None  # the text search whose share of matches is charted per step
+    # The steps the heatmap draws, first and last (None: the whole run; see data.curves.heatmap_columns).
+    heatmap: tuple[int, int] | None = None
 
     @classmethod
     def from_query(
@@ -54,7 +57,9 @@ class RewardView:
                 step = near
         band = get_choice(query, "band", BANDS, msgs, DEFAULT_BAND)
         zero = get_bool(query, "zero", msgs, False)
-        return cls(run, step, band, zero, first(query, "trainer") or None, first(query, "q") or None), msgs
+        heatmap = _window(first(query, "heatmap"), msgs)
+        trainer, q = first(query, "trainer") or None, first(query, "q") or None
+        return cls(run, step, band, zero, trainer, q, heatmap), msgs
 
     def to_query(self) -> str:
         """``?run=R&step=S&band=B&zero=1`` without defaults ('' when all are defaults)."""
@@ -66,6 +71,7 @@ class RewardView:
                 ("zero", True if self.zero else None),
                 ("trainer", self.trainer),
                 ("q", self.q),
+                ("heatmap", None if self.heatmap is None else "{}-{}".format(*self.heatmap)),
             ]
         )
 
@@ -109,3 +115,17 @@ class RewardView:
         if step == self.shown_step(steps) and self.step is None:
             step = None
         return replace(self, step=step, **changes)
+
+
+_WINDOW = re.compile(r"(\d+)-(\d+)")
+
+
+def _window(raw: str | None, msgs: list[str]) -> tuple[int, int] | None:
+    """``heatmap=FIRST-LAST`` (steps, FIRST <= LAST); None, with a notice when it is not that."""
+    if not raw:
+        return None
+    m = _WINDOW.fullmatch(raw)
+    if m is None or int(m.group(1)) > int(m.group(2)):
+        msgs.append(f"Ignored heatmap={raw!r}: a range of steps, first-last (e.g. heatmap=101-600).")
+        return None
+    return int(m.group(1)), int(m.group(2))

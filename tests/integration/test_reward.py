@@ -36,12 +36,20 @@ STEP_VIEW = (
     "...reward-step-stats.children.."
 )
 DRILL = "reward-nav.href"
-HEATMAP = "..reward-heatmap.figure...reward-heatmap-drawn.data.."
+HEATMAP = (
+    "..reward-heatmap.figure...reward-heatmap-drawn.data...reward-heatmap-note.children"
+    "...reward-heatmap-all.style.."
+)
 CLICK_IDS = [f"reward-curve-{k}" for k in ("reward", "kl", "length", "win")] + ["reward-heatmap"]
 
 
 def _i(cid, prop, value):
     return {"id": cid, "property": prop, "value": value}
+
+
+def _heat_inputs(run, step, search=None):
+    """The heatmap callback's inputs: run, selected step and the page's URL query."""
+    return [_i("reward-run", "data", run), _i("reward-selected", "data", step), _i(URL, "search", search)]
 
 
 def sync(
@@ -238,8 +246,8 @@ def test_reward009_step_change_patches_the_marker(client, fixtures_dir):
     heat = dash_post(
         client,
         HEATMAP,
-        [_i("reward-run", "data", PPO), _i("reward-selected", "data", 7)],
-        [_i("reward-heatmap-drawn", "data", PPO)],
+        _heat_inputs(PPO, 7),
+        [_i("reward-heatmap-drawn", "data", [PPO, None])],
     )
     assert heat["reward-heatmap"]["figure"]["operations"][0]["location"] == ["layout", "shapes"]
 
@@ -350,12 +358,14 @@ def test_reward012_same_edges_every_step_and_heatmap(client, fixtures_dir):
     heat = dash_post(
         client,
         HEATMAP,
-        [_i("reward-run", "data", GRPO), _i("reward-selected", "data", 3)],
+        _heat_inputs(GRPO, 3),
         [_i("reward-heatmap-drawn", "data", None)],
     )
     trace = heat["reward-heatmap"]["figure"]["data"][0]
     assert len(trace["y"]) == len(a) and trace["z"]["shape"] == f"{len(a)}, 25"
-    assert heat["reward-heatmap-drawn"]["data"] == GRPO
+    assert heat["reward-heatmap-drawn"]["data"] == [GRPO, None]
+    assert heat["reward-heatmap-note"]["children"] == ""
+    assert heat["reward-heatmap-all"]["style"] == {"display": "none"}
 
 
 def test_reward013_unknown_run_in_callbacks_is_an_empty_state(client, fixtures_dir):
@@ -382,7 +392,7 @@ def test_reward014_half_step_rewards_one_bar_per_value(client, fixtures_dir):
     heat = dash_post(
         client,
         HEATMAP,
-        [_i("reward-run", "data", PPO), _i("reward-selected", "data", 20)],
+        _heat_inputs(PPO, 20),
         [_i("reward-heatmap-drawn", "data", None)],
     )
     assert heat["reward-heatmap"]["figure"]["data"][0]["y"] == ["0", "0.5", "1", "1.5", "2", "2.5", "3"]
@@ -568,3 +578,63 @@ def test_reward021_a_long_run_draws_thinned_curves_with_the_selected_step(client
     )
     again = _curves(client, PPO, 8, drawn=[PPO, "std", False, 7])
     assert "data" in again["reward-curve-reward"]["figure"]  # a whole figure, not a patch
+
+
+def _zoom(client, search, click=None, show_all=None):
+    """POST the heatmap zoom callback (a click on the heatmap, or on "Show all steps"); its output's key
+    carries a hash (allow_duplicate)."""
+    from app import app
+
+    key = next(
+        k for k, v in app.callback_map.items()
+        if k.startswith(URL + ".search@") and any(i["id"] == "reward-heatmap-all" for i in v["inputs"])
+    )  # fmt: skip
+    inputs = [_i("reward-heatmap", "clickData", click), _i("reward-heatmap-all", "n_clicks", show_all)]
+    state = [_i(URL, "search", search), _i(URL, "pathname", "/reward")]
+    changed = ["reward-heatmap-all.n_clicks" if show_all else "reward-heatmap.clickData"]
+    resp = dash_post(client, key, inputs, state, changed=changed)
+    return None if resp is None else resp[URL]["search"]
+
+
+def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
+    client, fixtures_dir, monkeypatch
+):
+    """A run of more steps than curves.MAX_POINTS (here 10): the heatmap has at most 10 columns of k steps
+    each, every count the sum of its steps' counts; a click on a column puts the 10 steps around it in the
+    URL (heatmap=a-b), drawn one per step with a note and "Show all steps", whose cells open responses;
+    the click neither moves the step nor opens responses itself; "Show all steps" drops heatmap=."""
+    monkeypatch.setattr(curves, "MAX_POINTS", 10)
+    store = board().store(PPO)
+    steps = curves.step_list(store)
+    hm = curves.run_heatmap(store, "reward")
+    k = -(-len(steps) // 10)
+    heat = dash_post(client, HEATMAP, _heat_inputs(PPO, 7), [_i("reward-heatmap-drawn", "data", None)])
+    trace = heat["reward-heatmap"]["figure"]["data"][0]
+    assert heat["reward-heatmap-drawn"]["data"] == [PPO, None]
+    assert (
+        f"{len(steps)} steps, each column {k} of them ({steps[0]}–{steps[k - 1]},"
+        in (heat["reward-heatmap-note"]["children"])
+    )
+    assert trace["customdata"]["shape"] == f"{len(hm.edges) - 1}, {-(-len(steps) // k)}, 3"
+    assert "steps %{customdata[1]}–%{customdata[2]}" in trace["hovertemplate"]
+    # A click on the second column (steps k+1..2k): what Dash sends (customdata as an object of indexes).
+    first, last = steps[k], steps[2 * k - 1]
+    cell = {"x": (first + last) / 2, "y": trace["y"][0], "customdata": {"0": 3, "1": first, "2": last}}
+    click = {"points": [cell]}
+    search = _zoom(client, f"?run={PPO}&step=7", click)
+    lo, hi = curves.zoom_window(steps, first, last, 10)
+    assert parse_qs(search[1:]) == {"run": [PPO], "step": ["7"], "heatmap": [f"{lo}-{hi}"]}
+    assert sync(client, f"?run={PPO}&step=7", trigger="reward-heatmap.clickData",
+                clicks={"reward-heatmap": click}) == {}  # fmt: skip
+    assert _drill(client, PPO, 7, heat_click=click, changed=["reward-heatmap.clickData"]) is None
+    zoomed = dash_post(
+        client, HEATMAP, _heat_inputs(PPO, 7, search), [_i("reward-heatmap-drawn", "data", None)]
+    )
+    z = zoomed["reward-heatmap"]["figure"]["data"][0]
+    shown = [s for s in steps if lo <= s <= hi]
+    assert _arr(z["x"]) == shown and zoomed["reward-heatmap-drawn"]["data"] == [PPO, [lo, hi]]
+    assert zoomed["reward-heatmap-all"]["style"] == {}
+    assert zoomed["reward-heatmap-note"]["children"].startswith(
+        f"Steps {lo}–{hi} of {len(steps)}, one column"
+    )
+    assert _zoom(client, search, show_all=1) == f"?run={PPO}&step=7"

@@ -17,3 +17,16 @@ def test_curves020_step_moves_and_following_the_last_step():
     assert latest.shown_step(steps) == 7 and latest.with_step(steps, 7).step is None
     assert latest.with_step(steps, 3, zero=True) == RewardView(run="r", step=3, zero=True)
     assert view.with_step(steps, 7).step == 7
+
+
+def test_rewardview001_heatmap_window_in_the_url():
+    """heatmap=FIRST-LAST is read and written back; a value that is not such a range is ignored, with a
+    notice."""
+    from data.views.reward import RewardView
+
+    view, msgs = RewardView.from_query({"run": "r", "heatmap": "101-600"}, ["r"], lambda run: None)
+    assert view.heatmap == (101, 600) and msgs == [] and view.to_query() == "?run=r&heatmap=101-600"
+    for bad in ("600-101", "a-b", "5"):
+        view, msgs = RewardView.from_query({"run": "r", "heatmap": bad}, ["r"], lambda run: None)
+        assert view.heatmap is None
+        assert msgs == [f"Ignored heatmap={bad!r}: a range of steps, first-last (e.g. heatmap=101-600)."]
