@@ -358,6 +358,7 @@ def heatmap_figure(
     height: int = 320,
     empty_message: str = "No values to show.",
     spans: tuple | None = None,
+    x_range: tuple[float, float] | None = None,
 ) -> go.Figure:
     """Steps x bins heatmap (x = step, y = bins of ``edges``): colour = share of the step in the bin.
 
@@ -368,6 +369,7 @@ def heatmap_figure(
     With ``spans`` (``(first, last)``: arrays of the first and last step of each column) a column holds
     those steps (drawn at ``steps``, their middle) and the share of their responses: hover says which
     steps, each cell's ``customdata`` is ``[count, first, last]`` and :func:`clicked_span` reads a click.
+    ``x_range``: the step axis's range (default: the columns', and the selected step's marker).
     """
     steps = np.asarray(steps)
     if len(edges) < 2 or steps.size == 0:
@@ -380,8 +382,8 @@ def heatmap_figure(
         first, last = (np.broadcast_to(np.asarray(a), custom.shape) for a in spans)
         top = int(max(custom.max(initial=0), last.max(initial=0)))
         custom = np.stack([custom, first, last], axis=-1).astype(np.uint16 if top < 2**16 else np.uint32)
-        where, n = "steps %{customdata[1]}–%{customdata[2]}", "%{customdata[0]}"
-        action = "click to draw these steps one per column"
+        where, n = "steps %{customdata[1]:,}–%{customdata[2]:,}", "%{customdata[0]:,}"
+        action = "click to draw the steps around these, one column per step"
     return _figure(
         [
             dict(
@@ -408,7 +410,8 @@ def heatmap_figure(
             height=height,
             clickmode="event",
             shapes=step_marker(selected_step),
-            xaxis=dict(title=dict(text="step"), showgrid=False),
+            xaxis=dict(title=dict(text="step"), showgrid=False)
+            | ({} if x_range is None else dict(range=list(x_range), autorange=False)),
             yaxis=dict(
                 title=dict(text=label, standoff=8),
                 type="category",

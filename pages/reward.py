@@ -290,17 +290,24 @@ def _heatmap(run, step, search, drawn):
     runs of steps beyond curves.MAX_POINTS steps; when only the step moved, just its marker is patched."""
     window = _decode(search)[0].heatmap if run is not None else None
     key = [run, list(window) if window else None]
-    if drawn == key and run is not None:
+    patch = drawn == key and run is not None
+    if patch and window is None:
         return figures.marker_patch(step), no_update, no_update, no_update
     store = _store(run)
     if store is None:
         return figures.empty_figure("No data for this run yet.", 340), None, "", HIDDEN
     cols = curves.heatmap_columns(curves.run_heatmap(store, "reward"), window)
+    note = cols.note
+    if cols.window is not None and step is not None and not cols.first[0] <= step <= cols.last[-1]:
+        note += f" The selected step, {step:,}, is not among them."
+    if patch:  # a window: its note says whether the selected step is in it
+        return figures.marker_patch(step), no_update, note, no_update
     figure = figures.heatmap_figure(
         cols.x, cols.edges, cols.share, cols.count, label=label("reward"), selected_step=step,
         discrete=cols.discrete, height=340, spans=(cols.first, cols.last) if cols.k > 1 else None,
+        x_range=None if cols.window is None else (cols.first[0] - 0.5, cols.last[-1] + 0.5),
     )  # fmt: skip
-    return figure, key, cols.note, HIDDEN if cols.window is None else {}
+    return figure, key, note, HIDDEN if cols.window is None else {}
 
 
 @callback(Output(URL, "search", allow_duplicate=True), Input(HEATMAP, "clickData"), Input(HEATMAP_ALL, "n_clicks"),

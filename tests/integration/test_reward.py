@@ -616,7 +616,7 @@ def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
         in (heat["reward-heatmap-note"]["children"])
     )
     assert trace["customdata"]["shape"] == f"{len(hm.edges) - 1}, {-(-len(steps) // k)}, 3"
-    assert "steps %{customdata[1]}–%{customdata[2]}" in trace["hovertemplate"]
+    assert "steps %{customdata[1]:,}–%{customdata[2]:,}" in trace["hovertemplate"]
     # A click on the second column (steps k+1..2k): what Dash sends (customdata as an object of indexes).
     first, last = steps[k], steps[2 * k - 1]
     cell = {"x": (first + last) / 2, "y": trace["y"][0], "customdata": {"0": 3, "1": first, "2": last}}
@@ -634,7 +634,15 @@ def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
     shown = [s for s in steps if lo <= s <= hi]
     assert _arr(z["x"]) == shown and zoomed["reward-heatmap-drawn"]["data"] == [PPO, [lo, hi]]
     assert zoomed["reward-heatmap-all"]["style"] == {}
-    assert zoomed["reward-heatmap-note"]["children"].startswith(
-        f"Steps {lo}–{hi} of {len(steps)}, one column"
+    assert zoomed["reward-heatmap-note"]["children"] == (
+        f"Steps {lo}–{hi} of {len(steps)}, one column per step: click a cell for its responses."
+    )
+    assert zoomed["reward-heatmap"]["figure"]["layout"]["xaxis"]["range"] == [lo - 0.5, hi + 0.5]
+    # The last step is not in the window: the note says so (the marker is off the drawn steps).
+    away = dash_post(
+        client, HEATMAP, _heat_inputs(PPO, steps[-1], search), [_i("reward-heatmap-drawn", "data", None)]
+    )
+    assert away["reward-heatmap-note"]["children"].endswith(
+        f"The selected step, {steps[-1]}, is not among them."
     )
     assert _zoom(client, search, show_all=1) == f"?run={PPO}&step=7"
