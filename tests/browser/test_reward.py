@@ -224,3 +224,35 @@ def test_reward106_reward_hacking_points_open_their_responses(dash_duo, dash_app
     q = _query(dash_duo)
     assert q["step"] == [str(step)] and q["q"] == ["(?i)very \\w+"]
     assert dash_duo.get_logs() == []
+
+
+def test_reward107_a_long_runs_heatmap_column_click_zooms_and_back(
+    dash_duo, dash_app, fixtures_dir, monkeypatch
+):
+    """A run of more steps than curves.MAX_POINTS (here 10): the heatmap draws columns of several steps; a
+    click on one draws the steps around it, one per column (heatmap= in the URL, the note and "Show all
+    steps" say so), without leaving the page; "Show all steps" draws the columns again."""
+    from data import curves
+
+    monkeypatch.setattr(curves, "MAX_POINTS", 10)
+    _open(dash_duo, dash_app, "/reward?run=trl-ppo-small&step=5")
+    note = "#reward-heatmap-note"
+    WebDriverWait(dash_duo.driver, 30).until(
+        lambda d: "each column" in d.find_element(By.CSS_SELECTOR, note).text
+    )
+    drag = dash_duo.wait_for_element("#reward-heatmap .nsewdrag", timeout=30)
+    # Selenium offsets an SVG element's point from its top left corner: the middle of the chart.
+    ActionChains(dash_duo.driver).move_to_element_with_offset(
+        drag, int(drag.size["width"] * 0.5), int(drag.size["height"] * 0.5)
+    ).click().perform()
+    _wait_url(dash_duo, lambda q: "heatmap" in q)
+    q = _query(dash_duo)
+    lo, hi = map(int, q["heatmap"][0].split("-"))
+    assert urlparse(dash_duo.driver.current_url).path == "/reward" and q["step"] == ["5"] and hi - lo == 9
+    dash_duo.wait_for_contains_text(note, f"Steps {lo}–{hi} of ", timeout=30)
+    dash_duo.wait_for_element("#reward-heatmap-all", timeout=10).click()
+    _wait_url(dash_duo, lambda q: "heatmap" not in q)
+    WebDriverWait(dash_duo.driver, 30).until(
+        lambda d: "each column" in d.find_element(By.CSS_SELECTOR, note).text
+    )
+    assert dash_duo.get_logs() == []
