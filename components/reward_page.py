@@ -89,8 +89,15 @@ def page(
         style={"display": "none"},
     )  # fmt: skip
     heatmap = dbc.Col(
+        # A note without a margin of its own: empty (one column per step), the card looks as before.
         card(
-            "reward-heatmap-title", heatmap_title, [show_all, graph(ids["heatmap"], 340)], ids["heatmap_note"]
+            "reward-heatmap-title",
+            heatmap_title,
+            [
+                html.Div(id=ids["heatmap_note"], className="text-muted small"),
+                show_all,
+                graph(ids["heatmap"], 340),
+            ],
         ),
         className="mb-3",
     )
