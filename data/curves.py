@@ -413,10 +413,6 @@ class Heatmap:
     count: np.ndarray
     discrete: bool = False
 
-    def arrays(self) -> tuple:
-        """``(steps, edges, share, count)``: what a heatmap figure draws."""
-        return self.steps, self.edges, self.share, self.count
-
 
 @dataclass(frozen=True)
 class HeatmapColumns:
