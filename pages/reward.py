@@ -29,7 +29,7 @@ from data.service import board, committed_store
 from data.trainer_logs import trainer_scalars
 from data.views import links, paths
 from data.views.codec import parse_search
-from data.views.reward import RewardView
+from data.views.reward import RewardView, heatmap_window
 
 dash.register_page(__name__, path=paths.REWARD, name="Reward", title="Reward · RL Logging Board", order=1)
 
@@ -288,7 +288,7 @@ clientside_callback(
 def _heatmap(run, step, search, drawn):
     """The steps x reward-bins heatmap of the URL's steps (``heatmap=``, else the whole run), in columns of
     runs of steps beyond curves.MAX_POINTS steps; when only the step moved, just its marker is patched."""
-    window = _decode(search)[0].heatmap if run is not None else None
+    window = heatmap_window(parse_search(search)) if run is not None else None
     key = [run, list(window) if window else None]
     patch = drawn == key and run is not None
     if patch and window is None:

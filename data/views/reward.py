@@ -129,3 +129,9 @@ def _window(raw: str | None, msgs: list[str]) -> tuple[int, int] | None:
         msgs.append(f"Ignored heatmap={raw!r}: a range of steps, first-last (e.g. heatmap=101-600).")
         return None
     return int(m.group(1)), int(m.group(2))
+
+
+def heatmap_window(query: Mapping) -> tuple[int, int] | None:
+    """The query's ``heatmap=`` window alone (None when absent or not a range of steps), read without
+    the rest of the view (which lists the runs under the root)."""
+    return _window(first(query, "heatmap"), [])

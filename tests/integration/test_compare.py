@@ -169,7 +169,10 @@ def test_compare007_reward_page_trainer_scalars(client, dash_app, fixtures_dir):
     assert "no trainer log in its folder" in _text(got["reward-trainer-notes"])
     # allow_duplicate: the output's key carries a hash (<the page's own Location>.search@<hash>)
     reward_url = page_url_key("/reward")
-    key = next(k for k in dash_app.callback_map if k.startswith(reward_url + ".search@"))
+    key = next(
+        k for k, v in dash_app.callback_map.items()
+        if k.startswith(reward_url + ".search@") and any(i["id"] == "reward-trainer" for i in v["inputs"])
+    )  # fmt: skip
     url = dash_post(
         client,
         key,

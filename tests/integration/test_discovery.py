@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import dash_post
-from tests.integration.test_reward import HEATMAP, PPO, _curves, _i, _step_view, sync
+from tests.integration.test_reward import HEATMAP, PPO, URL, _curves, _i, _step_view, sync
 
 
 def test_discovery001_one_root_listing_per_reward_page_load(client, contract_root, monkeypatch):
@@ -32,7 +32,11 @@ def test_discovery001_one_root_listing_per_reward_page_load(client, contract_roo
     sync(client, f"?run={PPO}&step=5", index=4, run=PPO, selected=5)
     _curves(client, PPO, 5)
     _step_view(client, PPO, 5)
-    heat = [_i("reward-run", "data", PPO), _i("reward-selected", "data", 5)]
+    heat = [
+        _i("reward-run", "data", PPO),
+        _i("reward-selected", "data", 5),
+        _i(URL, "search", f"?run={PPO}&step=5"),
+    ]
     dash_post(client, HEATMAP, heat, [_i("reward-heatmap-drawn", "data", None)])
     assert listed.count(root) == 1, listed
     assert len(listed) <= 1 + len(board().runs()) + 1, listed  # the root, its folders once, PPO's files
