@@ -18,7 +18,7 @@ from dash import dcc, html
 from components.figures import TEMPLATE, empty_figure
 from components.format import D3_NUM, grid_formatter, num, value
 from components.layout import GRAPH_CONFIG
-from components.tables import TOKENS_LINK
+from components.tables import BLOCK_SIZE, TOKENS_LINK
 from components.theme import GRID_THEME_JS, HIGHLIGHT, SIGN_STYLE_JS, TREND_COLOURS, colour, sign_style
 
 
@@ -131,59 +131,110 @@ def _arr(values) -> np.ndarray:
     return np.asarray([np.nan if v is None else v for v in values], dtype=float)
 
 
+def _ends_trace(points: Mapping[str, Sequence], kind: str, name: str, reward: str, symbol: str) -> go.Scatter:
+    """The ``kind`` (lowest / highest) responses of each bin as points that open their token page."""
+    pick = [i for i, k in enumerate(points["kind"]) if k == kind]
+    return go.Scatter(
+        x=_arr([points["step"][i] for i in pick]),
+        y=_arr([points["reward"][i] for i in pick]),
+        customdata=np.asarray([points["sample_id"][i] for i in pick], dtype=object),
+        mode="markers",
+        name=name,
+        marker=dict(color=colour("reward"), size=8, opacity=0.7, symbol=symbol),
+        hovertemplate=f"step %{{x}}<br>{kind} {reward} %{{y:{D3_NUM}}}<br>%{{customdata}}<extra></extra>",
+    )
+
+
+def _bins_text(means: Mapping[str, Sequence]) -> list[str]:
+    return [
+        (f"step {a}" if a == b else f"steps {a}–{b}") + (f" ({n:,} responses)" if n != 1 else " (1 response)")
+        for a, b, n in zip(means["first"], means["last"], means["n"], strict=True)
+    ]
+
+
+def reward_chart_note(total: int, bin_steps: int) -> str | None:
+    """What a chart of :func:`reward_figure` with ``bin_steps`` draws instead of each of ``total``
+    responses (None when it draws each one)."""
+    if not bin_steps:
+        return None
+    per = "each step" if bin_steps == 1 else f"each {bin_steps:,} steps"
+    return (
+        f"{total:,} responses are too many to draw one by one: for {per}, the points are the lowest and "
+        "the highest reward response and the line is the mean of all its responses."
+    )
+
+
 def reward_figure(
-    responses: Mapping[str, Sequence],
-    per_step: Mapping[str, Sequence],
+    points: Mapping[str, Sequence],
+    means: Mapping[str, Sequence],
     labels: Mapping[str, str],
+    bin_steps: int = 0,
     height: int = 320,
 ) -> go.Figure:
-    """Reward over steps for one prompt.
+    """Reward over steps for one prompt (see ``data.prompts.reward_chart``).
 
-    ``responses``: columns ``step``, ``reward``, ``sample_id`` (one point per response; each point's
-    ``customdata`` is its ``sample_id``). ``per_step``: ``step``, ``reward``, ``ref_reward`` (means per step,
-    drawn as lines). ``labels``: UI labels of ``reward`` and ``ref_reward``. Empty input gives an
-    empty-state figure.
+    ``points``: columns ``step``, ``reward``, ``sample_id`` of the responses drawn (each point's
+    ``customdata`` is its ``sample_id``). ``means``: ``x``, ``first``, ``last``, ``n``, ``reward``,
+    ``ref_reward`` (means per step or bin of steps, drawn as lines). ``bin_steps`` 0: ``points`` are every
+    response and ``means`` per step; otherwise ``points`` (with ``kind``: lowest / highest) are the ends of
+    bins of ``bin_steps`` steps and ``means`` per bin. ``labels``: UI labels of ``reward`` and
+    ``ref_reward``. Empty input gives an empty-state figure.
     """
-    steps = list(responses.get("step", []))
+    steps = list(points.get("step", []))
     if not steps:
         return empty_figure("No response to this prompt", height)
+    reward = labels["reward"]
+    of = "the step" if bin_steps <= 1 else f"each {bin_steps:,} steps"
     # numpy arrays: Plotly validates them at once (lists element by element) and ships them as typed arrays.
-    traces = [
+    if bin_steps:
+        traces = [
+            _ends_trace(points, "highest", f"{reward} (highest response of {of})", reward, "triangle-up"),
+            _ends_trace(points, "lowest", f"{reward} (lowest response of {of})", reward, "triangle-down"),
+        ]
+        where, text = "%{text}", _bins_text(means)
+    else:
+        traces = [
+            go.Scatter(
+                x=_arr(steps),
+                y=_arr(points["reward"]),
+                customdata=np.asarray(list(points["sample_id"]), dtype=object),
+                mode="markers",
+                name=f"{reward} (one response)",
+                marker=dict(color=colour("reward"), size=7, opacity=0.45),
+                hovertemplate="step %{x}<br>"
+                + reward
+                + " %{y:"
+                + D3_NUM
+                + "}<br>%{customdata}<extra></extra>",
+            )
+        ]
+        where, text = "step %{x}", None
+    traces.append(
         go.Scatter(
-            x=_arr(steps),
-            y=_arr(responses["reward"]),
-            customdata=np.asarray(list(responses["sample_id"]), dtype=object),
-            mode="markers",
-            name=f"{labels['reward']} (one response)",
-            marker=dict(color=colour("reward"), size=7, opacity=0.45),
-            hovertemplate="step %{x}<br>"
-            + labels["reward"]
-            + " %{y:"
-            + D3_NUM
-            + "}<br>%{customdata}<extra></extra>",
-        ),
-        go.Scatter(
-            x=_arr(per_step["step"]),
-            y=_arr(per_step["reward"]),
+            x=_arr(means["x"]),
+            y=_arr(means["reward"]),
+            text=text,
             mode="lines+markers",
-            name=f"{labels['reward']} (mean of the step)",
+            name=f"{reward} (mean of {of})",
             line=dict(color=colour("reward"), width=2),
             marker=dict(size=4),
-            hovertemplate="step %{x}<br>mean " + labels["reward"] + " %{y:" + D3_NUM + "}<extra></extra>",
-        ),
-    ]
-    refs = list(per_step.get("ref_reward", []))
+            hovertemplate=where + "<br>mean " + reward + " %{y:" + D3_NUM + "}<extra></extra>",
+        )
+    )
+    refs = list(means.get("ref_reward", []))
     if any(v is not None for v in refs):
         traces.append(
             go.Scatter(
-                x=_arr(per_step["step"]),
+                x=_arr(means["x"]),
                 y=_arr(refs),
+                text=text,
                 mode="lines+markers",
-                name=f"{labels['ref_reward']} (mean of the step)",
+                name=f"{labels['ref_reward']} (mean of {of})",
                 line=dict(color=colour("ref_reward"), width=2, dash="dash"),
                 marker=dict(size=4, symbol="diamond"),
                 connectgaps=False,
-                hovertemplate="step %{x}<br>mean "
+                hovertemplate=where
+                + "<br>mean "
                 + labels["ref_reward"]
                 + " %{y:"
                 + D3_NUM
@@ -203,7 +254,7 @@ def reward_figure(
             "template": TEMPLATE,
             "height": height,
             "xaxis": xaxis,
-            "yaxis": {"title": {"text": labels["reward"]}},
+            "yaxis": {"title": {"text": reward}},
             "hovermode": "closest",
             "clickmode": "event",
         },
@@ -228,7 +279,7 @@ def _grid_column(col: Column) -> dict:
         # Shown as where the response is in the run's files (file:line); the stable id in its tooltip and link.
         d.update(
             **TOKENS_LINK,
-            valueGetter={"function": "params.data.source_line || params.data.sample_id"},
+            valueGetter={"function": "params.data ? params.data.source_line || params.data.sample_id : null"},
             tooltipField="sample_id",
             pinned="left",
             width=140,
@@ -248,20 +299,10 @@ def _grid_column(col: Column) -> dict:
     return d
 
 
-def history_grid(
-    rows: Sequence[Mapping],
-    columns: Sequence[Column],
-    hrefs: Sequence[str],
-    grid_id: str,
-    height_rows: int = 16,
-) -> dag.AgGrid:
-    """One prompt's responses in the given order (step, group, reward), one grid row each.
-
-    ``rows``: dicts of ``data.prompts.history`` holding every ``columns`` key; ``hrefs[i]``: the token page
-    of row i (the ``sample_id`` column links there, showing the row's ``source_line``). Rows of a zero-spread group (``zero_spread``) are
-    highlighted and say so in the ``group_flag`` column when it is one of ``columns``. Sorting a column
-    re-sorts in the browser; the grid's initial order is the order given.
-    """
+def history_rows(rows: Sequence[Mapping], columns: Sequence[Column], hrefs: Sequence[str]) -> list[dict]:
+    """Grid rows of :func:`history_grid`: every ``columns`` key of ``rows`` (dicts of
+    ``data.prompts.history``), with ``sample_id``, ``source_line``, ``tokens_href`` (``hrefs[i]``: the token
+    page of row i) and ``zero_spread``; ``group_flag`` says so for a row of a zero-spread group."""
     data = []
     for row, href in zip(rows, hrefs, strict=True):
         d = {c.key: row.get(c.key) for c in columns}
@@ -272,11 +313,24 @@ def history_grid(
         if "group_flag" in d:
             d["group_flag"] = ZERO_SPREAD_TEXT if row.get("zero_spread") else ""
         data.append(d)
-    n = max(3, min(len(data), height_rows))
+    return data
+
+
+def history_grid(columns: Sequence[Column], n_rows: int, grid_id: str, height_rows: int = 16) -> dag.AgGrid:
+    """One prompt's responses, one grid row each, on the infinite row model: its ``n_rows`` rows come from a
+    ``getRowsRequest`` callback as :func:`history_rows`, a block at a time, in the grid's sort order (one
+    column, sorted on the server; unsorted: step, group, reward).
+
+    The ``sample_id`` column links to the row's token page, showing the row's ``source_line``. Rows of a
+    zero-spread group (``zero_spread``) are highlighted and say so in the ``group_flag`` column when it is one
+    of ``columns``.
+    """
+    n = max(3, min(n_rows, height_rows))
     return dag.AgGrid(
         id=grid_id,
-        rowData=data,
         columnDefs=[_grid_column(c) for c in columns],
+        rowModelType="infinite",
+        getRowId="params.data.sample_id",
         defaultColDef={
             "resizable": True,
             "sortable": True,
@@ -288,6 +342,10 @@ def history_grid(
             "theme": {"function": GRID_THEME_JS},
             "animateRows": False,
             "suppressCellFocus": True,
+            "cacheBlockSize": BLOCK_SIZE,
+            "maxBlocksInCache": 50,
+            "infiniteInitialRowCount": 1,
+            "suppressMultiSort": True,
             # A file's field may have a dot in its name (an object's field, `rewards.accuracy`): a name, not a path.
             "suppressFieldDotNotation": True,
             "tooltipShowDelay": 400,
@@ -295,7 +353,11 @@ def history_grid(
         },
         getRowStyle={
             "styleConditions": [
-                {"condition": "params.data.zero_spread", "style": {"backgroundColor": HIGHLIGHT}},
+                # a row still loading has no data yet
+                {
+                    "condition": "params.data && params.data.zero_spread",
+                    "style": {"backgroundColor": HIGHLIGHT},
+                },
             ]
         },
         style={"height": f"{26 * n + 110}px", "width": "100%"},  # rows + a wrapped header + scrollbar
@@ -476,13 +538,17 @@ def response_pairs(
     )
 
 
-def chart_card(title: str, figure: go.Figure, chart_id: str, link_id: str) -> dbc.Card:
-    """The prompt's reward chart in a card, with the line where a clicked point's link appears."""
+def chart_card(
+    title: str, figure: go.Figure, chart_id: str, link_id: str, note: str | None = None
+) -> dbc.Card:
+    """The prompt's reward chart in a card, with what it draws when it cannot draw each response (``note``)
+    and the line where a clicked point's link appears."""
     return dbc.Card(
         [
             dbc.CardHeader(title),
             dbc.CardBody(
                 [
+                    html.Div(note, id=f"{chart_id}-note", className="small text-muted") if note else None,
                     dcc.Graph(id=chart_id, figure=figure, config=GRAPH_CONFIG),
                     html.Div(
                         "Click a point to open that response token by token.",

@@ -356,19 +356,83 @@ def prompt_list(store, view: PromptsView, seconds: float = DEFAULT_SEARCH_SECOND
 
 
 @dataclass(frozen=True)
+class RewardChart:
+    """What one prompt's reward chart draws. ``points``: ``step, reward, sample_id`` of responses (each one
+    opens its token page), ``means``: ``first, last, x, n, reward, ref_reward`` per step or bin of steps
+    (``x`` its middle; means of the finite values). ``bin_steps`` 0: every response is a point and
+    ``means`` are per step (exactly the chart of a prompt with few responses); otherwise the ``total``
+    responses are too many to draw, and the steps are cut into bins of ``bin_steps`` consecutive steps
+    (1: each step its own bin): ``points`` are each bin's lowest and highest reward response (``kind``
+    ``lowest`` / ``highest``; one bin may give the same response twice)."""
+
+    points: pl.DataFrame
+    means: pl.DataFrame
+    bin_steps: int
+    total: int
+
+
+# A prompt's chart draws each of its responses up to this many; beyond, each bin of steps (at most
+# CHART_BINS bins) draws its lowest and highest response and its mean: what the page sends stays bounded
+# however often the prompt comes back.
+CHART_LIMIT = 500
+CHART_BINS = 250
+
+
+def reward_chart(rows: pl.DataFrame, limit: int = CHART_LIMIT, bins: int = CHART_BINS) -> RewardChart:
+    """The :class:`RewardChart` of a :func:`history` (``step``, ``reward``, ``ref_reward``, ``sample_id``)."""
+    total = rows.height
+    if total <= limit:
+        per_step = history_by_step(rows)
+        means = per_step.select(
+            pl.col("step").alias("first"),
+            pl.col("step").alias("last"),
+            pl.col("step").cast(pl.Float64).alias("x"),
+            "n",
+            "reward",
+            "ref_reward",
+        )
+        return RewardChart(rows.select("step", "reward", "sample_id"), means, 0, total)
+    lo, hi = int(rows.get_column("step").min()), int(rows.get_column("step").max())
+    width = max(1, -(-(hi - lo + 1) // bins))  # ceil: at most `bins` bins cover lo..hi
+    binned = rows.select("step", "reward", "ref_reward", "sample_id").with_columns(
+        ((pl.col("step") - lo) // width * width + lo).alias("first")
+    )
+    means = (
+        binned.group_by("first")
+        .agg(
+            pl.len().alias("n"),
+            pl.col("reward").filter(finite("reward")).mean().alias("reward"),
+            pl.col("ref_reward").filter(finite("ref_reward")).mean().alias("ref_reward"),
+        )
+        .with_columns(pl.min_horizontal(pl.col("first") + (width - 1), pl.lit(hi)).alias("last"))
+        .with_columns(((pl.col("first") + pl.col("last")) / 2).alias("x"))
+        .sort("first")
+        .select("first", "last", "x", "n", "reward", "ref_reward")
+    )
+    scored = binned.filter(finite("reward"))
+    ends = [
+        scored.sort(["first", "reward", "sample_id"], descending=[False, high, False])
+        .group_by("first", maintain_order=True)
+        .first()
+        .with_columns(pl.lit(kind).alias("kind"))
+        for kind, high in (("lowest", False), ("highest", True))
+    ]
+    points = pl.concat(ends).select("step", "reward", "sample_id", "kind", "first")
+    return RewardChart(points, means, width, total)
+
+
+@dataclass(frozen=True)
 class PromptDetail:
     """One prompt: its ``agg`` row of :func:`prompt_table`, its responses (``rows``, the first
-    ``HISTORY_LIMIT`` of ``total``) with their ``columns``, the means per step, its first and latest
-    response (rows and texts; the latest may be the first), how advantages were had (``recomputed``) and
-    whether its steps form groups. ``points``: ``step, reward, sample_id`` of every response (a chart's
-    points)."""
+    ``HISTORY_LIMIT`` of ``total``) with their ``columns``, its reward ``chart`` (see :func:`reward_chart`),
+    its first and latest response (rows and texts; the latest may be the first), how advantages were had
+    (``recomputed``) and whether its steps form groups."""
 
     agg: dict
     rows: pl.DataFrame
     total: int
-    points: pl.DataFrame
+    chart: RewardChart
     columns: list[tuple[str, str, str]]
-    per_step: pl.DataFrame
     first: dict
     latest: dict
     first_text: dict
@@ -393,6 +457,15 @@ def group_note(detail: PromptDetail) -> str | None:
     return "Responses of one step that share a group id (or else the prompt) form a group; advantages " + how
 
 
+def _shown(rows: pl.DataFrame, limit: int) -> tuple[pl.DataFrame, bool, bool, list[tuple[str, str, str]]]:
+    """The first ``limit`` rows of a :func:`history` (what the grid shows), whether their advantages are
+    recomputed, whether they form groups, and the grid's columns."""
+    shown = rows.head(limit)
+    recomputed = bool(shown.get_column("advantage_recomputed").any()) if shown.height else True
+    has_groups = bool(shown.height) and int(shown.get_column("group_n").max() or 0) >= MIN_GROUP
+    return shown, recomputed, has_groups, history_columns(shown, recomputed, has_groups)
+
+
 def prompt_detail(store, key: str, limit: int = HISTORY_LIMIT) -> PromptDetail | None:
     """The :class:`PromptDetail` of prompt ``key`` (None for a key the run does not have)."""
     rows = history(store, key)
@@ -403,16 +476,13 @@ def prompt_detail(store, key: str, limit: int = HISTORY_LIMIT) -> PromptDetail |
     latest_text = (
         texts(store, latest_row) if latest_row["sample_id"] != first_row["sample_id"] else first_text
     )
-    shown = rows.head(limit)
-    recomputed = bool(shown.get_column("advantage_recomputed").any()) if shown.height else True
-    has_groups = bool(shown.height) and int(shown.get_column("group_n").max() or 0) >= MIN_GROUP
+    shown, recomputed, has_groups, columns = _shown(rows, limit)
     return PromptDetail(
         prompt_row(store, key),
         shown,
         rows.height,
-        rows.select("step", "reward", "sample_id"),
-        history_columns(shown, recomputed, has_groups),
-        history_by_step(rows),
+        reward_chart(rows),
+        columns,
         first_row,
         latest_row,
         first_text,
@@ -420,3 +490,36 @@ def prompt_detail(store, key: str, limit: int = HISTORY_LIMIT) -> PromptDetail |
         recomputed,
         has_groups,
     )
+
+
+def _sort_keys(column: str, names: list[str]) -> list[str] | None:
+    """The columns a sort of the grid's ``column`` orders by (None: not a column of the rows)."""
+    if column == "sample_id" and "source" in names and "line" in names:
+        return ["source", "line", "sample_id"]  # the cell shows file:line: by file, then line as a number
+    if column == "group_flag":
+        return ["zero_spread"] if "zero_spread" in names else None
+    return [column] if column in names else None
+
+
+def history_block(
+    store,
+    key: str,
+    sort: str | None,
+    descending: bool,
+    start: int,
+    end: int,
+    limit: int = HISTORY_LIMIT,
+) -> tuple[pl.DataFrame, int, list[tuple[str, str, str]]]:
+    """Rows ``start:end`` of the responses one prompt's grid shows (the first ``limit`` of its
+    :func:`history`), sorted by the grid's column ``sort`` (None or a column it does not have: the history's
+    order; ties keep it), with their count and the grid's columns."""
+    shown, _, _, columns = _shown(history(store, key), limit)
+    keys = _sort_keys(sort, shown.columns) if sort else None
+    if keys:
+        shown = (
+            shown.with_row_index("__order")
+            .sort([*keys, "__order"], descending=[descending] * len(keys) + [False], nulls_last=True)
+            .drop("__order")
+        )
+    start = max(0, start)
+    return shown.slice(start, max(0, end - start)), shown.height, columns

@@ -25,9 +25,11 @@ from components.layout import (
     url_prefix,
 )
 from components.live import shown_store
+from components.tables import grid_sort
 from data import live, prompts
 from data.metrics import label
 from data.metrics.group import TREND_EFFECT, TRENDS
+from data.responses import json_rows
 from data.service import board, committed_store
 from data.views import links, paths
 from data.views.codec import parse_search
@@ -154,11 +156,10 @@ def _prompt_content(store, view: PromptsView):
         msgs.append(
             f"This prompt has {detail.total:,} responses: the table shows the first {detail.rows.height:,}."
         )
-    labels = _labels()
+    labels, chart = _labels(), detail.chart
     fig = pv.reward_figure(
-        detail.points.to_dict(as_series=False), detail.per_step.to_dict(as_series=False), labels
+        chart.points.to_dict(as_series=False), chart.means.to_dict(as_series=False), labels, chart.bin_steps
     )
-    dicts = detail.rows.to_dicts()
     pair_hrefs = tuple(
         links.tokens(view.run, r["sample_id"], prefix=prefix) for r in (detail.first, detail.latest)
     )
@@ -167,7 +168,13 @@ def _prompt_content(store, view: PromptsView):
             back,
             pv.text_block("Prompt", f"key {view.prompt}", detail.first_text["prompt"], PROMPT_TEXT),
             pv.prompt_stats(detail.agg, labels, TRENDS, STATS),
-            pv.chart_card(f"{labels['reward']} of this prompt over steps", fig, CHART, CHART_LINK),
+            pv.chart_card(
+                f"{labels['reward']} of this prompt over steps",
+                fig,
+                CHART,
+                CHART_LINK,
+                pv.reward_chart_note(chart.total, chart.bin_steps),
+            ),
             pv.response_pairs(
                 detail.first,
                 detail.latest,
@@ -179,12 +186,9 @@ def _prompt_content(store, view: PromptsView):
             ),
             html.H6(f"All {detail.total:,} responses, in step order", className="mt-2"),
             html.Div(prompts.group_note(detail), className="small text-muted mb-1"),
-            pv.history_grid(
-                dicts,
-                [pv.Column(*c) for c in detail.columns],
-                links.tokens_many(view.run, [r["sample_id"] for r in dicts], prefix),
-                HISTORY,
-            ),
+            # The rows come a block at a time from _history_rows: the answer stays small however often the
+            # prompt comes back.
+            pv.history_grid([pv.Column(*c) for c in detail.columns], detail.rows.height, HISTORY),
         ]
     ), msgs
 
@@ -247,6 +251,34 @@ def _content(search):
         )
     body, more = (_prompt_content if view.prompt else _list_content)(store, view)
     return body, notices(msgs + more + board().failure_notices(view.run)).children, view.run, hide
+
+
+@callback(
+    Output(HISTORY, "getRowsResponse"),
+    Input(HISTORY, "getRowsRequest"),
+    State(URL, "search"),
+    prevent_initial_call=True,
+)
+def _history_rows(request, search):
+    """One block of the prompt's responses, in the grid's sort order (the server sorts and pages)."""
+    if not request:
+        return no_update
+    view, _ = _decode(search)
+    store = _store(view.run) if view.prompt else None
+    if store is None:
+        return {"rowData": [], "rowCount": 0}
+    sort = grid_sort(request.get("sortModel"))
+    df, count, columns = prompts.history_block(
+        store,
+        view.prompt,
+        sort and sort[0],
+        sort is not None and sort[1] == "desc",
+        int(request.get("startRow") or 0),
+        int(request.get("endRow") or 0),
+    )
+    rows = json_rows(df)
+    hrefs = links.tokens_many(view.run, [r["sample_id"] for r in rows], url_prefix())
+    return {"rowData": pv.history_rows(rows, [pv.Column(*c) for c in columns], hrefs), "rowCount": count}
 
 
 @callback(

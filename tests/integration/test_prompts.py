@@ -28,6 +28,18 @@ def _content(client, search: str) -> dict:
     return {k: v["children"] if "children" in v else v["style"] for k, v in resp.items()}
 
 
+def _rows(client, search: str, start: int = 0, end: int = 100, sort: list[dict] | None = None) -> dict:
+    """The history grid's answer to a block request (``getRowsResponse``: ``rowData`` and ``rowCount``)."""
+    request = {"startRow": start, "endRow": end, "sortModel": sort or [], "filterModel": {}}
+    resp = dash_post(
+        client,
+        "prompts-history.getRowsResponse",
+        [{"id": "prompts-history", "property": "getRowsRequest", "value": request}],
+        [{"id": URL, "property": "search", "value": search}],
+    )
+    return resp["prompts-history"]["getRowsResponse"]
+
+
 def _text(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -106,9 +118,12 @@ def test_prompts104_one_prompt_links_to_token_pages(client, fixtures_dir, store_
     query = urlparse(first).query
     assert parse_qs(query)["sort"] == ["win_rate"]
     out = _content(client, "?" + query)
-    links = _hrefs(out["prompts-content"], "/tokens")
+    assert "rowData" not in _find(out["prompts-content"], "prompts-history")["props"]  # rows come by block
+    got = _rows(client, "?" + query)
+    links = _hrefs(out["prompts-content"], "/tokens") + [r["tokens_href"] for r in got["rowData"]]
     samples = {parse_qs(urlparse(h).query)["sample"][0] for h in links}
-    assert len(samples) == 24  # one response per step, 24 steps
+    assert len(samples) == 24 and got["rowCount"] == 24  # one response per step, 24 steps
+    assert [r["step"] for r in got["rowData"]] == sorted(r["step"] for r in got["rowData"])
     store = store_of(POEM)
     assert all(store.lookup(s) is not None for s in samples)
     assert all(parse_qs(urlparse(h).query)["run"] == [POEM] for h in links)
@@ -128,10 +143,15 @@ def test_prompts105_group_view(client, fixtures_dir, store_of):
     out = _content(client, f"?run=trl-grpo-small&prompt={key}")
     body = _text(out["prompts-content"])
     assert "advantage (from the file)" in body and "responses in the group" in body
-    rows = _find(out["prompts-content"], "prompts-history")["props"]["rowData"]
+    rows = _rows(client, f"?run=trl-grpo-small&prompt={key}")["rowData"]
     assert [r["group_n"] for r in rows] == [4, 4, 4, 4]
     rewards = [r["reward"] for r in rows]
     assert rewards == sorted(rewards, reverse=True)
+    asc = _rows(client, f"?run=trl-grpo-small&prompt={key}", sort=[{"colId": "reward", "sort": "asc"}])
+    assert [r["reward"] for r in asc["rowData"]] == sorted(rewards)  # a header click sorts on the server
+    two = _rows(client, f"?run=trl-grpo-small&prompt={key}", start=1, end=3)
+    assert [r["sample_id"] for r in two["rowData"]] == [r["sample_id"] for r in rows[1:3]]
+    assert two["rowCount"] == 4
 
 
 def test_prompts112_responses_read_as_file_and_line(client, fixtures_dir, store_of):
@@ -144,15 +164,17 @@ def test_prompts112_responses_read_as_file_and_line(client, fixtures_dir, store_
     out = _content(client, f"?run=trl-grpo-small&prompt={key}")
     grid = _find(out["prompts-content"], "prompts-history")["props"]
     sample_col = next(c for c in grid["columnDefs"] if c["field"] == "sample_id")
-    assert sample_col["valueGetter"]["function"].startswith("params.data.source_line")
+    assert "params.data.source_line || params.data.sample_id" in sample_col["valueGetter"]["function"]
     assert sample_col["headerName"] == "response (file:line)"
     scalars = store.scalars()
-    for row in grid["rowData"]:
+    rows = _rows(client, f"?run=trl-grpo-small&prompt={key}")["rowData"]
+    assert rows
+    for row in rows:
         hit = scalars.filter(scalars["sample_id"] == row["sample_id"]).row(0, named=True)
         assert row["source_line"] == f"{hit['source']}:{hit['line']}"
         assert parse_qs(urlparse(row["tokens_href"]).query)["sample"] == [row["sample_id"]]
     body = _text(out["prompts-content"])
-    assert any(f"{r['source_line']} · step 1 · reward" in body for r in grid["rowData"])
+    assert any(f"{r['source_line']} · step 1 · reward" in body for r in rows)
 
 
 def test_prompts106_bad_urls_give_notices(client, fixtures_dir):

@@ -335,10 +335,68 @@ def test_prompts022_one_prompt_detail(tmp_path):
     store = _ingest(tmp_path, {"a.jsonl": recs})
     key = prompts.prompt_table(store).item(0, "prompt_key")
     detail = prompts.prompt_detail(store, key)
-    assert detail.total == 4 and detail.points.columns == ["step", "reward", "sample_id"]
+    assert detail.total == 4 and detail.chart.points.columns == ["step", "reward", "sample_id"]
+    assert detail.chart.bin_steps == 0 and detail.chart.means.get_column("reward").to_list() == [0.5, 1.0]
     assert (detail.first["step"], detail.latest["step"]) == (1, 2) and detail.has_groups and detail.recomputed
     assert [c[0] for c in detail.columns][:5] == ["step", "sample_id", "reward", "ref_reward", "reward_gain"]
     assert "advantage (recomputed)" in [c[1] for c in detail.columns]
     assert prompts.group_note(detail).endswith("0 when all rewards are equal.")
     assert prompts.prompt_detail(store, "0" * 16) is None
     assert prompts.prompt_detail(store, key, limit=3).rows.height == 3
+
+
+def test_prompts023_history_block_sorts_and_pages(tmp_path):
+    """The grid's block of one prompt's responses: the history's order unsorted, one column sorted on the
+    server (ties in the history's order; the file:line column by line as a number), a slice, a count."""
+    recs = [_rec("q", 1, r) for r in (0.0, 1.0)] + [_rec("q", 2, r) for r in (1.0, 1.0)]
+    store = _ingest(tmp_path, {"a.jsonl": recs})
+    key = prompts.prompt_table(store).item(0, "prompt_key")
+
+    def lines(sort=None, desc=False, start=0, end=100, limit=prompts.HISTORY_LIMIT):
+        df, count, columns = prompts.history_block(store, key, sort, desc, start, end, limit)
+        assert columns[0] == ("step", "step", "step")
+        return df.get_column("line").to_list(), count
+
+    assert lines() == ([2, 1, 3, 4], 4)  # step, then reward (highest first), then sample id
+    assert lines("reward") == ([1, 2, 3, 4], 4)  # 0.0 first, the three 1.0 in the history's order
+    assert lines("reward", desc=True) == ([2, 3, 4, 1], 4)
+    assert lines("sample_id", desc=True) == ([4, 3, 2, 1], 4)
+    assert lines("sample_id", start=1, end=3) == ([2, 3], 4)
+    assert lines("no_such_column") == ([2, 1, 3, 4], 4)
+    assert lines(limit=3) == ([2, 1, 3], 3)  # only the responses the grid shows
+    assert prompts.history_block(store, "0" * 16, None, False, 0, 100)[1] == 0  # an unknown prompt
+
+
+def test_prompts024_reward_chart_bins_beyond_the_limit():
+    """Up to the limit, every response and the means per step; beyond, bins of consecutive steps with each
+    bin's lowest and highest response (ties by sample id, non-finite rewards left out) and its means."""
+    nan = float("nan")
+    rows = pl.DataFrame(
+        {
+            "step": [1, 2, 2, 3, 3, 5, 7, 7],
+            "reward": [0.0, 2.0, nan, 1.0, 0.0, 4.0, None, 3.0],
+            "ref_reward": [1.0, None, None, None, None, None, None, 2.0],
+            "sample_id": ["a", "b", "c", "d", "z", "e", "f", "g"],
+        }
+    )
+    exact = prompts.reward_chart(rows, limit=8, bins=3)
+    assert exact.bin_steps == 0 and exact.points.height == 8 and exact.total == 8
+    assert exact.means.get_column("x").to_list() == [1.0, 2.0, 3.0, 5.0, 7.0]
+    assert exact.means.get_column("reward").to_list() == [0.0, 2.0, 0.5, 4.0, 3.0]
+
+    chart = prompts.reward_chart(rows, limit=7, bins=3)  # steps 1..7 in 3 bins: 1-3, 4-6, 7
+    assert chart.bin_steps == 3 and chart.total == 8
+    means = chart.means.to_dict(as_series=False)
+    assert means["first"] == [1, 4, 7] and means["last"] == [3, 6, 7] and means["x"] == [2.0, 5.0, 7.0]
+    assert means["n"] == [5, 1, 2]
+    assert means["reward"] == [0.75, 4.0, 3.0]  # (0 + 2 + 1 + 0) / 4: NaN left out
+    assert means["ref_reward"] == [1.0, None, 2.0]
+    got = {(r["kind"], r["first"]): (r["step"], r["sample_id"]) for r in chart.points.to_dicts()}
+    assert got == {
+        ("lowest", 1): (1, "a"),  # a and z both 0.0: the first sample id
+        ("highest", 1): (2, "b"),
+        ("lowest", 4): (5, "e"),
+        ("highest", 4): (5, "e"),
+        ("lowest", 7): (7, "g"),  # f has no reward
+        ("highest", 7): (7, "g"),
+    }

@@ -8,28 +8,74 @@ import math
 
 def test_prompts018_reward_figure():
     """One point per response carrying its sample id, per-step mean lines; empty input: empty state."""
-    from components.prompt_views import clicked_sample, reward_figure
+    from components.prompt_views import clicked_sample, reward_chart_note, reward_figure
 
     labels = {"reward": "reward", "ref_reward": "reference reward"}
     fig = reward_figure(
         {"step": [1, 1, 2], "reward": [0.0, 1.0, 2.0], "sample_id": ["a-1", "a-2", "a-3"]},
-        {"step": [1, 2], "reward": [0.5, 2.0], "ref_reward": [None, 1.0]},
+        {
+            "x": [1.0, 2.0],
+            "first": [1, 2],
+            "last": [1, 2],
+            "n": [2, 1],
+            "reward": [0.5, 2.0],
+            "ref_reward": [None, 1.0],
+        },
         labels,
     )
     assert [t.mode for t in fig.data] == ["markers", "lines+markers", "lines+markers"]
+    assert [t.name for t in fig.data][:2] == ["reward (one response)", "reward (mean of the step)"]
     assert list(fig.data[0].customdata) == ["a-1", "a-2", "a-3"]
     assert math.isnan(fig.data[2].y[0])  # a step without reference reward is a gap
     assert list(fig.layout.xaxis.tickvals) == [1, 2]
     assert clicked_sample({"points": [{"customdata": "a-2"}]}) == "a-2"
     assert clicked_sample({"points": [{"x": 1}]}) is None and clicked_sample(None) is None
-    empty = reward_figure({"step": [], "reward": [], "sample_id": []}, {"step": [], "reward": []}, labels)
+    assert reward_chart_note(3, 0) is None
+    empty = reward_figure({"step": [], "reward": [], "sample_id": []}, {"x": [], "reward": []}, labels)
     assert empty.layout.annotations[0].text == "No response to this prompt"
 
 
+def test_prompts025_reward_figure_of_bins():
+    """Beyond the limit: each bin's highest and lowest response as points that open their token page, the
+    bins' means as lines at their middle, and names and a note that say exactly what is drawn."""
+    from components.prompt_views import clicked_sample, reward_chart_note, reward_figure
+
+    labels = {"reward": "reward", "ref_reward": "reference reward"}
+    points = {
+        "step": [1, 5, 2, 5],
+        "reward": [0.0, 4.0, 2.0, 4.0],
+        "sample_id": ["a", "e", "b", "e"],
+        "kind": ["lowest", "lowest", "highest", "highest"],
+    }
+    means = {
+        "x": [2.0, 5.0],
+        "first": [1, 4],
+        "last": [3, 6],
+        "n": [5, 1],
+        "reward": [0.75, 4.0],
+        "ref_reward": [None, None],
+    }
+    fig = reward_figure(points, means, labels, bin_steps=3)
+    assert [t.name for t in fig.data] == [
+        "reward (highest response of each 3 steps)",
+        "reward (lowest response of each 3 steps)",
+        "reward (mean of each 3 steps)",
+    ]  # no reference reward: no reference line
+    assert list(fig.data[0].customdata) == ["b", "e"] and list(fig.data[1].x) == [1.0, 5.0]
+    assert list(fig.data[2].text) == ["steps 1–3 (5 responses)", "steps 4–6 (1 response)"]
+    assert clicked_sample({"points": [{"customdata": fig.data[1].customdata[0]}]}) == "a"
+    assert reward_chart_note(1228, 3).startswith(
+        "1,228 responses are too many to draw one by one: for each 3"
+    )
+    assert "for each step," in reward_chart_note(600, 1)
+    one = reward_figure(points, means, labels, bin_steps=1)
+    assert one.data[2].name == "reward (mean of the step)"
+
+
 def test_prompts019_history_grid_links_and_flags():
-    """The grid links each sample id to its token page (markdown built from ids) and flags zero spread;
-    model text stays plain text in its own column."""
-    from components.prompt_views import ZERO_SPREAD_TEXT, Column, history_grid
+    """The grid's rows link each sample id to its token page (markdown built from ids) and flag zero
+    spread; model text stays plain text in its own column; the rows come from the server, sorted there."""
+    from components.prompt_views import ZERO_SPREAD_TEXT, Column, history_grid, history_rows
 
     rows = [
         {"sample_id": "ab-1", "step": 1, "reward": 1.0, "zero_spread": True, "response_preview": "<b>hi</b>"},
@@ -41,10 +87,13 @@ def test_prompts019_history_grid_links_and_flags():
         Column("group_flag", "learning signal", "text"),
         Column("response_preview", "response (start)", "text"),
     ]
-    grid = history_grid(rows, cols, ["/tokens?run=r&sample=ab-1", "/tokens?run=r&sample=ab-2"], "g")
-    data = grid.rowData
+    data = history_rows(rows, cols, ["/tokens?run=r&sample=ab-1", "/tokens?run=r&sample=ab-2"])
     assert (data[0]["sample_id"], data[0]["tokens_href"]) == ("ab-1", "/tokens?run=r&sample=ab-1")
     assert (data[0]["group_flag"], data[1]["group_flag"]) == (ZERO_SPREAD_TEXT, "")
+    assert data[1]["response_preview"] == "[x](y)" and "reward" not in data[1]  # only the grid's columns
+    grid = history_grid(cols, 2, "g")
+    assert grid.rowModelType == "infinite" and not getattr(grid, "rowData", None)
+    assert grid.dashGridOptions["suppressMultiSort"] is True
     defs = {d.get("colId", d["field"]): d for d in grid.columnDefs}
     assert defs["sample_id"]["cellRenderer"] == "AppLink"  # the id as text, linking to tokens_href
     assert "cellRenderer" not in defs["response_preview"]  # model text is only ever text
