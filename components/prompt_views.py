@@ -145,11 +145,10 @@ def _ends_trace(points: Mapping[str, Sequence], kind: str, name: str, reward: st
     )
 
 
-def _bins_text(means: Mapping[str, Sequence]) -> list[str]:
-    return [
-        (f"step {a}" if a == b else f"steps {a}–{b}") + (f" ({n:,} responses)" if n != 1 else " (1 response)")
-        for a, b, n in zip(means["first"], means["last"], means["n"], strict=True)
-    ]
+def _bins_data(means: Mapping[str, Sequence]) -> np.ndarray:
+    """Each bin's first and last step and count of responses (rows), for the hover of its means: numbers,
+    so that Plotly ships them as a typed array."""
+    return np.column_stack([np.asarray(means[k], dtype=np.int64) for k in ("first", "last", "n")])
 
 
 def reward_chart_note(total: int, bin_steps: int) -> str | None:
@@ -191,7 +190,10 @@ def reward_figure(
             _ends_trace(points, "highest", f"{reward} (highest response of {of})", reward, "triangle-up"),
             _ends_trace(points, "lowest", f"{reward} (lowest response of {of})", reward, "triangle-down"),
         ]
-        where, text = "%{text}", _bins_text(means)
+        where, data = (
+            "steps %{customdata[0]}–%{customdata[1]} · responses: %{customdata[2]}",
+            _bins_data(means),
+        )
     else:
         traces = [
             go.Scatter(
@@ -208,12 +210,12 @@ def reward_figure(
                 + "}<br>%{customdata}<extra></extra>",
             )
         ]
-        where, text = "step %{x}", None
+        where, data = "step %{x}", None
     traces.append(
         go.Scatter(
             x=_arr(means["x"]),
             y=_arr(means["reward"]),
-            text=text,
+            customdata=data,
             mode="lines+markers",
             name=f"{reward} (mean of {of})",
             line=dict(color=colour("reward"), width=2),
@@ -227,7 +229,7 @@ def reward_figure(
             go.Scatter(
                 x=_arr(means["x"]),
                 y=_arr(refs),
-                text=text,
+                customdata=data,
                 mode="lines+markers",
                 name=f"{labels['ref_reward']} (mean of {of})",
                 line=dict(color=colour("ref_reward"), width=2, dash="dash"),

@@ -423,13 +423,13 @@ def reward_chart(rows: pl.DataFrame, limit: int = CHART_LIMIT, bins: int = CHART
 
 @dataclass(frozen=True)
 class PromptDetail:
-    """One prompt: its ``agg`` row of :func:`prompt_table`, its responses (``rows``, the first
-    ``HISTORY_LIMIT`` of ``total``) with their ``columns``, its reward ``chart`` (see :func:`reward_chart`),
-    its first and latest response (rows and texts; the latest may be the first), how advantages were had
-    (``recomputed``) and whether its steps form groups."""
+    """One prompt: its ``agg`` row of :func:`prompt_table`, how many of its ``total`` responses its grid
+    shows (``shown``: the first ``HISTORY_LIMIT``, see :func:`history_block`) and the grid's ``columns``,
+    its reward ``chart`` (see :func:`reward_chart`), its first and latest response (rows and texts; the
+    latest may be the first), how advantages were had (``recomputed``) and whether its steps form groups."""
 
     agg: dict
-    rows: pl.DataFrame
+    shown: int
     total: int
     chart: RewardChart
     columns: list[tuple[str, str, str]]
@@ -467,7 +467,14 @@ def _shown(rows: pl.DataFrame, limit: int) -> tuple[pl.DataFrame, bool, bool, li
 
 
 def prompt_detail(store, key: str, limit: int = HISTORY_LIMIT) -> PromptDetail | None:
-    """The :class:`PromptDetail` of prompt ``key`` (None for a key the run does not have)."""
+    """The :class:`PromptDetail` of prompt ``key`` (None for a key the run does not have). Cached on the
+    store version: it is small (no row of the history) whatever the prompt's count of responses."""
+    return _detail(StoreKey(store), key, limit)
+
+
+@shared(32)
+def _detail(v: StoreKey, key: str, limit: int) -> PromptDetail | None:
+    store = v.store
     rows = history(store, key)
     if rows.height == 0:
         return None
@@ -479,7 +486,7 @@ def prompt_detail(store, key: str, limit: int = HISTORY_LIMIT) -> PromptDetail |
     shown, recomputed, has_groups, columns = _shown(rows, limit)
     return PromptDetail(
         prompt_row(store, key),
-        shown,
+        shown.height,
         rows.height,
         reward_chart(rows),
         columns,

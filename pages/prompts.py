@@ -152,9 +152,9 @@ def _prompt_content(store, view: PromptsView):
         notice = f"Run {view.run!r} has no prompt with key {view.prompt!r}."
         return html.Div([back, empty_state("Unknown prompt", "Pick a prompt from the list.")]), [notice]
     msgs = []
-    if detail.total > detail.rows.height:
+    if detail.total > detail.shown:
         msgs.append(
-            f"This prompt has {detail.total:,} responses: the table shows the first {detail.rows.height:,}."
+            f"This prompt has {detail.total:,} responses: the table shows the first {detail.shown:,}."
         )
     labels, chart = _labels(), detail.chart
     fig = pv.reward_figure(
@@ -188,7 +188,7 @@ def _prompt_content(store, view: PromptsView):
             html.Div(prompts.group_note(detail), className="small text-muted mb-1"),
             # The rows come a block at a time from _history_rows: the answer stays small however often the
             # prompt comes back.
-            pv.history_grid([pv.Column(*c) for c in detail.columns], detail.rows.height, HISTORY),
+            pv.history_grid([pv.Column(*c) for c in detail.columns], detail.shown, HISTORY),
         ]
     ), msgs
 
@@ -276,7 +276,8 @@ def _history_rows(request, search):
         int(request.get("startRow") or 0),
         int(request.get("endRow") or 0),
     )
-    rows = json_rows(df)
+    keys = {c[0] for c in columns} | {"sample_id", "source_line", "zero_spread"}
+    rows = json_rows(df.select(c for c in df.columns if c in keys))  # only what the rows carry
     hrefs = links.tokens_many(view.run, [r["sample_id"] for r in rows], url_prefix())
     return {"rowData": pv.history_rows(rows, [pv.Column(*c) for c in columns], hrefs), "rowCount": count}
 

@@ -342,7 +342,7 @@ def test_prompts022_one_prompt_detail(tmp_path):
     assert "advantage (recomputed)" in [c[1] for c in detail.columns]
     assert prompts.group_note(detail).endswith("0 when all rewards are equal.")
     assert prompts.prompt_detail(store, "0" * 16) is None
-    assert prompts.prompt_detail(store, key, limit=3).rows.height == 3
+    assert prompts.prompt_detail(store, key, limit=3).shown == 3
 
 
 def test_prompts023_history_block_sorts_and_pages(tmp_path):

@@ -62,7 +62,8 @@ def test_prompts025_reward_figure_of_bins():
         "reward (mean of each 3 steps)",
     ]  # no reference reward: no reference line
     assert list(fig.data[0].customdata) == ["b", "e"] and list(fig.data[1].x) == [1.0, 5.0]
-    assert list(fig.data[2].text) == ["steps 1–3 (5 responses)", "steps 4–6 (1 response)"]
+    assert fig.data[2].customdata.tolist() == [[1, 3, 5], [4, 6, 1]]  # steps and responses of each bin
+    assert fig.data[2].hovertemplate.startswith("steps %{customdata[0]}–%{customdata[1]} · responses")
     assert clicked_sample({"points": [{"customdata": fig.data[1].customdata[0]}]}) == "a"
     assert reward_chart_note(1228, 3).startswith(
         "1,228 responses are too many to draw one by one: for each 3"
