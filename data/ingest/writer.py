@@ -56,7 +56,7 @@ from data.store.layout import (
 )
 from data.store.manifest import MANIFEST, Manifest, has_issues, packed_parts, write_atomic
 from data.store.table import MANIFESTS, commit_table, table_files
-from data.store.text_index import collect_index, index_new_parts
+from data.store.text_index import TOP_KEY, collect_index, index_new_parts, write_top
 
 # This process's writers' tag, in the names of the files they write: writers of one store on several hosts
 # (or in several processes) never write the same file (see data.store.table).
@@ -652,6 +652,16 @@ class _Writer:
         # manifest names the commit; see data.store.text_index).
         text_files = index_new_parts(self.dir, state)
         self._written += text_files  # a refused commit's, removed with its parts (whose names may come again)
+        # The first rows of the run in the responses page's default order, with their texts (the first block
+        # of a search over every step reads them, not every text).
+        top_name = f"texttop-g{gen:06d}-{self.tag}.arrow"
+        self._written.append(self.dir / top_name)
+        old_top = self.m.data.get(TOP_KEY)
+        top = write_top(self.dir, state, old_top, top_name)
+        for d in (self.m.data, data):
+            d[TOP_KEY] = top
+        payload = orjson.dumps(data, option=orjson.OPT_INDENT_2)
+        write_atomic(self.dir / MANIFESTS / name, payload)
         self.table = commit_table(self.dir, self.table, self._table_state, state, self._columns, gen, name)
         self._table_state = state
         # What this commit names is no longer this writer's to delete should a later commit be refused.
@@ -660,6 +670,8 @@ class _Writer:
         named.add(self.dir / topk_file)
         named |= {self.dir / f["name"] for f in prompt_idx["files"]}
         named |= set(text_files)
+        if top is not None:
+            named.add(self.dir / top_name)
         named |= set(beside)
         named |= {
             self.dir / sub / entry_name(int(k), e)
@@ -669,7 +681,7 @@ class _Writer:
         named |= {self.dir / sub / p["name"] for p in data.get("packs", []) for sub in ("scalars", "issues")}
         self._written = [p for p in self._written if p not in named]
         write_atomic(self.dir / MANIFEST, payload)
-        self._collect_garbage(old, old_manifest, old_cells, *old_lists)
+        self._collect_garbage(old, old_manifest, old_cells, *old_lists, (old_top or {}).get("name"))
         prompt_index.collect_garbage(self.dir, self.m.data, old_prompt_index, self._removable)
         topk.collect_garbage(self.dir, self.m.data, old_topk, self._removable)
         if self.on_commit is not None:
@@ -722,7 +734,8 @@ class _Writer:
             if p.name not in (self.m.data["manifest_file"], old_manifest) and self._removable(p):
                 p.unlink(missing_ok=True)
         keep = {self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY)} | set(old_lists)
-        for pattern in ("prompts-g*.parquet", "matches-g*.parquet", "facts-g*.pickle"):
+        keep.add((self.m.data.get(TOP_KEY) or {}).get("name"))
+        for pattern in ("prompts-g*.parquet", "matches-g*.parquet", "facts-g*.pickle", "texttop-g*.arrow"):
             for p in self.dir.glob(pattern):
                 if p.name not in keep and self._removable(p):
                     p.unlink(missing_ok=True)

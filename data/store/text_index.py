@@ -105,3 +105,92 @@ def index_files(store_dir: Path, part_files: Iterable[Path], folder: Path | None
     except OSError:
         return None
     return out
+
+
+# ---- the top of the reward order ----------------------------------------------------------------------------
+#
+# The responses page's default view sorts by reward, best first (ties by sample id). Under a search over every
+# step its first block is the first matches in that order: the matches among the run's first rows in that order
+# are exactly those (every row after them comes after every match among them). So each commit also writes
+# ``texttop-g<N>-<tag>.arrow``, beside the manifest that names it (``text_top``): the ``part, row, step,
+# reward, sample_id, prompt, response`` of the first rows of the whole run in that order, at most TOP_ROWS
+# rows and TOP_BYTES of texts, whatever the run's size; a search reads that, not every text, for its first
+# block (see :func:`data.responses.fast_head`).
+
+TOP_KEY = "text_top"  # manifest: {"name", "rows", "of": rows of the state, "covers": index files' keys}
+TOP_ROWS = 32_768
+TOP_BYTES = 32 << 20
+TOP_COLUMNS = ("part", "row", "step", "reward", "sample_id", "prompt", "response")
+TOP_SCHEMA = {
+    "part": pl.Int64,
+    "row": pl.Int64,
+    "step": pl.Int64,
+    "reward": pl.Float64,
+    "sample_id": pl.String,
+    "prompt": pl.String,
+    "response": pl.String,
+}
+TOP_SORT = "reward"  # the order the top file keeps: reward, best first, ties by sample id (nulls last)
+
+
+def top_order(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """``lf`` in the responses page's default order (see :func:`data.queries.sort_rows`, reward best first)."""
+    return lf.sort([TOP_SORT, "sample_id"], descending=[True, False], nulls_last=True)
+
+
+def _top_of(lf: pl.LazyFrame) -> tuple[pl.DataFrame, bool]:
+    """The first rows of ``lf`` in :func:`top_order`, bounded by TOP_ROWS and TOP_BYTES, and whether they are
+    all of its rows."""
+    n = lf.select(pl.len()).collect().item()
+    head = top_order(lf).head(TOP_ROWS).collect()
+    size = (
+        pl.col("prompt").str.len_bytes().fill_null(0) + pl.col("response").str.len_bytes().fill_null(0)
+    ).cum_sum()
+    kept = head.filter(size <= TOP_BYTES)
+    return kept, kept.height == n
+
+
+def write_top(store_dir: Path, rels: Iterable[str], old: dict | None, name: str) -> dict | None:
+    """Write the top file ``name`` (in the store) of the state whose files of ``parts/`` are ``rels``, from
+    the previous top file ``old`` (its manifest entry) and the files of ``parts/`` it does not cover (all
+    of them when a file it covers is gone); returns its manifest entry, None when an index file is missing (a store
+    whose index is kept beside it: a search reads every text, as before)."""
+    files = {_key(store_dir / rel): in_store(store_dir, store_dir / rel) for rel in rels}
+    if not all(p.exists() for p in files.values()):
+        return None
+    covers = set(old["covers"]) if old else set()
+    prev = store_dir / old["name"] if old else None
+    if not old or not covers <= set(files) or prev is None or not prev.exists():
+        covers, prev = set(), None
+    parts = {_key(store_dir / rel): store_dir / rel for rel in rels}
+    new = [str(parts[k]) for k in sorted(files) if k not in covers]
+    rows = int(old["of"]) if prev is not None else 0
+    lists: list[tuple[pl.DataFrame, bool]] = []
+    if prev is not None:
+        lists.append((pl.read_ipc(prev, columns=list(TOP_COLUMNS)), int(old["rows"]) == rows))
+    if new:
+        lf = pl.scan_parquet(new).select(TOP_COLUMNS)
+        rows += lf.select(pl.len()).collect().item()
+        lists.append(_top_of(lf))
+    if not lists:
+        merged = pl.DataFrame(schema=TOP_SCHEMA)
+    else:
+        both = pl.concat([df for df, _ in lists], how="vertical_relaxed").with_row_index("__i")
+        ordered = top_order(both.lazy()).collect()
+        # A list that is only the first rows of its files is exact up to its last row: cut there.
+        cut = ordered.height
+        start = 0
+        for df, whole in lists:
+            if not whole and df.height:
+                at = ordered.get_column("__i").index_of(start + df.height - 1)
+                cut = min(cut, int(at) + 1)
+            start += df.height
+        merged, _ = _top_of(ordered.head(cut).drop("__i").lazy())
+    dst = store_dir / name
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        merged.write_ipc(tmp)
+        os.replace(tmp, dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"name": name, "rows": merged.height, "of": rows, "covers": sorted(files)}
