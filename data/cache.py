@@ -65,7 +65,8 @@ def shared(maxsize: int):
     The result is kept in an LRU of ``maxsize`` entries in the process (none for ``maxsize=0``: a result
     too large to keep in every worker, read from disk each time) and in the results cache of the store's
     cache folder, under ``(fn's name, store folder, version, args)``. ``cache_clear()`` forgets both
-    (benchmarks time the computation itself). A disk that fails is no error: the result is computed.
+    (benchmarks time the computation itself); ``peek(key, *args)`` returns the result kept on disk or None,
+    computing nothing. A disk that fails is no error: the result is computed.
 
     A computation that finds a file of its committed state gone (a later commit collected it) runs again
     on the state committed now (``key.store.reopened()``); that result is not kept.
@@ -121,7 +122,19 @@ def shared(maxsize: int):
                 except (OSError, sqlite3.Error):
                     pass
 
+        def peek(key: StoreKey, *args):
+            """The result kept in the results cache, or None (nothing is computed)."""
+            disk = results(Path(key.store.dir).parent)
+            if disk is None:
+                return None
+            try:
+                hit = disk.get((name, *key.key, *args), default=_MISS, retry=True)
+            except (OSError, sqlite3.Error, EOFError, ValueError):
+                return None
+            return None if hit is _MISS else hit
+
         cached.cache_clear = cache_clear
+        cached.peek = peek
         cached.__wrapped__ = fn
         return cached
 

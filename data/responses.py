@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
 
 from data import bounded
-from data.cache import StoreKey, shared
+from data.cache import StoreKey, results, shared
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.curves import partial_step
 from data.curves import run_steps as run_summary
@@ -35,6 +36,7 @@ from data.metrics.registry import table_columns as registry_table_columns
 from data.metrics.response import source_line, source_line_text, strip_pad_text
 from data.queries import (
     RANGE_COLUMNS,
+    STOPPED_HINT,
     QueryError,
     ResponseFilter,
     SearchStopped,
@@ -371,15 +373,19 @@ def _search_texts(key: StoreKey, pattern: str, step: int | None, seconds: float)
         when, message = _STOPPED.get(memo, (None, ""))
     if when is not None and time.monotonic() - when < STOPPED_SECONDS:
         raise SearchStopped(message)
+    hit = pl.col("prompt").str.contains(pattern) | pl.col("response").str.contains(pattern)
+    files = None
     if step is not None:
         # One step: the parts' row-group statistics skip every other step, so they are the faster source.
         lf = key.store.scan_parts(TEXT_INDEX_COLUMNS, steps=(step, step)).filter(pl.col("step") == step)
     else:
         files = text_index_files(key.store)
-        lf = pl.scan_ipc(files) if files else key.store.scan_parts().select(*TEXT_INDEX_COLUMNS)
-    hit = pl.col("prompt").str.contains(pattern) | pl.col("response").str.contains(pattern)
+        lf = None if files else key.store.scan_parts().select(*TEXT_INDEX_COLUMNS)
     try:
-        found = search(lf.filter(hit).select("part", "row"), pattern, seconds)
+        if files:
+            found = _scan_chunks(key, pattern, [str(f) for f in files], hit, seconds)
+        else:
+            found = search(lf.filter(hit).select("part", "row"), pattern, seconds)
     except SearchStopped as e:
         with _STOPPED_LOCK:
             if len(_STOPPED) > 64:
@@ -387,6 +393,46 @@ def _search_texts(key: StoreKey, pattern: str, step: int | None, seconds: float)
             _STOPPED[memo] = (time.monotonic(), str(e))
         raise
     return found.select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32))
+
+
+# A search over every step reads the text index this many files at a time (each in the search helper), so
+# that the page can show how far it got and a worker holds only the keys of the matches.
+CHUNK_FILES = 64
+# Progress of the searches over every step under way in this process, by (store key, pattern): files read, of.
+_PROGRESS: dict[tuple, tuple[int, int]] = {}
+
+
+def _scan_chunks(key: StoreKey, pattern: str, files: list[str], hit: pl.Expr, seconds: float) -> pl.DataFrame:
+    """``part, row`` of the rows of the index ``files`` that ``hit`` holds for, read CHUNK_FILES files at a
+    time within ``seconds`` in all (raises SearchStopped), noting the progress (see :func:`search_progress`)."""
+    deadline = time.monotonic() + seconds
+    memo = (key, pattern)
+    found = []
+    try:
+        for i in range(0, len(files), CHUNK_FILES):
+            _note_progress(key, pattern, i, len(files))
+            chunk = pl.scan_ipc(files[i : i + CHUNK_FILES]).filter(hit).select("part", "row")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SearchStopped(
+                    f"the search for {pattern!r} was stopped after {seconds:g} s: {STOPPED_HINT}"
+                )
+            found.append(search(chunk, pattern, left))
+    finally:
+        with _STOPPED_LOCK:
+            _PROGRESS.pop(memo, None)
+    return pl.concat(found) if found else pl.DataFrame(schema={"part": pl.Int64, "row": pl.Int64})
+
+
+def _note_progress(key: StoreKey, pattern: str, done: int, of: int) -> None:
+    with _STOPPED_LOCK:
+        _PROGRESS[(key, pattern)] = (done, of)
+    disk = results(Path(key.store.dir).parent)
+    if disk is not None:  # other workers show it rather than search again (see count_or_progress)
+        try:
+            disk.set(("search-progress", *key.key, pattern), (done, of), expire=PROGRESS_FRESH, retry=True)
+        except (OSError, sqlite3.Error):
+            pass
 
 
 def matching(
@@ -465,6 +511,9 @@ def _summary(key: StoreKey, flt: ResponseFilter, seconds: float) -> Order:
 
 @shared(64)
 def _head(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, seconds: float) -> pl.DataFrame:
+    fast = fast_keys(key.store, flt, sort, descending, 0, HEAD_ROWS, seconds)
+    if fast is not None:
+        return fast[0]
     if flt.step is None and flt.is_default():
         # Every step, unfiltered: the first rows of each sort kept at ingest (see data.ingest.topk).
         head = topk.head(key.store, sort, descending, HEAD_ROWS)
@@ -538,9 +587,173 @@ def _whole_order(
     return _sorted_keys(key.store, flt, sort, descending, seconds).collect()
 
 
+# ---- a search over every step: the first block at once, the count in the background -----------------------
+#
+# A search over every step reads every text to count its matches (and their mean reward), which grows with
+# the run. The page does not wait for it: the first blocks of its default order (reward, best first) come
+# from the run's first rows in that order, kept with their texts at ingest (see
+# :data:`data.store.text_index.TOP_KEY`): the matches among them are exactly the first matches of the whole
+# run. The count runs in a background thread (:func:`count_or_progress`), which the page polls.
+
+# How long a worker trusts another worker's note of a search under way (refreshed at each chunk).
+PROGRESS_FRESH = 10.0
+
+
+def fast_case(flt: ResponseFilter, sort: str, descending: bool) -> bool:
+    """Whether the first matches of ``flt`` in this order can come from the top of the reward order: a
+    search over every step and nothing else, sorted by reward, best first."""
+    return (
+        bool(flt.q)
+        and flt.step is None
+        and sort == text_index.TOP_SORT
+        and descending
+        and replace(flt, q=None).is_default()
+    )
+
+
+@shared(64)
+def _fast_head(key: StoreKey, pattern: str, seconds: float) -> tuple[pl.DataFrame, bool] | None:
+    """``(part, row of the first matches of pattern in the default order, whether they are all)``, from the
+    store's top file; None for a store without one (ingested before it was kept)."""
+    store = key.store
+    entry = store.manifest.data.get(text_index.TOP_KEY)
+    path = store.dir / entry["name"] if entry else None
+    if path is None or not path.exists():
+        return None
+    lf = pl.scan_ipc(path).with_row_index("__i")
+    if store.visible_below is not None:
+        lf = lf.filter(pl.col("step") < store.visible_below)
+    hit = pl.col("prompt").str.contains(pattern) | pl.col("response").str.contains(pattern)
+    found = search(lf.filter(hit).select("__i", "part", "row"), pattern, seconds).sort("__i")
+    keys = found.select(pl.col(c).cast(t) for c, t in KEYS.items())
+    return keys, int(entry["rows"]) == int(entry["of"])
+
+
+def fast_keys(
+    store: RunStore, flt: ResponseFilter, sort: str, descending: bool, start: int, end: int, seconds: float
+) -> tuple[pl.DataFrame, int | None] | None:
+    """``(part, row of matches start:end, the count when known)`` of a search over every step in the
+    default order, without reading every text; None where the top of the order cannot tell (another
+    filter or order, a block beyond the matches it holds, a store without it)."""
+    if not fast_case(flt, sort, descending):
+        return None
+    check_regex(flt.q)
+    got = _fast_head(StoreKey(store), flt.q, seconds)
+    if got is None:
+        return None
+    keys, whole = got
+    if not whole and end > keys.height:
+        return None
+    return keys.slice(start, max(0, end - start)), (keys.height if whole else None)
+
+
+@dataclass(frozen=True)
+class Counting:
+    """A count under way: ``done`` of ``of`` files of the text index read; ``scope``: the responses."""
+
+    done: int
+    of: int
+    scope: int
+
+    @property
+    def share(self) -> float:
+        return self.done / self.of if self.of else 0.0
+
+
+@dataclass
+class _Job:
+    thread: threading.Thread
+    result: Order | None = None
+    error: QueryError | None = None
+
+
+_JOBS: dict[tuple, _Job] = {}  # background counts of this process, by (store key, filter, seconds)
+_JOBS_LOCK = threading.Lock()
+
+
+def background_case(flt: ResponseFilter) -> bool:
+    """Whether the count of ``flt`` runs in the background: a search over every step."""
+    return bool(flt.q) and flt.step is None
+
+
+def count_or_progress(
+    store: RunStore, flt: ResponseFilter, seconds: float = DEFAULT_SEARCH_SECONDS
+) -> Order | Counting:
+    """The :class:`Order` of ``flt`` when known; for a search over every step not counted yet, a
+    :class:`Counting` while a background thread counts (started here, once per process; not where another
+    worker notes it is counting). Raises QueryError (SearchStopped) as :func:`ordered` does, once the count
+    has failed."""
+    if not background_case(flt) or store.schema().get("step") is None:
+        return ordered(store, flt, text_index.TOP_SORT, True, seconds)
+    check_regex(flt.q)
+    key = StoreKey(store)
+    memo = (key, flt, seconds)
+    got = _summary.peek(key, flt, seconds)
+    if got is not None:
+        return got
+    with _JOBS_LOCK:
+        job = _JOBS.get(memo)
+    if job is not None and not job.thread.is_alive():
+        with _JOBS_LOCK:
+            _JOBS.pop(memo, None)
+        if job.error is not None:
+            raise job.error
+        if job.result is not None:
+            return job.result
+    scope = _scope(store)
+    with _STOPPED_LOCK:
+        local = _PROGRESS.get((key, flt.q))
+    if job is None and local is None:
+        other = _progress_elsewhere(key, flt.q)
+        if other is not None:
+            return Counting(other[0], other[1], scope)
+        job = _start_count(key, flt, seconds)
+    done, of = local or (0, 1)
+    return Counting(done, of, scope)
+
+
+def _scope(store: RunStore) -> int:
+    got = all_steps_reward(store.steps())
+    if got is not None:
+        return got.scope
+    return int(store.scan(["step"]).select(pl.len()).collect().item())
+
+
+def _progress_elsewhere(key: StoreKey, pattern: str) -> tuple[int, int] | None:
+    disk = results(Path(key.store.dir).parent)
+    if disk is None:
+        return None
+    try:
+        return disk.get(("search-progress", *key.key, pattern), default=None, retry=True)
+    except (OSError, sqlite3.Error, EOFError, ValueError):
+        return None
+
+
+def _start_count(key: StoreKey, flt: ResponseFilter, seconds: float) -> _Job:
+    memo = (key, flt, seconds)
+    with _JOBS_LOCK:
+        job = _JOBS.get(memo)
+        if job is not None:
+            return job
+
+        def count() -> None:
+            try:
+                job.result = _summary(key, flt, seconds)
+            except QueryError as e:
+                job.error = e
+
+        job = _Job(threading.Thread(target=count, name="search-count", daemon=True))
+        _JOBS[memo] = job
+        if len(_JOBS) > 64:  # finished ones nobody asked for again
+            for m in [m for m, j in _JOBS.items() if not j.thread.is_alive()][:32]:
+                _JOBS.pop(m, None)
+    job.thread.start()
+    return job
+
+
 def clear_caches() -> None:
     """Forget every cached order, summary and search hit (tests and benchmarks time the work itself)."""
-    for fn in (_summary, _head, _whole_order, _block, _text_hits):
+    for fn in (_summary, _head, _whole_order, _block, _text_hits, _fast_head):
         fn.cache_clear()
 
 
@@ -598,8 +811,16 @@ def page_rows(
 
     A block of the grid is cached per store version: its rows are read (from the row groups that hold
     them, over every part for all steps) once."""
+    start, end = max(0, start), max(0, end)
+    fast = fast_keys(store, flt, sort, descending, start, end, seconds)
+    if fast is not None:
+        count = fast[1]
+        if count is None:
+            got = _summary.peek(StoreKey(store), flt, seconds) if background_case(flt) else None
+            count = got.count if got is not None else None
+        return _block(StoreKey(store), flt, sort, descending, start, end, seconds), count
     order = ordered(store, flt, sort, descending, seconds)
-    return _block(StoreKey(store), flt, sort, descending, max(0, start), max(0, end), seconds), order.count
+    return _block(StoreKey(store), flt, sort, descending, start, end, seconds), order.count
 
 
 @shared(64)
@@ -607,11 +828,15 @@ def _block(
     key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, start: int, end: int, seconds: float
 ) -> pl.DataFrame:
     store = key.store
-    count = _summary(key, flt, seconds).count
+    fast = fast_keys(store, flt, sort, descending, start, end, seconds)
+    if fast is not None:  # the first matches of a search, without its count
+        keys = fast[0]
+    else:
+        count = _summary(key, flt, seconds).count
+        keys = order_keys(store, flt, sort, descending, start, min(end, count), seconds)
     metrics, extras = table_columns(store)
     names = store.schema()
     cols = [c for c in ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS] if c in names]
-    keys = order_keys(store, flt, sort, descending, start, min(end, count), seconds)
     want = list(dict.fromkeys(["source", "line", *cols]))
     rows = None
     if start == 0 and flt.step is None and flt.is_default():  # the first block, kept at ingest
