@@ -208,6 +208,21 @@ def summary_line(
     return html.Span(parts)
 
 
+def counting_line(share: float, scope: int, where: str):
+    """'Counting matches… 40% of 2,560,000 responses over all steps read', with a spinner: a search's count
+    under way (its first matches may be in the grid already)."""
+    return html.Span(
+        [
+            html.Span(className="spinner-border spinner-border-sm me-2", role="status"),
+            html.Span("Counting matches… ", className="fw-semibold"),
+            html.Span(f"{share:.0%}", id="responses-count-progress", className="numeric"),
+            f" of {scope:,} responses {where} read",
+        ],
+        id="responses-counting",
+        className="text-muted",
+    )
+
+
 def _text_block(title, value, pieces: list[tuple[str, bool]] | None, block_id: str) -> html.Div:
     head = [html.Span(title, className="fw-semibold")]
     if value is not None:

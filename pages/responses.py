@@ -24,6 +24,7 @@ from components.live import shown_store
 from components.tables import (
     column_defs,
     column_kind,
+    counting_line,
     grid_sort,
     open_row_js,
     purge_js,
@@ -65,6 +66,9 @@ EXPORT_JSONL = "responses-export-jsonl"
 TEXT = "responses-text"
 DRAWER = "responses-drawer"
 CLOSE = "responses-text-close"
+COUNT_POLL = "responses-count-poll"  # while a search over every step counts its matches in the background
+# How often the page asks how far the count got (ms).
+POLL_MS = 800
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
 FILTER_IDS = {
     "step": STEP,
@@ -130,6 +134,7 @@ def layout(**query):
             dcc.Location(id=URL, refresh=False),
             dcc.Store(id=VIEW, data=view.to_query()),
             dcc.Store(id=FILTER, data=view.filter_key()),
+            dcc.Interval(id=COUNT_POLL, interval=POLL_MS, disabled=True),
             shown_store("responses", live.shown(run, store)),
             notices([*msgs, *board().failure_notices(run)], NOTICES),
             responses_header(run, HEADER_IDS),
@@ -291,7 +296,26 @@ def _rows(request, view_data):
     rows, prefix = responses.mark_previews(responses.json_rows(df), view.q), url_prefix()
     for row in rows:
         row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix)
-    return {"rowData": rows, "rowCount": count}
+    # A search's first matches come before its count: the grid is then told no last row (it asks for more).
+    return {"rowData": rows} if count is None else {"rowData": rows, "rowCount": count}
+
+
+def _summary(view, store, steps):
+    """``(summary line, stopped message or None, whether a count is still under way)`` of the view."""
+    settings = board().settings
+    try:
+        got = responses.count_or_progress(
+            store, view.response_filter(steps, _ends()), settings.search_seconds
+        )
+    except SearchStopped as e:
+        return "No rows: the text search was stopped.", str(e), False
+    except QueryError:  # a pattern refused: reported beside the search box
+        return "", None, False
+    where = view.where(steps)
+    if isinstance(got, responses.Counting):
+        return counting_line(got.share, got.scope, where), None, True
+    partial = responses.partial_note(store, view.resolved_step(steps))
+    return summary_line(got.count, got.scope, where, got.mean_reward, label("reward"), partial), None, False
 
 
 @callback(
@@ -301,25 +325,17 @@ def _rows(request, view_data):
     Output(Q_ERROR, "children"),
     Output(TEXT, "children"),
     Output(DRAWER, "hidden"),
+    Output(COUNT_POLL, "disabled"),
     Input(VIEW, "data"),
 )
 def _render(view_data):
-    """Summary line, export links, regex error and the selected response's texts for the view."""
+    """Summary line, export links, regex error and the selected response's texts for the view (and the
+    poll of a count under way started or stopped)."""
     view, store, steps, _ = _decode(view_data)
     if store is None:
-        return "", no_update, no_update, "", no_update, no_update
+        return "", no_update, no_update, "", no_update, no_update, True
     settings, prefix = board().settings, url_prefix()
-    try:
-        order = responses.ordered(
-            store, view.response_filter(steps, _ends()), view.sort, view.descending, settings.search_seconds
-        )
-        partial = responses.partial_note(store, view.resolved_step(steps))
-        summary = summary_line(
-            order.count, order.scope, view.where(steps), order.mean_reward, label("reward"), partial
-        )
-        stopped = None
-    except SearchStopped as e:
-        summary, stopped = "No rows: the text search was stopped.", str(e)
+    summary, stopped, counting = _summary(view, store, steps)
     error = regex_error(view.q) if view.q else None
     q = view.q if view.q and not error else None
     texts = responses.sample_texts(store, view.sample, settings.pad_tokens, q) if view.sample else None
@@ -332,4 +348,23 @@ def _render(view_data):
         f"{error}: not applied." if error else (f"{stopped[:1].upper()}{stopped[1:]}." if stopped else ""),
         panel,
         panel is None,
+        not counting,
     )
+
+
+@callback(
+    Output(SUMMARY, "children", allow_duplicate=True),
+    Output(Q_ERROR, "children", allow_duplicate=True),
+    Output(COUNT_POLL, "disabled", allow_duplicate=True),
+    Input(COUNT_POLL, "n_intervals"),
+    State(VIEW, "data"),
+    prevent_initial_call=True,
+)
+def _poll(_n, view_data):
+    """The summary line of a search over every step while its count runs: how far it got, then the count
+    (the poll then stops). It reads the view shown now, so a new search supersedes the old one's count."""
+    view, store, steps, _ = _decode(view_data)
+    if store is None:
+        return no_update, no_update, True
+    summary, stopped, counting = _summary(view, store, steps)
+    return summary, (f"{stopped[:1].upper()}{stopped[1:]}." if stopped else no_update), not counting
