@@ -1,0 +1,140 @@
+"""A search over every step: its first block from the top of the reward order kept at ingest
+(data.store.text_index.write_top, data.responses.fast_keys), equal to the whole search's first rows on real
+runs, the demo, by hand and across commits; its count in the background (data.responses.count_or_progress),
+equal to the count and mean of the search itself."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import polars as pl
+import pytest
+
+from data import responses
+from data.ingest import ingest_run
+from data.queries import ResponseFilter
+from data.store import open_store, text_index
+from data.store.manifest import Manifest
+from data.store.reader import RunStore
+from tests.conftest import fixture_or_demo
+
+PADS = ("<pad>", "<|endoftext|>")
+PATTERNS = ("(?i)the", "(?i)answer|step", "\\d{3}", "zzq_none_zzq", "a")
+
+
+def _without_top(store) -> RunStore:
+    data = {k: v for k, v in store.manifest.data.items() if k != text_index.TOP_KEY}
+    return RunStore(store.dir, Manifest(data))
+
+
+def _whole(store, q: str) -> pl.DataFrame:
+    """``part, row`` of every match of ``q`` in the default order, by the search over every text."""
+    responses.clear_caches()
+    return responses._sorted_keys(_without_top(store), ResponseFilter(q=q), "reward", True, 30.0).collect()
+
+
+def _fast(store, q: str, end: int = responses.HEAD_ROWS):
+    responses.clear_caches()
+    return responses.fast_keys(store, ResponseFilter(q=q), "reward", True, 0, end, 30.0)
+
+
+def _assert_prefix(store, q: str) -> None:
+    want = _whole(store, q)
+    got = _fast(store, q)
+    if got is None:  # fewer matches in the top than a head: a block within them still comes from it
+        entry = store.manifest.data[text_index.TOP_KEY]
+        assert entry["rows"] < entry["of"]
+        keys, _ = responses._fast_head(responses.StoreKey(store), q, 30.0)
+        assert keys.height < responses.HEAD_ROWS
+        got = _fast(store, q, keys.height)
+    keys, count = got
+    assert keys.height > 0 or want.height == 0 or count is None
+    assert keys.equals(want.head(keys.height))
+    if count is not None:
+        assert count == want.height == keys.height or keys.height == responses.HEAD_ROWS
+
+
+@pytest.mark.parametrize("top_rows", [text_index.TOP_ROWS, 40])
+@pytest.mark.parametrize(
+    "run", ["trl-ppo-small", "real-verl-gsm8k-tools", "real-verifiers-math-python", "trl-grpo-completions", None]
+)
+def test_fastsearch001_first_block_is_the_whole_searchs(fixtures_dir, tmp_path, monkeypatch, run, top_rows):
+    """On real runs (ties of 0/1 rewards, NaN-free and not) and the demo, with the whole run in the top or
+    only its first 40 rows: the first matches read from the top equal the first rows of the search over
+    every text, for frequent, rare and unmatched patterns."""
+    monkeypatch.setattr(text_index, "TOP_ROWS", top_rows)
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
+    store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
+    entry = store.manifest.data[text_index.TOP_KEY]
+    assert entry["rows"] == min(top_rows, entry["of"])
+    for q in PATTERNS:
+        _assert_prefix(store, q)
+
+
+def _write(run, name: str, recs: list[tuple[int, float, str]]) -> None:
+    with open(run / name, "a") as f:
+        for step, reward, response in recs:
+            f.write(json.dumps({"prompt": "p", "response": response, "reward": reward, "step": step}) + "\n")
+
+
+def test_fastsearch002_by_hand_across_commits(tmp_path, monkeypatch):
+    """A top of 3 rows over two commits: after the second it holds the run's 3 best rows (ties by sample
+    id), and a search's first matches are those worked out by hand; blocks beyond what it holds wait for
+    the whole search (None here)."""
+    monkeypatch.setattr(text_index, "TOP_ROWS", 3)
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "a.jsonl", [(1, 1.0, "cat one"), (1, 5.0, "dog"), (1, 2.0, "cat two"), (1, 4.0, "cat four")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    top = pl.read_ipc(store.dir / store.manifest.data[text_index.TOP_KEY]["name"])
+    assert top.get_column("reward").to_list() == [5.0, 4.0, 2.0]
+    _write(run, "b.jsonl", [(2, 4.5, "cat late"), (2, 9.0, "bird"), (2, 2.0, "cat tie")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    entry = store.manifest.data[text_index.TOP_KEY]
+    assert (entry["rows"], entry["of"]) == (3, 7)
+    top = pl.read_ipc(store.dir / entry["name"])
+    assert top.get_column("response").to_list() == ["bird", "dog", "cat late"]
+    keys, count = _fast(store, "cat", 1)
+    assert count is None
+    assert store.read_keys(keys, ["response"]).get_column("response").to_list() == ["cat late"]
+    assert _fast(store, "cat", 2) is None  # "cat four" (4.0) is not in the top: the search reads every text
+    assert responses.fast_keys(store, ResponseFilter(q="cat"), "reward", False, 0, 1, 30.0) is None
+    assert responses.fast_keys(store, ResponseFilter(q="cat", step=1), "reward", True, 0, 1, 30.0) is None
+    whole = store.read_keys(_whole(store, "cat"), ["response", "sample_id"])
+    assert whole.get_column("response").to_list()[:2] == ["cat late", "cat four"]
+    ties = whole.slice(2, 2)  # both at 2.0: by sample id
+    assert set(ties.get_column("response")) == {"cat two", "cat tie"}
+    assert ties.get_column("sample_id").is_sorted()
+    assert whole.get_column("response").to_list()[4:] == ["cat one"]
+
+
+def _count(store, flt):
+    deadline = time.monotonic() + 30
+    seen = []
+    while time.monotonic() < deadline:
+        got = responses.count_or_progress(store, flt, 30.0)
+        if isinstance(got, responses.Order):
+            return got, seen
+        seen.append(got)
+        time.sleep(0.05)
+    raise AssertionError("the count did not finish")
+
+
+@pytest.mark.parametrize("run", ["trl-ppo-small", None])
+def test_fastsearch003_background_count_is_the_searchs(fixtures_dir, tmp_path, monkeypatch, run):
+    """The count of a search over every step, run in the background (read a file at a time here, so its
+    progress shows), equals the count and mean reward of the search itself; a search that fits the top
+    gives the grid its count at once."""
+    monkeypatch.setattr(responses, "CHUNK_FILES", 1)
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
+    store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
+    for q in ("(?i)the", "zzq_none_zzq"):
+        flt = ResponseFilter(q=q)
+        responses.clear_caches()
+        got, seen = _count(store, flt)
+        assert all(0 <= c.share <= 1 and c.scope == got.scope for c in seen)
+        responses.clear_caches()
+        assert got == responses.ordered(store, flt)
+        rows, count = responses.page_rows(store, flt, "reward", True, 0, 100, 30.0)
+        assert count == got.count and rows.height == min(100, got.count)
