@@ -5,6 +5,7 @@ names it, so a crash never leaves a half-counted file)."""
 from __future__ import annotations
 
 import io
+import logging
 import secrets
 import time
 from collections import deque
@@ -657,7 +658,11 @@ class _Writer:
         top_name = f"texttop-g{gen:06d}-{self.tag}.arrow"
         self._written.append(self.dir / top_name)
         old_top = self.m.data.get(TOP_KEY)
-        top = write_top(self.dir, state, old_top, top_name)
+        try:
+            top = write_top(self.dir, state, old_top, top_name)
+        except pl.exceptions.PolarsError:  # parts it cannot order (no reward column): searches read every text
+            logging.getLogger(__name__).exception("the top of the reward order was not written")
+            top = None
         for d in (self.m.data, data):
             d[TOP_KEY] = top
         payload = orjson.dumps(data, option=orjson.OPT_INDENT_2)

@@ -138,16 +138,29 @@ def top_order(lf: pl.LazyFrame) -> pl.LazyFrame:
     return lf.sort([TOP_SORT, "sample_id"], descending=[True, False], nulls_last=True)
 
 
-def _top_of(lf: pl.LazyFrame) -> tuple[pl.DataFrame, bool]:
-    """The first rows of ``lf`` in :func:`top_order`, bounded by TOP_ROWS and TOP_BYTES, and whether they are
-    all of its rows."""
+def _bounded(df: pl.DataFrame) -> pl.DataFrame:
+    """The first rows of ``df`` (in :func:`top_order`): at most TOP_ROWS, and TOP_BYTES of texts."""
+    size = pl.col("prompt").str.len_bytes().fill_null(0) + pl.col("response").str.len_bytes().fill_null(0)
+    return df.head(TOP_ROWS).filter(size.cum_sum() <= TOP_BYTES)
+
+
+def _top_of_parts(parts: list[str], index: list[str]) -> tuple[pl.DataFrame, bool, int]:
+    """``(the first rows of the files parts in top_order, bounded as by _bounded, whether they are all of
+    their rows, how many rows they hold)``. The order and the texts' sizes are read streaming from the parts;
+    then only the texts kept, from their ``index`` files: never every text at once (ingest's memory)."""
+    size = pl.col("prompt").str.len_bytes().fill_null(0) + pl.col("response").str.len_bytes().fill_null(0)
+    lf = pl.scan_parquet(parts, missing_columns="insert", extra_columns="ignore").select("part", "row", "step", "reward", "sample_id", size.alias("__bytes"))
     n = lf.select(pl.len()).collect().item()
-    head = top_order(lf).head(TOP_ROWS).collect()
-    size = (
-        pl.col("prompt").str.len_bytes().fill_null(0) + pl.col("response").str.len_bytes().fill_null(0)
-    ).cum_sum()
-    kept = head.filter(size <= TOP_BYTES)
-    return kept, kept.height == n
+    keys = top_order(lf).head(TOP_ROWS).collect(engine="streaming")
+    keys = keys.filter(pl.col("__bytes").cum_sum() <= TOP_BYTES).drop("__bytes")
+    texts = (
+        pl.scan_ipc(index)
+        .select("part", "row", "prompt", "response")
+        .join(keys.lazy().select("part", "row"), on=["part", "row"], how="semi")
+        .collect(engine="streaming")
+    )
+    top = keys.join(texts, on=["part", "row"], how="left", maintain_order="left")
+    return top.select(TOP_COLUMNS), top.height == n, n
 
 
 def write_top(store_dir: Path, rels: Iterable[str], old: dict | None, name: str) -> dict | None:
@@ -163,15 +176,15 @@ def write_top(store_dir: Path, rels: Iterable[str], old: dict | None, name: str)
     if not old or not covers <= set(files) or prev is None or not prev.exists():
         covers, prev = set(), None
     parts = {_key(store_dir / rel): store_dir / rel for rel in rels}
-    new = [str(parts[k]) for k in sorted(files) if k not in covers]
+    new = [k for k in sorted(files) if k not in covers]
     rows = int(old["of"]) if prev is not None else 0
     lists: list[tuple[pl.DataFrame, bool]] = []
     if prev is not None:
         lists.append((pl.read_ipc(prev, columns=list(TOP_COLUMNS)), int(old["rows"]) == rows))
     if new:
-        lf = pl.scan_parquet(new).select(TOP_COLUMNS)
-        rows += lf.select(pl.len()).collect().item()
-        lists.append(_top_of(lf))
+        got, whole, n = _top_of_parts([str(parts[k]) for k in new], [str(files[k]) for k in new])
+        rows += n
+        lists.append((got, whole))
     if not lists:
         merged = pl.DataFrame(schema=TOP_SCHEMA)
     else:
@@ -185,7 +198,7 @@ def write_top(store_dir: Path, rels: Iterable[str], old: dict | None, name: str)
                 at = ordered.get_column("__i").index_of(start + df.height - 1)
                 cut = min(cut, int(at) + 1)
             start += df.height
-        merged, _ = _top_of(ordered.head(cut).drop("__i").lazy())
+        merged = _bounded(ordered.head(cut).drop("__i"))
     dst = store_dir / name
     tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
