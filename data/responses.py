@@ -620,7 +620,8 @@ def _fast_head(key: StoreKey, pattern: str, seconds: float) -> tuple[pl.DataFram
     path = store.dir / entry["name"] if entry else None
     if path is None or not path.exists():
         return None
-    lf = pl.scan_ipc(path).with_row_index("__i")
+    # Only the rows shown: a file of parts/ written with others may hold rows of parts dropped since.
+    lf = pl.scan_ipc(path).with_row_index("__i").filter(pl.col("part").is_in(list(store.part_ids())))
     if store.visible_below is not None:
         lf = lf.filter(pl.col("step") < store.visible_below)
     hit = pl.col("prompt").str.contains(pattern) | pl.col("response").str.contains(pattern)

@@ -138,3 +138,26 @@ def test_fastsearch003_background_count_is_the_searchs(fixtures_dir, tmp_path, m
         assert got == responses.ordered(store, flt)
         rows, count = responses.page_rows(store, flt, "reward", True, 0, 100, 30.0)
         assert count == got.count and rows.height == min(100, got.count)
+
+
+def test_fastsearch004_rewritten_files_and_shared_part_files(tmp_path):
+    """Many small files (parts written together in shared files of parts/), then one file rewritten (its
+    old part dropped, its rows still in a shared file) and one added: the first matches read from the top
+    still equal the search over every text, and name no row of a dropped part."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for i in range(20):  # at least SHARE_AT small files: written together
+        _write(run, f"r{i}.jsonl", [(1 + i % 3, float(i * 7 % 5), f"cat {i} a"), (2, float(i % 4), f"dog {i}")])
+    ingest_run(run, tmp_path / "cache", PADS)
+    (run / "r3.jsonl").write_text("")
+    _write(run, "r3.jsonl", [(1, 9.0, "cat rewritten"), (3, 0.5, "bird")])
+    _write(run, "r9.jsonl", [(3, 4.0, "cat new"), (3, 9.0, "dog new")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    assert store.shares_files()
+    for q in ("cat", "dog|bird", "(?i)CAT 3"):
+        want = _whole(store, q)
+        keys, count = _fast(store, q)
+        assert keys.equals(want) and count == want.height
+        assert set(keys.get_column("part").to_list()) <= set(store.part_ids())
+    got = store.read_keys(_fast(store, "cat")[0], ["response"]).get_column("response").to_list()
+    assert got[0] == "cat rewritten" and "cat 3 a" not in got
