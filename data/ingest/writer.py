@@ -660,7 +660,9 @@ class _Writer:
         old_top = self.m.data.get(TOP_KEY)
         try:
             top = write_top(self.dir, state, old_top, top_name)
-        except pl.exceptions.PolarsError:  # parts it cannot order (no reward column): searches read every text
+        except (
+            pl.exceptions.PolarsError
+        ):  # parts it cannot order (no reward column): searches read every text
             logging.getLogger(__name__).exception("the top of the reward order was not written")
             top = None
         for d in (self.m.data, data):

@@ -149,7 +149,9 @@ def _top_of_parts(parts: list[str], index: list[str]) -> tuple[pl.DataFrame, boo
     their rows, how many rows they hold)``. The order and the texts' sizes are read streaming from the parts;
     then only the texts kept, from their ``index`` files: never every text at once (ingest's memory)."""
     size = pl.col("prompt").str.len_bytes().fill_null(0) + pl.col("response").str.len_bytes().fill_null(0)
-    lf = pl.scan_parquet(parts, missing_columns="insert", extra_columns="ignore").select("part", "row", "step", "reward", "sample_id", size.alias("__bytes"))
+    lf = pl.scan_parquet(parts, missing_columns="insert", extra_columns="ignore").select(
+        "part", "row", "step", "reward", "sample_id", size.alias("__bytes")
+    )
     n = lf.select(pl.len()).collect().item()
     keys = top_order(lf).head(TOP_ROWS).collect(engine="streaming")
     keys = keys.filter(pl.col("__bytes").cum_sum() <= TOP_BYTES).drop("__bytes")

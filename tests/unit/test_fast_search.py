@@ -57,7 +57,8 @@ def _assert_prefix(store, q: str) -> None:
 
 @pytest.mark.parametrize("top_rows", [text_index.TOP_ROWS, 40])
 @pytest.mark.parametrize(
-    "run", ["trl-ppo-small", "real-verl-gsm8k-tools", "real-verifiers-math-python", "trl-grpo-completions", None]
+    "run",
+    ["trl-ppo-small", "real-verl-gsm8k-tools", "real-verifiers-math-python", "trl-grpo-completions", None],
 )
 def test_fastsearch001_first_block_is_the_whole_searchs(fixtures_dir, tmp_path, monkeypatch, run, top_rows):
     """On real runs (ties of 0/1 rewards, NaN-free and not) and the demo, with the whole run in the top or
@@ -147,7 +148,9 @@ def test_fastsearch004_rewritten_files_and_shared_part_files(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     for i in range(20):  # at least SHARE_AT small files: written together
-        _write(run, f"r{i}.jsonl", [(1 + i % 3, float(i * 7 % 5), f"cat {i} a"), (2, float(i % 4), f"dog {i}")])
+        _write(
+            run, f"r{i}.jsonl", [(1 + i % 3, float(i * 7 % 5), f"cat {i} a"), (2, float(i % 4), f"dog {i}")]
+        )
     ingest_run(run, tmp_path / "cache", PADS)
     (run / "r3.jsonl").write_text("")
     _write(run, "r3.jsonl", [(1, 9.0, "cat rewritten"), (3, 0.5, "bird")])
