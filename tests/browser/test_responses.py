@@ -268,3 +268,45 @@ def test_responses206_texts_in_view_and_a_row_click_keeps_the_reward(dash_duo, d
     until(lambda: "sample" not in query(dash_duo), timeout=10)
     until(lambda: dash_duo.find_element("#responses-drawer").get_attribute("hidden") is not None, timeout=10)
     assert dash_duo.get_logs() == []
+
+
+def test_responses207_all_steps_search_first_rows_then_its_count(
+    dash_duo, dash_app, fixtures_dir, monkeypatch
+):
+    """A search over every step shows its first matches by reward while the count runs (slowed here: the
+    first files of the text index take seconds), with the count's progress in the summary line; the exact count and
+    mean then replace it, and the progress line is gone for good."""
+    import time as _time
+
+    from data import responses
+    from data.queries import ResponseFilter
+    from data.service import board
+
+    slow, calls = responses.search, []
+
+    def search(lf, pattern, seconds):
+        calls.append(1)
+        if len(calls) <= 3:  # the first block and the first files: a few seconds of counting
+            _time.sleep(1.5)
+        return slow(lf, pattern, seconds)
+
+    monkeypatch.setattr(responses, "CHUNK_FILES", 1)
+    monkeypatch.setattr(responses, "search", search)
+    responses.clear_caches()
+    q = "(?i)the"
+    dash_duo.start_server(dash_app)
+    dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=all&q={q}")
+    dash_duo.wait_for_element("#responses-counting", timeout=20)
+    assert "of 400 responses over all steps read" in dash_duo.find_element("#responses-counting").text
+    dash_duo.wait_for_element(CELLS.format("reward"), timeout=20)
+    assert dash_duo.driver.find_elements(By.CSS_SELECTOR, "#responses-counting")  # rows before the count
+    until(lambda: len(cell_values(dash_duo, "reward")) >= 5, timeout=20)
+    shown = cell_values(dash_duo, "reward")
+    assert shown == sorted(shown, reverse=True)
+    store = board().store(RUN, wait=30)
+    want = responses.ordered(store, ResponseFilter(q=q), seconds=60.0)
+    dash_duo.wait_for_text_to_equal("#responses-count", f"{want.count:,}", timeout=30)
+    assert not dash_duo.driver.find_elements(By.CSS_SELECTOR, "#responses-counting")
+    _time.sleep(2.0)  # the poll stopped: the line stays as it is
+    assert dash_duo.find_element("#responses-count").text == f"{want.count:,}"
+    assert dash_duo.get_logs() == []
