@@ -408,16 +408,18 @@ def _scan_chunks(key: StoreKey, pattern: str, files: list[str], hit: pl.Expr, se
     deadline = time.monotonic() + seconds
     memo = (key, pattern)
     found = []
+    stopped = f"the search for {pattern!r} was stopped after {seconds:g} s: {STOPPED_HINT}"
     try:
         for i in range(0, len(files), CHUNK_FILES):
             _note_progress(key, pattern, i, len(files))
             chunk = pl.scan_ipc(files[i : i + CHUNK_FILES]).filter(hit).select("part", "row")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SearchStopped(
-                    f"the search for {pattern!r} was stopped after {seconds:g} s: {STOPPED_HINT}"
-                )
-            found.append(search(chunk, pattern, left))
+                raise SearchStopped(stopped)
+            try:
+                found.append(search(chunk, pattern, left))
+            except SearchStopped:
+                raise SearchStopped(stopped) from None  # the whole search's time, not this chunk's
     finally:
         with _STOPPED_LOCK:
             _PROGRESS.pop(memo, None)

@@ -93,30 +93,31 @@ def test_search002_stopped_search_on_the_responses_page(server):
     a refused pattern is a notice and is not applied."""
     from tests.conftest import router_body
 
-    def render(q: str) -> dict:
+    deps = requests.get(server.base + "/_dash-dependencies", timeout=30).json()
+
+    def call(input_id: str, prop: str, value, state=()) -> dict:
+        """POST the callback whose input is ``input_id.prop``, as the renderer does; its response by id."""
+        dep = next(d for d in deps if [(i["id"], i["property"]) for i in d["inputs"]] == [(input_id, prop)])
+        outputs = [o.rsplit(".", 1) for o in dep["output"].strip(".").split("...")]
         body = {
-            "output": "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
-            "...responses-q-error.children...responses-text.children...responses-drawer.hidden..",
-            "outputs": [
-                {"id": i, "property": p}
-                for i, p in (
-                    ("responses-summary", "children"),
-                    ("responses-export-csv", "href"),
-                    ("responses-export-jsonl", "href"),
-                    ("responses-q-error", "children"),
-                    ("responses-text", "children"),
-                    ("responses-drawer", "hidden"),
-                )
-            ],
-            "inputs": [{"id": "responses-view", "property": "data", "value": f"?run={RUN}&step=all&q={q}"}],
-            "state": [],
-            "changedPropIds": ["responses-view.data"],
+            "output": dep["output"],
+            "outputs": [{"id": i, "property": p} for i, p in outputs],
+            "inputs": [{"id": input_id, "property": prop, "value": value}],
+            "state": [{**s, "value": v} for s, v in zip(dep["state"], state, strict=True)],
+            "changedPropIds": [f"{input_id}.{prop}"],
         }
         r = requests.post(server.base + "/_dash-update-component", json=body, timeout=60)
         assert r.status_code == 200, r.text[:300]
         return r.json()["response"]
 
-    got = render(SLOW)
+    view = f"?run={RUN}&step=all&q={SLOW}"
+    got = call("responses-view", "data", view)
+    # A search over every step is counted in the background: the page polls until it is done (or stopped).
+    deadline = time.monotonic() + SECONDS + 30
+    while got["responses-count-poll"]["disabled"] is False and time.monotonic() < deadline:
+        time.sleep(0.5)
+        got = call("responses-count-poll", "n_intervals", 1, [view])
+    assert got["responses-count-poll"]["disabled"] is True
     assert got["responses-summary"]["children"] == "No rows: the text search was stopped."
     assert got["responses-q-error"]["children"].startswith(f"The search for '{SLOW}' was stopped after 3 s")
     page = requests.post(
