@@ -147,7 +147,8 @@ def _bounded(df: pl.DataFrame) -> pl.DataFrame:
 def _top_of_parts(parts: list[str], index: list[str]) -> tuple[pl.DataFrame, bool, int]:
     """``(the first rows of the files parts in top_order, bounded as by _bounded, whether they are all of
     their rows, how many rows they hold)``. The order and the texts' sizes are read streaming from the parts;
-    then only the texts kept, from their ``index`` files: never every text at once (ingest's memory)."""
+    then only the texts kept, from their ``index`` files one at a time, copied (a string filtered from a
+    file keeps the file's whole buffer alive): never every text at once (ingest's peak memory)."""
     size = pl.col("prompt").str.len_bytes().fill_null(0) + pl.col("response").str.len_bytes().fill_null(0)
     lf = pl.scan_parquet(parts, missing_columns="insert", extra_columns="ignore").select(
         "part", "row", "step", "reward", "sample_id", size.alias("__bytes")
@@ -155,11 +156,20 @@ def _top_of_parts(parts: list[str], index: list[str]) -> tuple[pl.DataFrame, boo
     n = lf.select(pl.len()).collect().item()
     keys = top_order(lf).head(TOP_ROWS).collect(engine="streaming")
     keys = keys.filter(pl.col("__bytes").cum_sum() <= TOP_BYTES).drop("__bytes")
+    want = keys.lazy().select("part", "row")
+    found = []
+    for f in index:  # one file at a time, each kept row's texts copied out of the file's buffers
+        got = (
+            pl.scan_ipc(f)
+            .select("part", "row", "prompt", "response")
+            .join(want, on=["part", "row"], how="semi")
+        )
+        got = got.collect()
+        found.append(pl.DataFrame({c: got.get_column(c).to_list() for c in got.columns}, schema=got.schema))
     texts = (
-        pl.scan_ipc(index)
-        .select("part", "row", "prompt", "response")
-        .join(keys.lazy().select("part", "row"), on=["part", "row"], how="semi")
-        .collect(engine="streaming")
+        pl.concat(found)
+        if found
+        else pl.DataFrame(schema={c: TOP_SCHEMA[c] for c in TOP_COLUMNS[:2] + TOP_COLUMNS[5:]})
     )
     top = keys.join(texts, on=["part", "row"], how="left", maintain_order="left")
     return top.select(TOP_COLUMNS), top.height == n, n
