@@ -432,7 +432,8 @@ def _note_progress(key: StoreKey, pattern: str, done: int, of: int) -> None:
     disk = results(Path(key.store.dir).parent)
     if disk is not None:  # other workers show it rather than search again (see count_or_progress)
         try:
-            disk.set(("search-progress", *key.key, pattern), (done, of), expire=PROGRESS_FRESH, retry=True)
+            note = (done, of, os.getpid())
+            disk.set(("search-progress", *key.key, pattern), note, expire=PROGRESS_FRESH, retry=True)
         except (OSError, sqlite3.Error):
             pass
 
@@ -706,11 +707,12 @@ def count_or_progress(
     scope = _scope(store)
     with _STOPPED_LOCK:
         local = _PROGRESS.get((key, flt.q))
-    if job is None and local is None:
-        other = _progress_elsewhere(key, flt.q)
+    if job is None:
+        other = _progress_elsewhere(key, flt.q) if local is None else None
         if other is not None:
             return Counting(other[0], other[1], scope)
-        job = _start_count(key, flt, seconds)
+        # (A search of this process under way for another view: the count waits for it, not again.)
+        _start_count(key, flt, seconds)
     done, of = local or (0, 1)
     return Counting(done, of, scope)
 
@@ -727,9 +729,11 @@ def _progress_elsewhere(key: StoreKey, pattern: str) -> tuple[int, int] | None:
     if disk is None:
         return None
     try:
-        return disk.get(("search-progress", *key.key, pattern), default=None, retry=True)
+        note = disk.get(("search-progress", *key.key, pattern), default=None, retry=True)
     except (OSError, sqlite3.Error, EOFError, ValueError):
         return None
+    # This process's own note is of a search it has finished since (its progress is in _PROGRESS).
+    return None if note is None or note[2] == os.getpid() else note[:2]
 
 
 def _start_count(key: StoreKey, flt: ResponseFilter, seconds: float) -> _Job:

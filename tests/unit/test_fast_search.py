@@ -164,3 +164,27 @@ def test_fastsearch004_rewritten_files_and_shared_part_files(tmp_path):
         assert set(keys.get_column("part").to_list()) <= set(store.part_ids())
     got = store.read_keys(_fast(store, "cat")[0], ["response"]).get_column("response").to_list()
     assert got[0] == "cat rewritten" and "cat 3 a" not in got
+
+
+def test_fastsearch005_another_workers_count_is_shown_not_run_again(tmp_path):
+    """A worker that finds another worker's fresh note of the same count under way shows its progress and
+    starts no search of its own; once the count is in the shared results cache, it shows the count."""
+    from pathlib import Path
+
+    from data.cache import StoreKey, results
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "a.jsonl", [(1, 1.0, "cat"), (1, 2.0, "dog"), (2, 3.0, "cat again")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    flt = ResponseFilter(q="cat")
+    responses.clear_caches()
+    key = StoreKey(store)
+    disk = results(Path(store.dir).parent)
+    disk.set(("search-progress", *key.key, "cat"), (3, 8, -1), expire=10)  # pid -1: not this process
+    got = responses.count_or_progress(store, flt, 30.0)
+    assert got == responses.Counting(3, 8, 3)
+    assert not [m for m in responses._JOBS if m[0] == key]
+    want = responses.ordered(store, flt, seconds=30.0)  # what the other worker stores when done
+    assert want.count == 2
+    assert responses.count_or_progress(store, flt, 30.0) == want
