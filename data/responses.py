@@ -633,6 +633,24 @@ def _fast_head(key: StoreKey, pattern: str, seconds: float) -> tuple[pl.DataFram
     return keys, int(entry["rows"]) == int(entry["of"])
 
 
+_FAST_LOCKS: dict[tuple, threading.Lock] = {}
+
+
+def fast_first(key: StoreKey, pattern: str, seconds: float) -> tuple[pl.DataFrame, bool] | None:
+    """:func:`_fast_head`, computed once when several callers ask at once (the grid's block and the count,
+    which waits for it before it starts)."""
+    memo = (key, pattern, seconds)
+    with _JOBS_LOCK:
+        lock = _FAST_LOCKS.setdefault(memo, threading.Lock())
+    try:
+        with lock:
+            return _fast_head(key, pattern, seconds)
+    finally:
+        with _JOBS_LOCK:
+            if not lock.locked():
+                _FAST_LOCKS.pop(memo, None)
+
+
 def fast_keys(
     store: RunStore, flt: ResponseFilter, sort: str, descending: bool, start: int, end: int, seconds: float
 ) -> tuple[pl.DataFrame, int | None] | None:
@@ -642,7 +660,7 @@ def fast_keys(
     if not fast_case(flt, sort, descending):
         return None
     check_regex(flt.q)
-    got = _fast_head(StoreKey(store), flt.q, seconds)
+    got = fast_first(StoreKey(store), flt.q, seconds)
     if got is None:
         return None
     keys, whole = got
@@ -745,6 +763,12 @@ def _start_count(key: StoreKey, flt: ResponseFilter, seconds: float) -> _Job:
 
         def count() -> None:
             try:
+                if fast_case(flt, text_index.TOP_SORT, True):
+                    # The grid's first block first: the count would take the CPU and a search helper from it.
+                    try:
+                        fast_first(key, flt.q, seconds)
+                    except QueryError:
+                        pass  # the grid reports it; the count is the whole search's own
                 job.result = _summary(key, flt, seconds)
             except QueryError as e:
                 job.error = e
