@@ -231,13 +231,15 @@ def test_responses107_summary_export_links_and_text_panel(client, fixtures_dir):
     out = dash_post(
         client,
         "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
-        "...responses-q-error.children...responses-text.children...responses-drawer.hidden..",
+        "...responses-q-error.children...responses-text.children...responses-drawer.hidden"
+        "...responses-count-poll.disabled..",
         [{"id": "responses-view", "property": "data", "value": view}],
     )
     assert texts_of(out["responses-summary"]["children"]) == (
         "4  matching of 16 responses at step 3  ·  mean reward of the matches  2"
     )
     assert out["responses-export-csv"]["href"] == f"/export?run={RUN}&step=3&reward_min=2&format=csv"
+    assert out["responses-count-poll"]["disabled"] is True  # one step: counted at once, nothing to poll
     assert client.get(out["responses-export-csv"]["href"]).data.decode().count("\n") == 5
     panel = texts_of(out["responses-text"]["children"])
     assert "the trip is somewhat" in panel and " rude and the staff turned out to be really ugly ." in panel

@@ -411,7 +411,8 @@ def test_reward015_partial_last_step_is_flagged(client, fixtures_dir):
         out = dash_post(
             client,
             "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
-            "...responses-q-error.children...responses-text.children...responses-drawer.hidden..",
+            "...responses-q-error.children...responses-text.children...responses-drawer.hidden"
+            "...responses-count-poll.disabled..",
             [{"id": "responses-view", "property": "data", "value": f"?run={POEM}&step={step}"}],
         )
         assert (flag in texts_of(out["responses-summary"]["children"])) is shown
