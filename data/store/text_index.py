@@ -45,7 +45,11 @@ def in_store(store_dir: Path, part_file: Path) -> Path:
 
 def _write(src: Path, dst: Path) -> None:
     """Write ``src``'s texts to ``dst`` so that a reader sees a whole file or none."""
-    df = pl.read_parquet(src, columns=list(COLUMNS))
+    _write_ipc(pl.read_parquet(src, columns=list(COLUMNS)), dst)
+
+
+def _write_ipc(df: pl.DataFrame, dst: Path) -> None:
+    """``df`` as the Arrow file ``dst``, written beside it first so that a reader sees a whole file or none."""
     tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         df.write_ipc(tmp)
@@ -211,11 +215,5 @@ def write_top(store_dir: Path, rels: Iterable[str], old: dict | None, name: str)
                 cut = min(cut, int(at) + 1)
             start += df.height
         merged = _bounded(ordered.head(cut).drop("__i"))
-    dst = store_dir / name
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        merged.write_ipc(tmp)
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
+    _write_ipc(merged, store_dir / name)
     return {"name": name, "rows": merged.height, "of": rows, "covers": sorted(files)}
