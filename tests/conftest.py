@@ -137,6 +137,16 @@ os.environ.setdefault("RLBOARD_CACHE_DIR", tempfile.mkdtemp(prefix="rlboard-test
 # Only the runs in the contract: the trainers' own dumps in ../shared/fixtures would change what the pages
 # show by default (the first run by name) and how many runs there are.
 CONTRACT_RUNS = ("rlloggingboard-eval-poem", "trl-grpo-small", "trl-ppo-small")
+# Every run of ../shared/fixtures (see its README), for tests that hold on each of them.
+FIXTURE_RUNS = (
+    "rlloggingboard-eval-poem",
+    "trl-ppo-small",
+    "trl-grpo-small",
+    "trl-grpo-completions",
+    "real-verl-gsm8k-tools",
+    "real-nemo-gym-math",
+    "real-verifiers-math-python",
+)
 CONTRACT_ROOT = Path(tempfile.mkdtemp(prefix="rlboard-test-root-"))
 if FIXTURES_DIR.is_dir():
     for _run in CONTRACT_RUNS:

@@ -17,7 +17,7 @@ from data.ingest.prompt_index import INDEX_KEY
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
-from tests.conftest import fixture_or_demo
+from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -44,16 +44,7 @@ def _assert_same(store, most: int = 40) -> None:
 
 @pytest.mark.parametrize(
     "run",
-    [
-        "rlloggingboard-eval-poem",
-        "trl-ppo-small",
-        "trl-grpo-small",
-        "trl-grpo-completions",
-        "real-verl-gsm8k-tools",
-        "real-nemo-gym-math",
-        "real-verifiers-math-python",
-        None,
-    ],
+    [*FIXTURE_RUNS, None],
 )
 def test_pidx001_history_from_the_index_is_the_scan(fixtures_dir, tmp_path, run):
     """On real runs (groups, advantages, references, packs) and the demo, each prompt's history read from

@@ -26,7 +26,7 @@ from data.metrics.degeneration import step_length_medians
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
-from tests.conftest import fixture_or_demo
+from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -90,15 +90,7 @@ def test_promptsum001_written_list_by_hand(tmp_path):
 
 @pytest.mark.parametrize(
     "run",
-    [
-        "rlloggingboard-eval-poem",
-        "trl-ppo-small",
-        "trl-grpo-small",
-        "trl-grpo-completions",
-        "real-verl-gsm8k-tools",
-        "real-nemo-gym-math",
-        "real-verifiers-math-python",
-    ],
+    list(FIXTURE_RUNS),
 )
 def test_promptsum002_equal_to_the_scan_on_fixtures(fixtures_dir, tmp_path, run):
     """On real runs (with and without group ids, references, repetition), the written list is the scan's."""

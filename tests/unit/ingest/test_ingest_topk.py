@@ -17,7 +17,7 @@ from data.queries import ResponseFilter
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
-from tests.conftest import fixture_or_demo
+from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 
 PADS = ("<pad>", "<|endoftext|>")
 ALL = ResponseFilter(step=None)
@@ -53,16 +53,7 @@ def _assert_same(store, k: int = 7, first: bool = False) -> int:
 
 @pytest.mark.parametrize(
     "run",
-    [
-        "rlloggingboard-eval-poem",
-        "trl-ppo-small",
-        "trl-grpo-small",
-        "trl-grpo-completions",
-        "real-verl-gsm8k-tools",
-        "real-nemo-gym-math",
-        "real-verifiers-math-python",
-        None,
-    ],
+    [*FIXTURE_RUNS, None],
 )
 def test_topk001_kept_head_is_the_sorted_scan(fixtures_dir, tmp_path, small_k, run):
     """On real runs and the demo, each sortable column's kept first rows, in both orders, are the sorted
