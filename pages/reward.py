@@ -284,12 +284,18 @@ clientside_callback(
 
 @callback(Output(HEATMAP, "figure"), Output(HEATMAP_DRAWN, "data"), Output(HEATMAP_NOTE, "children"),
           Output(HEATMAP_ALL, "style"), Input(RUN, "data"), Input(SELECTED, "data"), Input(URL, "search"),
-          State(HEATMAP_DRAWN, "data"))  # fmt: skip
-def _heatmap(run, step, search, drawn):
+          State(HEATMAP_DRAWN, "data"), State(URL, "pathname"))  # fmt: skip
+def _heatmap(run, step, search, drawn, pathname):
     """The steps x reward-bins heatmap of the URL's steps (``heatmap=``, else the whole run), in columns of
     runs of steps beyond curves.MAX_POINTS steps; when only the step moved, just its marker is patched."""
+    if left_page(pathname, paths.REWARD):
+        # The URL moved to another page while this one is taken down: a patch of its figure, gone or
+        # going, fails in the browser ("Cannot patch undefined").
+        raise PreventUpdate
     window = heatmap_window(parse_search(search)) if run is not None else None
     key = [run, list(window) if window else None]
+    if ctx.triggered_id == URL and drawn == key:
+        raise PreventUpdate  # another part of the URL moved (the step moves through SELECTED)
     patch = drawn == key and run is not None
     if patch and window is None:
         return figures.marker_patch(step), no_update, no_update, no_update

@@ -37,6 +37,8 @@ def test_discovery001_one_root_listing_per_reward_page_load(client, contract_roo
         _i("reward-selected", "data", 5),
         _i(URL, "search", f"?run={PPO}&step=5"),
     ]
-    dash_post(client, HEATMAP, heat, [_i("reward-heatmap-drawn", "data", None)])
+    dash_post(
+        client, HEATMAP, heat, [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")]
+    )
     assert listed.count(root) == 1, listed
     assert len(listed) <= 1 + len(board().runs()) + 1, listed  # the root, its folders once, PPO's files

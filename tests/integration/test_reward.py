@@ -247,7 +247,7 @@ def test_reward009_step_change_patches_the_marker(client, fixtures_dir):
         client,
         HEATMAP,
         _heat_inputs(PPO, 7),
-        [_i("reward-heatmap-drawn", "data", [PPO, None])],
+        [_i("reward-heatmap-drawn", "data", [PPO, None]), _i(URL, "pathname", "/reward")],
     )
     assert heat["reward-heatmap"]["figure"]["operations"][0]["location"] == ["layout", "shapes"]
 
@@ -359,7 +359,7 @@ def test_reward012_same_edges_every_step_and_heatmap(client, fixtures_dir):
         client,
         HEATMAP,
         _heat_inputs(GRPO, 3),
-        [_i("reward-heatmap-drawn", "data", None)],
+        [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")],
     )
     trace = heat["reward-heatmap"]["figure"]["data"][0]
     assert len(trace["y"]) == len(a) and trace["z"]["shape"] == f"{len(a)}, 25"
@@ -393,7 +393,7 @@ def test_reward014_half_step_rewards_one_bar_per_value(client, fixtures_dir):
         client,
         HEATMAP,
         _heat_inputs(PPO, 20),
-        [_i("reward-heatmap-drawn", "data", None)],
+        [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")],
     )
     assert heat["reward-heatmap"]["figure"]["data"][0]["y"] == ["0", "0.5", "1", "1.5", "2", "2.5", "3"]
 
@@ -609,7 +609,12 @@ def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
     steps = curves.step_list(store)
     hm = curves.run_heatmap(store, "reward")
     k = -(-len(steps) // 10)
-    heat = dash_post(client, HEATMAP, _heat_inputs(PPO, 7), [_i("reward-heatmap-drawn", "data", None)])
+    heat = dash_post(
+        client,
+        HEATMAP,
+        _heat_inputs(PPO, 7),
+        [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")],
+    )
     trace = heat["reward-heatmap"]["figure"]["data"][0]
     assert heat["reward-heatmap-drawn"]["data"] == [PPO, None]
     assert (
@@ -629,7 +634,10 @@ def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
                 clicks={"reward-heatmap": click}) == {}  # fmt: skip
     assert _drill(client, PPO, 7, heat_click=click, changed=["reward-heatmap.clickData"]) is None
     zoomed = dash_post(
-        client, HEATMAP, _heat_inputs(PPO, 7, search), [_i("reward-heatmap-drawn", "data", None)]
+        client,
+        HEATMAP,
+        _heat_inputs(PPO, 7, search),
+        [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")],
     )
     z = zoomed["reward-heatmap"]["figure"]["data"][0]
     shown = [s for s in steps if lo <= s <= hi]
@@ -641,7 +649,10 @@ def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
     assert zoomed["reward-heatmap"]["figure"]["layout"]["xaxis"]["range"] == [lo - 0.5, hi + 0.5]
     # The last step is not in the window: the note says so (the marker is off the drawn steps).
     away = dash_post(
-        client, HEATMAP, _heat_inputs(PPO, steps[-1], search), [_i("reward-heatmap-drawn", "data", None)]
+        client,
+        HEATMAP,
+        _heat_inputs(PPO, steps[-1], search),
+        [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")],
     )
     assert away["reward-heatmap-note"]["children"].endswith(
         f"The selected step, {steps[-1]}, is not among them."
