@@ -644,10 +644,8 @@ class _Writer:
         for d in (self.m.data, data):
             d.update(lists)
         data["updated"] = time.time()
-        payload = orjson.dumps(data, option=orjson.OPT_INDENT_2)
         (self.dir / MANIFESTS).mkdir(exist_ok=True)
         self._written.append(self.dir / MANIFESTS / name)
-        write_atomic(self.dir / MANIFESTS / name, payload)
         state = table_files(data)
         # The texts of the parts new in this commit, for a regex search over every step (ready before the
         # manifest names the commit; see data.store.text_index).
