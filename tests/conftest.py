@@ -137,6 +137,26 @@ os.environ.setdefault("RLBOARD_CACHE_DIR", tempfile.mkdtemp(prefix="rlboard-test
 # Only the runs in the contract: the trainers' own dumps in ../shared/fixtures would change what the pages
 # show by default (the first run by name) and how many runs there are.
 CONTRACT_RUNS = ("rlloggingboard-eval-poem", "trl-grpo-small", "trl-ppo-small")
+
+
+def growing_demo_stores(run: Path, cache: Path, more_dir: Path, pads):
+    """The stores of ``run`` as another demo run (14 steps) takes its place (every file read again, the
+    first parts dropped), then grows a few lines at a time, each a commit of a live run (its last step
+    hidden): one store per commit."""
+    from data.demo import write_demo_run
+    from data.ingest import ingest_run
+    from data.store import open_store
+
+    more = write_demo_run(more_dir, "demo", steps=14, per_step=16)
+    for cut in (90, 80, 70, 60, 50, 40, 30, 20, 10, 5):
+        for f in sorted(more.glob("*.jsonl")):
+            lines = f.read_bytes().splitlines(keepends=True)
+            (run / f.name).write_bytes(b"".join(lines[: len(lines) - cut]))
+        store = open_store(ingest_run(run, cache, pads, complete=False).store_dir)
+        assert store.visible_below is not None
+        yield store
+
+
 # Every run of ../shared/fixtures (see its README), for tests that hold on each of them.
 FIXTURE_RUNS = (
     "rlloggingboard-eval-poem",

@@ -17,7 +17,7 @@ from data.ingest.prompt_index import INDEX_KEY
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
-from tests.conftest import FIXTURE_RUNS, fixture_or_demo
+from tests.conftest import FIXTURE_RUNS, fixture_or_demo, growing_demo_stores
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -97,14 +97,8 @@ def test_pidx003_a_growing_run_many_commits(tmp_path, monkeypatch):
     _assert_same(store, most=8)
     # Another demo run in its place (every file read again, the first parts dropped), then growing a few
     # lines at a time: commits of a few rows, merged.
-    more = write_demo_run(tmp_path / "more", "demo", steps=14, per_step=16)
     merged = 0
-    for cut in (90, 80, 70, 60, 50, 40, 30, 20, 10, 5):
-        for f in sorted(more.glob("*.jsonl")):
-            lines = f.read_bytes().splitlines(keepends=True)
-            (run / f.name).write_bytes(b"".join(lines[: len(lines) - cut]))
-        store = open_store(ingest_run(run, cache, PADS, complete=False).store_dir)
-        assert store.visible_below is not None
+    for store in growing_demo_stores(run, cache, tmp_path / "more", PADS):
         merged += sum(f["name"].split("-")[2] != "1" for f in store.manifest.data[INDEX_KEY]["files"])
         _assert_same(store, most=8)
     assert merged

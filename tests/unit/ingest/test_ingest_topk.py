@@ -17,7 +17,7 @@ from data.queries import ResponseFilter
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
-from tests.conftest import FIXTURE_RUNS, fixture_or_demo
+from tests.conftest import FIXTURE_RUNS, fixture_or_demo, growing_demo_stores
 
 PADS = ("<pad>", "<|endoftext|>")
 ALL = ResponseFilter(step=None)
@@ -133,14 +133,8 @@ def test_topk003_a_growing_run_many_commits(tmp_path, small_k):
     cache = tmp_path / "cache"
     store = open_store(ingest_run(run, cache, PADS).store_dir)
     assert _assert_same(store) > 0
-    more = write_demo_run(tmp_path / "more", "demo", steps=14, per_step=16)
     told = 0
-    for cut in (90, 80, 70, 60, 50, 40, 30, 20, 10, 5):
-        for f in sorted(more.glob("*.jsonl")):
-            lines = f.read_bytes().splitlines(keepends=True)
-            (run / f.name).write_bytes(b"".join(lines[: len(lines) - cut]))
-        store = open_store(ingest_run(run, cache, PADS, complete=False).store_dir)
-        assert store.visible_below is not None
+    for store in growing_demo_stores(run, cache, tmp_path / "more", PADS):
         told += _assert_same(store)
     assert told > 0
     first = sorted(run.glob("*.jsonl"))[0]
