@@ -38,8 +38,6 @@ import threading
 import time
 from pathlib import Path
 
-import orjson
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -48,7 +46,7 @@ from benchmarks.generate import append_step  # noqa: E402
 from data.config import DEFAULT_PAD_TOKENS  # noqa: E402
 from data.ingest import ingest_run  # noqa: E402
 from data.store import run_files, store_dir_for  # noqa: E402
-from data.store.manifest import read_manifest, write_atomic  # noqa: E402
+from data.store.manifest import manifest_bytes, read_manifest, write_atomic  # noqa: E402
 
 PAGES = ("reward", "responses", "tokens")
 RUN = "big"
@@ -82,7 +80,7 @@ def prepare(source_run: Path, source_cache: Path, work: Path) -> tuple[Path, Pat
             st = (run_dir / rel).stat()
             entry.update(dev=st.st_dev, ino=st.st_ino)
         m.data["run_path"] = str(run_dir.resolve())
-        write_atomic(dst / "manifest.json", orjson.dumps(m.data, option=orjson.OPT_INDENT_2))
+        write_atomic(dst / "manifest.json", manifest_bytes(m.data))
         info["copied_store"] = True
     info["prepare_seconds"] = round(time.perf_counter() - t0, 1)
     t0 = time.perf_counter()

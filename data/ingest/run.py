@@ -18,7 +18,14 @@ from data.ingest.options import load_options
 from data.ingest.writer import _Writer
 from data.remote import as_path
 from data.store import RunStore, run_files, store_dir_for
-from data.store.manifest import MANIFEST, Manifest, read_manifest, remove_older_formats, write_atomic
+from data.store.manifest import (
+    MANIFEST,
+    Manifest,
+    manifest_bytes,
+    read_manifest,
+    remove_older_formats,
+    write_atomic,
+)
 from data.store.runs import VALIDATION, VALIDATION_SUFFIX
 from data.store.shared import LostCommit, SharedStores
 from data.store.table import CommitConflict, committed_manifest, open_table
@@ -240,7 +247,7 @@ def _committed(store_dir: Path) -> tuple:
     generation, data = committed_manifest(store_dir, table)
     if data is not None and (manifest is None or manifest.generation != generation):
         manifest = Manifest(data)
-        write_atomic(store_dir / MANIFEST, orjson.dumps(data, option=orjson.OPT_INDENT_2))
+        write_atomic(store_dir / MANIFEST, manifest_bytes(data))
     return table, manifest
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-import orjson
 import polars as pl
 
 from data import schema
@@ -55,7 +54,7 @@ from data.store.layout import (
     step_block,
     write_part_file,
 )
-from data.store.manifest import MANIFEST, Manifest, has_issues, packed_parts, write_atomic
+from data.store.manifest import MANIFEST, Manifest, has_issues, manifest_bytes, packed_parts, write_atomic
 from data.store.table import MANIFESTS, commit_table, table_files
 from data.store.text_index import TOP_KEY, collect_index, index_new_parts, write_top
 
@@ -665,7 +664,7 @@ class _Writer:
             top = None
         for d in (self.m.data, data):
             d[TOP_KEY] = top
-        payload = orjson.dumps(data, option=orjson.OPT_INDENT_2)
+        payload = manifest_bytes(data)
         write_atomic(self.dir / MANIFESTS / name, payload)
         self.table = commit_table(self.dir, self.table, self._table_state, state, self._columns, gen, name)
         self._table_state = state

@@ -57,6 +57,13 @@ def read_manifest(store_dir: Path) -> Manifest | None:
         return None
 
 
+def manifest_bytes(data: dict) -> bytes:
+    """A manifest's ``data`` as its file holds it: compact JSON. Every check of a run (every few seconds
+    while its pages are open) parses it, and a reader once per commit; indented, it was four times larger
+    (1.7 MB at 2.56M responses, most of it the parts' per-step lists)."""
+    return orjson.dumps(data)
+
+
 def write_atomic(path: Path, payload: bytes) -> None:
     """Write ``payload`` to ``path`` so that readers see the old or the new file, never a mix."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -69,7 +76,7 @@ def write_atomic(path: Path, payload: bytes) -> None:
 
 def commit_manifest(store_dir: Path, manifest: Manifest) -> None:
     manifest.data["updated"] = time.time()
-    write_atomic(store_dir / MANIFEST, orjson.dumps(manifest.data, option=orjson.OPT_INDENT_2))
+    write_atomic(store_dir / MANIFEST, manifest_bytes(manifest.data))
 
 
 def packed_parts(packs: list[dict]) -> set[int]:

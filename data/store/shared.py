@@ -30,7 +30,7 @@ from pathlib import Path
 import orjson
 
 from data.remote import _oserror, location
-from data.store.manifest import MANIFEST, write_atomic
+from data.store.manifest import MANIFEST, manifest_bytes, write_atomic
 
 COMMITS = "_commits"
 OBJECTS = "_objects"
@@ -144,7 +144,7 @@ class SharedStores:
         self._saw(store_dir, newest)
         old = synced["files"] if synced else {}
         self._download(store_dir, commit["files"], old)
-        write_atomic(store_dir / MANIFEST, orjson.dumps(commit["manifest"], option=orjson.OPT_INDENT_2))
+        write_atomic(store_dir / MANIFEST, manifest_bytes(commit["manifest"]))
         # Files of neither this commit nor the one held before (kept for readers still on it) go.
         keep = set(commit["files"]) | set(old) | {MANIFEST}
         for path in _files(store_dir):

@@ -133,3 +133,15 @@ def test_table003_two_processes_commit_a_run_once(tmp_path):
     on_disk = {str(p) for p in (store.dir / "parts").glob("*/*.parquet")}
     assert on_disk == set(files)  # the loser's files are gone
     assert store.scan(["sample_id"]).collect().height == total
+
+
+def test_table004_manifest_file_is_compact_json(tmp_path):
+    """``manifest.json`` and the manifest file the last commit names hold the same compact JSON (no
+    indentation: every check of a run parses it): same bytes, one line, equal to the data once loaded."""
+    run = write_demo_run(tmp_path / "root", steps=20, per_step=8)
+    store_dir = ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir
+    raw = (store_dir / "manifest.json").read_bytes()
+    named = DeltaTable(str(store_dir)).history(1)[0]["rlboard.manifest"]
+    assert (store_dir / "manifests" / named).read_bytes() == raw
+    assert b"\n" not in raw and b'": ' not in raw
+    assert json.loads(raw) == open_store(store_dir).manifest.data
