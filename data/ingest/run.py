@@ -28,7 +28,14 @@ from data.store.manifest import (
 )
 from data.store.runs import VALIDATION, VALIDATION_SUFFIX
 from data.store.shared import LostCommit, SharedStores
-from data.store.table import CommitConflict, committed_manifest, open_table
+from data.store.table import (
+    TABLE_VERSION,
+    CommitConflict,
+    TableAt,
+    committed_manifest,
+    last_version,
+    open_table,
+)
 
 # Bytes read at a time: under glibc's largest threshold for allocating by mmap (32 MiB). A block of 32 MiB
 # was mapped afresh at every read (24-28 ms a read, against ~8 ms into reused memory): ingesting the
@@ -238,16 +245,26 @@ def ingest_run(
 
 
 def _committed(store_dir: Path) -> tuple:
-    """The store's table and the manifest of its last commit (the log is trusted: ``manifest.json`` is
-    put right when a writer died between its commit and the copy, or an older copy overtook a newer)."""
-    table = open_table(store_dir)
+    """The store's table and the manifest of its last commit. While ``manifest.json`` names the table's last
+    version (no later commit in the log), it is trusted and the table is opened only if a commit needs it
+    (:class:`TableAt`). Else the log is: ``manifest.json`` is put right when a writer died between its commit
+    and the copy, or an older copy overtook a newer, and names the version from then on."""
     manifest = read_manifest(store_dir)
+    if manifest is not None:
+        version = last_version(store_dir, manifest.data)
+        if version is not None:
+            return TableAt(store_dir, version), manifest
+    table = open_table(store_dir)
     if table is None:
         return None, manifest
     generation, data = committed_manifest(store_dir, table)
-    if data is not None and (manifest is None or manifest.generation != generation):
+    if data is None:
+        return table, manifest
+    if manifest is None or manifest.generation != generation:
         manifest = Manifest(data)
-        write_atomic(store_dir / MANIFEST, manifest_bytes(data))
+    if manifest.data.get(TABLE_VERSION) != table.version():
+        manifest.data[TABLE_VERSION] = table.version()
+        write_atomic(store_dir / MANIFEST, manifest_bytes(manifest.data))
     return table, manifest
 
 

@@ -55,7 +55,7 @@ from data.store.layout import (
     write_part_file,
 )
 from data.store.manifest import MANIFEST, Manifest, has_issues, manifest_bytes, packed_parts, write_atomic
-from data.store.table import MANIFESTS, commit_table, table_files
+from data.store.table import MANIFESTS, TABLE_VERSION, commit_table, table_files
 from data.store.text_index import TOP_KEY, collect_index, index_new_parts, write_top
 
 # This process's writers' tag, in the names of the files they write: writers of one store on several hosts
@@ -130,7 +130,9 @@ class _Writer:
         self.tag = PROCESS_TAG
         self._written: list[Path] = []  # every file this writer wrote (appended to by the worker threads)
         self._committed_tags = {self.tag} | _tags(committed)
-        self.table = table  # the store's Delta table as last read or committed (None: no commit yet)
+        # The store's Delta table as last read or committed (a TableAt: not opened until a commit; None: no
+        # commit yet).
+        self.table = table
         self._table_state = table_files(committed) if committed else {}  # the files it holds
         self._columns: dict[str, pl.DataType] = {}  # the columns of the files this writer wrote
         self.pad_tokens = pad_tokens
@@ -664,8 +666,9 @@ class _Writer:
             top = None
         for d in (self.m.data, data):
             d[TOP_KEY] = top
-        payload = manifest_bytes(data)
-        write_atomic(self.dir / MANIFESTS / name, payload)
+        for d in (self.m.data, data):
+            d.pop(TABLE_VERSION, None)  # not known before the commit (an alteration of the schema adds one)
+        write_atomic(self.dir / MANIFESTS / name, manifest_bytes(data))
         self.table = commit_table(self.dir, self.table, self._table_state, state, self._columns, gen, name)
         self._table_state = state
         # What this commit names is no longer this writer's to delete should a later commit be refused.
@@ -684,7 +687,11 @@ class _Writer:
         }
         named |= {self.dir / sub / p["name"] for p in data.get("packs", []) for sub in ("scalars", "issues")}
         self._written = [p for p in self._written if p not in named]
-        write_atomic(self.dir / MANIFEST, payload)
+        # manifest.json also names the table's version that holds this state: a later check of the run trusts
+        # it without opening the table while the log has no later commit.
+        for d in (self.m.data, data):
+            d[TABLE_VERSION] = self.table.version()
+        write_atomic(self.dir / MANIFEST, manifest_bytes(data))
         self._collect_garbage(old, old_manifest, old_cells, *old_lists, (old_top or {}).get("name"))
         prompt_index.collect_garbage(self.dir, self.m.data, old_prompt_index, self._removable)
         topk.collect_garbage(self.dir, self.m.data, old_topk, self._removable)

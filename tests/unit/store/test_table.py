@@ -21,6 +21,7 @@ from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.store import open_store
 from data.store.layout import STEP_BLOCK
+from data.store.table import CommitConflict
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -141,7 +142,71 @@ def test_table004_manifest_file_is_compact_json(tmp_path):
     run = write_demo_run(tmp_path / "root", steps=20, per_step=8)
     store_dir = ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir
     raw = (store_dir / "manifest.json").read_bytes()
-    named = DeltaTable(str(store_dir)).history(1)[0]["rlboard.manifest"]
-    assert (store_dir / "manifests" / named).read_bytes() == raw
-    assert b"\n" not in raw and b'": ' not in raw
-    assert json.loads(raw) == open_store(store_dir).manifest.data
+    named = (
+        store_dir / "manifests" / DeltaTable(str(store_dir)).history(1)[0]["rlboard.manifest"]
+    ).read_bytes()
+    for b in (raw, named):
+        assert b"\n" not in b and b'": ' not in b
+    data = json.loads(raw)
+    assert data == open_store(store_dir).manifest.data
+    # The same state; manifest.json also names the table's version that holds it.
+    assert data.pop("table_version") == DeltaTable(str(store_dir)).version()
+    assert data == json.loads(named)
+
+
+def grow(run: Path, src: Path, cut: int) -> None:
+    """``run``'s files as ``src``'s without their last ``cut`` lines."""
+    for f in sorted(src.glob("*.jsonl")):
+        lines = f.read_bytes().splitlines(keepends=True)
+        (run / f.name).write_bytes(b"".join(lines[: len(lines) - cut]))
+
+
+def test_table005_a_check_that_finds_nothing_opens_no_table(tmp_path, monkeypatch):
+    """A check of a run whose files did not change opens no Delta table while manifest.json names the log's
+    last version; a change then commits on that version. A manifest.json a later commit overtook (a writer that
+    died before its copy) is still put right from the log, and a commit on a version no longer the last is
+    refused."""
+    from data.store.table import TableAt, commit_table, table_files
+
+    src = write_demo_run(tmp_path / "src", "demo", steps=12, per_step=8)
+    run = tmp_path / "root" / "demo"
+    run.mkdir(parents=True)
+    grow(run, src, 20)
+    cache = tmp_path / "cache"
+    first = ingest_run(run, cache, DEFAULT_PAD_TOKENS)
+    store_dir = first.store_dir
+    v0 = DeltaTable(str(store_dir)).version()
+    old_bytes = (store_dir / "manifest.json").read_bytes()
+    assert json.loads(old_bytes)["table_version"] == v0
+
+    def refuse(*a, **k):
+        raise AssertionError("the table was opened")
+
+    with monkeypatch.context() as m:
+        m.setattr("data.store.table.DeltaTable", refuse)
+        again = ingest_run(run, cache, DEFAULT_PAD_TOKENS)
+    assert (again.generation, again.samples, again.steps) == (first.generation, first.samples, first.steps)
+    assert (store_dir / "manifest.json").read_bytes() == old_bytes
+
+    grow(run, src, 0)  # the rest of the lines: committed on the version manifest.json named
+    grown = ingest_run(run, cache, DEFAULT_PAD_TOKENS)
+    assert grown.generation == first.generation + 1 and grown.samples == 12 * 8
+    table = DeltaTable(str(store_dir))
+    assert (
+        table.version() == v0 + 1 == json.loads((store_dir / "manifest.json").read_bytes())["table_version"]
+    )
+    assert_same(duckdb_steps(store_dir), by_hand(run))
+
+    # manifest.json as before the last commit: the log has a later one, so it is read and the copy put right.
+    (store_dir / "manifest.json").write_bytes(old_bytes)
+    fixed = ingest_run(run, cache, DEFAULT_PAD_TOKENS)
+    assert (fixed.generation, fixed.samples) == (grown.generation, 12 * 8)
+    assert json.loads((store_dir / "manifest.json").read_bytes())["table_version"] == v0 + 1
+
+    # A writer that read version v0 cannot commit over v0 + 1.
+    data = json.loads(old_bytes)
+    with pytest.raises(CommitConflict):
+        commit_table(
+            store_dir, TableAt(store_dir, v0), table_files(data), {}, {}, data["generation"] + 1, "x.json"
+        )
+    assert DeltaTable(str(store_dir)).version() == v0 + 1
