@@ -17,7 +17,7 @@ from data.ingest.files import ingest_file
 from data.ingest.options import load_options
 from data.ingest.writer import _Writer
 from data.remote import as_path
-from data.store import RunStore, run_files, store_dir_for
+from data.store import RunStore, open_store, run_files, store_dir_for
 from data.store.manifest import (
     MANIFEST,
     Manifest,
@@ -306,14 +306,30 @@ def read_files(
 
 
 def _fill_result(result: IngestResult, store_dir: Path) -> None:
-    m = read_manifest(store_dir)
-    if m is None:
+    # The committed manifest as readers hold it (parsed once per commit in a process) and the sums of its
+    # steps summary (once per summary file: a commit writes a new one). A check of a run that finds
+    # nothing new ends here, every few seconds while its pages are open.
+    store = open_store(store_dir)
+    if store is None:
         return
-    store = RunStore(store_dir, m)
+    m = store.manifest
     result.files = len(m.data["files"])
     result.generation = m.generation
-    # Three sums of the steps summary, read without its other columns (a check of a run that finds nothing
-    # new ends here too, every few seconds while pages are open).
+    result.steps, result.samples, result.tokens = _step_totals(store)
+    result.bad_lines = sum(p["errors"] for p in m.data["parts"].values())
+
+
+_TOTALS: dict[tuple, tuple[int, int, int]] = {}
+
+
+def _step_totals(store: RunStore) -> tuple[int, int, int]:
+    """Steps, responses and KL tokens of a store's steps summary (three of its columns read)."""
+    path = store.dir / store.manifest.data["steps_file"]
+    st = path.stat()
+    key = (path, st.st_size, st.st_mtime_ns)
+    hit = _TOTALS.get(key)
+    if hit is not None:
+        return hit
     steps = store.steps_scan()
     has_tokens = "n_kl_tokens" in steps.collect_schema().names()
     got = steps.select(
@@ -321,5 +337,8 @@ def _fill_result(result: IngestResult, store_dir: Path) -> None:
         pl.col("n").sum().alias("n"),
         (pl.col("n_kl_tokens").fill_null(0).sum() if has_tokens else pl.lit(0)).alias("tokens"),
     ).collect()
-    result.steps, result.samples, result.tokens = (int(v or 0) for v in got.row(0))
-    result.bad_lines = sum(p["errors"] for p in m.data["parts"].values())
+    totals = tuple(int(v or 0) for v in got.row(0))
+    if len(_TOTALS) >= 64:
+        _TOTALS.clear()
+    _TOTALS[key] = totals
+    return totals

@@ -244,3 +244,7 @@ def test_summary009_a_check_that_finds_nothing_new_reads_no_summary(tmp_path, mo
     assert again.generation == first.generation
     assert (again.steps, again.samples, again.tokens) == (first.steps, first.samples, first.tokens)
     assert (again.steps, again.samples) == (3, 12)
+    # Its sums are those of the summary file the commit wrote, read once: a third check scans nothing.
+    monkeypatch.setattr(pl, "scan_parquet", lambda *a, **k: pytest.fail(f"scanned: {a}"))
+    third = ingest_run(run, cache, PADS)
+    assert (third.steps, third.samples, third.tokens) == (first.steps, first.samples, first.tokens)
