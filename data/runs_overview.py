@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from data import curves
+from data.cache import StoreKey, shared
 from data.compare.summary import summary_row
 from data.store import RunStore, run_file_stats
 
@@ -66,8 +67,15 @@ def _names(names: list[str]) -> str:
 
 
 def run_health(store: RunStore) -> RunHealth:
-    """:class:`RunHealth` of a committed store (its per-step summary, manifest and issues)."""
-    steps = store.steps()
+    """:class:`RunHealth` of a committed store (its per-step summary, manifest and issues), cached on the
+    store version: the runs page shows it for every run at every visit."""
+    return _health(StoreKey(store))
+
+
+@shared(16)
+def _health(v: StoreKey) -> RunHealth:
+    store = v.store
+    steps = curves.run_steps(store)
     manifest = store.manifest.data
     bad = sum(p["errors"] for p in manifest["parts"].values()) + len(manifest.get("pending", {}))
     span = None
@@ -126,8 +134,13 @@ class Headline:
 
 
 def run_headline(name: str, store: RunStore) -> Headline:
-    """:class:`Headline` of a committed store (its per-step summary, cached on the store version)."""
-    steps = curves.run_steps(store)
+    """:class:`Headline` of a committed store (cached on the store version)."""
+    return _headline(StoreKey(store), name)
+
+
+@shared(16)
+def _headline(v: StoreKey, name: str) -> Headline:
+    steps = curves.run_steps(v.store)
     row = summary_row(name, steps)
     if "reward_mean" not in steps.columns:
         return Headline(

@@ -114,3 +114,22 @@ def test_runs_overview004_sparkline_of_a_long_run_by_hand():
     y = np.arange(10.0)
     y[4] = 50.0  # a spike inside a run of 5 (k = 5) stays drawn
     assert spark_rows(y, points=4) == [0, 4, 5, 9]
+
+
+def test_runs_overview005_health_is_read_once_per_commit(tmp_path, monkeypatch):
+    """A run's health is worked out once per commit of its store: asked again it reads nothing; after a
+    commit that brings a bad line and a step, it counts them."""
+    from data.store.reader import RunStore
+
+    good = {"prompt": "p", "response": "r", "reward": 1.0}
+    run, store = _store(tmp_path, [json.dumps({**good, "step": s}) for s in (1, 2)])
+    first = run_health(store)
+    assert (first.samples, first.steps, first.bad_lines, first.n_errors) == (2, 2, 0, 0)
+    with monkeypatch.context() as m:
+        m.setattr(RunStore, "issues", lambda self: (_ for _ in ()).throw(AssertionError("issues read")))
+        m.setattr(RunStore, "steps", lambda self: (_ for _ in ()).throw(AssertionError("steps read")))
+        assert run_health(open_store(store.dir)) == first
+    with open(run / "rank0.jsonl", "a") as f:
+        f.write(json.dumps({**good, "step": 3}) + "\n{not json\n")
+    again = run_health(open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir))
+    assert (again.samples, again.steps, again.bad_lines, again.n_errors) == (3, 3, 1, 1)
