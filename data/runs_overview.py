@@ -72,10 +72,31 @@ def run_health(store: RunStore) -> RunHealth:
     return _health(StoreKey(store))
 
 
+# The columns of the steps summary the runs page reads (:func:`summary_row` and the health's counts): a
+# few of its 65, the first visit of the page reads no other.
+CARD_COLUMNS = (
+    "step",
+    "n",
+    "reward_mean",
+    "kl_token_mean",
+    "response_length_mean",
+    "response_chars_mean",
+    "n_groups",
+    "zero_spread_share",
+)
+
+
+def card_steps(store: RunStore) -> pl.DataFrame:
+    """The :data:`CARD_COLUMNS` of the store's steps summary that it has, sorted by step."""
+    lf = store.steps_scan()
+    have = set(lf.collect_schema().names())
+    return lf.select(c for c in CARD_COLUMNS if c in have).collect().sort("step")
+
+
 @shared(16)
 def _health(v: StoreKey) -> RunHealth:
     store = v.store
-    steps = curves.run_steps(store)
+    steps = card_steps(store)
     manifest = store.manifest.data
     bad = sum(p["errors"] for p in manifest["parts"].values()) + len(manifest.get("pending", {}))
     span = None
@@ -140,7 +161,7 @@ def run_headline(name: str, store: RunStore) -> Headline:
 
 @shared(16)
 def _headline(v: StoreKey, name: str) -> Headline:
-    steps = curves.run_steps(v.store)
+    steps = card_steps(v.store)
     row = summary_row(name, steps)
     if "reward_mean" not in steps.columns:
         return Headline(

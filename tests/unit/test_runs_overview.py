@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from components import run_cards
+from data.compare.summary import summary_row
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
-from data.runs_overview import FIELDS_SHOWN, run_files_summary, run_health
+from data.runs_overview import FIELDS_SHOWN, run_files_summary, run_headline, run_health
 from data.store import open_store
+from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 
 
 def _store(tmp_path, lines: list[str], name: str = "run"):
@@ -133,3 +137,17 @@ def test_runs_overview005_health_is_read_once_per_commit(tmp_path, monkeypatch):
         f.write(json.dumps({**good, "step": 3}) + "\n{not json\n")
     again = run_health(open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir))
     assert (again.samples, again.steps, again.bad_lines, again.n_errors) == (3, 3, 1, 1)
+
+
+@pytest.mark.parametrize("run", [*FIXTURE_RUNS, None])
+def test_runs_overview006_card_columns_give_the_same_headline(tmp_path, fixtures_dir, run):
+    """The few summary columns the runs page reads give the headline the whole summary gives, on the real
+    fixtures and the demo run."""
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=30)
+    store = open_store(ingest_run(src, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
+    h, row = run_headline(src.name, store), summary_row(src.name, store.steps())
+    assert row["steps"] > 0
+    got = (h.reward_last, h.reward_best, h.reward_best_step, h.kl_last)
+    assert got == (row["reward_last"], row["reward_best"], row["reward_best_step"], row["kl_last"])
+    health = run_health(store)
+    assert (health.steps, health.samples) == (row["steps"], row["responses"])
