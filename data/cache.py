@@ -59,7 +59,7 @@ def results(cache_dir: Path) -> diskcache.Cache | None:
         return cache
 
 
-def shared(maxsize: int):
+def shared(maxsize: int, disk: bool = True):
     """Decorator for ``fn(key: StoreKey, *args)`` with hashable, picklable arguments and a picklable result.
 
     The result is kept in an LRU of ``maxsize`` entries in the process (none for ``maxsize=0``: a result
@@ -68,9 +68,14 @@ def shared(maxsize: int):
     (benchmarks time the computation itself); ``peek(key, *args)`` returns the result kept on disk or None,
     computing nothing. A disk that fails is no error: the result is computed.
 
+    ``disk=False``: kept in the process only (a result that is as quick to read again from the store as from
+    the results cache, but slow to pickle: a whole steps summary).
+
     A computation that finds a file of its committed state gone (a later commit collected it) runs again
     on the state committed now (``key.store.reopened()``); that result is not kept.
     """
+
+    on_disk = disk
 
     def decorate(fn):
         name = f"{fn.__module__}.{fn.__qualname__}"
@@ -86,7 +91,7 @@ def shared(maxsize: int):
                 return fn(StoreKey(fresh), *args), False
 
         def lookup(key: StoreKey, *args):
-            disk = results(Path(key.store.dir).parent)
+            disk = results(Path(key.store.dir).parent) if on_disk else None
             entry = (name, *key.key, *args)
             if disk is not None:
                 try:

@@ -554,7 +554,9 @@ def dense_heatmap(
 # ---- cached on the store version -------------------------------------------------------------------------
 
 
-@shared(16)
+# In the process only: at 5,000 steps (65 columns) pickling it into the results cache cost more than reading
+# the summary's file again.
+@shared(8, disk=False)
 def _steps(v: StoreKey) -> pl.DataFrame:
     return v.store.steps().sort("step")
 
@@ -632,8 +634,14 @@ def run_steps(store: RunStore) -> pl.DataFrame:
 
 
 def step_list(store: RunStore) -> list[int]:
-    """The run's steps in numeric order."""
-    return run_steps(store).get_column("step").to_list()
+    """The run's steps in numeric order (the summary's step column alone, cached on the store version: pages
+    that only place a step read no other of its columns)."""
+    return list(_step_list(StoreKey(store)))
+
+
+@shared(64)
+def _step_list(v: StoreKey) -> tuple[int, ...]:
+    return tuple(v.store.steps_scan().select("step").collect().get_column("step").sort().to_list())
 
 
 def run_panels(store: RunStore, band: str = DEFAULT_BAND, zero_shift: bool = False) -> tuple[Panel, ...]:

@@ -49,10 +49,11 @@ def _steps_info(store_dir: str, version: str) -> tuple[int, int | None]:
     store = open_store(Path(store_dir))
     if store is None:
         return 0, None
-    steps = store.steps()
-    if steps.height == 0 or "step" not in steps.columns:
+    steps = store.steps_scan()
+    if "step" not in steps.collect_schema().names():
         return 0, None
-    return steps.height, steps.select(pl.col("step").max()).item()
+    n, last = steps.select(pl.len(), pl.col("step").max()).collect().row(0)
+    return n, last
 
 
 def _snapshot(run: str, store) -> RunSnapshot:

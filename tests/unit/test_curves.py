@@ -510,3 +510,22 @@ def test_curves026_heatmap_columns_one_per_step_and_windows():
     assert curves.zoom_window(steps, 1, 3, size=3) == (1, 3)
     assert curves.zoom_window(steps, 1, 3, size=10) == (1, 7)
     assert curves.zoom_window(steps, 50, 60, size=3) is None
+
+
+def test_curves027_step_list_reads_the_step_column_alone(tmp_path, monkeypatch):
+    """The run's steps (the reward page's layout, the live snapshot) come from the summary's step column
+    alone, in numeric order; the whole summary, when read, is kept in the process, not the results cache."""
+    from data import live
+    from data.cache import StoreKey
+    from data.demo import write_demo_run
+    from data.store.reader import RunStore
+
+    run = write_demo_run(tmp_path / "root", steps=12, per_step=4)
+    store = open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
+    with monkeypatch.context() as m:
+        m.setattr(RunStore, "steps", lambda self: pytest.fail("the whole summary was read"))
+        assert curves.step_list(store) == list(range(1, 13))
+        assert live._steps_info(str(store.dir), store.version) == (12, 12)
+    assert curves.run_steps(store).get_column("step").to_list() == list(range(1, 13))
+    assert curves._steps.peek(StoreKey(store)) is None
+    assert curves._step_list.peek(StoreKey(store)) == tuple(range(1, 13))
