@@ -114,9 +114,11 @@ def _repetition(key: StoreKey) -> pl.DataFrame:
     store = key.store
     if "repetition" not in store.schema():
         return pl.DataFrame(schema={"step": pl.Int64, "y": pl.Float64})
-    steps = store.steps()
-    if "repetition_mean" in steps.columns:  # kept in the per-step summary by ingest: no response is read
-        return steps.select("step", pl.col("repetition_mean").cast(pl.Float64).alias("y")).sort("step")
+    steps = store.steps_scan()
+    if "repetition_mean" in steps.collect_schema().names():  # kept in the per-step summary by ingest
+        return (
+            steps.select("step", pl.col("repetition_mean").cast(pl.Float64).alias("y")).sort("step").collect()
+        )
     rep = pl.col("repetition").cast(pl.Float64)
     # A summary written before it was kept: two columns of the scalars, aggregated per step (RunStore.scan).
     lf = store.scan(["step", "repetition"])
