@@ -633,6 +633,17 @@ def _fast_head(key: StoreKey, pattern: str, seconds: float) -> tuple[pl.DataFram
     return keys, int(entry["rows"]) == int(entry["of"])
 
 
+def _top_rows(store: RunStore, keys: pl.DataFrame, cols: list[str]) -> pl.DataFrame | None:
+    """``cols`` of the rows ``keys`` (from :func:`fast_keys`) as the top file keeps them, with the types
+    of :meth:`RunStore.schema` (as :meth:`RunStore.read_keys` gives them); None for a top file written
+    before it kept them."""
+    got = text_index.top_rows(store.dir, store.manifest.data.get(text_index.TOP_KEY), keys, cols)
+    if got is None:
+        return None
+    schema = store.schema()
+    return got.select(pl.col(c).cast(schema[c]) if c in schema else pl.col(c) for c in cols)
+
+
 _FAST_LOCKS: dict[tuple, threading.Lock] = {}
 
 
@@ -870,7 +881,9 @@ def _block(
     cols = [c for c in ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS] if c in names]
     want = list(dict.fromkeys(["source", "line", *cols]))
     rows = None
-    if start == 0 and flt.step is None and flt.is_default():  # the first block, kept at ingest
+    if fast is not None:  # the first matches' columns, kept beside their texts at ingest
+        rows = _top_rows(store, keys, want)
+    elif start == 0 and flt.step is None and flt.is_default():  # the first block, kept at ingest
         rows = topk.first_rows(store, keys, want)
     if rows is None:
         rows = store.read_keys(keys, want)

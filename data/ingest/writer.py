@@ -36,7 +36,8 @@ from data.ingest.parts import (
 from data.ingest.prompt_summary import FILE_KEY as PROMPTS_FILE
 from data.ingest.prompt_summary import MATCHES_KEY as MATCHES_FILE
 from data.ingest.prompt_summary import THRESHOLD_KEY, write_prompt_list
-from data.ingest.summary import CELLS_KEY, StepSummaries, fill_step_ranges
+from data.ingest.summary import CELLS_KEY, StepSummaries, fill_step_ranges, scan_part_scalars
+from data.metrics.registry import table_columns
 from data.store.index import FACTS_KEY, write_facts
 from data.store.layout import (
     ISSUE_SCHEMA,
@@ -56,7 +57,7 @@ from data.store.layout import (
 )
 from data.store.manifest import MANIFEST, Manifest, has_issues, manifest_bytes, packed_parts, write_atomic
 from data.store.table import MANIFESTS, TABLE_VERSION, commit_table, table_files
-from data.store.text_index import TOP_KEY, collect_index, index_new_parts, write_top
+from data.store.text_index import TOP_KEY, Block, collect_index, index_new_parts, write_top
 
 # This process's writers' tag, in the names of the files they write: writers of one store on several hosts
 # (or in several processes) never write the same file (see data.store.table).
@@ -658,7 +659,7 @@ class _Writer:
         self._written.append(self.dir / top_name)
         old_top = self.m.data.get(TOP_KEY)
         try:
-            top = write_top(self.dir, state, old_top, top_name)
+            top = write_top(self.dir, state, old_top, top_name, _top_block(self.dir, data))
         except (
             pl.exceptions.PolarsError
         ):  # parts it cannot order (no reward column): searches read every text
@@ -756,6 +757,23 @@ class _Writer:
         """Delete every file this writer wrote (its commit was refused: no manifest names them)."""
         for p in self._written:
             p.unlink(missing_ok=True)
+
+
+PREVIEWS = ("prompt_preview", "response_preview")  # data.responses.PREVIEW_COLUMNS
+
+
+def _top_block(store_dir: Path, data: dict) -> Block:
+    """What the top file's rows keep besides their texts (see :data:`data.store.text_index.BLOCK_KEY`): the
+    columns the responses grid's block shows (``source, line``, the metric and extra columns, the
+    previews; :func:`data.responses._block`), read from the scalars of the parts of manifest ``data``."""
+    cols = ["source", "line", *table_columns(), *data.get("extra_columns", []), *PREVIEWS]
+    parts = data["parts"]
+
+    def scans(pids: list[int]) -> list[pl.LazyFrame]:
+        # (A file of parts/ written with others may hold rows of parts dropped since: not read, not shown.)
+        return scan_part_scalars(store_dir, data, [p for p in pids if str(p) in parts])
+
+    return list(dict.fromkeys(cols)), scans
 
 
 def _tags(data: dict | None) -> set[str | None]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
@@ -120,8 +120,15 @@ def index_files(store_dir: Path, part_files: Iterable[Path], folder: Path | None
 # reward, sample_id, prompt, response`` of the first rows of the whole run in that order, at most TOP_ROWS
 # rows and TOP_BYTES of texts, whatever the run's size; a search reads that, not every text, for its first
 # block (see :func:`data.responses.fast_head`).
+#
+# Each row also keeps the other columns the grid's block shows (:data:`BLOCK_KEY`: ``source, line``, the
+# metric and extra columns, the previews), read from the parts' scalars at the commit that first keeps it,
+# so that the first block of such a search reads no part (see :func:`top_rows`). A top file written before
+# them (no ``block`` in its entry) has its rows' columns read at the next commit.
 
-TOP_KEY = "text_top"  # manifest: {"name", "rows", "of": rows of the state, "covers": index files' keys}
+TOP_KEY = "text_top"  # manifest: {"name", "rows", "of": rows of the state, "covers": index files' keys,
+# "block": the other columns its rows keep}
+BLOCK_KEY = "block"
 TOP_ROWS = 32_768
 TOP_BYTES = 32 << 20
 TOP_COLUMNS = ("part", "row", "step", "reward", "sample_id", "prompt", "response")
@@ -179,11 +186,58 @@ def _top_of_parts(parts: list[str], index: list[str]) -> tuple[pl.DataFrame, boo
     return top.select(TOP_COLUMNS), top.height == n, n
 
 
-def write_top(store_dir: Path, rels: Iterable[str], old: dict | None, name: str) -> dict | None:
+# What a commit gives write_top to read its new rows' block columns: the columns, and the scans of the
+# scalars of some part ids (``data.ingest.summary.scan_part_scalars``; ingest's, which this package does not
+# import).
+Block = tuple[list[str], Callable[[list[int]], list[pl.LazyFrame]]]
+
+
+def _block_rows(keys: pl.DataFrame, block: Block) -> pl.DataFrame:
+    """``part, row`` and the ``block`` columns of the rows ``keys``, read from their parts' scalars one file at
+    a time (a column a file lacks is null there, as :meth:`RunStore.read_keys` gives it)."""
+    cols, scans = block
+    want = keys.select(pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64)).unique()
+    found = [pl.DataFrame(schema={"part": pl.Int64, "row": pl.Int64})]
+    pids = sorted(set(want.get_column("part").to_list()))
+    for lf in scans(pids) if pids else []:
+        have = lf.collect_schema().names()
+        got = (
+            lf.select(
+                pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64), *(c for c in cols if c in have)
+            )
+            .join(want.lazy(), on=["part", "row"], how="semi")
+            .collect()
+        )
+        found.append(got)
+    rows = pl.concat(found, how="diagonal_relaxed")
+    return rows.with_columns(pl.lit(None).alias(c) for c in cols if c not in rows.columns).select(
+        "part", "row", *cols
+    )
+
+
+def _with_block(merged: pl.DataFrame, block: Block) -> pl.DataFrame:
+    """``merged`` (with ``__b``: whether a row has its block columns already) with every row's block
+    columns, in its order."""
+    cols = block[0]
+    merged = merged.with_row_index("__o")
+    done = merged.filter(pl.col("__b"))
+    todo = merged.filter(~pl.col("__b")).select("__o", *TOP_COLUMNS)
+    if todo.height:
+        got = _block_rows(todo, block)
+        todo = todo.join(got, on=["part", "row"], how="left", maintain_order="left")
+    out = pl.concat([done, todo], how="diagonal_relaxed").sort("__o")
+    out = out.with_columns(pl.lit(None).alias(c) for c in cols if c not in out.columns)
+    return out.select(*TOP_COLUMNS, *cols)
+
+
+def write_top(
+    store_dir: Path, rels: Iterable[str], old: dict | None, name: str, block: Block | None = None
+) -> dict | None:
     """Write the top file ``name`` (in the store) of the state whose files of ``parts/`` are ``rels``, from
     the previous top file ``old`` (its manifest entry) and the files of ``parts/`` it does not cover (all
-    of them when a file it covers is gone); returns its manifest entry, None when an index file is missing (a store
-    whose index is kept beside it: a search reads every text, as before)."""
+    of them when a file it covers is gone), its rows with the ``block`` columns when given; returns its
+    manifest entry, None when an index file is missing (a store whose index is kept beside it: a search
+    reads every text, as before)."""
     files = {_key(store_dir / rel): in_store(store_dir, store_dir / rel) for rel in rels}
     if not all(p.exists() for p in files.values()):
         return None
@@ -194,17 +248,22 @@ def write_top(store_dir: Path, rels: Iterable[str], old: dict | None, name: str)
     parts = {_key(store_dir / rel): store_dir / rel for rel in rels}
     new = [k for k in sorted(files) if k not in covers]
     rows = int(old["of"]) if prev is not None else 0
+    cols = [c for c in block[0] if c not in TOP_COLUMNS] if block else []
+    block = (cols, block[1]) if block else None
     lists: list[tuple[pl.DataFrame, bool]] = []
     if prev is not None:
-        lists.append((pl.read_ipc(prev, columns=list(TOP_COLUMNS)), int(old["rows"]) == rows))
+        # Its rows keep their block columns when it kept those asked for now (else they are read again).
+        kept = bool(block) and set(cols) <= set((old or {}).get(BLOCK_KEY) or ())
+        df = pl.read_ipc(prev, columns=[*TOP_COLUMNS, *cols] if kept else list(TOP_COLUMNS))
+        lists.append((df.with_columns(pl.lit(kept).alias("__b")), int(old["rows"]) == rows))
     if new:
         got, whole, n = _top_of_parts([str(parts[k]) for k in new], [str(files[k]) for k in new])
         rows += n
-        lists.append((got, whole))
+        lists.append((got.with_columns(pl.lit(False).alias("__b")), whole))
     if not lists:
-        merged = pl.DataFrame(schema=TOP_SCHEMA)
+        merged = pl.DataFrame(schema={**TOP_SCHEMA, "__b": pl.Boolean})
     else:
-        both = pl.concat([df for df, _ in lists], how="vertical_relaxed").with_row_index("__i")
+        both = pl.concat([df for df, _ in lists], how="diagonal_relaxed").with_row_index("__i")
         ordered = top_order(both.lazy()).collect()
         # A list that is only the first rows of its files is exact up to its last row: cut there.
         cut = ordered.height
@@ -215,5 +274,31 @@ def write_top(store_dir: Path, rels: Iterable[str], old: dict | None, name: str)
                 cut = min(cut, int(at) + 1)
             start += df.height
         merged = _bounded(ordered.head(cut).drop("__i"))
+    merged = _with_block(merged, block) if block else merged.select(TOP_COLUMNS)
     _write_ipc(merged, store_dir / name)
-    return {"name": name, "rows": merged.height, "of": rows, "covers": sorted(files)}
+    entry = {"name": name, "rows": merged.height, "of": rows, "covers": sorted(files)}
+    if block:
+        entry[BLOCK_KEY] = cols
+    return entry
+
+
+def top_rows(store_dir: Path, entry: dict | None, keys: pl.DataFrame, cols: list[str]) -> pl.DataFrame | None:
+    """``cols`` of the rows ``keys`` (``part, row``, in order; all rows of the top file ``entry`` names) as
+    the top file keeps them (types as written: the caller casts them); None where it cannot tell (a file
+    written before it kept the block's columns, a column it does not keep, a row it does not hold, the
+    file collected by a later commit)."""
+    if not entry or BLOCK_KEY not in entry or any(c not in (*TOP_COLUMNS, *entry[BLOCK_KEY]) for c in cols):
+        return None
+    want = keys.select(pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64)).with_row_index("__k")
+    try:
+        lf = pl.scan_ipc(Path(store_dir) / entry["name"])
+        got = (
+            lf.select(*dict.fromkeys(["part", "row", *cols]))
+            .join(want.lazy(), on=["part", "row"], how="inner")
+            .collect()
+        )
+    except FileNotFoundError:
+        return None
+    if got.height != keys.height:
+        return None
+    return got.sort("__k").select(cols)

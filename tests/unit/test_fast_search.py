@@ -12,12 +12,12 @@ import polars as pl
 import pytest
 
 from data import responses
-from data.ingest import ingest_run
+from data.ingest import ingest_run, writer
 from data.queries import ResponseFilter
 from data.store import open_store, text_index
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
-from tests.conftest import fixture_or_demo
+from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 
 PADS = ("<pad>", "<|endoftext|>")
 PATTERNS = ("(?i)the", "(?i)answer|step", "\\d{3}", "zzq_none_zzq", "a")
@@ -188,3 +188,60 @@ def test_fastsearch005_another_workers_count_is_shown_not_run_again(tmp_path):
     want = responses.ordered(store, flt, seconds=30.0)  # what the other worker stores when done
     assert want.count == 2
     assert responses.count_or_progress(store, flt, 30.0) == want
+
+
+def _block_from_parts(store, q: str, start: int, end: int) -> pl.DataFrame:
+    """The grid's block ``start:end`` of a search over every step as main read it: the rows read from the
+    parts (``RunStore.read_keys``), for the keys the top file gives."""
+    responses.clear_caches()
+    entry = {k: v for k, v in store.manifest.data[text_index.TOP_KEY].items() if k != text_index.BLOCK_KEY}
+    plain = RunStore(store.dir, Manifest({**store.manifest.data, text_index.TOP_KEY: entry}))
+    return responses._block(responses.StoreKey(plain), ResponseFilter(q=q), "reward", True, start, end, 30.0)
+
+
+def _no_part_reads(monkeypatch) -> None:
+    def refuse(self, part, rows, columns=None):
+        raise AssertionError(f"read part {part}")
+
+    monkeypatch.setattr(RunStore, "read_rows", refuse)
+
+
+@pytest.mark.parametrize("run", [*FIXTURE_RUNS, None])
+def test_fastsearch006_block_from_the_top_file_reads_no_part(fixtures_dir, tmp_path, monkeypatch, run):
+    """On every fixture run and the demo (for the demo, a second commit over a top file written before it
+    kept the block's columns, which the old store reads from the parts): the blocks of a search over every
+    step that the top file holds are read from it, not from a part, and equal the blocks read from the
+    parts, every column and type, for frequent, rare and unmatched patterns."""
+    monkeypatch.setattr(text_index, "TOP_ROWS", 60)  # blocks beyond the top: from the parts, as before
+    if run is None:
+        src = fixture_or_demo(fixtures_dir, tmp_path / "root", None, steps=6)
+        with monkeypatch.context() as m:
+            m.setattr(writer, "_top_block", lambda store_dir, data: None)  # an older writer
+            old = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
+        assert text_index.BLOCK_KEY not in old.manifest.data[text_index.TOP_KEY]
+        keys = responses.fast_keys(old, ResponseFilter(q="a"), "reward", True, 0, 7, 30.0)[0]
+        assert keys.height == 7 and responses._top_rows(old, keys, ["reward"]) is None
+        from data.demo import write_demo_run
+
+        write_demo_run(tmp_path / "root", "demo", steps=12, per_step=16)  # the same run, six more steps
+    else:
+        src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
+    store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
+    entry = store.manifest.data[text_index.TOP_KEY]
+    assert entry[text_index.BLOCK_KEY] and entry["rows"] == min(60, entry["of"])
+    fast = 0
+    for q in (*PATTERNS, "的"):
+        for start, end in ((0, 100), (0, 7), (7, 20)):
+            want = _block_from_parts(store, q, start, end)
+            with monkeypatch.context() as m:
+                if responses.fast_keys(store, ResponseFilter(q=q), "reward", True, start, end, 30.0) is None:
+                    continue  # beyond the matches the top holds: read from the parts, as before
+                fast += 1
+                _no_part_reads(m)
+                responses.clear_caches()
+                got = responses._block(
+                    responses.StoreKey(store), ResponseFilter(q=q), "reward", True, start, end, 30.0
+                )
+            assert got.schema == want.schema
+            assert got.equals(want), (q, start, end)
+    assert fast >= 2
