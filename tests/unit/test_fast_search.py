@@ -245,3 +245,24 @@ def test_fastsearch006_block_from_the_top_file_reads_no_part(fixtures_dir, tmp_p
             assert got.schema == want.schema
             assert got.equals(want), (q, start, end)
     assert fast >= 2
+
+
+def test_fastsearch007_count_poll_reads_three_summary_columns(tmp_path, monkeypatch):
+    """The count's scope (each poll's "of N responses") and the unfiltered view's count and mean come from
+    the steps summary's n and finite reward sums alone: with the whole summary made unreadable they equal
+    those worked out from the whole summary."""
+    src = fixture_or_demo(tmp_path, tmp_path / "root", None, steps=4)
+    store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
+    want = responses.all_steps_reward(store.steps())
+    assert want is not None and want.scope == 64
+
+    def refuse(self):
+        raise AssertionError("read the whole steps summary")
+
+    monkeypatch.setattr(RunStore, "steps", refuse)
+    responses.clear_caches()
+    assert responses.ordered(store, ResponseFilter()) == want
+    flt = ResponseFilter(q="zzq_none_zzq")
+    got, seen = _count(store, flt)
+    assert got.count == 0 and got.scope == want.scope
+    assert all(c.scope == want.scope for c in seen)
