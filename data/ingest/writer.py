@@ -653,8 +653,8 @@ class _Writer:
         # manifest names the commit; see data.store.text_index).
         text_files = index_new_parts(self.dir, state)
         self._written += text_files  # a refused commit's, removed with its parts (whose names may come again)
-        # The first rows of the run in the responses page's default order, with their texts (the first block
-        # of a search over every step reads them, not every text).
+        # The first rows of the run in the responses page's default order, with their texts and the grid's
+        # columns (the first block of a search over every step reads them, not every text nor any part).
         top_name = f"texttop-g{gen:06d}-{self.tag}.arrow"
         self._written.append(self.dir / top_name)
         old_top = self.m.data.get(TOP_KEY)
