@@ -80,13 +80,18 @@ def step_medians(store) -> pl.DataFrame:
     """Each step's median length (``step, length_median, chars_median``, see
     :func:`data.metrics.degeneration.step_length_medians`) from the steps summary (its ``_p50``: the
     finite values' linear median, which for these integer counts is exactly the median), else a scan."""
-    steps = store.steps()
-    if {"response_length_p50", "response_chars_p50"} <= set(steps.columns):
-        return steps.select(
-            "step",
-            pl.col("response_length_p50").cast(pl.Float64).alias("length_median"),
-            pl.col("response_chars_p50").cast(pl.Float64).alias("chars_median"),
-        ).sort("step")
+    # Three of the summary's ~65 columns: reading it whole cost ~5 ms at 5,000 steps.
+    steps = store.steps_scan()
+    if {"response_length_p50", "response_chars_p50"} <= set(steps.collect_schema().names()):
+        return (
+            steps.select(
+                "step",
+                pl.col("response_length_p50").cast(pl.Float64).alias("length_median"),
+                pl.col("response_chars_p50").cast(pl.Float64).alias("chars_median"),
+            )
+            .sort("step")
+            .collect()
+        )
     return step_length_medians(store.scan(["step", "response_length", "response_chars"])).collect()
 
 
