@@ -34,6 +34,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from data.ingest.summary import scan_part_scalars
@@ -49,8 +50,8 @@ COLUMNS = (*stored_columns(), "group_id", "advantage")
 ROW_GROUP = 2048  # of the Parquet files stores committed before the Arrow ones hold
 FILE_ROWS = 200_000
 # Rows per record batch of an index file: a prompt's rows in one file (~100 in a run of 2,000 prompts) are
-# decompressed with at most this many others. The schema's metadata under FIRST_KEYS is the JSON list of
-# each batch's first key (null for a batch of null keys, which sort last).
+# read with at most this many others. The schema's metadata under FIRST_KEYS is the JSON list of each
+# batch's first key, but for the batches at the end that start with a null key (nulls sort last).
 BATCH = 512
 FIRST_KEYS = b"rlboard.first_keys"
 # Not compressed: a compressed batch decompresses each of its ~120 buffers on its own (~0.5 ms a batch with
@@ -73,7 +74,8 @@ def _write(store_dir: Path, name: str, rows: pl.DataFrame) -> None:
     rows, their first keys in the schema."""
     table = rows.sort("prompt_key", "part", "row", nulls_last=True).to_arrow()
     batches = table.to_batches(max_chunksize=BATCH)
-    keys = [b.column("prompt_key")[0].as_py() for b in batches]
+    # Null keys sort last: the batches that start with one hold no other key, and have no first key.
+    keys = [k for k in (b.column("prompt_key")[0].as_py() for b in batches) if k is not None]
     schema = table.schema.with_metadata({FIRST_KEYS: json.dumps(keys).encode()})
     sink = pa.BufferOutputStream()
     with ipc.new_file(sink, schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as w:
@@ -100,21 +102,19 @@ def _read_key(path: Path, key: str, cols: list[str]) -> pl.DataFrame | pa.Table:
     with pa.OSFile(str(path)) as src:  # read into memory: nothing refers to the file once closed
         reader = ipc.open_file(src)
         firsts = json.loads(reader.schema.metadata[FIRST_KEYS])
-        firsts = firsts[: _non_null(firsts)]
         # Batch i holds keys from firsts[i] to firsts[i + 1]: the key is in the batches from the last one
         # that starts before it to the last one that starts with it.
         lo, hi = max(0, bisect.bisect_left(firsts, key) - 1), bisect.bisect_right(firsts, key)
-        names = [c for c in cols if c in reader.schema.names]
+        have = set(reader.schema.names)
+        names = [c for c in cols if c in have]
         if lo >= hi:
-            table = reader.schema.empty_table()
-        else:
-            table = pa.Table.from_batches([reader.get_batch(i) for i in range(lo, hi)], reader.schema)
-            keys = table.column("prompt_key").to_pylist()
-            n = _non_null(keys)
-            first = bisect.bisect_left(keys, key, hi=n)
-            last = bisect.bisect_right(keys, key, lo=first, hi=n)
-            table = table.slice(first, last - first)
-        return table.select(names)
+            return reader.schema.empty_table().select(names)
+        table = pa.Table.from_batches([reader.get_batch(i) for i in range(lo, hi)], reader.schema)
+    # Sorted by key: the prompt's rows are one run of them.
+    at = pc.indices_nonzero(pc.fill_null(pc.equal(table.column("prompt_key"), key), False))
+    if len(at) == 0:
+        return table.slice(0, 0).select(names)
+    return table.slice(at[0].as_py(), len(at)).select(names)
 
 
 def _from_arrow(tables: list[pa.Table]) -> list[pl.DataFrame]:
@@ -126,11 +126,6 @@ def _from_arrow(tables: list[pa.Table]) -> list[pl.DataFrame]:
         return [pl.from_arrow(pa.concat_tables(tables, promote_options="permissive"))]
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return [pl.from_arrow(t) for t in tables]
-
-
-def _non_null(keys: list) -> int:
-    """The count of leading non-null keys of a sorted list (nulls last)."""
-    return next((i for i, k in enumerate(keys) if k is None), len(keys))
 
 
 def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[str]]:
