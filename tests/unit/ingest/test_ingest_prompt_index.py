@@ -15,7 +15,7 @@ from data.demo import write_demo_run
 from data.ingest import ingest_run, prompt_index
 from data.ingest.prompt_index import INDEX_KEY
 from data.store import open_store
-from data.store.manifest import Manifest
+from data.store.manifest import Manifest, write_atomic
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo, growing_demo_stores
 
@@ -138,3 +138,117 @@ def test_pidx004_a_store_without_the_index_is_scanned(tmp_path):
     prompts._history.cache_clear()
     assert_frame_equal(prompts.history(store, key), prompts.history(old, key))
     prompts._history.cache_clear()
+
+
+def _as_parquet(store) -> RunStore:
+    """The store with its index files written as a commit before the Arrow files wrote them (Parquet, row
+    groups of ROW_GROUP rows, sorted by prompt), as a store ingested then is found."""
+    data = json.loads((store.dir / "manifest.json").read_text())
+    for f in data[INDEX_KEY]["files"]:
+        rows = prompt_index._read_whole(store.dir / f["name"])
+        (store.dir / f["name"]).unlink()
+        f["name"] = f["name"].replace(".arrow", ".parquet")
+        rows.sort("prompt_key", "part", "row", nulls_last=True).write_parquet(
+            store.dir / f["name"], row_group_size=prompt_index.ROW_GROUP, statistics=True
+        )
+    write_atomic(store.dir / "manifest.json", json.dumps(data).encode())
+    return open_store(store.dir)
+
+
+def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
+    """A store written now: each prompt's history reads each index file once, one or two batches of it
+    (its rows are fewer than a batch), and never through Parquet (the footer of every file, ~3 ms each)."""
+    run = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
+    monkeypatch.setattr(prompt_index, "FILE_ROWS", 40)
+    monkeypatch.setattr(prompt_index, "BATCH", 8)
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    files = store.manifest.data[INDEX_KEY]["files"]
+    assert len(files) >= 2 and all(f["name"].endswith(".arrow") for f in files)
+    keys = prompts.prompt_table(store).get_column("prompt_key").to_list()
+    want = {k: prompts.history(_without_index(store), k) for k in keys}
+    opened, batches = [], []
+    real_open = prompt_index.ipc.open_file
+
+    class Counting:
+        def __init__(self, src):
+            self.reader = real_open(src)
+            opened.append(1)
+
+        def __getattr__(self, name):
+            return getattr(self.reader, name)
+
+        def get_batch(self, i):
+            batches.append(i)
+            return self.reader.get_batch(i)
+
+    def no_parquet(*a, **k):
+        raise AssertionError("the prompt index was read through Parquet")
+
+    monkeypatch.setattr(prompt_index.ipc, "open_file", Counting)
+    monkeypatch.setattr(prompt_index.pl, "scan_parquet", no_parquet)
+    monkeypatch.setattr(prompt_index.pl, "read_parquet", no_parquet)
+    monkeypatch.setattr(RunStore, "scan", no_parquet)
+    for key in keys:
+        opened.clear(), batches.clear()
+        prompts._history.cache_clear()
+        got = prompts.history(store, key)
+        assert_frame_equal(got, want[key])
+        assert len(opened) == len(files)
+        # Each prompt has at most 6 responses here (one per step): in one batch of 8 or across two.
+        assert len(batches) <= 2 * len(files)
+    prompts._history.cache_clear()
+
+
+def test_pidx006_batches_by_hand(tmp_path, monkeypatch):
+    """Batches of 2 rows of keys a a | a b | c c | null null: each key's rows exactly, across batches, and
+    none for keys before, between or after them; the first keys list no batch that starts with null."""
+    monkeypatch.setattr(prompt_index, "BATCH", 2)
+    rows = pl.DataFrame(
+        {
+            "prompt_key": ["c", None, "a", "b", "a", "c", None, "a"],
+            "part": [1, 1, 1, 1, 2, 2, 2, 2],
+            "row": [0, 1, 2, 3, 0, 1, 2, 3],
+            "reward": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+        }
+    )
+    prompt_index._write(tmp_path, "pidx-g000001-1-t.arrow", rows)
+    path = tmp_path / "pidx-g000001-1-t.arrow"
+    meta = prompt_index.ipc.open_file(str(path)).schema.metadata[prompt_index.FIRST_KEYS]
+    assert json.loads(meta) == ["a", "a", "c"]
+    cols = ["part", "row", "reward"]
+    for key, want in (
+        ("a", [(1, 2, 3.0), (2, 0, 5.0), (2, 3, 8.0)]),
+        ("b", [(1, 3, 4.0)]),
+        ("c", [(1, 0, 1.0), (2, 1, 6.0)]),
+        ("0", []),
+        ("ab", []),
+        ("bz", []),
+        ("d", []),
+    ):
+        got = prompt_index._from_arrow([prompt_index._read_key(path, key, cols)])[0]
+        assert got.columns == cols
+        assert got.rows() == want, key
+
+
+def test_pidx007_a_store_with_parquet_files_read_then_grown(tmp_path, monkeypatch):
+    """A store whose index was written as Parquet (before the Arrow files) gives the scan's history, and
+    commits after it merge its Parquet files with their Arrow ones, still giving the scan's history."""
+    monkeypatch.setattr(prompt_index, "FILE_ROWS", 96)
+    run = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
+    cache = tmp_path / "cache"
+    store = _as_parquet(open_store(ingest_run(run, cache, PADS).store_dir))
+    assert all(f["name"].endswith(".parquet") for f in store.manifest.data[INDEX_KEY]["files"])
+    _assert_same(store, most=8)
+    kinds = set()
+    for store in growing_demo_stores(run, cache, tmp_path / "more", PADS):
+        kinds |= {f["name"].rsplit(".", 1)[1] for f in store.manifest.data[INDEX_KEY]["files"]}
+        _assert_same(store, most=8)
+    assert kinds == {"arrow"}  # the first run's parts were all dropped: its Parquet files went
+    # Parquet files kept beside the Arrow ones of later commits, and merged with them.
+    store = _as_parquet(store)
+    first = sorted(run.glob("*.jsonl"))[0]
+    first.write_bytes(first.read_bytes() + first.read_bytes().splitlines(keepends=True)[-1])
+    store = open_store(ingest_run(run, cache, PADS, complete=False).store_dir)
+    names = [f["name"] for f in store.manifest.data[INDEX_KEY]["files"]]
+    assert any(n.endswith(".parquet") for n in names) and any(n.endswith(".arrow") for n in names)
+    _assert_same(store, most=8)
