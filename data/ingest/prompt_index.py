@@ -81,7 +81,7 @@ def _write(store_dir: Path, name: str, rows: pl.DataFrame) -> None:
     with ipc.new_file(sink, schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as w:
         for b in batches:
             w.write_batch(b.replace_schema_metadata(schema.metadata))
-    write_atomic(store_dir / name, sink.getvalue().to_pybytes())
+    write_atomic(store_dir / name, sink.getvalue())  # the buffer itself: no copy of the file in bytes
 
 
 def _read_whole(path: Path) -> pl.DataFrame:
