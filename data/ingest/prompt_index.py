@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
+import threading
 from pathlib import Path
 
 import polars as pl
@@ -39,7 +41,6 @@ import pyarrow.ipc as ipc
 
 from data.ingest.summary import scan_part_scalars
 from data.metrics.registry import stored_columns
-from data.store.manifest import write_atomic
 
 # The manifest's entry: {"files": [{"name", "rows", "lo", "hi"}], "upto": the first part id not indexed}, the
 # files in part order, each holding rows of parts lo..hi.
@@ -53,6 +54,8 @@ FILE_ROWS = 200_000
 # read with at most this many others. The schema's metadata under FIRST_KEYS is the JSON list of each
 # batch's first key, but for the batches at the end that start with a null key (nulls sort last).
 BATCH = 512
+BLOCK = 64 * BATCH  # rows converted to Arrow at a time when a file is written
+ORDER = ("prompt_key", "part", "row")  # of each file's rows (nulls last)
 FIRST_KEYS = b"rlboard.first_keys"
 # Not compressed: a compressed batch decompresses each of its ~120 buffers on its own (~0.5 ms a batch with
 # lz4), which cost as much as the rest of a file's read; uncompressed, the index takes ~1.9x the disk of
@@ -61,27 +64,37 @@ COMPRESSION = None
 
 
 def _scalars_of(store_dir: Path, data: dict, ids: list[int]) -> pl.DataFrame:
-    """The :data:`COLUMNS` the scalars of parts ``ids`` have (their loose files, or their pack's rows)."""
+    """The :data:`COLUMNS` the scalars of parts ``ids`` have (their loose files, or their pack's rows), sorted
+    by :data:`ORDER`."""
     frames = [
         f.select(c for c in COLUMNS if c in f.collect_schema())
         for f in scan_part_scalars(store_dir, data, ids)
     ]
-    return pl.concat(frames, how="diagonal_relaxed").collect()
+    return pl.concat(frames, how="diagonal_relaxed").sort(ORDER, nulls_last=True).collect()
 
 
 def _write(store_dir: Path, name: str, rows: pl.DataFrame) -> None:
-    """``rows`` sorted by prompt (then part and row) as the Arrow file ``name``: batches of :data:`BATCH`
-    rows, their first keys in the schema."""
-    table = rows.sort("prompt_key", "part", "row", nulls_last=True).to_arrow()
-    batches = table.to_batches(max_chunksize=BATCH)
-    # Null keys sort last: the batches that start with one hold no other key, and have no first key.
-    keys = [k for k in (b.column("prompt_key")[0].as_py() for b in batches) if k is not None]
-    schema = table.schema.with_metadata({FIRST_KEYS: json.dumps(keys).encode()})
-    sink = pa.BufferOutputStream()
-    with ipc.new_file(sink, schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as w:
-        for b in batches:
-            w.write_batch(b.replace_schema_metadata(schema.metadata))
-    write_atomic(store_dir / name, sink.getvalue())  # the buffer itself: no copy of the file in bytes
+    """``rows``, sorted by :data:`ORDER`, as the Arrow file ``name``: batches of :data:`BATCH` rows, their
+    first keys in the schema. Written to the file a block of rows at a time (then moved in place), so that
+    a commit holds the rows once and a block of them as Arrow, not the whole file again."""
+    keys = rows.get_column("prompt_key")
+    if not keys.is_sorted(nulls_last=True):
+        raise ValueError("prompt index rows must be sorted by prompt_key")
+    # Nulls sort last: the batches that start with one hold no other key, and have no first key.
+    firsts = keys.gather_every(BATCH).drop_nulls().to_list()
+    schema = rows.head(0).to_arrow().schema.with_metadata({FIRST_KEYS: json.dumps(firsts).encode()})
+    path = Path(store_dir) / name
+    tmp = path.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with pa.OSFile(str(tmp), "wb") as sink:
+        with ipc.new_file(sink, schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as w:
+            for start in range(0, rows.height, BLOCK):
+                # One Arrow chunk per column, so that batches start at multiples of BATCH.
+                block = rows.slice(start, BLOCK).to_arrow().combine_chunks()
+                for b in block.to_batches(max_chunksize=BATCH):
+                    w.write_batch(b.replace_schema_metadata(schema.metadata))
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def _read_whole(path: Path) -> pl.DataFrame:
@@ -164,9 +177,11 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[
                 a, b = files[-2], files[-1]
                 if a["rows"] + b["rows"] > FILE_ROWS or 2 * b["rows"] < a["rows"]:
                     break
-                merged = pl.concat(
-                    [_read_whole(store_dir / x["name"]) for x in (a, b)], how="diagonal_relaxed"
-                ).filter(pl.col("part").is_in(sorted(live)))
+                merged = (
+                    pl.concat([_read_whole(store_dir / x["name"]) for x in (a, b)], how="diagonal_relaxed")
+                    .filter(pl.col("part").is_in(sorted(live)))
+                    .sort(ORDER, nulls_last=True)
+                )
                 f = {"name": name(), "rows": merged.height, "lo": a["lo"], "hi": b["hi"]}
                 _write(store_dir, f["name"], merged)
                 written.append(f["name"])

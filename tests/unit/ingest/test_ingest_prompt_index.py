@@ -211,7 +211,9 @@ def test_pidx006_batches_by_hand(tmp_path, monkeypatch):
             "reward": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
         }
     )
-    prompt_index._write(tmp_path, "pidx-g000001-1-t.arrow", rows)
+    with pytest.raises(ValueError):  # the writer is given its rows sorted
+        prompt_index._write(tmp_path, "pidx-g000001-1-t.arrow", rows)
+    prompt_index._write(tmp_path, "pidx-g000001-1-t.arrow", rows.sort(prompt_index.ORDER, nulls_last=True))
     path = tmp_path / "pidx-g000001-1-t.arrow"
     meta = prompt_index.ipc.open_file(str(path)).schema.metadata[prompt_index.FIRST_KEYS]
     assert json.loads(meta) == ["a", "a", "c"]
