@@ -15,6 +15,7 @@ from pathlib import Path
 from data.access import Backoff
 from data.config import Settings, load_settings
 from data.ingest import IngestResult, ingest_run
+from data.ingest.options import RUN_FILE
 from data.ingest.run import BIG_CATCH_UP
 from data.remote import as_path
 from data.store import (
@@ -26,6 +27,7 @@ from data.store import (
     scan_root,
     store_dir_for,
 )
+from data.store.manifest import MANIFEST
 from data.store.reading import page_notices
 
 __all__ = ["Board", "IngestStatus", "UnknownRun", "board", "committed_store", "configure"]
@@ -78,6 +80,10 @@ class Board:
         self._status: dict[str, IngestStatus] = {}
         self._checked: dict[str, float] = {}
         self._files_seen: dict[str, tuple[tuple, float]] = {}
+        # Per run, what its last whole read (complete, committed or finding nothing new) saw: the files'
+        # signature and the marks of the store and of the run's settings file (see _marks). While all are
+        # the same, a check has nothing to read and is not made (see refresh).
+        self._read_at: dict[str, tuple] = {}
         # What could not be read (the root, a run's folder, a run's ingest) is tried again only after a
         # wait that doubles up to a minute: an unreadable root must not be listed on every request.
         self._failures = Backoff(first=1.0, most=60.0)
@@ -178,7 +184,7 @@ class Board:
             sig = self._signature(run_dir, split)
             # Read up to this cut of the files: lines a trainer appends from now on wait for the next
             # ingest, so a step is never committed half-way.
-            limits = {name: size for name, size, _ in sig}
+            limits = {name: size for name, size, _, _ in sig}
             settle = None
             if not force and run in self._checked:
                 state = self._settled(run, sig, now)
@@ -187,6 +193,12 @@ class Board:
                 # A run that never stops growing is read anyway, with its last step hidden until the files
                 # are still.
                 complete = state == "still"
+                if complete and self._read_at.get(run) == (sig, self._marks(run, run_dir, split)):
+                    # Nothing changed since its last whole read: no file, no commit (by another process or
+                    # replica), no settings file. A check would find nothing (~20-40 ms of CPU a run,
+                    # beside the pages' answers, every refresh_seconds).
+                    self._checked[run] = now
+                    return
             else:
                 # This process's first look at the run (or one forced because nothing is committed): its
                 # files may be mid-step as well. Unless they are clearly old, the last step of each file is
@@ -204,9 +216,10 @@ class Board:
                 and open_store(store_dir_for(self.settings.cache_dir, run_dir, self.settings.pad_tokens))
                 is None
             )
+            self._read_at.pop(run, None)
             t = threading.Thread(
                 target=self._ingest,
-                args=(run, run_dir, status, limits, complete, settle, self._reading(run, split)),
+                args=(run, run_dir, status, limits, complete, settle, self._reading(run, split), sig),
                 name=f"ingest-{run}",
                 daemon=True,
             )
@@ -223,11 +236,33 @@ class Board:
         self._files_seen[run] = (sig, now)
         return "deferred" if now - self._checked[run] >= MAX_DEFER_SECONDS else None
 
+    def _marks(self, run: str, run_dir: Path, split: str) -> tuple | None:
+        """What tells that a run's store or settings changed without its files changing: the store's
+        ``manifest.json`` (another process or replica committed, the cache was cleared) and the run's
+        settings file (its inode, size, times). None where the store is shared on object storage: only a
+        check mirrors another replica's commits there."""
+        if self.settings.shared is not None:
+            return None
+        out = []
+        for path in (
+            store_dir_for(self.settings.cache_dir, run_dir, self.settings.pad_tokens, split) / MANIFEST,
+            as_path(run_dir) / RUN_FILE,
+        ):
+            try:
+                st = path.stat()
+            except OSError:
+                out.append(None)
+            else:  # (an object store's has neither inode nor change time)
+                out.append(
+                    tuple(getattr(st, k, None) for k in ("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns"))
+                )
+        return tuple(out)
+
     @staticmethod
     def _old(sig: tuple) -> bool:
         """True when every file of a signature was last modified at least OLD_SECONDS ago by this clock: a
         run no trainer writes (a file server's clock may differ by less than that)."""
-        return all(mtime <= time.time_ns() - OLD_SECONDS * 1e9 for _, _, mtime in sig)
+        return all(mtime <= time.time_ns() - OLD_SECONDS * 1e9 for _, _, mtime, _ in sig)
 
     @staticmethod
     def _signature(run_dir: Path, split: str = "train") -> tuple:
@@ -235,7 +270,8 @@ class Board:
             files = run_file_stats(run_dir, split)
         except OSError:  # the folder went away or became unreadable: the ingest says so, once per back-off
             return ()
-        return tuple((name, st.st_size, st.st_mtime_ns) for name, st in files)
+        # The change time too: a file made readable again (chmod) is read at the next check.
+        return tuple((name, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for name, st in files)
 
     def _ingest(
         self,
@@ -246,6 +282,7 @@ class Board:
         complete: bool = True,
         settle: tuple | None = None,
         reading: dict | None = None,
+        sig: tuple | None = None,
     ) -> None:
         def progress(done, total):
             status.done, status.total = done, total
@@ -266,14 +303,22 @@ class Board:
 
         try:
             status.last = read(complete)
+            whole = complete
             if settle is not None:
                 # The files as read are whole if they stay as they were for SETTLE_SECONDS after the cut:
                 # then their last steps are shown (a commit that reads nothing new); else the next checks
                 # (see _settled) take it from here.
-                sig, at = settle
+                cut, at = settle
                 time.sleep(max(0.0, at + SETTLE_SECONDS - time.monotonic()))
-                if self._signature(run_dir, reading["split"]) == sig:
+                if self._signature(run_dir, reading["split"]) == cut:
                     status.last = read(True)
+                    whole = True
+            r = status.last
+            if whole and sig is not None and not (r.skipped_locked or r.lost_commit or r.lost or r.deferred):
+                marks = self._marks(run, run_dir, reading["split"])
+                if marks is not None:
+                    with self._lock:
+                        self._read_at[run] = (sig, marks)
         except Exception as e:  # noqa: BLE001 - shown on the page; the server keeps serving
             status.failures += 1
             status.error = f"{type(e).__name__}: {e}"

@@ -3,6 +3,7 @@ is brought up to date again and again; no line may be lost or counted twice."""
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -253,6 +254,8 @@ def test_live003_ingest_reads_a_cut_of_the_files(tmp_path, monkeypatch):
         return real(*args, **kw)
 
     monkeypatch.setattr(service, "ingest_run", burst_then_ingest)
+    for name in FILES:  # touched (a trainer's flush of nothing): a still run read whole is checked on a change
+        os.utime(run_dir / name)
     b.refresh("run")
     b.refresh("run")  # the files are unchanged since the last look: read them, up to that cut
     _wait_idle(b, "run")
@@ -264,3 +267,54 @@ def test_live003_ingest_reads_a_cut_of_the_files(tmp_path, monkeypatch):
     _wait_idle(b, "run")
     steps = b.store("run", wait=0).steps()
     assert steps.get_column("n").to_list() == [2 * PER_STEP, 2 * PER_STEP]
+
+
+def test_live004_a_still_run_is_not_checked_again_until_something_changes(tmp_path, monkeypatch):
+    """Once a still run was read whole, looks at it start no check while nothing changed; a check is made
+    again when a file grows, is made readable again (chmod), the run's settings file appears, or the store
+    changes under it (its cache folder cleared)."""
+    import shutil
+    from dataclasses import replace
+
+    from data import service
+
+    monkeypatch.setattr(service, "SETTLE_SECONDS", 0.0)
+    run_dir = tmp_path / "root" / "run"
+    run_dir.mkdir(parents=True)
+    (run_dir / FILES[0]).write_bytes(b"".join(_record(0, i) for i in range(8)))
+    b = service.Board(
+        replace(
+            service.load_settings({}), root=tmp_path / "root", cache_dir=tmp_path / "c", refresh_seconds=0.0
+        )
+    )
+    real, calls = service.ingest_run, []
+
+    def counted(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(service, "ingest_run", counted)
+
+    def checks() -> int:
+        """The checks three looks start."""
+        before = len(calls)
+        for _ in range(3):
+            b.refresh("run")
+            _wait_idle(b, "run")
+        return len(calls) - before
+
+    assert b.store("run", wait=30).scalars().height == 8
+    _wait_idle(b, "run")
+    checks()  # (a first look of this signature may read it whole)
+    assert checks() == 0
+    with open(run_dir / FILES[0], "ab") as f:
+        f.write(_record(0, 8))
+    assert checks() >= 1 and b.store("run", wait=0).scalars().height == 9
+    assert checks() == 0
+    (run_dir / FILES[0]).chmod(0o600)
+    assert checks() == 1
+    (run_dir / "rlboard.toml").write_text('dialect = "contract"\n')
+    assert checks() == 1
+    shutil.rmtree(b.store_dir("run"))
+    assert checks() == 1 and b.store("run", wait=0).scalars().height == 9
+    assert checks() == 0
