@@ -254,7 +254,9 @@ def test_live003_ingest_reads_a_cut_of_the_files(tmp_path, monkeypatch):
         return real(*args, **kw)
 
     monkeypatch.setattr(service, "ingest_run", burst_then_ingest)
-    for name in FILES:  # touched (a trainer's flush of nothing): a still run read whole is checked on a change
+    for (
+        name
+    ) in FILES:  # touched (a trainer's flush of nothing): a still run read whole is checked on a change
         os.utime(run_dir / name)
     b.refresh("run")
     b.refresh("run")  # the files are unchanged since the last look: read them, up to that cut
