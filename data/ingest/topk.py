@@ -33,6 +33,7 @@ import polars as pl
 from data.ingest.summary import scan_part_scalars
 from data.metrics.registry import table_columns
 from data.queries import sort_rows
+from data.store.layout import rows_at
 from data.store.manifest import write_atomic
 
 # The manifest's entry: {"file", "k", "first", "parts": [[lo, hi], ...] (the part ids covered, as ranges),
@@ -229,18 +230,12 @@ def first_rows(store, keys: pl.DataFrame, cols: list[str]) -> pl.DataFrame | Non
         have = lf.collect_schema()
         if any(c not in have for c in cols):
             return None
-        want = keys.select(pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64)).with_row_index("__k")
-        got = (
-            lf.filter(pl.col(FULL))
-            .select(*dict.fromkeys(["part", "row", *cols]))
-            .join(want.lazy(), on=["part", "row"], how="inner")
-            .collect()
-        )
+        got = rows_at(lf.filter(pl.col(FULL)), keys, cols)
     except FileNotFoundError:
         return None
-    if got.height != keys.height:
+    if got is None:
         return None
-    return got.sort("__k").select(pl.col(c).cast(schema[c]) if c in schema else pl.col(c) for c in cols)
+    return got.select(pl.col(c).cast(schema[c]) if c in schema else pl.col(c) for c in cols)
 
 
 def collect_garbage(store_dir: Path, data: dict, old: dict | None, removable) -> None:

@@ -182,3 +182,18 @@ ISSUE_SCHEMA = {
     "reason": pl.String,
     "detail": pl.String,
 }
+
+
+def rows_at(lf: pl.LazyFrame, keys: pl.DataFrame, cols: list[str]) -> pl.DataFrame | None:
+    """``cols`` of the rows ``keys`` (``part, row``, in that order) among those of ``lf``, a file that keeps
+    some rows of the parts with their ``part`` and ``row`` (the first rows of the all-steps sorts, of the
+    search's top file); None unless it holds every one. A file gone raises ``FileNotFoundError``."""
+    want = keys.select(pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64)).with_row_index("__k")
+    got = (
+        lf.select(*dict.fromkeys(["part", "row", *cols]))
+        .join(want.lazy(), on=["part", "row"], how="inner")
+        .collect()
+    )
+    if got.height != keys.height:
+        return None
+    return got.sort("__k").select(cols)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import polars as pl
 
-from data.store.layout import TEXT_INDEX, beside_store
+from data.store.layout import TEXT_INDEX, beside_store, rows_at
 
 COLUMNS = ("part", "row", "step", "prompt", "response")
 FOLDER = "text"  # in the store
@@ -296,16 +296,7 @@ def top_rows(store_dir: Path, entry: dict | None, keys: pl.DataFrame, cols: list
     file collected by a later commit)."""
     if not entry or BLOCK_KEY not in entry or any(c not in (*TOP_COLUMNS, *entry[BLOCK_KEY]) for c in cols):
         return None
-    want = keys.select(pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64)).with_row_index("__k")
     try:
-        lf = pl.scan_ipc(Path(store_dir) / entry["name"])
-        got = (
-            lf.select(*dict.fromkeys(["part", "row", *cols]))
-            .join(want.lazy(), on=["part", "row"], how="inner")
-            .collect()
-        )
+        return rows_at(pl.scan_ipc(Path(store_dir) / entry["name"]), keys, cols)
     except FileNotFoundError:
         return None
-    if got.height != keys.height:
-        return None
-    return got.sort("__k").select(cols)
