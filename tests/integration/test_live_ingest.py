@@ -167,22 +167,29 @@ def _wait_idle(board, run: str) -> None:
         thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def test_live002_board_waits_for_files_to_settle(tmp_path, monkeypatch):
-    """The board re-reads a growing run only once its files have been still for SETTLE_SECONDS (so a step
-    being written is committed whole), and anyway after MAX_DEFER_SECONDS, then hiding the last step."""
+def _board_of_one_file(tmp_path: Path):
+    """A run of one file of 8 lines and a board that may check it at every look: ``(run folder, board)``."""
     from dataclasses import replace
 
     from data import service
 
-    monkeypatch.setattr(service, "SETTLE_SECONDS", 0.3)
     run_dir = tmp_path / "root" / "run"
     run_dir.mkdir(parents=True)
     (run_dir / FILES[0]).write_bytes(b"".join(_record(0, i) for i in range(8)))
-    b = service.Board(
-        replace(
-            service.load_settings({}), root=tmp_path / "root", cache_dir=tmp_path / "c", refresh_seconds=0.0
-        )
+    settings = service.load_settings({})
+    return run_dir, service.Board(
+        replace(settings, root=tmp_path / "root", cache_dir=tmp_path / "c", refresh_seconds=0.0)
     )
+
+
+def test_live002_board_waits_for_files_to_settle(tmp_path, monkeypatch):
+    """The board re-reads a growing run only once its files have been still for SETTLE_SECONDS (so a step
+    being written is committed whole), and anyway after MAX_DEFER_SECONDS, then hiding the last step."""
+
+    from data import service
+
+    monkeypatch.setattr(service, "SETTLE_SECONDS", 0.3)
+    run_dir, b = _board_of_one_file(tmp_path)
     assert b.store("run", wait=30).scalars().height == 8
 
     with open(run_dir / FILES[0], "ab") as f:
@@ -276,19 +283,11 @@ def test_live004_a_still_run_is_not_checked_again_until_something_changes(tmp_pa
     again when a file grows, is made readable again (chmod), the run's settings file appears, or the store
     changes under it (its cache folder cleared)."""
     import shutil
-    from dataclasses import replace
 
     from data import service
 
     monkeypatch.setattr(service, "SETTLE_SECONDS", 0.0)
-    run_dir = tmp_path / "root" / "run"
-    run_dir.mkdir(parents=True)
-    (run_dir / FILES[0]).write_bytes(b"".join(_record(0, i) for i in range(8)))
-    b = service.Board(
-        replace(
-            service.load_settings({}), root=tmp_path / "root", cache_dir=tmp_path / "c", refresh_seconds=0.0
-        )
-    )
+    run_dir, b = _board_of_one_file(tmp_path)
     real, calls = service.ingest_run, []
 
     def counted(*args, **kw):
