@@ -47,9 +47,15 @@ def _i(cid, prop, value):
     return {"id": cid, "property": prop, "value": value}
 
 
-def _heat_inputs(run, step, search=None):
-    """The heatmap callback's inputs: run, selected step and the page's URL query."""
-    return [_i("reward-run", "data", run), _i("reward-selected", "data", step), _i(URL, "search", search)]
+def _heatmap(client, run, step, search=None, drawn=None):
+    """POST the heatmap callback on /reward: run, selected step and the page's URL query; ``drawn``, the run
+    and window the figure already shows."""
+    return dash_post(
+        client,
+        HEATMAP,
+        [_i("reward-run", "data", run), _i("reward-selected", "data", step), _i(URL, "search", search)],
+        [_i("reward-heatmap-drawn", "data", drawn), _i(URL, "pathname", "/reward")],
+    )
 
 
 def sync(
@@ -243,12 +249,7 @@ def test_reward009_step_change_patches_the_marker(client, fixtures_dir):
     assert fig["__dash_patch_update"] == "__dash_patch_update"
     assert fig["operations"][0]["location"] == ["layout", "shapes"]
     assert fig["operations"][0]["params"]["value"][0]["x0"] == 7
-    heat = dash_post(
-        client,
-        HEATMAP,
-        _heat_inputs(PPO, 7),
-        [_i("reward-heatmap-drawn", "data", [PPO, None]), _i(URL, "pathname", "/reward")],
-    )
+    heat = _heatmap(client, PPO, 7, drawn=[PPO, None])
     assert heat["reward-heatmap"]["figure"]["operations"][0]["location"] == ["layout", "shapes"]
 
 
@@ -355,12 +356,7 @@ def test_reward012_same_edges_every_step_and_heatmap(client, fixtures_dir):
     a = _step_view(client, GRPO, 1)["reward-hist"]["figure"]["data"][0]["customdata"]
     b = _step_view(client, GRPO, 25)["reward-hist"]["figure"]["data"][0]["customdata"]
     assert [c[:2] for c in a] == [c[:2] for c in b]
-    heat = dash_post(
-        client,
-        HEATMAP,
-        _heat_inputs(GRPO, 3),
-        [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")],
-    )
+    heat = _heatmap(client, GRPO, 3)
     trace = heat["reward-heatmap"]["figure"]["data"][0]
     assert len(trace["y"]) == len(a) and trace["z"]["shape"] == f"{len(a)}, 25"
     assert heat["reward-heatmap-drawn"]["data"] == [GRPO, None]
@@ -389,12 +385,7 @@ def test_reward014_half_step_rewards_one_bar_per_value(client, fixtures_dir):
     assert [round(x - 0.1, 12) for x in fig["data"][1]["x"]] == values
     assert [c[:2] for c in bars["customdata"]] == [[v, v + 0.5] for v in values[:-1]] + [[3.0, None]]
     assert fig["layout"]["yaxis"]["dtick"] == 2 and fig["layout"]["xaxis"]["tickvals"] == values
-    heat = dash_post(
-        client,
-        HEATMAP,
-        _heat_inputs(PPO, 20),
-        [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")],
-    )
+    heat = _heatmap(client, PPO, 20)
     assert heat["reward-heatmap"]["figure"]["data"][0]["y"] == ["0", "0.5", "1", "1.5", "2", "2.5", "3"]
 
 
@@ -609,12 +600,7 @@ def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
     steps = curves.step_list(store)
     hm = curves.run_heatmap(store, "reward")
     k = -(-len(steps) // 10)
-    heat = dash_post(
-        client,
-        HEATMAP,
-        _heat_inputs(PPO, 7),
-        [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")],
-    )
+    heat = _heatmap(client, PPO, 7)
     trace = heat["reward-heatmap"]["figure"]["data"][0]
     assert heat["reward-heatmap-drawn"]["data"] == [PPO, None]
     assert (
@@ -633,12 +619,7 @@ def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
     assert sync(client, f"?run={PPO}&step=7", trigger="reward-heatmap.clickData",
                 clicks={"reward-heatmap": click}) == {}  # fmt: skip
     assert _drill(client, PPO, 7, heat_click=click, changed=["reward-heatmap.clickData"]) is None
-    zoomed = dash_post(
-        client,
-        HEATMAP,
-        _heat_inputs(PPO, 7, search),
-        [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")],
-    )
+    zoomed = _heatmap(client, PPO, 7, search)
     z = zoomed["reward-heatmap"]["figure"]["data"][0]
     shown = [s for s in steps if lo <= s <= hi]
     assert _arr(z["x"]) == shown and zoomed["reward-heatmap-drawn"]["data"] == [PPO, [lo, hi]]
@@ -648,12 +629,7 @@ def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
     )
     assert zoomed["reward-heatmap"]["figure"]["layout"]["xaxis"]["range"] == [lo - 0.5, hi + 0.5]
     # The last step is not in the window: the note says so (the marker is off the drawn steps).
-    away = dash_post(
-        client,
-        HEATMAP,
-        _heat_inputs(PPO, steps[-1], search),
-        [_i("reward-heatmap-drawn", "data", None), _i(URL, "pathname", "/reward")],
-    )
+    away = _heatmap(client, PPO, steps[-1], search)
     assert away["reward-heatmap-note"]["children"].endswith(
         f"The selected step, {steps[-1]}, is not among them."
     )
