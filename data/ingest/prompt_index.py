@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import os
-import threading
 from pathlib import Path
 
 import polars as pl
@@ -41,6 +39,7 @@ import pyarrow.ipc as ipc
 
 from data.ingest.summary import scan_part_scalars
 from data.metrics.registry import stored_columns
+from data.store.manifest import replaced
 
 # The manifest's entry: {"files": [{"name", "rows", "lo", "hi"}], "upto": the first part id not indexed}, the
 # files in part order, each holding rows of parts lo..hi.
@@ -84,17 +83,13 @@ def _write(store_dir: Path, name: str, rows: pl.DataFrame) -> None:
     firsts = keys.gather_every(BATCH).drop_nulls().to_list()
     schema = rows.head(0).to_arrow().schema.with_metadata({FIRST_KEYS: json.dumps(firsts).encode()})
     path = Path(store_dir) / name
-    tmp = path.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with pa.OSFile(str(tmp), "wb") as sink:
+    with replaced(path) as tmp, pa.OSFile(str(tmp), "wb") as sink:
         with ipc.new_file(sink, schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as w:
             for start in range(0, rows.height, BLOCK):
                 # One Arrow chunk per column, so that batches start at multiples of BATCH.
                 block = rows.slice(start, BLOCK).to_arrow().combine_chunks()
                 for b in block.to_batches(max_chunksize=BATCH):
                     w.write_batch(b.replace_schema_metadata(schema.metadata))
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _read_whole(path: Path) -> pl.DataFrame:

@@ -8,6 +8,8 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,14 +66,26 @@ def manifest_bytes(data: dict) -> bytes:
     return orjson.dumps(data)
 
 
+@contextmanager
+def replaced(path: Path, sync: bool = True) -> Iterator[Path]:
+    """A path beside ``path`` (this process's and thread's) to write the new file to; once the block ends
+    without error it replaces ``path`` (after an fsync when ``sync``), so that readers see the old or the new
+    file, never a mix. On an error the partial file is removed and ``path`` is left as it was."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        yield tmp
+        if sync:
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_atomic(path: Path, payload: bytes) -> None:
     """Write ``payload`` to ``path`` so that readers see the old or the new file, never a mix."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(payload)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with replaced(path) as tmp:
+        tmp.write_bytes(payload)
 
 
 def commit_manifest(store_dir: Path, manifest: Manifest) -> None:

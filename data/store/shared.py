@@ -30,7 +30,7 @@ from pathlib import Path
 import orjson
 
 from data.remote import _oserror, location
-from data.store.manifest import MANIFEST, manifest_bytes, write_atomic
+from data.store.manifest import MANIFEST, manifest_bytes, replaced, write_atomic
 
 COMMITS = "_commits"
 OBJECTS = "_objects"
@@ -186,16 +186,13 @@ class SharedStores:
             rel, key = item
             path = store_dir / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             full = f"{remote.key}/{key}"
             try:
-                with open(tmp, "wb") as f:
+                with replaced(path, sync=False) as tmp, open(tmp, "wb") as f:
                     for chunk in obstore.get(remote._root.store, full):
                         f.write(chunk)
             except Exception as e:  # noqa: BLE001 - as the OSError a local read would raise
-                tmp.unlink(missing_ok=True)
                 raise _oserror(e, remote / key) from None
-            os.replace(tmp, path)
 
         _each(fetch, wanted)
 

@@ -21,13 +21,13 @@ It is kept in two places:
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
 
 from data.store.layout import TEXT_INDEX, beside_store, rows_at
+from data.store.manifest import replaced
 
 COLUMNS = ("part", "row", "step", "prompt", "response")
 FOLDER = "text"  # in the store
@@ -50,12 +50,8 @@ def _write(src: Path, dst: Path) -> None:
 
 def _write_ipc(df: pl.DataFrame, dst: Path) -> None:
     """``df`` as the Arrow file ``dst``, written beside it first so that a reader sees a whole file or none."""
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
+    with replaced(dst, sync=False) as tmp:
         df.write_ipc(tmp)
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def index_new_parts(store_dir: Path, rels: Iterable[str]) -> list[Path]:

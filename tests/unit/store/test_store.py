@@ -28,3 +28,21 @@ def test_store_part_encodings(tmp_path):
     assert "RLE_DICTIONARY" not in enc["logprobs.list.element"] and "RLE_DICTIONARY" not in enc["response"]
     assert md.row_group(0).column(4).statistics.has_min_max  # step: range filters can skip row groups
     assert pl.read_parquet(tmp_path / "p.parquet").equals(df)
+
+
+def test_store_replaced_whole_file_or_none(tmp_path):
+    """A file written through ``replaced`` takes the old one's place only once whole: an error half-way
+    leaves the old file and no temporary one beside it."""
+    import pytest
+
+    from data.store.manifest import replaced, write_atomic
+
+    path = tmp_path / "f.bin"
+    write_atomic(path, b"old")
+    with pytest.raises(RuntimeError), replaced(path) as tmp:
+        tmp.write_bytes(b"half")
+        raise RuntimeError("stopped")
+    assert path.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
+    with replaced(path, sync=False) as tmp:
+        tmp.write_bytes(b"new")
+    assert path.read_bytes() == b"new" and sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
