@@ -31,7 +31,7 @@ from data.curves import partial_step
 from data.curves import run_steps as run_summary
 from data.ingest import topk
 from data.metrics import METRICS, label
-from data.metrics.registry import COLUMNS, length_column
+from data.metrics.registry import COLUMNS, PREVIEW_COLUMNS, length_column
 from data.metrics.registry import table_columns as registry_table_columns
 from data.metrics.response import source_line, source_line_text, strip_pad_text
 from data.queries import (
@@ -55,7 +55,6 @@ from data.views.responses import RANGE_KEYS, ResponsesView
 # Table columns in order (see data.metrics.registry); optional ones are shown only when the run has a value.
 METRIC_COLUMNS = registry_table_columns()
 ALWAYS_SHOWN = ("step", "reward")
-PREVIEW_COLUMNS = ("prompt_preview", "response_preview")
 # Keys of ``/export`` besides the view's (the selected sample is a page thing and is accepted, unused).
 EXPORT_KEYS = ("format",)
 

@@ -37,7 +37,7 @@ from data.ingest.prompt_summary import FILE_KEY as PROMPTS_FILE
 from data.ingest.prompt_summary import MATCHES_KEY as MATCHES_FILE
 from data.ingest.prompt_summary import THRESHOLD_KEY, write_prompt_list
 from data.ingest.summary import CELLS_KEY, StepSummaries, fill_step_ranges, scan_part_scalars
-from data.metrics.registry import table_columns
+from data.metrics.registry import PREVIEW_COLUMNS, table_columns
 from data.store.index import FACTS_KEY, write_facts
 from data.store.layout import (
     ISSUE_SCHEMA,
@@ -759,14 +759,11 @@ class _Writer:
             p.unlink(missing_ok=True)
 
 
-PREVIEWS = ("prompt_preview", "response_preview")  # data.responses.PREVIEW_COLUMNS
-
-
 def _top_block(store_dir: Path, data: dict) -> Block:
     """What the top file's rows keep besides their texts (see :data:`data.store.text_index.BLOCK_KEY`): the
     columns the responses grid's block shows (``source, line``, the metric and extra columns, the
     previews; :func:`data.responses._block`), read from the scalars of the parts of manifest ``data``."""
-    cols = ["source", "line", *table_columns(), *data.get("extra_columns", []), *PREVIEWS]
+    cols = ["source", "line", *table_columns(), *data.get("extra_columns", []), *PREVIEW_COLUMNS]
     parts = data["parts"]
 
     def scans(pids: list[int]) -> list[pl.LazyFrame]:

@@ -414,6 +414,10 @@ def range_columns() -> dict[str, str]:
     return {COLUMNS[k].range_key: k for k in _placed("range_at")}
 
 
+# The starts of the prompt and the response that the responses grid shows beside the table's values.
+PREVIEW_COLUMNS = ("prompt_preview", "response_preview")
+
+
 def table_columns() -> tuple[str, ...]:
     """The responses table's value columns, in order (those a run has no value in are left out there)."""
     return _placed("table")
