@@ -193,7 +193,7 @@ class Board:
                 # A run that never stops growing is read anyway, with its last step hidden until the files
                 # are still.
                 complete = state == "still"
-                if complete and self._read_at.get(run) == (sig, self._marks(run, run_dir, split)):
+                if complete and self._read_at.get(run) == (sig, self._marks(run_dir, split)):
                     # Nothing changed since its last whole read: no file, no commit (by another process or
                     # replica), no settings file. A check would find nothing (~20-40 ms of CPU a run,
                     # beside the pages' answers, every refresh_seconds).
@@ -236,7 +236,7 @@ class Board:
         self._files_seen[run] = (sig, now)
         return "deferred" if now - self._checked[run] >= MAX_DEFER_SECONDS else None
 
-    def _marks(self, run: str, run_dir: Path, split: str) -> tuple | None:
+    def _marks(self, run_dir: Path, split: str) -> tuple | None:
         """What tells that a run's store or settings changed without its files changing: the store's
         ``manifest.json`` (another process or replica committed, the cache was cleared) and the run's
         settings file (its inode, size, times). None where the store is shared on object storage: only a
@@ -315,7 +315,7 @@ class Board:
                     whole = True
             r = status.last
             if whole and sig is not None and not (r.skipped_locked or r.lost_commit or r.lost or r.deferred):
-                marks = self._marks(run, run_dir, reading["split"])
+                marks = self._marks(run_dir, reading["split"])
                 if marks is not None:
                     with self._lock:
                         self._read_at[run] = (sig, marks)
