@@ -300,6 +300,11 @@ def _rows(request, view_data):
     return {"rowData": rows} if count is None else {"rowData": rows, "rowCount": count}
 
 
+def _sentence(stopped: str) -> str:
+    """Why a search was stopped, as a sentence under the search box."""
+    return f"{stopped[:1].upper()}{stopped[1:]}."
+
+
 def _summary(view, store, steps):
     """``(summary line, stopped message or None, whether a count is still under way)`` of the view."""
     settings = board().settings
@@ -345,7 +350,7 @@ def _render(view_data):
         summary,
         links.export(view, "csv", prefix),
         links.export(view, "jsonl", prefix),
-        f"{error}: not applied." if error else (f"{stopped[:1].upper()}{stopped[1:]}." if stopped else ""),
+        f"{error}: not applied." if error else (_sentence(stopped) if stopped else ""),
         panel,
         panel is None,
         not counting,
@@ -367,4 +372,4 @@ def _poll(_n, view_data):
     if store is None:
         return no_update, no_update, True
     summary, stopped, counting = _summary(view, store, steps)
-    return summary, (f"{stopped[:1].upper()}{stopped[1:]}." if stopped else no_update), not counting
+    return summary, (_sentence(stopped) if stopped else no_update), not counting
