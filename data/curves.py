@@ -5,7 +5,6 @@ histogram edges, one step's histograms and the steps x bins heatmap. Store-level
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -650,7 +649,7 @@ def run_panels(store: RunStore, band: str = DEFAULT_BAND, zero_shift: bool = Fal
 
 
 # Not on disk: thinning is ~2 ms a panel, and the panels are cached objects of this process.
-@functools.lru_cache(maxsize=16)
+@shared(16, disk=False)
 def _thinned_panels(v: StoreKey, band: str, zero_shift: bool, max_points: int) -> tuple[Panel, ...]:
     steps = step_list(v.store)
     return tuple(thinned(p, steps, max_points=max_points) for p in _panels(v, band, zero_shift))
