@@ -88,9 +88,7 @@ CARD_COLUMNS = (
 
 def card_steps(store: RunStore) -> pl.DataFrame:
     """The :data:`CARD_COLUMNS` of the store's steps summary that it has, sorted by step."""
-    lf = store.steps_scan()
-    have = set(lf.collect_schema().names())
-    return lf.select(c for c in CARD_COLUMNS if c in have).collect().sort("step")
+    return store.steps_columns(CARD_COLUMNS)
 
 
 @shared(16)

@@ -10,7 +10,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -295,6 +295,13 @@ class RunStore:
     def steps_scan(self) -> pl.LazyFrame:
         """:meth:`steps` as a lazy scan, to read a few of its columns."""
         return pl.scan_parquet(self.dir / self.manifest.data["steps_file"])
+
+    def steps_columns(self, columns: Iterable[str]) -> pl.DataFrame:
+        """Those of ``columns`` the per-step summary has (a summary written before a column was kept lacks
+        it), read alone, sorted by step."""
+        lf = self.steps_scan()
+        have = set(lf.collect_schema().names())
+        return lf.select(c for c in columns if c in have).collect()
 
     def issues(self) -> pl.DataFrame:
         """Unusable lines (``severity == "error"``) and data-quality notes, with file and line."""
