@@ -12,10 +12,12 @@ Per scale (``500 * scale`` steps of ``--per-step`` responses of ``--tokens`` tok
   pages' real callbacks, recorded from headless Chromium as it loads each page (the POSTs to
   ``/_dash-update-component``, see ``benchmarks/load_test.capture``), replayed one after the other
   against a fresh server with an empty results cache and no text index (``cold``), then again
-  (``warm``); a page's time is the sum of its callbacks' (and the slowest one is given), the median of
-  ``--rounds`` fresh servers; after each page the worker is let go idle, and the seconds that took are
-  given apart (``background``: a search over every step counts its matches after its first answer), so
-  that work a page leaves running is not timed in the next page's figure;
+  (``warm``); a page's time is the sum of its callbacks' (and the slowest one is given, and the worker's
+  CPU time over them), the median of ``--rounds`` rounds of fresh servers, one per scale in each round, the
+  scales' order turned round every other round (so that the machine's drifting speed falls on each
+  alike); after each page the worker is let go idle, and the seconds that took are given apart
+  (``background``: a search over every step counts its matches after its first answer), so that work a
+  page leaves running is not timed in the next page's figure;
 - the worker's resident memory after serving every page twice (at once and 6 s later), and after the
   export;
 - ``/export?run=run&step=all&format=csv``: time to the first byte and to the first row, total time and
@@ -282,6 +284,7 @@ def replay(base: str, bodies: dict[str, list[dict]], server: Server | None = Non
     for page, calls in bodies.items():
         times, errors = [], []
         start_load = load()
+        cpu0 = server.cpu_seconds() if server is not None else None
         for body in calls:
             t0 = time.perf_counter()
             r = session.post(base + CALLBACK_PATH, json=body, timeout=900)
@@ -294,6 +297,9 @@ def replay(base: str, bodies: dict[str, list[dict]], server: Server | None = Non
             "callbacks": len(calls),
             "errors": errors,
             "load": start_load,
+            # The worker's CPU time over the page's callbacks: less moved by other work on the machine
+            # than their wall time (which is what a user waits, and the figure the table gives).
+            "cpu_ms": round((server.cpu_seconds() - cpu0) * 1000, 1) if server is not None else None,
             "rss_mb_after": max(server.worker_memory()["rss_mb"]) if server is not None else None,
         }
         # What the answers left running (a search's count) is timed apart, not in the next page's figure.
@@ -363,7 +369,10 @@ def source_root(args, scale: int) -> Path:
 # ---- one scale -------------------------------------------------------------------------------------------
 
 
-def measure(args, scale: int) -> dict:
+def prepare(args, scale: int) -> dict:
+    """One scale made ready to measure: its runs (made if absent), its store (ingested if asked or absent),
+    and the callbacks its pages send (recorded from headless Chromium on a first server, whose caches are
+    then thrown away). Returns the scale's result so far, with the private ``_ctx`` the rounds use."""
     from benchmarks.load_test import capture
 
     work = args.work / f"x{scale}"
@@ -383,38 +392,58 @@ def measure(args, scale: int) -> dict:
     res["responses"] = t["responses"]
     urls = page_urls(t)
     log = work / f"gunicorn-{args.label}.log"
-    # 1. what the browser sends (a first server, whose caches are then thrown away): each page loaded
-    #    twice, and the second load's callbacks kept (a slow first answer ends a capture before the
-    #    callbacks it would have set off)
+    # Each page loaded twice, and the second load's callbacks kept (a slow first answer ends a capture
+    # before the callbacks it would have set off).
     clear_server_caches(cache)
     with Server(args.src, root, cache, log) as srv:
         capture(srv.base, urls, settle=3.0)
         bodies = capture(srv.base, urls, settle=3.0)
     (work / f"callbacks-{args.label}.json").write_text(json.dumps(bodies))
     res["callbacks_recorded"] = {p: len(b) for p, b in bodies.items()}
-    # 2. ``--rounds`` fresh servers: every page cold, then warm (a page's figure is the median of the
-    #    rounds); the last one's worker memory (at once, and after IDLE_SECONDS: Polars' allocator gives
-    #    freed memory back after 5 s, see data/config.py) and the export
-    rounds = []
-    for _ in range(args.rounds):
-        clear_server_caches(cache)
-        with Server(args.src, root, cache, log) as srv:
-            res["memory_start"] = srv.worker_memory()
-            rounds.append((replay(srv.base, bodies, srv), replay(srv.base, bodies, srv)))
-            if len(rounds) < args.rounds:
-                continue
-            res["memory_after_pages"] = srv.worker_memory()
-            time.sleep(IDLE_SECONDS)
-            res["memory_after_pages_idle"] = srv.worker_memory()
-            res["export"] = export(srv.base, args.export_timeout)
-            res["memory_after_export"] = srv.worker_memory()
-            time.sleep(IDLE_SECONDS)
-            res["memory_after_export_idle"] = srv.worker_memory()
+    res["_ctx"] = {"work": work, "root": root, "cache": cache, "log": log, "bodies": bodies, "rounds": []}
+    return res
+
+
+def page_round(args, res: dict, last: bool) -> None:
+    """One fresh server of one scale: every page cold, then warm. On the scale's ``last`` round, the
+    worker's memory (at once, and after IDLE_SECONDS: Polars' allocator gives freed memory back after 5 s,
+    see data/config.py) and the export too."""
+    ctx = res["_ctx"]
+    clear_server_caches(ctx["cache"])
+    with Server(args.src, ctx["root"], ctx["cache"], ctx["log"]) as srv:
+        res["memory_start"] = srv.worker_memory()
+        ctx["rounds"].append((replay(srv.base, ctx["bodies"], srv), replay(srv.base, ctx["bodies"], srv)))
+        if not last:
+            return
+        res["memory_after_pages"] = srv.worker_memory()
+        time.sleep(IDLE_SECONDS)
+        res["memory_after_pages_idle"] = srv.worker_memory()
+        res["export"] = export(srv.base, args.export_timeout)
+        res["memory_after_export"] = srv.worker_memory()
+        time.sleep(IDLE_SECONDS)
+        res["memory_after_export_idle"] = srv.worker_memory()
+
+
+def finish(args, res: dict) -> dict:
+    """A scale's result once its rounds are done: a page's figure is the median of the rounds'."""
+    ctx = res.pop("_ctx")
+    rounds = ctx["rounds"]
     res["cold"], res["warm"] = (median_pages([r[k] for r in rounds]) for k in (0, 1))
     res["rounds"] = [{"cold": c, "warm": w} for c, w in rounds]
     if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)  # never ``--runs``: a shared folder of sources stays
+        shutil.rmtree(ctx["work"], ignore_errors=True)  # never ``--runs``: a shared folder of sources stays
     return res
+
+
+def measure_all(args) -> list[dict]:
+    """Every scale prepared, then ``--rounds`` rounds, each with one fresh server per scale, the scales'
+    order turned round every other round (small, large, large, small, …): what the machine's speed does
+    meanwhile (it drifts with the other work on it) falls on every scale alike, not on the last one."""
+    results = [prepare(args, scale) for scale in args.scales]
+    for i in range(args.rounds):
+        for res in results if i % 2 == 0 else results[::-1]:
+            page_round(args, res, last=i == args.rounds - 1)
+    return [finish(args, res) for res in results]
 
 
 # ---- the table -------------------------------------------------------------------------------------------
@@ -488,10 +517,9 @@ def main(argv: list[str] | None = None) -> int:
             make_run(root / REF, 20, args.per_step, args.tokens)
             print(json.dumps({"scale": scale, "root": str(root), **gen}), flush=True)
         return 0
-    results = []
-    for scale in args.scales:
-        results.append(measure(args, scale))
-        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    results = measure_all(args)
+    for res in results:
+        print(json.dumps(res), file=sys.stderr, flush=True)
     out = {"label": args.label, "src": str(args.src), "cpus": os.cpu_count(), "results": results}
     print(json.dumps(out))
     print(table(results, args.label), file=sys.stderr)
