@@ -11,7 +11,7 @@ import functools
 import polars as pl
 
 from data.cache import StoreKey, shared
-from data.ingest.ends_summary import counted_with, truncation_from_entries
+from data.ingest.ends_summary import counted_with, truncation_from_counts
 from data.metrics.degeneration import ends_with_end_token
 from data.store import RunStore
 
@@ -75,7 +75,7 @@ def truncated_rows(
 def _truncation(key: StoreKey, pads: tuple, ends: tuple) -> pl.DataFrame:
     data = key.store.manifest.data
     if counted_with(data, pads, ends):  # counted by ingest, per part and step: no token is read
-        return truncation_from_entries(data)
+        return truncation_from_counts(key.store.dir, data)
     # Counted per file, then summed: a step's responses may be in several files (one per rank).
     counts = [
         f.group_by("step").agg(

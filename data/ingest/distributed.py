@@ -322,6 +322,7 @@ def _convert(
         "files": {rel: data["files"][rel] for rel in rels if rel in data["files"]},
         "pending": {rel: data["pending"][rel] for rel in rels if rel in data["pending"]},
         "parts": data["parts"],
+        "ends": writer.ends.added(),
         "packs": data.get("packs", []),
         "extra_columns": data.get("extra_columns", []),
         "token_extras": data.get("token_extras", []),

@@ -1,15 +1,22 @@
 """Per part and step, how many responses ended with an end token and how many were cut (see
 :func:`data.metrics.degeneration.ends_with_end_token`), counted by ingest when it writes a part (its rows
-are in memory then) and kept in the part's manifest entry (``"ends": [[step, n, ended, truncated], ...]``).
+are in memory then) and kept, for every part of a commit, in a file beside the store's parts that the
+manifest names (``"ends_file"``: ``part, step, n, ended, truncated``; see :class:`EndsCounts`).
 
 The reward page's truncation curve (:func:`data.signals.truncation_by_step`) needs every response's last
 token: read from the parts, that is every response's token list, the largest read of the page, growing
-with the run. Summed from the entries instead, it costs a few numbers per part. The counts hold for the
-store's pad tokens and :data:`END_TOKENS` (the board's default end tokens, named in the manifest as
+with the run. Summed from the counts instead, it costs a few numbers per part and step. The counts hold for
+the store's pad tokens and :data:`END_TOKENS` (the board's default end tokens, named in the manifest as
 ``"ends_with"``); a board set with other end tokens reads the parts as before.
+
+Stores committed before the file existed kept each part's counts in its manifest entry (``"ends": [[step,
+n, ended, truncated], ...]``): 87% of a 2.56M-response run's manifest (0.34 of 0.39 MB, ~100,000 numbers
+that every reader parsed at each commit). They are still read, and moved into the file at the next commit.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import polars as pl
 
@@ -18,7 +25,9 @@ from data.metrics.degeneration import ends_with_end_token
 
 END_TOKENS = DEFAULT_END_TOKENS
 MANIFEST_KEY = "ends_with"  # the end tokens the parts' counts were made with
-ENTRY_KEY = "ends"
+FILE_KEY = "ends_file"  # the commit's file of counts
+ENTRY_KEY = "ends"  # a part's counts in its manifest entry (stores committed before the file)
+SCHEMA = {"part": pl.Int64, "step": pl.Int64, "n": pl.UInt32, "ended": pl.Int64, "truncated": pl.Int64}
 
 
 def ends_counts(full: pl.DataFrame, pad_tokens: tuple[str, ...]) -> dict[int, list[list[int]]]:
@@ -47,28 +56,84 @@ def ends_counts(full: pl.DataFrame, pad_tokens: tuple[str, ...]) -> dict[int, li
     return out
 
 
+def _frame(counts: dict[int, list[list[int]]]) -> pl.DataFrame:
+    """``counts`` (``{part: [[step, n, ended, truncated], ...]}``) as rows of :data:`SCHEMA`."""
+    rows = [[part, *c] for part, cs in counts.items() for c in cs]
+    return pl.DataFrame(rows, schema=SCHEMA, orient="row")
+
+
+class EndsCounts:
+    """A writer's counts of every part it knows (read from the last commit's file, or from the entries of
+    a store committed before it, at the first part applied or commit: a check that finds nothing new reads
+    neither), the new parts' added as they are applied."""
+
+    def __init__(self, store_dir: Path, data: dict):
+        self.dir = Path(store_dir)
+        self._data = data
+        self._old: pl.DataFrame | None = None
+        self._new: dict[int, list[list[int]]] = {}
+
+    def _committed(self) -> pl.DataFrame:
+        if self._old is None:
+            name = self._data.get(FILE_KEY)
+            entries = {int(k): e.pop(ENTRY_KEY) for k, e in self._data["parts"].items() if ENTRY_KEY in e}
+            self._old = pl.concat([pl.read_parquet(self.dir / name) if name else _frame({}), _frame(entries)])
+        return self._old
+
+    def forget(self) -> None:
+        """Every count so far was made with other end tokens: none is kept."""
+        self._old = _frame({})
+        self._new = {}
+        self._data.pop(FILE_KEY, None)
+        for e in self._data["parts"].values():
+            e.pop(ENTRY_KEY, None)
+
+    def add(self, part: int, counts: list[list[int]]) -> None:
+        self._committed()  # (a store's old entries leave the manifest now)
+        self._new[part] = counts
+
+    def added(self) -> dict[int, list[list[int]]]:
+        """The counts of the parts added since the last :meth:`frame` (a Ray task's, for its driver)."""
+        return dict(self._new)
+
+    def frame(self, parts: dict) -> pl.DataFrame | None:
+        """The counts of the parts with rows of ``parts`` (a manifest's), by part and step; None when some
+        part has none (written before the counts existed, or with other end tokens): readers then read
+        the parts' token lists. What is kept from now on is this frame."""
+        df = pl.concat([self._committed(), _frame(self._new)])
+        live = [int(k) for k, e in parts.items() if e["rows"]]
+        df = df.filter(pl.col("part").is_in(live)).sort("part", "step")
+        self._old, self._new = df, {}
+        if set(live) - set(df.get_column("part").unique().to_list()):
+            return None
+        return df
+
+
 def counted_with(data: dict, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]) -> bool:
-    """Whether every part with rows of a manifest's ``data`` holds counts made with these tokens."""
+    """Whether every part with rows of a manifest's ``data`` has counts made with these tokens."""
     if tuple(data.get(MANIFEST_KEY) or ()) != tuple(end_tokens):
         return False
     if tuple(data.get("pad_tokens") or ()) != tuple(pad_tokens):
         return False
+    if data.get(FILE_KEY):
+        return True
     return all(ENTRY_KEY in e for e in data["parts"].values() if e["rows"])
 
 
-def truncation_from_entries(data: dict) -> pl.DataFrame:
+def truncation_from_counts(store_dir: Path, data: dict) -> pl.DataFrame:
     """Per step shown (below ``visible_below``), sorted: ``step, n, ended, truncated, y`` (truncated / n)
-    summed from the parts' counts; the columns and types of :func:`data.signals.truncation_by_step`."""
+    summed from the parts' counts (the commit's file, or a store's entries from before it); the columns and
+    types of :func:`data.signals.truncation_by_step`."""
     below = data.get("visible_below")
-    rows = [
-        c
-        for e in data["parts"].values()
-        if e["rows"]
-        for c in e.get(ENTRY_KEY, ())
-        if below is None or c[0] < below
-    ]
-    schema = {"step": pl.Int64, "n": pl.UInt32, "ended": pl.Int64, "truncated": pl.Int64}
-    df = pl.DataFrame(rows, schema=schema, orient="row")
+    name = data.get(FILE_KEY)
+    if name:
+        df = pl.read_parquet(Path(store_dir) / name, columns=["step", "n", "ended", "truncated"])
+    else:
+        df = _frame({int(k): e.get(ENTRY_KEY, []) for k, e in data["parts"].items() if e["rows"]}).drop(
+            "part"
+        )
+    if below is not None:
+        df = df.filter(pl.col("step") < below)
     return (
         df.group_by("step")
         .agg(pl.col("n", "ended", "truncated").sum())

@@ -20,8 +20,8 @@ import polars as pl
 from data import schema
 from data.ingest import prompt_index, topk
 from data.ingest.blocks import RawBlock, _goes_whole, parse_block, parse_blocks
-from data.ingest.ends_summary import END_TOKENS, ends_counts
-from data.ingest.ends_summary import ENTRY_KEY as ENDS_ENTRY
+from data.ingest.ends_summary import END_TOKENS, EndsCounts, ends_counts
+from data.ingest.ends_summary import FILE_KEY as ENDS_FILE
 from data.ingest.ends_summary import MANIFEST_KEY as ENDS_WITH
 from data.ingest.fast import ChunkResult
 from data.ingest.options import RunOptions
@@ -142,10 +142,11 @@ class _Writer:
         for sub in ("parts", "scalars", "issues"):
             (store_dir / sub).mkdir(parents=True, exist_ok=True)
         self.row_group_size = manifest.data.setdefault("row_group_size", ROW_GROUP_SIZE)
-        # Parts' counts of ended and cut responses made with other end tokens are no use: read again.
+        # The parts' counts of ended and cut responses (see data.ingest.ends_summary); made with other end
+        # tokens, they are no use: read again.
+        self.ends = EndsCounts(store_dir, manifest.data)
         if manifest.data.get(ENDS_WITH) != list(END_TOKENS):
-            for e in manifest.data["parts"].values():
-                e.pop(ENDS_ENTRY, None)
+            self.ends.forget()
             manifest.data[ENDS_WITH] = list(END_TOKENS)
         # The per-step summary, summarised again only where rows came or went (see data.ingest.summary):
         # no whole-run table is held, so memory stays flat as the run grows.
@@ -231,8 +232,8 @@ class _Writer:
     def adopt(self, found: dict) -> None:
         """Record parts another process wrote into this store (a Ray task: data.ingest.distributed) as
         :meth:`_apply` records its own; ``found`` is that process's writer's manifest data: its ``parts``
-        (ids this writer handed out and does not use), ``packs``, extra and per-token columns and ignored
-        fields, and that writer's ``columns`` (of the files it wrote) and ``written`` (the files, deleted
+        (ids this writer handed out and does not use), their counts of ended and cut responses (``ends``),
+        ``packs``, extra and per-token columns and ignored fields, and that writer's ``columns`` (of the files it wrote) and ``written`` (the files, deleted
         with this writer's should its commit be refused). The next commit names them and summarises their
         steps."""
         self.flush()
@@ -245,6 +246,8 @@ class _Writer:
             self.new_rows += entry["rows"]
             if entry["rows"]:
                 self.summaries.touch_range(*entry["steps"])
+        for pid, counts in found.get("ends", {}).items():
+            self.ends.add(int(pid), counts)
         data.setdefault("packs", []).extend(found.get("packs", []))
         data["ignored_fields"] = sorted(set(data["ignored_fields"]) | set(found.get("ignored_fields", [])))
         for key in ("extra_columns", "token_extras"):
@@ -490,7 +493,7 @@ class _Writer:
         if n:
             entry["steps"] = self._step_ranges.pop(pid)
             if ends is not None:
-                entry[ENDS_ENTRY] = ends
+                self.ends.add(pid, ends)
         if host is not None and host != pid:
             entry["in"] = host
         self.m.data["parts"][str(pid)] = entry
@@ -615,6 +618,14 @@ class _Writer:
             frame.write_parquet(buf)
             self._written.append(self.dir / fname)
             write_atomic(self.dir / fname, buf.getvalue())
+        # The parts' counts of ended and cut responses (see data.ingest.ends_summary), when every part has some.
+        ends = self.ends.frame(data["parts"])
+        ends_name = f"ends-g{gen:06d}-{self.tag}.parquet" if ends is not None else None
+        if ends is not None:
+            buf = io.BytesIO()
+            ends.write_parquet(buf)
+            self._written.append(self.dir / ends_name)
+            write_atomic(self.dir / ends_name, buf.getvalue())
         old = self.m.data.get("steps_file")
         old_cells = self.m.data.get(CELLS_KEY)
         old_manifest = self.m.data.get("manifest_file")
@@ -626,11 +637,12 @@ class _Writer:
         old_topk = self.m.data.get(topk.KEY)
         topk_entry, topk_file = topk.update(self.dir, data, gen, self.tag)
         self._written.append(self.dir / topk_file)
-        old_lists = tuple(self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY))
+        old_lists = tuple(self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY, ENDS_FILE))
         name = f"g{gen:06d}-{self.tag}.json"
         for d in (self.m.data, data):
             d.update(visible_below=below, steps_file=steps_name, generation=gen, manifest_file=name)
             d[CELLS_KEY] = cells_name
+            d[ENDS_FILE] = ends_name
             d[prompt_index.INDEX_KEY] = prompt_idx
             d[topk.KEY] = topk_entry
         # The prompt lists of the state committed (read by the prompts and compare pages instead of every
@@ -675,6 +687,8 @@ class _Writer:
         # What this commit names is no longer this writer's to delete should a later commit be refused.
         named = {self.dir / rel for rel in state} | {self.dir / steps_name, self.dir / MANIFESTS / name}
         named.add(self.dir / cells_name)
+        if ends_name is not None:
+            named.add(self.dir / ends_name)
         named.add(self.dir / topk_file)
         named |= {self.dir / f["name"] for f in prompt_idx["files"]}
         named |= set(text_files)
@@ -745,9 +759,18 @@ class _Writer:
         for p in (self.dir / MANIFESTS).glob("g*.json"):
             if p.name not in (self.m.data["manifest_file"], old_manifest) and self._removable(p):
                 p.unlink(missing_ok=True)
-        keep = {self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY)} | set(old_lists)
+        keep = {self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY, ENDS_FILE)} | set(
+            old_lists
+        )
         keep.add((self.m.data.get(TOP_KEY) or {}).get("name"))
-        for pattern in ("prompts-g*.parquet", "matches-g*.parquet", "facts-g*.pickle", "texttop-g*.arrow"):
+        patterns = (
+            "prompts-g*.parquet",
+            "matches-g*.parquet",
+            "facts-g*.pickle",
+            "texttop-g*.arrow",
+            "ends-g*.parquet",
+        )
+        for pattern in patterns:
             for p in self.dir.glob(pattern):
                 if p.name not in keep and self._removable(p):
                     p.unlink(missing_ok=True)
@@ -780,6 +803,7 @@ def _tags(data: dict | None) -> set[str | None]:
     names = [p["name"] for p in data.get("packs", [])] + [
         data.get("steps_file") or "",
         data.get(CELLS_KEY) or "",
+        data.get(ENDS_FILE) or "",
         data.get("manifest_file") or "",
     ]
     return {e.get("tag") for e in data["parts"].values()} | {name_tag(n) for n in names if n}

@@ -12,7 +12,7 @@ from polars.testing import assert_frame_equal
 from data import signals
 from data.config import DEFAULT_END_TOKENS, DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
-from data.ingest.ends_summary import ENTRY_KEY, counted_with
+from data.ingest.ends_summary import ENTRY_KEY, FILE_KEY, counted_with
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
@@ -25,6 +25,7 @@ ENDS = DEFAULT_END_TOKENS
 def _scanned(store) -> pl.DataFrame:
     """The curve as reading every part's token lists gives it (the entries' counts removed)."""
     data = json.loads(json.dumps(store.manifest.data))
+    data.pop(FILE_KEY, None)
     for e in data["parts"].values():
         e.pop(ENTRY_KEY, None)
     bare = RunStore(store.dir, Manifest(data))
@@ -97,3 +98,58 @@ def test_ends003_many_small_files_and_a_hidden_step(tmp_path, monkeypatch):
     got = _counted(store, monkeypatch)
     assert got.get_column("step").to_list() == [0, 1, 2, 3, 4]
     assert_frame_equal(got, _scanned(store))
+
+
+def test_ends004_counts_leave_the_manifest(tmp_path, monkeypatch):
+    """The counts are in the commit's file, not in the parts' entries; a store committed with them in its
+    entries (before the file) is read from them, and its next commit moves them into a file (equal curve);
+    files of older commits are collected."""
+    run = tmp_path / "run"
+    run.mkdir()
+
+    def write(steps):
+        recs = [
+            {"prompt": f"p{k}", "response": "x</s>" if (s + k) % 3 else "x y", "reward": 1.0, "step": s}
+            for s in steps
+            for k in range(4)
+        ]
+        with (run / "a.jsonl").open("a") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in recs))
+
+    write(range(3))
+    cache = tmp_path / "cache"
+    store = open_store(ingest_run(run, cache, PADS).store_dir)
+    assert store.manifest.data[FILE_KEY].startswith("ends-g")
+    assert not any(ENTRY_KEY in e for e in store.manifest.data["parts"].values())
+    before = _counted(store, monkeypatch)
+    assert before.select("step", "n", "ended", "truncated").rows() == [
+        (0, 4, 2, 2),
+        (1, 4, 3, 1),
+        (2, 4, 3, 1),
+    ]
+    # As a store committed before the file: the counts in the entries, no file named.
+    counts = pl.read_parquet(store.dir / store.manifest.data[FILE_KEY])
+    path = store.dir / "manifest.json"
+    data = json.loads(path.read_text())
+    data.pop(FILE_KEY)
+    for k, e in data["parts"].items():
+        e[ENTRY_KEY] = (
+            counts.filter(pl.col("part") == int(k)).select("step", "n", "ended", "truncated").rows()
+        )
+    path.write_text(json.dumps(data))
+    legacy = open_store(store.dir)
+    assert legacy.manifest.data.get(FILE_KEY) is None
+    assert_frame_equal(_counted(legacy, monkeypatch), before)
+    write(range(3, 5))
+    after = open_store(ingest_run(run, cache, PADS).store_dir)
+    assert after.manifest.data[FILE_KEY] and not any(
+        ENTRY_KEY in e for e in after.manifest.data["parts"].values()
+    )
+    got = _counted(after, monkeypatch)
+    assert_frame_equal(got.filter(pl.col("step") < 3), before)
+    assert got.get_column("step").to_list() == [0, 1, 2, 3, 4]
+    assert_frame_equal(got, _scanned(after))
+    write(range(5, 6))
+    last = open_store(ingest_run(run, cache, PADS).store_dir)
+    kept = sorted(p.name for p in last.dir.glob("ends-g*.parquet"))
+    assert last.manifest.data[FILE_KEY] in kept and len(kept) <= 2  # this commit's and the one before
