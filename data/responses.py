@@ -42,6 +42,7 @@ from data.queries import (
     SearchStopped,
     check_regex,
     match_pieces,
+    match_pieces_many,
     regex_error,
     search,
     sort_rows,
@@ -905,10 +906,9 @@ def mark_previews(rows: list[dict], q: str | None) -> list[dict]:
     text, its own matches are marked. Unchanged without a search (or with one that cannot run)."""
     if not q or regex_error(q) is not None:
         return rows
-    for row in rows:
-        for c in PREVIEW_COLUMNS:
-            if c in row:
-                row[f"{c}_marks"] = [[p, hit] for p, hit in match_pieces(row[c], q)]
+    cells = [(row, c) for row in rows for c in PREVIEW_COLUMNS if c in row]
+    for (row, c), pieces in zip(cells, match_pieces_many([row[c] for row, c in cells], q), strict=True):
+        row[f"{c}_marks"] = [[p, hit] for p, hit in pieces]
     return rows
 
 

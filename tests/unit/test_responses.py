@@ -299,6 +299,34 @@ def test_responses041_match_pieces_by_hand():
     assert match_pieces("", "a") == [] and match_pieces(None, "a") == []
 
 
+def test_responses042_a_blocks_previews_marked_at_once():
+    """A grid block's previews are marked in one pass (data.responses.mark_previews), each as by hand: a
+    text without a match, none, empty, one holding the marks' own characters (left unmarked), and the
+    pattern checked once however many rows ask."""
+    from data import queries
+    from data.responses import mark_previews
+
+    queries.regex_error.cache_clear()
+    rows = [
+        {"prompt_preview": "say the word", "response_preview": "THE end"},
+        {"prompt_preview": "none here", "response_preview": None},
+        {"prompt_preview": "", "response_preview": "x\ufdd0the"},
+    ]
+    got = mark_previews([dict(r) for r in rows], "(?i)the")
+    assert [r["prompt_preview_marks"] for r in got] == [
+        [["say ", False], ["the", True], [" word", False]],
+        [["none here", False]],
+        [],
+    ]
+    assert [r["response_preview_marks"] for r in got] == [
+        [["THE", True], [" end", False]],
+        [],
+        [["x\ufdd0the", False]],
+    ]
+    assert queries.regex_error.cache_info().misses == 1
+    assert mark_previews([dict(r) for r in rows], "(") == rows  # an invalid pattern marks nothing
+
+
 def test_responses042_preview_lines_follow_the_runs_previews():
     """Rows get one line for short previews, up to three for long ones (90th percentile, 45 characters a
     line, a CJK character counting twice)."""
