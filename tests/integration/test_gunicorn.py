@@ -190,3 +190,22 @@ def test_gunicorn005_compressed_when_asked(prefixed_server):
     )
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/csv")
     assert "Content-Encoding" not in r.headers
+
+
+def test_gunicorn006_workers_freeze_their_start_up_objects():
+    """gunicorn.conf.py's post_worker_init hook (which ``app.py serve`` loads too) moves what a worker made
+    while building the app out of the garbage collector's full collections (gc.freeze)."""
+    import gc
+    import runpy
+
+    from gunicorn.config import Config
+
+    hook = runpy.run_path(str(REPO / "gunicorn.conf.py"))["post_worker_init"]
+    cfg = Config()
+    cfg.set("post_worker_init", hook)  # a valid gunicorn hook (one argument, the worker)
+    gc.unfreeze()
+    try:
+        cfg.post_worker_init(None)
+        assert gc.get_freeze_count() > 1000
+    finally:
+        gc.unfreeze()
