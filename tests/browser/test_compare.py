@@ -198,7 +198,8 @@ def test_compare105_runs_page_ticks_open_the_compare_page(dash_duo, dash_app, fi
     enables the compare link, which opens the compare page with both runs in the page's order."""
     _open(dash_duo, dash_app, "/")
     dash_duo.wait_for_element(f"#runs-spark-{PPO} .js-plotly-plot", timeout=30)
-    assert dash_duo.find_element(f"#runs-headline-0-{GRPO}").text == "1.781"  # its last step's mean reward
+    # (The table may be drawn again meanwhile, a first ingest done: found afresh until it reads so.)
+    dash_duo.wait_for_text_to_equal(f"#runs-headline-0-{GRPO}", "1.781", timeout=30)  # last step's mean
     assert "disabled" in dash_duo.find_element("#runs-compare").get_attribute("class")
     for run in (PPO, GRPO):
         _click(dash_duo, f'input[id*=\'"run":"{run}"\']')
