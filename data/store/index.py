@@ -264,14 +264,17 @@ def write_facts(store_dir: Path, manifest: dict, name: str) -> None:
     results cache is)."""
     out = {}
     kept = _kept_facts(store_dir, manifest)  # the last commit's, with their bounds
+    schemas: dict = {}
     for file, part in _wanted_files(manifest):
         path = Path(store_dir) / "scalars" / file
         st = path.stat()
         hit = kept.get((file, part))
-        if hit is not None and hit[:2] == (st.st_size, st.st_mtime_ns) and hit[2].bounds is not None:
-            out[(file, part)] = hit
-        else:
-            out[(file, part)] = (st.st_size, st.st_mtime_ns, file_facts(path, part, bounds=True))
+        if hit is None or hit[:2] != (st.st_size, st.st_mtime_ns) or hit[2].bounds is None:
+            hit = (st.st_size, st.st_mtime_ns, file_facts(path, part, bounds=True))
+        # Files of one schema share one tuple, which pickle then writes once: a fresh reader makes one copy
+        # of its ~26 (name, type) pairs, not one per file (a quarter of the file, half its load time).
+        facts = hit[2]
+        out[(file, part)] = (*hit[:2], replace(facts, schema=schemas.setdefault(facts.schema, facts.schema)))
     tmp = Path(store_dir) / f".{name}.tmp"
     tmp.write_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     os.replace(tmp, Path(store_dir) / name)

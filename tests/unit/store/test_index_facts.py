@@ -53,6 +53,21 @@ def test_facts002_a_changed_file_is_read_again(tmp_path, monkeypatch):
     assert read == [seg.file]
 
 
+def test_facts003_files_of_one_schema_share_it(tmp_path):
+    """The kept facts hold one copy of a schema that many files share (read back as one object), and the
+    index built from them is the footers' own."""
+    import pickle
+
+    run = write_demo_run(tmp_path / "root", "demo", steps=12, per_step=64, ranks=5)
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    kept = pickle.loads((store.dir / store.manifest.data[FACTS_KEY]).read_bytes())
+    schemas = [facts.schema for _, _, facts in kept.values()]
+    assert len(schemas) > 3
+    assert len({id(s) for s in schemas}) == len(set(schemas))  # one object per distinct schema
+    from_footers = build_index(store.dir, {k: v for k, v in store.manifest.data.items() if k != FACTS_KEY})
+    assert _fresh_index(store).segments == from_footers.segments
+
+
 @pytest.fixture(autouse=True)
 def _forget():
     yield
