@@ -18,12 +18,13 @@ from pathlib import Path
 import polars as pl
 
 from data.ingest.hist_cells import COLUMNS, empty_cells, hist_cells, made_with, widths
-from data.metrics.step import step_summary
+from data.metrics.step import EXTRA_MEANS_KEY, extra_mean, step_summary
 from data.store.aggregates import CELLS_KEY
 from data.store.layout import SCALAR_CORE, SCALAR_DTYPES, entry_name
 from data.store.manifest import packed_parts
 
-# The scalars a step's summary reads: the numbers, the prompt key and the group id (never the previews).
+# The scalars a step's summary reads: the numbers, the prompt key and the group id (never the previews); and
+# the run's numeric extra columns (their finite means, see data.metrics.step.extra_mean).
 # Rows a commit summarises at once (see StepSummaries.refresh): ~650 bytes each in memory.
 REFRESH_ROWS = 100_000
 
@@ -101,8 +102,11 @@ class StepSummaries:
         # The committed summary leaves out the steps a commit hid (from ``visible_below`` on): summarised
         # again at the first refresh.
         self._from: int | None = data.get("visible_below") if self._steps_file else None
-        self._old_columns = bool(self._steps_file) and bool(
-            set(empty_summary_columns()) - set(pl.read_parquet_schema(self.dir / self._steps_file))
+        # A summary written before a column was kept, or before the extra columns' means were (a store
+        # with extra columns and no EXTRA_MEANS_KEY), is made again whole at the first refresh.
+        self._old_columns = bool(self._steps_file) and (
+            (bool(data.get("extra_columns")) and not data.get(EXTRA_MEANS_KEY))
+            or bool(set(empty_summary_columns()) - set(pl.read_parquet_schema(self.dir / self._steps_file)))
         )
         if self._old_columns:
             _ = self.frame  # (sets ``_from``, which the first refresh reads)
@@ -180,22 +184,25 @@ class StepSummaries:
             if e["rows"] and self._holds_stale(*e["steps"], steps)
         ]
         fresh, cell_rows = [], []
+        extras = [c for c in data.get("extra_columns", ()) if c not in SUMMARY_INPUT]
         if held:
-            # The columns of every part together (as one concat of them all has them), for each window.
+            # The columns of every part together (as one concat of them all has them), for each window; of
+            # the extra columns, the numeric ones (as a reader's scan of the run types them).
             schemas = [s.collect_schema() for s in scan_part_scalars(self.dir, data, [p for p, _ in held])]
+            want = set(SUMMARY_INPUT).union(extras)
             union = pl.concat(
-                [pl.LazyFrame(schema={c: t for c, t in sc.items() if c in SUMMARY_INPUT}) for sc in schemas],
+                [pl.LazyFrame(schema={c: t for c, t in sc.items() if c in want}) for sc in schemas],
                 how="diagonal_relaxed",
             ).collect_schema()
+            extras = [c for c in extras if c in union and union[c].is_numeric() and union[c] != pl.Boolean]
+            union = pl.Schema({c: t for c, t in union.items() if c in SUMMARY_INPUT or c in extras})
             ranges = [(e["steps"][0], e["steps"][1], e["rows"]) for _, e in held]
             for lo, hi in step_windows(ranges, REFRESH_ROWS):
                 pids = [p for (p, _), (a, b, _) in zip(held, ranges, strict=True) if a <= hi and lo <= b]
                 scans = scan_part_scalars(self.dir, data, pids)
                 if not scans:
                     continue
-                frames = [
-                    s.select(c for c in s.collect_schema().names() if c in SUMMARY_INPUT) for s in scans
-                ]
+                frames = [s.select(c for c in s.collect_schema().names() if c in union) for s in scans]
                 window = stale & pl.col("step").is_between(lo, hi)
                 rows = pl.concat(frames, how="diagonal_relaxed").filter(window).collect()
                 if rows.height == 0:
@@ -208,7 +215,8 @@ class StepSummaries:
                 # same order, to the last bit).
                 rows = rows.sort("part", "row")
                 absent = [pl.lit(None, t).alias(c) for c, t in SCALAR_DTYPES.items() if c not in rows.columns]
-                fresh.append(step_summary(rows.with_columns(absent).lazy()).collect(engine="in-memory"))
+                summary = step_summary(rows.with_columns(absent).lazy(), extras)
+                fresh.append(summary.collect(engine="in-memory"))
                 # What the histogram cells read of the window: a few numbers a row, not the whole window.
                 cell_rows.append(rows.select(c for c in ("step", *COLUMNS) if c in rows.columns))
                 del rows
@@ -217,7 +225,12 @@ class StepSummaries:
         kept = self.frame.filter(~stale)
         if kept.height == 0:  # none kept (its columns may be an older summary's): the current columns
             kept = empty_summary()
-        self.frame = pl.concat([kept, *fresh], how="vertical_relaxed").sort("step")
+        # The extra columns' means in the run's order of them (a later commit may bring one the kept lack).
+        frame = pl.concat([kept, *fresh], how="diagonal_relaxed").sort("step")
+        means = {extra_mean(c) for c in data.get("extra_columns", ())}
+        order = [c for c in frame.columns if c not in means]
+        order += [m for m in (extra_mean(c) for c in data.get("extra_columns", ())) if m in frame.columns]
+        self.frame = frame.select(order)
         # The cells: of the stale steps from their rows, or of every step when the run's bar width moved.
         width = widths(self.frame)
         made = made_with(self.cells)

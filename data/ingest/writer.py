@@ -38,6 +38,7 @@ from data.ingest.prompt_summary import MATCHES_KEY as MATCHES_FILE
 from data.ingest.prompt_summary import THRESHOLD_KEY, write_prompt_list
 from data.ingest.summary import CELLS_KEY, StepSummaries, fill_step_ranges, scan_part_scalars
 from data.metrics.registry import PREVIEW_COLUMNS, table_columns
+from data.metrics.step import EXTRA_MEANS_KEY
 from data.store.index import FACTS_KEY, write_facts
 from data.store.layout import (
     ISSUE_SCHEMA,
@@ -643,6 +644,7 @@ class _Writer:
             d.update(visible_below=below, steps_file=steps_name, generation=gen, manifest_file=name)
             d[CELLS_KEY] = cells_name
             d[ENDS_FILE] = ends_name
+            d[EXTRA_MEANS_KEY] = 1  # the summary refreshed keeps the extra columns' means of every step
             d[prompt_index.INDEX_KEY] = prompt_idx
             d[topk.KEY] = topk_entry
         # The prompt lists of the state committed (read by the prompts and compare pages instead of every

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -11,6 +12,9 @@ from data.metrics.group import group_step_summary
 from data.metrics.registry import label
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+# The manifest's entry saying that its steps summary keeps the finite mean of each numeric extra column (see
+# :func:`extra_mean`); a store committed before has none, and its readers compute them from the scalars.
+EXTRA_MEANS_KEY = "steps_extra_means"
 
 
 def _dist(col: str) -> list[pl.Expr]:
@@ -47,7 +51,13 @@ def _finite_mean(col: str) -> pl.Expr:
     return x.filter(x.is_finite()).mean()
 
 
-def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
+def extra_mean(col: str) -> str:
+    """The per-step summary's column of extra column ``col``'s finite mean: ``<col>_finite_mean`` (no column
+    of the summary's own ends so, and extra columns' names are distinct, so no two names meet)."""
+    return f"{col}_finite_mean"
+
+
+def step_summary(scalars: pl.LazyFrame, extras: Sequence[str] = ()) -> pl.LazyFrame:
     """One row per step, sorted by step: counts, reward / ref reward / gain distributions, win rate, KL, length.
 
     ``n_both`` counts the responses compared with their reference, ``win_rate`` / ``tie_rate`` /
@@ -55,7 +65,9 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
     ``kl_token_mean`` is Σ kl_sum / Σ n_kl_tokens over the step (a mean over all its tokens), while
     ``kl_mean_mean`` averages the per-response means; ``repetition_mean`` is the mean repetition of the
     step's responses that have one (3 words or more), the reward page's degeneration curve;
-    ``reward_finite_n`` / ``reward_finite_sum`` count and sum the finite rewards.
+    ``reward_finite_n`` / ``reward_finite_sum`` count and sum the finite rewards; for each numeric extra
+    column ``c`` of ``extras`` (the reward components the compare page draws are among them),
+    ``<c>_finite_mean`` (see :func:`extra_mean`) is the mean of its finite values (null when none).
     """
     # A frame without repetition (one made by hand) summarises to nulls there.
     if "repetition" not in scalars.collect_schema().names():
@@ -84,6 +96,7 @@ def step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("value_error_abs_mean").mean().alias("value_error_abs_mean"),
             pl.col("value_error_mean").mean().alias("value_error_mean"),
             _finite_mean("repetition").alias("repetition_mean"),
+            *[_finite_mean(c).alias(extra_mean(c)) for c in extras],
         )
         .join(group_step_summary(scalars), on="step", how="left")  # n_groups, zero_spread_share
         .sort("step")
