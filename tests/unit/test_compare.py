@@ -9,6 +9,7 @@ import random
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from data.compare import curves, distribution, prompts, summary
 from data.compare.notes import METRIC, PROMPTS, RUN, STEPS
@@ -18,6 +19,7 @@ from data.config import Settings
 from data.ingest import ingest_run
 from data.service import Board
 from data.store import open_store
+from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -349,3 +351,105 @@ def test_compare018_reward_functions_summed_at_ingest_are_components(tmp_path):
     assert ov.lines[0].frame.select("step", "y").rows() == [(1, 0.5), (2, 0.5)]
     ov = curves.overlay({"trl": frame}, "component:sentiment")
     assert ov.lines[0].frame.select("step", "y").rows() == [(1, 0.5), (2, 1.0)]
+
+
+# ---- the per-step means ingest keeps (repetition, reward components) ---------------------------------------
+
+
+def _means_scanned(store) -> pl.DataFrame:
+    """The per-step means of the repetition and the components, from the responses (the scan)."""
+    from data.cache import StoreKey
+
+    return curves._response_means.__wrapped__(StoreKey(store))
+
+
+def _read_nothing(monkeypatch) -> None:
+    """Make a scan of the responses fail."""
+    from data.store import RunStore
+
+    monkeypatch.setattr(RunStore, "scan", lambda *a, **k: pytest.fail("scanned the responses"))
+    monkeypatch.setattr(curves, "_response_means", lambda *a: pytest.fail("scanned the responses"))
+
+
+@pytest.mark.parametrize("run", [*FIXTURE_RUNS, None])
+def test_compare019_run_means_come_from_the_summary(fixtures_dir, tmp_path, monkeypatch, run):
+    """A run's per-step repetition and reward component means are read from the steps summary ingest
+    keeps, with no scan of the responses, and equal the scan's (to 1e-12: the sums' order may differ in
+    the last bit) on the fixtures and the demo."""
+    src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=9)
+    store = open_store(ingest_run(src, tmp_path / "cache", PADS, chunk_bytes=20_000).store_dir)
+    scanned = _means_scanned(store)
+    _read_nothing(monkeypatch)
+    frame = curves.run_frame(store)
+    assert frame.height == scanned.height > 0
+    assert_frame_equal(frame.select(scanned.columns), scanned, check_exact=False, rel_tol=1e-12, abs_tol=0)
+    comps = [c for c in frame.columns if c.startswith(curves.COMPONENT)]
+    assert comps == [c for c in scanned.columns if c.startswith(curves.COMPONENT)]
+    assert not [c for c in frame.columns if c.endswith("_finite_mean")]  # read under their keys only
+    if run in ("trl-grpo-completions", "real-nemo-gym-math"):  # TRL's reward functions, NeMo Gym's
+        assert comps and all(frame.get_column(c).drop_nulls().len() for c in comps), comps
+
+
+def _acc(step: int, acc, rank: int) -> bytes:
+    return (json.dumps(_rec(f"p{rank}", step, 1.0, rewards={"acc": acc})) + "\n").encode()
+
+
+def test_compare020_component_means_over_commits_by_hand(tmp_path, monkeypatch):
+    """A component's per-step mean (finite values; a null left out) kept by ingest, by hand: steps hidden
+    by a commit mid-read, then a step spread over two commits, then a file dropped, each equal to one read
+    of the same files, and none scanned from the responses."""
+    run = tmp_path / "root" / "r"
+    run.mkdir(parents=True)
+    (run / "rank0.jsonl").write_bytes(_acc(1, 1.0, 0) + _acc(1, 0.0, 0) + _acc(2, 0.5, 0) + _acc(3, 0.0, 0))
+    (run / "rank1.jsonl").write_bytes(_acc(1, None, 1) + _acc(2, 1.0, 1))
+
+    def means(complete: bool = True) -> list[tuple]:
+        store = open_store(ingest_run(run, tmp_path / "cache", PADS, complete=complete).store_dir)
+        with monkeypatch.context() as m:
+            _read_nothing(m)
+            got = curves.run_frame(store).select("step", "component:rewards.acc").rows()
+        if complete:
+            whole = open_store(
+                ingest_run(run, tmp_path / f"whole{len(list(tmp_path.iterdir()))}", PADS).store_dir
+            )
+            assert store.steps().sort("step").equals(whole.steps().sort("step"))
+        return got
+
+    assert means(complete=False) == [(1, 0.5)]  # steps 2 on hidden (rank1 may not have ended step 2)
+    with open(run / "rank1.jsonl", "ab") as f:
+        f.write(_acc(2, 0.25, 1) + _acc(3, 0.5, 1))
+    # Step 2's rows were read by two commits.
+    assert means() == [(1, 0.5), (2, pytest.approx((0.5 + 1.0 + 0.25) / 3, rel=1e-15)), (3, 0.25)]
+    (run / "rank1.jsonl").unlink()
+    assert means() == [(1, 0.5), (2, 0.5), (3, 0.0)]
+
+
+def test_compare021_a_store_committed_before_the_means_is_scanned_then_made_whole(tmp_path, monkeypatch):
+    """A store whose summary has no component means (committed before ingest kept them) still gets its
+    curves, from the responses; its next commit makes every step's means, as one read of the files."""
+    import orjson
+
+    from data.metrics.step import EXTRA_MEANS_KEY
+    from data.store.manifest import MANIFEST
+
+    run = tmp_path / "root" / "r"
+    run.mkdir(parents=True)
+    (run / "rank0.jsonl").write_bytes(b"".join(_acc(s, s / 4, 0) + _acc(s, 1.0, 0) for s in range(3)))
+    res = ingest_run(run, tmp_path / "cache", PADS)
+    path = res.store_dir / MANIFEST
+    data = orjson.loads(path.read_bytes())
+    del data[EXTRA_MEANS_KEY]
+    path.write_bytes(orjson.dumps(data))
+    steps = res.store_dir / data["steps_file"]
+    pl.read_parquet(steps).drop("rewards.acc_finite_mean").write_parquet(steps)
+    want = [(0, 0.5), (1, 0.625), (2, 0.75)]
+    assert curves.run_frame(open_store(res.store_dir)).select("step", "component:rewards.acc").rows() == want
+    with open(run / "rank0.jsonl", "ab") as f:
+        f.write(_acc(3, 0.0, 0))
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    assert store.manifest.data[EXTRA_MEANS_KEY]
+    whole = open_store(ingest_run(run, tmp_path / "whole", PADS).store_dir)
+    assert store.steps().equals(whole.steps())
+    _read_nothing(monkeypatch)
+    got = curves.run_frame(store).select("step", "component:rewards.acc").rows()
+    assert got == [*want, (3, 0.0)]
