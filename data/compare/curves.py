@@ -118,7 +118,9 @@ def _summary_means(store: RunStore, steps: pl.DataFrame) -> dict[str, str] | Non
     return out
 
 
-@shared(16)
+# In the process only: built from the summary in a millisecond, while pickling 5,000 steps of it into the
+# results cache took ~7 ms.
+@shared(16, disk=False)
 def _run_frame(v: StoreKey) -> pl.DataFrame:
     """The run's step summary with ``samples`` (responses seen, cumulative) and the response means."""
     steps = run_curves.run_steps(v.store)
