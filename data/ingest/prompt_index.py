@@ -127,11 +127,12 @@ def _read_key(path: Path, key: str, cols: list[str]) -> pl.DataFrame | pa.Table:
 
 def _from_arrow(tables: list[pa.Table]) -> list[pl.DataFrame]:
     """Arrow tables as frames: one conversion of them all (~0.4 ms each otherwise), or one each where
-    their types do not unify (the caller unifies the frames as it would any)."""
+    their types do not unify (the caller unifies the frames as it would any). Their chunks are joined
+    first: a frame made of one chunk per file took ~2 ms more at 15 files (2.56M responses)."""
     if not tables:
         return []
     try:
-        return [pl.from_arrow(pa.concat_tables(tables, promote_options="permissive"))]
+        return [pl.from_arrow(pa.concat_tables(tables, promote_options="permissive").combine_chunks())]
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return [pl.from_arrow(t) for t in tables]
 
