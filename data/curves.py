@@ -324,13 +324,14 @@ def step_stats(store: RunStore, step: int) -> list[tuple[str, object, str]]:
     """``(name, value, kind)`` of the step's key figures (kind: the registry's ``fmt``): step, responses,
     mean reward and reference reward, win rate; those without a value left out. A partial last step
     (:func:`data.metrics.step.partial_last_step`) adds ``("partial step", its text, "warn")``."""
-    partial = partial_step(store)
+    frame = summary_columns(store, STAT_COLUMNS)
+    partial = partial_last_step(frame)
     stats = [
         ("step", step, "step"),
-        ("responses", summary_value(store, step, "n"), "int"),
-        (f"{label('reward')} mean", summary_value(store, step, "reward_mean"), "num"),
-        (f"{label('ref_reward')} mean", summary_value(store, step, "ref_reward_mean"), "num"),
-        ("win rate", summary_value(store, step, "win_rate"), METRICS["win_rate"].fmt),
+        ("responses", _value_at(frame, step, "n"), "int"),
+        (f"{label('reward')} mean", _value_at(frame, step, "reward_mean"), "num"),
+        (f"{label('ref_reward')} mean", _value_at(frame, step, "ref_reward_mean"), "num"),
+        ("win rate", _value_at(frame, step, "win_rate"), METRICS["win_rate"].fmt),
     ]
     if partial is not None and partial.step == step:
         stats.append((label("partial_step"), partial.detail(), "warn"))
@@ -339,7 +340,7 @@ def step_stats(store: RunStore, step: int) -> list[tuple[str, object, str]]:
 
 def partial_step(store: RunStore) -> PartialStep | None:
     """The run's partial last step (see :func:`data.metrics.step.partial_last_step`), or None."""
-    return partial_last_step(run_steps(store))
+    return partial_last_step(summary_columns(store, ("n",)))
 
 
 def nearest_step(steps: list[int], step: int) -> int | None:
@@ -560,27 +561,60 @@ def _steps(v: StoreKey) -> pl.DataFrame:
     return v.store.steps().sort("step")
 
 
+# The per-step summary's columns :func:`panels` reads (those of the curves and their bands).
+CURVE_COLUMNS = (
+    *(f"{c}_{s}" for c in ("reward", "response_length", "response_chars")
+      for s in ("mean", "std", "p25", "p75", "p05", "p95")),
+    "ref_reward_mean", "kl_token_mean", "log_ratio_token_mean", "win_rate", "tie_rate", "zero_spread_share",
+)  # fmt: skip
+# The per-step summary's columns of :func:`step_stats`.
+STAT_COLUMNS = ("n", "reward_mean", "ref_reward_mean", "win_rate")
+
+
+# In the process only, as _steps.
+@shared(32, disk=False)
+def _summary(v: StoreKey, columns: tuple[str, ...]) -> pl.DataFrame:
+    return v.store.steps_columns(("step", *columns)).sort("step")
+
+
+def summary_columns(store: RunStore, columns) -> pl.DataFrame:
+    """``step`` and those of ``columns`` the per-step summary has, read alone and sorted by step (cached on
+    the store version): a page that draws a few of its 65 columns reads no other."""
+    return _summary(StoreKey(store), tuple(dict.fromkeys(c for c in columns if c != "step")))
+
+
 @shared(64)
 def _panels(v: StoreKey, band: str, zero_shift: bool) -> tuple[Panel, ...]:
-    return tuple(panels(_steps(v), band, zero_shift))
+    return tuple(panels(summary_columns(v.store, CURVE_COLUMNS), band, zero_shift))
 
 
 # Each reads only the columns (and, for one step, the files) it needs.
 
 
+@shared(8, disk=False)
+def _cells(v: StoreKey) -> pl.DataFrame | None:
+    # The steps' histogram cells, read once per process and commit: the run's bins, one step's bars and the
+    # heatmap are all told from them.
+    return read_hist_cells(v.store)
+
+
 @shared(32)
 def _bins(v: StoreKey, kind: str) -> Bins:
     columns = HISTOGRAMS[kind][1]
-    steps = _steps(v)
-    if steps.height:
-        # One step with more than MAX_DISCRETE_VALUES distinct values: so has the run, and its bins are
-        # the range's (a continuous reward is known from one step, not from every response of the run).
+    steps = summary_columns(v.store, [f"{c}_{s}" for c in columns for s in ("min", "max")])
+    cells = _cells(v)
+    values = cells_distinct(cells, columns, MAX_DISCRETE_VALUES)
+    if values is False and steps.height:
+        # Not told by the cells. One step with more than MAX_DISCRETE_VALUES distinct values: so has the
+        # run, and its bins are the range's (a continuous reward is known from one step, not from every
+        # response of the run).
         first = v.store.scan(columns, step=int(steps.get_column("step")[0]))
         if more_distinct_than(first, columns, MAX_DISCRETE_VALUES):
             return Bins(tuple(edges_for(steps, columns)))
-    values = cells_distinct(read_hist_cells(v.store), columns, MAX_DISCRETE_VALUES)
-    if values is False:  # not told by the cells: the responses are read
+    if values is False:  # nor by the first step: the responses are read
         return bins_for(steps, v.store.scan(columns), columns)
+    # The cells tell: few values (one bar each, where they are far enough apart) or more than a step's
+    # check could add to (with more than MAX_DISCRETE_VALUES in the run, the bins are the range's).
     edges = discrete_edges(values) if values is not None else None
     if edges is not None:
         return Bins(tuple(edges), discrete=True)
@@ -606,18 +640,57 @@ def cells_distinct(
 
 @shared(256)
 def _bars(v: StoreKey, col: str, step: int, kind: str) -> pl.DataFrame:
-    return bars(v.store.scan(["step", col], step=step), col, step, list(_bins(v, kind).edges))
+    edges = list(_bins(v, kind).edges)
+    cells = _cells(v)
+    told = cell_bars(cells, col, step, edges) if cells is not None else None
+    if told is not None:
+        return told
+    return bars(v.store.scan(["step", col], step=step), col, step, edges)
+
+
+def cell_bars(cells: pl.DataFrame, col: str, step: int, edges: list[float]) -> pl.DataFrame | None:
+    """:func:`bars` of ``col`` at ``step`` summed from a store's histogram cells (see data.ingest.hist_cells):
+    None when the cells cannot tell (one of the step's cells lies across an edge, or the run has no cell of
+    ``col``: the column may be absent, whose bars are none rather than empty)."""
+    if not edges:
+        return None
+    of_col = cells.filter(pl.col("col") == col)
+    if of_col.height == 0:
+        return None
+    c = of_col.filter(pl.col("step") == step).select(
+        "n", bin_index("lo", edges).alias("bin"), bin_index("hi", edges).alias("top")
+    )
+    if c.filter(pl.col("bin") != pl.col("top")).height:
+        return None
+    counts = c.lazy().group_by("bin").agg(pl.col("n").sum().alias("count"))
+    return _all_bars(counts, edges).collect()
+
+
+def _all_bars(counts: pl.LazyFrame, edges: list[float]) -> pl.LazyFrame:
+    """``bin, lo, hi, count`` of every bar of ``edges`` from ``bin, count`` (zero where absent), as
+    :func:`data.queries.histogram` gives them."""
+    nbars = max(len(edges) - 1, 0)
+    frame = pl.LazyFrame(
+        {"bin": list(range(nbars)), "lo": edges[:-1], "hi": edges[1:]},
+        schema={"bin": pl.Int32, "lo": pl.Float64, "hi": pl.Float64},
+    )
+    return (
+        frame.join(counts, on="bin", how="left")
+        .with_columns(pl.col("count").fill_null(0).cast(pl.Int64))
+        .sort("bin")
+    )
 
 
 @shared(16)
 def _heatmap(v: StoreKey, kind: str) -> Heatmap:
     b = _bins(v, kind)
     edges, steps = list(b.edges), step_list(v.store)
-    if kind not in v.store.schema():
-        return dense_heatmap(None, edges, steps, b.discrete)
-    cells = read_hist_cells(v.store)
+    cells = _cells(v)
     if cells is None:  # a store committed without the cells
+        if kind not in v.store.schema():
+            return dense_heatmap(None, edges, steps, b.discrete)
         return heatmap(v.store.scan(["step", kind]), kind, edges, steps, b.discrete)
+    # (A column the scalars lack has no cell: its heatmap is all zeros, as without the column.)
     # Summed from the steps' cells; a step with a cell across an edge is counted from its responses.
     counts, split = cell_histograms(cells, kind, edges)
     if split:
@@ -703,7 +776,11 @@ def run_heatmap(store: RunStore, kind: str = "reward") -> Heatmap:
 
 def summary_value(store: RunStore, step: int, col: str) -> float | None:
     """One value of the per-step summary (None when missing or not finite)."""
-    df = run_steps(store).filter(pl.col("step") == step)
+    return _value_at(summary_columns(store, (col,)), step, col)
+
+
+def _value_at(steps: pl.DataFrame, step: int, col: str) -> float | None:
+    df = steps.filter(pl.col("step") == step)
     if df.height == 0 or col not in df.columns:
         return None
     v = df.item(0, col)

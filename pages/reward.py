@@ -103,7 +103,7 @@ def _trainer_view(run, store, key):
     # The run's steps are all the view reads of its rollouts here (the step axis): not run_frame, whose
     # response means read every response of the run.
     return (
-        trainer.run_trainer_view(run, store, board().run_dir(run), curves.run_steps(store), key)
+        trainer.run_trainer_view(run, store, board().run_dir(run), curves.summary_columns(store, ()), key)
         if store
         else None
     )

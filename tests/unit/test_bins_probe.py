@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from polars.testing import assert_frame_equal
+
 from data import curves
 from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.queries import MAX_DISCRETE_VALUES
 from data.store import open_store
 from data.store.reader import RunStore
+from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -29,14 +33,19 @@ def _spied(monkeypatch) -> list:
 
 def test_bins001_continuous_rewards_from_the_first_step(tmp_path, monkeypatch):
     """The demo's rewards (more than MAX_DISCRETE_VALUES distinct in its first step): the run's range
-    edges, equal to the whole scan's, with only the first step read."""
+    edges, equal to the whole scan's, told by the histogram cells with no response read; without the cells,
+    with only the first step read."""
     store = open_store(ingest_run(write_demo_run(tmp_path / "r", "d", 6, 64), tmp_path / "c", PADS).store_dir)
     expected = curves.bins_for(curves.run_steps(store), store.scan(["reward"]), ("reward",))
     assert not expected.discrete
     curves._bins.cache_clear()
     seen = _spied(monkeypatch)
-    got = curves.run_bins(store, "reward")
-    assert got == expected
+    assert curves.run_bins(store, "reward") == expected
+    assert seen == []
+    monkeypatch.setattr(curves, "read_hist_cells", lambda store: None)  # a store committed without cells
+    curves._bins.cache_clear()
+    curves._cells.cache_clear()
+    assert curves.run_bins(store, "reward") == expected
     assert seen == [(1, None)]
 
 
@@ -56,3 +65,35 @@ def test_bins002_discrete_rewards_read_the_run(tmp_path, monkeypatch):
     got = curves.run_bins(store, "reward")
     assert got.discrete and got.edges == (0.0, 0.5, 1.0, 1.5)
     assert MAX_DISCRETE_VALUES >= 3
+
+
+@pytest.mark.parametrize("run", [*FIXTURE_RUNS, None])
+def test_bins003_step_bars_from_the_cells_read_no_response(fixtures_dir, tmp_path, monkeypatch, run):
+    """On every fixture run and the demo: each step's reward, reference reward and gain bars, the run's bins
+    and the heatmap are told from the histogram cells with no scan of the responses (nor the store's
+    schema), and equal those counted from the responses."""
+    store = open_store(
+        ingest_run(fixture_or_demo(fixtures_dir, tmp_path / "r", run, 6), tmp_path / "c", PADS).store_dir
+    )
+    steps = curves.step_list(store)
+    want = {}
+    for kind, (_, cols) in curves.HISTOGRAMS.items():
+        edges = curves.run_edges(store, kind)
+        for col in (kind, *(c for c in cols if c != kind)):
+            for s in steps:
+                want[kind, col, s] = curves.bars(store.scan(["step", col], step=s), col, s, edges)
+    hm = curves.heatmap(store.scan(["step", "reward"]), "reward", curves.run_edges(store, "reward"), steps,
+                        curves.run_bins(store, "reward").discrete)  # fmt: skip
+    for f in (curves._bins, curves._bars, curves._heatmap, curves._cells):
+        f.cache_clear()
+    told = set(curves._cells(curves.StoreKey(store)).get_column("col"))
+    assert "reward" in told and (run or {"ref_reward", "reward_gain"} <= told)
+    seen = _spied(monkeypatch)
+    monkeypatch.setattr(RunStore, "schema", lambda self: pytest.fail("read the store's schema"))
+    for (kind, col, s), bars in want.items():
+        if col in told:  # a column without a cell (no reference rewards): read, as before
+            assert_frame_equal(curves.step_bars(store, kind, s, col), bars)
+    got = curves.run_heatmap(store, "reward")
+    assert seen == []
+    assert got.edges == hm.edges and got.discrete == hm.discrete
+    assert (got.steps == hm.steps).all() and (got.count == hm.count).all() and (got.share == hm.share).all()

@@ -529,3 +529,42 @@ def test_curves027_step_list_reads_the_step_column_alone(tmp_path, monkeypatch):
     assert curves.run_steps(store).get_column("step").to_list() == list(range(1, 13))
     assert curves._steps.peek(StoreKey(store)) is None
     assert curves._step_list.peek(StoreKey(store)) == tuple(range(1, 13))
+
+
+def test_curves028_reward_page_reads_its_summary_columns_alone(tmp_path, monkeypatch):
+    """The curves, the bins, one step's key figures and histograms read the summary's columns they draw
+    (never the whole 65-column summary), and give what the whole summary gives."""
+    from data.demo import write_demo_run
+    from data.store.reader import RunStore
+
+    run = write_demo_run(tmp_path / "root", steps=12, per_step=4)
+    store = open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
+    whole = curves.run_steps(store)
+    want = (curves.panels(whole, "p25-p75"), curves.edges_for(whole, ("reward", "ref_reward")))
+    read: list = []
+    real = RunStore.steps_columns
+
+    def spy(self, columns):
+        read.append(tuple(columns))
+        return real(self, columns)
+
+    for f in (curves._steps, curves._panels, curves._bins, curves._summary, curves._bars):
+        f.cache_clear()
+    with monkeypatch.context() as m:
+        m.setattr(RunStore, "steps", lambda self: pytest.fail("the whole summary was read"))
+        m.setattr(RunStore, "steps_columns", spy)
+        got = curves.run_panels(store, "p25-p75")
+        assert list(curves.run_bins(store, "reward").edges) == want[1]
+        stats = curves.step_stats(store, 5)
+        curves.histogram_panels(store, 5)
+    assert max(len(c) for c in read) <= 1 + len(curves.CURVE_COLUMNS) < whole.width // 2
+    assert [(p.key, p.title, p.note, [s.key for s in p.series]) for p in got] == [
+        (p.key, p.title, p.note, [s.key for s in p.series]) for p in want[0]
+    ]
+    assert all(
+        s.frame.equals(t.frame)
+        for p, q in zip(got, want[0], strict=True)
+        for s, t in zip(p.series, q.series, strict=True)
+    )
+    row = whole.filter(pl.col("step") == 5)
+    assert dict((n, v) for n, v, _ in stats)["responses"] == row.item(0, "n")
