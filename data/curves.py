@@ -569,6 +569,14 @@ CURVE_COLUMNS = (
 )  # fmt: skip
 # The per-step summary's columns of :func:`step_stats`.
 STAT_COLUMNS = ("n", "reward_mean", "ref_reward_mean", "win_rate")
+# Those the reward page reads (the curves, the key figures and the range of the bins), read together: each
+# read of the summary parses its footer of 65 columns.
+PAGE_COLUMNS = tuple(
+    dict.fromkeys(
+        (*CURVE_COLUMNS, *STAT_COLUMNS,
+         *(f"{c}_{s}" for _, cols in HISTOGRAMS.values() for c in cols for s in ("min", "max")))
+    )
+)  # fmt: skip
 
 
 # In the process only, as _steps.
@@ -579,8 +587,13 @@ def _summary(v: StoreKey, columns: tuple[str, ...]) -> pl.DataFrame:
 
 def summary_columns(store: RunStore, columns) -> pl.DataFrame:
     """``step`` and those of ``columns`` the per-step summary has, read alone and sorted by step (cached on
-    the store version): a page that draws a few of its 65 columns reads no other."""
-    return _summary(StoreKey(store), tuple(dict.fromkeys(c for c in columns if c != "step")))
+    the store version): a page that draws a few of its 65 columns reads no other. Those of
+    :data:`PAGE_COLUMNS` come from one read of them all."""
+    wanted = tuple(dict.fromkeys(c for c in columns if c != "step"))
+    if set(wanted) <= set(PAGE_COLUMNS):
+        page = _summary(StoreKey(store), PAGE_COLUMNS)
+        return page.select("step", *(c for c in wanted if c in page.columns))
+    return _summary(StoreKey(store), wanted)
 
 
 @shared(64)
@@ -603,7 +616,15 @@ def _bins(v: StoreKey, kind: str) -> Bins:
     columns = HISTOGRAMS[kind][1]
     steps = summary_columns(v.store, [f"{c}_{s}" for c in columns for s in ("min", "max")])
     cells = _cells(v)
-    values = cells_distinct(cells, columns, MAX_DISCRETE_VALUES)
+    values = None
+    if cells is not None and steps.height:
+        # The cells of the first step hold more values than a discrete histogram takes: so does the run
+        # (what cells_distinct of every step says then), told without a pass over every step's cells.
+        first = cells.filter((pl.col("step") == steps.get_column("step")[0]) & pl.col("col").is_in(columns))
+        if pl.concat([first.get_column("lo"), first.get_column("hi")]).n_unique() <= MAX_DISCRETE_VALUES:
+            values = cells_distinct(cells, columns, MAX_DISCRETE_VALUES)
+    else:
+        values = cells_distinct(cells, columns, MAX_DISCRETE_VALUES)
     if values is False and steps.height:
         # Not told by the cells. One step with more than MAX_DISCRETE_VALUES distinct values: so has the
         # run, and its bins are the range's (a continuous reward is known from one step, not from every
@@ -613,8 +634,8 @@ def _bins(v: StoreKey, kind: str) -> Bins:
             return Bins(tuple(edges_for(steps, columns)))
     if values is False:  # nor by the first step: the responses are read
         return bins_for(steps, v.store.scan(columns), columns)
-    # The cells tell: few values (one bar each, where they are far enough apart) or more than a step's
-    # check could add to (with more than MAX_DISCRETE_VALUES in the run, the bins are the range's).
+    # Told by the cells: the run's few values (one bar each, where they are far enough apart), or None
+    # (more than MAX_DISCRETE_VALUES: the range's bins, whatever the first step holds).
     edges = discrete_edges(values) if values is not None else None
     if edges is not None:
         return Bins(tuple(edges), discrete=True)
@@ -652,18 +673,20 @@ def cell_bars(cells: pl.DataFrame, col: str, step: int, edges: list[float]) -> p
     """:func:`bars` of ``col`` at ``step`` summed from a store's histogram cells (see data.ingest.hist_cells):
     None when the cells cannot tell (one of the step's cells lies across an edge, or the run has no cell of
     ``col``: the column may be absent, whose bars are none rather than empty)."""
-    if not edges:
+    if not edges or col not in _names_in(cells):
         return None
-    of_col = cells.filter(pl.col("col") == col)
-    if of_col.height == 0:
-        return None
-    c = of_col.filter(pl.col("step") == step).select(
+    c = cells.filter((pl.col("step") == step) & (pl.col("col") == col)).select(
         "n", bin_index("lo", edges).alias("bin"), bin_index("hi", edges).alias("top")
     )
     if c.filter(pl.col("bin") != pl.col("top")).height:
         return None
     counts = c.lazy().group_by("bin").agg(pl.col("n").sum().alias("count"))
     return _all_bars(counts, edges).collect()
+
+
+def _names_in(cells: pl.DataFrame) -> set[str]:
+    """The columns ``cells`` count."""
+    return set(cells.get_column("col").unique())
 
 
 def _all_bars(counts: pl.LazyFrame, edges: list[float]) -> pl.LazyFrame:
