@@ -220,6 +220,10 @@ def thin_rows(y: np.ndarray, bucket: np.ndarray) -> list[int]:
     of any run stays visible."""
     if not len(y):
         return []
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    sizes = np.diff(np.r_[starts, len(y)])
+    if len(starts) * int(sizes.max()) <= 4 * len(y):
+        return _thin_runs(y, starts, sizes)
 
     def firsts(order: np.ndarray) -> np.ndarray:  # the first row of each run in a (stable) order
         b = bucket[order]
@@ -231,6 +235,26 @@ def thin_rows(y: np.ndarray, bucket: np.ndarray) -> list[int]:
     gaps = np.flatnonzero(np.isnan(y))
     first_gaps = gaps[np.unique(bucket[gaps], return_index=True)[1]] if gaps.size else gaps
     return np.unique(np.concatenate((lowest, highest, first_gaps))).tolist()  # sorted, each once
+
+
+def _thin_runs(y: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> list[int]:
+    """:func:`thin_rows` where each run of ``bucket`` is one stretch of rows (``starts``, ``sizes``), found
+    on a table of one run a row instead of by sorting: the first row at each run's lowest and highest
+    non-gap value (its first row when it has none, as the sort puts gaps last), and its first gap."""
+    width = np.arange(int(sizes.max()))
+    inside = width < sizes[:, None]
+    at = np.where(inside, starts[:, None] + width, 0)
+    v = y[at]
+    gap = np.isnan(v) | ~inside
+    kept = []
+    for pick, fill in ((np.min, np.inf), (np.max, -np.inf)):
+        best = pick(np.where(gap, fill, v), axis=1)
+        hit = (v == best[:, None]) & ~gap
+        kept.append(np.where(hit.any(axis=1), at[np.arange(len(starts)), hit.argmax(axis=1)], starts))
+    real_gap = np.isnan(v) & inside
+    has_gap = real_gap.any(axis=1)
+    kept.append(at[np.arange(len(starts)), real_gap.argmax(axis=1)][has_gap])
+    return np.unique(np.concatenate(kept)).tolist()
 
 
 def thin_note(steps: list[int], k: int) -> str:
