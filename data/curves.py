@@ -564,11 +564,14 @@ def dense_heatmap(
     share = np.zeros((nb, len(step_arr)), dtype=np.float32)
     count = np.zeros((nb, len(step_arr)), dtype=np.int64)
     if nb and len(step_arr) and counts is not None:
-        index = pl.LazyFrame({"step": step_arr, "i": np.arange(len(step_arr))})
-        cells = counts.join(index, on="step", how="inner").collect()
-        b, i = cells.get_column("bin").to_numpy(), cells.get_column("i").to_numpy()
-        share[b, i] = cells.get_column("share").to_numpy()
-        count[b, i] = cells.get_column("count").to_numpy()
+        cells = counts.collect()
+        # Each cell's column: its step's place among ``steps`` (cells of other steps left out).
+        at = cells.get_column("step").cast(pl.Int64).to_numpy()
+        i = np.minimum(np.searchsorted(step_arr, at), len(step_arr) - 1)
+        keep = step_arr[i] == at
+        b, i = cells.get_column("bin").to_numpy()[keep], i[keep]
+        share[b, i] = cells.get_column("share").to_numpy()[keep]
+        count[b, i] = cells.get_column("count").to_numpy()[keep]
     # The smallest unsigned type that holds the counts keeps the browser payload small.
     top = int(count.max()) if count.size else 0
     count = count.astype(np.uint8 if top < 2**8 else np.uint16 if top < 2**16 else np.uint32)
