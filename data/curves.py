@@ -785,9 +785,15 @@ def with_step(shown: Panel, full: Panel, step: int | None) -> Panel:
         return shown
     series = []
     for s, f in zip(shown.series, full.series, strict=True):
-        at = f.frame.filter(pl.col("step") == step)
-        if at.height and s.frame is not f.frame and not (s.frame.get_column("step") == step).any():
-            s = replace(s, frame=pl.concat([s.frame, at]).sort("step", maintain_order=True))
+        # Found by bisection on the frames' sorted steps, and put in place (a filter and a sort of each
+        # full curve cost ~1 ms a curve at 5,000 steps).
+        steps = f.frame.get_column("step").to_numpy()
+        lo, hi = np.searchsorted(steps, step), np.searchsorted(steps, step, side="right")
+        if lo < hi and s.frame is not f.frame:
+            shown_steps = s.frame.get_column("step").to_numpy()
+            i = int(np.searchsorted(shown_steps, step))
+            if i == len(shown_steps) or shown_steps[i] != step:
+                s = replace(s, frame=pl.concat([s.frame[:i], f.frame[int(lo) : int(hi)], s.frame[i:]]))
         series.append(s)
     return replace(shown, series=tuple(series))
 
