@@ -647,7 +647,7 @@ def _bins(v: StoreKey, kind: str) -> Bins:
     if cells is not None and steps.height:
         # The cells of the first step hold more values than a discrete histogram takes: so does the run
         # (what cells_distinct of every step says then), told without a pass over every step's cells.
-        first = cells.filter((pl.col("step") == steps.get_column("step")[0]) & pl.col("col").is_in(columns))
+        first = _cells_of(cells, int(steps.get_column("step")[0])).filter(pl.col("col").is_in(columns))
         if pl.concat([first.get_column("lo"), first.get_column("hi")]).n_unique() <= MAX_DISCRETE_VALUES:
             values = cells_distinct(cells, columns, MAX_DISCRETE_VALUES)
     else:
@@ -702,9 +702,8 @@ def cell_bars(cells: pl.DataFrame, col: str, step: int, edges: list[float]) -> p
     ``col``: the column may be absent, whose bars are none rather than empty)."""
     if not edges or col not in _names_in(cells):
         return None
-    c = cells.filter((pl.col("step") == step) & (pl.col("col") == col)).select(
-        "n", bin_index("lo", edges).alias("bin"), bin_index("hi", edges).alias("top")
-    )
+    c = _cells_of(cells, step).filter(pl.col("col") == col)
+    c = c.select("n", bin_index("lo", edges).alias("bin"), bin_index("hi", edges).alias("top"))
     if c.filter(pl.col("bin") != pl.col("top")).height:
         return None
     counts = c.lazy().group_by("bin").agg(pl.col("n").sum().alias("count"))
@@ -714,6 +713,16 @@ def cell_bars(cells: pl.DataFrame, col: str, step: int, edges: list[float]) -> p
 def _names_in(cells: pl.DataFrame) -> set[str]:
     """The columns ``cells`` count."""
     return set(cells.get_column("col").unique())
+
+
+def _cells_of(cells: pl.DataFrame, step: int) -> pl.DataFrame:
+    """The cells of one step: a slice found by bisection where the cells are sorted by step (as ingest
+    writes them), not a pass over every step's cells; else a filter."""
+    steps = cells.get_column("step").to_numpy()
+    if len(steps) and bool((steps[1:] >= steps[:-1]).all()):
+        lo, hi = np.searchsorted(steps, step), np.searchsorted(steps, step, side="right")
+        return cells.slice(int(lo), int(hi - lo))
+    return cells.filter(pl.col("step") == step)
 
 
 def _all_bars(counts: pl.LazyFrame, edges: list[float]) -> pl.LazyFrame:

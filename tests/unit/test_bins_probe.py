@@ -97,3 +97,16 @@ def test_bins003_step_bars_from_the_cells_read_no_response(fixtures_dir, tmp_pat
     assert seen == []
     assert got.edges == hm.edges and got.discrete == hm.discrete
     assert (got.steps == hm.steps).all() and (got.count == hm.count).all() and (got.share == hm.share).all()
+
+
+def test_bins004_a_steps_cells_found_sorted_or_not(tmp_path):
+    """A step's bars from the cells are the same whether its cells are found by bisection (cells sorted by
+    step, as ingest writes them) or by a filter (cells in any order)."""
+    store = open_store(ingest_run(write_demo_run(tmp_path / "r", "d", 6, 32), tmp_path / "c", PADS).store_dir)
+    cells = curves._cells(curves.StoreKey(store))
+    shuffled = cells.sample(fraction=1.0, shuffle=True, seed=3)
+    edges = curves.run_edges(store, "reward")
+    for s in curves.step_list(store):
+        want = curves.cell_bars(cells, "reward", s, edges)
+        assert want is not None and want.get_column("count").sum() > 0
+        assert_frame_equal(curves.cell_bars(shuffled, "reward", s, edges), want)
