@@ -173,3 +173,36 @@ def test_textindex006_one_search_for_concurrent_callers(tmp_path, monkeypatch):
     responses._text_hits(key, "a", None, 30.0)
     responses._text_hits(key, "a", None, 30.0)  # 3 rows > 2: not kept, searched again
     assert calls == ["alpha", "beta", "alpha", "beta", "a", "a", "a"]
+
+
+def test_textindex007_a_whole_index_is_looked_for_once_per_commit(tmp_path, monkeypatch):
+    """The responses page warms the text index at each visit: once a commit's index was found whole,
+    later visits start no look; a new commit is looked at again."""
+    import threading
+
+    from data import bounded
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "a.jsonl", [(1, "p", "whales here"), (2, "q", "none")])
+    looks = []
+    real = responses.text_index_files
+    monkeypatch.setattr(
+        responses, "text_index_files", lambda store: looks.append(store.version) or real(store)
+    )
+    monkeypatch.setattr(bounded, "warm", lambda: None)
+
+    def visit(store):
+        responses.warm_text_index(store)
+        for t in threading.enumerate():
+            if t.name.startswith("text-index-"):
+                t.join(10)
+
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    for _ in range(3):
+        visit(store)
+    _write(run, "a.jsonl", [(3, "r", "more whales")])
+    newer = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    visit(newer)
+    visit(newer)
+    assert looks == [store.version, newer.version]
