@@ -50,7 +50,9 @@ from data.queries import (
 from data.signals import can_tell_truncation, truncated_rows
 from data.store import RunStore, UnknownRun, text_index
 from data.store.layout import TEXT_INDEX, beside_store
+from data.views import paths
 from data.views.codec import REGEX_FALLBACK, first
+from data.views.paths import shown_run
 from data.views.responses import RANGE_KEYS, ResponsesView
 
 # Table columns in order (see data.metrics.registry); optional ones are shown only when the run has a value.
@@ -218,10 +220,11 @@ def resolve(
     query: Mapping, board, wait: float
 ) -> tuple[ResponsesView, RunStore | None, list[int], list[str]]:
     """``(view, store, steps, notices)`` of a parsed query; store None (and the view checked against no
-    run) for an unknown or unread run. ``board``: the app's board."""
-    run = first(query, "run")
+    run) for an unknown or unread run. A query that names no run is the first run's, as the page's layout
+    shows it (:func:`data.views.paths.shown_run`). ``board``: the app's board."""
+    run = shown_run(paths.RESPONSES, first(query, "run"), board.runs())
     store = None
-    if run in board.runs():
+    if run is not None:
         try:
             store = board.store(run, wait=wait)
         except UnknownRun:
@@ -232,7 +235,7 @@ def resolve(
     steps = run_steps(store)
     view, msgs = ResponsesView.from_query(query, steps, sortable_columns(store))
     view, more = check_truncated(view, store, board.settings)
-    return view, store, steps, msgs + more
+    return view.with_(run=run), store, steps, msgs + more
 
 
 def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[ResponsesView, list[str]]:

@@ -272,3 +272,32 @@ def test_responses108_truncated_filter_keeps_responses_with_no_end_token(client,
     assert find(lay, "responses-truncated").value is False
     bad = client.get("/export?run=rlloggingboard-eval-poem&truncated=1")
     assert bad.status_code == 400 and b"truncated=1" in bad.data
+
+
+def test_responses109_a_url_without_run_shows_the_first_run(client, fixtures_dir):
+    """/responses with no run= (a link typed or shared without it) shows the first run, as its layout
+    names it: the controls' view, the rows and the summary are that run's, not empty."""
+    from data.service import board
+
+    first_run = next(iter(board().runs()))
+    resp = dash_post(
+        client,
+        "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
+        "...responses-q-error.children...responses-text.children...responses-drawer.hidden"
+        "...responses-count-poll.disabled..",
+        [{"id": "responses-view", "property": "data", "value": "?step=all&q=(?i)the"}],
+    )
+    named = dash_post(
+        client,
+        "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
+        "...responses-q-error.children...responses-text.children...responses-drawer.hidden"
+        "...responses-count-poll.disabled..",
+        [{"id": "responses-view", "property": "data", "value": f"?run={first_run}&step=all&q=(?i)the"}],
+    )
+    assert texts_of(resp["responses-summary"]["children"]) == texts_of(named["responses-summary"]["children"])
+    assert "responses over all steps" in texts_of(resp["responses-summary"]["children"])  # (a count runs)
+    assert f"run={first_run}" in resp["responses-export-csv"]["href"]
+    got = rows_request(client, "?step=all")
+    want = rows_request(client, f"?run={first_run}&step=all")
+    assert got["rowCount"] == want["rowCount"] > 0
+    assert [r["sample_id"] for r in got["rowData"]] == [r["sample_id"] for r in want["rowData"]]
