@@ -612,21 +612,18 @@ class _Writer:
         if below is not None:
             steps = steps.filter(pl.col("step") < below)
             cells = cells.filter(pl.col("step") < below)
-        # The steps' histogram cells (see data.ingest.hist_cells), read by the reward page's heatmap.
+        # The steps' histogram cells (see data.ingest.hist_cells), read by the reward page's heatmap; the parts'
+        # counts of ended and cut responses (see data.ingest.ends_summary), when every part has some.
         cells_name = f"cells-g{gen:06d}-{self.tag}.parquet"
-        for frame, fname in ((steps, steps_name), (cells, cells_name)):
+        ends = self.ends.frame(data["parts"])
+        ends_name = f"ends-g{gen:06d}-{self.tag}.parquet" if ends is not None else None
+        for frame, fname in ((steps, steps_name), (cells, cells_name), (ends, ends_name)):
+            if frame is None:
+                continue
             buf = io.BytesIO()
             frame.write_parquet(buf)
             self._written.append(self.dir / fname)
             write_atomic(self.dir / fname, buf.getvalue())
-        # The parts' counts of ended and cut responses (see data.ingest.ends_summary), when every part has some.
-        ends = self.ends.frame(data["parts"])
-        ends_name = f"ends-g{gen:06d}-{self.tag}.parquet" if ends is not None else None
-        if ends is not None:
-            buf = io.BytesIO()
-            ends.write_parquet(buf)
-            self._written.append(self.dir / ends_name)
-            write_atomic(self.dir / ends_name, buf.getvalue())
         old = self.m.data.get("steps_file")
         old_cells = self.m.data.get(CELLS_KEY)
         old_manifest = self.m.data.get("manifest_file")
