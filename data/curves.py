@@ -720,9 +720,14 @@ def _cells_of(cells: pl.DataFrame, step: int) -> pl.DataFrame:
     writes them), not a pass over every step's cells; else a filter."""
     steps = cells.get_column("step").to_numpy()
     if len(steps) and bool((steps[1:] >= steps[:-1]).all()):
-        lo, hi = np.searchsorted(steps, step), np.searchsorted(steps, step, side="right")
-        return cells.slice(int(lo), int(hi - lo))
+        lo, hi = _rows_of_step(steps, step)
+        return cells.slice(lo, hi - lo)
     return cells.filter(pl.col("step") == step)
+
+
+def _rows_of_step(steps: np.ndarray, step: int) -> tuple[int, int]:
+    """``(lo, hi)``: the rows ``lo`` to ``hi - 1`` of the sorted ``steps`` that are ``step`` (none: equal)."""
+    return int(np.searchsorted(steps, step)), int(np.searchsorted(steps, step, side="right"))
 
 
 def _all_bars(counts: pl.LazyFrame, edges: list[float]) -> pl.LazyFrame:
@@ -797,12 +802,12 @@ def with_step(shown: Panel, full: Panel, step: int | None) -> Panel:
         # Found by bisection on the frames' sorted steps, and put in place (a filter and a sort of each
         # full curve cost ~1 ms a curve at 5,000 steps).
         steps = f.frame.get_column("step").to_numpy()
-        lo, hi = np.searchsorted(steps, step), np.searchsorted(steps, step, side="right")
+        lo, hi = _rows_of_step(steps, step)
         if lo < hi and s.frame is not f.frame:
             shown_steps = s.frame.get_column("step").to_numpy()
             i = int(np.searchsorted(shown_steps, step))
             if i == len(shown_steps) or shown_steps[i] != step:
-                s = replace(s, frame=pl.concat([s.frame[:i], f.frame[int(lo) : int(hi)], s.frame[i:]]))
+                s = replace(s, frame=pl.concat([s.frame[:i], f.frame[lo:hi], s.frame[i:]]))
         series.append(s)
     return replace(shown, series=tuple(series))
 
