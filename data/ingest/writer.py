@@ -67,6 +67,9 @@ PROCESS_TAG = secrets.token_hex(4)
 # once it is this old (another writer's, left by a crash or a lost commit; or one that readers of an older
 # commit may still open).
 GRACE_SECONDS = 600
+# A loose part's file that a pack replaced is deleted once its part is this many parts behind the newest: a
+# reader of an older commit may still open it until then.
+KEEP_BEHIND = 64
 
 WORKERS = 2  # chunks parsed, built and written at once while the reading thread reads the next block
 # Blocks up to SMALL_BLOCK bytes (a file of one step, the end of a growing file) are parsed and built
@@ -739,15 +742,15 @@ class _Writer:
         self._committed_tags |= _tags(self.m.data)
         for p in (self.dir / "parts").glob("*/p*.parquet"):
             rel = p.relative_to(self.dir).as_posix()
-            if rel not in held and name_id(p.name) < floor - 64 and self._removable(p):
+            if rel not in held and name_id(p.name) < floor - KEEP_BEHIND and self._removable(p):
                 p.unlink(missing_ok=True)
         for sub in ("scalars", "issues"):
             for p in (self.dir / sub).glob("*.parquet"):
                 if p.name in kept:
                     continue
                 # A pack whose parts were all dropped, or left by a crash; a loose part's file once it is
-                # no newer than the last 64 parts.
-                if (p.name.startswith("k") or name_id(p.name) < floor - 64) and self._removable(p):
+                # no newer than the last KEEP_BEHIND parts.
+                if (p.name.startswith("k") or name_id(p.name) < floor - KEEP_BEHIND) and self._removable(p):
                     p.unlink(missing_ok=True)
         for p in self.dir.glob("steps-g*.parquet"):
             if p.name not in (self.m.data["steps_file"], old_steps) and self._removable(p):
