@@ -223,16 +223,17 @@ def test_scan007_a_run_read_while_it_is_written(tmp_path, monkeypatch):
 
 def test_scan008_a_state_whose_files_a_commit_collected(tmp_path, monkeypatch):
     """A reader holding a committed state whose loose part files the next commit packed and deleted (parts
-    more than 64 behind the newest) still answers every query, from the state committed now."""
+    more than KEEP_BEHIND behind the newest) still answers every query, from the state committed now."""
     from data import curves, prompts, responses, tokens
     from data.queries import ResponseFilter
 
-    monkeypatch.setattr(ingest_writer, "PACK_AT", 70)
+    monkeypatch.setattr(ingest_writer, "KEEP_BEHIND", 8)  # as with 64, in 6 commits rather than 35
+    monkeypatch.setattr(ingest_writer, "PACK_AT", 12)
     monkeypatch.setattr(ingest_writer, "PACK_ROWS", 3)
     run = tmp_path / "run"
     run.mkdir()
     cache = tmp_path / "cache"
-    for s in range(34):  # 68 small parts, not packed yet
+    for s in range(5):  # 10 small parts, not packed yet
         for rank in (0, 1):
             with open(run / f"rank{rank}.jsonl", "ab") as f:
                 f.write(lines(s, rank))
@@ -242,7 +243,7 @@ def test_scan008_a_state_whose_files_a_commit_collected(tmp_path, monkeypatch):
     first = old.scan(["sample_id"], step=0).collect().item(0, "sample_id")
     for rank in (0, 1):
         with open(run / f"rank{rank}.jsonl", "ab") as f:
-            f.write(lines(34, rank))
+            f.write(lines(5, rank))
     ingest_run(run, cache, PADS)
     new = open_store(store_dir)
     assert (
