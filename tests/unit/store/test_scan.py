@@ -76,9 +76,11 @@ def definitional_scalars(store, hidden: bool = False) -> pl.DataFrame:
     return df if hidden or below is None else df.filter(pl.col("step") < below)
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    return grown_store(tmp_path, monkeypatch)[2]
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    # Built once for the tests that only read it (twelve ingests).
+    with pytest.MonkeyPatch.context() as mp:
+        return grown_store(tmp_path_factory.mktemp("grown"), mp)[2]
 
 
 def test_scan001_scan_is_every_file_read_whole(store):
@@ -181,7 +183,7 @@ def test_scan007_a_run_read_while_it_is_written(tmp_path, monkeypatch):
 
     def write() -> None:
         try:
-            for s in range(1, 40):
+            for s in range(1, 16):
                 for rank in (0, 1):
                     with open(run / f"rank{rank}.jsonl", "ab") as f:
                         f.write(lines(s, rank))
