@@ -7,7 +7,11 @@ import json
 import time
 from urllib.parse import parse_qs, urlsplit
 
-from selenium.common.exceptions import ElementClickInterceptedException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    ElementClickInterceptedException,
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By
 
 # "y" beside "x&run=y": an unencoded link would open /reward?run=x&run=y.
@@ -27,18 +31,33 @@ def _click(dash_duo, xpath: str) -> bool:
     return True
 
 
+def _hrefs(dash_duo, card: str, shown: str) -> list[str] | None:
+    """The hrefs of a card's three links (:data:`LINKS`), or None while the page redraws the card."""
+    try:
+        return [
+            dash_duo.driver.find_element(
+                By.XPATH, f"{card}//a[normalize-space(.)='{shown if link == 'name' else link}']"
+            ).get_attribute("href")
+            for link, _ in LINKS
+        ]
+    except (NoSuchElementException, StaleElementReferenceException):
+        return None
+
+
 def _until(cond, timeout=15.0):
+    """``cond()`` once it is truthy (polled every 0.1 s for ``timeout`` s)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if cond():
-            return
+        if got := cond():
+            return got
         time.sleep(0.1)
     raise AssertionError("condition not met in time")
 
 
 def test_runnames001_runs_page_links_open_each_run(dash_duo, dash_app, board_root, tmp_path):
-    """Each run's three links (reward, responses, prompts) open a URL whose run= decodes to the run's exact
-    name, and the page shows that run: no unknown-run notice, no ignored parameter."""
+    """Each run's three links (reward, responses, prompts) carry a URL whose run= decodes to the run's exact
+    name; each run opened from one of them (each kind of link twice) shows that run: no unknown-run notice,
+    no ignored parameter."""
     root = tmp_path / "root"
     for name in NAMES:
         (root / name).mkdir(parents=True)
@@ -47,19 +66,28 @@ def test_runnames001_runs_page_links_open_each_run(dash_duo, dash_app, board_roo
     board_root(root, cache_dir=tmp_path / "cache")
     dash_duo.start_server(dash_app)
     dash_duo.wait_for_page(url=dash_duo.server_url + "/", timeout=20)
-    for name in NAMES:
+    for i, name in enumerate(NAMES):
         shown = " ".join(name.split())  # what the browser shows of the name (spaces collapsed)
-        for link, path in LINKS:
-            card = f"//div[contains(@class, 'card-body')][.//h5/a[normalize-space(.)='{shown}']]"
-            text = shown if link == "name" else link
-            _until(lambda c=card: dash_duo.driver.find_elements(By.XPATH, c))
-            _until(lambda c=card, t=text: _click(dash_duo, f"{c}//a[normalize-space(.)='{t}']"))
-            _until(lambda p=path: urlsplit(dash_duo.driver.current_url).path == p)
-            query = parse_qs(urlsplit(dash_duo.driver.current_url).query, keep_blank_values=True)
-            assert query == {"run": [name]}, (name, link, dash_duo.driver.current_url)
-            _until(lambda s=shown: dash_duo.find_element("#app-run").text.strip() == s)
-            body = dash_duo.find_element("body").text
-            assert "Unknown run" not in body and "Ignored" not in body, (name, link, body[:300])
-            dash_duo.driver.back()  # the runs page again, as a user goes back to it
-            _until(lambda: urlsplit(dash_duo.driver.current_url).path == "/")
+        card = f"//div[contains(@class, 'card-body')][.//h5/a[normalize-space(.)='{shown}']]"
+        _until(lambda c=card: dash_duo.driver.find_elements(By.XPATH, c))
+        hrefs = _until(lambda c=card, s=shown: _hrefs(dash_duo, c, s))
+        for (link, path), href in zip(LINKS, hrefs, strict=True):
+            got = urlsplit(href)
+            assert (got.path, parse_qs(got.query, keep_blank_values=True)) == (path, {"run": [name]}), (
+                name,
+                link,
+                href,
+            )
+        # Followed, one kind of link per run in turn (what the browser makes of the href).
+        link, path = LINKS[i % len(LINKS)]
+        text = shown if link == "name" else link
+        _until(lambda c=card, t=text: _click(dash_duo, f"{c}//a[normalize-space(.)='{t}']"))
+        _until(lambda p=path: urlsplit(dash_duo.driver.current_url).path == p)
+        query = parse_qs(urlsplit(dash_duo.driver.current_url).query, keep_blank_values=True)
+        assert query == {"run": [name]}, (name, link, dash_duo.driver.current_url)
+        _until(lambda s=shown: dash_duo.find_element("#app-run").text.strip() == s)
+        body = dash_duo.find_element("body").text
+        assert "Unknown run" not in body and "Ignored" not in body, (name, link, body[:300])
+        dash_duo.driver.back()  # the runs page again, as a user goes back to it
+        _until(lambda: urlsplit(dash_duo.driver.current_url).path == "/")
     assert dash_duo.get_logs() == []
