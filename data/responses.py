@@ -232,10 +232,19 @@ def resolve(
     if store is None:
         view, msgs = ResponsesView.from_query(query)
         return view, None, [], msgs
+    view, steps, msgs = view_on(query, run, store, board.settings)
+    return view, store, steps, msgs
+
+
+def view_on(
+    query: Mapping, run: str, store: RunStore, settings
+) -> tuple[ResponsesView, list[int], list[str]]:
+    """``(view, steps, notices)`` of a parsed query shown on ``run``'s ``store`` (the run set on the view,
+    also where the URL names none): the page's layout and its callbacks read the same view."""
     steps = run_steps(store)
     view, msgs = ResponsesView.from_query(query, steps, sortable_columns(store))
-    view, more = check_truncated(view, store, board.settings)
-    return view.with_(run=run), store, steps, msgs + more
+    view, more = check_truncated(view, store, settings)
+    return view.with_(run=run), steps, msgs + more
 
 
 def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[ResponsesView, list[str]]:

@@ -43,7 +43,7 @@ from data.service import board
 from data.views import links, paths
 from data.views.codec import first, parse_search
 from data.views.paths import shown_run, unknown_run_notice
-from data.views.responses import ALL_STEPS, RANGE_KEYS, ResponsesView
+from data.views.responses import ALL_STEPS, RANGE_KEYS
 
 dash.register_page(
     __name__, path=paths.RESPONSES, name="Responses", title="Responses · RL Logging Board", order=2
@@ -101,11 +101,7 @@ def layout(**query):
                 progress(status.fraction, board().reading_text(run), failed=status.error is not None),
             ]
         )
-    steps = responses.run_steps(store)
-    view, msgs = ResponsesView.from_query(query, steps, responses.sortable_columns(store))
-    view, more = responses.check_truncated(view, store, board().settings)
-    msgs += more
-    view = view.with_(run=run)  # the first run when the URL names none
+    view, steps, msgs = responses.view_on(query, run, store, board().settings)
     responses.warm_text_index(store)  # a first regex search over all steps need not build it
     ranges = [
         (
