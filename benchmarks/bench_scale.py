@@ -30,7 +30,9 @@ Per scale (``500 * scale`` steps of ``--per-step`` responses of ``--tokens`` tok
 "before" a change) with this checkout's interpreter. ``--no-ingest`` reuses a store already built in
 ``--work`` (ingest figures are then left out). The load average of the machine is printed beside each
 figure: this machine has 2 cores shared with other work, so figures taken under load are not comparable.
-Generated files are kept in ``--work`` between invocations only with ``--keep``.
+Generated files are kept in ``--work`` between invocations only with ``--keep``. A deployed image holds its
+dependencies' bytecode: without it (``PYTHONDONTWRITEBYTECODE`` set when they were installed) a cold page
+also compiles what it imports first, so the benchmark says so (``uv sync --compile-bytecode`` mends it).
 
 Prints one JSON object (and, on stderr, a Markdown table with the slopes: the exponent ``k`` of
 ``figure ~ responses^k`` between the smallest and the largest scale; 0 = flat, 1 = proportional).
@@ -489,6 +491,20 @@ def table(results: list[dict], label: str) -> str:
     return "\n".join(lines)
 
 
+def compiled_dependencies() -> bool:
+    """Whether the interpreter's packages hold their bytecode (``uv sync --compile-bytecode``, or pip's
+    default, as in the Docker image): plotly's and numpy.ma's modules, which pages import on first use."""
+    import importlib.util
+
+    for name in ("plotly.graph_objs._figure", "numpy.ma.core"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            return False
+        if not Path(importlib.util.cache_from_source(spec.origin)).exists():
+            return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, required=True, help="folder for the runs, stores and logs")
@@ -517,10 +533,23 @@ def main(argv: list[str] | None = None) -> int:
             make_run(root / REF, 20, args.per_step, args.tokens)
             print(json.dumps({"scale": scale, "root": str(root), **gen}), flush=True)
         return 0
+    if not compiled_dependencies():
+        print(
+            "bench_scale: the dependencies have no bytecode (PYTHONDONTWRITEBYTECODE?): a cold page then also "
+            "compiles what it imports first, which a deployed image does not; run uv sync --compile-bytecode",
+            file=sys.stderr,
+        )
     results = measure_all(args)
+    out_bytecode = compiled_dependencies()
     for res in results:
         print(json.dumps(res), file=sys.stderr, flush=True)
-    out = {"label": args.label, "src": str(args.src), "cpus": os.cpu_count(), "results": results}
+    out = {
+        "label": args.label,
+        "src": str(args.src),
+        "cpus": os.cpu_count(),
+        "compiled_dependencies": out_bytecode,
+        "results": results,
+    }
     print(json.dumps(out))
     print(table(results, args.label), file=sys.stderr)
     return 0
