@@ -15,11 +15,14 @@ files as commits come.
 
 A commit indexes only the parts applied since the last one (``upto`` on), in files of at most
 :data:`FILE_ROWS` rows, and appends their names: it never rewrites what earlier commits wrote, except that
-small files at the end of the list are merged as a binary counter merges (two files are merged when the
-newer holds at least half the older's rows and both hold at most :data:`FILE_ROWS` together). A live run
-committing a few rows at a time thus keeps a logarithmic number of small files, and each row is copied a
-logarithmic number of times; a large run's files stay at :data:`FILE_ROWS` rows (one such file's rows are
-what a commit holds in memory).
+files at the end of the list are merged as a binary counter merges (two files are merged when the newer
+holds at least half the older's rows). A run keeps a logarithmic number of files, whether it commits a few
+rows at a time (a live run) or a million (a large first read), and each row is copied a logarithmic number
+of times: one prompt's history opens ~log2(rows / FILE_ROWS) files, not one per FILE_ROWS rows (15 files at
+2.56M responses made the page's first answer grow with the run). Files of any size are merged a window of
+keys at a time (:func:`_merge`: what a commit holds is a window's rows, ~:data:`MERGE_WINDOW` batches of
+each file), the trailing files a commit merges all at once. Parquet files (below) are merged whole, as
+before, and only while the merge holds at most :data:`FILE_ROWS` rows.
 
 Rows of parts dropped since they were indexed (a file read again) and of steps not shown yet stay in the
 files: the reader keeps only the rows of parts the manifest has, below ``visible_below``, as a scan does.
@@ -48,7 +51,7 @@ PATTERN = "pidx-g*"
 # The store's scalars and the files' own group id and advantage: what one prompt's history reads.
 COLUMNS = (*stored_columns(), "group_id", "advantage")
 ROW_GROUP = 2048  # of the Parquet files stores committed before the Arrow ones hold
-FILE_ROWS = 200_000
+FILE_ROWS = 200_000  # rows of a file written from new parts (merges make larger ones)
 # Rows per record batch of an index file: a prompt's rows in one file (~100 in a run of 2,000 prompts) are
 # read with at most this many others. The schema's metadata under FIRST_KEYS is the JSON list of each
 # batch's first key, but for the batches at the end that start with a null key (nulls sort last).
@@ -56,6 +59,9 @@ BATCH = 512
 BLOCK = 64 * BATCH  # rows converted to Arrow at a time when a file is written
 ORDER = ("prompt_key", "part", "row")  # of each file's rows (nulls last)
 FIRST_KEYS = b"rlboard.first_keys"
+# A merge reads the files' rows whose keys fall in a window of the largest file's MERGE_WINDOW batches (and
+# the other files' batches holding those keys): ~32k rows of each file at a time.
+MERGE_WINDOW = 64
 # Not compressed: a compressed batch decompresses each of its ~120 buffers on its own (~0.5 ms a batch with
 # lz4), which cost as much as the rest of a file's read; uncompressed, the index takes ~1.9x the disk of
 # zstd-compressed Parquet (1.2 GB against 0.44 GB at 2.56M responses, of a store of 6 GB).
@@ -137,6 +143,119 @@ def _from_arrow(tables: list[pa.Table]) -> list[pl.DataFrame]:
         return [pl.from_arrow(t) for t in tables]
 
 
+class _Source:
+    """An Arrow index file open for a merge (memory-mapped): its batches and their first keys."""
+
+    def __init__(self, path: Path):
+        self.reader = ipc.open_file(pa.memory_map(str(path)))
+        self.firsts = json.loads(self.reader.schema.metadata[FIRST_KEYS])
+        self.batches = self.reader.num_record_batches
+
+    def rows(self, lo: str | None, hi: str | None, nulls: bool, columns: list[str] | None) -> pa.Table:
+        """The rows whose key is in ``[lo, hi)`` (None: no bound), or with ``nulls`` those whose key is
+        null, of the batches that can hold them; ``columns`` of them (None: all)."""
+        f = self.firsts
+        if nulls:  # the batches that start with a null key, and the one before them
+            start, end = max(0, len(f) - 1), self.batches
+        else:
+            start = 0 if lo is None else max(0, bisect.bisect_left(f, lo) - 1)
+            end = self.batches if hi is None else bisect.bisect_left(f, hi)
+        schema = self.reader.schema.remove_metadata()
+        if columns is not None:
+            schema = pa.schema([schema.field(c) for c in columns if c in schema.names])
+        if start >= end:
+            return schema.empty_table()
+        table = pa.Table.from_batches([self.reader.get_batch(i) for i in range(start, end)])
+        key = table.column("prompt_key")
+        if nulls:
+            keep = pc.is_null(key)
+        else:
+            keep = pc.is_valid(key)
+            if lo is not None:
+                keep = pc.and_(keep, pc.greater_equal(key, lo))
+            if hi is not None:
+                keep = pc.and_(keep, pc.less(key, hi))
+        return table.filter(pc.fill_null(keep, False)).select(schema.names).replace_schema_metadata(None)
+
+
+def _windows(sources: list[_Source]) -> list[tuple[str | None, str | None, bool]]:
+    """``(lo, hi, nulls)`` of the key windows a merge of ``sources`` goes through, in key order: bounds
+    every :data:`MERGE_WINDOW` batches of the one with the most batches, then the null keys."""
+    big = max(sources, key=lambda s: s.batches)
+    bounds = sorted(set(big.firsts[MERGE_WINDOW::MERGE_WINDOW]))
+    edges = [None, *bounds, None]
+    return [(edges[i], edges[i + 1], False) for i in range(len(edges) - 1)] + [(None, None, True)]
+
+
+def _merge(store_dir: Path, name: str, paths: list[Path], live: set[int]) -> int:
+    """The rows of parts ``live`` of the Arrow index files ``paths`` as one index file ``name`` (sorted by
+    :data:`ORDER`, batches of :data:`BATCH` rows, their first keys in the schema, as :func:`_write` writes
+    them), a window of keys at a time (:func:`_windows`); returns its count of rows. The first keys go in
+    the schema, which the file starts with: a first pass over the windows' keys alone tells them."""
+    sources = [_Source(p) for p in paths]
+    live_parts = sorted(live)
+    windows = _windows(sources)
+    # The merged file's columns: those of every file, in the first's order, each of their common type.
+    target = pl.concat(
+        [pl.from_arrow(s.reader.schema.remove_metadata().empty_table()) for s in sources],
+        how="diagonal_relaxed",
+    )
+
+    def window(lo, hi, nulls, columns) -> pl.DataFrame:
+        tables = [s.rows(lo, hi, nulls, columns) for s in sources]
+        frames = [target.select(c for c in target.columns if columns is None or c in columns)] + [
+            pl.from_arrow(t) for t in tables if t.num_rows
+        ]
+        df = pl.concat(frames, how="diagonal_relaxed")
+        return df.filter(pl.col("part").cast(pl.Int64).is_in(live_parts))
+
+    firsts: list[str] = []
+    total = 0
+    for lo, hi, nulls in windows:
+        keys = window(lo, hi, nulls, ["prompt_key", "part"]).get_column("prompt_key").sort(nulls_last=True)
+        firsts += keys.gather(list(range((-total) % BATCH, keys.len(), BATCH))).drop_nulls().to_list()
+        total += keys.len()
+    arrow_schema = target.to_arrow().schema.with_metadata({FIRST_KEYS: json.dumps(firsts).encode()})
+    path = Path(store_dir) / name
+    with replaced(path) as tmp, pa.OSFile(str(tmp), "wb") as sink:
+        with ipc.new_file(sink, arrow_schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as w:
+            pending = arrow_schema.empty_table()
+
+            def flush(upto: int) -> pa.Table:
+                # Whole batches of BATCH rows (one chunk each, so that batch i starts at row i * BATCH).
+                done = 0
+                while pending.num_rows - done >= upto:
+                    part = pending.slice(done, BATCH).combine_chunks()
+                    for b in part.to_batches():
+                        w.write_batch(b.replace_schema_metadata(arrow_schema.metadata))
+                    done += part.num_rows
+                return pending.slice(done)
+
+            for lo, hi, nulls in windows:
+                df = window(lo, hi, nulls, None).sort(ORDER, nulls_last=True)
+                if df.height:
+                    table = df.select(target.columns).cast(target.schema).to_arrow()
+                    pending = pa.concat_tables([pending, table.cast(arrow_schema.remove_metadata())])
+                    pending = flush(BATCH)
+            flush(1)
+    return total
+
+
+def _merged_count(files: list[dict]) -> int:
+    """How many of ``files`` (the last ones) a binary counter merges into one: the last two while the newer
+    holds at least half the older's rows (and, where a Parquet file is among them, both hold at most
+    :data:`FILE_ROWS` together)."""
+    sizes = [(f["rows"], f["name"].endswith(".parquet")) for f in files]
+    k = 1
+    while len(sizes) >= 2:
+        (a, pa_), (b, pb) = sizes[-2], sizes[-1]
+        if 2 * b < a or ((pa_ or pb) and a + b > FILE_ROWS):
+            break
+        sizes[-2:] = [(a + b, pa_ or pb)]
+        k += 1
+    return k
+
+
 def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[str]]:
     """The :data:`INDEX_KEY` entry of a commit of manifest ``data`` (generation ``gen``, writer ``tag``)
     and the names of the files it wrote: the last commit's entry, plus the parts with rows from its
@@ -168,20 +287,25 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[
             written.append(f["name"])
             files.append(f)
             batch, rows = [], 0
-            # Merge small files at the end (a binary counter): the parts they hold that are still there.
-            while len(files) >= 2:
-                a, b = files[-2], files[-1]
-                if a["rows"] + b["rows"] > FILE_ROWS or 2 * b["rows"] < a["rows"]:
-                    break
-                merged = (
-                    pl.concat([_read_whole(store_dir / x["name"]) for x in (a, b)], how="diagonal_relaxed")
-                    .filter(pl.col("part").is_in(sorted(live)))
-                    .sort(ORDER, nulls_last=True)
-                )
-                f = {"name": name(), "rows": merged.height, "lo": a["lo"], "hi": b["hi"]}
-                _write(store_dir, f["name"], merged)
+            # Merge files at the end (a binary counter), all those it would merge at once: the rows of
+            # the parts they hold that are still there.
+            merging = _merged_count(files)
+            if merging >= 2:
+                group = files[-merging:]
+                f = {"name": name(), "rows": 0, "lo": group[0]["lo"], "hi": group[-1]["hi"]}
+                paths = [store_dir / x["name"] for x in group]
+                if any(p.suffix == ".parquet" for p in paths):  # whole (at most FILE_ROWS rows)
+                    merged = (
+                        pl.concat([_read_whole(p) for p in paths], how="diagonal_relaxed")
+                        .filter(pl.col("part").is_in(sorted(live)))
+                        .sort(ORDER, nulls_last=True)
+                    )
+                    _write(store_dir, f["name"], merged)
+                    f["rows"] = merged.height
+                else:
+                    f["rows"] = _merge(store_dir, f["name"], paths, live)
                 written.append(f["name"])
-                files[-2:] = [f]
+                files[-merging:] = [f]
     return {"files": files, "upto": max(upto, top)}, written
 
 

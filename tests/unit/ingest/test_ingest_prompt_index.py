@@ -5,6 +5,7 @@ then reads no response of the run; a store committed without it is scanned."""
 from __future__ import annotations
 
 import json
+import math
 
 import polars as pl
 import pytest
@@ -112,10 +113,11 @@ def test_pidx003_a_growing_run_many_commits(tmp_path, monkeypatch):
     assert all(f["name"].split("-")[1] != "g000001" for f in store.manifest.data[INDEX_KEY]["files"])
     entry = store.manifest.data[INDEX_KEY]
     assert entry["upto"] == store.manifest.data["next_part"]
-    # A file closes once it holds FILE_ROWS rows: at most that plus one part's rows less one.
-    largest = max(e["rows"] for e in store.manifest.data["parts"].values())
-    assert all(f["rows"] < 96 + largest for f in entry["files"])
-    assert len(entry["files"]) <= sum(f["rows"] for f in entry["files"]) // 96 + 8
+    # The files stay as a binary counter leaves them: each holds less than half the rows of the one before
+    # it, so they are at most log2 of the rows they hold, plus one.
+    sizes = [f["rows"] for f in entry["files"]]
+    assert all(2 * b < a for a, b in zip(sizes, sizes[1:], strict=False)), sizes
+    assert len(sizes) <= math.log2(sum(sizes)) + 1
     named = {f["name"] for f in entry["files"]}
     on_disk = {p.name for p in store.dir.glob(prompt_index.PATTERN)}
     assert named <= on_disk
@@ -161,6 +163,7 @@ def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
     run = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
     monkeypatch.setattr(prompt_index, "FILE_ROWS", 40)
     monkeypatch.setattr(prompt_index, "BATCH", 8)
+    monkeypatch.setattr(prompt_index, "_merged_count", lambda files: 1)  # several files to read
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
     files = store.manifest.data[INDEX_KEY]["files"]
     assert len(files) >= 2 and all(f["name"].endswith(".arrow") for f in files)
@@ -254,3 +257,60 @@ def test_pidx007_a_store_with_parquet_files_read_then_grown(tmp_path, monkeypatc
     names = [f["name"] for f in store.manifest.data[INDEX_KEY]["files"]]
     assert any(n.endswith(".parquet") for n in names) and any(n.endswith(".arrow") for n in names)
     _assert_same(store, most=8)
+
+
+def test_pidx008_files_merged_a_window_of_keys_at_a_time(tmp_path, monkeypatch):
+    """Three index files (batches of 4 rows, windows of 2 batches; null keys, keys across batches, a column
+    one file lacks, parts dropped) merged a window at a time: the rows, their order, the first keys and each
+    key's rows are those of the files merged whole; several windows were read."""
+    import random
+
+    monkeypatch.setattr(prompt_index, "BATCH", 4)
+    monkeypatch.setattr(prompt_index, "MERGE_WINDOW", 2)
+    rng = random.Random(7)
+    frames, paths = [], []
+    for i, n in enumerate((37, 22, 9)):
+        df = pl.DataFrame(
+            {
+                "prompt_key": [rng.choice("abcdefg") if rng.random() > 0.1 else None for _ in range(n)],
+                "part": [10 * i + rng.randint(0, 3) for _ in range(n)],
+                "row": list(range(n)),
+                "reward": [rng.random() for _ in range(n)],
+            },
+            schema={"prompt_key": pl.String, "part": pl.Int64, "row": pl.Int64, "reward": pl.Float64},
+        )
+        if i == 1:
+            df = df.with_columns(pl.lit(1, pl.Int64).alias("group_id"))
+        df = df.sort(prompt_index.ORDER, nulls_last=True)
+        paths.append(tmp_path / f"pidx-g000001-{i + 1}-t.arrow")
+        prompt_index._write(tmp_path, paths[-1].name, df)
+        frames.append(df)
+    live = {0, 1, 3, 10, 11, 12, 20, 22, 23}
+    windows = []
+    real_rows = prompt_index._Source.rows
+
+    def rows(self, lo, hi, nulls, columns):
+        windows.append((lo, hi, nulls))
+        return real_rows(self, lo, hi, nulls, columns)
+
+    monkeypatch.setattr(prompt_index._Source, "rows", rows)
+    n = prompt_index._merge(tmp_path, "pidx-g000002-1-t.arrow", paths, live)
+    want = (
+        pl.concat(frames, how="diagonal_relaxed")
+        .filter(pl.col("part").is_in(sorted(live)))
+        .sort(prompt_index.ORDER, nulls_last=True)
+    )
+    merged = tmp_path / "pidx-g000002-1-t.arrow"
+    got = prompt_index._read_whole(merged)
+    assert n == want.height == got.height and want.get_column("prompt_key").null_count()
+    assert_frame_equal(got, want)
+    meta = prompt_index.ipc.open_file(str(merged)).schema.metadata[prompt_index.FIRST_KEYS]
+    assert json.loads(meta) == want.get_column("prompt_key").gather_every(4).drop_nulls().to_list()
+    assert len(set(windows)) > 3
+    for key in "abcdefgz":
+        rows_of = prompt_index._from_arrow([prompt_index._read_key(merged, key, ["part", "row", "reward"])])[
+            0
+        ]
+        assert (
+            rows_of.rows() == want.filter(pl.col("prompt_key") == key).select("part", "row", "reward").rows()
+        )
