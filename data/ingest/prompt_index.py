@@ -59,8 +59,8 @@ BATCH = 512
 BLOCK = 64 * BATCH  # rows converted to Arrow at a time when a file is written
 ORDER = ("prompt_key", "part", "row")  # of each file's rows (nulls last)
 FIRST_KEYS = b"rlboard.first_keys"
-# A merge reads the files' rows whose keys fall in a window of the largest file's MERGE_WINDOW batches (and
-# the other files' batches holding those keys): ~32k rows of each file at a time.
+# A merge reads the files' rows whose keys fall in a window of ~MERGE_WINDOW batches of them all (~32k rows,
+# ~15 MB, at a time).
 MERGE_WINDOW = 64
 # Not compressed: a compressed batch decompresses each of its ~120 buffers on its own (~0.5 ms a batch with
 # lz4), which cost as much as the rest of a file's read; uncompressed, the index takes ~1.9x the disk of
@@ -144,12 +144,29 @@ def _from_arrow(tables: list[pa.Table]) -> list[pl.DataFrame]:
 
 
 class _Source:
-    """An Arrow index file open for a merge (memory-mapped): its batches and their first keys."""
+    """An Arrow index file open for a merge: its batches and their first keys. Read, not memory-mapped: the
+    mapped pages a merge touched would stay in the process's resident memory (a whole file's)."""
 
     def __init__(self, path: Path):
-        self.reader = ipc.open_file(pa.memory_map(str(path)))
+        self.path = path
+        self.file = pa.OSFile(str(path))
+        self.reader = ipc.open_file(self.file)
         self.firsts = json.loads(self.reader.schema.metadata[FIRST_KEYS])
         self.batches = self.reader.num_record_batches
+        self._narrow: dict[tuple[str, ...], ipc.RecordBatchFileReader] = {}
+
+    def _reader(self, columns: list[str] | None):
+        """A reader of all the columns, or of ``columns`` alone (it reads no other column's buffers)."""
+        if columns is None:
+            return self.reader
+        key = tuple(c for c in columns if c in self.reader.schema.names)
+        if key not in self._narrow:
+            at = [self.reader.schema.get_field_index(c) for c in key]
+            self._narrow[key] = ipc.open_file(self.file, options=ipc.IpcReadOptions(included_fields=at))
+        return self._narrow[key]
+
+    def close(self) -> None:
+        self.file.close()
 
     def rows(self, lo: str | None, hi: str | None, nulls: bool, columns: list[str] | None) -> pa.Table:
         """The rows whose key is in ``[lo, hi)`` (None: no bound), or with ``nulls`` those whose key is
@@ -160,12 +177,11 @@ class _Source:
         else:
             start = 0 if lo is None else max(0, bisect.bisect_left(f, lo) - 1)
             end = self.batches if hi is None else bisect.bisect_left(f, hi)
-        schema = self.reader.schema.remove_metadata()
-        if columns is not None:
-            schema = pa.schema([schema.field(c) for c in columns if c in schema.names])
+        reader = self._reader(columns)
+        schema = reader.schema.remove_metadata()
         if start >= end:
             return schema.empty_table()
-        table = pa.Table.from_batches([self.reader.get_batch(i) for i in range(start, end)])
+        table = pa.Table.from_batches([reader.get_batch(i) for i in range(start, end)], reader.schema)
         key = table.column("prompt_key")
         if nulls:
             keep = pc.is_null(key)
@@ -180,9 +196,11 @@ class _Source:
 
 def _windows(sources: list[_Source]) -> list[tuple[str | None, str | None, bool]]:
     """``(lo, hi, nulls)`` of the key windows a merge of ``sources`` goes through, in key order: bounds
-    every :data:`MERGE_WINDOW` batches of the one with the most batches, then the null keys."""
+    among the first keys of the one with the most batches, so that a window holds ~:data:`MERGE_WINDOW`
+    batches of them all (the files' keys are alike: prompts recur), then the null keys."""
     big = max(sources, key=lambda s: s.batches)
-    bounds = sorted(set(big.firsts[MERGE_WINDOW::MERGE_WINDOW]))
+    step = max(1, MERGE_WINDOW * big.batches // max(1, sum(s.batches for s in sources)))
+    bounds = sorted(set(big.firsts[step::step]))
     edges = [None, *bounds, None]
     return [(edges[i], edges[i + 1], False) for i in range(len(edges) - 1)] + [(None, None, True)]
 
@@ -238,6 +256,8 @@ def _merge(store_dir: Path, name: str, paths: list[Path], live: set[int]) -> int
                     pending = pa.concat_tables([pending, table.cast(arrow_schema.remove_metadata())])
                     pending = flush(BATCH)
             flush(1)
+    for s in sources:
+        s.close()
     return total
 
 
@@ -287,25 +307,25 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[
             written.append(f["name"])
             files.append(f)
             batch, rows = [], 0
-            # Merge files at the end (a binary counter), all those it would merge at once: the rows of
-            # the parts they hold that are still there.
-            merging = _merged_count(files)
-            if merging >= 2:
-                group = files[-merging:]
-                f = {"name": name(), "rows": 0, "lo": group[0]["lo"], "hi": group[-1]["hi"]}
-                paths = [store_dir / x["name"] for x in group]
-                if any(p.suffix == ".parquet" for p in paths):  # whole (at most FILE_ROWS rows)
-                    merged = (
-                        pl.concat([_read_whole(p) for p in paths], how="diagonal_relaxed")
-                        .filter(pl.col("part").is_in(sorted(live)))
-                        .sort(ORDER, nulls_last=True)
-                    )
-                    _write(store_dir, f["name"], merged)
-                    f["rows"] = merged.height
-                else:
-                    f["rows"] = _merge(store_dir, f["name"], paths, live)
-                written.append(f["name"])
-                files[-merging:] = [f]
+    # Merge files at the end (a binary counter), once the commit's new files are written: all those it
+    # would merge, at once (each row of the commit copied once more, not once per file written after it).
+    merging = _merged_count(files)
+    if merging >= 2:
+        group = files[-merging:]
+        f = {"name": name(), "rows": 0, "lo": group[0]["lo"], "hi": group[-1]["hi"]}
+        paths = [store_dir / x["name"] for x in group]
+        if any(p.suffix == ".parquet" for p in paths):  # whole (at most FILE_ROWS rows)
+            merged = (
+                pl.concat([_read_whole(p) for p in paths], how="diagonal_relaxed")
+                .filter(pl.col("part").is_in(sorted(live)))
+                .sort(ORDER, nulls_last=True)
+            )
+            _write(store_dir, f["name"], merged)
+            f["rows"] = merged.height
+        else:
+            f["rows"] = _merge(store_dir, f["name"], paths, live)
+        written.append(f["name"])
+        files[-merging:] = [f]
     return {"files": files, "upto": max(upto, top)}, written
 
 
