@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -110,3 +111,30 @@ def test_bins004_a_steps_cells_found_sorted_or_not(tmp_path):
         want = curves.cell_bars(cells, "reward", s, edges)
         assert want is not None and want.get_column("count").sum() > 0
         assert_frame_equal(curves.cell_bars(shuffled, "reward", s, edges), want)
+
+
+def test_bins005_the_first_cells_values_settle_continuous_bins(tmp_path, monkeypatch):
+    """Ten steps of 3 rewards each, 30 distinct in all: the first step's cells hold 3 to 4 values, the first
+    cells together more than a discrete histogram takes, so the run's range edges (the whole scan's) come
+    with no pass over every step's cells and no response read. Bars of few edges alone cannot tell (their
+    rows may hold steps not shown yet)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    recs = [
+        {"prompt": "p", "response": "r", "reward": s + k / 7, "step": s}
+        for s in range(1, 11)
+        for k in range(3)
+    ]
+    (run / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    store = open_store(ingest_run(run, tmp_path / "c", PADS).store_dir)
+    cells = curves._cells(curves.StoreKey(store)).filter(pl.col("col") == "reward")
+    first = cells.filter(pl.col("step") == 1)
+    assert pl.concat([first["lo"], first["hi"]]).n_unique() <= 4 and cells.get_column("w").is_not_nan().all()
+    assert curves.cells_distinct(first, ("reward",), MAX_DISCRETE_VALUES) is False
+    expected = curves.bins_for(curves.run_steps(store), store.scan(["reward"]), ("reward",))
+    assert not expected.discrete and len(expected.edges) > MAX_DISCRETE_VALUES // 2
+    curves._bins.cache_clear()
+    seen = _spied(monkeypatch)
+    monkeypatch.setattr(curves, "cells_distinct", lambda *a: pytest.fail("every step's cells read"))
+    assert curves.run_bins(store, "reward") == expected
+    assert seen == []
