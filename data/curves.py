@@ -525,53 +525,63 @@ def heatmap(
     return dense_heatmap(counts, edges, steps, discrete)
 
 
-def cell_histograms(cells: pl.DataFrame, col: str, edges: list[float]) -> tuple[pl.LazyFrame, list[int]]:
-    """:func:`data.queries.step_histograms` of ``col`` summed from a store's histogram cells (see
-    data.ingest.hist_cells), without ``share``: ``step, bin, count`` of the steps none of whose cells lies
-    across an edge (their every value is in the bar of its cell's ``lo`` and ``hi``), and the sorted steps
-    with such a cell (to count from their responses)."""
-    c = (
-        cells.lazy()
-        .filter(pl.col("col") == col)
-        .select("step", "n", bin_index("lo", edges).alias("bin"), bin_index("hi", edges).alias("top"))
-        .collect()
-    )
-    split = c.filter(pl.col("bin") != pl.col("top")).get_column("step").unique().sort().to_list()
-    counts = (
-        c.lazy()
-        .filter(~pl.col("step").is_in(split))
-        .group_by("step", "bin")
-        .agg(pl.col("n").sum().cast(pl.UInt32).alias("count"))
-    )
-    return counts, split
+def cell_histograms(
+    cells: pl.DataFrame, col: str, edges: list[float], steps: list[int]
+) -> tuple[np.ndarray, list[int]]:
+    """:func:`data.queries.step_histograms`' counts of ``col`` summed from a store's histogram cells (see
+    data.ingest.hist_cells): ``count[b, i]`` in bar ``b`` of ``edges`` at the step ``sorted(steps)[i]``,
+    for the steps none of whose cells lies across an edge (their every value is in the bar of its cell's
+    ``lo`` and ``hi``; the others' counts are 0), and the sorted steps with such a cell (to count from
+    their responses). Summed in numpy: ``lo`` and ``hi`` are finite, whose bar :func:`data.queries.
+    bin_index` finds by the same search."""
+    c = cells.filter(pl.col("col") == col)
+    at = c.get_column("step").cast(pl.Int64).to_numpy()
+    inner = np.asarray(edges[1:-1], dtype=np.float64)
+    b = np.searchsorted(inner, c.get_column("lo").to_numpy(), side="right")
+    top = np.searchsorted(inner, c.get_column("hi").to_numpy(), side="right")
+    split = np.unique(at[b != top])
+    whole = ~np.isin(at, split)
+    n = c.get_column("n").to_numpy()
+    return placed_counts(at[whole], b[whole], n[whole], edges, steps), split.tolist()
 
 
-def with_share(counts: pl.LazyFrame) -> pl.LazyFrame:
-    """``step, bin, count`` with the share of the step in each bar, sorted: as
-    :func:`data.queries.step_histograms` gives them."""
-    return counts.with_columns((pl.col("count") / pl.col("count").sum().over("step")).alias("share")).sort(
-        "step", "bin"
+def placed_counts(
+    at: np.ndarray, b: np.ndarray, n: np.ndarray, edges: list[float], steps: list[int]
+) -> np.ndarray:
+    """``count[b, i]``: the sum of the counts ``n`` of bar ``b`` at the step ``sorted(steps)[i]``, from cells
+    given by their steps ``at``, bars ``b`` and counts ``n`` (cells of other steps left out)."""
+    nb = max(len(edges) - 1, 0)
+    step_arr = np.asarray(sorted(steps), dtype=np.int64)
+    size = nb * len(step_arr)
+    if not size or not len(at):
+        return np.zeros((nb, len(step_arr)), dtype=np.int64)
+    # Each cell's column: its step's place among ``steps``.
+    i = np.minimum(np.searchsorted(step_arr, at), len(step_arr) - 1)
+    keep = step_arr[i] == at
+    flat = np.bincount(b[keep] * len(step_arr) + i[keep], weights=n[keep], minlength=size)
+    return flat.astype(np.int64).reshape(nb, len(step_arr))
+
+
+def rows_placed(counts: pl.LazyFrame | None, edges: list[float], steps: list[int]) -> np.ndarray:
+    """:func:`placed_counts` of ``step, bin, count`` rows (None: none)."""
+    if counts is None:
+        return placed_counts(*(np.zeros(0, dtype=np.int64),) * 3, edges, steps)
+    rows = counts.select("step", "bin", "count").collect()
+    return placed_counts(
+        *(rows.get_column(k).cast(pl.Int64).to_numpy() for k in ("step", "bin", "count")), edges, steps
     )
 
 
 def dense_heatmap(
-    counts: pl.LazyFrame | None, edges: list[float], steps: list[int], discrete: bool = False
+    counts: pl.LazyFrame | np.ndarray | None, edges: list[float], steps: list[int], discrete: bool = False
 ) -> Heatmap:
-    """:class:`Heatmap` of per step and bar ``counts`` (``step, bin, count, share``; None: none) for
-    ``steps`` (steps without values stay at 0)."""
-    nb = max(len(edges) - 1, 0)
+    """:class:`Heatmap` for ``steps`` of per step and bar ``counts``: ``step, bin, count`` rows (as
+    :func:`data.queries.step_histograms` gives them; None: none) or :func:`placed_counts`' table (steps
+    without values stay at 0). A bar's share is its count over its step's, as step_histograms' ``share``."""
     step_arr = np.asarray(sorted(steps), dtype=np.int64)
-    share = np.zeros((nb, len(step_arr)), dtype=np.float32)
-    count = np.zeros((nb, len(step_arr)), dtype=np.int64)
-    if nb and len(step_arr) and counts is not None:
-        cells = counts.collect()
-        # Each cell's column: its step's place among ``steps`` (cells of other steps left out).
-        at = cells.get_column("step").cast(pl.Int64).to_numpy()
-        i = np.minimum(np.searchsorted(step_arr, at), len(step_arr) - 1)
-        keep = step_arr[i] == at
-        b, i = cells.get_column("bin").to_numpy()[keep], i[keep]
-        share[b, i] = cells.get_column("share").to_numpy()[keep]
-        count[b, i] = cells.get_column("count").to_numpy()[keep]
+    count = counts if isinstance(counts, np.ndarray) else rows_placed(counts, edges, steps)
+    totals = count.sum(axis=0)
+    share = np.divide(count, totals, out=np.zeros(count.shape), where=totals > 0).astype(np.float32)
     # The smallest unsigned type that holds the counts keeps the browser payload small.
     top = int(count.max()) if count.size else 0
     count = count.astype(np.uint8 if top < 2**8 else np.uint16 if top < 2**16 else np.uint32)
@@ -762,12 +772,11 @@ def _heatmap(v: StoreKey, kind: str) -> Heatmap:
         return heatmap(v.store.scan(["step", kind]), kind, edges, steps, b.discrete)
     # (A column the scalars lack has no cell: its heatmap is all zeros, as without the column.)
     # Summed from the steps' cells; a step with a cell across an edge is counted from its responses.
-    counts, split = cell_histograms(cells, kind, edges)
+    count, split = cell_histograms(cells, kind, edges, steps)
     if split:
         rows = v.store.scan(["step", kind], steps=(split[0], split[-1])).filter(pl.col("step").is_in(split))
-        read = step_histograms(rows, kind, edges).select("step", "bin", "count")
-        counts = pl.concat([counts, read.with_columns(pl.col("count").cast(pl.UInt32))])
-    return dense_heatmap(with_share(counts), edges, steps, b.discrete)
+        count += rows_placed(step_histograms(rows, kind, edges), edges, steps)
+    return dense_heatmap(count, edges, steps, b.discrete)
 
 
 def run_steps(store: RunStore) -> pl.DataFrame:

@@ -568,3 +568,26 @@ def test_curves028_reward_page_reads_its_summary_columns_alone(tmp_path, monkeyp
     )
     row = whole.filter(pl.col("step") == 5)
     assert dict((n, v) for n, v, _ in stats)["responses"] == row.item(0, "n")
+
+
+def test_curves029_heatmap_from_cells_by_hand():
+    """The heatmap's counts summed from cells on edges 0, 1, 2, 3, by hand: two one-value cells of one bar
+    add up, a cell of a step not shown is left out, a step whose cell lies across an edge is 0 and named;
+    each share is the bar's count over its step's."""
+    cells = pl.DataFrame(
+        {
+            "step": [1, 1, 1, 2, 2, 3, 9],
+            "col": ["reward", "reward", "reward", "reward", "ref_reward", "reward", "reward"],
+            "lo": [0.5, 0.5, 2.0, 0.2, 0.0, 0.9, 0.0],
+            "hi": [0.5, 0.5, 3.0, 0.8, 0.0, 1.1, 0.0],
+            "n": [2, 3, 5, 4, 7, 6, 8],
+            "w": [float("nan")] * 7,
+        },
+        schema_overrides={"n": pl.UInt32},
+    )
+    count, split = curves.cell_histograms(cells, "reward", [0.0, 1.0, 2.0, 3.0], [3, 2, 1, 4])
+    assert split == [3]
+    assert count.tolist() == [[5, 4, 0, 0], [0, 0, 0, 0], [5, 0, 0, 0]]  # steps 1, 2, 3, 4
+    hm = curves.dense_heatmap(count, [0.0, 1.0, 2.0, 3.0], [3, 2, 1, 4])
+    assert hm.steps.tolist() == [1, 2, 3, 4] and hm.count.dtype == np.uint8
+    assert hm.share.tolist() == [[0.5, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0]]
