@@ -6,6 +6,7 @@ histogram edges, one step's histograms and the steps x bins heatmap. Store-level
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -220,10 +221,9 @@ def thin_rows(y: np.ndarray, bucket: np.ndarray) -> list[int]:
     of any run stays visible."""
     if not len(y):
         return []
-    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
-    sizes = np.diff(np.r_[starts, len(y)])
-    if len(starts) * int(sizes.max()) <= 4 * len(y):
-        return _thin_runs(y, starts, sizes)
+    starts, sizes = _runs_of(bucket)
+    if _stretches(starts, sizes, len(y)):
+        return np.flatnonzero(_thin_mask(y[None, :], starts, sizes)[0]).tolist()
 
     def firsts(order: np.ndarray) -> np.ndarray:  # the first row of each run in a (stable) order
         b = bucket[order]
@@ -237,24 +237,67 @@ def thin_rows(y: np.ndarray, bucket: np.ndarray) -> list[int]:
     return np.unique(np.concatenate((lowest, highest, first_gaps))).tolist()  # sorted, each once
 
 
-def _thin_runs(y: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> list[int]:
-    """:func:`thin_rows` where each run of ``bucket`` is one stretch of rows (``starts``, ``sizes``), found
-    on a table of one run a row instead of by sorting: the first row at each run's lowest and highest
-    non-gap value (its first row when it has none, as the sort puts gaps last), and its first gap."""
+def _runs_of(bucket: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first row and the number of rows of each stretch of equal ``bucket`` (not empty)."""
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    return starts, np.diff(np.r_[starts, len(bucket)])
+
+
+def _stretches(starts: np.ndarray, sizes: np.ndarray, n: int) -> bool:
+    """True when a table of one stretch a row (:func:`_thin_mask`) is small: the stretches are of like
+    sizes (then each run of a sorted ``bucket`` is one of them)."""
+    return len(starts) * int(sizes.max()) <= 4 * n
+
+
+def _thin_mask(y: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """:func:`thin_rows` of each row of ``y`` (curves of the same rows, one a row), where each run of
+    ``bucket`` is one stretch of rows (``starts``, ``sizes``), found on a table of one run a row instead of
+    by sorting: ``mask[c, r]`` is True where curve ``c`` keeps row ``r``: the first row at each run's
+    lowest and highest non-gap value (its first row when it has none, as the sort puts gaps last), and
+    its first gap."""
     width = np.arange(int(sizes.max()))
     inside = width < sizes[:, None]
-    at = np.where(inside, starts[:, None] + width, 0)
-    v = y[at]
-    gap = np.isnan(v) | ~inside
-    kept = []
+    at = np.where(inside, starts[:, None] + width, 0)  # runs x width, as rows of y
+    v = y[:, at]  # curves x runs x width
+    nan = np.isnan(v)
+    gap = nan | ~inside
+    curve, run = np.arange(len(y))[:, None], np.arange(len(starts))
+    mask = np.zeros(y.shape, dtype=bool)
     for pick, fill in ((np.min, np.inf), (np.max, -np.inf)):
-        best = pick(np.where(gap, fill, v), axis=1)
-        hit = (v == best[:, None]) & ~gap
-        kept.append(np.where(hit.any(axis=1), at[np.arange(len(starts)), hit.argmax(axis=1)], starts))
-    real_gap = np.isnan(v) & inside
-    has_gap = real_gap.any(axis=1)
-    kept.append(at[np.arange(len(starts)), real_gap.argmax(axis=1)][has_gap])
-    return np.unique(np.concatenate(kept)).tolist()
+        best = pick(np.where(gap, fill, v), axis=2)
+        hit = (v == best[..., None]) & ~gap
+        mask[curve, np.where(hit.any(axis=2), at[run, hit.argmax(axis=2)], starts)] = True
+    real_gap = nan & inside
+    c, r = np.nonzero(real_gap.any(axis=2))
+    mask[c, at[r, real_gap.argmax(axis=2)[c, r]]] = True
+    return mask
+
+
+def _thin_frames(frames: list[pl.DataFrame], order: np.ndarray, k: int) -> list[np.ndarray]:
+    """:func:`thin_rows` of the ``y`` of each of ``frames`` (``step, y, …``) in runs of ``k`` of the run's
+    steps ``order`` (sorted): the rows kept of each, sorted. Curves of the same steps (a page's, read from
+    one summary) are thinned together, on one table of runs."""
+    steps = [f.get_column("step").to_numpy() for f in frames]
+    ys = [f.get_column("y").cast(pl.Float64).to_numpy() for f in frames]  # a null: NaN
+    same: list[list[int]] = []  # the frames of each distinct steps
+    for i, s in enumerate(steps):
+        j = next((j for j, g in enumerate(same) if np.array_equal(steps[g[0]], s)), None)
+        if j is None:
+            same.append([i])
+        else:
+            same[j].append(i)
+    out: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(frames)
+    for group in same:
+        # The run of k steps of each row: by the step's place among the run's steps.
+        bucket = np.searchsorted(order, steps[group[0]]) // k
+        starts, sizes = _runs_of(bucket)
+        if len(bucket) and _stretches(starts, sizes, len(bucket)):
+            for i, m in zip(group, _thin_mask(np.stack([ys[i] for i in group]), starts, sizes), strict=True):
+                out[i] = np.flatnonzero(m)
+        else:
+            for i in group:
+                out[i] = np.asarray(thin_rows(ys[i], bucket), dtype=np.int64)
+    return out
 
 
 def thin_note(steps: list[int], k: int) -> str:
@@ -273,23 +316,37 @@ def thinned(panel: Panel, steps: list[int], keep: int | None = None, max_points:
     that keeps at most ``max_points`` points, plus the step ``keep`` (the selected one) where a curve has
     it; the note says so (:func:`thin_note`). Unchanged with fewer steps. ``max_points``: default
     :data:`MAX_POINTS`."""
+    return thinned_all((panel,), steps, keep, max_points)[0]
+
+
+def thinned_all(
+    panels: Iterable[Panel], steps: list[int], keep: int | None = None, max_points: int | None = None
+) -> tuple[Panel, ...]:
+    """:func:`thinned` of each of ``panels``, their curves thinned together (one table of runs for all the
+    curves of the same steps, as a page's panels read from one summary are)."""
     max_points = MAX_POINTS if max_points is None else max_points
-    if len(steps) <= max_points or not any(s.frame.height > max_points for s in panel.series):
-        return panel  # nothing to thin (a panel without curves says nothing of them)
+    panels = tuple(panels)
+    # A panel without curves says nothing of them: nothing to thin.
+    thin = [len(steps) > max_points and any(s.frame.height > max_points for s in p.series) for p in panels]
+    if not any(thin):
+        return panels
     k = -(-len(steps) // (max_points // 2))
-    order = np.asarray(steps)
-    series = []
-    for s in panel.series:
-        y = s.frame.get_column("y").cast(pl.Float64).fill_null(float("nan")).to_numpy()
-        # The run of k steps of each row: by the step's place among the run's steps.
-        bucket = np.searchsorted(order, s.frame.get_column("step").to_numpy()) // k
-        rows = np.asarray(thin_rows(y, bucket), dtype=np.int64)
-        if keep is not None:
-            at = np.flatnonzero(s.frame.get_column("step").to_numpy() == keep)
-            rows = np.union1d(rows, at)
-        series.append(replace(s, frame=s.frame[rows]))
-    note = " ".join(t for t in (panel.note, thin_note(steps, k)) if t)
-    return replace(panel, series=tuple(series), note=note)
+    frames = [s.frame for p, t in zip(panels, thin, strict=True) if t for s in p.series]
+    kept = iter(_thin_frames(frames, np.asarray(steps), k))
+    note = thin_note(steps, k)
+    out = []
+    for panel, t in zip(panels, thin, strict=True):
+        if not t:
+            out.append(panel)
+            continue
+        series = []
+        for s in panel.series:
+            rows = next(kept)
+            if keep is not None:
+                rows = np.union1d(rows, np.flatnonzero(s.frame.get_column("step").to_numpy() == keep))
+            series.append(replace(s, frame=s.frame[rows]))
+        out.append(replace(panel, series=tuple(series), note=" ".join(x for x in (panel.note, note) if x)))
+    return tuple(out)
 
 
 def sentence(text: str) -> str:
@@ -804,7 +861,7 @@ def run_panels(store: RunStore, band: str = DEFAULT_BAND, zero_shift: bool = Fal
 @shared(16, disk=False)
 def _thinned_panels(v: StoreKey, band: str, zero_shift: bool, max_points: int) -> tuple[Panel, ...]:
     steps = step_list(v.store)
-    return tuple(thinned(p, steps, max_points=max_points) for p in _panels(v, band, zero_shift))
+    return thinned_all(_panels(v, band, zero_shift), steps, max_points=max_points)
 
 
 def with_step(shown: Panel, full: Panel, step: int | None) -> Panel:

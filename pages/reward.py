@@ -251,9 +251,7 @@ def _signals(run, step, search):
     if store is None:
         return *(figures.empty_figure("No data for this run yet."),) * 2, "", "", "", ""
     steps = curves.step_list(store)
-    panels = [
-        curves.thinned(p, steps, step) for p in hacking.panels(store, board().settings, _decode(search)[0].q)
-    ]
+    panels = curves.thinned_all(hacking.panels(store, board().settings, _decode(search)[0].q), steps, step)
     return (
         *(figures.panel_figure(p, step, pick=True) for p in panels),
         *(p.title for p in panels),

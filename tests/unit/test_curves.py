@@ -591,3 +591,52 @@ def test_curves029_heatmap_from_cells_by_hand():
     hm = curves.dense_heatmap(count, [0.0, 1.0, 2.0, 3.0], [3, 2, 1, 4])
     assert hm.steps.tolist() == [1, 2, 3, 4] and hm.count.dtype == np.uint8
     assert hm.share.tolist() == [[0.5, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0]]
+
+
+def test_curves030_panels_thinned_together_as_one_by_one():
+    """Several panels thinned together (their curves of the same steps on one table of runs, a curve of
+    other steps apart, a panel without curves left as it is) keep what a loop over each run of each curve
+    keeps: its lowest and highest value (the first of equal ones, its first row without a value) and its
+    first gap."""
+    rng = np.random.default_rng(7)
+    steps = list(range(3, 3 + 3 * 97, 3))
+    sparse = steps[::2]
+
+    def frame(at, ties=False):
+        y = rng.integers(0, 4, len(at)).astype(float) if ties else rng.normal(size=len(at))
+        y[rng.random(len(at)) < 0.25] = np.nan
+        y[10:30] = np.nan  # whole runs without a value
+        return pl.DataFrame({"step": at, "y": y}).with_columns(pl.col("y").fill_nan(None))
+
+    def by_loop(f, k):
+        y = f.get_column("y").to_list()
+        run = [steps.index(s) // k for s in f.get_column("step")]
+        kept = set()
+        for r in sorted(set(run)):
+            rows = [i for i in range(len(y)) if run[i] == r]
+            vals = [i for i in rows if y[i] is not None]
+            gaps = [i for i in rows if y[i] is None]
+            kept |= {min(vals, key=lambda i: y[i]), max(vals, key=lambda i: y[i])} if vals else {rows[0]}
+            kept |= set(gaps[:1])
+        return sorted(kept)
+
+    a = curves.Series("a", "a", frame(steps))
+    b = curves.Series("b", "b", frame(steps, ties=True))
+    c = curves.Series("c", "c", frame(sparse))
+    panels = (
+        curves.Panel("p", "P", "y", (a, b)),
+        curves.Panel("e", "E", "y", (), "None."),
+        curves.Panel("q", "Q", "y", (c, a), "Q."),
+    )
+    out = curves.thinned_all(panels, steps, keep=steps[40], max_points=20)
+    k = -(-len(steps) // 10)
+    assert out[1] is panels[1] and out[2].note.startswith("Q. 97 steps: each curve is drawn")
+    for p, o in zip(panels, out, strict=True):
+        alone = curves.thinned(p, steps, keep=steps[40], max_points=20)
+        assert alone.note == o.note
+        for s, t, u in zip(p.series, o.series, alone.series, strict=True):
+            assert u.frame.equals(t.frame)
+            want = sorted(
+                {*by_loop(s.frame, k), *(i for i, x in enumerate(s.frame["step"]) if x == steps[40])}
+            )
+            assert t.frame.equals(s.frame[want])
