@@ -533,7 +533,8 @@ def test_curves027_step_list_reads_the_step_column_alone(tmp_path, monkeypatch):
 
 def test_curves028_reward_page_reads_its_summary_columns_alone(tmp_path, monkeypatch):
     """The curves, the bins, one step's key figures and histograms read the summary's columns they draw
-    (at most 32 of its 65 and more, in one read), and give what the whole summary gives."""
+    (at most 32 of its 65 and more, in one read), and give what the whole summary gives; the curves are
+    not kept in the results cache."""
     from data.demo import write_demo_run
     from data.store.reader import RunStore
 
@@ -568,6 +569,8 @@ def test_curves028_reward_page_reads_its_summary_columns_alone(tmp_path, monkeyp
     )
     row = whole.filter(pl.col("step") == 5)
     assert dict((n, v) for n, v, _ in stats)["responses"] == row.item(0, "n")
+    # The panels (every curve's every step) are kept in the process, not pickled into the results cache.
+    assert curves._panels.peek(curves.StoreKey(store), "p25-p75", False) is None
 
 
 def test_curves029_heatmap_from_cells_by_hand():
