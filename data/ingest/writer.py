@@ -81,6 +81,11 @@ BATCH_PARTS = 256
 # A batch of at least SHARE_AT small blocks (a run of one small file per step) is written as one file of rows
 # and one pack (see _Writer._write_shared); fewer (the new lines of a live run's rank files) as a part each.
 SHARE_AT = 16
+# The steps summary, the histogram cells and the ends counts, written at each commit and read whole by every
+# fresh worker's first page: LZ4 reads them in about half zstd's time (at 5,000 steps: the cells 2.1 ms
+# against 4.5, the reward page's summary columns 1.6 against 2.7), for files 20-30% larger, and writes
+# them faster. A store written with zstd is read as it is.
+AGGREGATE_COMPRESSION = "lz4"
 
 
 class _Built(NamedTuple):
@@ -624,7 +629,7 @@ class _Writer:
             if frame is None:
                 continue
             buf = io.BytesIO()
-            frame.write_parquet(buf)
+            frame.write_parquet(buf, compression=AGGREGATE_COMPRESSION)
             self._written.append(self.dir / fname)
             write_atomic(self.dir / fname, buf.getvalue())
         old = self.m.data.get("steps_file")
