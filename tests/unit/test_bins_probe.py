@@ -138,3 +138,15 @@ def test_bins005_the_first_cells_values_settle_continuous_bins(tmp_path, monkeyp
     monkeypatch.setattr(curves, "cells_distinct", lambda *a: pytest.fail("every step's cells read"))
     assert curves.run_bins(store, "reward") == expected
     assert seen == []
+
+
+def test_bins006_the_cells_columns_found_once_per_commit(tmp_path, monkeypatch):
+    """The columns the cells count are found once for a commit, not at each step's bars (a pass over every
+    step's cells)."""
+    store = open_store(ingest_run(write_demo_run(tmp_path / "r", "d", 6, 32), tmp_path / "c", PADS).store_dir)
+    calls = []
+    real = curves._names_in
+    monkeypatch.setattr(curves, "_names_in", lambda cells: calls.append(1) or real(cells))
+    for s in curves.step_list(store):
+        assert [h.bars is not None for h in curves.histogram_panels(store, s)] == [True, True]
+    assert len(calls) == 1
