@@ -261,19 +261,21 @@ def _merge(store_dir: Path, name: str, paths: list[Path], live: set[int]) -> int
     return total
 
 
-def _merged_count(files: list[dict]) -> int:
-    """How many of ``files`` (the last ones) a binary counter merges into one: the last two while the newer
-    holds at least half the older's rows (and, where a Parquet file is among them, both hold at most
-    :data:`FILE_ROWS` together)."""
-    sizes = [(f["rows"], f["name"].endswith(".parquet")) for f in files]
-    k = 1
-    while len(sizes) >= 2:
-        (a, pa_), (b, pb) = sizes[-2], sizes[-1]
-        if 2 * b < a or ((pa_ or pb) and a + b > FILE_ROWS):
-            break
-        sizes[-2:] = [(a + b, pa_ or pb)]
-        k += 1
-    return k
+def _merge_groups(files: list[dict]) -> list[tuple[int, int]]:
+    """The runs ``(first, last)`` of ``files`` (indices, ``first < last``) that a binary counter merges,
+    the files taken one after the other as if each were just written: the last two are merged while the
+    newer holds at least half the older's rows (and, where a Parquet file is among them, both hold at most
+    :data:`FILE_ROWS` together). A commit that writes many files thus merges them as it would one by one,
+    at once; files already so merged are left as they are."""
+    stack: list[tuple[int, bool, int, int]] = []  # rows, has a Parquet file, first, last
+    for i, f in enumerate(files):
+        stack.append((f["rows"], f["name"].endswith(".parquet"), i, i))
+        while len(stack) >= 2:
+            (a, pa_, first, _), (b, pb, _, last) = stack[-2], stack[-1]
+            if 2 * b < a or ((pa_ or pb) and a + b > FILE_ROWS):
+                break
+            stack[-2:] = [(a + b, pa_ or pb, first, last)]
+    return [(first, last) for _, _, first, last in stack if last > first]
 
 
 def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[str]]:
@@ -307,11 +309,10 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[
             written.append(f["name"])
             files.append(f)
             batch, rows = [], 0
-    # Merge files at the end (a binary counter), once the commit's new files are written: all those it
+    # Merge files as a binary counter does, once the commit's new files are written: each run of files it
     # would merge, at once (each row of the commit copied once more, not once per file written after it).
-    merging = _merged_count(files)
-    if merging >= 2:
-        group = files[-merging:]
+    for first, last in reversed(_merge_groups(files)):
+        group = files[first : last + 1]
         f = {"name": name(), "rows": 0, "lo": group[0]["lo"], "hi": group[-1]["hi"]}
         paths = [store_dir / x["name"] for x in group]
         if any(p.suffix == ".parquet" for p in paths):  # whole (at most FILE_ROWS rows)
@@ -325,7 +326,7 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[
         else:
             f["rows"] = _merge(store_dir, f["name"], paths, live)
         written.append(f["name"])
-        files[-merging:] = [f]
+        files[first : last + 1] = [f]
     return {"files": files, "upto": max(upto, top)}, written
 
 

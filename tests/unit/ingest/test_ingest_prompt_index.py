@@ -163,7 +163,7 @@ def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
     run = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
     monkeypatch.setattr(prompt_index, "FILE_ROWS", 40)
     monkeypatch.setattr(prompt_index, "BATCH", 8)
-    monkeypatch.setattr(prompt_index, "_merged_count", lambda files: 1)  # several files to read
+    monkeypatch.setattr(prompt_index, "_merge_groups", lambda files: [])  # several files to read
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
     files = store.manifest.data[INDEX_KEY]["files"]
     assert len(files) >= 2 and all(f["name"].endswith(".arrow") for f in files)
@@ -314,3 +314,21 @@ def test_pidx008_files_merged_a_window_of_keys_at_a_time(tmp_path, monkeypatch):
         assert (
             rows_of.rows() == want.filter(pl.col("prompt_key") == key).select("part", "row", "reward").rows()
         )
+
+
+def test_pidx009_merge_groups_by_hand(monkeypatch):
+    """The runs of files a commit merges, as a binary counter taking them one by one: none where each holds
+    less than half the one before; a commit's nine 200k files after a 667k one, and a small last one, leave
+    three files (the small one alone), not eleven; Parquet files merge only up to FILE_ROWS together."""
+    monkeypatch.setattr(prompt_index, "FILE_ROWS", 96)
+
+    def files(*sizes, kind="arrow"):
+        return [{"name": f"pidx-g000001-{i}-t.{kind}", "rows": n} for i, n in enumerate(sizes)]
+
+    assert prompt_index._merge_groups(files(800, 300, 100, 40)) == []
+    assert prompt_index._merge_groups(files(400, 400)) == [(0, 1)]
+    # 667 200 200 -> 1067; 200 200 200 -> 600 -> 1667 (files 0-5); 200 200 200 -> 600 (6-8); 89 alone.
+    assert prompt_index._merge_groups(files(667, *[200] * 9, 89)) == [(0, 5), (6, 8)]
+    assert prompt_index._merge_groups(files(1000, 90, 200, 20)) == [(1, 2)]
+    assert prompt_index._merge_groups(files(60, 50, kind="parquet")) == []
+    assert prompt_index._merge_groups(files(40, 30, kind="parquet")) == [(0, 1)]
