@@ -21,6 +21,7 @@ from data.queries import (
     bin_index,
     discrete_edges,
     distinct_values,
+    every_bar,
     histogram,
     histogram_edges,
     more_distinct_than,
@@ -785,7 +786,7 @@ def cell_bars(
     if c.filter(pl.col("bin") != pl.col("top")).height:
         return None
     counts = c.lazy().group_by("bin").agg(pl.col("n").sum().alias("count"))
-    return _all_bars(counts, edges).collect()
+    return every_bar(counts, edges).collect()
 
 
 def _names_in(cells: pl.DataFrame) -> frozenset[str]:
@@ -813,21 +814,6 @@ def _cells_of(cells: pl.DataFrame, step: int) -> pl.DataFrame:
 def _rows_of_step(steps: np.ndarray, step: int) -> tuple[int, int]:
     """``(lo, hi)``: the rows ``lo`` to ``hi - 1`` of the sorted ``steps`` that are ``step`` (none: equal)."""
     return int(np.searchsorted(steps, step)), int(np.searchsorted(steps, step, side="right"))
-
-
-def _all_bars(counts: pl.LazyFrame, edges: list[float]) -> pl.LazyFrame:
-    """``bin, lo, hi, count`` of every bar of ``edges`` from ``bin, count`` (zero where absent), as
-    :func:`data.queries.histogram` gives them."""
-    nbars = max(len(edges) - 1, 0)
-    frame = pl.LazyFrame(
-        {"bin": list(range(nbars)), "lo": edges[:-1], "hi": edges[1:]},
-        schema={"bin": pl.Int32, "lo": pl.Float64, "hi": pl.Float64},
-    )
-    return (
-        frame.join(counts, on="bin", how="left")
-        .with_columns(pl.col("count").fill_null(0).cast(pl.Int64))
-        .sort("bin")
-    )
 
 
 @shared(16)

@@ -318,16 +318,22 @@ def bar_interval(edges: list[float], k: int) -> tuple[float, float | None]:
 
 def histogram(lf: pl.LazyFrame, col: str, edges: list[float]) -> pl.LazyFrame:
     """Counts per bar: ``bin, lo, hi, count`` for every bar (zero counts included), sorted by ``bin``."""
-    nbars = max(len(edges) - 1, 0)
-    bars = pl.LazyFrame(
-        {"bin": list(range(nbars)), "lo": edges[:-1], "hi": edges[1:]},
-        schema={"bin": pl.Int32, "lo": pl.Float64, "hi": pl.Float64},
-    )
     counts = (
         lf.select(bin_index(col, edges).alias("bin"))
         .drop_nulls()
         .group_by("bin")
         .agg(pl.len().alias("count"))
+    )
+    return every_bar(counts, edges)
+
+
+def every_bar(counts: pl.LazyFrame, edges: list[float]) -> pl.LazyFrame:
+    """``bin, lo, hi, count`` of every bar of ``edges`` from ``bin, count`` (zero where absent), sorted by
+    ``bin``: :func:`histogram`'s frame, whatever counted the bars."""
+    nbars = max(len(edges) - 1, 0)
+    bars = pl.LazyFrame(
+        {"bin": list(range(nbars)), "lo": edges[:-1], "hi": edges[1:]},
+        schema={"bin": pl.Int32, "lo": pl.Float64, "hi": pl.Float64},
     )
     return (
         bars.join(counts, on="bin", how="left")
