@@ -18,6 +18,7 @@ from data.metrics.step import PartialStep, partial_last_step
 from data.queries import (
     MAX_DISCRETE_VALUES,
     Bins,
+    bar_indices,
     bin_index,
     discrete_edges,
     distinct_values,
@@ -590,13 +591,11 @@ def cell_histograms(
     data.ingest.hist_cells): ``count[b, i]`` in bar ``b`` of ``edges`` at the step ``sorted(steps)[i]``,
     for the steps none of whose cells lies across an edge (their every value is in the bar of its cell's
     ``lo`` and ``hi``; the others' counts are 0), and the sorted steps with such a cell (to count from
-    their responses). Summed in numpy: ``lo`` and ``hi`` are finite, whose bar :func:`data.queries.
-    bin_index` finds by the same search."""
+    their responses). Summed in numpy (:func:`data.queries.bar_indices`: ``lo`` and ``hi`` are finite)."""
     c = cells.filter(pl.col("col") == col)
     at = c.get_column("step").cast(pl.Int64).to_numpy()
-    inner = np.asarray(edges[1:-1], dtype=np.float64)
-    b = np.searchsorted(inner, c.get_column("lo").to_numpy(), side="right")
-    top = np.searchsorted(inner, c.get_column("hi").to_numpy(), side="right")
+    b = bar_indices(c.get_column("lo").to_numpy(), edges)
+    top = bar_indices(c.get_column("hi").to_numpy(), edges)
     split = np.unique(at[b != top])
     whole = ~np.isin(at, split)
     n = c.get_column("n").to_numpy()

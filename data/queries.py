@@ -11,6 +11,7 @@ import math
 import os
 from dataclasses import dataclass, fields
 
+import numpy as np
 import polars as pl
 
 from data import bounded
@@ -308,6 +309,11 @@ def bin_index(col: str, edges: list[float]) -> pl.Expr:
         return pl.when(c.is_finite()).then(pl.lit(0, dtype=pl.Int32))
     inner = pl.lit(pl.Series(edges[1:-1], dtype=pl.Float64))
     return pl.when(c.is_finite()).then(inner.search_sorted(c.cast(pl.Float64), side="right").cast(pl.Int32))
+
+
+def bar_indices(values: np.ndarray, edges: list[float]) -> np.ndarray:
+    """:func:`bin_index` of finite ``values`` in numpy: the same binary search over the inner edges."""
+    return np.searchsorted(np.asarray(edges[1:-1], dtype=np.float64), values, side="right")
 
 
 def bar_interval(edges: list[float], k: int) -> tuple[float, float | None]:
