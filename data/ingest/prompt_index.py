@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -78,6 +80,44 @@ def _scalars_of(store_dir: Path, data: dict, ids: list[int]) -> pl.DataFrame:
     return pl.concat(frames, how="diagonal_relaxed").sort(ORDER, nulls_last=True).collect()
 
 
+class _Batches:
+    """An index file's writer (``w``, an Arrow IPC file writer of ``schema``): rows added in pieces of any
+    size are written in batches of exactly :data:`BATCH` rows (the last one fewer), so that batch ``i``
+    starts at row ``i * BATCH``, as the first keys in the schema say."""
+
+    def __init__(self, w, schema: pa.Schema):
+        self.w, self.metadata = w, schema.metadata
+        self.pending = schema.remove_metadata().empty_table()
+
+    def add(self, table: pa.Table) -> None:
+        table = table.cast(self.pending.schema)
+        if self.pending.num_rows:
+            table = pa.concat_tables([self.pending, table])
+        whole = table.num_rows - table.num_rows % BATCH
+        self._put(table.slice(0, whole))
+        self.pending = table.slice(whole)
+
+    def close(self) -> None:
+        self._put(self.pending)
+        self.pending = self.pending.slice(0, 0)
+
+    def _put(self, table: pa.Table) -> None:
+        # One Arrow chunk per column, so that batches start at multiples of BATCH.
+        for b in table.combine_chunks().to_batches(max_chunksize=BATCH):
+            self.w.write_batch(b.replace_schema_metadata(self.metadata))
+
+
+@contextmanager
+def _index_file(store_dir: Path, name: str, schema: pa.Schema) -> Iterator[_Batches]:
+    """The index file ``name`` beside the store, written through :class:`_Batches` and moved in place once
+    whole."""
+    with replaced(Path(store_dir) / name) as tmp, pa.OSFile(str(tmp), "wb") as sink:
+        with ipc.new_file(sink, schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as w:
+            out = _Batches(w, schema)
+            yield out
+            out.close()
+
+
 def _write(store_dir: Path, name: str, rows: pl.DataFrame) -> None:
     """``rows``, sorted by :data:`ORDER`, as the Arrow file ``name``: batches of :data:`BATCH` rows, their
     first keys in the schema. Written to the file a block of rows at a time (then moved in place), so that
@@ -88,14 +128,9 @@ def _write(store_dir: Path, name: str, rows: pl.DataFrame) -> None:
     # Nulls sort last: the batches that start with one hold no other key, and have no first key.
     firsts = keys.gather_every(BATCH).drop_nulls().to_list()
     schema = rows.head(0).to_arrow().schema.with_metadata({FIRST_KEYS: json.dumps(firsts).encode()})
-    path = Path(store_dir) / name
-    with replaced(path) as tmp, pa.OSFile(str(tmp), "wb") as sink:
-        with ipc.new_file(sink, schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as w:
-            for start in range(0, rows.height, BLOCK):
-                # One Arrow chunk per column, so that batches start at multiples of BATCH.
-                block = rows.slice(start, BLOCK).to_arrow().combine_chunks()
-                for b in block.to_batches(max_chunksize=BATCH):
-                    w.write_batch(b.replace_schema_metadata(schema.metadata))
+    with _index_file(store_dir, name, schema) as out:
+        for start in range(0, rows.height, BLOCK):
+            out.add(rows.slice(start, BLOCK).to_arrow())
 
 
 def _read_whole(path: Path) -> pl.DataFrame:
@@ -148,7 +183,6 @@ class _Source:
     mapped pages a merge touched would stay in the process's resident memory (a whole file's)."""
 
     def __init__(self, path: Path):
-        self.path = path
         self.file = pa.OSFile(str(path))
         self.reader = ipc.open_file(self.file)
         self.firsts = json.loads(self.reader.schema.metadata[FIRST_KEYS])
@@ -211,7 +245,15 @@ def _merge(store_dir: Path, name: str, paths: list[Path], live: set[int]) -> int
     them), a window of keys at a time (:func:`_windows`); returns its count of rows. The first keys go in
     the schema, which the file starts with: a first pass over the windows' keys alone tells them."""
     sources = [_Source(p) for p in paths]
-    live_parts = sorted(live)
+    try:
+        return _merge_sources(store_dir, name, sources, sorted(live))
+    finally:
+        for s in sources:
+            s.close()
+
+
+def _merge_sources(store_dir: Path, name: str, sources: list[_Source], live_parts: list[int]) -> int:
+    """:func:`_merge` of the open ``sources``."""
     windows = _windows(sources)
     # The merged file's columns: those of every file, in the first's order, each of their common type.
     target = pl.concat(
@@ -233,31 +275,12 @@ def _merge(store_dir: Path, name: str, paths: list[Path], live: set[int]) -> int
         keys = window(lo, hi, nulls, ["prompt_key", "part"]).get_column("prompt_key").sort(nulls_last=True)
         firsts += keys.gather(list(range((-total) % BATCH, keys.len(), BATCH))).drop_nulls().to_list()
         total += keys.len()
-    arrow_schema = target.to_arrow().schema.with_metadata({FIRST_KEYS: json.dumps(firsts).encode()})
-    path = Path(store_dir) / name
-    with replaced(path) as tmp, pa.OSFile(str(tmp), "wb") as sink:
-        with ipc.new_file(sink, arrow_schema, options=ipc.IpcWriteOptions(compression=COMPRESSION)) as w:
-            pending = arrow_schema.empty_table()
-
-            def flush(upto: int) -> pa.Table:
-                # Whole batches of BATCH rows (one chunk each, so that batch i starts at row i * BATCH).
-                done = 0
-                while pending.num_rows - done >= upto:
-                    part = pending.slice(done, BATCH).combine_chunks()
-                    for b in part.to_batches():
-                        w.write_batch(b.replace_schema_metadata(arrow_schema.metadata))
-                    done += part.num_rows
-                return pending.slice(done)
-
-            for lo, hi, nulls in windows:
-                df = window(lo, hi, nulls, None).sort(ORDER, nulls_last=True)
-                if df.height:
-                    table = df.select(target.columns).cast(target.schema).to_arrow()
-                    pending = pa.concat_tables([pending, table.cast(arrow_schema.remove_metadata())])
-                    pending = flush(BATCH)
-            flush(1)
-    for s in sources:
-        s.close()
+    schema = target.to_arrow().schema.with_metadata({FIRST_KEYS: json.dumps(firsts).encode()})
+    with _index_file(store_dir, name, schema) as out:
+        for lo, hi, nulls in windows:
+            df = window(lo, hi, nulls, None).sort(ORDER, nulls_last=True)
+            if df.height:
+                out.add(df.select(target.columns).cast(target.schema).to_arrow())
     return total
 
 
