@@ -227,10 +227,9 @@ class StepSummaries:
             kept = empty_summary()
         # The extra columns' means in the run's order of them (a later commit may bring one the kept lack).
         frame = pl.concat([kept, *fresh], how="diagonal_relaxed").sort("step")
-        means = {extra_mean(c) for c in data.get("extra_columns", ())}
-        order = [c for c in frame.columns if c not in means]
-        order += [m for m in (extra_mean(c) for c in data.get("extra_columns", ())) if m in frame.columns]
-        self.frame = frame.select(order)
+        means = [extra_mean(c) for c in data.get("extra_columns", ())]
+        own = [c for c in frame.columns if c not in means]
+        self.frame = frame.select(own + [m for m in means if m in frame.columns])
         # The cells: of the stale steps from their rows, or of every step when the run's bar width moved.
         width = widths(self.frame)
         made = made_with(self.cells)
