@@ -224,17 +224,22 @@ def texts_of(payload) -> str:
     return ""
 
 
-def test_responses107_summary_export_links_and_text_panel(client, fixtures_dir):
-    """The view gives the summary, export links with the same query, and the selected response's texts."""
-    sid = sample_id("rank0.jsonl", 19)
-    view = f"?run={RUN}&step=3&reward_min=2&sample={sid}"
-    out = dash_post(
+def summary_of(client, view: str) -> dict:
+    """The responses page's summary, export links, text panel and count poll for the view ``view``."""
+    return dash_post(
         client,
         "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
         "...responses-q-error.children...responses-text.children...responses-drawer.hidden"
         "...responses-count-poll.disabled..",
         [{"id": "responses-view", "property": "data", "value": view}],
     )
+
+
+def test_responses107_summary_export_links_and_text_panel(client, fixtures_dir):
+    """The view gives the summary, export links with the same query, and the selected response's texts."""
+    sid = sample_id("rank0.jsonl", 19)
+    view = f"?run={RUN}&step=3&reward_min=2&sample={sid}"
+    out = summary_of(client, view)
     assert texts_of(out["responses-summary"]["children"]) == (
         "4  matching of 16 responses at step 3  ·  mean reward of the matches  2"
     )
@@ -280,20 +285,8 @@ def test_responses109_a_url_without_run_shows_the_first_run(client, fixtures_dir
     from data.service import board
 
     first_run = next(iter(board().runs()))
-    resp = dash_post(
-        client,
-        "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
-        "...responses-q-error.children...responses-text.children...responses-drawer.hidden"
-        "...responses-count-poll.disabled..",
-        [{"id": "responses-view", "property": "data", "value": "?step=all&q=(?i)the"}],
-    )
-    named = dash_post(
-        client,
-        "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
-        "...responses-q-error.children...responses-text.children...responses-drawer.hidden"
-        "...responses-count-poll.disabled..",
-        [{"id": "responses-view", "property": "data", "value": f"?run={first_run}&step=all&q=(?i)the"}],
-    )
+    resp = summary_of(client, "?step=all&q=(?i)the")
+    named = summary_of(client, f"?run={first_run}&step=all&q=(?i)the")
     assert texts_of(resp["responses-summary"]["children"]) == texts_of(named["responses-summary"]["children"])
     assert "responses over all steps" in texts_of(resp["responses-summary"]["children"])  # (a count runs)
     assert f"run={first_run}" in resp["responses-export-csv"]["href"]

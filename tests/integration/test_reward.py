@@ -393,20 +393,14 @@ def test_reward014_half_step_rewards_one_bar_per_value(client, fixtures_dir):
 def test_reward015_partial_last_step_is_flagged(client, fixtures_dir):
     """The poem run's last step 2300 holds 56 of the 128 responses of its other steps: the step's key
     figures say so at 2300 (not at 2200), and so does the responses page's summary at that step."""
-    from tests.integration.test_responses import texts_of
+    from tests.integration.test_responses import summary_of, texts_of
 
     flag = "partial step: 56 responses, where the run's other steps have 128"
     assert flag in texts_of(_step_view(client, POEM, 2300)["reward-step-stats"]["children"])
     assert "partial step" not in texts_of(_step_view(client, POEM, 2200)["reward-step-stats"]["children"])
     assert "partial step" not in texts_of(_step_view(client, PPO, 25)["reward-step-stats"]["children"])
     for step, shown in ((2300, True), (2200, False)):
-        out = dash_post(
-            client,
-            "..responses-summary.children...responses-export-csv.href...responses-export-jsonl.href"
-            "...responses-q-error.children...responses-text.children...responses-drawer.hidden"
-            "...responses-count-poll.disabled..",
-            [{"id": "responses-view", "property": "data", "value": f"?run={POEM}&step={step}"}],
-        )
+        out = summary_of(client, f"?run={POEM}&step={step}")
         assert (flag in texts_of(out["responses-summary"]["children"])) is shown
 
 
