@@ -21,7 +21,7 @@ from components.controls import reward_controls, step_updates
 from components.layout import left_page, no_runs_state, notices, page_title, page_url, url_prefix
 from components.live import shown_store
 from components.theme import colour
-from data import curves, hacking, live
+from data import curve_panels, curves, hacking, heatmaps, histograms, live, thinning
 from data.compare import trainer
 from data.metrics import label
 from data.queries import bar_interval
@@ -95,8 +95,8 @@ def layout(**query):
         page_title("Reward", view.run, HEADER),
         notices(msgs, NOTICES),
     ]
-    controls = reward_controls(step, steps, view.band, curves.BANDS, view.zero, CONTROL_IDS)
-    return rp.page(IDS, head, controls, curves.HEATMAP_TITLE, view.q, _trainer_card(view, store))
+    controls = reward_controls(step, steps, view.band, curve_panels.BANDS, view.zero, CONTROL_IDS)
+    return rp.page(IDS, head, controls, histograms.HEATMAP_TITLE, view.q, _trainer_card(view, store))
 
 
 def _trainer_view(run, store, key):
@@ -170,7 +170,7 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
           Input(ZERO, "value"), State(CURVES_DRAWN, "data"))  # fmt: skip
 def _curves(run, step, band, zero, drawn):
     """The four curve panels; when only the step moved, just the selected-step marker is patched (a run of
-    more than curves.MAX_POINTS steps, whose curves are thinned to the selected step too, is drawn again)."""
+    more than thinning.MAX_POINTS steps, whose curves are thinned to the selected step too, is drawn again)."""
     key = [run, band, bool(zero)]
     if drawn == key:
         return *([figures.marker_patch(step)] * 4), *((no_update,) * 8), no_update
@@ -179,9 +179,11 @@ def _curves(run, step, band, zero, drawn):
         empty = figures.empty_figure("No data for this run yet.")
         return *([empty] * 4), *("",) * 4, *("",) * 4, None
     steps = curves.step_list(store)
-    if len(steps) > curves.MAX_POINTS:
+    if len(steps) > thinning.MAX_POINTS:
         key = [*key, step]
-    panels = {p.key: p for p in curves.run_panels_at(store, band or curves.DEFAULT_BAND, bool(zero), step)}
+    panels = {
+        p.key: p for p in curves.run_panels_at(store, band or curve_panels.DEFAULT_BAND, bool(zero), step)
+    }
     shown = [panels[k] for k in CURVE_KEYS]
     return (
         *(figures.panel_figure(p, step) for p in shown),
@@ -238,7 +240,7 @@ def _drill(*args):
     bar = figures.clicked_bar(click)
     if bar is None or bar.count == 0 or step is None:
         return no_update
-    key = "ref" if bar.trace == 1 else curves.HISTOGRAMS[kind][0]
+    key = "ref" if bar.trace == 1 else histograms.HISTOGRAMS[kind][0]
     return links.bar_responses(run, step, key, bar.lo, bar.hi, prefix)
 
 
@@ -251,7 +253,7 @@ def _signals(run, step, search):
     if store is None:
         return *(figures.empty_figure("No data for this run yet."),) * 2, "", "", "", ""
     steps = curves.step_list(store)
-    panels = curves.thinned_all(hacking.panels(store, board().settings, _decode(search)[0].q), steps, step)
+    panels = thinning.thinned_all(hacking.panels(store, board().settings, _decode(search)[0].q), steps, step)
     return (
         *(figures.panel_figure(p, step, pick=True) for p in panels),
         *(p.title for p in panels),
@@ -285,7 +287,7 @@ clientside_callback(
           State(HEATMAP_DRAWN, "data"), State(URL, "pathname"))  # fmt: skip
 def _heatmap(run, step, search, drawn, pathname):
     """The steps x reward-bins heatmap of the URL's steps (``heatmap=``, else the whole run), in columns of
-    runs of steps beyond curves.MAX_POINTS steps; when only the step moved, just its marker is patched."""
+    runs of steps beyond thinning.MAX_POINTS steps; when only the step moved, just its marker is patched."""
     if left_page(pathname, paths.REWARD):
         # The URL moved to another page while this one is taken down: a patch of its figure, gone or
         # going, fails in the browser ("Cannot patch undefined").
@@ -300,7 +302,7 @@ def _heatmap(run, step, search, drawn, pathname):
     store = _store(run)
     if store is None:
         return figures.empty_figure("No data for this run yet.", 340), None, "", HIDDEN
-    cols = curves.heatmap_columns(curves.run_heatmap(store, "reward"), window)
+    cols = heatmaps.heatmap_columns(curves.run_heatmap(store, "reward"), window)
     note = cols.note
     if cols.window is not None and step is not None and not cols.first[0] <= step <= cols.last[-1]:
         note += f" The selected step, {step:,}, is not among them."
@@ -317,7 +319,7 @@ def _heatmap(run, step, search, drawn, pathname):
 @callback(Output(URL, "search", allow_duplicate=True), Input(HEATMAP, "clickData"), Input(HEATMAP_ALL, "n_clicks"),
           State(URL, "search"), State(URL, "pathname"), prevent_initial_call=True)  # fmt: skip
 def _heatmap_zoom(click, _all, search, pathname):
-    """A click on a column of a run of steps draws the curves.MAX_POINTS steps around it, one per column
+    """A click on a column of a run of steps draws the thinning.MAX_POINTS steps around it, one per column
     (``heatmap=first-last`` in the URL); "Show all steps" draws the whole run again."""
     if left_page(pathname, paths.REWARD):
         raise PreventUpdate
@@ -329,7 +331,7 @@ def _heatmap_zoom(click, _all, search, pathname):
         store = _store(view.run)
         if span is None or store is None:
             raise PreventUpdate
-        window = curves.zoom_window(curves.step_list(store), span.first, span.last)
+        window = heatmaps.zoom_window(curves.step_list(store), span.first, span.last)
     new = replace(view, heatmap=window)
     return no_update if new == view else new.to_query()
 
