@@ -33,7 +33,7 @@ from data.queries import (
     match_pieces_many,
     regex_error,
 )
-from data.search.engine import _text_hits
+from data.search.engine import engine
 from data.search.order import _head, _summary, _whole_order, background_case, fast_keys, order_keys, ordered
 from data.search.texts import _fast_head, _top_rows
 from data.signals import can_tell_truncation
@@ -250,8 +250,9 @@ def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[Res
 
 def clear_caches() -> None:
     """Forget every cached order, summary and search hit (tests and benchmarks time the work itself)."""
-    for fn in (_summary, _head, _whole_order, _block, _text_hits, _fast_head):
+    for fn in (_summary, _head, _whole_order, _block, _fast_head):
         fn.cache_clear()
+    engine().clear_hits()
 
 
 def page_rows(
@@ -366,7 +367,7 @@ def match_share_by_step(store: RunStore, q: str, seconds: float = DEFAULT_SEARCH
     cannot run and :class:`data.queries.SearchStopped` for a search that took more than ``seconds``."""
     check_regex(q)
     key = StoreKey(store)
-    hits = _text_hits(key, q, None, seconds)
+    hits = engine().hits(key, q, None, seconds)
     # Steps and counts from the cached per-step summary; each match's step read from the row groups that
     # hold the matches, one part at a time (the step column only: never the whole run's table).
     counts = run_summary(store).select(pl.col("step").cast(pl.Int64), pl.col("n").cast(pl.Int64))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
-import threading
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from data.queries import (
     check_regex,
     sort_rows,
 )
-from data.search.engine import _JOBS_LOCK, _PROGRESS, _STOPPED_LOCK, _text_hits, fast_first
+from data.search.engine import Job, engine
 from data.search.texts import KEYS, fast_case
 from data.signals import truncated_rows
 from data.store import RunStore, text_index
@@ -69,7 +68,7 @@ def matching(
         lf = lf.with_columns(pl.lit(None, pl.Float64).alias(c) for c in absent)
     lf = lf.filter(cond)
     if flt.q:
-        hits = _text_hits(StoreKey(store), flt.q, flt.step, seconds) if hits is None else hits
+        hits = engine().hits(StoreKey(store), flt.q, flt.step, seconds) if hits is None else hits
         lf = lf.join(hits.lazy(), on=["part", "row"], how="semi")
     if flt.truncated:
         cut = truncated_rows(store, *flt.truncated, flt.step)
@@ -224,7 +223,7 @@ def fast_keys(
     if not fast_case(flt, sort, descending):
         return None
     check_regex(flt.q)
-    got = fast_first(StoreKey(store), flt.q, seconds)
+    got = engine().fast_first(StoreKey(store), flt.q, seconds)
     if got is None:
         return None
     keys, whole = got
@@ -244,16 +243,6 @@ class Counting:
     @property
     def share(self) -> float:
         return self.done / self.of if self.of else 0.0
-
-
-@dataclass
-class _Job:
-    thread: threading.Thread
-    result: Order | None = None
-    error: QueryError | None = None
-
-
-_JOBS: dict[tuple, _Job] = {}  # background counts of this process, by (store key, filter, seconds)
 
 
 def background_case(flt: ResponseFilter) -> bool:
@@ -276,18 +265,15 @@ def count_or_progress(
     got = _summary.peek(key, flt, seconds)
     if got is not None:
         return got
-    with _JOBS_LOCK:
-        job = _JOBS.get(memo)
+    job = engine().job(memo)
     if job is not None and not job.thread.is_alive():
-        with _JOBS_LOCK:
-            _JOBS.pop(memo, None)
+        engine().drop_job(memo)
         if job.error is not None:
             raise job.error
         if job.result is not None:
             return job.result
     scope = _scope(store)
-    with _STOPPED_LOCK:
-        local = _PROGRESS.get((key, flt.q))
+    local = engine().progress(key, flt.q)
     if job is None:
         other = _progress_elsewhere(key, flt.q) if local is None else None
         if other is not None:
@@ -313,36 +299,24 @@ def _progress_elsewhere(key: StoreKey, pattern: str) -> tuple[int, int] | None:
         note = disk.get(("search-progress", *key.key, pattern), default=None, retry=True)
     except (OSError, sqlite3.Error, EOFError, ValueError):
         return None
-    # This process's own note is of a search it has finished since (its progress is in _PROGRESS).
+    # This process's own note is of a search it has finished since (its progress is in its engine's).
     return None if note is None or note[2] == os.getpid() else note[:2]
 
 
-def _start_count(key: StoreKey, flt: ResponseFilter, seconds: float) -> _Job:
-    memo = (key, flt, seconds)
-    with _JOBS_LOCK:
-        job = _JOBS.get(memo)
-        if job is not None:
-            return job
+def _start_count(key: StoreKey, flt: ResponseFilter, seconds: float) -> Job:
+    def count(job: Job) -> None:
+        try:
+            if fast_case(flt, text_index.TOP_SORT, True):
+                # The grid's first block first: the count would take the CPU and a search helper from it.
+                try:
+                    engine().fast_first(key, flt.q, seconds)
+                except QueryError:
+                    pass  # the grid reports it; the count is the whole search's own
+            job.result = _summary(key, flt, seconds)
+        except QueryError as e:
+            job.error = e
 
-        def count() -> None:
-            try:
-                if fast_case(flt, text_index.TOP_SORT, True):
-                    # The grid's first block first: the count would take the CPU and a search helper from it.
-                    try:
-                        fast_first(key, flt.q, seconds)
-                    except QueryError:
-                        pass  # the grid reports it; the count is the whole search's own
-                job.result = _summary(key, flt, seconds)
-            except QueryError as e:
-                job.error = e
-
-        job = _Job(threading.Thread(target=count, name="search-count", daemon=True))
-        _JOBS[memo] = job
-        if len(_JOBS) > 64:  # finished ones nobody asked for again
-            for m in [m for m, j in _JOBS.items() if not j.thread.is_alive()][:32]:
-                _JOBS.pop(m, None)
-    job.thread.start()
-    return job
+    return engine().start_job((key, flt, seconds), count)
 
 
 def ordered(

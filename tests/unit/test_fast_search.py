@@ -187,7 +187,7 @@ def test_fastsearch005_another_workers_count_is_shown_not_run_again(tmp_path):
     disk.set(("search-progress", *key.key, "cat"), (3, 8, -1), expire=10)  # pid -1: not this process
     got = search_order.count_or_progress(store, flt, 30.0)
     assert got == search_order.Counting(3, 8, 3)
-    assert not [m for m in search_order._JOBS if m[0] == key]
+    assert not [m for m in search_engine.engine().running_jobs() if m[0] == key]
     want = search_order.ordered(store, flt, seconds=30.0)  # what the other worker stores when done
     assert want.count == 2
     assert search_order.count_or_progress(store, flt, 30.0) == want

@@ -148,7 +148,7 @@ def test_textindex006_one_search_for_concurrent_callers(tmp_path, monkeypatch):
     run.mkdir()
     _write(run, "rank0.jsonl", [(1, "p1", "alpha"), (1, "p2", "alpha beta"), (2, "p3", "beta")])
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    real, calls, lock = search_engine._search_texts, [], threading.Lock()
+    real, calls, lock = search_engine.engine()._search_texts, [], threading.Lock()
 
     def counted(key, pattern, step, seconds):
         with lock:
@@ -156,7 +156,7 @@ def test_textindex006_one_search_for_concurrent_callers(tmp_path, monkeypatch):
         time.sleep(0.3)  # long enough for the other caller to arrive while this one searches
         return real(key, pattern, step, seconds)
 
-    monkeypatch.setattr(search_engine, "_search_texts", counted)
+    monkeypatch.setattr(search_engine.engine(), "_search_texts", counted)
     responses.clear_caches()
     with ThreadPoolExecutor(2) as pool:
         got = list(pool.map(lambda _: search_engine.text_hits(store, "alpha", None, 30.0), range(2)))
@@ -167,14 +167,14 @@ def test_textindex006_one_search_for_concurrent_callers(tmp_path, monkeypatch):
     calls.clear()
     key = StoreKey(store)
     for q in ("alpha", "beta", "alpha", "beta", "a"):  # 2 + 2 rows > 3: alpha dropped; "a" (3 rows) kept
-        search_engine._text_hits(key, q, None, 30.0)
+        search_engine.engine().hits(key, q, None, 30.0)
     assert calls == ["alpha", "beta", "alpha", "beta", "a"]
-    search_engine._text_hits(key, "a", None, 30.0)
+    search_engine.engine().hits(key, "a", None, 30.0)
     monkeypatch.setattr(search_engine, "HITS_KEPT", 2)
-    search_engine._text_hits(key, "a", None, 30.0)  # kept from before
+    search_engine.engine().hits(key, "a", None, 30.0)  # kept from before
     responses.clear_caches()
-    search_engine._text_hits(key, "a", None, 30.0)
-    search_engine._text_hits(key, "a", None, 30.0)  # 3 rows > 2: not kept, searched again
+    search_engine.engine().hits(key, "a", None, 30.0)
+    search_engine.engine().hits(key, "a", None, 30.0)  # 3 rows > 2: not kept, searched again
     assert calls == ["alpha", "beta", "alpha", "beta", "a", "a", "a"]
 
 
@@ -209,3 +209,24 @@ def test_textindex007_a_whole_index_is_looked_for_once_per_commit(tmp_path, monk
     visit(newer)
     visit(newer)
     assert looks == [store.version, newer.version]
+
+
+def test_textindex008_engines_keep_their_own_state(tmp_path, monkeypatch):
+    """A search engine's hits are its own: a second :class:`SearchEngine` searches again, and the process's
+    engine is one object, looked up through :func:`data.search.engine.engine`."""
+    from data.cache import StoreKey
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "a.jsonl", [(1, "p", "whales here"), (2, "q", "none")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    key = StoreKey(store)
+    one, two, calls = search_engine.SearchEngine(), search_engine.SearchEngine(), []
+    for e in (one, two):
+        real = e._search_texts
+        monkeypatch.setattr(e, "_search_texts", lambda *a, real=real: calls.append(a[1]) or real(*a))
+    assert one.hits(key, "whale", None, 30.0).height == 1
+    assert one.hits(key, "whale", None, 30.0).height == 1  # kept by the first engine
+    assert two.hits(key, "whale", None, 30.0).height == 1  # not by the second
+    assert calls == ["whale", "whale"]
+    assert search_engine.engine() is search_engine.engine()
