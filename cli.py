@@ -290,7 +290,7 @@ def _parser() -> _Parser:
         prog="app.py",
         description="RL Logging Board: see RL fine-tuning rollouts step by step and token by token.",
         epilog="Without a command, app.py serves (app.py --port 8051 is app.py serve --port 8051). "
-        "A command's options: app.py COMMAND --help. Flags win over the RLBOARD_* variables (README).",
+        "A command's options: app.py COMMAND --help. Flags win over the RLBOARD_* variables (docs/settings.md).",
     )
     sub = parser.add_subparsers(dest="cmd", title="commands", metavar="COMMAND")
     p = sub.add_parser("serve", help="serve the web app (the default)", description="Serve the web app.")

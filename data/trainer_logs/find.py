@@ -81,7 +81,7 @@ def find_logs(run_dir: Path) -> list[LogFile]:
     Symlinks that lead out of the run folder are not followed; unreadable folders are skipped.
     """
     if isinstance(run_dir, RemotePath):
-        return []  # logs on an object store are not looked for (the rollouts are read; see README)
+        return []  # logs on an object store are not looked for (the rollouts are read; see docs/object-storage.md)
     run_dir = Path(run_dir)
     real: list = []
     top = [e for e in _scan(run_dir) if _inside(run_dir, e, real)]
