@@ -143,7 +143,9 @@ def test_untrusted006_trainer_logs_are_read_bounded(root, tmp_path):
     rows = read_history(deep, "trl_log_history.json")
     assert rows.steps == [3] and rows.values == [0.5] and "beyond ±2^62" in rows.notes[0]
     outside = tmp_path / "elsewhere.json"
-    outside.write_text(json.dumps({"log_history": [{"step": 1, "reward": 1.0, "rewards/secret_fn/mean": 1.0}]}))
+    outside.write_text(
+        json.dumps({"log_history": [{"step": 1, "reward": 1.0, "rewards/secret_fn/mean": 1.0}]})
+    )
     (root / "good" / "trainer_state.json").symlink_to(outside)
     assert load_options(root / "good").reading.reward_parts is None
 
