@@ -5,6 +5,7 @@ Command-line flags win over environment variables, which win over the defaults b
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -136,6 +137,11 @@ def parse_pad_tokens(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
+# A reward function's weight beyond this is a typo or an attack, not a weight: with rewards of order 1 it
+# would overflow float64 sums long before it meant anything (rlboard.toml's weights are held to it too).
+MAX_REWARD_WEIGHT = 1e6
+
+
 def parse_reward_weights(text: str, name: str = "RLBOARD_REWARD_WEIGHTS") -> tuple[tuple[str, float], ...]:
     """``"sentiment=1,concise_format=0.5"`` as ``(("sentiment", 1.0), ("concise_format", 0.5))``."""
     out = []
@@ -149,6 +155,11 @@ def parse_reward_weights(text: str, name: str = "RLBOARD_REWARD_WEIGHTS") -> tup
             weight = None
         if not sep or not key.strip() or weight is None:
             raise SettingsError(f"{name}={text!r}: {item!r} is not name=weight")
+        if not math.isfinite(weight) or abs(weight) > MAX_REWARD_WEIGHT:
+            raise SettingsError(
+                f"{name}={text!r}: the weight of {key.strip()!r} is {value.strip()}, not a finite number "
+                f"within ±{MAX_REWARD_WEIGHT:g}"
+            )
         out.append((key.strip(), weight))
     return tuple(out)
 

@@ -1,0 +1,60 @@
+"""A hostile rollout root served: links that loop or lead out, FIFOs and endless settings files beside a
+good run; the server keeps answering, the good run keeps every row, and each bad thing is said (issue 33)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from data.store.reading import understood
+from tests.conftest import router_body
+
+
+def _lines(step: int, n: int) -> str:
+    return "".join(
+        json.dumps({"prompt": f"p{i}", "response": f"r{i}", "reward": float(i), "step": step}) + "\n"
+        for i in range(n)
+    )
+
+
+def test_hostile001_loops_fifos_and_endless_files_cost_only_themselves(tmp_path, board_root, client):
+    """Before: one symlink loop in a run folder gave /healthz 500 and every page 400; a FIFO named
+    rlboard.toml hung its run forever; rlboard.toml linked to /dev/zero was read without end."""
+    root = tmp_path / "root"
+    good, other = root / "good", root / "other"
+    good.mkdir(parents=True)
+    other.mkdir()
+    for run in (good, other):
+        (run / "rank0.jsonl").write_text(_lines(1, 4) + _lines(2, 4))
+    (good / "loop").symlink_to("loop")
+    (good / "rlboard.toml").symlink_to("/dev/zero")
+    (good / "trainer_state.json").symlink_to("/dev/zero")
+    os.mkfifo(other / "rlboard.toml")
+    os.mkfifo(other / "rank1.jsonl")
+    (root / "etc").symlink_to("/etc", target_is_directory=True)
+    (root / "a").symlink_to("b")
+    (root / "b").symlink_to("a")
+    b = board_root(root)
+
+    r = client.get("/healthz")
+    assert r.status_code == 200 and r.get_json()["runs"] == 2
+    for run in ("good", "other"):
+        store = b.store(run, wait=60)
+        assert store is not None and store.scalars().height == 8, run
+    assert b.scan().outside == {"etc": "/etc"}
+    assert b.scan().skipped == {
+        "a": "a symlink loop",
+        "b": "a symlink loop",
+        "good/loop": "a symlink loop",
+        "good/rlboard.toml": "a link out of good/ (to /dev/zero)",
+        "good/trainer_state.json": "a link out of good/ (to /dev/zero)",
+        "other/rank1.jsonl": "a FIFO",
+        "other/rlboard.toml": "a FIFO",
+    }
+    page = json.dumps(client.post("/_dash-update-component", json=router_body("/", "")).get_json())
+    assert "7 entries under" in page and "good/loop: a symlink loop" in page
+    assert "other/rank1.jsonl: a FIFO" in page
+    notes = " ".join(understood(b.store("other")).notes + understood(b.store("good")).notes)
+    assert "rlboard.toml: not read: rlboard.toml is a FIFO" in notes, notes
+    assert "rlboard.toml is a link out of good/" in notes, notes
+    assert client.get("/export?run=good&step=all&format=jsonl").status_code == 200
