@@ -30,7 +30,7 @@ from data import live, prompts
 from data.metrics import label
 from data.metrics.group import TREND_EFFECT, TRENDS
 from data.responses import json_rows
-from data.service import board, committed_store
+from data.service import board, open_run
 from data.views import links, paths
 from data.views.codec import parse_search
 from data.views.prompts import VIEW_OPTIONS, PromptsView
@@ -94,7 +94,7 @@ def _decode(search: str | None):
 
 
 def _store(run):
-    return committed_store(run, STORE_WAIT_SECONDS)
+    return open_run(run, wait=STORE_WAIT_SECONDS).store
 
 
 def _labels() -> dict[str, str]:

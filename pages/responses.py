@@ -39,10 +39,9 @@ from components.tables import (
 from data import live, responses
 from data.metrics import label
 from data.queries import QueryError, SearchStopped, regex_error
-from data.service import board
+from data.service import board, open_run
 from data.views import links, paths
 from data.views.codec import first, parse_search
-from data.views.paths import shown_run, unknown_run_notice
 from data.views.responses import ALL_STEPS, RANGE_KEYS
 
 dash.register_page(
@@ -87,11 +86,12 @@ def layout(**query):
     if not runs:
         return no_runs_state(board().root, board().scan().trouble)
     asked = first(query, "run")
-    run = shown_run(paths.RESPONSES, asked, runs)
+    ctx = open_run(asked, paths.RESPONSES, STORE_WAIT)
+    run, store = ctx.run, ctx.store
     if run is None:
-        notice = unknown_run_notice(paths.RESPONSES, asked, run, runs, board().scan().unreadable)
-        return html.Div([notices([notice], NOTICES), unknown_run_state(asked in board().scan().unreadable)])
-    store = board().store(run, wait=STORE_WAIT)
+        return html.Div(
+            [notices(ctx.notices, NOTICES), unknown_run_state(asked in board().scan().unreadable)]
+        )
     if store is None:
         status = board().status(run)
         return html.Div(
@@ -101,7 +101,8 @@ def layout(**query):
                 progress(status.fraction, board().reading_text(run), failed=status.error is not None),
             ]
         )
-    view, steps, msgs = responses.view_on(query, run, store, board().settings)
+    view, msgs = responses.view_on(query, ctx, board().settings)
+    steps = ctx.step_list
     responses.warm_text_index(store)  # a first regex search over all steps need not build it
     ranges = [
         (

@@ -25,10 +25,10 @@ from data import curves, hacking, live
 from data.compare import trainer
 from data.metrics import label
 from data.queries import bar_interval
-from data.service import board, committed_store
+from data.service import RunContext, board, open_run
 from data.trainer_logs import trainer_scalars
 from data.views import links, paths
-from data.views.codec import parse_search
+from data.views.codec import first, parse_search
 from data.views.reward import RewardView, heatmap_window
 
 dash.register_page(__name__, path=paths.REWARD, name="Reward", title="Reward · RL Logging Board", order=1)
@@ -62,30 +62,23 @@ HIDDEN = {"display": "none"}
 
 
 def _store(run: str | None):
-    return committed_store(run, STORE_WAIT_SECONDS)
+    return open_run(run, wait=STORE_WAIT_SECONDS).store
 
 
-def _steps_of(run: str) -> list[int] | None:
-    store = _store(run)
-    return None if store is None else curves.step_list(store)
-
-
-def _decode(search_or_query) -> tuple[RewardView, list[str]]:
+def _decode(search_or_query) -> tuple[RewardView, list[str], RunContext]:
+    """The view of a query string (or ``layout``'s query), its notices and the run's context."""
     query = parse_search(search_or_query) if isinstance(search_or_query, str | None) else search_or_query
-    return RewardView.from_query(query, list(board().runs()), _steps_of, board().scan().unreadable)
+    ctx = open_run(first(query, "run"), paths.REWARD, STORE_WAIT_SECONDS)
+    return *RewardView.from_query(query, ctx), ctx
 
 
 def layout(**query):
     runs = list(board().runs())
     if not runs:
         return no_runs_state(board().root, board().scan().trouble)
-    view, msgs = RewardView.from_query(query, runs, _steps_of, board().scan().unreadable)
-    store = _store(view.run)
-    steps = curves.step_list(store) if store is not None else []
-    if store is None:
-        msgs.append(board().reading_text(view.run))
-    else:
-        msgs += board().failure_notices(view.run)
+    view, msgs, ctx = _decode(query)
+    store, steps = ctx.store, ctx.step_list
+    msgs += board().failure_notices(view.run) if store is not None else [board().reading_text(view.run)]
     step = view.shown_step(steps)
     head = [
         *(dcc.Location(id=i, refresh=r) for i, r in ((URL, False), (NAV, "callback-nav"))),
@@ -136,9 +129,8 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
     if left_page(pathname, paths.REWARD):
         raise PreventUpdate
     trigger = ctx.triggered_id
-    view, msgs = _decode(search)
-    store = _store(view.run)
-    steps = curves.step_list(store) if store is not None else []
+    view, msgs, run_ctx = _decode(search)
+    steps = run_ctx.step_list
     if trigger is None or trigger == URL:
         new_view, url_out, notes = view, no_update, notices(msgs + board().failure_notices(view.run)).children
     else:
@@ -174,11 +166,11 @@ def _curves(run, step, band, zero, drawn):
     key = [run, band, bool(zero)]
     if drawn == key:
         return *([figures.marker_patch(step)] * 4), *((no_update,) * 8), no_update
-    store = _store(run)
+    run_ctx = open_run(run, wait=STORE_WAIT_SECONDS)
+    store, steps = run_ctx.store, run_ctx.step_list
     if store is None:
         empty = figures.empty_figure("No data for this run yet.")
         return *([empty] * 4), *("",) * 4, *("",) * 4, None
-    steps = curves.step_list(store)
     if len(steps) > curves.MAX_POINTS:
         key = [*key, step]
     panels = {p.key: p for p in curves.run_panels_at(store, band or curves.DEFAULT_BAND, bool(zero), step)}
@@ -247,10 +239,10 @@ def _drill(*args):
           Input(RUN, "data"), Input(SELECTED, "data"), Input(URL, "search"))  # fmt: skip
 def _signals(run, step, search):
     """The reward-hacking aids: repetition and truncation per step, and the share matching the URL's q."""
-    store = _store(run)
+    run_ctx = open_run(run, wait=STORE_WAIT_SECONDS)
+    store, steps = run_ctx.store, run_ctx.step_list
     if store is None:
         return *(figures.empty_figure("No data for this run yet."),) * 2, "", "", "", ""
-    steps = curves.step_list(store)
     panels = curves.thinned_all(hacking.panels(store, board().settings, _decode(search)[0].q), steps, step)
     return (
         *(figures.panel_figure(p, step, pick=True) for p in panels),
@@ -265,7 +257,7 @@ def _search(value, search, pathname):
     """The search box writes q= into the URL; a URL (Back / Forward) sets the box."""
     if left_page(pathname, paths.REWARD):
         raise PreventUpdate
-    view, _ = _decode(search)
+    view = _decode(search)[0]
     if ctx.triggered_id == URL:
         return no_update, no_update if (view.q or "") == (value or "") else (view.q or "")
     new = replace(view, q=value or None)
@@ -321,15 +313,14 @@ def _heatmap_zoom(click, _all, search, pathname):
     (``heatmap=first-last`` in the URL); "Show all steps" draws the whole run again."""
     if left_page(pathname, paths.REWARD):
         raise PreventUpdate
-    view, _ = _decode(search)
+    view, _, run_ctx = _decode(search)
     if ctx.triggered_id == HEATMAP_ALL:
         window = None
     else:
         span = figures.clicked_span(click)
-        store = _store(view.run)
-        if span is None or store is None:
+        if span is None or run_ctx.store is None:
             raise PreventUpdate
-        window = curves.zoom_window(curves.step_list(store), span.first, span.last)
+        window = curves.zoom_window(run_ctx.step_list, span.first, span.last)
     new = replace(view, heatmap=window)
     return no_update if new == view else new.to_query()
 
@@ -340,7 +331,7 @@ def _trainer_key(key, search, pathname):
     """The trainer key picked goes into the URL (the default one is left out)."""
     if left_page(pathname, paths.REWARD):
         raise PreventUpdate
-    view, _ = _decode(search)
+    view = _decode(search)[0]
     keys = trainer_scalars(board().run_dir(view.run)).keys() if view.run else []
     new = replace(view, trainer=None if key == trainer.default_key(keys) else key)
     return no_update if new == view else new.to_query()

@@ -3,6 +3,7 @@ the filter it selects and the view after its controls."""
 
 from __future__ import annotations
 
+from data.run_context import RunContext
 from data.views.codec import parse_search
 from data.views.responses import ALL_STEPS, ResponsesView
 
@@ -53,7 +54,9 @@ def test_responses003_bad_values_fall_back_with_notices():
         "sort": ["zzz"],
         "colour": ["red"],
     }
-    view, notices = ResponsesView.from_query(query, steps=[1, 2], sortable=["reward", "kl_mean"])
+    view, notices = ResponsesView.from_query(
+        query, RunContext("r", None, (1, 2)), sortable=["reward", "kl_mean"]
+    )
     assert view == ResponsesView(run="r")
     assert len(notices) == 7
     assert "Ignored unknown parameter 'colour'." in notices
@@ -62,11 +65,15 @@ def test_responses003_bad_values_fall_back_with_notices():
 
 
 def test_responses004_step_context_and_aliases():
-    """A step the run lacks falls back to the last step; step=all and sort aliases (kl -> kl_mean) parse."""
-    view, notices = ResponsesView.from_query({"step": "7"}, steps=[1, 2, 3])
-    assert view.step is None and "showing the last step (3)" in notices[0]
-    assert view.resolved_step([1, 2, 3]) == 3
-    view, _ = ResponsesView.from_query({"step": "ALL", "sort": "kl"}, steps=[1, 2], sortable=["kl_mean"])
+    """A step the run lacks is resolved by the run's rule (the nearest step before it, else its first), with
+    its notice; step=all and sort aliases (kl -> kl_mean) parse."""
+    ctx = RunContext("r", None, (1, 2, 5, 9))
+    view, notices = ResponsesView.from_query({"step": "4"}, ctx)
+    assert view.step == 2 and notices == ["Run r has no step 4: showing step 2, the nearest step before it."]
+    assert view.resolved_step([1, 2, 5, 9]) == 2
+    view, notices = ResponsesView.from_query({"step": "0"}, ctx)
+    assert view.step == 1 and notices == ["Run r has no step 0: showing step 1, its first step."]
+    view, _ = ResponsesView.from_query({"step": "ALL", "sort": "kl"}, ctx, sortable=["kl_mean"])
     assert view.step == ALL_STEPS and view.resolved_step([1, 2]) is None and view.sort == "kl_mean"
 
 
