@@ -268,14 +268,9 @@ def _history_rows(request, search):
     if store is None:
         return {"rowData": [], "rowCount": 0}
     sort = grid_sort(request.get("sortModel"))
-    df, count, columns = prompts.history_block(
-        store,
-        view.prompt,
-        sort and sort[0],
-        sort is not None and sort[1] == "desc",
-        int(request.get("startRow") or 0),
-        int(request.get("endRow") or 0),
-    )
+    start, end = int(request.get("startRow") or 0), int(request.get("endRow") or 0)
+    desc = sort is not None and sort[1] == "desc"
+    df, count, columns = prompts.history_block(store, view.prompt, sort and sort[0], desc, start, end)
     keys = {c[0] for c in columns} | {"sample_id", "source_line", "zero_spread"}
     rows = json_rows(df.select(c for c in df.columns if c in keys))  # only what the rows carry
     hrefs = links.tokens_many(view.run, [r["sample_id"] for r in rows], url_prefix())
