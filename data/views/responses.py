@@ -217,6 +217,21 @@ class ResponsesView:
             **{k: (None if v is None or v == "" else float(v)) for k, v in ranges.items()},
         )
 
+    def range_controls(self, filters: Iterable[tuple[str, str, bool]], ids: Mapping[str, str]) -> list[tuple]:
+        """The range inputs of ``filters`` (``(key, text, available)``, see ``data.responses.range_filters``):
+        ``(text, available, low, high, (min id, max id))`` with this view's bounds; ``ids``: the inputs' ids
+        by ``<key>_min`` / ``<key>_max``."""
+        return [
+            (
+                text,
+                ok,
+                getattr(self, f"{k}_min"),
+                getattr(self, f"{k}_max"),
+                (ids[f"{k}_min"], ids[f"{k}_max"]),
+            )
+            for k, text, ok in filters
+        ]
+
     def cleared(self) -> ResponsesView:
         """This view without its filters: the run, step and sort kept."""
         return ResponsesView(run=self.run, step=self.step, sort=self.sort, order=self.order)

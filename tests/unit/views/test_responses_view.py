@@ -106,3 +106,14 @@ def test_responses034_view_after_its_controls():
     assert ResponsesView(run="r", step=2, q="x", loses=True).cleared() == ResponsesView(run="r", step=2)
     assert (view.step_value([1, 2]), view.where([1, 2])) == (2, "at step 2")
     assert ResponsesView(step=ALL_STEPS).where([1, 2]) == "over all steps"
+
+
+def test_responses037_range_controls_carry_the_views_bounds():
+    """Each range filter's input gets the view's bounds and its ids, in the filters' order."""
+    view = ResponsesView(reward_min=0.5, kl_max=0.2)
+    ids = {f"{k}_{e}": f"{k}-{e}" for k in ("reward", "kl") for e in ("min", "max")}
+    got = view.range_controls([("reward", "reward", True), ("kl", "KL", False)], ids)
+    assert got == [
+        ("reward", True, 0.5, None, ("reward-min", "reward-max")),
+        ("KL", False, None, 0.2, ("kl-min", "kl-max")),
+    ]
