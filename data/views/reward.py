@@ -114,6 +114,14 @@ def _window(raw: str | None, msgs: list[str]) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
+def heatmap_note(cols, step: int | None) -> str:
+    """The heatmap's note (``cols``: ``data.curves.heatmap_columns``), saying when the selected ``step`` is
+    not among the steps of its window."""
+    if cols.window is not None and step is not None and not cols.first[0] <= step <= cols.last[-1]:
+        return cols.note + f" The selected step, {step:,}, is not among them."
+    return cols.note
+
+
 def heatmap_window(query: Mapping) -> tuple[int, int] | None:
     """The query's ``heatmap=`` window alone (None when absent or not a range of steps), read without
     the rest of the view (which lists the runs under the root)."""

@@ -45,3 +45,15 @@ def test_rewardview002_a_step_the_run_lacks():
     assert msgs == ["a notice of the run", "Run r has no step 4: showing step 2, the nearest step before it."]
     view, msgs = RewardView.from_query({"run": "r", "step": "0"}, ctx)
     assert view.step == 1 and msgs[1:] == ["Run r has no step 0: showing step 1, its first step."]
+
+
+def test_rewardview003_heatmap_note_says_when_the_step_is_outside_the_window():
+    """The heatmap's note adds that the selected step is not drawn when a window leaves it out."""
+    from types import SimpleNamespace
+
+    from data.views.reward import heatmap_note
+
+    cols = SimpleNamespace(window=(101, 600), first=[101], last=[600], note="Steps 101-600.")
+    assert heatmap_note(cols, 700) == "Steps 101-600. The selected step, 700, is not among them."
+    assert heatmap_note(cols, 300) == heatmap_note(cols, None) == "Steps 101-600."
+    assert heatmap_note(SimpleNamespace(window=None, note=""), 700) == ""
