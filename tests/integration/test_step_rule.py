@@ -21,10 +21,10 @@ NOTICE = f"Run {RUN} has no step 4: showing step 2, the nearest step before it."
 FIRST_NOTICE = f"Run {RUN} has no step 0: showing step 1, its first step."
 
 
-def write_gaps_run(root):
-    """A contract run ``gaps`` under ``root``: PER_STEP responses at each of the steps 1, 2, 5 and 9; a
+def write_gaps_run(root, name=RUN):
+    """A contract run ``name`` under ``root``: PER_STEP responses at each of the steps 1, 2, 5 and 9; a
     response's reward is its step (so a row tells its step by its reward too)."""
-    run = root / RUN
+    run = root / name
     run.mkdir(parents=True)
     lines = [
         {"prompt": f"p{step}-{i}", "response": f"r{step}-{i}", "reward": float(step), "step": step}
@@ -109,6 +109,24 @@ def test_steprule004_export(client, gaps):
     r = client.get(f"/export?run={RUN}&step=2&format=jsonl")
     assert r.status_code == 200 and "X-RLBoard-Notice" not in r.headers
     assert {json.loads(x)["step"] for x in r.data.decode().splitlines()} == {2}
+
+
+def test_steprule007_compare_at(dash_app, board_root, tmp_path):
+    """Compare's at=gaps:4 sets the run's step picker to step 2 and draws step 2's distribution, with the
+    notice."""
+    from data.compare import distribution
+    from data.service import board
+
+    write_gaps_run(tmp_path / "root")
+    write_gaps_run(tmp_path / "root", "twin")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    root = sys.modules["pages.compare"].layout(run=[RUN, "twin"], at=[f"{RUN}:4"])
+    assert find(root, {"type": "compare-at", "run": RUN}).value == 2
+    assert find(root, {"type": "compare-at", "run": "twin"}).value is None
+    stores = {RUN: board().store(RUN), "twin": board().store("twin")}
+    bars, notes = distribution.distributions(stores, {RUN: 4}, distribution.shared_bins(stores))
+    assert [(b.run, b.step) for b in bars] == [(RUN, 2), ("twin", 9)]
+    assert [n.text for n in notes] == [NOTICE]
 
 
 def test_steprule005_export_notice_header_is_safe():
