@@ -1089,6 +1089,8 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
 
     Unlike the page, nothing falls back: an unknown run raises ``ExportError(404)``, any bad or unknown
     parameter (including an invalid regex) ``ExportError(400)``, a run not read yet ``ExportError(503)``.
+    A step the run lacks is no error: it is resolved as on every page (``RunContext.step``), and the plan's
+    ``notice`` says so (the ``X-RLBoard-Notice`` header).
     """
     run = first(query, "run")
     if not run:
