@@ -160,7 +160,8 @@ def text_index_build(store) -> dict:
 
 
 def regex_all_steps(store) -> list[dict]:
-    from data.responses import json_rows, page_rows, run_steps, text_index_files
+    from data.responses import json_rows, page_rows, run_steps
+    from data.search.texts import text_index_files
     from data.views.responses import ResponsesView
 
     text_index_files(store)  # written by ingest; built here for a store ingested before it was

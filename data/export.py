@@ -27,7 +27,8 @@ import pyarrow.ipc as ipc
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.metrics.registry import exported_columns
 from data.queries import ResponseFilter, sort_rows
-from data.responses import matching, text_hits
+from data.search.engine import text_hits
+from data.search.order import matching
 from data.store import RunStore
 
 EXPORT_COLUMNS = exported_columns()  # beside the texts; see data.metrics.registry

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from data import curves
+from data import thinning
 from data.cache import StoreKey, shared
 from data.compare.summary import summary_row
 from data.store import RunStore, run_file_stats
@@ -180,10 +180,10 @@ def _headline(v: StoreKey, name: str) -> Headline:
 def spark_rows(y: np.ndarray, points: int = SPARK_POINTS) -> list[int]:
     """The rows of a run's per-step values ``y`` (NaN: a gap) that its sparkline draws: every row when
     there are at most ``points``; else, of every ``k`` consecutive rows (``k`` the smallest that keeps about
-    ``points``), the lowest and the highest value and the first gap (:func:`data.curves.thin_rows`), and the
+    ``points``), the lowest and the highest value and the first gap (:func:`data.thinning.thin_rows`), and the
     last row. A spike or a gap of any step stays visible; every point is one step's exact value."""
     n = len(y)
     if n <= points:
         return list(range(n))
     k = -(-n // (points // 2))
-    return sorted({*curves.thin_rows(y, np.arange(n) // k), n - 1})
+    return sorted({*thinning.thin_rows(y, np.arange(n) // k), n - 1})

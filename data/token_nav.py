@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data.responses import sortable_columns, walk
+from data.responses import sortable_columns
+from data.search.order import walk
 from data.service import open_run
 from data.tokens import TokenView
 from data.views.codec import parse_search

@@ -20,7 +20,7 @@ from components.theme import run_colours
 from data import live
 from data.compare import curves, distribution, prompts, summary, trainer
 from data.compare.runs import load_runs
-from data.curves import BANDS
+from data.curve_panels import BANDS
 from data.metrics import label
 from data.run_context import context_of
 from data.service import board

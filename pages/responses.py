@@ -17,6 +17,8 @@ from components.live import shown_store
 from data import live, responses
 from data.metrics import label
 from data.queries import QueryError, SearchStopped, regex_error
+from data.search import engine as search_engine
+from data.search import order as search_order
 from data.service import board, open_run
 from data.views import links, paths
 from data.views.codec import first, parse_search
@@ -65,7 +67,7 @@ def layout(**query):
         )
     view, msgs = responses.view_on(query, ctx, board().settings)
     steps = ctx.step_list
-    responses.warm_text_index(store)  # a first regex search over all steps need not build it
+    search_engine.warm_text_index(store)  # a first regex search over all steps need not build it
     spec = responses.table_spec(store)
     defs = tb.spec_column_defs(spec, responses.previews(), view.sort, view.order)
     return html.Div(
@@ -232,7 +234,7 @@ def _summary(view, store, steps):
     """``(summary line, stopped message or None, whether a count is still under way)`` of the view."""
     settings = board().settings
     try:
-        got = responses.count_or_progress(
+        got = search_order.count_or_progress(
             store, view.response_filter(steps, _ends()), settings.search_seconds
         )
     except SearchStopped as e:
@@ -240,7 +242,7 @@ def _summary(view, store, steps):
     except QueryError:  # a pattern refused: reported beside the search box
         return "", None, False
     where = view.where(steps)
-    if isinstance(got, responses.Counting):
+    if isinstance(got, search_order.Counting):
         return tb.counting_line(got.share, got.scope, where), None, True
     partial = responses.partial_note(store, view.resolved_step(steps))
     line = tb.summary_line(got.count, got.scope, where, got.mean_reward, label("reward"), partial)

@@ -21,7 +21,7 @@ from components.controls import reward_controls, step_updates
 from components.layout import left_page, no_runs_state, notices, page_title, page_url, url_prefix
 from components.live import shown_store
 from components.theme import colour
-from data import curves, hacking, live
+from data import curve_panels, curves, hacking, heatmaps, histograms, live, thinning
 from data.compare import trainer
 from data.metrics import label
 from data.queries import bar_interval
@@ -87,10 +87,10 @@ def layout(**query):
         page_title("Reward", view.run, HEADER),
         notices(msgs, NOTICES),
     ]
-    controls = reward_controls(step, steps, view.band, curves.BANDS, view.zero, CONTROL_IDS)
+    controls = reward_controls(step, steps, view.band, curve_panels.BANDS, view.zero, CONTROL_IDS)
     # Only the picker's keys: the chart and the agreement checks are the _trainer callback's.
     keys, key = trainer.run_keys(board().run_dir(view.run), view.trainer) if store else ([], None)
-    return rp.page(IDS, head, controls, curves.HEATMAP_TITLE, view.q, cv.trainer_card(TRAINER, keys, key))
+    return rp.page(IDS, head, controls, histograms.HEATMAP_TITLE, view.q, cv.trainer_card(TRAINER, keys, key))
 
 
 # ---- callbacks -------------------------------------------------------------------------------------------
@@ -136,7 +136,7 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
           Input(ZERO, "value"), State(CURVES_DRAWN, "data"))  # fmt: skip
 def _curves(run, step, band, zero, drawn):
     """The four curve panels; when only the step moved, just the selected-step marker is patched (a run of
-    more than curves.MAX_POINTS steps, whose curves are thinned to the selected step too, is drawn again)."""
+    more than thinning.MAX_POINTS steps, whose curves are thinned to the selected step too, is drawn again)."""
     key = [run, band, bool(zero)]
     if drawn == key:
         return *([figures.marker_patch(step)] * 4), *((no_update,) * 8), no_update
@@ -144,9 +144,11 @@ def _curves(run, step, band, zero, drawn):
     store, steps = run_ctx.store, run_ctx.step_list
     if store is None:
         return *rp.no_data(4, 8), None
-    if len(steps) > curves.MAX_POINTS:
+    if len(steps) > thinning.MAX_POINTS:
         key = [*key, step]
-    panels = {p.key: p for p in curves.run_panels_at(store, band or curves.DEFAULT_BAND, bool(zero), step)}
+    panels = {
+        p.key: p for p in curves.run_panels_at(store, band or curve_panels.DEFAULT_BAND, bool(zero), step)
+    }
     return *rp.panel_outputs([panels[k] for k in CURVE_KEYS], step), key
 
 
@@ -195,7 +197,7 @@ def _drill(*args):
     bar = figures.clicked_bar(click)
     if bar is None or bar.count == 0 or step is None:
         return no_update
-    key = "ref" if bar.trace == 1 else curves.HISTOGRAMS[kind][0]
+    key = "ref" if bar.trace == 1 else histograms.HISTOGRAMS[kind][0]
     return links.bar_responses(run, step, key, bar.lo, bar.hi, prefix)
 
 
@@ -208,7 +210,7 @@ def _signals(run, step, search):
     store, steps = run_ctx.store, run_ctx.step_list
     if store is None:
         return rp.no_data(2, 4)
-    panels = curves.thinned_all(hacking.panels(store, board().settings, _decode(search)[0].q), steps, step)
+    panels = thinning.thinned_all(hacking.panels(store, board().settings, _decode(search)[0].q), steps, step)
     return rp.panel_outputs(panels, step, pick=True)
 
 
@@ -234,7 +236,7 @@ clientside_callback(rp.SCROLL_TOP_JS, Input(NAV, "href"), prevent_initial_call=T
           State(HEATMAP_DRAWN, "data"), State(URL, "pathname"))  # fmt: skip
 def _heatmap(run, step, search, drawn, pathname):
     """The steps x reward-bins heatmap of the URL's steps (``heatmap=``, else the whole run), in columns of
-    runs of steps beyond curves.MAX_POINTS steps; when only the step moved, just its marker is patched."""
+    runs of steps beyond thinning.MAX_POINTS steps; when only the step moved, just its marker is patched."""
     if left_page(pathname, paths.REWARD):
         # The URL moved to another page while this one is taken down: a patch of its figure, gone or
         # going, fails in the browser ("Cannot patch undefined").
@@ -249,7 +251,7 @@ def _heatmap(run, step, search, drawn, pathname):
     store = _store(run)
     if store is None:
         return *rp.no_data(1, 0, 340), None, "", HIDDEN
-    cols = curves.heatmap_columns(curves.run_heatmap(store, "reward"), window)
+    cols = heatmaps.heatmap_columns(curves.run_heatmap(store, "reward"), window)
     note = heatmap_note(cols, step)
     if patch:  # a window: its note says whether the selected step is in it
         return figures.marker_patch(step), no_update, note, no_update
@@ -259,7 +261,7 @@ def _heatmap(run, step, search, drawn, pathname):
 @callback(Output(URL, "search", allow_duplicate=True), Input(HEATMAP, "clickData"), Input(HEATMAP_ALL, "n_clicks"),
           State(URL, "search"), State(URL, "pathname"), prevent_initial_call=True)  # fmt: skip
 def _heatmap_zoom(click, _all, search, pathname):
-    """A click on a column of a run of steps draws the curves.MAX_POINTS steps around it, one per column
+    """A click on a column of a run of steps draws the thinning.MAX_POINTS steps around it, one per column
     (``heatmap=first-last`` in the URL); "Show all steps" draws the whole run again."""
     if left_page(pathname, paths.REWARD):
         raise PreventUpdate
@@ -270,7 +272,7 @@ def _heatmap_zoom(click, _all, search, pathname):
         span = figures.clicked_span(click)
         if span is None or run_ctx.store is None:
             raise PreventUpdate
-        window = curves.zoom_window(run_ctx.step_list, span.first, span.last)
+        window = heatmaps.zoom_window(run_ctx.step_list, span.first, span.last)
     new = replace(view, heatmap=window)
     return no_update if new == view else new.to_query()
 

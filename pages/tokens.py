@@ -26,7 +26,8 @@ from components.layout import (
     url_prefix,
 )
 from components.live import shown_store
-from components.token_view import POSITION_FIGURE_HEIGHT, RESET, highlight_js, relayout_range, strip_js
+from components.token_figures import POSITION_FIGURE_HEIGHT, RESET, relayout_range
+from components.token_js import highlight_js, strip_js
 from data import live, token_nav, tokens
 from data.service import board
 from data.views import links, paths

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from data import curve_panels
 from data import curves as run_curves
 from data.cache import StoreKey, shared
 from data.compare.notes import METRIC, STEPS, Note
@@ -154,11 +155,11 @@ def _column(key: str) -> str:
 def available(frame: pl.DataFrame) -> list[str]:
     """The metric keys a run's :func:`run_frame` has values for, in :data:`METRICS` order, then its
     reward components by name."""
-    out = [k for k in METRICS if run_curves.has_values(frame, _column(k))]
+    out = [k for k in METRICS if curve_panels.has_values(frame, _column(k))]
     # A run with token lengths has characters too; the characters are only for runs without tokens.
     if "response_length" in out and "response_chars" in out:
         out.remove("response_chars")
-    comps = sorted(c for c in frame.columns if c.startswith(COMPONENT) and run_curves.has_values(frame, c))
+    comps = sorted(c for c in frame.columns if c.startswith(COMPONENT) and curve_panels.has_values(frame, c))
     return out + comps
 
 
@@ -169,9 +170,9 @@ def run_curve(frame: pl.DataFrame, key: str, band: str | None = None) -> pl.Data
     if col not in frame.columns:
         return pl.DataFrame(schema={"step": pl.Int64, "samples": pl.Int64, "y": pl.Float64})
     if key in BANDED:
-        curve = run_curves.curve(frame, key, band if band else None)
+        curve = curve_panels.curve(frame, key, band if band else None)
     else:
-        curve = run_curves.curve(frame, col, None, mean=False)
+        curve = curve_panels.curve(frame, col, None, mean=False)
     return curve.join(frame.select("step", "samples"), on="step", how="left").select(
         "step", "samples", *[c for c in curve.columns if c != "step"]
     )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from data import curves as run_curves
+from data import histograms
 from data.cache import StoreKey, shared
 from data.compare.notes import METRIC, Note
 from data.queries import MAX_DISCRETE_VALUES, Bins, discrete_edges, distinct_values, histogram_edges
@@ -17,7 +18,7 @@ from data.store.aggregates import read_hist_cells
 
 # The columns the histogram cells count (data.ingest.hist_cells.COLUMNS; data.curves' histograms'): a
 # column without cells has none in the file, which must not read as "no value".
-CELL_COLUMNS = {c for _, cols in run_curves.HISTOGRAMS.values() for c in cols}
+CELL_COLUMNS = {c for _, cols in histograms.HISTOGRAMS.values() for c in cols}
 
 
 @shared(16)
@@ -106,7 +107,7 @@ def distributions(
 
 @shared(256)
 def _bars_cached(v: StoreKey, col: str, step: int, edges: tuple[float, ...]) -> pl.DataFrame:
-    return run_curves.bars(v.store.scan(["step", col], step=step), col, step, list(edges))
+    return histograms.bars(v.store.scan(["step", col], step=step), col, step, list(edges))
 
 
 def _bars(store: RunStore, col: str, step: int, edges: tuple[float, ...]) -> pl.DataFrame:

@@ -31,7 +31,7 @@ def _dist(col: str) -> list[pl.Expr]:
 
 def _finite_total(col: str) -> list[pl.Expr]:
     """``<col>_finite_n`` and ``<col>_finite_sum``: how many finite values, and their sum (so that a mean over
-    several steps is summed from the steps, see :func:`data.responses.all_steps_reward`)."""
+    several steps is summed from the steps, see :func:`data.search.order.all_steps_reward`)."""
     c = pl.col(col).filter(pl.col(col).is_finite())
     return [
         c.len().cast(pl.UInt32).alias(f"{col}_finite_n"),

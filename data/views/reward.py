@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from data.curves import BANDS, DEFAULT_BAND
+from data.curve_panels import BANDS, DEFAULT_BAND
 from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices
 
 
@@ -21,7 +21,7 @@ class RewardView:
     zero: bool = False
     trainer: str | None = None  # the trainer's own scalar charted (None: data.compare.trainer.default_key)
     q: str | None = None  # the text search whose share of matches is charted per step
-    # The steps the heatmap draws, first and last (None: the whole run; see data.curves.heatmap_columns).
+    # The steps the heatmap draws, first and last (None: the whole run; see data.heatmaps.heatmap_columns).
     heatmap: tuple[int, int] | None = None
 
     @classmethod

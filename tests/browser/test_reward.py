@@ -229,12 +229,12 @@ def test_reward106_reward_hacking_points_open_their_responses(dash_duo, dash_app
 def test_reward107_a_long_runs_heatmap_column_click_zooms_and_back(
     dash_duo, dash_app, fixtures_dir, monkeypatch
 ):
-    """A run of more steps than curves.MAX_POINTS (here 10): the heatmap draws columns of several steps; a
+    """A run of more steps than thinning.MAX_POINTS (here 10): the heatmap draws columns of several steps; a
     click on one draws the steps around it, one per column (heatmap= in the URL, the note and "Show all
     steps" say so), without leaving the page; "Show all steps" draws the columns again."""
-    from data import curves
+    from data import thinning
 
-    monkeypatch.setattr(curves, "MAX_POINTS", 10)
+    monkeypatch.setattr(thinning, "MAX_POINTS", 10)
     _open(dash_duo, dash_app, "/reward?run=trl-ppo-small&step=5")
     note = "#reward-heatmap-note"
     WebDriverWait(dash_duo.driver, 30).until(

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from data import curves
+from data import curves, heatmaps, histograms
 from data.cache import StoreKey
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
@@ -26,7 +26,7 @@ def _clear():
         f.cache_clear()
 
 
-def _from_cells(store, kind: str, monkeypatch) -> curves.Heatmap:
+def _from_cells(store, kind: str, monkeypatch) -> heatmaps.Heatmap:
     """The heatmap and bins as the page has them, with any read of responses but one step's an error (the
     first step tells a continuous reward, see data.curves._bins)."""
     _clear()
@@ -41,17 +41,17 @@ def _from_cells(store, kind: str, monkeypatch) -> curves.Heatmap:
         return curves.run_heatmap(store, kind)
 
 
-def _scanned(store, kind: str) -> curves.Heatmap:
+def _scanned(store, kind: str) -> heatmaps.Heatmap:
     """The heatmap on bins and counts read from every response."""
-    columns = curves.HISTOGRAMS[kind][1]
+    columns = histograms.HISTOGRAMS[kind][1]
     steps = store.steps().sort("step")
-    b = curves.bins_for(steps, store.scan(columns), columns)
-    return curves.heatmap(
+    b = histograms.bins_for(steps, store.scan(columns), columns)
+    return heatmaps.heatmap(
         store.scan(["step", kind]), kind, list(b.edges), curves.step_list(store), b.discrete
     )
 
 
-def _same(a: curves.Heatmap, b: curves.Heatmap) -> None:
+def _same(a: heatmaps.Heatmap, b: heatmaps.Heatmap) -> None:
     assert a.edges == b.edges and a.discrete == b.discrete
     np.testing.assert_array_equal(a.steps, b.steps)
     np.testing.assert_array_equal(a.count, b.count)
@@ -123,7 +123,7 @@ def test_cells003_equal_to_the_responses_read(fixtures_dir, tmp_path, monkeypatc
     src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=8)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     assert read_hist_cells(store) is not None
-    for kind in curves.HISTOGRAMS:
+    for kind in histograms.HISTOGRAMS:
         _same(_from_cells(store, kind, monkeypatch), _scanned(store, kind))
 
 
@@ -188,7 +188,7 @@ def test_cells005_a_cell_across_an_edge_reads_its_step(tmp_path, monkeypatch):
     )  # fmt: skip
     rest = cells.filter(~((pl.col("step") == 2) & (pl.col("col") == "reward")))
     pl.concat([rest, merged]).write_parquet(store.dir / store.manifest.data[CELLS_KEY])
-    counts, split = curves.cell_histograms(
+    counts, split = heatmaps.cell_histograms(
         pl.concat([rest, merged]), "reward", curves.run_edges(store, "reward"), [1, 2]
     )
     assert split == [2] and counts[:, 0].sum() == 30 and counts[:, 1].sum() == 0

@@ -14,6 +14,7 @@ from data import responses
 from data.demo import write_demo_run
 from data.ingest import ingest_run, topk
 from data.queries import ResponseFilter
+from data.search import order as search_order
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
@@ -39,7 +40,7 @@ def _assert_same(store, k: int = 7, first: bool = False) -> int:
     cols = [c for c in dict.fromkeys(("source", "line", "sample_id", *names)) if c in names]
     for col in responses.sortable_columns(store):
         for desc in (True, False):
-            want = responses._sorted_keys(store, ALL, col, desc, 10.0).head(k).collect()
+            want = search_order._sorted_keys(store, ALL, col, desc, 10.0).head(k).collect()
             got = topk.head(store, col, desc, k)
             if got is not None:
                 told += 1
@@ -101,7 +102,7 @@ def test_topk002_by_hand_ties_nan_null_inf_and_no_scan(tmp_path, monkeypatch, sm
     assert len(by_id) == 10
     assert _assert_same(store, 9) == 2 * len(responses.sortable_columns(store))
     # The page: the first block (3 rows) from the kept rows, with no part or scalars file read.
-    monkeypatch.setattr(responses, "HEAD_ROWS", 7)
+    monkeypatch.setattr(search_order, "HEAD_ROWS", 7)
     responses.clear_caches()
     spec_cols = responses.table_columns(store)
 
@@ -165,10 +166,10 @@ def test_topk004_a_store_without_them_sorts_the_files(tmp_path, small_k, monkeyp
     (store.dir / store.manifest.data[topk.KEY]["file"]).unlink()
     assert topk.head(store, "reward", True, 7) is None
     assert topk.first_rows(store, pl.DataFrame({"part": [0], "row": [0]}), ["sample_id"]) is None
-    monkeypatch.setattr(responses, "HEAD_ROWS", 7)
+    monkeypatch.setattr(search_order, "HEAD_ROWS", 7)
     responses.clear_caches()
-    want = responses._sorted_keys(store, ALL, "reward", True, 10.0).head(7).collect()
-    assert_frame_equal(responses.order_keys(store, ALL, "reward", True, 0, 7), want)
+    want = search_order._sorted_keys(store, ALL, "reward", True, 10.0).head(7).collect()
+    assert_frame_equal(search_order.order_keys(store, ALL, "reward", True, 0, 7), want)
     responses.clear_caches()
 
 
