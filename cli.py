@@ -139,6 +139,7 @@ def cmd_export(args) -> int:
     from data.export import FORMATS, export_stream
     from data.ingest import ingest_run
     from data.queries import ResponseFilter
+    from data.run_context import context_of
     from data.store import open_store
 
     settings = load_settings(cache_dir=args.cache_dir)
@@ -153,9 +154,11 @@ def cmd_export(args) -> int:
     run_dir, split = runs[args.run]
     res = ingest_run(run_dir, settings.cache_dir, settings.pad_tokens, **_reading(settings, split))
     store = open_store(res.store_dir)
-    if args.step is not None and args.step not in set(store.steps().get_column("step").to_list()):
-        return _fail(f"run {args.run!r} has no step {args.step}")
-    chunks = export_stream(store, ResponseFilter(step=args.step), args.format)
+    # A step the run lacks: the rows of the step shown, by the pages' rule, and its notice on stderr.
+    step, notes = context_of(args.run, store).step(args.step) if args.step is not None else (None, [])
+    for note in notes:
+        print(note, file=sys.stderr)
+    chunks = export_stream(store, ResponseFilter(step=step), args.format)
     if args.output:
         with open(args.output, "wb") as f:
             for chunk in chunks:
