@@ -83,3 +83,26 @@ def test_hostile002_outlying_steps_and_overflowing_rewards_cost_only_themselves(
         for search in ("?run=odd", "?run=odd&step=2", f"?run=odd&step={2**40}"):
             page = client.post("/_dash-update-component", json=router_body(path, search))
             assert page.status_code == 200, (path, search)
+
+
+def test_hostile003_export_of_a_run_that_failed_says_why(tmp_path, board_root, client):
+    """A run whose ingest fails (its store's folder taken by a file) answers /export with 503 and why it
+    failed and when it is tried again (before: "still being read", as if it would come)."""
+    from data.store import store_dir_for
+
+    root = tmp_path / "root"
+    (root / "stuck").mkdir(parents=True)
+    (root / "stuck" / "rank0.jsonl").write_text(_lines(1, 2))
+    b = board_root(root)
+    blocked = store_dir_for(b.settings.cache_dir, root / "stuck", b.settings.pad_tokens)
+    blocked.parent.mkdir(parents=True, exist_ok=True)
+    blocked.write_text("not a folder")
+    try:
+        r = client.get("/export?run=stuck&step=all&format=csv")
+        assert r.status_code == 503
+        text = r.get_data(as_text=True)
+        assert text.startswith("Reading run stuck failed (1 time in a row): ") and "Tried again in" in text, (
+            text
+        )
+    finally:
+        blocked.unlink()
