@@ -109,7 +109,7 @@ def cmd_ingest(args) -> int:
     runs = _runs_at(path)
     if not runs:
         return _fail(f"no run under {path} (a run is a folder of rollout files: *.jsonl, *.parquet, …)")
-    out = []
+    out, failed = [], []
     for name, (run_dir, split) in runs.items():
         try:
             res = ingest_run(
@@ -120,11 +120,16 @@ def cmd_ingest(args) -> int:
                 spread=spread,
                 **_reading(settings, split),
             )
-        except OSError as e:  # a full disk, a read-only cache: what the user can fix, not a traceback
-            reason = os.strerror(e.errno) if e.errno else str(e)
-            where = settings.store_url or settings.cache_dir
-            print(f"\nerror: cannot store run {name!r} in {where}: {reason}", file=sys.stderr)
-            return 1
+        except Exception as e:  # noqa: BLE001 - one run that fails costs only itself: said, the others read
+            if isinstance(e, OSError) and e.errno:  # a full disk, a read-only cache: what the user can fix
+                where = settings.store_url or settings.cache_dir
+                reason = f"cannot store run {name!r} in {where}: {os.strerror(e.errno)}"
+            else:
+                reason = f"reading run {name!r} failed: {type(e).__name__}: {e}"
+            print(f"\nerror: {reason}", file=sys.stderr)
+            failed.append(name)
+            out.append({"run": name, "error": reason})
+            continue
         out.append(res.summary())
         if not args.json:
             print(
@@ -132,6 +137,9 @@ def cmd_ingest(args) -> int:
             )
     if args.json:
         print(json.dumps({"runs": out}))
+    if failed:
+        print(f"error: {len(failed)} of {len(runs)} runs failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -428,6 +428,8 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
             board.run_dir(run)
         except UnknownRun:
             raise ExportError(404, f"unknown run {run!r}") from None
+        if board.status(run).error is not None:  # its ingest failed: why, and when it is tried again
+            raise ExportError(503, board.failure_notices(run)[0])
         raise ExportError(503, f"run {run!r} is still being read; try again in a moment")
     steps = ctx.step_list
     view, notices = ResponsesView.from_query(query, ctx, sortable_columns(ctx.store), extra_keys=EXPORT_KEYS)

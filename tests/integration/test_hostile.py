@@ -58,3 +58,51 @@ def test_hostile001_loops_fifos_and_endless_files_cost_only_themselves(tmp_path,
     assert "rlboard.toml: not read: rlboard.toml is a FIFO" in notes, notes
     assert "rlboard.toml is a link out of good/" in notes, notes
     assert client.get("/export?run=good&step=all&format=jsonl").status_code == 200
+
+
+def test_hostile002_outlying_steps_and_overflowing_rewards_cost_only_themselves(tmp_path, board_root, client):
+    """One line at step 2^40 (before: the whole run showed "0 samples, 0 steps" and exported nothing) and
+    rewards of 1e40 and ±1.7e308 (before: the ingest crashed on a histogram width of 10**39, a Python int
+    too large for Polars, and left no store): every row is kept and shown, every page answers."""
+    root = tmp_path / "root"
+    run = root / "odd"
+    run.mkdir(parents=True)
+    lines = _lines(1, 4) + _lines(2, 4) + _lines(2**40, 1)
+    odd = [{"prompt": "x", "response": "y", "reward": r, "step": 2} for r in (1e40, 1.7e308, -1.7e308)]
+    (run / "rank0.jsonl").write_text(lines + "".join(json.dumps(o) + "\n" for o in odd))
+    b = board_root(root)
+    store = b.store("odd", wait=60)
+    assert store is not None
+    steps = store.steps()
+    assert steps.get_column("step").to_list() == [1, 2, 2**40]
+    assert steps.get_column("n").to_list() == [4, 7, 1]
+    r = client.get("/export?run=odd&step=all&format=jsonl")
+    assert r.status_code == 200
+    assert len([ln for ln in r.get_data(as_text=True).splitlines() if '"step"' in ln]) == 12
+    for path in ("/reward", "/responses", "/prompts"):
+        for search in ("?run=odd", "?run=odd&step=2", f"?run=odd&step={2**40}"):
+            page = client.post("/_dash-update-component", json=router_body(path, search))
+            assert page.status_code == 200, (path, search)
+
+
+def test_hostile003_export_of_a_run_that_failed_says_why(tmp_path, board_root, client):
+    """A run whose ingest fails (its store's folder taken by a file) answers /export with 503 and why it
+    failed and when it is tried again (before: "still being read", as if it would come)."""
+    from data.store import store_dir_for
+
+    root = tmp_path / "root"
+    (root / "stuck").mkdir(parents=True)
+    (root / "stuck" / "rank0.jsonl").write_text(_lines(1, 2))
+    b = board_root(root)
+    blocked = store_dir_for(b.settings.cache_dir, root / "stuck", b.settings.pad_tokens)
+    blocked.parent.mkdir(parents=True, exist_ok=True)
+    blocked.write_text("not a folder")
+    try:
+        r = client.get("/export?run=stuck&step=all&format=csv")
+        assert r.status_code == 503
+        text = r.get_data(as_text=True)
+        assert text.startswith("Reading run stuck failed (1 time in a row): ") and "Tried again in" in text, (
+            text
+        )
+    finally:
+        blocked.unlink()
