@@ -81,13 +81,6 @@ def partial_step(store: RunStore) -> PartialStep | None:
     return partial_last_step(summary_columns(store, ("n",)))
 
 
-def nearest_step(steps: list[int], step: int) -> int | None:
-    """The existing step closest to ``step`` (the lower one on a tie); None when there are no steps."""
-    if not steps:
-        return None
-    return min(steps, key=lambda s: (abs(s - step), s))
-
-
 # ---- cached on the store version -------------------------------------------------------------------------
 
 

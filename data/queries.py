@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -206,12 +207,15 @@ def sort_rows(lf: pl.LazyFrame, column: str, descending: bool) -> pl.LazyFrame:
 
 
 def _nice(x: float) -> float:
-    """Round a positive width up to 1, 2, 2.5 or 5 times a power of ten."""
+    """Round a positive width up to 1, 2, 2.5 or 5 times a power of ten (a float: ``10 ** 39`` was a Python
+    int too large for Polars, and a reward of 1e40 stopped the ingest). A width of a range that overflows
+    (from -1e308 to 1e308) is taken as the largest float's."""
+    x = min(x, sys.float_info.max)
     exp = math.floor(math.log10(x))
     for m in (1, 2, 2.5, 5, 10):
-        if m * 10**exp >= x * (1 - 1e-9):
-            return m * 10**exp
-    return 10 ** (exp + 1)
+        if m * 10.0**exp >= x * (1 - 1e-9):
+            return min(m * 10.0**exp, sys.float_info.max)
+    return sys.float_info.max  # (not reached: 10 times the power of ten is at least x, or inf)
 
 
 def histogram_edges(lo: float | None, hi: float | None, target_bins: int = 24) -> list[float]:

@@ -33,14 +33,15 @@ from data.queries import (
     match_pieces_many,
     regex_error,
 )
+from data.run_context import RunContext
 from data.search.engine import engine
 from data.search.order import _head, _summary, _whole_order, background_case, fast_keys, order_keys, ordered
 from data.search.texts import _fast_head, _top_rows
+from data.service import open_run
 from data.signals import can_tell_truncation
 from data.store import RunStore, UnknownRun
 from data.views import paths
 from data.views.codec import REGEX_FALLBACK, first
-from data.views.paths import shown_run
 from data.views.responses import RANGE_KEYS, ResponsesView
 
 # Table columns in order (see data.metrics.registry); optional ones are shown only when the run has a value.
@@ -209,30 +210,21 @@ def resolve(
 ) -> tuple[ResponsesView, RunStore | None, list[int], list[str]]:
     """``(view, store, steps, notices)`` of a parsed query; store None (and the view checked against no
     run) for an unknown or unread run. A query that names no run is the first run's, as the page's layout
-    shows it (:func:`data.views.paths.shown_run`). ``board``: the app's board."""
-    run = shown_run(paths.RESPONSES, first(query, "run"), board.runs())
-    store = None
-    if run is not None:
-        try:
-            store = board.store(run, wait=wait)
-        except UnknownRun:
-            store = None
-    if store is None:
+    shows it (:func:`data.service.open_run`). ``board``: the app's board."""
+    ctx = open_run(first(query, "run"), paths.RESPONSES, wait, on=board)
+    if ctx.store is None:
         view, msgs = ResponsesView.from_query(query)
         return view, None, [], msgs
-    view, steps, msgs = view_on(query, run, store, board.settings)
-    return view, store, steps, msgs
+    view, msgs = view_on(query, ctx, board.settings)
+    return view, ctx.store, ctx.step_list, msgs
 
 
-def view_on(
-    query: Mapping, run: str, store: RunStore, settings
-) -> tuple[ResponsesView, list[int], list[str]]:
-    """``(view, steps, notices)`` of a parsed query shown on ``run``'s ``store`` (the run set on the view,
-    also where the URL names none): the page's layout and its callbacks read the same view."""
-    steps = run_steps(store)
-    view, msgs = ResponsesView.from_query(query, steps, sortable_columns(store))
-    view, more = check_truncated(view, store, settings)
-    return view.with_(run=run), steps, msgs + more
+def view_on(query: Mapping, ctx: RunContext, settings) -> tuple[ResponsesView, list[str]]:
+    """``(view, notices)`` of a parsed query shown on the run of ``ctx`` (the run set on the view, also
+    where the URL names none): the page's layout and its callbacks read the same view."""
+    view, msgs = ResponsesView.from_query(query, ctx, sortable_columns(ctx.store))
+    view, more = check_truncated(view, ctx.store, settings)
+    return view.with_(run=ctx.run), msgs + more
 
 
 def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[ResponsesView, list[str]]:
@@ -408,6 +400,7 @@ class ExportPlan:
     filename: str
     seconds: float = DEFAULT_SEARCH_SECONDS  # a text search's time
     limit: float = DEFAULT_EXPORT_SECONDS  # the whole export's time
+    notice: str | None = None  # a step the run lacks, resolved: the X-RLBoard-Notice header
 
 
 def _strict(notice: str) -> str:
@@ -423,21 +416,26 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
 
     Unlike the page, nothing falls back: an unknown run raises ``ExportError(404)``, any bad or unknown
     parameter (including an invalid regex) ``ExportError(400)``, a run not read yet ``ExportError(503)``.
+    A step the run lacks is no error: it is resolved as on every page (``RunContext.step``), and the plan's
+    ``notice`` says so (the ``X-RLBoard-Notice`` header).
     """
     run = first(query, "run")
     if not run:
         raise ExportError(400, "missing parameter run=")
-    try:
-        board.run_dir(run)
-    except UnknownRun:
-        raise ExportError(404, f"unknown run {run!r}") from None
-    store = board.store(run, wait=30.0)
-    if store is None:
+    ctx = open_run(run, None, 30.0, on=board)
+    if ctx.store is None:
+        try:
+            board.run_dir(run)
+        except UnknownRun:
+            raise ExportError(404, f"unknown run {run!r}") from None
+        if board.status(run).error is not None:  # its ingest failed: why, and when it is tried again
+            raise ExportError(503, board.failure_notices(run)[0])
         raise ExportError(503, f"run {run!r} is still being read; try again in a moment")
-    steps = run_steps(store)
-    view, notices = ResponsesView.from_query(query, steps, sortable_columns(store), extra_keys=EXPORT_KEYS)
-    view, more = check_truncated(view, store, board.settings)
-    notices += more
+    steps = ctx.step_list
+    view, notices = ResponsesView.from_query(query, ctx, sortable_columns(ctx.store), extra_keys=EXPORT_KEYS)
+    view, more = check_truncated(view, ctx.store, board.settings)
+    step_notes = _step_notices(ctx, first(query, "step"))
+    notices = [n for n in notices if n not in step_notes] + more
     formats = list(formats)
     fmt = first(query, "format") or "csv"
     if fmt not in formats:
@@ -448,7 +446,7 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run)
     where = "all" if flt.step is None else f"step{flt.step}"
     return ExportPlan(
-        store,
+        ctx.store,
         flt,
         view.sort,
         view.descending,
@@ -456,4 +454,14 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
         f"{safe}-{where}.{fmt}",
         board.settings.search_seconds,
         board.settings.export_seconds,
+        " ".join(step_notes) or None,
     )
+
+
+def _step_notices(ctx: RunContext, raw: str | None) -> list[str]:
+    """The notice of the step ``raw`` asks for when the run lacks it (the export answers the step shown
+    instead, and says so in a header)."""
+    try:
+        return ctx.step(int(raw))[1] if raw else []
+    except ValueError:
+        return []

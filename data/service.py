@@ -18,6 +18,7 @@ from data.ingest import IngestResult, ingest_run
 from data.ingest.options import RUN_FILE
 from data.ingest.run import BIG_CATCH_UP
 from data.remote import as_path
+from data.run_context import RunContext, context_of
 from data.store import (
     RootScan,
     RunStore,
@@ -29,8 +30,17 @@ from data.store import (
 )
 from data.store.manifest import MANIFEST
 from data.store.reading import page_notices
+from data.views.paths import shown_run, unknown_run_notice
 
-__all__ = ["Board", "IngestStatus", "UnknownRun", "board", "committed_store", "configure"]
+__all__ = [
+    "Board",
+    "IngestStatus",
+    "RunContext",
+    "UnknownRun",
+    "board",
+    "configure",
+    "open_run",
+]
 
 log = logging.getLogger(__name__)
 
@@ -436,12 +446,25 @@ def board() -> Board:
         return _board
 
 
-def committed_store(run: str | None, wait: float):
-    """The committed store of ``run`` for a page, waiting up to ``wait`` seconds for a first ingest; None
-    for no run, a run that is not under the root, or a run with nothing committed yet."""
-    if not run:
-        return None
-    try:
-        return board().store(run, wait=wait)
-    except UnknownRun:
-        return None
+def open_run(
+    run: str | None, path: str | None = None, wait: float = 10.0, on: Board | None = None
+) -> RunContext:
+    """The one way from a URL's ``run`` to what a page shows: the run page ``path`` shows for it (see
+    :func:`data.views.paths.shown_run`; ``path`` None: ``run`` as it is), with its unknown-run notice, its
+    committed store (waiting up to ``wait`` seconds for a first ingest) and its steps. ``on``: the board
+    (default the process's)."""
+    b = on or board()
+    notices: list[str] = []
+    if path is not None:
+        runs = b.runs()
+        shown = shown_run(path, run, runs)
+        if notice := unknown_run_notice(path, run, shown, runs, b.scan().unreadable):
+            notices.append(notice)
+        run = shown
+    store = None
+    if run:
+        try:
+            store = b.store(run, wait=wait)
+        except UnknownRun:
+            run = None if path is not None else run
+    return context_of(run, store, notices)

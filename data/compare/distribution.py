@@ -12,6 +12,7 @@ from data import histograms
 from data.cache import StoreKey, shared
 from data.compare.notes import METRIC, Note
 from data.queries import MAX_DISCRETE_VALUES, Bins, discrete_edges, distinct_values, histogram_edges
+from data.run_context import context_of
 from data.store import RunStore
 from data.store.aggregates import read_hist_cells
 
@@ -82,19 +83,18 @@ class RunBars:
 def distributions(
     stores: dict[str, RunStore], chosen: dict[str, int | None], bins: Bins, col: str = "reward"
 ) -> tuple[list[RunBars], list[Note]]:
-    """Each run's histogram of ``col`` at its chosen step (``chosen[run]``; None or a step the run does not
-    have: its nearest step, with a note) on the shared ``bins``."""
+    """Each run's histogram of ``col`` at its chosen step (``chosen[run]``; None: its last step; a step the
+    run does not have: the step :meth:`data.run_context.RunContext.step` shows, with its note) on the
+    shared ``bins``."""
     bars, notes = [], []
     edges = list(bins.edges)
     for run, store in stores.items():
-        steps = run_curves.step_list(store)
-        if not steps:
+        ctx = context_of(run, store)
+        if not ctx.steps:
             notes.append(Note(METRIC, (run,), f"{run}: no step to show."))
             continue
-        want = chosen.get(run)
-        step = run_curves.nearest_step(steps, want if want is not None else steps[-1])
-        if want is not None and want != step:
-            notes.append(Note(METRIC, (run,), f"{run} has no step {want}: showing step {step}, the nearest."))
+        step, said = ctx.step(chosen.get(run))  # the one rule of every page (data.run_context)
+        notes += [Note(METRIC, (run,), text) for text in said]
         frame = _bars(store, col, step, tuple(edges)) if edges else None
         n = int(frame.get_column("count").sum()) if frame is not None else 0
         if not n:

@@ -267,28 +267,37 @@ def step_windows(ranges: list[tuple[int, int, int]], rows: int) -> list[tuple[in
         return []
     # Where the density of rows per step changes, and by how much.
     events: dict[int, float] = {}
+    # How many parts hold each step, counted apart from the density: a part of few rows over a wide range of
+    # steps (one line at step 2^40) has a density below any tolerance, and its steps were skipped silently.
+    covers: dict[int, int] = {}
     for lo, hi, n in ranges:
         d = n / (hi - lo + 1)
         events[lo] = events.get(lo, 0.0) + d
         events[hi + 1] = events.get(hi + 1, 0.0) - d
+        covers[lo] = covers.get(lo, 0) + 1
+        covers[hi + 1] = covers.get(hi + 1, 0) - 1
     bounds = sorted(events)
     out: list[tuple[int, int]] = []
-    start, acc, density = bounds[0], 0.0, 0.0
+    start, acc, density, cover, held = bounds[0], 0.0, 0.0, 0, False  # held: the window has steps of a part
     for a, b in zip(bounds, bounds[1:], strict=False):
         density += events[a]
-        if density <= 1e-9:  # no part holds these steps: close the window before them
-            if acc > 0:
+        cover += covers[a]
+        if cover == 0:  # no part holds these steps: close the window before them
+            if held:
                 out.append((start, a - 1))
-            start, acc = b, 0.0
+            start, acc, held = b, 0.0, False
             continue
         step = a
         while step < b:
-            if acc > 0 and acc + density > rows:  # the next step does not fit: the window ends before it
+            if step > start and acc + density > rows:  # the next step does not fit: the window ends before it
                 out.append((start, step - 1))
                 start, acc = step, 0.0
-            take = min(max(1, int((rows - acc) // density)), b - step)
-            acc += take * density
+            # (a density that sums to ~0 by rounding while parts still hold the steps: take them all)
+            fit = (rows - acc) / density if density > 0 else b - step
+            take = min(max(1, int(min(fit, b - step))), b - step)
+            acc += take * max(density, 0.0)
             step += take
-    if acc > 0:
+            held = True
+    if held:
         out.append((start, bounds[-1] - 1))
     return out

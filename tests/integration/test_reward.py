@@ -153,8 +153,8 @@ def test_reward004_view_state_round_trip(page, fixtures_dir):
     view = RewardView(run=GRPO, step=7, band="p5-p95", zero=True)
     assert view.to_query() == "?run=trl-grpo-small&step=7&band=p5-p95&zero=1"
     assert RewardView(run=GRPO).to_query() == "?run=trl-grpo-small"
-    back, msgs = page._decode(view.to_query())
-    assert back == view and msgs == []
+    back, msgs, ctx = page._decode(view.to_query())
+    assert back == view and msgs == [] and ctx.run == GRPO and 7 in ctx.steps
 
 
 def test_reward005_url_sets_controls(client, fixtures_dir):

@@ -208,14 +208,6 @@ def test_curves011_heatmap_shares_by_hand():
     assert hm.count.tolist() == [[1, 0, 1], [3, 0, 0]] and hm.count.dtype == np.uint8
 
 
-def test_curves012_nearest_step():
-    """The nearest existing step (lower on a tie); none without steps (a bar's interval text is
-    components.figures', tested there)."""
-    assert curves.nearest_step([0, 100, 200], 150) == 100
-    assert curves.nearest_step([0, 100, 200], 151) == 200
-    assert curves.nearest_step([], 3) is None
-
-
 def _write_run(path, steps):
     path.mkdir(parents=True, exist_ok=True)
     with open(path / "rank0.jsonl", "a") as f:

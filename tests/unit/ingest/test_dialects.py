@@ -414,10 +414,10 @@ def test_dialects009_length_in_characters_without_tokens(fixtures_dir, tmp_path)
     want = sc.filter((pl.col("response_chars") >= 300) & (pl.col("response_chars") < 600)).height
     got = select_rows(store, ResponseFilter(len_min=300, len_max=600)).collect()
     assert 0 < got.height == want < sc.height
-    view, notes = ResponsesView.from_query({"sort": "len"}, [2], sortable=["reward", "response_chars"])
+    view, notes = ResponsesView.from_query({"sort": "len"}, sortable=["reward", "response_chars"])
     assert (view.sort, notes) == ("response_chars", [])
     view, _ = ResponsesView.from_query(
-        {"sort": "len"}, [2], sortable=["reward", "response_length", "response_chars"]
+        {"sort": "len"}, sortable=["reward", "response_length", "response_chars"]
     )
     assert view.sort == "response_length"
 

@@ -139,6 +139,16 @@ def test_summary004_step_windows_by_hand():
     assert sw([(7, 7, 50), (8, 9, 2)], 10) == [(7, 7), (8, 9)]
 
 
+def test_summary007_a_part_over_a_vast_range_of_steps_is_summarised():
+    """One line at step 2^40 after steps 1-2 (issue 33, row 4): the part spans 2^40 steps with 9 rows, a
+    density below the old 1e-9 tolerance, and its every step was left out of the summary: the run showed
+    "0 samples, 0 steps", silently. Now every step a part holds is in a window."""
+    sw = ingest_summary.step_windows
+    assert sw([(1, 2**40, 9)], 100) == [(1, 2**40)]
+    assert sw([(1, 2, 8), (2**40, 2**40, 1)], 100) == [(1, 2), (2**40, 2**40)]
+    assert sw([(0, 2**62, 3), (5, 5, 500)], 100) == [(0, 4), (5, 5), (6, 2**62)]
+
+
 @pytest.mark.parametrize("run", ["trl-grpo-small", "real-verl-gsm8k-tools", "rlloggingboard-eval-poem", None])
 def test_summary005_summarised_in_windows_as_at_once(fixtures_dir, tmp_path, monkeypatch, run):
     """A commit's stale steps summarised a few rows at a time (windows of steps, see REFRESH_ROWS) give the
