@@ -150,7 +150,6 @@ KNOWN_OVER = {
     "data/store/reader.py",  # removed by the derived registry: readers of derived files leave it (526)
     "pages/reward.py",  # removed by the pages' shrink to thin callbacks (302)
     "pages/tokens.py",  # not reached yet: to shrink with the run context's token navigation (309)
-    "data/tokens.py",  # not reached yet: to split along its seams (549)
     "data/prompts.py",  # not reached yet: to split along its seams (532)
     "data/compare/prompts.py",  # not reached yet: to split along its seams (536)
 }
