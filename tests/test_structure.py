@@ -151,7 +151,6 @@ KNOWN_OVER = {
     "pages/reward.py",  # removed by the pages' shrink to thin callbacks (302)
     "pages/tokens.py",  # not reached yet: to shrink with the run context's token navigation (309)
     "data/prompts.py",  # not reached yet: to split along its seams (532)
-    "data/compare/prompts.py",  # not reached yet: to split along its seams (536)
 }
 
 
