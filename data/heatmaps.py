@@ -10,10 +10,7 @@ import polars as pl
 
 from data import thinning
 from data.histograms import _names
-from data.queries import (
-    bar_indices,
-    step_histograms,
-)
+from data.queries import bar_indices, step_histograms
 
 
 @dataclass(frozen=True)

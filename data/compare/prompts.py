@@ -22,11 +22,9 @@ least half of its last responses are right.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import math
-import re
 from dataclasses import dataclass
 
 import polars as pl
@@ -34,6 +32,7 @@ import polars as pl
 from data import curves as run_curves
 from data.cache import StoreKey, shared
 from data.compare.notes import PROMPTS, Note
+from data.compare.word_diff import WordDiff, word_diff
 from data.metrics.group import finite, prompt_hash
 from data.metrics.response import strip_pad_text, strip_pads
 from data.queries import MAX_DISCRETE_VALUES, discrete_edges, distinct_values, histogram, histogram_edges
@@ -45,9 +44,6 @@ from data.store.aggregates import read_prompt_matches
 MAX_SCATTER = 2000
 # At most this many responses of one prompt at one step are shown side by side (a GRPO group is 4-64).
 MAX_RESPONSES = 16
-# The word diff compares at most this many words and spaces of each response (difflib is quadratic in
-# the worst case); the rest is shown undiffed, with a note.
-MAX_DIFF_TOKENS = 4000
 # A run's prompts are aggregated in passes of about this many responses (see run_prompts_from).
 PASS_ROWS = 500_000
 
@@ -474,49 +470,6 @@ def open_prompt(paired: Paired, store_a: RunStore, store_b: RunStore, match: str
     return OpenedPrompt(
         match, r["preview"] or "", r["a_last_step"], r["b_last_step"], a_rows, b_rows, word_diff(*best)
     )
-
-
-_TOKENS = re.compile(r"\s+|[^\s]+")
-
-
-@dataclass(frozen=True)
-class WordDiff:
-    """``segments``: ``(op, text)`` in order, ``op`` ``"equal"`` (in both), ``"delete"`` (only in the
-    first text) or ``"insert"`` (only in the second); the ``equal`` and ``delete`` texts joined give the
-    first text back, the ``equal`` and ``insert`` texts the second. ``truncated``: the texts were longer
-    than :data:`MAX_DIFF_TOKENS` words and spaces, and their tails are given as a delete and an insert."""
-
-    segments: tuple[tuple[str, str], ...]
-    truncated: bool = False
-
-
-def word_diff(first: str, second: str, limit: int = MAX_DIFF_TOKENS) -> WordDiff:
-    """Word-level diff of two texts (``difflib.SequenceMatcher`` without its junk heuristic, on words and
-    runs of white space, so the texts are rebuilt exactly); a replaced stretch is a delete then an
-    insert."""
-    a, b = _TOKENS.findall(first or ""), _TOKENS.findall(second or "")
-    truncated = len(a) > limit or len(b) > limit
-    a_tail, b_tail = "".join(a[limit:]), "".join(b[limit:])
-    a, b = a[:limit], b[:limit]
-    out: list[tuple[str, str]] = []
-
-    def add(op: str, text: str) -> None:
-        if not text:
-            return
-        if out and out[-1][0] == op:
-            out[-1] = (op, out[-1][1] + text)
-        else:
-            out.append((op, text))
-
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            add("equal", "".join(a[i1:i2]))
-        else:
-            add("delete", "".join(a[i1:i2]))
-            add("insert", "".join(b[j1:j2]))
-    add("delete", a_tail)
-    add("insert", b_tail)
-    return WordDiff(tuple(out), truncated)
 
 
 def diff_bars(table: pl.DataFrame) -> tuple[pl.DataFrame, bool]:

@@ -19,13 +19,7 @@ import polars as pl
 
 from data import bounded
 from data.cache import StoreKey, results
-from data.queries import (
-    STOPPED_HINT,
-    QueryError,
-    SearchStopped,
-    check_regex,
-    search,
-)
+from data.queries import STOPPED_HINT, QueryError, SearchStopped, check_regex, search
 from data.search.texts import TEXT_INDEX_COLUMNS, _fast_head, text_index_files
 from data.store import RunStore
 

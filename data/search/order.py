@@ -16,12 +16,7 @@ import polars as pl
 from data.cache import StoreKey, results, shared
 from data.config import DEFAULT_SEARCH_SECONDS
 from data.ingest import topk
-from data.queries import (
-    QueryError,
-    ResponseFilter,
-    check_regex,
-    sort_rows,
-)
+from data.queries import QueryError, ResponseFilter, check_regex, sort_rows
 from data.search.engine import Job, engine
 from data.search.texts import KEYS, fast_case
 from data.signals import truncated_rows

@@ -9,10 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from data.cache import StoreKey, shared
-from data.queries import (
-    ResponseFilter,
-    search,
-)
+from data.queries import ResponseFilter, search
 from data.store import RunStore, text_index
 from data.store.layout import TEXT_INDEX, beside_store
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from data.compare import curves, distribution, prompts, summary
+from data.compare import curves, distribution, prompts, summary, word_diff
 from data.compare.notes import METRIC, PROMPTS, RUN, STEPS
 from data.compare.runs import load_runs
 from data.compare.smoothing import ema
@@ -255,17 +255,17 @@ def test_compare012_prompt_responses_side_by_side(tmp_path):
 
 def test_compare013_word_diff():
     """A replaced word is a delete then an insert; the pieces rebuild both texts exactly."""
-    d = prompts.word_diff("the cat sat", "the dog sat")
+    d = word_diff.word_diff("the cat sat", "the dog sat")
     assert d.segments == (("equal", "the "), ("delete", "cat"), ("insert", "dog"), ("equal", " sat"))
     rng = random.Random(5)
     words = ["a", "b", "c", " ", "  ", "\n", "é", "<think>"]
     for _ in range(50):
         x = "".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
         y = "".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
-        segs = prompts.word_diff(x, y, limit=rng.choice([5, 4000])).segments
+        segs = word_diff.word_diff(x, y, limit=rng.choice([5, 4000])).segments
         assert "".join(t for op, t in segs if op != "insert") == x
         assert "".join(t for op, t in segs if op != "delete") == y
-    assert prompts.word_diff("a " * 10, "b " * 10, limit=4).truncated
+    assert word_diff.word_diff("a " * 10, "b " * 10, limit=4).truncated
 
 
 # ---- runs --------------------------------------------------------------------------------------------------

@@ -13,15 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from data.schema.dialects import (
-    contract,
-    nemo_gym,
-    nemo_rl,
-    openrlhf,
-    trl,
-    verifiers,
-    verl,
-)
+from data.schema.dialects import contract, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
 from data.schema.dialects.base import (
     ROLLOUT_SUFFIXES,
     TRAIN,
