@@ -152,6 +152,30 @@ def strip_metric(view: TokenView, metric: str) -> tuple[str | None, list[str]]:
     return fallback, notes
 
 
+def strip(
+    view: TokenView, metric: str, show_pads: bool
+) -> tuple[str | None, list[str], pl.DataFrame, tuple[float, float, bool] | None]:
+    """``(metric, notes, visible tokens, (lo, hi, signed))`` the strip of ``view`` is drawn with: the metric
+    and notes of :func:`strip_metric`, the positions :func:`visible_tokens` shows, and the colour scale over
+    them (None when no metric is allowed)."""
+    metric, lacks = strip_metric(view, metric)
+    shown = visible_tokens(view.tokens, show_pads)
+    scale = (*scale_range(metric, shown.get_column(metric)), metric_signed(metric)) if metric else None
+    return metric, lacks, shown, scale
+
+
+def top_tables(view: TokenView) -> list[tuple[str, pl.DataFrame, str]]:
+    """``(by, rows, title)`` of the top-token tables: the :data:`TOP_K` positions by |log-ratio|, then by KL
+    (see :func:`top_tokens`); none for a response without what KL needs."""
+    if not metric_available("kl", view.fields):
+        return []
+    labels = metric_labels()
+    return [
+        ("log_ratio", top_tokens(view.tokens, "log_ratio"), f"Top {TOP_K} tokens by |{labels['log_ratio']}|"),
+        ("kl", top_tokens(view.tokens, "kl"), f"Top {TOP_K} tokens by {labels['kl']}"),
+    ]
+
+
 def response_texts(view: TokenView, show_pads: bool, pad_tokens: tuple[str, ...]) -> list[tuple[str, str]]:
     """``(name, text)`` of the prompt, the response and the reference response (when there is one), pad
     tokens removed unless ``show_pads``."""
@@ -271,9 +295,11 @@ __all__ = [
     "positions_near",
     "present_fields",
     "scale_range",
+    "strip",
     "strip_pad_text",
     "token_frame",
     "token_view",
+    "top_tables",
     "top_tokens",
     "visible_tokens",
 ]

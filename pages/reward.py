@@ -1,11 +1,9 @@
 """Reward page (``/reward?run=R&step=S&band=p25-p75&zero=1``): is the run healthy?
 
-Curves over steps (reward with a spread band and the reference reward, KL to the reference, response
-length, win rate against the reference), then the selected step's reward and reward-gain histograms on
-run-level bins, a steps x reward-bins heatmap and the reward-hacking aids (repetition, truncation and the
-share matching a text search ``q``, per step). Clicking a curve point selects its step; clicking a bar
-(reward, reference reward, gain), a heatmap cell or a point of the reward-hacking aids opens the responses
-behind it.
+Curves over steps (reward with a spread band and the reference reward, KL, response length, win rate),
+the selected step's reward and reward-gain histograms on run-level bins, a steps x reward-bins heatmap and
+the reward-hacking aids (repetition, truncation, the share matching a search ``q``, per step). A curve point
+selects its step; a bar, a heatmap cell or a point of the reward-hacking aids opens its responses.
 """
 
 from dataclasses import replace
@@ -297,6 +295,5 @@ def _trainer(run, key):
     if store is None:
         return *rp.no_data(1, 0, 280), None, None
     # The step axis from the steps summary alone: not run_frame, which reads every response of the run.
-    steps = curves.summary_columns(store, ())
-    view = trainer.run_trainer_view(run, store, board().run_dir(run), steps, key)
+    view = trainer.run_trainer_view(run, store, board().run_dir(run), curves.summary_columns(store, ()), key)
     return cv.run_trainer_outputs(view, run, colour("reward"), TRAINER[3])
