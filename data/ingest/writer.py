@@ -658,7 +658,7 @@ class _Writer:
             lists = write_prompt_list(self.dir, data, gen, self.tag)
         else:
             lists = {PROMPTS_FILE: None, MATCHES_FILE: None, THRESHOLD_KEY: None}
-        lists[FACTS_KEY] = f"facts-g{gen:06d}-{self.tag}.pickle"
+        lists[FACTS_KEY] = f"facts-g{gen:06d}-{self.tag}.json"
         write_facts(self.dir, data, lists[FACTS_KEY])
         beside = [self.dir / lists[k] for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY) if lists[k]]
         self._written += beside
@@ -773,7 +773,7 @@ class _Writer:
         patterns = (
             "prompts-g*.parquet",
             "matches-g*.parquet",
-            "facts-g*.pickle",
+            "facts-g*.json",
             "texttop-g*.arrow",
             "ends-g*.parquet",
         )

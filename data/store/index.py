@@ -8,8 +8,10 @@ the files that can hold its steps, and a sample id (``<file prefix>-<line>``) le
 
 from __future__ import annotations
 
+import base64
+import io
+import json
 import os
-import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -260,24 +262,75 @@ def _wanted_files(manifest: dict) -> list[tuple[str, int | None]]:
 
 def write_facts(store_dir: Path, manifest: dict, name: str) -> None:
     """Keep the :class:`FileFacts` of every file a manifest's parts are in, each with the file's size and
-    time, in ``name`` beside the store (a pickle: the store's folder is the board's own cache, as its
-    results cache is)."""
+    time, in ``name`` beside the store (JSON: a store written by one host is data to every other, so
+    nothing in it is unpickled; see :func:`facts_to_json`)."""
     out = {}
     kept = _kept_facts(store_dir, manifest)  # the last commit's, with their bounds
-    schemas: dict = {}
     for file, part in _wanted_files(manifest):
         path = Path(store_dir) / "scalars" / file
         st = path.stat()
         hit = kept.get((file, part))
         if hit is None or hit[:2] != (st.st_size, st.st_mtime_ns) or hit[2].bounds is None:
             hit = (st.st_size, st.st_mtime_ns, file_facts(path, part, bounds=True))
-        # Files of one schema share one tuple, which pickle then writes once: a fresh reader makes one copy
-        # of its ~26 (name, type) pairs, not one per file (a quarter of the file, half its load time).
-        facts = hit[2]
-        out[(file, part)] = (*hit[:2], replace(facts, schema=schemas.setdefault(facts.schema, facts.schema)))
+        out[(file, part)] = hit
     tmp = Path(store_dir) / f".{name}.tmp"
-    tmp.write_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    tmp.write_bytes(facts_to_json(out))
     os.replace(tmp, Path(store_dir) / name)
+
+
+def _schema_bytes(schema: tuple[tuple[str, pl.DataType], ...]) -> str:
+    """A Polars schema as the Arrow IPC stream of an empty frame (base64): it keeps Polars' own types."""
+    buf = io.BytesIO()
+    pl.DataFrame(schema=dict(schema)).write_ipc_stream(buf)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _schema_of(text: str) -> tuple[tuple[str, pl.DataType], ...]:
+    return tuple(pl.read_ipc_stream(io.BytesIO(base64.b64decode(text))).schema.items())
+
+
+def facts_to_json(facts: dict) -> bytes:
+    """``{(file, part): (size, mtime_ns, FileFacts)}`` as JSON. Files of one schema share one entry of
+    ``schemas``, which a reader decodes once (a run's hundreds of files have a handful of schemas)."""
+    schemas: dict = {}
+    files = []
+    for (file, part), (size, mtime, f) in facts.items():
+        files.append(
+            {
+                "file": file,
+                "part": part,
+                "size": size,
+                "mtime_ns": mtime,
+                "schema": schemas.setdefault(f.schema, len(schemas)),
+                "rows": f.rows,
+                "parts": [
+                    [p, r.rows, r.step_min, r.step_max, r.line_min, r.line_max] for p, r in f.parts.items()
+                ],
+                "nulls": f.nulls,
+                "bounds": f.bounds,
+            }
+        )
+    doc = {"schemas": [_schema_bytes(s) for s in schemas], "files": files}
+    # (Python's json writes a bound of ±inf as Infinity, and reads it back: the bounds keep them.)
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def facts_from_json(data: bytes) -> dict:
+    """What :func:`facts_to_json` wrote."""
+    doc = json.loads(data)
+    schemas = [_schema_of(s) for s in doc["schemas"]]
+    out = {}
+    for e in doc["files"]:
+        bounds = e["bounds"]
+        facts = FileFacts(
+            schemas[e["schema"]],
+            e["rows"],
+            {int(r[0]): PartRange(*r[1:]) for r in e["parts"]},
+            e["nulls"],
+            None if bounds is None else {k: tuple(v) for k, v in bounds.items()},
+        )
+        out[(e["file"], e["part"])] = (e["size"], e["mtime_ns"], facts)
+    return out
 
 
 def _kept_facts(store_dir: Path, manifest: dict) -> dict:
@@ -286,8 +339,8 @@ def _kept_facts(store_dir: Path, manifest: dict) -> dict:
     if not name:
         return {}
     try:
-        return pickle.loads((Path(store_dir) / name).read_bytes())
-    except (OSError, pickle.UnpicklingError, EOFError):
+        return facts_from_json((Path(store_dir) / name).read_bytes())
+    except (OSError, ValueError, KeyError, TypeError):
         return {}
 
 

@@ -28,7 +28,7 @@ def test_facts001_a_fresh_reader_reads_no_footer(tmp_path, monkeypatch):
     store = open_store(ingest_run(run, tmp_path / "cache", PADS, chunk_bytes=40_000).store_dir)
     name = store.manifest.data[FACTS_KEY]
     assert (store.dir / name).exists()
-    assert len(list(store.dir.glob("facts-g*.pickle"))) <= 2  # this commit's and the one before
+    assert len(list(store.dir.glob("facts-g*.json"))) <= 2  # this commit's and the one before
     from_footers = build_index(store.dir, {k: v for k, v in store.manifest.data.items() if k != FACTS_KEY})
     assert from_footers.segments
     with monkeypatch.context() as m:
@@ -54,13 +54,11 @@ def test_facts002_a_changed_file_is_read_again(tmp_path, monkeypatch):
 
 
 def test_facts003_files_of_one_schema_share_it(tmp_path):
-    """The kept facts hold one copy of a schema that many files share (read back as one object), and the
-    index built from them is the footers' own."""
-    import pickle
-
+    """The kept facts (JSON, never a pickle) hold one copy of a schema that many files share (read back
+    as one object), and the index built from them is the footers' own."""
     run = write_demo_run(tmp_path / "root", "demo", steps=12, per_step=64, ranks=5)
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    kept = pickle.loads((store.dir / store.manifest.data[FACTS_KEY]).read_bytes())
+    kept = store_index.facts_from_json((store.dir / store.manifest.data[FACTS_KEY]).read_bytes())
     schemas = [facts.schema for _, _, facts in kept.values()]
     assert len(schemas) > 3
     assert len({id(s) for s in schemas}) == len(set(schemas))  # one object per distinct schema
