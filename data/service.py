@@ -27,7 +27,7 @@ from data.store import (
     scan_root,
     store_dir_for,
 )
-from data.store.manifest import MANIFEST
+from data.store.manifest import MANIFEST, older_stores
 from data.store.reading import page_notices
 
 __all__ = ["Board", "IngestStatus", "UnknownRun", "board", "committed_store", "configure"]
@@ -63,6 +63,8 @@ class IngestStatus:
     settling: bool = False
     # That first read makes the run's store: nothing was committed before it (pages wait for its settle).
     new_store: bool = False
+    # The format of the run's store an older version wrote, which this read replaces (None: none).
+    rebuilding: int | None = None
     last: IngestResult | None = None
 
     @property
@@ -216,6 +218,8 @@ class Board:
                 and open_store(store_dir_for(self.settings.cache_dir, run_dir, self.settings.pad_tokens))
                 is None
             )
+            # (Looked for at this process's first read of the run only: later ones find its store.)
+            status.rebuilding = self._older_format(run_dir, split) if status.last is None else None
             self._read_at.pop(run, None)
             t = threading.Thread(
                 target=self._ingest,
@@ -225,6 +229,15 @@ class Board:
             )
             self._threads[run] = t
             t.start()
+
+    def _older_format(self, run_dir: Path, split: str) -> int | None:
+        """The format of the run's store an older version wrote, when the run has no store of this version
+        yet (its read rebuilds it from the rollout files); else None."""
+        store_dir = store_dir_for(self.settings.cache_dir, run_dir, self.settings.pad_tokens, split)
+        if open_store(store_dir) is not None:
+            return None
+        older = older_stores(store_dir, str(as_path(run_dir).resolve()), list(self.settings.pad_tokens))
+        return max((fmt for _, fmt in older), default=None)
 
     def _settled(self, run: str, sig: tuple, now: float) -> str | None:
         """``"still"`` when the run's files (names, sizes, mtimes) have looked the same for SETTLE_SECONDS,
@@ -335,12 +348,17 @@ class Board:
             status.failures, status.error = 0, None
         finally:
             status.running = status.settling = status.new_store = False
+            status.rebuilding = None
 
     def reading_text(self, run: str) -> str:
         """What a page shows for a run with nothing committed yet: that it is being read, or why reading it
         failed and when it is tried again."""
         failed = self.failure_notices(run)
-        return failed[0] if failed else f"Reading run {run}… reload the page in a moment."
+        if failed:
+            return failed[0]
+        if self.status(run).rebuilding is not None:
+            return f"Rebuilding run {run}'s store (written by an older version)… reload the page in a moment."
+        return f"Reading run {run}… reload the page in a moment."
 
     def retry_in(self, run: str) -> float:
         """Seconds until the ingest of ``run``, which failed, is tried again (0: it may be now)."""

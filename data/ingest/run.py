@@ -20,6 +20,7 @@ from data.remote import as_path
 from data.store import RunStore, open_store, run_files, store_dir_for
 from data.store.manifest import (
     MANIFEST,
+    REBUILT_FROM,
     Manifest,
     manifest_bytes,
     read_manifest,
@@ -164,7 +165,9 @@ def ingest_run(
             manifest.data.update(next_part=old["next_part"], generation=old["generation"])
         if manifest is None:
             manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
-            remove_older_formats(store_dir, manifest)
+            older = remove_older_formats(store_dir, manifest)
+            if older is not None:  # said on the runs page (data.store.reading.understood)
+                manifest.data[REBUILT_FROM] = older
         manifest.data.update(options=key, split=split, problems=options.problems)
         writer = _Writer(store_dir, manifest, pad_tokens, options, table, committed)
         if shared is not None:

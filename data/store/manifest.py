@@ -19,6 +19,8 @@ from filelock import FileLock, Timeout
 from data.store.layout import BESIDE_STORE, ROW_GROUP_SIZE, STORE_FORMAT, beside_store
 
 MANIFEST = "manifest.json"
+# The format of the store an older version wrote of the run, which this one replaced (said on the runs page).
+REBUILT_FROM = "rebuilt_from"
 
 
 @dataclass
@@ -53,10 +55,18 @@ class Manifest:
 
 
 def read_manifest(store_dir: Path) -> Manifest | None:
+    """The manifest of the store in ``store_dir``; None when there is none, or it is of another
+    ``STORE_FORMAT`` (a cache of an older version: rebuilt from the rollout files, never read)."""
     try:
-        return Manifest(orjson.loads((store_dir / MANIFEST).read_bytes()))
+        data = orjson.loads((store_dir / MANIFEST).read_bytes())
     except (FileNotFoundError, NotADirectoryError):  # no store (yet), or no cache folder to hold one
         return None
+    return Manifest(data) if of_this_format(data) else None
+
+
+def of_this_format(data) -> bool:
+    """Whether a manifest's ``data`` is of this version's ``STORE_FORMAT`` (no other is read)."""
+    return isinstance(data, dict) and data.get("format") == STORE_FORMAT
 
 
 def manifest_bytes(data: dict) -> bytes:
@@ -103,27 +113,40 @@ def has_issues(entry: dict) -> bool:
     return bool(entry.get("errors") or entry.get("notes") or "notes" not in entry)
 
 
-def remove_older_formats(store_dir: Path, manifest: Manifest) -> None:
-    """Delete the stores an older version of the app made of the same run with the same pad tokens (a new
-    ``STORE_FORMAT`` makes a new store; the old one would only take disk space). A store whose lock is held
-    is left alone."""
-    for other in store_dir.parent.iterdir():
+def older_stores(store_dir: Path, run_path: str, pad_tokens: list[str]) -> list[tuple[Path, int]]:
+    """The stores an older version of the app made of the same run with the same pad tokens, beside
+    ``store_dir`` (a store's folder name hashes its ``STORE_FORMAT``), each with its format."""
+    out = []
+    try:
+        others = list(store_dir.parent.iterdir())
+    except OSError:
+        return []
+    for other in others:
         if other == store_dir or not other.is_dir():
             continue
         try:
-            m = read_manifest(other)
+            data = orjson.loads((other / MANIFEST).read_bytes())
         except (OSError, ValueError):
             continue
-        if m is None or not isinstance(m.data, dict):
+        if not isinstance(data, dict):
             continue
-        fmt = m.data.get("format")
+        fmt = data.get("format")
         if (
-            not isinstance(fmt, int)
-            or fmt >= STORE_FORMAT
-            or m.data.get("run_path") != manifest.data["run_path"]
-            or m.data.get("pad_tokens") != manifest.data["pad_tokens"]
+            isinstance(fmt, int)
+            and fmt < STORE_FORMAT
+            and data.get("run_path") == run_path
+            and data.get("pad_tokens") == list(pad_tokens)
         ):
-            continue
+            out.append((other, fmt))
+    return out
+
+
+def remove_older_formats(store_dir: Path, manifest: Manifest) -> int | None:
+    """Delete the stores an older version of the app made of the same run with the same pad tokens (a new
+    ``STORE_FORMAT`` makes a new store, rebuilt from the rollout files; the old one would only take disk
+    space). A store whose lock is held is left alone. Returns the newest older format found (None: none)."""
+    older = older_stores(store_dir, manifest.data["run_path"], manifest.data["pad_tokens"])
+    for other, _ in older:
         lock = FileLock(str(other / ".lock"))
         try:
             lock.acquire(timeout=0)
@@ -135,3 +158,4 @@ def remove_older_formats(store_dir: Path, manifest: Manifest) -> None:
             shutil.rmtree(other, ignore_errors=True)
         finally:
             lock.release()
+    return max((fmt for _, fmt in older), default=None)

@@ -28,7 +28,7 @@ from data.store.layout import (
     part_file_path,
     part_name,
 )
-from data.store.manifest import MANIFEST, Manifest, has_issues, packed_parts
+from data.store.manifest import MANIFEST, Manifest, has_issues, of_this_format, packed_parts
 
 _LOCK = threading.Lock()
 _MAX_CACHED_RUNS = 8
@@ -484,7 +484,10 @@ def open_store(store_dir: Path) -> RunStore | None:
         hit = _MANIFESTS.get(str(path))
     if hit is not None and hit[0] == data:
         return RunStore(store_dir, hit[1])
-    m = Manifest(orjson.loads(data))
+    parsed = orjson.loads(data)
+    if not of_this_format(parsed):  # written by another version: rebuilt by ingest, never read
+        return None
+    m = Manifest(parsed)
     with _LOCK:
         _MANIFESTS[str(path)] = (data, m)
         _MANIFESTS.move_to_end(str(path))

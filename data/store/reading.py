@@ -8,6 +8,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from data.schema.dialects import by_name
+from data.store.layout import STORE_FORMAT
+from data.store.manifest import REBUILT_FROM
 from data.store.reader import RunStore
 
 RUN_FILE = "rlboard.toml"
@@ -69,6 +71,11 @@ def understood(store: RunStore) -> Understood:
         notes.append(f"Token ids named by the tokenizer {data['tokenizer']}.")
     if data.get("split") == "validation":
         notes.append("Validation or evaluation files of the run folder, kept apart from its training steps.")
+    if data.get(REBUILT_FROM) is not None:
+        notes.append(
+            f"Store rebuilt from the rollout files: the one before was written by an older version of the "
+            f"board (store format {data[REBUILT_FROM]}, now {STORE_FORMAT})."
+        )
     notes.extend(data.get("problems", []))
     ignored = data.get("ignored_fields", [])
     if ignored:

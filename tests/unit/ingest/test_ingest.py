@@ -999,6 +999,7 @@ def test_ingest042_a_new_store_format_removes_the_old_store_of_the_run(tmp_path)
     with FileLock(str(locked / ".lock")):
         res, store = ingest(run, cache)
     assert res.samples == 1
+    assert store.manifest.data["rebuilt_from"] == STORE_FORMAT - 1  # said on the runs page
     assert not stale.exists() and not stale_index.exists()
     assert all(d.exists() for d in kept)
     assert (cache / "not-a-store").exists() and res.store_dir.exists()
