@@ -49,7 +49,6 @@ from data.queries import (
 )
 from data.signals import can_tell_truncation, truncated_rows
 from data.store import RunStore, UnknownRun, text_index
-from data.store.layout import TEXT_INDEX, beside_store
 from data.views import paths
 from data.views.codec import REGEX_FALLBACK, first
 from data.views.paths import shown_run
@@ -289,18 +288,10 @@ _WARMED: OrderedDict[str, None] = OrderedDict()
 _WARMED_KEPT = 64
 
 
-def text_index_dir(store: RunStore) -> Path:
-    """``<cache>/<store>.text-index``: where the index of a store ingested without one is built, beside the
-    store, not in it (the store's own files stay its own)."""
-    return beside_store(store.dir, TEXT_INDEX)
-
-
-def text_index_files(store: RunStore, folder: Path | None = None) -> list[Path] | None:
+def text_index_files(store: RunStore) -> list[Path]:
     """Per committed file of ``parts/``, its ``part, row, step, prompt, response`` as an uncompressed Arrow
-    IPC file: the one ingest wrote in the store, else one built now in ``folder`` (default
-    :func:`text_index_dir`); None when one is missing and cannot be written (see
-    :func:`data.store.text_index.index_files`)."""
-    return text_index.index_files(store.dir, store.part_files(), folder or text_index_dir(store))
+    IPC file, as ingest wrote it in the store (see :func:`data.store.text_index.index_files`)."""
+    return text_index.index_files(store.dir, store.part_files())
 
 
 def warm_text_index(store: RunStore) -> None:

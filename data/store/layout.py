@@ -113,16 +113,6 @@ def store_dir_for(cache_dir: Path, run_dir: Path, pad_tokens: tuple[str, ...], s
     return Path(cache_dir) / f"{safe}-{_hash(key, 12)}"
 
 
-# Folders other modules keep beside a store, named ``<store>.<kind>`` (deleted with the store).
-TEXT_INDEX = "text-index"  # data.responses: the texts a regex search scans
-BESIDE_STORE = (TEXT_INDEX,)
-
-
-def beside_store(store_dir: Path, kind: str) -> Path:
-    """``<cache>/<store>.<kind>``: a folder kept beside the store, not in it (the store's files stay its own)."""
-    return store_dir.parent / f"{store_dir.name}.{kind}"
-
-
 def part_name(part_id: int, tag: str | None = None) -> str:
     """The name of part ``part_id``'s files; ``tag``: its writer's (two writers of one store never write
     the same file, see data.store.table)."""

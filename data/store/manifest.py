@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 from filelock import FileLock, Timeout
 
-from data.store.layout import BESIDE_STORE, ROW_GROUP_SIZE, STORE_FORMAT, beside_store
+from data.store.layout import ROW_GROUP_SIZE, STORE_FORMAT
 
 MANIFEST = "manifest.json"
 # The format of the store an older version wrote of the run, which this one replaced (said on the runs page).
@@ -153,8 +153,8 @@ def remove_older_formats(store_dir: Path, manifest: Manifest) -> int | None:
         except Timeout:
             continue
         try:
-            for kind in BESIDE_STORE:
-                shutil.rmtree(beside_store(other, kind), ignore_errors=True)
+            # (Format 13 and before could keep a text index beside the store, <store>.text-index.)
+            shutil.rmtree(other.parent / f"{other.name}.text-index", ignore_errors=True)
             shutil.rmtree(other, ignore_errors=True)
         finally:
             lock.release()

@@ -4,18 +4,12 @@ Per file of ``parts/``, its ``part, row, step, prompt, response`` as an uncompre
 memory-mapped (about 5x faster than the parts on the 2 GB benchmark run). A file of ``parts/`` never changes
 once written, so neither does its index file.
 
-It is kept in two places:
-
-- **in the store**, ``<store>/text/<block>.<part>.arrow``, written by ingest at each commit for the files of
-  ``parts/`` that commit holds and no index file has yet (:func:`index_new_parts`): a commit adds its own
-  parts' texts and rewrites nothing, and the index files are in place before the manifest names the commit,
-  so a reader of that commit finds them ready. They go wherever the store goes (a store shared on object
-  storage uploads and mirrors them with its other files, see :mod:`data.store.shared`). A file whose part
-  file was collected is collected with it (:func:`collect_index`).
-- **beside the store**, ``<cache>/<store>.text-index`` (:data:`data.store.layout.TEXT_INDEX`), built by the
-  reader on first use for a part without an index file in the store (a store ingested before the index
-  was written at ingest): each file's name carries its part file's size and mtime, so a rebuilt store never
-  reads a stale one (:func:`index_files`).
+It is kept in the store, ``<store>/text/<block>.<part>.arrow``, written by ingest at each commit for the
+files of ``parts/`` that commit holds and no index file has yet (:func:`index_new_parts`): a commit adds its
+own parts' texts and rewrites nothing, and the index files are in place before the manifest names the
+commit, so a reader of that commit finds them ready. They go wherever the store goes (a store shared on
+object storage uploads and mirrors them with its other files, see :mod:`data.store.shared`). A file whose
+part file was collected is collected with it (:func:`collect_index`).
 """
 
 from __future__ import annotations
@@ -26,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from data.store.layout import TEXT_INDEX, beside_store, rows_at
+from data.store.layout import rows_at
 from data.store.manifest import replaced
 
 COLUMNS = ("part", "row", "step", "prompt", "response")
@@ -81,29 +75,14 @@ def collect_index(store_dir: Path) -> None:
             p.unlink(missing_ok=True)
 
 
-def index_files(store_dir: Path, part_files: Iterable[Path], folder: Path | None = None) -> list[Path] | None:
-    """The index file of each of ``part_files`` (the committed files of ``parts/``): the store's own where
-    ingest wrote it, else one in ``folder`` (default ``<cache>/<store>.text-index``) built now if absent;
-    None when one is missing and cannot be written (a read-only cache folder: scan the parts instead)."""
-    folder = folder or beside_store(store_dir, TEXT_INDEX)
-    out = []
-    try:
-        for src in part_files:
-            own = in_store(store_dir, src)
-            if own.exists():
-                out.append(own)
-                continue
-            folder.mkdir(exist_ok=True)
-            st = src.stat()
-            key = _key(src)
-            dst = folder / f"{key}-{st.st_size}-{st.st_mtime_ns}.arrow"
-            if not dst.exists():
-                for old in folder.glob(f"{key}-*.arrow"):
-                    old.unlink(missing_ok=True)
-                _write(src, dst)
-            out.append(dst)
-    except OSError:
-        return None
+def index_files(store_dir: Path, part_files: Iterable[Path]) -> list[Path]:
+    """The index file in the store of each of ``part_files`` (the committed files of ``parts/``). One
+    missing raises ``FileNotFoundError``: the commit that names its part wrote it (a later commit may
+    have collected both: the state committed now is read again, see :func:`data.cache.shared`)."""
+    out = [in_store(store_dir, src) for src in part_files]
+    for p in out:
+        if not p.exists():
+            raise FileNotFoundError(p)
     return out
 
 
