@@ -16,7 +16,7 @@ from data.demo import write_demo_run
 from data.ingest import ingest_run, prompt_index
 from data.ingest.prompt_index import INDEX_KEY
 from data.store import open_store
-from data.store.manifest import Manifest, write_atomic
+from data.store.manifest import Manifest
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo, growing_demo_stores
 
@@ -142,21 +142,6 @@ def test_pidx004_a_store_without_the_index_is_scanned(tmp_path):
     prompts._history.cache_clear()
 
 
-def _as_parquet(store) -> RunStore:
-    """The store with its index files written as a commit before the Arrow files wrote them (Parquet, row
-    groups of ROW_GROUP rows, sorted by prompt), as a store ingested then is found."""
-    data = json.loads((store.dir / "manifest.json").read_text())
-    for f in data[INDEX_KEY]["files"]:
-        rows = prompt_index._read_whole(store.dir / f["name"])
-        (store.dir / f["name"]).unlink()
-        f["name"] = f["name"].replace(".arrow", ".parquet")
-        rows.sort("prompt_key", "part", "row", nulls_last=True).write_parquet(
-            store.dir / f["name"], row_group_size=prompt_index.ROW_GROUP, statistics=True
-        )
-    write_atomic(store.dir / "manifest.json", json.dumps(data).encode())
-    return open_store(store.dir)
-
-
 def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
     """A store written now: each prompt's history reads each index file once, one or two batches of it
     (its rows are fewer than a batch), and never through Parquet (the footer of every file, ~3 ms each)."""
@@ -235,30 +220,6 @@ def test_pidx006_batches_by_hand(tmp_path, monkeypatch):
         assert got.rows() == want, key
 
 
-def test_pidx007_a_store_with_parquet_files_read_then_grown(tmp_path, monkeypatch):
-    """A store whose index was written as Parquet (before the Arrow files) gives the scan's history, and
-    commits after it merge its Parquet files with their Arrow ones, still giving the scan's history."""
-    monkeypatch.setattr(prompt_index, "FILE_ROWS", 96)
-    run = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
-    cache = tmp_path / "cache"
-    store = _as_parquet(open_store(ingest_run(run, cache, PADS).store_dir))
-    assert all(f["name"].endswith(".parquet") for f in store.manifest.data[INDEX_KEY]["files"])
-    _assert_same(store, most=8)
-    kinds = set()
-    for store in growing_demo_stores(run, cache, tmp_path / "more", PADS):
-        kinds |= {f["name"].rsplit(".", 1)[1] for f in store.manifest.data[INDEX_KEY]["files"]}
-        _assert_same(store, most=8)
-    assert kinds == {"arrow"}  # the first run's parts were all dropped: its Parquet files went
-    # Parquet files kept beside the Arrow ones of later commits, and merged with them.
-    store = _as_parquet(store)
-    first = sorted(run.glob("*.jsonl"))[0]
-    first.write_bytes(first.read_bytes() + first.read_bytes().splitlines(keepends=True)[-1])
-    store = open_store(ingest_run(run, cache, PADS, complete=False).store_dir)
-    names = [f["name"] for f in store.manifest.data[INDEX_KEY]["files"]]
-    assert any(n.endswith(".parquet") for n in names) and any(n.endswith(".arrow") for n in names)
-    _assert_same(store, most=8)
-
-
 def test_pidx008_files_merged_a_window_of_keys_at_a_time(tmp_path, monkeypatch):
     """Three index files (batches of 4 rows, windows of 2 batches; null keys, keys across batches, a column
     one file lacks, parts dropped) merged a window at a time: the rows, their order, the first keys and each
@@ -316,19 +277,16 @@ def test_pidx008_files_merged_a_window_of_keys_at_a_time(tmp_path, monkeypatch):
         )
 
 
-def test_pidx009_merge_groups_by_hand(monkeypatch):
+def test_pidx009_merge_groups_by_hand():
     """The runs of files a commit merges, as a binary counter taking them one by one: none where each holds
     less than half the one before; a commit's nine 200k files after a 667k one, and a small last one, leave
-    three files (the small one alone), not eleven; Parquet files merge only up to FILE_ROWS together."""
-    monkeypatch.setattr(prompt_index, "FILE_ROWS", 96)
+    three files (the small one alone), not eleven."""
 
-    def files(*sizes, kind="arrow"):
-        return [{"name": f"pidx-g000001-{i}-t.{kind}", "rows": n} for i, n in enumerate(sizes)]
+    def files(*sizes):
+        return [{"name": f"pidx-g000001-{i}-t.arrow", "rows": n} for i, n in enumerate(sizes)]
 
     assert prompt_index._merge_groups(files(800, 300, 100, 40)) == []
     assert prompt_index._merge_groups(files(400, 400)) == [(0, 1)]
     # 667 200 200 -> 1067; 200 200 200 -> 600 -> 1667 (files 0-5); 200 200 200 -> 600 (6-8); 89 alone.
     assert prompt_index._merge_groups(files(667, *[200] * 9, 89)) == [(0, 5), (6, 8)]
     assert prompt_index._merge_groups(files(1000, 90, 200, 20)) == [(1, 2)]
-    assert prompt_index._merge_groups(files(60, 50, kind="parquet")) == []
-    assert prompt_index._merge_groups(files(40, 30, kind="parquet")) == [(0, 1)]
