@@ -113,22 +113,13 @@ def can_tell_truncation(store: RunStore, pad_tokens: tuple[str, ...], end_tokens
 def _repetition(key: StoreKey) -> pl.DataFrame:
     store = key.store
     empty = pl.DataFrame(schema={"step": pl.Int64, "y": pl.Float64})
-    steps = store.steps_scan()
-    if "repetition_mean" in steps.collect_schema().names():  # kept in the per-step summary by ingest
-        kept = (
-            steps.select("step", pl.col("repetition_mean").cast(pl.Float64).alias("y")).sort("step").collect()
-        )
-        # A value says the responses have the column; only without one is the store's schema asked (it
-        # builds the store's index of every part, which a run's first page need not).
-        if kept.get_column("y").drop_nulls().len() or "repetition" in store.schema():
-            return kept
-        return empty
-    if "repetition" not in store.schema():
-        return empty
-    rep = pl.col("repetition").cast(pl.Float64)
-    # A summary written before it was kept: two columns of the scalars, aggregated per step (RunStore.scan).
-    lf = store.scan(["step", "repetition"])
-    return lf.group_by("step").agg(rep.filter(rep.is_finite()).mean().alias("y")).sort("step").collect()
+    steps = store.steps_scan()  # its mean is kept in the per-step summary by ingest
+    kept = steps.select("step", pl.col("repetition_mean").cast(pl.Float64).alias("y")).sort("step").collect()
+    # A value says the responses have the column; only without one is the store's schema asked (it
+    # builds the store's index of every part, which a run's first page need not).
+    if kept.get_column("y").drop_nulls().len() or "repetition" in store.schema():
+        return kept
+    return empty
 
 
 def repetition_by_step(store: RunStore) -> pl.DataFrame:

@@ -36,9 +36,8 @@ from data.ingest.parts import (
 from data.ingest.prompt_summary import FILE_KEY as PROMPTS_FILE
 from data.ingest.prompt_summary import MATCHES_KEY as MATCHES_FILE
 from data.ingest.prompt_summary import THRESHOLD_KEY, write_prompt_list
-from data.ingest.summary import CELLS_KEY, StepSummaries, fill_step_ranges, scan_part_scalars
+from data.ingest.summary import CELLS_KEY, StepSummaries, scan_part_scalars
 from data.metrics.registry import PREVIEW_COLUMNS, table_columns
-from data.metrics.step import EXTRA_MEANS_KEY
 from data.store.index import FACTS_KEY, write_facts
 from data.store.layout import (
     ISSUE_SCHEMA,
@@ -84,7 +83,7 @@ SHARE_AT = 16
 # The steps summary, the histogram cells and the ends counts, written at each commit and read whole by every
 # fresh worker's first page: LZ4 reads them in about half zstd's time (at 5,000 steps: the cells 2.1 ms
 # against 4.5, the reward page's summary columns 1.6 against 2.7), for files 20-30% larger, and writes
-# them faster. A store written with zstd is read as it is.
+# them faster.
 AGGREGATE_COMPRESSION = "lz4"
 
 
@@ -159,7 +158,6 @@ class _Writer:
             manifest.data[ENDS_WITH] = list(END_TOKENS)
         # The per-step summary, summarised again only where rows came or went (see data.ingest.summary):
         # no whole-run table is held, so memory stays flat as the run grows.
-        fill_step_ranges(store_dir, manifest.data)
         self.summaries = StepSummaries(store_dir, manifest.data)
         self._step_ranges: dict[int, list[int]] = {}  # of parts whose scalars came before their entry
         self.new_rows = 0
@@ -649,7 +647,6 @@ class _Writer:
             d.update(visible_below=below, steps_file=steps_name, generation=gen, manifest_file=name)
             d[CELLS_KEY] = cells_name
             d[ENDS_FILE] = ends_name
-            d[EXTRA_MEANS_KEY] = 1  # the summary refreshed keeps the extra columns' means of every step
             d[prompt_index.INDEX_KEY] = prompt_idx
             d[topk.KEY] = topk_entry
         # The prompt lists of the state committed (read by the prompts and compare pages instead of every
