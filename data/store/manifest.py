@@ -109,8 +109,8 @@ def packed_parts(packs: list[dict]) -> set[int]:
 
 
 def has_issues(entry: dict) -> bool:
-    """Whether a part's manifest entry says it recorded an issue (entries written before the counts: yes)."""
-    return bool(entry.get("errors") or entry.get("notes") or "notes" not in entry)
+    """Whether a part's manifest entry says it recorded an issue."""
+    return bool(entry.get("errors") or entry.get("notes"))
 
 
 def older_stores(store_dir: Path, run_path: str, pad_tokens: list[str]) -> list[tuple[Path, int]]:

@@ -297,15 +297,14 @@ class RunStore:
         return pl.scan_parquet(self.dir / self.manifest.data["steps_file"])
 
     def steps_columns(self, columns: Iterable[str]) -> pl.DataFrame:
-        """Those of ``columns`` the per-step summary has (a summary written before a column was kept lacks
-        it), read alone, sorted by step."""
+        """Those of ``columns`` the per-step summary has, read alone, sorted by step."""
         lf = self.steps_scan()
         have = set(lf.collect_schema().names())
         return lf.select(c for c in columns if c in have).collect()
 
     def issues(self) -> pl.DataFrame:
         """Unusable lines (``severity == "error"``) and data-quality notes, with file and line."""
-        # Only parts that recorded an issue have any (parts written before the counts existed are read).
+        # Only parts that recorded an issue have any.
         parts = self.manifest.data["parts"]
         ids = self.part_ids()
         packed = packed_parts(self.packs())

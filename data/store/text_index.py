@@ -98,8 +98,7 @@ def index_files(store_dir: Path, part_files: Iterable[Path]) -> list[Path]:
 #
 # Each row also keeps the other columns the grid's block shows (:data:`BLOCK_KEY`: ``source, line``, the
 # metric and extra columns, the previews), read from the parts' scalars at the commit that first keeps it,
-# so that the first block of such a search reads no part (see :func:`top_rows`). A top file written before
-# them (no ``block`` in its entry) has its rows' columns read at the next commit.
+# so that the first block of such a search reads no part (see :func:`top_rows`).
 
 TOP_KEY = "text_top"  # manifest: {"name", "rows", "of": rows of the state, "covers": index files' keys,
 # "block": the other columns its rows keep}
@@ -218,11 +217,8 @@ def write_top(
     """Write the top file ``name`` (in the store) of the state whose files of ``parts/`` are ``rels``, from
     the previous top file ``old`` (its manifest entry) and the files of ``parts/`` it does not cover (all
     of them when a file it covers is gone), its rows with the ``block`` columns when given; returns its
-    manifest entry, None when an index file is missing (a store whose index is kept beside it: a search
-    reads every text, as before)."""
+    manifest entry."""
     files = {_key(store_dir / rel): in_store(store_dir, store_dir / rel) for rel in rels}
-    if not all(p.exists() for p in files.values()):
-        return None
     covers = set(old["covers"]) if old else set()
     prev = store_dir / old["name"] if old else None
     if not old or not covers <= set(files) or prev is None or not prev.exists():
@@ -266,9 +262,8 @@ def write_top(
 
 def top_rows(store_dir: Path, entry: dict | None, keys: pl.DataFrame, cols: list[str]) -> pl.DataFrame | None:
     """``cols`` of the rows ``keys`` (``part, row``, in order; all rows of the top file ``entry`` names) as
-    the top file keeps them (types as written: the caller casts them); None where it cannot tell (a file
-    written before it kept the block's columns, a column it does not keep, a row it does not hold, the
-    file collected by a later commit)."""
+    the top file keeps them (types as written: the caller casts them); None where it cannot tell (a column
+    it does not keep, a row it does not hold, the file collected by a later commit)."""
     if not entry or BLOCK_KEY not in entry or any(c not in (*TOP_COLUMNS, *entry[BLOCK_KEY]) for c in cols):
         return None
     try:

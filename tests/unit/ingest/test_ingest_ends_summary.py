@@ -12,7 +12,7 @@ from polars.testing import assert_frame_equal
 from data import signals
 from data.config import DEFAULT_END_TOKENS, DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
-from data.ingest.ends_summary import ENTRY_KEY, FILE_KEY, counted_with
+from data.ingest.ends_summary import FILE_KEY, counted_with
 from data.store import open_store
 from data.store.manifest import Manifest
 from data.store.reader import RunStore
@@ -23,11 +23,9 @@ ENDS = DEFAULT_END_TOKENS
 
 
 def _scanned(store) -> pl.DataFrame:
-    """The curve as reading every part's token lists gives it (the entries' counts removed)."""
+    """The curve as reading every part's token lists gives it (the counts' file unnamed)."""
     data = json.loads(json.dumps(store.manifest.data))
     data.pop(FILE_KEY, None)
-    for e in data["parts"].values():
-        e.pop(ENTRY_KEY, None)
     bare = RunStore(store.dir, Manifest(data))
     assert not counted_with(bare.manifest.data, PADS, ENDS)
     signals._truncation.cache_clear()
@@ -100,10 +98,9 @@ def test_ends003_many_small_files_and_a_hidden_step(tmp_path, monkeypatch):
     assert_frame_equal(got, _scanned(store))
 
 
-def test_ends004_counts_leave_the_manifest(tmp_path, monkeypatch):
-    """The counts are in the commit's file, not in the parts' entries; a store committed with them in its
-    entries (before the file) is read from them, and its next commit moves them into a file (equal curve);
-    files of older commits are collected."""
+def test_ends004_counts_in_a_file_of_each_commit(tmp_path, monkeypatch):
+    """The counts are in the commit's file, not in the parts' entries (equal curve at each commit); files
+    of older commits are collected."""
     run = tmp_path / "run"
     run.mkdir()
 
@@ -120,31 +117,16 @@ def test_ends004_counts_leave_the_manifest(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     store = open_store(ingest_run(run, cache, PADS).store_dir)
     assert store.manifest.data[FILE_KEY].startswith("ends-g")
-    assert not any(ENTRY_KEY in e for e in store.manifest.data["parts"].values())
+    assert not any("ends" in e for e in store.manifest.data["parts"].values())
     before = _counted(store, monkeypatch)
     assert before.select("step", "n", "ended", "truncated").rows() == [
         (0, 4, 2, 2),
         (1, 4, 3, 1),
         (2, 4, 3, 1),
     ]
-    # As a store committed before the file: the counts in the entries, no file named.
-    counts = pl.read_parquet(store.dir / store.manifest.data[FILE_KEY])
-    path = store.dir / "manifest.json"
-    data = json.loads(path.read_text())
-    data.pop(FILE_KEY)
-    for k, e in data["parts"].items():
-        e[ENTRY_KEY] = (
-            counts.filter(pl.col("part") == int(k)).select("step", "n", "ended", "truncated").rows()
-        )
-    path.write_text(json.dumps(data))
-    legacy = open_store(store.dir)
-    assert legacy.manifest.data.get(FILE_KEY) is None
-    assert_frame_equal(_counted(legacy, monkeypatch), before)
     write(range(3, 5))
     after = open_store(ingest_run(run, cache, PADS).store_dir)
-    assert after.manifest.data[FILE_KEY] and not any(
-        ENTRY_KEY in e for e in after.manifest.data["parts"].values()
-    )
+    assert after.manifest.data[FILE_KEY]
     got = _counted(after, monkeypatch)
     assert_frame_equal(got.filter(pl.col("step") < 3), before)
     assert got.get_column("step").to_list() == [0, 1, 2, 3, 4]
