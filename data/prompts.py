@@ -48,7 +48,7 @@ def _from_file(v: StoreKey) -> bool:
 
 @shared(64)
 def _search(v: StoreKey, pattern: str, seconds: float) -> frozenset[str]:
-    pads = tuple(v.store.manifest.data.get("pad_tokens", ()))
+    pads = tuple(v.store.manifest.pad_tokens)
     lf = (
         v.store.scan_parts()
         .select("prompt_key", "prompt")
@@ -192,7 +192,7 @@ def texts(store, row: dict | None) -> dict:
         return {"prompt": "", "response": "", "ref_response": None}
     df = store.read_rows(int(row["part"]), [int(row["row"])], ["prompt", "response", "ref_response"])
     got = df.row(0, named=True) if df.height else {}
-    pads = tuple(store.manifest.data.get("pad_tokens", ()))
+    pads = tuple(store.manifest.pad_tokens)
     ref = got.get("ref_response")
     return {
         "prompt": (strip_pad_text(got.get("prompt"), pads) or "").strip(),

@@ -641,7 +641,7 @@ def _fast_head(key: StoreKey, pattern: str, seconds: float) -> tuple[pl.DataFram
     """``(part, row of the first matches of pattern in the default order, whether they are all)``, from the
     store's top file; None for a store without one (ingested before it was kept)."""
     store = key.store
-    entry = store.manifest.data.get(text_index.TOP_KEY)
+    entry = text_index.top_entry(store.manifest)
     path = store.dir / entry["name"] if entry else None
     if path is None or not path.exists():
         return None
@@ -659,7 +659,7 @@ def _top_rows(store: RunStore, keys: pl.DataFrame, cols: list[str]) -> pl.DataFr
     """``cols`` of the rows ``keys`` (from :func:`fast_keys`) as the top file keeps them, with the types
     of :meth:`RunStore.schema` (as :meth:`RunStore.read_keys` gives them); None for a top file written
     before it kept them."""
-    got = text_index.top_rows(store.dir, store.manifest.data.get(text_index.TOP_KEY), keys, cols)
+    got = text_index.top_rows(store.dir, text_index.top_entry(store.manifest), keys, cols)
     if got is None:
         return None
     schema = store.schema()

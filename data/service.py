@@ -383,7 +383,7 @@ class Board:
             store = open_store(self.store_dir(run)) if run else None
         except UnknownRun:
             return []
-        parts = store.manifest.data["parts"].values() if store is not None else ()
+        parts = store.manifest.parts.values() if store is not None else ()
         errors = sum(p.get("errors", 0) for p in parts)
         if store is None:
             return []

@@ -28,7 +28,7 @@ def _ends_frames(store: RunStore, pad_tokens: tuple, end_tokens: tuple, step: in
     index = store.index()
     ids = store.part_ids() if steps is None else [p for s in index.select(*steps) for p in s.parts]
     by_file: dict = {}
-    rows = store.manifest.data["parts"]
+    rows = store.manifest.parts
     for p in ids:
         if not rows[str(p)]["rows"]:  # a part of unusable lines only: no file of rows
             continue
@@ -73,9 +73,9 @@ def truncated_rows(
 
 @shared(16)
 def _truncation(key: StoreKey, pads: tuple, ends: tuple) -> pl.DataFrame:
-    data = key.store.manifest.data
-    if counted_with(data, pads, ends):  # counted by ingest, per part and step: no token is read
-        return truncation_from_counts(key.store.dir, data)
+    m = key.store.manifest
+    if counted_with(m, pads, ends):  # counted by ingest, per part and step: no token is read
+        return truncation_from_counts(key.store.dir, m)
     # Counted per file, then summed: a step's responses may be in several files (one per rank).
     counts = [
         f.group_by("step").agg(

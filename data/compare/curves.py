@@ -69,7 +69,7 @@ def is_component(col: str) -> bool:
 
 def component_columns(store) -> list[str]:
     """The run's extra columns that are reward components (see :data:`COMPONENT`), in the store's order."""
-    formed = store.manifest.data.get("reward_formed") or {}
+    formed = store.manifest.reward_formed or {}
     parts = set(formed.get("parts") or ())
     return [c for c in store.extra_columns() if is_component(c) or c in parts]
 

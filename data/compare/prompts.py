@@ -225,7 +225,7 @@ def _run_prompts(v: StoreKey) -> RunPrompts:
 
 
 def _store_prompts(store: RunStore, with_by_step: bool = True) -> RunPrompts:
-    pads = tuple(store.manifest.data.get("pad_tokens", ()))
+    pads = tuple(store.manifest.pad_tokens)
     if "prompt_key" not in store.schema() or store.steps().height == 0:
         return run_prompts_from(pl.DataFrame(), pl.DataFrame(), pads)
     # The first response of each prompt (in part and row order): only its prompt text and preview are
@@ -432,7 +432,7 @@ def prompt_responses(store: RunStore, keys: list[str], step: int, limit: int = M
         .head(limit)
         .collect()
     )
-    pads = tuple(store.manifest.data.get("pad_tokens", ()))
+    pads = tuple(store.manifest.pad_tokens)
     texts: dict[tuple[int, int], str] = {}
     for part, group in rows.group_by("part"):
         got = store.read_rows(int(part[0]), group.get_column("row").to_list(), ["response"])

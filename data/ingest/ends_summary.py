@@ -18,6 +18,7 @@ import polars as pl
 
 from data.config import DEFAULT_END_TOKENS
 from data.metrics.degeneration import ends_with_end_token
+from data.store.manifest import Manifest
 
 END_TOKENS = DEFAULT_END_TOKENS
 MANIFEST_KEY = "ends_with"  # the end tokens the parts' counts were made with
@@ -99,21 +100,23 @@ class EndsCounts:
         return df
 
 
-def counted_with(data: dict, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]) -> bool:
-    """Whether every part with rows of a manifest's ``data`` has counts made with these tokens."""
-    if tuple(data.get(MANIFEST_KEY) or ()) != tuple(end_tokens):
+def counted_with(m: Manifest, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]) -> bool:
+    """Whether every part with rows of manifest ``m`` has counts made with these tokens."""
+    if tuple(m.ends_with or ()) != tuple(end_tokens):
         return False
-    if tuple(data.get("pad_tokens") or ()) != tuple(pad_tokens):
+    if tuple(m.pad_tokens) != tuple(pad_tokens):
         return False
-    return bool(data.get(FILE_KEY))
+    return "ends" in m.derived
 
 
-def truncation_from_counts(store_dir: Path, data: dict) -> pl.DataFrame:
+def truncation_from_counts(store_dir: Path, m: Manifest) -> pl.DataFrame:
     """Per step shown (below ``visible_below``), sorted: ``step, n, ended, truncated, y`` (truncated / n)
     summed from the parts' counts (the commit's file); the columns and types of
     :func:`data.signals.truncation_by_step`."""
-    below = data.get("visible_below")
-    df = pl.read_parquet(Path(store_dir) / data[FILE_KEY], columns=["step", "n", "ended", "truncated"])
+    below = m.visible_below
+    df = pl.read_parquet(
+        Path(store_dir) / m.derived["ends"].name, columns=["step", "n", "ended", "truncated"]
+    )
     if below is not None:
         df = df.filter(pl.col("step") < below)
     return (

@@ -335,14 +335,14 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[
 def read(store, key: str, columns: list[str]) -> pl.DataFrame | None:
     """The rows of prompt ``key`` the store shows (``columns`` of them, the scan's types), in part and row
     order, read from the index; None when the store's last commit wrote none that covers its parts."""
-    data = store.manifest.data
-    entry = data.get(INDEX_KEY)
-    if not entry or int(entry["upto"]) < int(data["next_part"]):
+    m = store.manifest
+    entry = m.derived["pidx"].meta if "pidx" in m.derived else None
+    if not entry or int(entry["upto"]) < int(m.next_part):
         return None
     schema = store.schema()
     cols = [c for c in dict.fromkeys(("part", "row", *columns)) if c in schema]
-    live = [int(p) for p, e in data["parts"].items() if e["rows"]]
-    below = data.get("visible_below")
+    live = [int(p) for p, e in m.parts.items() if e["rows"]]
+    below = m.visible_below
     frames = []
     try:
         for f in entry["files"]:

@@ -134,7 +134,7 @@ def write_prompt_list(store_dir: Path, data: dict, generation: int, tag: str) ->
     :data:`THRESHOLD_KEY`)."""
     from data.compare.prompts import run_prompt_matches
 
-    store = RunStore(Path(store_dir), Manifest(data))
+    store = RunStore(Path(store_dir), Manifest.from_dict(data))
     table, threshold = prompt_list(store)
     out = {THRESHOLD_KEY: threshold}
     for key, prefix, frame in (

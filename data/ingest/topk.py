@@ -178,11 +178,11 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, str]:
 
 def _entry(store) -> dict | None:
     """The store's :data:`KEY` entry when it covers every part with rows, else None."""
-    data = store.manifest.data
-    entry = data.get(KEY)
-    if not entry:
+    m = store.manifest
+    if "topk" not in m.derived:
         return None
-    live = {int(p) for p, e in data["parts"].items() if e["rows"]}
+    entry = m.derived["topk"].meta
+    live = {int(p) for p, e in m.parts.items() if e["rows"]}
     if not live <= _ids(entry["parts"]):
         return None
     return entry
@@ -208,7 +208,7 @@ def head(store, sort: str, descending: bool, k: int) -> pl.DataFrame | None:
     top = sort_rows(got.lazy(), sort, descending).head(keep).collect()
     if not entry["columns"][sort] and (top.height < keep or top.item(keep - 1, sort) is None):
         return None  # rows before the column appeared (null there) could come next
-    below = store.manifest.data.get("visible_below")
+    below = store.manifest.visible_below
     if below is not None:
         hidden = top.get_column("step") >= below
         if hidden.any():

@@ -55,7 +55,7 @@ from data.store.layout import (
     step_block,
     write_part_file,
 )
-from data.store.manifest import MANIFEST, Manifest, has_issues, manifest_bytes, packed_parts, write_atomic
+from data.store.manifest import MANIFEST, Draft, has_issues, manifest_bytes, packed_parts, write_atomic
 from data.store.table import MANIFESTS, TABLE_VERSION, commit_table, table_files
 from data.store.text_index import TOP_KEY, Block, collect_index, index_new_parts, write_top
 
@@ -126,14 +126,14 @@ class _Writer:
     def __init__(
         self,
         store_dir: Path,
-        manifest: Manifest,
+        draft: Draft,
         pad_tokens: tuple[str, ...],
         options: RunOptions | None = None,
         table=None,
         committed: dict | None = None,
     ):
         self.dir = store_dir
-        self.m = manifest
+        self.m = draft
         # This writer's files are named with its process's tag: two writers of one store (two replicas)
         # never write the same file, and the one whose commit is refused deletes those it wrote.
         self.tag = PROCESS_TAG
@@ -149,16 +149,16 @@ class _Writer:
         self.reading = self.options.reading
         for sub in ("parts", "scalars", "issues"):
             (store_dir / sub).mkdir(parents=True, exist_ok=True)
-        self.row_group_size = manifest.data.setdefault("row_group_size", ROW_GROUP_SIZE)
+        self.row_group_size = draft.data.setdefault("row_group_size", ROW_GROUP_SIZE)
         # The parts' counts of ended and cut responses (see data.ingest.ends_summary); made with other end
         # tokens, they are no use: read again.
-        self.ends = EndsCounts(store_dir, manifest.data)
-        if manifest.data.get(ENDS_WITH) != list(END_TOKENS):
+        self.ends = EndsCounts(store_dir, draft.data)
+        if draft.data.get(ENDS_WITH) != list(END_TOKENS):
             self.ends.forget()
-            manifest.data[ENDS_WITH] = list(END_TOKENS)
+            draft.data[ENDS_WITH] = list(END_TOKENS)
         # The per-step summary, summarised again only where rows came or went (see data.ingest.summary):
         # no whole-run table is held, so memory stays flat as the run grows.
-        self.summaries = StepSummaries(store_dir, manifest.data)
+        self.summaries = StepSummaries(store_dir, draft.data)
         self._step_ranges: dict[int, list[int]] = {}  # of parts whose scalars came before their entry
         self.new_rows = 0
         self.last_commit = time.monotonic()

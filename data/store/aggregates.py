@@ -20,16 +20,16 @@ CELLS_KEY = "cells_file"
 def read_prompt_list(store) -> tuple[pl.DataFrame, float] | None:
     """``(table, threshold)``: the prompt list a commit wrote beside the store (None for a store committed
     without one)."""
-    table = _read_named(store, FILE_KEY)
+    table = _read_named(store, "prompts")
     if table is None:
         return None
-    return table, float(store.manifest.data.get(THRESHOLD_KEY) or 0.0)
+    return table, float(store.manifest.derived["prompts"].meta.get("threshold") or 0.0)
 
 
-def _read_named(store, key: str) -> pl.DataFrame | None:
-    """The file the store's last commit named under ``key`` in its manifest; None when it named none, or
-    when a later commit collected it (that commit's own file is read instead)."""
-    name = store.manifest.data.get(key)
+def _read_named(store, kind: str) -> pl.DataFrame | None:
+    """The file of derived kind ``kind`` the store's last commit named; None when it named none, or when a
+    later commit collected it (that commit's own file is read instead)."""
+    name = store.manifest.derived_name(kind)
     if not name:
         return None
     try:
@@ -40,10 +40,10 @@ def _read_named(store, key: str) -> pl.DataFrame | None:
 
 def read_prompt_matches(store) -> pl.DataFrame | None:
     """The compare page's prompts of a store as its last commit wrote them (None: not written)."""
-    return _read_named(store, MATCHES_KEY)
+    return _read_named(store, "matches")
 
 
 def read_hist_cells(store) -> pl.DataFrame | None:
     """The steps' histogram cells as the store's last commit wrote them (see data.ingest.hist_cells): the
     steps shown, nothing else; None for a store committed without them."""
-    return _read_named(store, CELLS_KEY)
+    return _read_named(store, "cells")

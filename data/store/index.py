@@ -14,7 +14,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -248,10 +248,9 @@ class StoreIndex:
 FACTS_KEY = "facts_file"
 
 
-def _wanted_files(manifest: dict) -> list[tuple[str, int | None]]:
+def _wanted_files(parts: Mapping[str, dict], packs: Iterable[dict]) -> list[tuple[str, int | None]]:
     """``(file of scalars/, part)`` of every committed part with rows (``part`` None for a pack)."""
-    parts = manifest["parts"]
-    in_pack = {p: pack["name"] for pack in manifest.get("packs", []) for p in pack["parts"]}
+    in_pack = {p: pack["name"] for pack in packs for p in pack["parts"]}
     ids = sorted(int(k) for k, e in parts.items() if e["rows"] or int(k) in in_pack)
     where = {
         pid: (in_pack[pid], None) if pid in in_pack else (entry_name(pid, parts[str(pid)]), pid)
@@ -265,8 +264,8 @@ def write_facts(store_dir: Path, manifest: dict, name: str) -> None:
     time, in ``name`` beside the store (JSON: a store written by one host is data to every other, so
     nothing in it is unpickled; see :func:`facts_to_json`)."""
     out = {}
-    kept = _kept_facts(store_dir, manifest)  # the last commit's, with their bounds
-    for file, part in _wanted_files(manifest):
+    kept = _kept_facts(store_dir, manifest.get(FACTS_KEY))  # the last commit's, with their bounds
+    for file, part in _wanted_files(manifest["parts"], manifest.get("packs", [])):
         path = Path(store_dir) / "scalars" / file
         st = path.stat()
         hit = kept.get((file, part))
@@ -333,9 +332,9 @@ def facts_from_json(data: bytes) -> dict:
     return out
 
 
-def _kept_facts(store_dir: Path, manifest: dict) -> dict:
-    """The facts a commit kept (see :func:`write_facts`), ``{}`` when it kept none or they are gone."""
-    name = manifest.get(FACTS_KEY)
+def _kept_facts(store_dir: Path, name: str | None) -> dict:
+    """The facts a commit kept in file ``name`` (see :func:`write_facts`), ``{}`` when it kept none or
+    they are gone."""
     if not name:
         return {}
     try:
@@ -360,10 +359,12 @@ def _facts_of(store_dir: Path, fp: tuple[str, int | None], kept: dict) -> FileFa
     return hit if hit is not None else file_facts(Path(store_dir) / "scalars" / fp[0], fp[1])
 
 
-def build_index(store_dir: Path, manifest: dict) -> StoreIndex:
-    """The :class:`StoreIndex` of a committed manifest (its parts with rows, and the packs they are in)."""
-    parts = manifest["parts"]
-    in_pack = {p: pack["name"] for pack in manifest.get("packs", []) for p in pack["parts"]}
+def build_index(
+    store_dir: Path, parts: Mapping[str, dict], packs: Iterable[dict], facts: str | None
+) -> StoreIndex:
+    """The :class:`StoreIndex` of a committed manifest's ``parts`` (those with rows) and ``packs`` (those
+    they are in), from the footers' facts its commit kept in file ``facts`` (None: read every footer)."""
+    in_pack = {p: pack["name"] for pack in packs for p in pack["parts"]}
     segments: list[Segment] = []
     facts_of: dict[str, FileFacts] = {}
     ids = sorted(int(k) for k, e in parts.items() if e["rows"] or int(k) in in_pack)
@@ -391,7 +392,7 @@ def build_index(store_dir: Path, manifest: dict) -> StoreIndex:
     # Footers read a few at once (pyarrow reads and parses them without the GIL): ~0.3 ms each alone.
     # The facts the commit kept need only a stat each: found here, not through the pool (whose hand-offs
     # cost more than the stats: ~20 ms for 300 files).
-    kept = _kept_facts(store_dir, manifest)
+    kept = _kept_facts(store_dir, facts)
     known = {fp: _kept_facts_of(store_dir, fp, kept) for fp in wanted}
     missing = [fp for fp, facts in known.items() if facts is None]
     if missing:

@@ -260,6 +260,12 @@ def write_top(
     return entry
 
 
+def top_entry(manifest) -> dict | None:
+    """The manifest's entry of the top file (:data:`TOP_KEY`), None when its commit wrote none."""
+    entry = manifest.derived.get("texttop")
+    return None if entry is None else dict(entry.meta)
+
+
 def top_rows(store_dir: Path, entry: dict | None, keys: pl.DataFrame, cols: list[str]) -> pl.DataFrame | None:
     """``cols`` of the rows ``keys`` (``part, row``, in order; all rows of the top file ``entry`` names) as
     the top file keeps them (types as written: the caller casts them); None where it cannot tell (a column

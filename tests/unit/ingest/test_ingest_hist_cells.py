@@ -15,7 +15,7 @@ from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
 from data.queries import MAX_DISCRETE_VALUES
 from data.store import open_store
-from data.store.aggregates import CELLS_KEY, read_hist_cells
+from data.store.aggregates import read_hist_cells
 from tests.conftest import fixture_or_demo
 
 PADS = DEFAULT_PAD_TOKENS
@@ -177,7 +177,7 @@ def test_cells005_a_cell_across_an_edge_reads_its_step(tmp_path, monkeypatch):
         pl.col("n").sum(), pl.col("w").first(),
     )  # fmt: skip
     rest = cells.filter(~((pl.col("step") == 2) & (pl.col("col") == "reward")))
-    pl.concat([rest, merged]).write_parquet(store.dir / store.manifest.data[CELLS_KEY])
+    pl.concat([rest, merged]).write_parquet(store.dir / store.manifest.derived["cells"].name)
     counts, split = curves.cell_histograms(
         pl.concat([rest, merged]), "reward", curves.run_edges(store, "reward"), [1, 2]
     )
@@ -203,8 +203,6 @@ def test_cells006_aggregates_written_lz4(tmp_path, monkeypatch):
     time); the heatmap read from the cells is the responses' own."""
     import pyarrow.parquet as pq
 
-    from data.ingest.ends_summary import FILE_KEY as ENDS_FILE
-
     recs = [
         {"prompt": f"p{i}", "response": "r" * i, "reward": i / 10, "step": s}
         for s in (1, 2)
@@ -212,7 +210,7 @@ def test_cells006_aggregates_written_lz4(tmp_path, monkeypatch):
     ]
     _write(tmp_path / "run", recs)
     store = open_store(ingest_run(tmp_path / "run", tmp_path / "cache", PADS).store_dir)
-    names = [store.manifest.data[k] for k in ("steps_file", CELLS_KEY, ENDS_FILE)]
+    names = [store.manifest.derived[k].name for k in ("steps", "cells", "ends")]
     for name in names:
         meta = pq.ParquetFile(store.dir / name).metadata
         assert {meta.row_group(0).column(i).compression for i in range(meta.num_columns)} == {"LZ4"}, name

@@ -14,9 +14,7 @@ from polars.testing import assert_frame_equal
 from data import prompts
 from data.demo import write_demo_run
 from data.ingest import ingest_run, prompt_index
-from data.ingest.prompt_index import INDEX_KEY
 from data.store import open_store
-from data.store.manifest import Manifest
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo, growing_demo_stores
 
@@ -24,7 +22,7 @@ PADS = ("<pad>", "<|endoftext|>")
 
 
 def _without_index(store) -> RunStore:
-    return RunStore(store.dir, Manifest({k: v for k, v in store.manifest.data.items() if k != INDEX_KEY}))
+    return RunStore(store.dir, store.manifest.without("pidx"))
 
 
 def _assert_same(store, most: int = 40) -> None:
@@ -52,7 +50,7 @@ def test_pidx001_history_from_the_index_is_the_scan(fixtures_dir, tmp_path, run)
     the index equals the one read by scanning the run."""
     src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
-    assert store.manifest.data[INDEX_KEY]["files"]
+    assert store.manifest.derived["pidx"].meta["files"]
     _assert_same(store)
 
 
@@ -100,7 +98,7 @@ def test_pidx003_a_growing_run_many_commits(tmp_path, monkeypatch):
     # lines at a time: commits of a few rows, merged.
     merged = 0
     for store in growing_demo_stores(run, cache, tmp_path / "more", PADS):
-        merged += sum(f["name"].split("-")[2] != "1" for f in store.manifest.data[INDEX_KEY]["files"])
+        merged += sum(f["name"].split("-")[2] != "1" for f in store.manifest.derived["pidx"].meta["files"])
         _assert_same(store, most=8)
     assert merged
     # One file rewritten (read again, its parts dropped) while the others' parts stay in the same files.
@@ -110,9 +108,9 @@ def test_pidx003_a_growing_run_many_commits(tmp_path, monkeypatch):
     store = open_store(ingest_run(run, cache, PADS, complete=False).store_dir)
     _assert_same(store, most=8)
     # The first run's parts were all dropped: no file holds only theirs any more.
-    assert all(f["name"].split("-")[1] != "g000001" for f in store.manifest.data[INDEX_KEY]["files"])
-    entry = store.manifest.data[INDEX_KEY]
-    assert entry["upto"] == store.manifest.data["next_part"]
+    assert all(f["name"].split("-")[1] != "g000001" for f in store.manifest.derived["pidx"].meta["files"])
+    entry = store.manifest.derived["pidx"].meta
+    assert entry["upto"] == store.manifest.next_part
     # The files stay as a binary counter leaves them: each holds less than half the rows of the one before
     # it, so they are at most log2 of the rows they hold, plus one.
     sizes = [f["rows"] for f in entry["files"]]
@@ -134,7 +132,7 @@ def test_pidx004_a_store_without_the_index_is_scanned(tmp_path):
     assert prompt_index.read(old, key, ["step"]) is None
     prompts._history.cache_clear()
     assert prompts.history(old, key).height > 0
-    for f in store.manifest.data[INDEX_KEY]["files"]:
+    for f in store.manifest.derived["pidx"].meta["files"]:
         (store.dir / f["name"]).unlink()
     assert prompt_index.read(store, key, ["step"]) is None
     prompts._history.cache_clear()
@@ -150,7 +148,7 @@ def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
     monkeypatch.setattr(prompt_index, "BATCH", 8)
     monkeypatch.setattr(prompt_index, "_merge_groups", lambda files: [])  # several files to read
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    files = store.manifest.data[INDEX_KEY]["files"]
+    files = store.manifest.derived["pidx"].meta["files"]
     assert len(files) >= 2 and all(f["name"].endswith(".arrow") for f in files)
     keys = prompts.prompt_table(store).get_column("prompt_key").to_list()
     want = {k: prompts.history(_without_index(store), k) for k in keys}

@@ -15,16 +15,12 @@ from data.compare import prompts as compare_prompts
 from data.demo import write_demo_run
 from data.ingest import ingest_run, prompt_summary
 from data.ingest.prompt_summary import (
-    FILE_KEY,
-    MATCHES_KEY,
-    THRESHOLD_KEY,
     prompt_list,
     read_prompt_list,
     read_prompt_matches,
 )
 from data.metrics.degeneration import step_length_medians
 from data.store import open_store
-from data.store.manifest import Manifest
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 
@@ -46,8 +42,7 @@ def _rec(prompt: str, step: int, reward: float, ref: float | None = None) -> dic
 
 def _scanned(store) -> tuple[pl.DataFrame, float]:
     """The list as a scan of every response gives it (the store as if committed without the file)."""
-    data = {k: v for k, v in store.manifest.data.items() if k not in (FILE_KEY, THRESHOLD_KEY)}
-    return prompt_list(RunStore(store.dir, Manifest(data)))
+    return prompt_list(RunStore(store.dir, store.manifest.without("prompts")))
 
 
 def _assert_same(store) -> None:
@@ -71,7 +66,7 @@ def test_promptsum001_written_list_by_hand(tmp_path):
         ],
     )
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    name = store.manifest.data[FILE_KEY]
+    name = store.manifest.derived["prompts"].name
     assert (store.dir / name).exists()
     table = pl.read_parquet(store.dir / name)
     alpha = table.filter(pl.col("prompt_preview") == "alpha").row(0, named=True)
@@ -84,7 +79,9 @@ def test_promptsum001_written_list_by_hand(tmp_path):
     assert (beta["n_responses"], beta["n_steps"], beta["trend"]) == (1, 1, "single")
     assert (alpha["order"], beta["order"]) == (0, 1)  # first seen at lines 1 and 3: first and second
     # σ of 1, 3, 2, 5 (ddof 1): mean 2.75, squares 3.0625 + 0.0625 + 0.5625 + 5.0625 = 8.75, / 3
-    assert math.isclose(store.manifest.data[THRESHOLD_KEY], 0.2 * math.sqrt(8.75 / 3), rel_tol=1e-12)
+    assert math.isclose(
+        store.manifest.derived["prompts"].meta["threshold"], 0.2 * math.sqrt(8.75 / 3), rel_tol=1e-12
+    )
     assert alpha["trend"] == "improved"  # 5 − 2 = 3 > 0.2 σ
 
 
@@ -139,7 +136,7 @@ def test_promptsum004_the_page_reads_the_list_and_scans_nothing(tmp_path, monkey
         assert_frame_equal(prompts.prompt_table(store), expected)
         assert prompts.run_trend_threshold(store) == threshold
     prompts._table.cache_clear()
-    old = RunStore(store.dir, Manifest({k: v for k, v in store.manifest.data.items() if k != FILE_KEY}))
+    old = RunStore(store.dir, store.manifest.without("prompts"))
     assert read_prompt_list(old) is None
     assert_frame_equal(prompts.prompt_table(old), expected)
 
@@ -169,8 +166,7 @@ def test_promptsum005_step_medians_from_the_steps_summary(fixtures_dir, tmp_path
 
 
 def _unwritten(store) -> RunStore:
-    data = {k: v for k, v in store.manifest.data.items() if k not in (FILE_KEY, THRESHOLD_KEY, MATCHES_KEY)}
-    return RunStore(store.dir, Manifest(data))
+    return RunStore(store.dir, store.manifest.without("prompts", "matches"))
 
 
 @pytest.mark.parametrize("run", ["rlloggingboard-eval-poem", "trl-grpo-small", "real-verl-gsm8k-tools", None])

@@ -68,9 +68,9 @@ def test_summary001_appends_and_a_rewritten_file_give_the_summary_of_one_read(tm
         for r in range(2):
             with open(run / f"rank{r}.jsonl", "ab") as f:
                 f.write(b"".join(_line(step, k, r) for k in range(5)))
-        before = {int(k) for k in open_store(next(cache.iterdir())).manifest.data["parts"]}
+        before = {int(k) for k in open_store(next(cache.iterdir())).manifest.parts}
         res = ingest_run(run, cache, PADS, chunk_bytes=700)
-        parts = open_store(res.store_dir).manifest.data["parts"]
+        parts = open_store(res.store_dir).manifest.parts
         new = sorted(int(k) for k in parts if int(k) not in before)
         assert reads[-1] == new, (step, reads[-1], new)  # only the new parts: no older step is read again
         assert all(parts[str(p)]["steps"] == [step, step] for p in new)
