@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from data.cache import StoreKey, shared
+from data.derived.cells import read_hist_cells
 from data.metrics import METRICS, label
 from data.metrics.step import PartialStep, partial_last_step
 from data.queries import (
@@ -29,7 +30,6 @@ from data.queries import (
     step_histograms,
 )
 from data.store import RunStore
-from data.store.aggregates import read_hist_cells
 
 # Spread bands of a curve: URL value -> UI text. All come from the store's per-step summary.
 BANDS = {"std": "±1 std", "p25-p75": "p25–p75", "p5-p95": "p5–p95"}
@@ -588,7 +588,7 @@ def cell_histograms(
     cells: pl.DataFrame, col: str, edges: list[float], steps: list[int]
 ) -> tuple[np.ndarray, list[int]]:
     """:func:`data.queries.step_histograms`' counts of ``col`` summed from a store's histogram cells (see
-    data.ingest.hist_cells): ``count[b, i]`` in bar ``b`` of ``edges`` at the step ``sorted(steps)[i]``,
+    data.derived.cells): ``count[b, i]`` in bar ``b`` of ``edges`` at the step ``sorted(steps)[i]``,
     for the steps none of whose cells lies across an edge (their every value is in the bar of its cell's
     ``lo`` and ``hi``; the others' counts are 0), and the sorted steps with such a cell (to count from
     their responses). Summed in numpy (:func:`data.queries.bar_indices`: ``lo`` and ``hi`` are finite)."""
@@ -774,7 +774,7 @@ def _bars(v: StoreKey, col: str, step: int, kind: str) -> pl.DataFrame:
 def cell_bars(
     cells: pl.DataFrame, col: str, step: int, edges: list[float], names: frozenset[str] | None = None
 ) -> pl.DataFrame | None:
-    """:func:`bars` of ``col`` at ``step`` summed from a store's histogram cells (see data.ingest.hist_cells):
+    """:func:`bars` of ``col`` at ``step`` summed from a store's histogram cells (see data.derived.cells):
     None when the cells cannot tell (one of the step's cells lies across an edge, or the run has no cell of
     ``col``: the column may be absent, whose bars are none rather than empty). ``names``: the columns the
     cells count, when known (:func:`_names_in`)."""

@@ -7,7 +7,7 @@ the grid come from a cached head of the *order* (the ``part, row`` of the first 
 filter and sort), deeper ones from the whole order, kept in the shared results cache once a user scrolls
 there; a page's rows are then read from the row groups that hold them. A text search runs once per query.
 The unfiltered view of every step reads its head and its first block from what ingest kept of each sort
-(see :mod:`data.ingest.topk`), not from the run's files.
+(see :mod:`data.derived.topk`), not from the run's files.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from data.cache import StoreKey, results, shared
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.curves import partial_step
 from data.curves import run_steps as run_summary
-from data.ingest import topk
+from data.derived import text as text_index
+from data.derived import topk
 from data.metrics import METRICS, label
 from data.metrics.registry import COLUMNS, PREVIEW_COLUMNS, length_column
 from data.metrics.registry import table_columns as registry_table_columns
@@ -48,7 +49,7 @@ from data.queries import (
     sort_rows,
 )
 from data.signals import can_tell_truncation, truncated_rows
-from data.store import RunStore, UnknownRun, text_index
+from data.store import RunStore, UnknownRun
 from data.views import paths
 from data.views.codec import REGEX_FALLBACK, first
 from data.views.paths import shown_run
@@ -278,7 +279,7 @@ HEAD_ROWS = 2000
 KEYS = {"part": pl.UInt32, "row": pl.UInt32}
 
 
-# ---- text index: what a regex search scans (see data.store.text_index) ------------------------------------
+# ---- text index: what a regex search scans (see data.derived.text) ------------------------------------
 
 TEXT_INDEX_COLUMNS = text_index.COLUMNS
 _WARMING: set[str] = set()  # text indexes being built in the background (one thread per store)
@@ -290,7 +291,7 @@ _WARMED_KEPT = 64
 
 def text_index_files(store: RunStore) -> list[Path]:
     """Per committed file of ``parts/``, its ``part, row, step, prompt, response`` as an uncompressed Arrow
-    IPC file, as ingest wrote it in the store (see :func:`data.store.text_index.index_files`)."""
+    IPC file, as ingest wrote it in the store (see :func:`data.derived.text.index_files`)."""
     return text_index.index_files(store.dir, store.part_files())
 
 
@@ -540,7 +541,7 @@ def _head(key: StoreKey, flt: ResponseFilter, sort: str, descending: bool, secon
     if fast is not None:
         return fast[0]
     if flt.step is None and flt.is_default():
-        # Every step, unfiltered: the first rows of each sort kept at ingest (see data.ingest.topk).
+        # Every step, unfiltered: the first rows of each sort kept at ingest (see data.derived.topk).
         head = topk.head(key.store, sort, descending, HEAD_ROWS)
         if head is not None:
             return head
@@ -617,7 +618,7 @@ def _whole_order(
 # A search over every step reads every text to count its matches (and their mean reward), which grows with
 # the run. The page does not wait for it: the first blocks of its default order (reward, best first) come
 # from the run's first rows in that order, kept with their texts at ingest (see
-# :data:`data.store.text_index.TOP_KEY`): the matches among them are exactly the first matches of the whole
+# :data:`data.derived.text.TOP_KEY`): the matches among them are exactly the first matches of the whole
 # run. The count runs in a background thread (:func:`count_or_progress`), which the page polls.
 
 # How long a worker trusts another worker's note of a search under way (refreshed at each chunk).

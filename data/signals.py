@@ -11,7 +11,7 @@ import functools
 import polars as pl
 
 from data.cache import StoreKey, shared
-from data.ingest.ends_summary import counted_with, truncation_from_counts
+from data.derived.ends import counted_with, truncation_from_counts
 from data.metrics.degeneration import ends_with_end_token
 from data.store import RunStore
 

@@ -18,11 +18,17 @@ from typing import NamedTuple
 import polars as pl
 
 from data import schema
-from data.ingest import prompt_index, topk
+from data.derived import pidx as prompt_index
+from data.derived import topk
+from data.derived.ends import END_TOKENS, EndsCounts, ends_counts
+from data.derived.ends import FILE_KEY as ENDS_FILE
+from data.derived.ends import MANIFEST_KEY as ENDS_WITH
+from data.derived.prompts import FILE_KEY as PROMPTS_FILE
+from data.derived.prompts import MATCHES_KEY as MATCHES_FILE
+from data.derived.prompts import THRESHOLD_KEY, write_prompt_list
+from data.derived.steps import CELLS_KEY, StepSummaries, scan_part_scalars
+from data.derived.text import TOP_KEY, Block, collect_index, index_new_parts, write_top
 from data.ingest.blocks import RawBlock, _goes_whole, parse_block, parse_blocks
-from data.ingest.ends_summary import END_TOKENS, EndsCounts, ends_counts
-from data.ingest.ends_summary import FILE_KEY as ENDS_FILE
-from data.ingest.ends_summary import MANIFEST_KEY as ENDS_WITH
 from data.ingest.fast import ChunkResult
 from data.ingest.options import RunOptions
 from data.ingest.parts import (
@@ -33,10 +39,6 @@ from data.ingest.parts import (
     derive_chunk,
     scalar_columns,
 )
-from data.ingest.prompt_summary import FILE_KEY as PROMPTS_FILE
-from data.ingest.prompt_summary import MATCHES_KEY as MATCHES_FILE
-from data.ingest.prompt_summary import THRESHOLD_KEY, write_prompt_list
-from data.ingest.summary import CELLS_KEY, StepSummaries, scan_part_scalars
 from data.metrics.registry import PREVIEW_COLUMNS, table_columns
 from data.store.index import FACTS_KEY, write_facts
 from data.store.layout import (
@@ -57,7 +59,6 @@ from data.store.layout import (
 )
 from data.store.manifest import MANIFEST, Draft, has_issues, manifest_bytes, packed_parts, write_atomic
 from data.store.table import MANIFESTS, TABLE_VERSION, commit_table, table_files
-from data.store.text_index import TOP_KEY, Block, collect_index, index_new_parts, write_top
 
 # This process's writers' tag, in the names of the files they write: writers of one store on several hosts
 # (or in several processes) never write the same file (see data.store.table).
@@ -106,7 +107,7 @@ class _Written(NamedTuple):
     host: int | None = None  # the part whose file holds its rows, when written with others
     pack: tuple[str, list[int]] | None = None  # the pack of scalars and issues it and others went to
     counts: tuple[int, int] | None = None  # its unusable lines and notes, when ``issues`` is None
-    ends: list[list[int]] | None = None  # per step: responses, ended, cut (see data.ingest.ends_summary)
+    ends: list[list[int]] | None = None  # per step: responses, ended, cut (see data.derived.ends)
     blocks: list[list[int]] | None = None  # its files of parts/: [step block, first row, rows, steps]
     columns: dict[str, pl.DataType] | None = None  # the columns of those files
 
@@ -150,13 +151,13 @@ class _Writer:
         for sub in ("parts", "scalars", "issues"):
             (store_dir / sub).mkdir(parents=True, exist_ok=True)
         self.row_group_size = draft.data.setdefault("row_group_size", ROW_GROUP_SIZE)
-        # The parts' counts of ended and cut responses (see data.ingest.ends_summary); made with other end
+        # The parts' counts of ended and cut responses (see data.derived.ends); made with other end
         # tokens, they are no use: read again.
         self.ends = EndsCounts(store_dir, draft.data)
         if draft.data.get(ENDS_WITH) != list(END_TOKENS):
             self.ends.forget()
             draft.data[ENDS_WITH] = list(END_TOKENS)
-        # The per-step summary, summarised again only where rows came or went (see data.ingest.summary):
+        # The per-step summary, summarised again only where rows came or went (see data.derived.steps):
         # no whole-run table is held, so memory stays flat as the run grows.
         self.summaries = StepSummaries(store_dir, draft.data)
         self._step_ranges: dict[int, list[int]] = {}  # of parts whose scalars came before their entry
@@ -607,7 +608,7 @@ class _Writer:
         the table's files of that state with the manifest's generation (see :func:`data.store.table.
         commit_table`; raises ``CommitConflict`` when another writer committed first: nothing of this
         commit is then visible). ``manifest.json`` is replaced only after the commit. ``aggregates``: also
-        write the prompt aggregates (a pass over the whole store; see :mod:`data.ingest.prompt_summary`)."""
+        write the prompt aggregates (a pass over the whole store; see :mod:`data.derived.prompts`)."""
         started = time.monotonic()
         gen = self.m.data["generation"] + 1
         steps_name = f"steps-g{gen:06d}-{self.tag}.parquet"
@@ -618,8 +619,8 @@ class _Writer:
         if below is not None:
             steps = steps.filter(pl.col("step") < below)
             cells = cells.filter(pl.col("step") < below)
-        # The steps' histogram cells (see data.ingest.hist_cells), read by the reward page's heatmap; the parts'
-        # counts of ended and cut responses (see data.ingest.ends_summary), when every part has some.
+        # The steps' histogram cells (see data.derived.cells), read by the reward page's heatmap; the parts'
+        # counts of ended and cut responses (see data.derived.ends), when every part has some.
         cells_name = f"cells-g{gen:06d}-{self.tag}.parquet"
         ends = self.ends.frame(data["parts"])
         ends_name = f"ends-g{gen:06d}-{self.tag}.parquet" if ends is not None else None
@@ -633,11 +634,11 @@ class _Writer:
         old = self.m.data.get("steps_file")
         old_cells = self.m.data.get(CELLS_KEY)
         old_manifest = self.m.data.get("manifest_file")
-        # One prompt's rows, keyed by prompt (see data.ingest.prompt_index): this commit's new parts added.
+        # One prompt's rows, keyed by prompt (see data.derived.pidx): this commit's new parts added.
         old_prompt_index = self.m.data.get(prompt_index.INDEX_KEY)
         prompt_idx, prompt_idx_files = prompt_index.update(self.dir, data, gen, self.tag)
         self._written += [self.dir / f for f in prompt_idx_files]
-        # The first rows of every sort of the all-steps view (see data.ingest.topk): this commit's parts merged.
+        # The first rows of every sort of the all-steps view (see data.derived.topk): this commit's parts merged.
         old_topk = self.m.data.get(topk.KEY)
         topk_entry, topk_file = topk.update(self.dir, data, gen, self.tag)
         self._written.append(self.dir / topk_file)
@@ -666,7 +667,7 @@ class _Writer:
         self._written.append(self.dir / MANIFESTS / name)
         state = table_files(data)
         # The texts of the parts new in this commit, for a regex search over every step (ready before the
-        # manifest names the commit; see data.store.text_index).
+        # manifest names the commit; see data.derived.text).
         text_files = index_new_parts(self.dir, state)
         self._written += text_files  # a refused commit's, removed with its parts (whose names may come again)
         # The first rows of the run in the responses page's default order, with their texts and the grid's
@@ -787,7 +788,7 @@ class _Writer:
 
 
 def _top_block(store_dir: Path, data: dict) -> Block:
-    """What the top file's rows keep besides their texts (see :data:`data.store.text_index.BLOCK_KEY`): the
+    """What the top file's rows keep besides their texts (see :data:`data.derived.text.BLOCK_KEY`): the
     columns the responses grid's block shows (``source, line``, the metric and extra columns, the
     previews; :func:`data.responses._block`), read from the scalars of the parts of manifest ``data``."""
     cols = ["source", "line", *table_columns(), *data.get("extra_columns", []), *PREVIEW_COLUMNS]

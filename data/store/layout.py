@@ -7,8 +7,8 @@ and ``manifests/``, ``parts/step_block=<n>/`` (the table's files: one row per re
 row groups, steps ``n * STEP_BLOCK`` to ``(n + 1) * STEP_BLOCK - 1``), ``scalars/`` (the same rows without
 text and token arrays; ``k<first>-<last>.parquet``: a pack of many small parts' rows), ``issues/``
 (unusable lines and data-quality notes; packs likewise) ``steps-g<N>.parquet`` (the per-step summary
-of generation N), ``cells-g<N>.parquet`` (its steps' histogram cells, see data.ingest.hist_cells) and
-``prompts-g<N>.parquet`` (its prompt list, see data.ingest.prompt_summary).
+of generation N), ``cells-g<N>.parquet`` (its steps' histogram cells, see data.derived.cells) and
+``prompts-g<N>.parquet`` (its prompt list, see data.derived.prompts).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A search over every step: its first block from the top of the reward order kept at ingest
-(data.store.text_index.write_top, data.responses.fast_keys), equal to the whole search's first rows on real
+(data.derived.text.write_top, data.responses.fast_keys), equal to the whole search's first rows on real
 runs, the demo, by hand and across commits; its count in the background (data.responses.count_or_progress),
 equal to the count and mean of the search itself."""
 
@@ -12,9 +12,10 @@ import polars as pl
 import pytest
 
 from data import responses
+from data.derived import text as text_index
 from data.ingest import ingest_run, writer
 from data.queries import ResponseFilter
-from data.store import open_store, text_index
+from data.store import open_store
 from data.store.manifest import DerivedEntry
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo

@@ -182,7 +182,7 @@ def test_responses020_sample_texts_hide_pads(store):
 def test_responses022_text_index_in_the_store(store):
     """Ingest writes one IPC file per file of parts/ in the store; a search over all steps reads them."""
     from data import responses
-    from data.store import text_index
+    from data.derived import text as text_index
 
     responses.clear_caches()
     assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
@@ -199,7 +199,7 @@ def test_responses023_a_missing_index_file_raises(store, monkeypatch):
     """The store's text index is read as ingest wrote it: a file missing raises (nothing is built beside
     the store, as for a store of format 13 and before)."""
     from data import responses
-    from data.store import text_index
+    from data.derived import text as text_index
 
     monkeypatch.setattr(text_index, "FOLDER", "not-written")
     with pytest.raises(FileNotFoundError):

@@ -1,4 +1,4 @@
-"""The text index a regex search over every step scans (data.store.text_index): written by ingest at each
+"""The text index a regex search over every step scans (data.derived.text): written by ingest at each
 commit in the store."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import json
 import polars as pl
 
 from data import responses
+from data.derived import text as text_index
 from data.ingest import ingest_run
 from data.queries import ResponseFilter
-from data.store import open_store, text_index
+from data.store import open_store
 
 PADS = ("<pad>",)
 

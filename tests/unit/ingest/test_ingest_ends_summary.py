@@ -1,4 +1,4 @@
-"""Ended and cut responses counted per part and step at ingest (data.ingest.ends_summary): by hand, equal to
+"""Ended and cut responses counted per part and step at ingest (data.derived.ends): by hand, equal to
 the count read from the parts' token lists, and what the reward page's truncation curve reads."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from polars.testing import assert_frame_equal
 
 from data import signals
 from data.config import DEFAULT_END_TOKENS, DEFAULT_PAD_TOKENS
+from data.derived.ends import counted_with
 from data.ingest import ingest_run
-from data.ingest.ends_summary import counted_with
 from data.store import open_store
 from data.store.reader import RunStore
 from tests.conftest import fixture_or_demo

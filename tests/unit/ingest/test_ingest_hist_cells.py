@@ -1,4 +1,4 @@
-"""The steps' histogram cells made at ingest (data.ingest.hist_cells): the reward page's heatmap and bins
+"""The steps' histogram cells made at ingest (data.derived.cells): the reward page's heatmap and bins
 summed from them are the ones read from every response, by hand and on real runs."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 from data import curves
 from data.cache import StoreKey
 from data.config import DEFAULT_PAD_TOKENS
+from data.derived.cells import read_hist_cells
 from data.ingest import ingest_run
 from data.queries import MAX_DISCRETE_VALUES
 from data.store import open_store
-from data.store.aggregates import read_hist_cells
 from tests.conftest import fixture_or_demo
 
 PADS = DEFAULT_PAD_TOKENS

@@ -1,4 +1,4 @@
-"""The prompt-keyed index written at each commit (data.ingest.prompt_index): one prompt's history read from
+"""The prompt-keyed index written at each commit (data.derived.pidx): one prompt's history read from
 it is the scan's, row for row and bit for bit, on real runs, the demo, a growing run and by hand; the page
 then reads no response of the run; a store committed without it is scanned."""
 
@@ -13,7 +13,8 @@ from polars.testing import assert_frame_equal
 
 from data import prompts
 from data.demo import write_demo_run
-from data.ingest import ingest_run, prompt_index
+from data.derived import pidx as prompt_index
+from data.ingest import ingest_run
 from data.store import open_store
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo, growing_demo_stores

@@ -1,4 +1,4 @@
-"""The prompt list written beside the store at each commit (data.ingest.prompt_summary): its numbers by hand,
+"""The prompt list written beside the store at each commit (data.derived.prompts): its numbers by hand,
 equal to the list a scan of every response gives, read by the prompts page instead of any scan."""
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from polars.testing import assert_frame_equal
 from data import prompts
 from data.compare import prompts as compare_prompts
 from data.demo import write_demo_run
-from data.ingest import ingest_run, prompt_summary
-from data.ingest.prompt_summary import (
+from data.derived import matches as derived_matches
+from data.derived import prompts as prompt_summary
+from data.derived.prompts import (
     prompt_list,
     read_prompt_list,
     read_prompt_matches,
 )
+from data.ingest import ingest_run
 from data.metrics.degeneration import step_length_medians
 from data.store import open_store
 from data.store.reader import RunStore
@@ -238,7 +240,7 @@ def test_promptsum009_compare_prompts_in_passes_as_at_once(tmp_path, monkeypatch
         open_store(ingest_run(write_demo_run(tmp_path / "r", "d", 8, 16), tmp_path / "c", PADS).store_dir)
     )
     once = compare_prompts._store_prompts(store)
-    monkeypatch.setattr(compare_prompts, "PASS_ROWS", 9)
+    monkeypatch.setattr(derived_matches, "PASS_ROWS", 9)
     again = compare_prompts._store_prompts(store)
     assert_frame_equal(again.prompts, once.prompts)
     assert_frame_equal(again.by_step, once.by_step)

@@ -9,10 +9,10 @@ import math
 import pytest
 from polars.testing import assert_frame_equal
 
+from data.derived import steps as ingest_summary
+from data.derived.cells import read_hist_cells
 from data.ingest import ingest_run
-from data.ingest import summary as ingest_summary
 from data.store import open_store
-from data.store.aggregates import read_hist_cells
 from tests.conftest import fixture_or_demo
 
 PADS = ("<pad>",)

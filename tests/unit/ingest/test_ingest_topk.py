@@ -1,4 +1,4 @@
-"""The first rows of every sort of the all-steps view, kept at each commit (data.ingest.topk): they equal
+"""The first rows of every sort of the all-steps view, kept at each commit (data.derived.topk): they equal
 the sorted scan's on real runs, the demo, a growing run and by hand (ties, NaN, null, infinities); the page's
 first block then reads no file of the run; a store committed without them sorts the files as before."""
 
@@ -12,7 +12,8 @@ from polars.testing import assert_frame_equal
 
 from data import responses
 from data.demo import write_demo_run
-from data.ingest import ingest_run, topk
+from data.derived import topk
+from data.ingest import ingest_run
 from data.queries import ResponseFilter
 from data.store import open_store
 from data.store.manifest import DerivedEntry

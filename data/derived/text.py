@@ -168,7 +168,7 @@ def _top_of_parts(parts: list[str], index: list[str]) -> tuple[pl.DataFrame, boo
 
 
 # What a commit gives write_top to read its new rows' block columns: the columns, and the scans of the
-# scalars of some part ids (``data.ingest.summary.scan_part_scalars``; ingest's, which this package does not
+# scalars of some part ids (``data.derived.steps.scan_part_scalars``; ingest's, which this package does not
 # import).
 Block = tuple[list[str], Callable[[list[int]], list[pl.LazyFrame]]]
 

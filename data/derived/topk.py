@@ -30,9 +30,8 @@ from pathlib import Path
 
 import polars as pl
 
-from data.ingest.summary import scan_part_scalars
+from data.derived.steps import scan_part_scalars
 from data.metrics.registry import table_columns
-from data.queries import sort_rows
 from data.store.layout import rows_at
 from data.store.manifest import write_atomic
 
@@ -49,6 +48,11 @@ KEYS = ("part", "row", "sample_id", "step")
 NOT_SORTED = frozenset(
     ("sample_id", "source", "line", "part", "row", "prompt_key", "prompt_preview", "response_preview")
 )
+
+
+def sort_rows(lf: pl.LazyFrame, column: str, descending: bool) -> pl.LazyFrame:
+    """Sort by ``column`` (nulls last), ties broken by ``sample_id`` so paging is stable."""
+    return lf.sort([column, "sample_id"], descending=[descending, False], nulls_last=True)
 
 
 def columns(names, data: dict) -> list[str]:

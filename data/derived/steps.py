@@ -16,9 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from data.ingest.hist_cells import COLUMNS, empty_cells, hist_cells, made_with, widths
+from data.derived.cells import CELLS_KEY, COLUMNS, empty_cells, hist_cells, made_with, widths
 from data.metrics.step import extra_mean, step_summary
-from data.store.aggregates import CELLS_KEY
 from data.store.layout import SCALAR_CORE, SCALAR_DTYPES, entry_name
 from data.store.manifest import packed_parts
 
@@ -60,7 +59,7 @@ def empty_summary() -> pl.DataFrame:
 class StepSummaries:
     """The summary of every step of a store's applied parts (hidden steps included), summarised again
     where rows came or went (:meth:`touch`, :meth:`touch_range`) when asked for (:meth:`refresh`); and the
-    steps' histogram cells (:attr:`cells`, see :mod:`data.ingest.hist_cells`), made from the same rows."""
+    steps' histogram cells (:attr:`cells`, see :mod:`data.derived.cells`), made from the same rows."""
 
     def __init__(self, store_dir: Path, data: dict):
         self.dir = Path(store_dir)

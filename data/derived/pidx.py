@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from data.ingest.summary import scan_part_scalars
+from data.derived.steps import scan_part_scalars
 from data.metrics.registry import stored_columns
 from data.store.manifest import replaced
 
