@@ -1,14 +1,11 @@
 """Where and how a run's store is written: its folder in the cache, ``STORE_FORMAT``, the files' names and
 the Parquet settings of a part.
 
-Layout of one run's store (``<cache>/<run>-<hash>/``), a Delta Lake table (see data.store.table):
-``_delta_log/`` (the table's commits), ``manifest.json`` (what the last commit holds, see data.store.manifest)
-and ``manifests/``, ``parts/step_block=<n>/`` (the table's files: one row per response, all columns, small
-row groups, steps ``n * STEP_BLOCK`` to ``(n + 1) * STEP_BLOCK - 1``), ``scalars/`` (the same rows without
-text and token arrays; ``k<first>-<last>.parquet``: a pack of many small parts' rows), ``issues/``
-(unusable lines and data-quality notes; packs likewise) ``steps-g<N>.parquet`` (the per-step summary
-of generation N), ``cells-g<N>.parquet`` (its steps' histogram cells, see data.derived.cells) and
-``prompts-g<N>.parquet`` (its prompt list, see data.derived.prompts).
+Layout of one run's store (``<cache>/<run>-<hash>/``): a Delta Lake table (see data.store.table) of the
+parts (``parts/step_block=<n>/``, one row per response, all columns, small row groups), ``scalars/`` and
+``issues/`` (the same rows without texts and token arrays; the unusable lines; ``k<first>-<last>.parquet``:
+a pack of many small parts), ``manifest.json`` (see data.store.manifest) and the files a commit derives
+beside them (data.derived.registry). docs/store.md lists every file kind.
 """
 
 from __future__ import annotations
