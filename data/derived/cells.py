@@ -28,7 +28,7 @@ import math
 
 import polars as pl
 
-from data.derived.base import read_named
+from data.derived.base import Commit, collect_named, read_named
 
 # A column with at most this many distinct values in a run gets one bar per value (a verifier's 0 / 1, a
 # reward in steps of 0.5) instead of evenly spaced bins, which there leave most bars empty, draw each value
@@ -157,3 +157,20 @@ def made_with(cells: pl.DataFrame) -> dict[str, float]:
     """The widths ``cells`` were made with, per column (those made one per value left out)."""
     w = cells.filter(pl.col("w").is_not_nan()).group_by("col").agg(pl.col("w").first())
     return dict(w.iter_rows())
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """The histogram cells of the steps shown, made with the steps summary (see data.derived.steps)."""
+    cells = c.summaries.cells
+    if c.below is not None:
+        cells = cells.filter(pl.col("step") < c.below)
+    name = c.file("cells", "parquet")
+    c.put_frame(name, cells)
+    c.set({CELLS_KEY: name})
+
+
+def collect(c: Commit, removable) -> None:
+    collect_named(c, removable, "cells-g*.parquet", CELLS_KEY)

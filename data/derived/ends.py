@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from data.config import DEFAULT_END_TOKENS
+from data.derived.base import Commit, collect_named
 from data.metrics.degeneration import ends_with_end_token
 from data.store.manifest import Manifest
 
@@ -125,3 +126,19 @@ def truncation_from_counts(store_dir: Path, m: Manifest) -> pl.DataFrame:
         .with_columns((pl.col("truncated") / pl.col("n")).alias("y"))
         .sort("step")
     )
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """The parts' counts of ended and cut responses, when every part has some (else no file)."""
+    ends = c.ends.frame(c.data["parts"])
+    name = c.file("ends", "parquet") if ends is not None else None
+    if ends is not None:
+        c.put_frame(name, ends)
+    c.set({FILE_KEY: name})
+
+
+def collect(c: Commit, removable) -> None:
+    collect_named(c, removable, "ends-g*.parquet", FILE_KEY)

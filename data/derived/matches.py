@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from data.derived.base import read_named
+from data.derived.base import Commit, collect_named, read_named
 from data.metrics.group import finite, prompt_hash
 from data.metrics.response import strip_pads
 from data.store import RunStore
@@ -204,3 +204,12 @@ def _store_prompts(store: RunStore, with_by_step: bool = True) -> RunPrompts:
 def read_prompt_matches(store) -> pl.DataFrame | None:
     """The compare page's prompts of a store as its last commit wrote them (None: not written)."""
     return read_named(store, KIND)
+
+
+# ---- at a commit: written with the prompt list (data.derived.prompts.build) -------------------------------
+
+MATCHES_KEY = "prompt_matches_file"
+
+
+def collect(c: Commit, removable) -> None:
+    collect_named(c, removable, PATTERN, MATCHES_KEY)

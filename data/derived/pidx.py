@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from data.derived.base import Commit
 from data.derived.steps import scan_part_scalars
 from data.metrics.registry import stored_columns
 from data.store.manifest import replaced
@@ -371,3 +372,18 @@ def collect_garbage(store_dir: Path, data: dict, old: dict | None, removable) ->
     for p in Path(store_dir).glob(PATTERN):
         if p.name not in keep and removable(p):
             p.unlink(missing_ok=True)
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """This commit's new parts added to the index (see :func:`update`)."""
+    entry, files = update(c.dir, c.data, c.gen, c.tag)
+    c.written += [c.dir / f for f in files]
+    c.named |= {c.dir / f["name"] for f in entry["files"]}
+    c.set({INDEX_KEY: entry})
+
+
+def collect(c: Commit, removable) -> None:
+    collect_garbage(c.dir, c.draft, c.old.get(INDEX_KEY), removable)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from data.derived.base import read_named
+from data.derived.base import Commit, collect_named, read_named
 from data.derived.matches import read_prompt_matches as read_prompt_matches
 from data.derived.matches import run_prompt_matches
 from data.metrics.degeneration import step_length_medians, with_length_ratio
@@ -161,3 +161,23 @@ def write_prompt_list(store_dir: Path, data: dict, generation: int, tag: str) ->
         write_atomic(Path(store_dir) / name, buf.getvalue())
         out[key] = name
     return out
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """The prompt list and the compare page's prompts of the state committed (its steps summary written);
+    none for a commit made mid-read (readers compute them if asked)."""
+    if c.aggregates:
+        lists = write_prompt_list(c.dir, c.data, c.gen, c.tag)
+    else:
+        lists = {FILE_KEY: None, MATCHES_KEY: None, THRESHOLD_KEY: None}
+    files = [c.dir / lists[k] for k in (FILE_KEY, MATCHES_KEY) if lists[k]]
+    c.written += files
+    c.named |= set(files)
+    c.set(lists)
+
+
+def collect(c: Commit, removable) -> None:
+    collect_named(c, removable, "prompts-g*.parquet", FILE_KEY)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from data.derived.base import Commit, collect_named
 from data.derived.cells import CELLS_KEY, COLUMNS, empty_cells, hist_cells, made_with, widths
 from data.metrics.step import extra_mean, step_summary
 from data.store.layout import SCALAR_CORE, SCALAR_DTYPES, entry_name
@@ -249,3 +250,21 @@ def step_windows(ranges: list[tuple[int, int, int]], rows: int) -> list[tuple[in
     if acc > 0:
         out.append((start, bounds[-1] - 1))
     return out
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """The per-step summary of the state committed (the steps hidden from ``c.below`` left out; no
+    response shown: the summary of none, every column), summarised again where rows came or went."""
+    steps = c.summaries.refresh(c.draft)
+    if c.below is not None:
+        steps = steps.filter(pl.col("step") < c.below)
+    name = c.file("steps", "parquet")
+    c.put_frame(name, steps)
+    c.set({"steps_file": name})
+
+
+def collect(c: Commit, removable) -> None:
+    collect_named(c, removable, "steps-g*.parquet", "steps_file")

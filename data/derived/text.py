@@ -14,12 +14,14 @@ part file was collected is collected with it (:func:`collect_index`).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
 
+from data.derived.base import Commit
 from data.store.layout import rows_at
 from data.store.manifest import replaced
 
@@ -276,3 +278,39 @@ def top_rows(store_dir: Path, entry: dict | None, keys: pl.DataFrame, cols: list
         return rows_at(pl.scan_ipc(Path(store_dir) / entry["name"]), keys, cols)
     except FileNotFoundError:
         return None
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """The texts of the files of ``parts/`` new in this commit (ready before the manifest names it)."""
+    files = index_new_parts(c.dir, c.state)
+    c.written += files  # a refused commit's, removed with its parts (whose names may come again)
+    c.named |= set(files)
+
+
+def collect(c: Commit, removable) -> None:
+    collect_index(c.dir)
+
+
+def build_top(c: Commit) -> None:
+    """The first rows of the run in the responses page's default order, with their texts and the grid's
+    columns (the first block of a search over every step reads them, not every text nor any part)."""
+    name = c.file("texttop", "arrow")
+    c.written.append(c.dir / name)
+    try:
+        top = write_top(c.dir, c.state, c.old.get(TOP_KEY), name, c.top_block())
+    except pl.exceptions.PolarsError:  # parts it cannot order (no reward column): searches read every text
+        logging.getLogger(__name__).exception("the top of the reward order was not written")
+        top = None
+    if top is not None:
+        c.named.add(c.dir / name)
+    c.set({TOP_KEY: top})
+
+
+def collect_top(c: Commit, removable) -> None:
+    keep = {(e or {}).get("name") for e in (c.draft.get(TOP_KEY), c.old.get(TOP_KEY))}
+    for p in c.dir.glob("texttop-g*.arrow"):
+        if p.name not in keep and removable(p):
+            p.unlink(missing_ok=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import polars as pl
 
+from data.derived.base import Commit
 from data.derived.steps import scan_part_scalars
 from data.metrics.registry import table_columns
 from data.store.layout import rows_at
@@ -249,3 +250,18 @@ def collect_garbage(store_dir: Path, data: dict, old: dict | None, removable) ->
     for p in Path(store_dir).glob(PATTERN):
         if p.name not in keep and removable(p):
             p.unlink(missing_ok=True)
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """This commit's parts merged into the candidates (see :func:`update`)."""
+    entry, name = update(c.dir, c.data, c.gen, c.tag)
+    c.written.append(c.dir / name)
+    c.named.add(c.dir / name)
+    c.set({KEY: entry})
+
+
+def collect(c: Commit, removable) -> None:
+    collect_garbage(c.dir, c.draft, c.old.get(KEY), removable)
