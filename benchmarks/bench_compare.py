@@ -85,7 +85,6 @@ def _clear(scalars: bool) -> None:
         curves._steps,
         curves._bins,
         curves._bars,
-        ccurves._response_means,
         ccurves._run_frame,
         distribution._distinct,
         distribution._bars_cached,

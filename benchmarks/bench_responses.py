@@ -141,11 +141,11 @@ def text_index_build(store) -> dict:
     import shutil
     import tempfile
 
-    from data.store.text_index import index_new_parts
+    from data.derived.text import index_new_parts
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-text-index-"))
     try:
-        # What ingest adds over its commits (data.store.text_index), here every part at once, into a
+        # What ingest adds over its commits (data.derived.text), here every part at once, into a
         # copy's folder (the store's own index files are left alone).
         for f in store.part_files():
             (tmp / f.relative_to(store.dir)).parent.mkdir(parents=True, exist_ok=True)

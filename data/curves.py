@@ -13,6 +13,7 @@ import polars as pl
 from data import thinning
 from data.cache import StoreKey, shared
 from data.curve_panels import DEFAULT_BAND, NOTE_NO_REF, Panel, panels
+from data.derived.cells import read_hist_cells
 from data.heatmaps import Heatmap, cell_histograms, dense_heatmap, heatmap, rows_placed
 from data.histograms import HISTOGRAMS, NOTE_BARS, StepHistogram, bars, bins_for, edges_for, sentence
 from data.metrics import METRICS, label
@@ -27,7 +28,6 @@ from data.queries import (
     step_histograms,
 )
 from data.store import RunStore
-from data.store.aggregates import read_hist_cells
 from data.thinning import _rows_of_step, thinned_all, with_step
 
 
@@ -210,7 +210,7 @@ def _bars(v: StoreKey, col: str, step: int, kind: str) -> pl.DataFrame:
 def cell_bars(
     cells: pl.DataFrame, col: str, step: int, edges: list[float], names: frozenset[str] | None = None
 ) -> pl.DataFrame | None:
-    """:func:`bars` of ``col`` at ``step`` summed from a store's histogram cells (see data.ingest.hist_cells):
+    """:func:`bars` of ``col`` at ``step`` summed from a store's histogram cells (see data.derived.cells):
     None when the cells cannot tell (one of the step's cells lies across an edge, or the run has no cell of
     ``col``: the column may be absent, whose bars are none rather than empty). ``names``: the columns the
     cells count, when known (:func:`_names_in`)."""

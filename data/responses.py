@@ -5,7 +5,7 @@ selected response's texts and the plan of an ``/export`` (the view state itself 
 A page's rows are read from the row groups that hold them, in the order :mod:`data.search.order` keeps
 (its cached head, or the whole order for a block beyond); a block of the grid is cached per store version.
 The unfiltered view of every step reads its first block from what ingest kept of each sort (see
-:mod:`data.ingest.topk`), not from the run's files.
+:mod:`data.derived.topk`), not from the run's files.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from data.cache import StoreKey, shared
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.curves import partial_step
 from data.curves import run_steps as run_summary
-from data.ingest import topk
+from data.derived import topk
 from data.metrics import METRICS, label
 from data.metrics.registry import COLUMNS, PREVIEW_COLUMNS, length_column
 from data.metrics.registry import table_columns as registry_table_columns
@@ -37,7 +37,6 @@ from data.run_context import RunContext
 from data.search.engine import engine
 from data.search.order import _head, _summary, _whole_order, background_case, fast_keys, order_keys, ordered
 from data.search.texts import _fast_head, _top_rows
-from data.service import open_run
 from data.signals import can_tell_truncation
 from data.store import RunStore, UnknownRun
 from data.views import paths
@@ -211,7 +210,7 @@ def resolve(
     """``(view, store, steps, notices)`` of a parsed query; store None (and the view checked against no
     run) for an unknown or unread run. A query that names no run is the first run's, as the page's layout
     shows it (:func:`data.service.open_run`). ``board``: the app's board."""
-    ctx = open_run(first(query, "run"), paths.RESPONSES, wait, on=board)
+    ctx = board.open_run(first(query, "run"), paths.RESPONSES, wait)
     if ctx.store is None:
         view, msgs = ResponsesView.from_query(query)
         return view, None, [], msgs
@@ -422,7 +421,7 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
     run = first(query, "run")
     if not run:
         raise ExportError(400, "missing parameter run=")
-    ctx = open_run(run, None, 30.0, on=board)
+    ctx = board.open_run(run, None, 30.0)
     if ctx.store is None:
         try:
             board.run_dir(run)

@@ -95,8 +95,8 @@ def card_steps(store: RunStore) -> pl.DataFrame:
 def _health(v: StoreKey) -> RunHealth:
     store = v.store
     steps = card_steps(store)
-    manifest = store.manifest.data
-    bad = sum(p["errors"] for p in manifest["parts"].values()) + len(manifest.get("pending", {}))
+    manifest = store.manifest
+    bad = sum(p["errors"] for p in manifest.parts.values()) + len(manifest.pending)
     span = None
     if steps.height:
         col = steps.get_column("step")
@@ -108,7 +108,7 @@ def _health(v: StoreKey) -> RunHealth:
             store.token_extras(),
             "on the token page, where not longer than the response",
         ),
-        ("not read", manifest.get("ignored_fields", []), "not a number, a text or a list of numbers"),
+        ("not read", list(manifest.ignored_fields), "not a number, a text or a list of numbers"),
     ]
     fields = [(kind, _names(names), where) for kind, names, where in kinds if names]
     issues = store.issues()

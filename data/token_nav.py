@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from data.responses import sortable_columns
 from data.search.order import walk
-from data.service import open_run
 from data.tokens import TokenView
 from data.views.codec import parse_search
 from data.views.responses import ResponsesView
@@ -30,7 +29,7 @@ def navigation(state: TokensState, view: TokenView, board, seconds: float) -> To
     (``state.back``: its filter and its sort, as its grid shows them; '3 of 20 responses at step 25 · …'),
     else through the responses of the step in file order (source file, line)."""
     came_from = ""
-    ctx = open_run(state.run, wait=0, on=board) if state.back else None
+    ctx = board.open_run(state.run, wait=0) if state.back else None
     if ctx is not None and ctx.store is not None:
         store, steps = ctx.store, ctx.step_list
         back_view, _ = ResponsesView.from_query(parse_search(state.back), ctx, sortable_columns(store))

@@ -11,12 +11,12 @@ from data import curves as run_curves
 from data import histograms
 from data.cache import StoreKey, shared
 from data.compare.notes import METRIC, Note
+from data.derived.cells import read_hist_cells
 from data.queries import MAX_DISCRETE_VALUES, Bins, discrete_edges, distinct_values, histogram_edges
 from data.run_context import context_of
 from data.store import RunStore
-from data.store.aggregates import read_hist_cells
 
-# The columns the histogram cells count (data.ingest.hist_cells.COLUMNS; data.curves' histograms'): a
+# The columns the histogram cells count (data.derived.cells.COLUMNS; data.curves' histograms'): a
 # column without cells has none in the file, which must not read as "no value".
 CELL_COLUMNS = {c for _, cols in histograms.HISTOGRAMS.values() for c in cols}
 

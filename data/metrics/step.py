@@ -12,9 +12,6 @@ from data.metrics.group import group_step_summary
 from data.metrics.registry import label
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
-# The manifest's entry saying that its steps summary keeps the finite mean of each numeric extra column (see
-# :func:`extra_mean`); a store committed before has none, and its readers compute them from the scalars.
-EXTRA_MEANS_KEY = "steps_extra_means"
 
 
 def _dist(col: str) -> list[pl.Expr]:

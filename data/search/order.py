@@ -15,12 +15,13 @@ import polars as pl
 
 from data.cache import StoreKey, results, shared
 from data.config import DEFAULT_SEARCH_SECONDS
-from data.ingest import topk
+from data.derived import text as text_index
+from data.derived import topk
 from data.queries import QueryError, ResponseFilter, check_regex, sort_rows
 from data.search.engine import Job, engine
 from data.search.texts import KEYS, fast_case
 from data.signals import truncated_rows
-from data.store import RunStore, text_index
+from data.store import RunStore
 from data.views.responses import ResponsesView
 
 
@@ -205,7 +206,7 @@ def _whole_order(
 # A search over every step reads every text to count its matches (and their mean reward), which grows with
 # the run. The page does not wait for it: the first blocks of its default order (reward, best first) come
 # from the run's first rows in that order, kept with their texts at ingest (see
-# :data:`data.store.text_index.TOP_KEY`): the matches among them are exactly the first matches of the whole
+# :data:`data.derived.text.TOP_KEY`): the matches among them are exactly the first matches of the whole
 # run. The count runs in a background thread (:func:`count_or_progress`), which the page polls.
 
 

@@ -1,4 +1,4 @@
-"""What a text search reads: the text index of a store (see :mod:`data.store.text_index`) and the top of the
+"""What a text search reads: the text index of a store (see :mod:`data.derived.text`) and the top of the
 reward order kept with its texts at ingest, from which a search over every step shows its first matches."""
 
 from __future__ import annotations
@@ -9,27 +9,19 @@ from pathlib import Path
 import polars as pl
 
 from data.cache import StoreKey, shared
+from data.derived import text as text_index
 from data.queries import ResponseFilter, search
-from data.store import RunStore, text_index
-from data.store.layout import TEXT_INDEX, beside_store
+from data.store import RunStore
 
-# ---- text index: what a regex search scans (see data.store.text_index) ------------------------------------
+# ---- text index: what a regex search scans (see data.derived.text) ----------------------------------------
 
 TEXT_INDEX_COLUMNS = text_index.COLUMNS
 
 
-def text_index_dir(store: RunStore) -> Path:
-    """``<cache>/<store>.text-index``: where the index of a store ingested without one is built, beside the
-    store, not in it (the store's own files stay its own)."""
-    return beside_store(store.dir, TEXT_INDEX)
-
-
-def text_index_files(store: RunStore, folder: Path | None = None) -> list[Path] | None:
+def text_index_files(store: RunStore) -> list[Path]:
     """Per committed file of ``parts/``, its ``part, row, step, prompt, response`` as an uncompressed Arrow
-    IPC file: the one ingest wrote in the store, else one built now in ``folder`` (default
-    :func:`text_index_dir`); None when one is missing and cannot be written (see
-    :func:`data.store.text_index.index_files`)."""
-    return text_index.index_files(store.dir, store.part_files(), folder or text_index_dir(store))
+    IPC file, as ingest wrote it in the store (see :func:`data.derived.text.index_files`)."""
+    return text_index.index_files(store.dir, store.part_files())
 
 
 KEYS = {"part": pl.UInt32, "row": pl.UInt32}
@@ -52,7 +44,7 @@ def _fast_head(key: StoreKey, pattern: str, seconds: float) -> tuple[pl.DataFram
     """``(part, row of the first matches of pattern in the default order, whether they are all)``, from the
     store's top file; None for a store without one (ingested before it was kept)."""
     store = key.store
-    entry = store.manifest.data.get(text_index.TOP_KEY)
+    entry = text_index.top_entry(store.manifest)
     path = store.dir / entry["name"] if entry else None
     if path is None or not path.exists():
         return None
@@ -70,7 +62,7 @@ def _top_rows(store: RunStore, keys: pl.DataFrame, cols: list[str]) -> pl.DataFr
     """``cols`` of the rows ``keys`` (from :func:`fast_keys`) as the top file keeps them, with the types
     of :meth:`RunStore.schema` (as :meth:`RunStore.read_keys` gives them); None for a top file written
     before it kept them."""
-    got = text_index.top_rows(store.dir, store.manifest.data.get(text_index.TOP_KEY), keys, cols)
+    got = text_index.top_rows(store.dir, text_index.top_entry(store.manifest), keys, cols)
     if got is None:
         return None
     schema = store.schema()

@@ -1,5 +1,5 @@
 """A search over every step: its first block from the top of the reward order kept at ingest
-(data.store.text_index.write_top, data.responses.fast_keys), equal to the whole search's first rows on real
+(data.derived.text.write_top, data.responses.fast_keys), equal to the whole search's first rows on real
 runs, the demo, by hand and across commits; its count in the background (data.responses.count_or_progress),
 equal to the count and mean of the search itself."""
 
@@ -12,13 +12,14 @@ import polars as pl
 import pytest
 
 from data import responses
+from data.derived import text as text_index
 from data.ingest import ingest_run, writer
 from data.queries import ResponseFilter
 from data.search import engine as search_engine
 from data.search import order as search_order
 from data.search import texts as search_texts
-from data.store import open_store, text_index
-from data.store.manifest import Manifest
+from data.store import open_store
+from data.store.manifest import DerivedEntry
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 
@@ -27,8 +28,7 @@ PATTERNS = ("(?i)the", "(?i)answer|step", "\\d{3}", "zzq_none_zzq", "a")
 
 
 def _without_top(store) -> RunStore:
-    data = {k: v for k, v in store.manifest.data.items() if k != text_index.TOP_KEY}
-    return RunStore(store.dir, Manifest(data))
+    return RunStore(store.dir, store.manifest.without("texttop"))
 
 
 def _whole(store, q: str) -> pl.DataFrame:
@@ -46,7 +46,7 @@ def _assert_prefix(store, q: str) -> None:
     want = _whole(store, q)
     got = _fast(store, q)
     if got is None:  # fewer matches in the top than a head: a block within them still comes from it
-        entry = store.manifest.data[text_index.TOP_KEY]
+        entry = store.manifest.derived["texttop"].meta
         assert entry["rows"] < entry["of"]
         keys, _ = search_texts._fast_head(responses.StoreKey(store), q, 30.0)
         assert keys.height < search_order.HEAD_ROWS
@@ -70,7 +70,7 @@ def test_fastsearch001_first_block_is_the_whole_searchs(fixtures_dir, tmp_path, 
     monkeypatch.setattr(text_index, "TOP_ROWS", top_rows)
     src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
-    entry = store.manifest.data[text_index.TOP_KEY]
+    entry = store.manifest.derived["texttop"].meta
     assert entry["rows"] == min(top_rows, entry["of"])
     for q in PATTERNS:
         _assert_prefix(store, q)
@@ -91,11 +91,11 @@ def test_fastsearch002_by_hand_across_commits(tmp_path, monkeypatch):
     run.mkdir()
     _write(run, "a.jsonl", [(1, 1.0, "cat one"), (1, 5.0, "dog"), (1, 2.0, "cat two"), (1, 4.0, "cat four")])
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    top = pl.read_ipc(store.dir / store.manifest.data[text_index.TOP_KEY]["name"])
+    top = pl.read_ipc(store.dir / store.manifest.derived["texttop"].meta["name"])
     assert top.get_column("reward").to_list() == [5.0, 4.0, 2.0]
     _write(run, "b.jsonl", [(2, 4.5, "cat late"), (2, 9.0, "bird"), (2, 2.0, "cat tie")])
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    entry = store.manifest.data[text_index.TOP_KEY]
+    entry = store.manifest.derived["texttop"].meta
     assert (entry["rows"], entry["of"]) == (3, 7)
     top = pl.read_ipc(store.dir / entry["name"])
     assert top.get_column("response").to_list() == ["bird", "dog", "cat late"]
@@ -197,8 +197,9 @@ def _block_from_parts(store, q: str, start: int, end: int) -> pl.DataFrame:
     """The grid's block ``start:end`` of a search over every step as main read it: the rows read from the
     parts (``RunStore.read_keys``), for the keys the top file gives."""
     responses.clear_caches()
-    entry = {k: v for k, v in store.manifest.data[text_index.TOP_KEY].items() if k != text_index.BLOCK_KEY}
-    plain = RunStore(store.dir, Manifest({**store.manifest.data, text_index.TOP_KEY: entry}))
+    top = store.manifest.derived["texttop"]
+    entry = {k: v for k, v in top.meta.items() if k != text_index.BLOCK_KEY}
+    plain = RunStore(store.dir, store.manifest.with_derived("texttop", DerivedEntry(top.name, entry)))
     return responses._block(responses.StoreKey(plain), ResponseFilter(q=q), "reward", True, start, end, 30.0)
 
 
@@ -221,7 +222,7 @@ def test_fastsearch006_block_from_the_top_file_reads_no_part(fixtures_dir, tmp_p
         with monkeypatch.context() as m:
             m.setattr(writer, "_top_block", lambda store_dir, data: None)  # an older writer
             old = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
-        assert text_index.BLOCK_KEY not in old.manifest.data[text_index.TOP_KEY]
+        assert text_index.BLOCK_KEY not in old.manifest.derived["texttop"].meta
         keys = search_order.fast_keys(old, ResponseFilter(q="a"), "reward", True, 0, 7, 30.0)[0]
         assert keys.height == 7 and search_texts._top_rows(old, keys, ["reward"]) is None
         from data.demo import write_demo_run
@@ -230,7 +231,7 @@ def test_fastsearch006_block_from_the_top_file_reads_no_part(fixtures_dir, tmp_p
     else:
         src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
-    entry = store.manifest.data[text_index.TOP_KEY]
+    entry = store.manifest.derived["texttop"].meta
     assert entry[text_index.BLOCK_KEY] and entry["rows"] == min(60, entry["of"])
     fast = 0
     for q in (*PATTERNS, "的"):

@@ -181,14 +181,12 @@ def test_responses020_sample_texts_hide_pads(store):
 
 
 def test_responses022_text_index_in_the_store(store):
-    """Ingest writes one IPC file per file of parts/ in the store; a search over all steps reads them and
-    builds nothing beside the store."""
+    """Ingest writes one IPC file per file of parts/ in the store; a search over all steps reads them."""
     from data import responses
-    from data.store import text_index
+    from data.derived import text as text_index
 
     responses.clear_caches()
     assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
-    assert not search_texts.text_index_dir(store).exists()
     files = search_texts.text_index_files(store)
     assert files == [text_index.in_store(store.dir, p) for p in store.part_files()]
     # One per file of parts/ (a part has one per step block it holds), named by its block and name.
@@ -198,19 +196,14 @@ def test_responses022_text_index_in_the_store(store):
     assert pl.read_ipc(files[0]).columns == ["part", "row", "step", "prompt", "response"]
 
 
-def test_responses023_search_without_a_writable_index(store, monkeypatch, tmp_path):
-    """Without the store's index and with no writable folder beside it, the search reads the parts: same
-    answer."""
-    from data import responses
-    from data.store import text_index
+def test_responses023_a_missing_index_file_raises(store, monkeypatch):
+    """The store's text index is read as ingest wrote it: a file missing raises (nothing is built beside
+    the store, as for a store of format 13 and before)."""
+    from data.derived import text as text_index
 
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
     monkeypatch.setattr(text_index, "FOLDER", "not-written")
-    monkeypatch.setattr(search_texts, "text_index_dir", lambda _store: blocker / "index")
-    assert search_texts.text_index_files(store) is None
-    responses.clear_caches()
-    assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
+    with pytest.raises(FileNotFoundError):
+        search_texts.text_index_files(store)
 
 
 def test_responses021_json_rows_have_no_nan():

@@ -1,20 +1,20 @@
-"""The text index a regex search over every step scans (data.store.text_index): written by ingest at each
-commit in the store, built beside an older store on first use."""
+"""The text index a regex search over every step scans (data.derived.text): written by ingest at each
+commit in the store."""
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import polars as pl
 
 from data import responses
+from data.derived import text as text_index
 from data.ingest import ingest_run
 from data.queries import ResponseFilter
 from data.search import engine as search_engine
 from data.search import order as search_order
 from data.search import texts as search_texts
-from data.store import open_store, text_index
+from data.store import open_store
 
 PADS = ("<pad>",)
 
@@ -64,29 +64,6 @@ def test_textindex001_each_commit_adds_its_own_parts(tmp_path):
         ("p4", "ALPHA four"),
         ("p5", "alpha five"),
     ]
-    assert not search_texts.text_index_dir(store).exists()
-
-
-def test_textindex002_older_store_builds_it_beside(tmp_path):
-    """A store ingested before the index was written at ingest (no text/ folder) builds it beside the
-    store on first search, and finds the same rows; a later ingest writes the missing ones in the store."""
-    run = tmp_path / "run"
-    run.mkdir()
-    _write(run, "rank0.jsonl", [(1, "p1", "alpha one"), (2, "p2", "beta"), (2, "p3", "alpha three")])
-    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    want = _hits(store, "alpha")
-    shutil.rmtree(store.dir / "text")
-    assert _hits(store, "alpha") == want == [("p1", "alpha one"), ("p3", "alpha three")]
-    beside = sorted(search_texts.text_index_dir(store).glob("*.arrow"))
-    assert len(beside) == len(store.part_files())
-    assert search_texts.text_index_files(store) == [
-        next(f for f in beside if f.name.startswith(f"{p.parent.name}.{p.stem}-")) for p in store.part_files()
-    ]
-    _write(run, "rank0.jsonl", [(3, "p4", "alpha four")])
-    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    assert len(_indexed(store)) == len(store.part_files())
-    assert all(f.parent == store.dir / "text" for f in search_texts.text_index_files(store))
-    assert _hits(store, "alpha") == [*want, ("p4", "alpha four")]
 
 
 def test_textindex003_collected_with_its_part(tmp_path):

@@ -430,8 +430,7 @@ def test_tokens021_gap_on_the_page_needs_both_sides():
 def test_tokens022_strip_and_top_tables_of_the_page():
     """The strip's metric, notes, positions (pads hidden unless asked) and colour scale, as the page draws
     it; the top-token tables by |log-ratio| then KL, none for a response without what KL needs."""
-    from data.tokens import strip, strip_metric, top_tables
-    from data.tokens import TOP_K, build_view, scale_range, top_tokens
+    from data.tokens import TOP_K, build_view, scale_range, strip, strip_metric, top_tables, top_tokens
 
     scalars = pl.DataFrame({"sample_id": ["s"], "step": [1], "source": ["a"], "line": [1]})
     row = one_row(
