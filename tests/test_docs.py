@@ -6,8 +6,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
-# Written on another branch of issue 32 (the store's file kinds); drop from here once it is merged.
-PENDING = {REPO / "docs" / "store.md"}
 
 
 def test_docs001_readme_test_command_is_the_one_ci_runs():
@@ -37,6 +35,6 @@ def test_docs003_relative_links_point_at_files():
             if "://" in target or target.startswith("mailto:"):
                 continue
             path = (doc.parent / target).resolve()
-            if not path.exists() and path not in PENDING:
+            if not path.exists():
                 broken.append(f"{doc.relative_to(REPO)} -> {target}")
     assert broken == []
