@@ -15,6 +15,7 @@ import orjson
 from data import schema, untrusted
 from data.config import MAX_REWARD_WEIGHT
 from data.remote import RemotePath, as_path
+from data.schema.dialects.base import tokenizer_problem
 
 RUN_FILE = "rlboard.toml"
 # Where TRL's Trainer keeps its log history: trainer_state.json in each checkpoint, or log_history.json
@@ -143,6 +144,9 @@ def _tokenizer_path(run_dir: Path, given, where: str, problems: list[str], insid
         path = untrusted.real_path(run_dir / path)[0] or run_dir / path
     if not path.is_file():
         problems.append(f"{where}: tokenizer {str(given)!r} is not a file; token ids are shown")
+        return None
+    if (why := tokenizer_problem(str(path))) is not None:
+        problems.append(f"{where}: tokenizer {str(given)!r} cannot be read ({why}); token ids are shown")
         return None
     return str(path)
 

@@ -169,3 +169,16 @@ def test_untrusted007_read_bounded_takes_only_regular_files_inside(tmp_path):
         untrusted.read_bounded(sub / "absent", 10, root=sub)
     assert untrusted.nesting_depth(b'{"a": [1, {"b": [2]}]}') == 4
     assert untrusted.nesting_depth(b"[" * 1000, limit=64) == 65
+
+
+def test_untrusted008_a_malformed_tokenizer_is_said(root):
+    """A tokenizer.json that is not one (before: ignored without a word, the token ids shown as if no
+    tokenizer had been named) is a problem on the runs page, naming why."""
+    (root / "good" / "tokenizer.json").write_text('{"model": {"type": "nothing"}}')
+    (root / "good" / RUN_FILE).write_text('tokenizer = "tokenizer.json"\n')
+    opts = load_options(root / "good")
+    assert opts.reading.tokenizer is None
+    (said,) = opts.problems
+    assert said.startswith("rlboard.toml: tokenizer 'tokenizer.json' cannot be read (") and said.endswith(
+        "; token ids are shown"
+    ), said

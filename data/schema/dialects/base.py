@@ -4,6 +4,7 @@ this module, never the package, so that :mod:`data.schema.dialects` only registe
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +40,15 @@ class Reading:
         return [(tok.id_to_token(i) if isinstance(i, int) and i >= 0 else None) or str(i) for i in ids]
 
 
-_TOKENIZERS: dict[str, object] = {}
+_TOKENIZERS: dict[str, tuple[object, str | None]] = {}  # path -> (tokenizer or None, why not)
+TOKENIZER_BYTES = 64 << 20  # a 256k-token vocabulary's tokenizer.json is ~20 MB
+
+
+def tokenizer_problem(path: str) -> str | None:
+    """Why the local tokenizer.json at ``path`` cannot be used (read once per process), or None when it
+    can: said on the runs page, the token ids shown instead."""
+    _tokenizer(path)
+    return _TOKENIZERS[path][1]
 
 
 def _tokenizer(path: str):
@@ -48,10 +57,13 @@ def _tokenizer(path: str):
         try:
             from tokenizers import Tokenizer
 
-            _TOKENIZERS[path] = Tokenizer.from_file(path)
-        except Exception:  # noqa: BLE001 - no tokenizer: the ids are shown (the runs page says why)
-            _TOKENIZERS[path] = None
-    return _TOKENIZERS[path]
+            size = os.stat(path).st_size
+            if size > TOKENIZER_BYTES:
+                raise ValueError(f"{size:,} bytes, over the limit of {TOKENIZER_BYTES:,}")
+            _TOKENIZERS[path] = (Tokenizer.from_file(path), None)
+        except Exception as e:  # noqa: BLE001 - no tokenizer: the ids are shown (the runs page says why)
+            _TOKENIZERS[path] = (None, f"{type(e).__name__}: {str(e)[:200]}")
+    return _TOKENIZERS[path][0]
 
 
 @dataclass(frozen=True)
