@@ -129,9 +129,11 @@ def _first_fields(path: Path) -> frozenset[str]:
                 with path.open("rb") as f:  # the footer only: a few ranged GETs
                     return frozenset(pq.read_schema(f).names)
             return frozenset(pq.read_schema(path).names)
+        # A line is read no further than the limit (a 3 GiB first line was read whole, twice the memory).
+        most = min(FIRST_RECORD_BYTES, read_limits().line_bytes)
         with _open_text(path) as f:
-            for raw in f:
-                if len(raw) > FIRST_RECORD_BYTES:
+            while raw := f.readline(most + 1):
+                if len(raw) > most:
                     break
                 if raw.strip():
                     obj = _loads(raw)
@@ -404,6 +406,13 @@ def _inflate_errors() -> tuple[type[BaseException], ...]:
     return (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
 
 
+def _inflate_refusal(cap: int, limits: ReadLimits, st) -> str:
+    return (
+        f"inflates past {cap:,} bytes ({ReadLimits.NAMES['inflated_bytes']}, "
+        f"{ReadLimits.NAMES['inflate_ratio']} {limits.inflate_ratio:g}x its {st.st_size:,} bytes): read up to there"
+    )
+
+
 def _read_compressed(
     writer: _Writer, path: Path, rel: str, entry: dict, chunk_bytes: int, limits: ReadLimits, st
 ) -> str | None:
@@ -437,6 +446,8 @@ def _read_compressed(
             if skipping is not None:
                 nl = piece.find(b"\n")
                 skipping[1] += len(piece) if nl < 0 else nl + 1
+                if nl < 0 and capped:  # the line runs past the cap: what is refused is said once
+                    return _inflate_refusal(cap, limits, st)
                 if nl < 0 and not eof:
                     continue
                 line = Oversized(skipping[0], skipping[1])
@@ -466,11 +477,7 @@ def _read_compressed(
                     entry["lines"] += n
                 del block
             if capped:
-                return (
-                    f"inflates past {cap:,} bytes ({ReadLimits.NAMES['inflated_bytes']}, "
-                    f"{ReadLimits.NAMES['inflate_ratio']} {limits.inflate_ratio:g}x its {st.st_size:,} "
-                    "bytes): read up to there"
-                )
+                return _inflate_refusal(cap, limits, st)
             if len(rest) > limits.line_bytes:
                 skipping, rest = [rest[:SNIPPET_BYTES], len(rest)], b""
             if eof:

@@ -122,3 +122,33 @@ def test_limits005_limits_are_settings():
     for bad in ("0", "-1", "nan", "lots"):
         with pytest.raises(SettingsError, match="RLBOARD_MAX_PARQUET_BYTES"):
             read_limits({"RLBOARD_MAX_PARQUET_BYTES": bad})
+
+
+def test_limits006_a_line_past_the_inflate_cap_ends_the_read(tmp_path, monkeypatch):
+    """One line running past both the line limit and the inflate cap of a small .jsonl.gz, read in small
+    pieces (before: the read of the next piece never ended once the cap was reached while the line was
+    being read past, and a dialect check read the whole first line, 3 GiB of it, into memory)."""
+    import threading
+
+    monkeypatch.setenv("RLBOARD_MAX_LINE_BYTES", "1000")
+    monkeypatch.setenv("RLBOARD_MAX_INFLATED_BYTES", "200000")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "one-line.jsonl.gz").write_bytes(gzip.compress(_good(3) + b"a" * 5_000_000))
+    (run / "good.jsonl").write_bytes(_good())
+    done: list = []
+    t = threading.Thread(
+        target=lambda: done.append(
+            open_store(ingest_run(run, tmp_path / "cache", PADS, chunk_bytes=50_000).store_dir)
+        ),
+        daemon=True,
+    )
+    t.start()
+    t.join(60)
+    assert done, "the ingest did not end within 60 s"
+    store = done[0]
+    assert store.scalars().height == 6 + 3
+    reasons = {
+        r["reason"] for r in store.issues().iter_rows(named=True) if r["source"] == "one-line.jsonl.gz"
+    }
+    assert any(r.startswith("inflates past 200,000 bytes") for r in reasons), reasons
