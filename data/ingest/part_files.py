@@ -36,7 +36,7 @@ from data.store.layout import (
 from data.store.manifest import has_issues, packed_parts, write_atomic
 
 # A batch of at least SHARE_AT small blocks (a run of one small file per step) is written as one file of rows
-# and one pack (see _Writer._write_shared); fewer (the new lines of a live run's rank files) as a part each.
+# and one pack (see PartFiles._write_shared); fewer (the new lines of a live run's rank files) as a part each.
 SHARE_AT = 16
 
 
@@ -49,9 +49,10 @@ class _Built(NamedTuple):
 
 
 class _Written(NamedTuple):
-    """What a worker wrote of one part, for :meth:`_Writer._apply` to record in the manifest."""
+    """What a worker wrote of one part, for :meth:`data.ingest.writer._Writer._apply` to record in the
+    manifest."""
 
-    scalars: pl.DataFrame | None  # None: no usable row, or written with others (see _Writer._write_shared)
+    scalars: pl.DataFrame | None  # None: no usable row, or written with others (see PartFiles._write_shared)
     issues: pl.DataFrame | None  # None: written with others (counted in ``counts``)
     rows: int
     ignored: set[str]  # fields not read

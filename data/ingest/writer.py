@@ -1,6 +1,8 @@
 """The write side of a store: parts parsed, built and written on worker threads while the next block is
 read, and commit points at which the manifest names them (a part is written before the manifest that
-names it, so a crash never leaves a half-counted file)."""
+names it, so a crash never leaves a half-counted file). The worker side (building and writing the parts'
+files and packs) is :mod:`data.ingest.part_files`; deleting what no commit names,
+:mod:`data.ingest.old_files`."""
 
 from __future__ import annotations
 
@@ -53,7 +55,9 @@ class _CommitPoint:
 
 
 class _Writer(PartFiles, OldFiles):
-    """Accumulates committed state for one run while its files are read."""
+    """Accumulates committed state for one run while its files are read: queues chunks to the workers
+    (:class:`~data.ingest.part_files.PartFiles`), records what they wrote in order and commits it; old files
+    go at each commit (:class:`~data.ingest.old_files.OldFiles`)."""
 
     def __init__(
         self,
