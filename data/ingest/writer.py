@@ -1,10 +1,11 @@
 """The write side of a store: parts parsed, built and written on worker threads while the next block is
 read, and commit points at which the manifest names them (a part is written before the manifest that
-names it, so a crash never leaves a half-counted file)."""
+names it, so a crash never leaves a half-counted file). The worker side (building and writing the parts'
+files and packs) is :mod:`data.ingest.part_files`; deleting what no commit names,
+:mod:`data.ingest.old_files`."""
 
 from __future__ import annotations
 
-import io
 import secrets
 import time
 from collections import deque
@@ -12,59 +13,28 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import polars as pl
 
-from data import schema
 from data.derived.base import Commit
-from data.derived.ends import END_TOKENS, EndsCounts, ends_counts
-from data.derived.ends import FILE_KEY as ENDS_FILE
+from data.derived.ends import END_TOKENS, EndsCounts
 from data.derived.ends import MANIFEST_KEY as ENDS_WITH
-from data.derived.registry import build_all, collect_all
-from data.derived.steps import CELLS_KEY, StepSummaries, scan_part_scalars
+from data.derived.registry import build_all
+from data.derived.steps import StepSummaries, scan_part_scalars
 from data.derived.text import Block
-from data.ingest.blocks import RawBlock, _goes_whole, parse_block, parse_blocks
+from data.ingest.blocks import RawBlock
 from data.ingest.fast import ChunkResult
+from data.ingest.old_files import OldFiles, _tags
 from data.ingest.options import RunOptions
-from data.ingest.parts import (
-    _issues_with_part,
-    _part_issues,
-    _token_notes,
-    build_part,
-    derive_chunk,
-    scalar_columns,
-)
+from data.ingest.part_files import PartFiles
 from data.metrics.registry import PREVIEW_COLUMNS, table_columns
-from data.store.layout import (
-    ISSUE_SCHEMA,
-    PACK_AT,
-    PACK_ROWS,
-    ROW_GROUP_SIZE,
-    SCALAR_CORE,
-    entry_name,
-    file_prefix,
-    name_id,
-    name_tag,
-    pack_name,
-    part_file_path,
-    part_name,
-    step_block,
-    write_part_file,
-)
-from data.store.manifest import MANIFEST, Draft, has_issues, manifest_bytes, packed_parts, write_atomic
+from data.store.layout import ROW_GROUP_SIZE, SCALAR_CORE, entry_name
+from data.store.manifest import MANIFEST, Draft, manifest_bytes, write_atomic
 from data.store.table import MANIFESTS, TABLE_VERSION, commit_table, table_files
 
 # This process's writers' tag, in the names of the files they write: writers of one store on several hosts
 # (or in several processes) never write the same file (see data.store.table).
 PROCESS_TAG = secrets.token_hex(4)
-# A file of the store no committed manifest names is deleted by the writer that wrote it, or by any writer
-# once it is this old (another writer's, left by a crash or a lost commit; or one that readers of an older
-# commit may still open).
-GRACE_SECONDS = 600
-# A loose part's file that a pack replaced is deleted once its part is this many parts behind the newest: a
-# reader of an older commit may still open it until then.
-KEEP_BEHIND = 64
 
 WORKERS = 2  # chunks parsed, built and written at once while the reading thread reads the next block
 # Blocks up to SMALL_BLOCK bytes (a file of one step, the end of a growing file) are parsed and built
@@ -73,33 +43,6 @@ WORKERS = 2  # chunks parsed, built and written at once while the reading thread
 SMALL_BLOCK = 1 << 20
 BATCH_BYTES = 8 << 20
 BATCH_PARTS = 256
-# A batch of at least SHARE_AT small blocks (a run of one small file per step) is written as one file of rows
-# and one pack (see _Writer._write_shared); fewer (the new lines of a live run's rank files) as a part each.
-SHARE_AT = 16
-
-
-class _Built(NamedTuple):
-    """A part built on a worker, not written yet."""
-
-    full: pl.DataFrame | None  # its rows (None: no usable row)
-    issues: list[dict]
-    ignored: set[str]
-
-
-class _Written(NamedTuple):
-    """What a worker wrote of one part, for :meth:`_Writer._apply` to record in the manifest."""
-
-    scalars: pl.DataFrame | None  # None: no usable row, or written with others (see _Writer._write_shared)
-    issues: pl.DataFrame | None  # None: written with others (counted in ``counts``)
-    rows: int
-    ignored: set[str]  # fields not read
-    per_token: list[str]  # per-token fields of the trainer's own that some row has
-    host: int | None = None  # the part whose file holds its rows, when written with others
-    pack: tuple[str, list[int]] | None = None  # the pack of scalars and issues it and others went to
-    counts: tuple[int, int] | None = None  # its unusable lines and notes, when ``issues`` is None
-    ends: list[list[int]] | None = None  # per step: responses, ended, cut (see data.derived.ends)
-    blocks: list[list[int]] | None = None  # its files of parts/: [step block, first row, rows, steps]
-    columns: dict[str, pl.DataType] | None = None  # the columns of those files
 
 
 @dataclass
@@ -111,8 +54,10 @@ class _CommitPoint:
     pending: dict
 
 
-class _Writer:
-    """Accumulates committed state for one run while its files are read."""
+class _Writer(PartFiles, OldFiles):
+    """Accumulates committed state for one run while its files are read: queues chunks to the workers
+    (:class:`~data.ingest.part_files.PartFiles`), records what they wrote in order and commits it; old files
+    go at each commit (:class:`~data.ingest.old_files.OldFiles`)."""
 
     def __init__(
         self,
@@ -252,206 +197,6 @@ class _Writer:
             known = data.setdefault(key, [])
             known.extend(c for c in found.get(key, []) if c not in known)
 
-    def _build(self, pid: int, rel: str, chunk: ChunkResult | RawBlock) -> _Built:
-        """Worker thread: parse, derive and build part ``pid`` (touches no shared state)."""
-        result = parse_block(*chunk, reading=self.reading)[0] if isinstance(chunk, RawBlock) else chunk
-        full = None
-        if result.frame.height:
-            full = build_part(derive_chunk(result.frame, self.pad_tokens), rel, pid, self.pad_tokens)
-        return _Built(full, result.issues, result.ignored)
-
-    def _write_part(self, pid: int, rel: str, chunk: ChunkResult | RawBlock) -> _Written:
-        """Worker thread: build the part and write its files.
-
-        Touches no shared state: :meth:`_apply` takes the results in order on the reading thread."""
-        return self._write_files(pid, rel, *self._build(pid, rel, chunk))
-
-    def _write_batch(self, items: list[tuple[int, str, RawBlock]]) -> list[_Written]:
-        """Worker thread: :meth:`_write_part` of several small blocks. Those without CR line ends are
-        parsed, derived and built at once where they go together (:func:`parse_blocks`; where they do
-        not, each half is tried again), the rest one by one; they are then written together (see
-        :meth:`_write_shared`), or as one part each when they are few."""
-        built: list[_Built | None] = [None] * len(items)
-        groups: list[pl.DataFrame] = []
-        by_dialect: dict[str, list[int]] = {}  # blocks go together only with blocks of their dialect
-        for k, (_, _, c) in enumerate(items):
-            if _goes_whole(c.data, c.lines) and schema.by_name(c.dialect).frame is not None:
-                by_dialect.setdefault(c.dialect, []).append(k)
-        for ks in by_dialect.values():
-            self._build_together(items, ks, built, groups)
-        for k, (pid, rel, chunk) in enumerate(items):
-            if built[k] is None:
-                built[k] = self._build(pid, rel, chunk)
-        if len(items) >= SHARE_AT:
-            written = self._write_shared(items, built, groups)
-            if written is not None:
-                return written
-        for group in groups:  # one part each: the rows of each block, numbered from 0
-            by_block = group.partition_by("__item", maintain_order=True, include_key=False, as_dict=True)
-            for (k,), part in by_block.items():
-                full = part.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
-                built[k] = built[k]._replace(full=full)
-        return [self._write_files(pid, rel, *b) for (pid, rel, _), b in zip(items, built, strict=True)]
-
-    def _build_together(
-        self,
-        items: list[tuple[int, str, RawBlock]],
-        ks: list[int],
-        built: list[_Built | None],
-        groups: list[pl.DataFrame],
-    ) -> None:
-        """Build the blocks ``items[k]``, ``k`` in ``ks``, that go together in halves: their rows go to
-        ``groups`` (a frame each time, ``__item`` giving each row's ``k``), their issues to ``built[k]``."""
-        if len(ks) < 2:
-            return
-        parsed = parse_blocks([items[k][2] for k in ks], self.reading)
-        if parsed is None:  # a bad line, or a field of another type: find the blocks that do go together
-            half = len(ks) // 2
-            self._build_together(items, ks[:half], built, groups)
-            self._build_together(items, ks[half:], built, groups)
-            return
-        if parsed.frame.height:
-            index = list(range(len(ks)))
-
-            def each(values: list, dtype: pl.DataType) -> pl.Expr:  # the value of each row's block
-                return pl.col("__item").replace_strict(index, values, return_dtype=dtype)
-
-            rels = [items[k][1] for k in ks]
-            full = build_part(
-                derive_chunk(parsed.frame, self.pad_tokens),
-                each(rels, pl.String),
-                each([items[k][0] for k in ks], pl.Int64),
-                self.pad_tokens,
-                prefix=each([file_prefix(rel) for rel in rels], pl.String),
-            )
-            groups.append(full.with_columns(each(ks, pl.Int64)))
-        for j, k in enumerate(ks):
-            built[k] = _Built(None, parsed.issues[j], parsed.ignored)
-
-    def _write_files(
-        self, pid: int, rel: str, full: pl.DataFrame | None, found: list[dict], ignored: set[str]
-    ) -> _Written:
-        """Write the part, scalars and issues files of part ``pid`` (``full``: its rows, if any)."""
-        name = part_name(pid, self.tag)
-        issues = _part_issues(full, found, rel, self.pad_tokens)
-        n = 0 if full is None else full.height
-        scal = None
-        per_token = []
-        ends = None
-        blocks = None
-        if n:
-            ends = ends_counts(full, self.pad_tokens).get(pid)
-            per_token = schema.trainer_token_fields(full, with_values=True)
-            full, blocks = self.write_blocks(full, pid)
-            scal = full.select(scalar_columns(full))
-            self._written.append(self.dir / "scalars" / name)
-            scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
-        if issues.height:  # readers open the issues file only of a part whose entry counts some
-            self._written.append(self.dir / "issues" / name)
-            issues.write_parquet(self.dir / "issues" / name)
-        columns = None if full is None else dict(full.schema)
-        return _Written(scal, issues, n, ignored, per_token, ends=ends, blocks=blocks, columns=columns)
-
-    def write_blocks(self, full: pl.DataFrame, pid: int) -> tuple[pl.DataFrame, list[list[int]]]:
-        """Write the rows ``full`` of part ``pid`` to ``parts/``: one file per step block they have
-        (``parts/step_block=<n>/``), the rows of a block together in their order, and ``row`` numbering
-        them across the part's files in block order (a row is at ``row - first`` in its block's file).
-        Returns the rows so numbered and the files' ``[block, first row, rows, smallest step, largest
-        step]`` (the part's manifest entry's ``blocks``). Safe on any thread: it only adds the files to
-        those this writer wrote."""
-        b = step_block(pl.col("step")).fill_null(0)
-        if not full.select(b).to_series().is_sorted():
-            full = full.sort(b, maintain_order=True)
-        full = full.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
-        # The blocks' runs of rows: each file is a slice of the part (no copy).
-        runs = full.select(b.rle().alias("r")).unnest("r")
-        blocks, first = [], 0
-        for n, block in runs.iter_rows():
-            frame = full.slice(first, n)
-            path = self.dir / part_file_path(pid, self.tag, int(block))
-            path.parent.mkdir(exist_ok=True)
-            self._written.append(path)
-            write_part_file(frame, path, self.row_group_size)
-            lo, hi = frame.select(pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi")).row(0)
-            blocks.append(
-                [int(block), first, n, None if lo is None else int(lo), None if hi is None else int(hi)]
-            )
-            first += n
-        return full, blocks
-
-    def _write_shared(
-        self, items: list[tuple[int, str, RawBlock]], built: list[_Built], groups: list[pl.DataFrame]
-    ) -> list[_Written] | None:
-        """Write many small parts (a run of one file per step) as one: their rows in one file of ``parts/``
-        (named after the first part with rows; the others' manifest entries point to it with ``in``), their
-        scalars and issues in one pack (see ``PACK_AT``). Written one by one, 10,000 one-line files cost
-        30,000 files of a few ms each and a pack of them all at the end. None when their columns do not go
-        in one file (a field of another type in each); they are then written one by one."""
-        pids = [pid for pid, _, _ in items]
-        frames = groups + [
-            b.full.with_columns(pl.lit(k, pl.Int64).alias("__item"))
-            for k, b in enumerate(built)
-            if b.full is not None and b.full.height
-        ]
-        try:
-            whole = pl.concat(frames, how="diagonal_relaxed") if frames else None
-        except pl.exceptions.PolarsError:
-            return None
-        rows = [0] * len(items)
-        host = None
-        blocks = None
-        columns = None
-        per_token: list[str] = []
-        notes = _token_notes(pl.DataFrame(schema={"source": pl.String, "line": pl.Int64, "part": pl.Int64}))
-        ends: dict[int, list[list[int]]] = {}
-        if whole is not None:
-            # Rows in block order (a block's rows keep theirs), numbered in the file.
-            whole = whole.sort("__item", maintain_order=True)
-            for k, n in whole.group_by("__item").len().iter_rows():
-                rows[k] = n
-            whole = whole.drop("__item")
-            host = next(pid for pid, n in zip(pids, rows, strict=True) if n)
-            per_token = schema.trainer_token_fields(whole, with_values=True)
-            ends = ends_counts(whole, self.pad_tokens)
-            whole, blocks = self.write_blocks(whole, host)
-            columns = dict(whole.schema)
-            scal = whole.select(scalar_columns(whole))
-            notes = _token_notes(whole, pads=self.pad_tokens)
-        else:
-            scal = pl.DataFrame(schema={"part": pl.Int64})
-        found = pl.DataFrame(
-            [
-                {**i, "source": rel, "part": pid}
-                for (pid, rel, _), b in zip(items, built, strict=True)
-                for i in b.issues
-            ],
-            schema={**ISSUE_SCHEMA, "part": pl.Int64},
-        )
-        issues = pl.concat([found, notes.select(found.columns)]).sort("part", "line", maintain_order=True)
-        counts = {
-            (pid, severity): n for pid, severity, n in issues.group_by("part", "severity").len().iter_rows()
-        }
-        name = pack_name(pids, self.tag)
-        self._written += [self.dir / "scalars" / name, self.dir / "issues" / name]
-        scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
-        issues.write_parquet(self.dir / "issues" / name)
-        return [
-            _Written(
-                scal if k == 0 and scal.height else None,
-                None,
-                rows[k],
-                built[k].ignored,
-                per_token if k == 0 else [],
-                host if rows[k] else None,
-                (name, pids) if k == 0 else None,
-                (counts.get((pid, "error"), 0), counts.get((pid, "note"), 0)),
-                ends=ends.get(pid),
-                blocks=blocks if rows[k] else None,  # the host's files, where its rows are too
-                columns=columns if k == 0 else None,
-            )
-            for k, pid in enumerate(pids)
-        ]
-
     def _apply(self, item: tuple[int, str, Future, int | None]) -> None:
         pid, rel, future, k = item
         scal, issues, n, ignored, per_token, host, pack, counts, ends, blocks, columns = (
@@ -559,40 +304,6 @@ class _Writer:
         self._pack()
         self._commit(self.m.data, complete)
 
-    def _pack(self) -> None:
-        """Copy the scalars and issues of many small parts into one pack (see ``PACK_AT``), named in the
-        manifest by the commit that follows; packs lose the parts dropped since (a file re-read)."""
-        data = self.m.data
-        parts = data["parts"]
-        packs = [{**p, "parts": [i for i in p["parts"] if str(i) in parts]} for p in data.get("packs", [])]
-        packs = [p for p in packs if p["parts"]]
-        packed = packed_parts(packs)
-        small = sorted(int(k) for k, p in parts.items() if int(k) not in packed and p["rows"] <= PACK_ROWS)
-        if len(small) >= PACK_AT:
-            name = pack_name(small, self.tag)
-            scalars = [
-                pl.scan_parquet(self.dir / "scalars" / entry_name(i, parts[str(i)]))
-                for i in small
-                if parts[str(i)]["rows"]
-            ]
-            with_issues = [i for i in small if has_issues(parts[str(i)])]
-            frames = {
-                "scalars": pl.concat(scalars, how="diagonal_relaxed").collect()
-                if scalars
-                else pl.DataFrame(schema={"part": pl.Int64}),
-                "issues": _issues_with_part(
-                    [self.dir / "issues" / entry_name(i, parts[str(i)]) for i in with_issues], with_issues
-                ),
-            }
-            for sub, frame in frames.items():
-                self._written.append(self.dir / sub / name)
-                buf = io.BytesIO()
-                frame.write_parquet(buf, compression="zstd", compression_level=1)
-                write_atomic(self.dir / sub / name, buf.getvalue())
-            packs.append({"name": name, "parts": small})
-        if packs or "packs" in data:
-            data["packs"] = packs
-
     def _commit(self, data: dict, complete: bool, aggregates: bool = True) -> None:
         """Write every derived kind of the manifest ``data`` (the state of every applied part; see
         data.derived.registry) and the manifest, and commit the table's files of that state with the
@@ -649,51 +360,6 @@ class _Writer:
         self.last_commit = time.monotonic()
         self.last_commit_cost = self.last_commit - started
 
-    def _removable(self, path: Path) -> bool:
-        """Whether a file no committed manifest names may be deleted: this writer's or a committed writer's,
-        or an old one. (A file of another tag may be a writer's that read this commit and has not committed
-        yet: it may still win the next commit.)"""
-        if name_tag(path.name) in self._committed_tags:
-            return True
-        try:
-            return time.time() - path.stat().st_mtime > GRACE_SECONDS
-        except FileNotFoundError:
-            return False
-
-    def _collect_garbage(self, c: Commit) -> None:
-        """Remove files no committed manifest names any more (kept one generation for slow readers)."""
-        parts = self.m.data["parts"]
-        packs = self.m.data.get("packs", [])
-        loose = {int(k) for k in parts} - packed_parts(packs)
-        names = {pack["name"] for pack in packs}
-        kept = {entry_name(i, parts[str(i)]) for i in loose} | names
-        floor = self.m.data["next_part"]
-        held = set(self._table_state)
-        self._committed_tags |= _tags(self.m.data)
-        for p in (self.dir / "parts").glob("*/p*.parquet"):
-            rel = p.relative_to(self.dir).as_posix()
-            if rel not in held and name_id(p.name) < floor - KEEP_BEHIND and self._removable(p):
-                p.unlink(missing_ok=True)
-        for sub in ("scalars", "issues"):
-            for p in (self.dir / sub).glob("*.parquet"):
-                if p.name in kept:
-                    continue
-                # A pack whose parts were all dropped, or left by a crash; a loose part's file once it is
-                # no newer than the last KEEP_BEHIND parts.
-                if (p.name.startswith("k") or name_id(p.name) < floor - KEEP_BEHIND) and self._removable(p):
-                    p.unlink(missing_ok=True)
-        for p in (self.dir / MANIFESTS).glob("g*.json"):
-            if p.name not in (self.m.data["manifest_file"], c.old.get("manifest_file")) and self._removable(
-                p
-            ):
-                p.unlink(missing_ok=True)
-        collect_all(c, self._removable)
-
-    def remove_written(self) -> None:
-        """Delete every file this writer wrote (its commit was refused: no manifest names them)."""
-        for p in self._written:
-            p.unlink(missing_ok=True)
-
 
 def _top_block(store_dir: Path, data: dict) -> Block:
     """What the top file's rows keep besides their texts (see :data:`data.derived.text.BLOCK_KEY`): the
@@ -707,16 +373,3 @@ def _top_block(store_dir: Path, data: dict) -> Block:
         return scan_part_scalars(store_dir, data, [p for p in pids if str(p) in parts])
 
     return list(dict.fromkeys(cols)), scans
-
-
-def _tags(data: dict | None) -> set[str | None]:
-    """The tags of the writers whose files a manifest's ``data`` names (committed writers)."""
-    if not data:
-        return set()
-    names = [p["name"] for p in data.get("packs", [])] + [
-        data.get("steps_file") or "",
-        data.get(CELLS_KEY) or "",
-        data.get(ENDS_FILE) or "",
-        data.get("manifest_file") or "",
-    ]
-    return {e.get("tag") for e in data["parts"].values()} | {name_tag(n) for n in names if n}

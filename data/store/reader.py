@@ -1,5 +1,6 @@
 """Read access to one run's committed store: lazy scans of its scalars (only the files that can hold the
-steps asked for), its steps, issues and rows; nothing of a run is kept in memory between requests.
+steps asked for), its steps, issues and rows (the parts' files and issues in :mod:`data.store.part_scans`,
+rows by sample id in :mod:`data.store.rows`); nothing of a run is kept in memory between requests.
 
 Readers only ever follow the manifest, so they see the last committed state while a writer works.
 """
@@ -7,7 +8,6 @@ Readers only ever follow the manifest, so they see the last committed state whil
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
@@ -16,28 +16,21 @@ from typing import TypeVar
 
 import orjson
 import polars as pl
-import pyarrow.parquet as pq
 
 from data.store.index import Segment, StoreIndex, build_index, unified_schema
-from data.store.layout import (
-    ISSUE_SCHEMA,
-    SCALAR_DTYPES,
-    entry_name,
-    file_prefix,
-    part_file_path,
-    part_name,
-)
-from data.store.manifest import MANIFEST, Manifest, has_issues, of_this_format, packed_parts
+from data.store.layout import SCALAR_DTYPES
+from data.store.manifest import MANIFEST, Manifest, of_this_format
+from data.store.part_scans import PartScans
+from data.store.rows import RowReads
 
 _LOCK = threading.Lock()
 _MAX_CACHED_RUNS = 8
 # Per committed state of a store (folder, generation, commit time): its index, and what it derives from it.
 _INDEXES: OrderedDict[tuple, dict] = OrderedDict()
-SAMPLE_ID = re.compile(r"([0-9a-f]{8})-([0-9]+)")
 T = TypeVar("T")
 
 
-class RunStore:
+class RunStore(PartScans, RowReads):
     """Read access to one committed store; cheap to create (reads only the manifest)."""
 
     def __init__(self, store_dir: Path, manifest: Manifest):
@@ -192,100 +185,10 @@ class RunStore:
         small runs). Pages query :meth:`scan` instead."""
         return self.scan().collect()
 
-    def packs(self) -> list[dict]:
-        """The packs: ``{"name", "parts"}``, one file in ``scalars/`` and one in ``issues/`` each holding the
-        rows of many small parts (see :data:`PACK_AT`)."""
-        return list(self.manifest.packs)
-
     def all_scalars(self) -> pl.DataFrame:
         """Every committed response (partial last steps included), in part and row order; read whole, each
         call (ingest reads the committed state it extends)."""
         return self.scan(hidden=True).collect()
-
-    def _pack_scans(self, sub: str, wanted: set[int]) -> list[pl.LazyFrame]:
-        """The rows of parts ``wanted`` in the packs (a pack may still hold parts dropped since)."""
-        out = []
-        for pack in self.packs():
-            keep = wanted.intersection(pack["parts"])
-            if keep:
-                scan = pl.scan_parquet(self.dir / sub / pack["name"])
-                out.append(scan.filter(pl.col("part").is_in(sorted(keep))))
-        return out
-
-    def scan_parts(
-        self,
-        columns: list[str] | tuple[str, ...] | None = None,
-        steps: tuple[int | None, int | None] | None = None,
-    ) -> pl.LazyFrame:
-        """Lazy scan of the committed parts' full rows (texts and token arrays too; partial last steps
-        included), opening only the files of the parts that can hold ``lo <= step <= hi`` (``steps``) and
-        reading only ``columns`` (all by default; the first file's columns, others filled with nulls)."""
-        lo, hi = steps or (None, None)
-        index = self.index()
-        parts = self.manifest.parts
-        if steps is None:
-            ids = self.part_ids()
-        else:
-            ids = [p for s in index.select(lo, hi) for p in s.parts]
-        paths = [
-            str(f)
-            for f in dict.fromkeys(
-                f for i in ids if parts[str(i)]["rows"] for f in self.part_files_of(i, steps=(lo, hi))
-            )
-        ]
-        if not paths:
-            schema = {"sample_id": pl.String, "step": pl.Int64, "prompt": pl.String, "response": pl.String}
-            if columns is not None:
-                schema = {c: schema.get(c, pl.String) for c in columns}
-            return pl.LazyFrame(schema=schema)
-        lf = pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore")
-        if steps is not None or self.shares_files():
-            # A file written with others may hold rows of parts dropped since, or of steps not asked for.
-            lf = lf.filter(pl.col("part").is_in(ids))
-        if lo is not None:
-            lf = lf.filter(pl.col("step") >= lo)
-        if hi is not None:
-            lf = lf.filter(pl.col("step") <= hi)
-        return lf if columns is None else lf.select(columns)
-
-    def part_blocks(self, part: int) -> list[tuple[Path, int, int, int | None, int | None]]:
-        """The files of ``parts/`` that hold part ``part``'s rows: ``(path, first row, rows, smallest step,
-        largest step)`` each, one per step block (``parts/step_block=<n>/``), in row order. A part written
-        with others (``in``, see ``ingest.writer._Writer._write_shared``) is in its host's files, whose rows
-        are numbered across them."""
-        parts = self.manifest.parts
-        entry = parts[str(part)]
-        host = entry.get("in", part)
-        hosted = entry if "blocks" in entry else parts.get(str(host), entry)
-        blocks = hosted.get("blocks")
-        if blocks is None:  # a part file of its own, at the top of parts/ (a store made by hand)
-            return [(self.dir / "parts" / part_name(host, hosted.get("tag")), 0, hosted["rows"], None, None)]
-        return [
-            (self.dir / part_file_path(host, hosted.get("tag"), b), first, n, lo, hi)
-            for b, first, n, lo, hi in blocks
-        ]
-
-    def part_files_of(self, part: int, steps: tuple[int | None, int | None] | None = None) -> list[Path]:
-        """The files of ``parts/`` holding part ``part``'s rows (those that can hold ``lo <= step <= hi``)."""
-        lo, hi = steps or (None, None)
-        return [
-            path
-            for path, _, _, s0, s1 in self.part_blocks(part)
-            if s0 is None or s1 is None or ((lo is None or s1 >= lo) and (hi is None or s0 <= hi))
-        ]
-
-    def part_files(self) -> list[Path]:
-        """The files of ``parts/`` holding the committed rows, each once. A file written with others may
-        still hold rows of parts dropped since: filter on ``part`` (:meth:`part_ids`) when
-        :meth:`shares_files`."""
-        parts = self.manifest.parts
-        return list(
-            dict.fromkeys(f for i in self.part_ids() if parts[str(i)]["rows"] for f in self.part_files_of(i))
-        )
-
-    def shares_files(self) -> bool:
-        """Whether some parts were written into one file of ``parts/`` (see :meth:`part_file`)."""
-        return any("in" in e for e in self.manifest.parts.values())
 
     def steps(self) -> pl.DataFrame:
         """The per-step summary (see :func:`data.metrics.step.step_summary`), sorted by step; ingest writes it
@@ -301,36 +204,6 @@ class RunStore:
         lf = self.steps_scan()
         have = set(lf.collect_schema().names())
         return lf.select(c for c in columns if c in have).collect()
-
-    def issues(self) -> pl.DataFrame:
-        """Unusable lines (``severity == "error"``) and data-quality notes, with file and line."""
-        # Only parts that recorded an issue have any.
-        parts = self.manifest.parts
-        ids = self.part_ids()
-        packed = packed_parts(self.packs())
-        scans = [s.drop("part") for s in self._pack_scans("issues", set(ids))]
-        scans += [
-            pl.scan_parquet(self.dir / "issues" / entry_name(i, parts[str(i)]))
-            for i in ids
-            if i not in packed and has_issues(parts[str(i)])
-        ]
-        frames = [pl.concat(scans, how="diagonal_relaxed").collect()] if scans else []
-        pending = [
-            {
-                "source": f,
-                "line": p["line"],
-                "severity": "pending",
-                "reason": p["reason"],
-                "detail": p.get("detail", ""),
-            }
-            for f, p in self.manifest.pending.items()
-        ]
-        frames = [f for f in frames if f.height]
-        if pending:
-            frames.append(pl.DataFrame(pending, schema=ISSUE_SCHEMA))
-        if not frames:
-            return pl.DataFrame(schema=ISSUE_SCHEMA)
-        return pl.concat(frames, how="diagonal_relaxed").sort("source", "line")
 
     def extra_columns(self) -> list[str]:
         """Scalar extra columns found in the files (e.g. ``ground_truth``, ``group_id``, ``advantage``)."""
@@ -373,96 +246,6 @@ class RunStore:
         """Whether some response shown has a value in scalar column ``name``."""
         return name in self.non_null_columns()
 
-    def lookup(self, sample: str) -> tuple[int, int] | None:
-        """``(part, row)`` of a sample id, or None when the store has no such (visible) sample.
-
-        A sample id is ``<file prefix>-<line>`` (see :func:`data.store.layout.sample_id`): the manifest
-        names the files of that prefix and their parts, and the index the parts whose lines hold the line,
-        so one small file (usually) is read, whatever the run's size.
-        """
-        if not isinstance(sample, str):
-            return None
-        return self.retrying(lambda store: store._lookup(sample))
-
-    def _lookup(self, sample: str) -> tuple[int, int] | None:
-        m = SAMPLE_ID.fullmatch(sample)
-        if m is None:
-            return None
-        prefix, line = m.group(1), int(m.group(2))
-        files = self.manifest.files
-        memo = self._memo()
-        if "prefixes" not in memo:
-            prefixes: dict[str, list[str]] = {}
-            for rel in files:
-                prefixes.setdefault(file_prefix(rel), []).append(rel)
-            memo["prefixes"] = prefixes
-        index = self.index()
-        below = self.visible_below
-        for rel in memo["prefixes"].get(prefix, []):
-            for part in index.parts_of_line(rel, line, files[rel].get("parts", [])):
-                seg = index.segment_of(part)
-                cond = (pl.col("part") == part) & (pl.col("sample_id") == sample)
-                if below is not None:
-                    cond &= pl.col("step") < below
-                hit = (
-                    pl.scan_parquet(self.dir / "scalars" / seg.file)
-                    .filter(cond)
-                    .select("part", "row")
-                    .collect()
-                )
-                if hit.height:
-                    got_part, row = hit.row(0)
-                    return int(got_part), int(row)
-        return None
-
-    def read_rows(self, part: int, rows: list[int], columns: list[str] | None = None) -> pl.DataFrame:
-        """Full rows (texts, token arrays) of one part, in the order of ``rows``, reading only the row groups
-        that hold them (in the files of the step blocks that hold them)."""
-        size = self.manifest.row_group_size
-        blocks = self.part_blocks(part)
-        if len(blocks) == 1:
-            return _read_file_rows(blocks[0][0], [r - blocks[0][1] for r in rows], columns, size)
-        pieces = []
-        for path, first, n, _, _ in blocks:
-            mine = [(k, r - first) for k, r in enumerate(rows) if first <= r < first + n]
-            if mine:
-                got = _read_file_rows(path, [r for _, r in mine], columns, size)
-                pieces.append(got.with_columns(pl.Series("__k", [k for k, _ in mine], pl.Int64)))
-        if not pieces:
-            return _read_file_rows(blocks[0][0], [], columns, size)
-        return pl.concat(pieces, how="diagonal_relaxed").sort("__k").drop("__k")
-
-    def read_keys(self, keys: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
-        """``columns`` of the rows ``keys`` (``part, row``) names, in the order of ``keys``, read from the
-        parts' row groups that hold them (a few rows of any run cost a few row groups). Scalar columns have
-        the types of :meth:`schema`; a column a part lacks is null there."""
-        if keys.height == 0:
-            schema = self.schema()
-            return pl.DataFrame(schema={c: schema.get(c, pl.String) for c in columns})
-        pieces = []
-        for (part,), grp in keys.select("part", "row").with_row_index("__k").group_by(["part"]):
-            rows = grp.get_column("row").to_list()
-            got = self.read_rows(int(part), rows, list(columns))
-            pieces.append(got.with_columns(grp.get_column("__k")))
-        df = pl.concat(pieces, how="diagonal_relaxed").sort("__k")
-        schema = self.schema()
-
-        def column(c: str) -> pl.Expr:
-            if c not in df.columns:  # no part of these rows has it
-                return pl.lit(None, schema.get(c, pl.String)).alias(c)
-            return pl.col(c).cast(schema[c]) if c in schema else pl.col(c)
-
-        return df.select(column(c) for c in columns)
-
-    def sample(self, sample: str) -> dict | None:
-        """One response with every column (texts and token arrays as Python lists), or None."""
-        loc = self.lookup(sample)
-        if loc is None:
-            return None
-        part, row = loc
-        df = self.read_rows(part, [row])
-        return df.row(0, named=True) if df.height else None
-
 
 _MANIFESTS: OrderedDict[str, tuple[bytes, Manifest]] = OrderedDict()
 
@@ -493,20 +276,6 @@ def open_store(store_dir: Path) -> RunStore | None:
         while len(_MANIFESTS) > _MAX_CACHED_RUNS:
             _MANIFESTS.popitem(last=False)
     return RunStore(store_dir, m)
-
-
-def _read_file_rows(path: Path, rows: list[int], columns: list[str] | None, size: int) -> pl.DataFrame:
-    """Rows at positions ``rows`` of one file of ``parts/`` (in that order), reading only their row groups."""
-    pf = pq.ParquetFile(path)
-    groups = sorted({r // size for r in rows})
-    if columns is not None:
-        columns = [c for c in columns if c in pf.schema_arrow.names]
-    table = pf.read_row_groups(groups, columns=columns)
-    df = pl.from_arrow(table)
-    offsets = {g: i * size for i, g in enumerate(groups)}
-    # Row groups are full except the last one of a file, so a row's position is direct.
-    take = [offsets[r // size] + r % size for r in rows]
-    return df[take]
 
 
 def _frame(lf: pl.LazyFrame, own: dict, cols: list[str], cond: list[pl.Expr], schema) -> pl.LazyFrame:

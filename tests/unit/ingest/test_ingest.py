@@ -12,7 +12,7 @@ import pytest
 
 from data.ingest import blocks as ingest_blocks
 from data.ingest import fast as ingest_fast
-from data.ingest import ingest_run
+from data.ingest import ingest_run, part_files
 from data.ingest import slow as ingest_slow
 from data.ingest import writer as ingest_writer
 from data.ingest.blocks import BOM
@@ -732,8 +732,8 @@ def _fresh_scalars(store):
 def _grow_live(tmp_path, monkeypatch, pack_at=4, pack_rows=3, steps=14):
     """A run appended to step by step, one ingest a step, with small packs; a big step now and then stays
     out of the packs. Returns (run, cache, store)."""
-    monkeypatch.setattr(ingest_writer, "PACK_AT", pack_at)
-    monkeypatch.setattr(ingest_writer, "PACK_ROWS", pack_rows)
+    monkeypatch.setattr(part_files, "PACK_AT", pack_at)
+    monkeypatch.setattr(part_files, "PACK_ROWS", pack_rows)
     run = run_with(tmp_path, b"")
     cache = tmp_path / "cache"
     for s in range(steps):
@@ -1208,9 +1208,9 @@ def test_ingest051_small_files_built_together_give_the_same_store(tmp_path, monk
     naming its own file."""
     run = _small_files_run(tmp_path)
     calls, alone_files = [], []
-    real = ingest_writer.parse_blocks
+    real = part_files.parse_blocks
     monkeypatch.setattr(
-        ingest_writer, "parse_blocks", lambda blocks, *a: calls.append(len(blocks)) or real(blocks, *a)
+        part_files, "parse_blocks", lambda blocks, *a: calls.append(len(blocks)) or real(blocks, *a)
     )
     real_part = ingest_writer._Writer._build
 

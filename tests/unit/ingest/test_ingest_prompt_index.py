@@ -15,6 +15,7 @@ from data import prompts
 from data.demo import write_demo_run
 from data.derived import pidx as prompt_index
 from data.ingest import ingest_run
+from data.prompts import detail as prompt_detail
 from data.store import open_store
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo, growing_demo_stores
@@ -34,9 +35,9 @@ def _assert_same(store, most: int = 40) -> None:
     for key in keys[:most]:
         cols = [c for c in prompts.HISTORY_COLUMNS if c in store.schema()]
         assert prompt_index.read(store, key, cols) is not None
-        prompts._history.cache_clear()
+        prompt_detail._history.cache_clear()
         got = prompts.history(store, key)
-        prompts._history.cache_clear()
+        prompt_detail._history.cache_clear()
         want = prompts.history(old, key)
         assert got.height == want.height > 0
         assert_frame_equal(got, want)
@@ -75,14 +76,14 @@ def test_pidx002_by_hand_and_no_scan(tmp_path, monkeypatch):
     def no_scan(*a, **k):
         raise AssertionError("one prompt's history scanned the responses")
 
-    prompts._history.cache_clear()
+    prompt_detail._history.cache_clear()
     monkeypatch.setattr(RunStore, "scan", no_scan)
     rows = prompts.history(store, key)
     # Within a step, highest reward first.
     assert rows.select("step", "reward").rows() == [(1, 3.0), (1, 1.0), (3, 5.0)]
     assert rows.get_column("line").to_list() == [3, 1, 5]
     assert prompts.history(store, "no such key").height == 0
-    prompts._history.cache_clear()
+    prompt_detail._history.cache_clear()
 
 
 def test_pidx003_a_growing_run_many_commits(tmp_path, monkeypatch):
@@ -131,14 +132,14 @@ def test_pidx004_a_store_without_the_index_is_scanned(tmp_path):
     key = prompts.prompt_table(store).item(0, "prompt_key")
     old = _without_index(store)
     assert prompt_index.read(old, key, ["step"]) is None
-    prompts._history.cache_clear()
+    prompt_detail._history.cache_clear()
     assert prompts.history(old, key).height > 0
     for f in store.manifest.derived["pidx"].meta["files"]:
         (store.dir / f["name"]).unlink()
     assert prompt_index.read(store, key, ["step"]) is None
-    prompts._history.cache_clear()
+    prompt_detail._history.cache_clear()
     assert_frame_equal(prompts.history(store, key), prompts.history(old, key))
-    prompts._history.cache_clear()
+    prompt_detail._history.cache_clear()
 
 
 def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
@@ -177,13 +178,13 @@ def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
     monkeypatch.setattr(RunStore, "scan", no_parquet)
     for key in keys:
         opened.clear(), batches.clear()
-        prompts._history.cache_clear()
+        prompt_detail._history.cache_clear()
         got = prompts.history(store, key)
         assert_frame_equal(got, want[key])
         assert len(opened) == len(files)
         # Each prompt has at most 6 responses here (one per step): in one batch of 8 or across two.
         assert len(batches) <= 2 * len(files)
-    prompts._history.cache_clear()
+    prompt_detail._history.cache_clear()
 
 
 def test_pidx006_batches_by_hand(tmp_path, monkeypatch):

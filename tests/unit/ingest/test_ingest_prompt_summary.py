@@ -22,6 +22,7 @@ from data.derived.prompts import (
 )
 from data.ingest import ingest_run
 from data.metrics.degeneration import step_length_medians
+from data.prompts import aggregates as prompts_aggregates
 from data.store import open_store
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo
@@ -128,7 +129,7 @@ def test_promptsum004_the_page_reads_the_list_and_scans_nothing(tmp_path, monkey
     run = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
     expected, threshold = _scanned(store)
-    prompts._table.cache_clear()
+    prompts_aggregates._table.cache_clear()
 
     def no_scan(*a, **k):
         raise AssertionError("the prompt list scanned the responses")
@@ -137,7 +138,7 @@ def test_promptsum004_the_page_reads_the_list_and_scans_nothing(tmp_path, monkey
         m.setattr(RunStore, "scan", no_scan)
         assert_frame_equal(prompts.prompt_table(store), expected)
         assert prompts.run_trend_threshold(store) == threshold
-    prompts._table.cache_clear()
+    prompts_aggregates._table.cache_clear()
     old = RunStore(store.dir, store.manifest.without("prompts"))
     assert read_prompt_list(old) is None
     assert_frame_equal(prompts.prompt_table(old), expected)

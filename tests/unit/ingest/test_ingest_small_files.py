@@ -9,8 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from data.export import export_batches
-from data.ingest import ingest_run
-from data.ingest import writer as writer_mod
+from data.ingest import ingest_run, part_files
 from data.queries import ResponseFilter
 from data.store import open_store
 
@@ -51,7 +50,7 @@ def _issues(store) -> list[tuple]:
 def _alone(tmp_path: Path, run: Path, monkeypatch, name: str):
     """The same run stored with a part per file (as before), for comparison."""
     with monkeypatch.context() as m:
-        m.setattr(writer_mod, "SHARE_AT", 10**9)
+        m.setattr(part_files, "SHARE_AT", 10**9)
         return open_store(ingest_run(run, tmp_path / name, PADS).store_dir)
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from data.ingest import ingest_run
-from data.ingest import writer as ingest_writer
+from data.ingest import ingest_run, old_files, part_files
 from data.store import open_store, sample_id
 from data.store.layout import entry_name
 
@@ -42,8 +41,8 @@ def lines(step: int, rank: int, per: int = 3) -> bytes:
 def grown_store(tmp_path: Path, monkeypatch, steps: int = 12, complete: bool = True):
     """Two rank files appended to a step at a time, one ingest a step, small parts packed four at a time;
     a bad line in rank 1. With ``complete=False`` the last ingest hides the last step."""
-    monkeypatch.setattr(ingest_writer, "PACK_AT", 4)
-    monkeypatch.setattr(ingest_writer, "PACK_ROWS", 3)
+    monkeypatch.setattr(part_files, "PACK_AT", 4)
+    monkeypatch.setattr(part_files, "PACK_ROWS", 3)
     run = tmp_path / "run"
     run.mkdir()
     cache = tmp_path / "cache"
@@ -169,8 +168,8 @@ def test_scan007_a_run_read_while_it_is_written(tmp_path, monkeypatch):
     from data import curves, responses
     from data.queries import ResponseFilter
 
-    monkeypatch.setattr(ingest_writer, "PACK_AT", 4)
-    monkeypatch.setattr(ingest_writer, "PACK_ROWS", 3)
+    monkeypatch.setattr(part_files, "PACK_AT", 4)
+    monkeypatch.setattr(part_files, "PACK_ROWS", 3)
     run = tmp_path / "run"
     run.mkdir()
     cache = tmp_path / "cache"
@@ -229,9 +228,9 @@ def test_scan008_a_state_whose_files_a_commit_collected(tmp_path, monkeypatch):
     from data import curves, prompts, responses, tokens
     from data.queries import ResponseFilter
 
-    monkeypatch.setattr(ingest_writer, "KEEP_BEHIND", 8)  # as with 64, in 6 commits rather than 35
-    monkeypatch.setattr(ingest_writer, "PACK_AT", 12)
-    monkeypatch.setattr(ingest_writer, "PACK_ROWS", 3)
+    monkeypatch.setattr(old_files, "KEEP_BEHIND", 8)  # as with 64, in 6 commits rather than 35
+    monkeypatch.setattr(part_files, "PACK_AT", 12)
+    monkeypatch.setattr(part_files, "PACK_ROWS", 3)
     run = tmp_path / "run"
     run.mkdir()
     cache = tmp_path / "cache"

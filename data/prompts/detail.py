@@ -1,125 +1,28 @@
-"""Prompts across training: per-prompt aggregates and trends, response groups, one prompt's history, and
-what the page shows of them: a page of the list and one prompt, with their columns.
-
-Prompts are grouped by the store's ``prompt_key`` (a hash of the prompt with pad tokens removed and
-surrounding whitespace stripped, computed at ingest). The prompt list is computed at each commit and kept
-beside the store (see :mod:`data.derived.prompts`); the rest is computed from lazy scans once per
-store version and cached.
-"""
+"""One prompt across training: its history (every response to it, with its group's columns and
+advantages), its reward chart, and what its page shows of them (the grid's columns and rows, the first and
+latest response, how its responses form groups). Cached on the store version."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import polars as pl
 
 from data.cache import StoreKey, shared
-from data.config import DEFAULT_SEARCH_SECONDS
 from data.derived import pidx as prompt_index
-from data.derived import prompts as prompt_summary
 from data.metrics import label
-from data.metrics.degeneration import with_length_ratio
-from data.metrics.group import MIN_GROUP, TRENDS, finite, with_advantage
-from data.metrics.response import prompt_key_text, source_line, strip_pad_text
-from data.queries import QueryError, check_regex, search
+from data.metrics.group import MIN_GROUP, finite, with_advantage
+from data.metrics.response import source_line, strip_pad_text
+from data.prompts.aggregates import prompt_row, store_length_ratio
 
-if TYPE_CHECKING:  # the view state is data.views'; this module only reads its fields
-    from data.views.prompts import PromptsView
-
-# ---- cached on the store version -------------------------------------------------------------------------
-
-
-@shared(8)
-def _table(v: StoreKey) -> tuple[pl.DataFrame, float]:
-    # Written beside the store by the commit (one row per prompt); a store committed before such files
-    # existed is scanned, by the same function.
-    return prompt_summary.read_prompt_list(v.store) or prompt_summary.prompt_list(v.store)
-
-
-@shared(8)
-def _medians(v: StoreKey) -> pl.DataFrame:
-    return prompt_summary.step_medians(v.store)
+# The store's scalars (see data.metrics.registry) and the files' own group id and advantage, which the
+# group maths of data.metrics.group read where a run has them.
+HISTORY_COLUMNS = prompt_index.COLUMNS
 
 
 @shared(8)
 def _from_file(v: StoreKey) -> bool:
     return v.store.has_column("advantage")
-
-
-@shared(64)
-def _search(v: StoreKey, pattern: str, seconds: float) -> frozenset[str]:
-    pads = tuple(v.store.manifest.pad_tokens)
-    lf = (
-        v.store.scan_parts()
-        .select("prompt_key", "prompt")
-        .unique("prompt_key")
-        .with_columns(prompt_key_text(pads).alias("prompt"))
-        .filter(pl.col("prompt").str.contains(pattern))
-        .select("prompt_key")
-    )
-    return frozenset(search(lf, pattern, seconds).get_column("prompt_key").to_list())
-
-
-def prompt_table(store) -> pl.DataFrame:
-    """:func:`prompt_aggregates` of the store's run, one row per prompt (cached on the store version)."""
-    return _table(StoreKey(store))[0]
-
-
-def prompt_row(store, key: str) -> dict:
-    """One prompt's row of :func:`prompt_table` as a dict ({} for an unknown key)."""
-    rows = prompt_table(store).filter(pl.col("prompt_key") == key).to_dicts()
-    return rows[0] if rows else {}
-
-
-def run_trend_threshold(store) -> float:
-    """The reward difference the store's trends were classified with (``TREND_EFFECT`` × σ)."""
-    return _table(StoreKey(store))[1]
-
-
-def step_medians(store) -> pl.DataFrame:
-    """:func:`data.metrics.degeneration.step_length_medians` of the store (cached on the store version)."""
-    return _medians(StoreKey(store))
-
-
-def store_length_ratio(store, rows: pl.LazyFrame) -> pl.LazyFrame:
-    """Add ``length_ratio`` (length over its step's median, see :mod:`data.metrics.degeneration`) to any rows of the
-    store's scalars, e.g. one page of the responses table."""
-    return with_length_ratio(rows, step_medians(store).lazy())
-
-
-def search_prompts(store, pattern: str, seconds: float = DEFAULT_SEARCH_SECONDS) -> frozenset[str]:
-    """Keys of the prompts whose text (pads removed, stripped) matches the regular expression ``pattern``.
-
-    Raises :class:`data.queries.QueryError` for an invalid pattern (:class:`data.queries.SearchStopped` for a
-    search that takes more than ``seconds``). Reads the prompt column of the parts once per (store version,
-    pattern).
-    """
-    check_regex(pattern)
-    return _search(StoreKey(store), pattern, seconds)
-
-
-def overview(table: pl.DataFrame) -> dict:
-    """Counts for the list header: prompts, recurring ones (2+ steps), per trend, and the most steps."""
-    counts = dict.fromkeys(TRENDS, 0)
-    if table.height:
-        for code, n in table.group_by("trend").len().iter_rows():
-            if code in counts:
-                counts[code] = n
-    return {
-        "prompts": table.height,
-        "recurring": int(table.filter(pl.col("n_steps") >= 2).height) if table.height else 0,
-        "max_steps": int(table.get_column("n_steps").max() or 0) if table.height else 0,
-        "never": int(table.get_column("never_beats").sum()) if table.height else 0,
-        "trends": counts,
-    }
-
-
-# ---- one prompt ------------------------------------------------------------------------------------------
-
-# The store's scalars (see data.metrics.registry) and the files' own group id and advantage, which the
-# group maths of data.metrics.group read where a run has them.
-HISTORY_COLUMNS = prompt_index.COLUMNS
 
 
 def history(store, key: str) -> pl.DataFrame:
@@ -202,69 +105,6 @@ def texts(store, row: dict | None) -> dict:
     }
 
 
-# ---- the list: filter, sort, page ------------------------------------------------------------------------
-
-PAGE_SIZE = 50
-
-
-def filter_prompts(
-    table: pl.DataFrame, view: PromptsView, keys: frozenset[str] | None = None
-) -> pl.DataFrame:
-    """The rows of a :func:`prompt_table` that ``view`` keeps (``keys``: text-search hits), sorted by
-    ``view.sort`` (nulls last) with ties in first-seen order."""
-    cond = pl.lit(True)
-    if view.view == "never":
-        cond &= pl.col("never_beats")
-    if view.trend:
-        cond &= pl.col("trend") == view.trend
-    if view.min_steps:
-        cond &= pl.col("n_steps") >= view.min_steps
-    if keys is not None:
-        cond &= pl.col("prompt_key").is_in(list(keys))
-    by = [view.sort] + [c for c in ("first_step", "order") if c != view.sort]
-    desc = [view.order == "desc"] + [False] * (len(by) - 1)
-    return table.filter(cond).sort(by, descending=desc, nulls_last=True)
-
-
-def page_of(rows: pl.DataFrame, page: int, size: int = PAGE_SIZE) -> tuple[pl.DataFrame, int, int]:
-    """``(rows of page, the page actually shown, number of pages)``; a page past the end shows the last."""
-    pages = max(1, -(-rows.height // size))
-    page = min(max(1, page), pages)
-    return rows.slice((page - 1) * size, size), page, pages
-
-
-# ---- what the page shows ---------------------------------------------------------------------------------
-
-
-def list_columns(table: pl.DataFrame) -> list[tuple[str, str, str]]:
-    """``(key, header, kind)`` of the prompt list's columns (kind: see components.format.value); the
-    optional ones only when the run has a value in them."""
-    cols = [
-        ("prompt_preview", "prompt", "text"),
-        ("first_step", "first step", "step"),
-        ("n_steps", "steps", "int"),
-        ("n_responses", "responses", "int"),
-        ("reward_early", f"{label('reward')} · first ¼ of its steps", "num"),
-        ("reward_late", f"{label('reward')} · last ¼ of its steps", "num"),
-        ("reward_delta", "Δ last − first ¼", "signed"),
-        ("gain_mean", f"{label('reward_gain')} · mean", "signed"),
-        ("win_rate", "win rate vs reference", "share"),
-        ("trend", "trend", "trend"),
-        ("repetition_mean", f"{label('repetition')} · mean", "num"),
-        ("length_ratio_mean", f"{label('length_ratio')} · mean", "num"),
-        ("zero_spread_groups", "zero-spread groups", "int"),
-    ]
-    optional = {"gain_mean", "win_rate", "repetition_mean", "length_ratio_mean"}
-    keep = []
-    for c in cols:
-        if c[0] in optional and table.get_column(c[0]).null_count() == table.height:
-            continue
-        if c[0] == "zero_spread_groups" and int(table.get_column("n_groups").sum() or 0) == 0:
-            continue
-        keep.append(c)
-    return keep
-
-
 def history_columns(rows: pl.DataFrame, recomputed: bool, has_groups: bool) -> list[tuple[str, str, str]]:
     """``(key, header, kind)`` of one prompt's responses grid: empty columns left out, group columns only
     when there are groups, the length in characters only for a run without tokens."""
@@ -309,54 +149,6 @@ def history_columns(rows: pl.DataFrame, recomputed: bool, has_groups: bool) -> l
 
 
 @dataclass(frozen=True)
-class PromptList:
-    """One page of the prompt list: the run's ``info`` (see :func:`overview`), the ``rows`` of the page and
-    their ``columns``, the page shown of ``pages`` with the total of ``matching`` prompts, the trend
-    ``threshold``, and ``notices`` (a stopped search, a page past the end)."""
-
-    info: dict
-    rows: pl.DataFrame
-    columns: list[tuple[str, str, str]]
-    page: int
-    pages: int
-    matching: int
-    threshold: float
-    notices: list[str]
-
-    @property
-    def first_shown(self) -> int:
-        """The number of the page's first prompt among the matching ones (0 when none matches)."""
-        return (self.page - 1) * PAGE_SIZE + 1 if self.matching else 0
-
-    @property
-    def last_shown(self) -> int:
-        return (self.page - 1) * PAGE_SIZE + self.rows.height
-
-
-def prompt_list(store, view: PromptsView, seconds: float = DEFAULT_SEARCH_SECONDS) -> PromptList | None:
-    """The :class:`PromptList` ``view`` shows (None for a run without prompts yet)."""
-    table = prompt_table(store)
-    if table.height == 0:
-        return None
-    msgs = []
-    keys = None
-    if view.q:
-        try:
-            keys = search_prompts(store, view.q, seconds)
-        except QueryError as e:  # stopped at its deadline: no prompt is shown as matching
-            msgs.append(f"{str(e)[:1].upper()}{str(e)[1:]}.")
-            keys = frozenset()
-    rows = filter_prompts(table, view, keys)
-    shown, page, pages = page_of(rows, view.page)
-    if page != view.page and rows.height:
-        msgs.append(f"Page {view.page} is past the end: showing page {page} of {pages}.")
-    info = overview(table)
-    return PromptList(
-        info, shown, list_columns(table), page, pages, rows.height, run_trend_threshold(store), msgs
-    )
-
-
-@dataclass(frozen=True)
 class RewardChart:
     """What one prompt's reward chart draws. ``points``: ``step, reward, sample_id`` of responses (each one
     opens its token page), ``means``: ``first, last, x, n, reward, ref_reward`` per step or bin of steps
@@ -376,6 +168,8 @@ class RewardChart:
 # CHART_BINS bins) draws its lowest and highest response and its mean: what the page sends stays bounded
 # however often the prompt comes back.
 CHART_LIMIT = 500
+
+
 CHART_BINS = 250
 
 
