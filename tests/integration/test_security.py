@@ -177,7 +177,7 @@ def test_sec005_symlinks_out_of_the_root(escape_root, board_root, dash_app, clie
     assert set(store.scalars().get_column("source").unique()) == {"rank0.jsonl"}
 
 
-def test_sec005b_links_out_of_the_root_are_named_on_the_runs_page(escape_root, board_root, dash_app, client):
+def test_sec010_links_out_of_the_root_are_named_on_the_runs_page(escape_root, board_root, dash_app, client):
     """The folder linking out of the root is said on the runs page (its target, not read, what to do), and
     a root of only such links says why it has no run (before: silently "No runs found")."""
     b = board_root(escape_root)
