@@ -4,6 +4,10 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
+from tests.waiting import wait_until
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -43,3 +47,28 @@ def test_suite002_one_id_per_test():
             clashes[key] = picked
     listing = "\n".join(f"-k {key} picks {', '.join(picked)}" for key, picked in sorted(clashes.items()))
     assert not clashes, f"{len(clashes)} test ids pick more than one test:\n{listing}"
+
+
+def test_suite003_every_fixed_sleep_says_why():
+    """A test waits for something on its condition (:func:`tests.waiting.wait_until`, dash_duo's
+    ``wait_for_*``); a fixed sleep is left only where it is the thing under test (files kept still, a slow
+    stand-in, a trainer's pace), with a comment on its line saying so."""
+    bare = []
+    for path in sorted(TESTS.rglob("*.py")):
+        if path.name in ("waiting.py", "test_suite.py"):
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), start=1):
+            if re.search(r"\bsleep\(", line) and "#" not in line.split("sleep(", 1)[1]:
+                bare.append(f"{path.relative_to(TESTS)}:{n}: {line.strip()}")
+    assert bare == [], (
+        "wait on a condition (tests/waiting.py), or say why the sleep is the test:\n" + "\n".join(bare)
+    )
+
+
+def test_suite004_wait_until_returns_the_value_or_says_what_it_waited_for():
+    """:func:`wait_until` returns the first truthy value; past its deadline it raises, naming what it
+    waited for and the last value it saw."""
+    seen = iter([0, None, "", "ready"])
+    assert wait_until(lambda: next(seen), 5, "a value", interval=0) == "ready"
+    with pytest.raises(TimeoutError, match=r"waited 0\.05 s for the moon; last seen: \[\]"):
+        wait_until(list, 0.05, lambda: "the moon", interval=0.01)
