@@ -43,8 +43,13 @@ def test_log001_gunicorn_access_log_redacts_the_token(contract_root, tmp_path):
     """Real gunicorn with RLBOARD_TOKEN set: every request above is in the access log, none with the token."""
     with GunicornServer(contract_root, tmp_path / "cache", RLBOARD_TOKEN=SECRET) as srv:
         _visit(srv.base)
-        wait_until(  # the access log is written after the response
-            lambda: srv.log.read_text(errors="replace").count('"GET /') >= len(VISITS) + len(RAW) + 1,
+        # The access log is written after the response: wait for the last request's line (its Referer, the
+        # token in it redacted or not), besides the count (the start-up's /healthz lines count too).
+        wait_until(
+            lambda: (
+                f'"{srv.base}/reward?token=' in (log := srv.log.read_text(errors="replace"))
+                and log.count('"GET /') >= len(VISITS) + len(RAW) + 1
+            ),
             60,
             lambda: f"every request in the access log:\n{srv.log_tail()}",
         )
