@@ -6,7 +6,7 @@
 # Runs as any uid: --user as the rollouts' owner (they are often mode 0700), or the image's own 10001.
 #
 # Dependencies come from the committed uv.lock only (exact versions and hashes; nothing is resolved at
-# build time). Settings are RLBOARD_* environment variables (see README, "Deploy on a shared server").
+# build time). Settings are RLBOARD_* environment variables (see docs/deployment.md and docs/settings.md).
 
 # ---- build stage: a virtualenv holding exactly the locked runtime dependencies -------------------------
 FROM python:3.11-slim AS build

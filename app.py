@@ -23,6 +23,8 @@ from data.views.codec import parse_search
 from data.views.paths import shown_run
 
 HERE = Path(__file__).resolve().parent
+# How long the navbar waits for a run's first read to resolve the step it carries (as the pages wait).
+STEP_WAIT = 10.0
 
 
 def create_app(settings: Settings | None = None) -> dash.Dash:
@@ -111,7 +113,10 @@ def _register_navbar_callback() -> None:
             if page["id"].get("path") == path and page.get("value") is not None:
                 search = page["value"]  # the page's own URL: the latest
         path, run = _page_run(pathname, search)
-        step = links.carried_step(path, parse_search(search), run)
+        # Only a page that takes a step opens its run here; it waits for a first read as long as the page
+        # does, so that its links carry the step the page shows.
+        ctx = service.open_run(run, wait=STEP_WAIT) if path in links.STEP_PAGES else service.RunContext(run)
+        step = links.carried_step(path, parse_search(search), ctx)
         prefix = url_prefix()
         return run, *(links.nav(page_path, run, prefix, step) for _, page_path in nav)
 

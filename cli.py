@@ -109,7 +109,7 @@ def cmd_ingest(args) -> int:
     runs = _runs_at(path)
     if not runs:
         return _fail(f"no run under {path} (a run is a folder of rollout files: *.jsonl, *.parquet, …)")
-    out = []
+    out, failed = [], []
     for name, (run_dir, split) in runs.items():
         try:
             res = ingest_run(
@@ -120,11 +120,16 @@ def cmd_ingest(args) -> int:
                 spread=spread,
                 **_reading(settings, split),
             )
-        except OSError as e:  # a full disk, a read-only cache: what the user can fix, not a traceback
-            reason = os.strerror(e.errno) if e.errno else str(e)
-            where = settings.store_url or settings.cache_dir
-            print(f"\nerror: cannot store run {name!r} in {where}: {reason}", file=sys.stderr)
-            return 1
+        except Exception as e:  # noqa: BLE001 - one run that fails costs only itself: said, the others read
+            if isinstance(e, OSError) and e.errno:  # a full disk, a read-only cache: what the user can fix
+                where = settings.store_url or settings.cache_dir
+                reason = f"cannot store run {name!r} in {where}: {os.strerror(e.errno)}"
+            else:
+                reason = f"reading run {name!r} failed: {type(e).__name__}: {e}"
+            print(f"\nerror: {reason}", file=sys.stderr)
+            failed.append(name)
+            out.append({"run": name, "error": reason})
+            continue
         out.append(res.summary())
         if not args.json:
             print(
@@ -132,6 +137,9 @@ def cmd_ingest(args) -> int:
             )
     if args.json:
         print(json.dumps({"runs": out}))
+    if failed:
+        print(f"error: {len(failed)} of {len(runs)} runs failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -139,6 +147,7 @@ def cmd_export(args) -> int:
     from data.export import FORMATS, export_stream
     from data.ingest import ingest_run
     from data.queries import ResponseFilter
+    from data.run_context import context_of
     from data.store import open_store
 
     settings = load_settings(cache_dir=args.cache_dir)
@@ -153,9 +162,11 @@ def cmd_export(args) -> int:
     run_dir, split = runs[args.run]
     res = ingest_run(run_dir, settings.cache_dir, settings.pad_tokens, **_reading(settings, split))
     store = open_store(res.store_dir)
-    if args.step is not None and args.step not in set(store.steps().get_column("step").to_list()):
-        return _fail(f"run {args.run!r} has no step {args.step}")
-    chunks = export_stream(store, ResponseFilter(step=args.step), args.format)
+    # A step the run lacks: the rows of the step shown, by the pages' rule, and its notice on stderr.
+    step, notes = context_of(args.run, store).step(args.step) if args.step is not None else (None, [])
+    for note in notes:
+        print(note, file=sys.stderr)
+    chunks = export_stream(store, ResponseFilter(step=step), args.format)
     if args.output:
         with open(args.output, "wb") as f:
             for chunk in chunks:
@@ -290,7 +301,7 @@ def _parser() -> _Parser:
         prog="app.py",
         description="RL Logging Board: see RL fine-tuning rollouts step by step and token by token.",
         epilog="Without a command, app.py serves (app.py --port 8051 is app.py serve --port 8051). "
-        "A command's options: app.py COMMAND --help. Flags win over the RLBOARD_* variables (README).",
+        "A command's options: app.py COMMAND --help. Flags win over the RLBOARD_* variables (docs/settings.md).",
     )
     sub = parser.add_subparsers(dest="cmd", title="commands", metavar="COMMAND")
     p = sub.add_parser("serve", help="serve the web app (the default)", description="Serve the web app.")

@@ -156,7 +156,14 @@ def register(server: Flask, prefix: str) -> None:
         """The responses page's rows as a file: same query string as /responses, plus format=csv|jsonl."""
         from flask import request
 
-        from data.export import FORMATS, INCOMPLETE_HEADER, export_stream, incomplete_reason
+        from data.export import (
+            FORMATS,
+            INCOMPLETE_HEADER,
+            NOTICE_HEADER,
+            export_stream,
+            header_text,
+            incomplete_reason,
+        )
         from data.queries import QueryError
         from data.responses import ExportError, export_plan
 
@@ -175,6 +182,8 @@ def register(server: Flask, prefix: str) -> None:
         headers = {"Content-Disposition": f'attachment; filename="{plan.filename}"'}
         if (incomplete := incomplete_reason(plan.store)) is not None:
             headers[INCOMPLETE_HEADER] = incomplete
+        if plan.notice is not None:  # a step the run lacks: the rows of the step shown, and why
+            headers[NOTICE_HEADER] = header_text(plan.notice)
         body = itertools.chain([first], chunks)
         return Response(body, mimetype=FORMATS[plan.fmt], headers=headers)
 

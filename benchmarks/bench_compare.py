@@ -85,7 +85,6 @@ def _clear(scalars: bool) -> None:
         curves._steps,
         curves._bins,
         curves._bars,
-        ccurves._response_means,
         ccurves._run_frame,
         distribution._distinct,
         distribution._bars_cached,
@@ -100,7 +99,7 @@ def _clear(scalars: bool) -> None:
 
 def _queries(board, a: str, b: str) -> dict:
     """name -> a call of the page's data functions (each returns what the page draws)."""
-    from data.compare import curves, distribution, prompts, summary, trainer
+    from data.compare import curves, distribution, prompts, summary, trainer, word_diff
     from data.compare.runs import load_runs
     from data.trainer_logs import trainer_scalars
 
@@ -143,7 +142,7 @@ def _queries(board, a: str, b: str) -> dict:
         row = p.table.row(p.table.height - 1, named=True)  # the largest difference in A's favour
         ra = prompts.prompt_responses(s[a], row["a_keys"], row["a_last_step"])
         rb = prompts.prompt_responses(s[b], row["b_keys"], row["b_last_step"])
-        return ra, rb, prompts.word_diff(ra.item(0, "response"), rb.item(0, "response"))
+        return ra, rb, word_diff.word_diff(ra.item(0, "response"), rb.item(0, "response"))
 
     def trainer_curve():
         rs = runs()

@@ -141,11 +141,11 @@ def text_index_build(store) -> dict:
     import shutil
     import tempfile
 
-    from data.store.text_index import index_new_parts
+    from data.derived.text import index_new_parts
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-text-index-"))
     try:
-        # What ingest adds over its commits (data.store.text_index), here every part at once, into a
+        # What ingest adds over its commits (data.derived.text), here every part at once, into a
         # copy's folder (the store's own index files are left alone).
         for f in store.part_files():
             (tmp / f.relative_to(store.dir)).parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +160,8 @@ def text_index_build(store) -> dict:
 
 
 def regex_all_steps(store) -> list[dict]:
-    from data.responses import json_rows, page_rows, run_steps, text_index_files
+    from data.responses import json_rows, page_rows, run_steps
+    from data.search.texts import text_index_files
     from data.views.responses import ResponsesView
 
     text_index_files(store)  # written by ingest; built here for a store ingested before it was

@@ -85,14 +85,9 @@ def write_long_run(run_dir: Path | str, tokens: int = 4000, others: int = 7, see
 def build_parts(view, metric: str = "kl") -> dict:
     """What the page builds for a response (strip data, legend, figures, tables), as plain objects."""
     from components.theme import colour_stops
-    from components.token_view import (
-        legend,
-        logprob_figure,
-        strip_data,
-        token_reward_figure,
-        top_table,
-        value_figure,
-    )
+    from components.token_figures import logprob_figure, token_reward_figure, value_figure
+    from components.token_strip import legend, strip_data
+    from components.token_tables import top_table
     from data.metrics import METRICS, label
     from data.tokens import HOVER_METRICS, hover_metrics, scale_range, top_tokens, visible_tokens
 

@@ -299,7 +299,7 @@ def histogram_figure(
 
 def panel_figure(panel, selected_step: int | None, pick: bool = False) -> go.Figure:
     """:func:`curves_figure` of one panel of curves (``series``, ``y_title``, ``percent``; see
-    ``data.curves.Panel``), saying so where the run has none of its curves; ``pick``: each point clicks
+    ``data.curve_panels.Panel``), saying so where the run has none of its curves; ``pick``: each point clicks
     on its own (see :func:`clicked_point`)."""
     return curves_figure(
         panel.series,

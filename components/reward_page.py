@@ -9,8 +9,61 @@ from collections.abc import Mapping, Sequence
 import dash_bootstrap_components as dbc
 from dash import html
 
+from components import figures
 from components.format import value
 from components.layout import card, graph, stats_bar
+
+NO_DATA = "No data for this run yet."
+# A page scrolled to its top once ``href`` is set, as after following a link (Dash keeps the position).
+SCROLL_TOP_JS = 'function (href) { if (href) { window.scrollTo({top: 0, left: 0, behavior: "instant"}); } }'
+
+
+def panel_outputs(panels: Sequence, step: int | None, pick: bool = False) -> tuple:
+    """The figures of ``panels`` (``data.curves.Panel``s, see :func:`components.figures.panel_figure`) with
+    ``step`` marked, then their titles, then their notes: a callback's outputs in that order."""
+    return (
+        *(figures.panel_figure(p, step, pick=pick) for p in panels),
+        *(p.title for p in panels),
+        *(p.note for p in panels),
+    )
+
+
+def no_data(n_figures: int, n_texts: int, height: int = 300) -> tuple:
+    """``n_figures`` empty-state figures of a run with nothing to show yet, then ``n_texts`` empty texts."""
+    return *(figures.empty_figure(NO_DATA, height),) * n_figures, *("",) * n_texts
+
+
+def control_move(trigger, clicks: Sequence, pickable: Sequence[str], moves: Mapping) -> tuple | None:
+    """What a control of the reward page did: ``(move, picked step)`` for ``RewardView.after``; ``moves``
+    maps a control's id to its move (prev / next / slider), ``pickable`` are the figures whose click picks
+    a step (the curves, then the heatmap, last: ``clicks`` in that order). None for a click on a heatmap
+    column of a run of steps (the zoom's, not a step's). A heatmap cell with responses opens them (the
+    drill's), so it moves nothing; an empty one picks its step."""
+    heatmap = pickable[-1]
+    if trigger == heatmap and figures.clicked_span(clicks[-1]):
+        return None
+    pick = trigger in pickable[:-1] or (trigger == heatmap and not figures.cell_has_responses(clicks[-1]))
+    picked = figures.clicked_step(clicks[list(pickable).index(trigger)]) if pick else None
+    return moves.get(trigger, "pick" if pick else "other"), picked
+
+
+def clicked_bin(click, edges: Sequence[float], discrete: bool) -> tuple[int, int] | None:
+    """``(step, bin index)`` of a click on a heatmap cell with responses drawn on ``edges``; None for an
+    empty cell or one of bins that have changed since it was drawn (a growing run)."""
+    cell, labels = figures.clicked_cell(click), figures.bin_labels(edges, discrete)
+    if cell is None or cell.count == 0 or cell.label not in labels:
+        return None
+    return cell.step, labels.index(cell.label)
+
+
+def heatmap(cols, label: str, step: int | None, height: int = 340):
+    """The steps x reward-bins heatmap of ``cols`` (``data.curves.heatmap_columns``: one column per step,
+    or per run of steps when ``k > 1``; ``window`` the steps drawn) with ``step`` marked."""
+    return figures.heatmap_figure(
+        cols.x, cols.edges, cols.share, cols.count, label=label, selected_step=step,
+        discrete=cols.discrete, height=height, spans=(cols.first, cols.last) if cols.k > 1 else None,
+        x_range=None if cols.window is None else (cols.first[0] - 0.5, cols.last[-1] + 0.5),
+    )  # fmt: skip
 
 
 def step_stats(items: Sequence[tuple[str, object, str]]) -> list[html.Div]:

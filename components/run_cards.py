@@ -205,6 +205,31 @@ def links_out(root: str, links: dict[str, str], id_: str) -> dbc.Alert:
     )
 
 
+def skipped_entries(root: str, skipped: dict[str, str], id_: str, shown: int = 50) -> dbc.Alert:
+    """What the walk of the root did not read (``{path under the root: reason}``: a symlink loop, a link
+    out, a FIFO, a device, a second way to a file already read), the first ``shown`` of them listed."""
+    n = len(skipped)
+    items = [html.Li(f"{path}: {why}") for path, why in list(skipped.items())[:shown]]
+    if n > shown:
+        items.append(html.Li(f"… and {n - shown:,} more"))
+    return dbc.Alert(
+        [
+            html.Div(
+                f"{n:,} entr{'ies' if n != 1 else 'y'} under {root} {'were' if n != 1 else 'was'} not read:",
+                className="fw-semibold",
+            ),
+            html.Ul(items, className="mb-1"),
+            html.Div(
+                "The board reads only regular files and folders inside the rollout root, each once.",
+                className="small",
+            ),
+        ],
+        color="warning",
+        id=id_,
+        className="py-2",
+    )
+
+
 def compare_bar(link_id: str, href: str) -> html.Div:
     """The link to the compare page (``link_id``), disabled until two runs are ticked."""
     link = dcc.Link(

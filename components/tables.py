@@ -111,6 +111,15 @@ def column_kind(dtype) -> str:
     return "text"
 
 
+def spec_column_defs(spec, previews: list[tuple[str, str]], sort: str | None, order: str) -> list[dict]:
+    """:func:`column_defs` of a table ``spec`` (``columns``, ``dtypes``, ``signed``, ``pinned``,
+    ``id_chars``: the responses table's, ``data.responses.table_spec``), its kinds told by dtype."""
+    kinds = {c: column_kind(t) for c, t in spec.dtypes.items()}
+    return column_defs(
+        list(spec.columns), kinds, set(spec.signed), previews, sort, order, spec.pinned, spec.id_chars
+    )
+
+
 def responses_grid(
     grid_id: str,
     defs: list[dict],

@@ -1,6 +1,7 @@
-"""The token page's parts around the strip and the figures of :mod:`components.token_view`: the response's
-header, navigation, key figures and texts, the strip's card with its legend, the row of per-position
-charts and the top-token tables. Pure: values, labels, links and ids in, components out.
+"""The token page's parts around the strip (:mod:`components.token_strip`) and the figures
+(:mod:`components.token_figures`): the response's header, navigation, key figures and texts, the strip's
+card with its legend, the row of per-position charts and the top-token tables. Pure: values, labels,
+links and ids in, components out.
 """
 
 from __future__ import annotations
@@ -15,16 +16,9 @@ from dash import dcc, html
 from components.format import value
 from components.layout import inline_stats, stat
 from components.theme import colour_stops
-from components.token_view import (
-    file_fields_figure,
-    legend,
-    logprob_figure,
-    strip_data,
-    token_reward_figure,
-    top_table,
-    value_figure,
-    window_end,
-)
+from components.token_figures import file_fields_figure, logprob_figure, token_reward_figure, value_figure
+from components.token_strip import legend, strip_data, window_end
+from components.token_tables import top_table
 
 NO_METRIC = "__none__"  # the strip's data when there is no metric to colour by
 
@@ -130,7 +124,7 @@ def strip_card(
     ids: Mapping[str, str],
 ) -> dbc.Card:
     """The token strip's card: token count, ``controls``, the colour legend and the strip, filled in the
-    browser from its data (see :func:`components.token_view.strip_data`): the first window of tokens, the
+    browser from its data (see :func:`components.token_strip.strip_data`): the first window of tokens, the
     next ones as the strip is scrolled (:func:`strip_window`), and a line saying how many are shown.
 
     ``shown``: the visible positions; ``metric`` the column they are coloured by (None: no colour) on
@@ -265,7 +259,7 @@ def charts(
 
 def top_tables(tables: Sequence[tuple[pl.DataFrame, str, str]], labels: Mapping[str, str]) -> dbc.Row:
     """Top-token tables side by side: ``(rows, title, id)`` each (see
-    :func:`components.token_view.top_table`); an empty row for none."""
+    :func:`components.token_tables.top_table`); an empty row for none."""
     if not tables:
         return dbc.Row()
     return dbc.Row(

@@ -33,7 +33,7 @@ class StoreKey:
     def __init__(self, store):
         self.store = store
         # The commit's time as well: a store folder deleted and built again counts its versions afresh.
-        self.key = (str(store.dir), store.version, store.manifest.data.get("updated"))
+        self.key = (str(store.dir), store.version, store.manifest.updated)
 
     def __hash__(self) -> int:
         return hash(self.key)

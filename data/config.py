@@ -5,6 +5,7 @@ Command-line flags win over environment variables, which win over the defaults b
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -136,6 +137,53 @@ def parse_pad_tokens(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
+@dataclass(frozen=True)
+class ReadLimits:
+    """How much one rollout file may make the board read (issue 33): a file past a limit is read up to it,
+    and the rest refused with a reason that names the limit's setting. Each is a setting
+    (``RLBOARD_MAX_LINE_BYTES`` …); a real line is a few MB (32k tokens with four per-token arrays: ~3 MB)."""
+
+    line_bytes: int = 64 << 20  # one line (JSON lines, plain or compressed)
+    inflated_bytes: int = 16 << 30  # what one compressed file inflates to ...
+    inflate_ratio: float = 200.0  # ... and to how many times its own size (beyond the first FLOOR bytes)
+    parquet_bytes: int = 2 << 30  # a Parquet file's decoded size (its footer's row groups), read whole
+
+    NAMES = {
+        "line_bytes": "RLBOARD_MAX_LINE_BYTES",
+        "inflated_bytes": "RLBOARD_MAX_INFLATED_BYTES",
+        "inflate_ratio": "RLBOARD_MAX_INFLATE_RATIO",
+        "parquet_bytes": "RLBOARD_MAX_PARQUET_BYTES",
+    }
+    FLOOR = 64 << 20  # a small compressed file may always inflate this far, whatever its ratio
+
+    def inflate_cap(self, compressed: int) -> int:
+        """The bytes a compressed file of ``compressed`` bytes may inflate to."""
+        return int(min(self.inflated_bytes, max(self.FLOOR, self.inflate_ratio * compressed)))
+
+
+def read_limits(environ=None) -> ReadLimits:
+    """The :class:`ReadLimits` of the environment (defaults where unset); a value that is not a positive
+    number raises :class:`SettingsError` naming it."""
+    environ = os.environ if environ is None else environ
+    values = {}
+    for key, name in ReadLimits.NAMES.items():
+        if (v := _env(name, environ)) is None:
+            continue
+        try:
+            x = float(v)
+        except ValueError:
+            x = float("nan")
+        if not (math.isfinite(x) and x > 0):
+            raise SettingsError(f"{name}={v!r} must be a positive number")
+        values[key] = x if key == "inflate_ratio" else int(x)
+    return ReadLimits(**values)
+
+
+# A reward function's weight beyond this is a typo or an attack, not a weight: with rewards of order 1 it
+# would overflow float64 sums long before it meant anything (rlboard.toml's weights are held to it too).
+MAX_REWARD_WEIGHT = 1e6
+
+
 def parse_reward_weights(text: str, name: str = "RLBOARD_REWARD_WEIGHTS") -> tuple[tuple[str, float], ...]:
     """``"sentiment=1,concise_format=0.5"`` as ``(("sentiment", 1.0), ("concise_format", 0.5))``."""
     out = []
@@ -149,6 +197,11 @@ def parse_reward_weights(text: str, name: str = "RLBOARD_REWARD_WEIGHTS") -> tup
             weight = None
         if not sep or not key.strip() or weight is None:
             raise SettingsError(f"{name}={text!r}: {item!r} is not name=weight")
+        if not math.isfinite(weight) or abs(weight) > MAX_REWARD_WEIGHT:
+            raise SettingsError(
+                f"{name}={text!r}: the weight of {key.strip()!r} is {value.strip()}, not a finite number "
+                f"within ±{MAX_REWARD_WEIGHT:g}"
+            )
         out.append((key.strip(), weight))
     return tuple(out)
 

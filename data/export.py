@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import quote
 
 import polars as pl
 import pyarrow as pa
@@ -26,7 +27,8 @@ import pyarrow.ipc as ipc
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.metrics.registry import exported_columns
 from data.queries import ResponseFilter, sort_rows
-from data.responses import matching, text_hits
+from data.search.engine import text_hits
+from data.search.order import matching
 from data.store import RunStore
 
 EXPORT_COLUMNS = exported_columns()  # beside the texts; see data.metrics.registry
@@ -50,6 +52,9 @@ PLAIN_NUMBER = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$"
 INCOMPLETE_HEADER = "X-RLBoard-Incomplete"
 INCOMPLETE_MARK = "# incomplete export:"
 INCOMPLETE_KEY = "incomplete_export"
+# An export of a step the run lacks answers the rows of the step shown instead (data.run_context's rule) and
+# says so in this header, never in a data line.
+NOTICE_HEADER = "X-RLBoard-Notice"
 # An export cut off at its time limit ends the same way, with these.
 STOPPED_MARK = "# export stopped:"
 STOPPED_KEY = "export_stopped"
@@ -68,6 +73,12 @@ def incomplete_reason(store: RunStore) -> str | None:
         f"steps from {below} on are not included: the run is still being written or read; "
         "export again once it is read"
     )
+
+
+def header_text(text: str) -> str:
+    """``text`` as an HTTP header value: printable ASCII as it is, anything else (a run's name may hold
+    any character, a line break too) percent-encoded, so no header can be forged or refused."""
+    return "".join(c if " " <= c <= "~" and c != "%" else quote(c, safe="") for c in text)
 
 
 def stopped_reason(seconds: float) -> str:

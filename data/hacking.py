@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from data.curves import Panel, Series
+from data.curve_panels import Panel, Series
 from data.metrics import label
 from data.queries import QueryError, SearchStopped, regex_error
 from data.responses import match_share_by_step

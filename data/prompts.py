@@ -3,7 +3,7 @@ what the page shows of them: a page of the list and one prompt, with their colum
 
 Prompts are grouped by the store's ``prompt_key`` (a hash of the prompt with pad tokens removed and
 surrounding whitespace stripped, computed at ingest). The prompt list is computed at each commit and kept
-beside the store (see :mod:`data.ingest.prompt_summary`); the rest is computed from lazy scans once per
+beside the store (see :mod:`data.derived.prompts`); the rest is computed from lazy scans once per
 store version and cached.
 """
 
@@ -16,7 +16,8 @@ import polars as pl
 
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
-from data.ingest import prompt_index, prompt_summary
+from data.derived import pidx as prompt_index
+from data.derived import prompts as prompt_summary
 from data.metrics import label
 from data.metrics.degeneration import with_length_ratio
 from data.metrics.group import MIN_GROUP, TRENDS, finite, with_advantage
@@ -48,7 +49,7 @@ def _from_file(v: StoreKey) -> bool:
 
 @shared(64)
 def _search(v: StoreKey, pattern: str, seconds: float) -> frozenset[str]:
-    pads = tuple(v.store.manifest.data.get("pad_tokens", ()))
+    pads = tuple(v.store.manifest.pad_tokens)
     lf = (
         v.store.scan_parts()
         .select("prompt_key", "prompt")
@@ -138,7 +139,7 @@ def _history(v: StoreKey, key: str) -> pl.DataFrame:
     if "prompt_key" not in names:
         return pl.DataFrame()
     cols = [c for c in HISTORY_COLUMNS if c in names]
-    # The prompt's rows from the prompt-keyed index written at ingest (see data.ingest.prompt_index);
+    # The prompt's rows from the prompt-keyed index written at ingest (see data.derived.pidx);
     # a store committed without one: only the steps the prompt appears in (from the cached prompt list)
     # are scanned. The rows are collected first: the rest of the plan then works on a few rows.
     found = prompt_index.read(store, key, cols)
@@ -192,7 +193,7 @@ def texts(store, row: dict | None) -> dict:
         return {"prompt": "", "response": "", "ref_response": None}
     df = store.read_rows(int(row["part"]), [int(row["row"])], ["prompt", "response", "ref_response"])
     got = df.row(0, named=True) if df.height else {}
-    pads = tuple(store.manifest.data.get("pad_tokens", ()))
+    pads = tuple(store.manifest.pad_tokens)
     ref = got.get("ref_response")
     return {
         "prompt": (strip_pad_text(got.get("prompt"), pads) or "").strip(),

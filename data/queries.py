@@ -16,6 +16,9 @@ import polars as pl
 
 from data import bounded
 from data.config import REGEX_SIZE_LIMIT
+from data.derived.cells import MAX_DISCRETE_VALUES as MAX_DISCRETE_VALUES
+from data.derived.cells import _nice, lattice_edges
+from data.derived.topk import sort_rows as sort_rows
 from data.metrics.registry import range_columns
 
 # Ranges a user can filter on: URL prefix -> column (see data.metrics.registry). Every range is
@@ -197,21 +200,7 @@ def text_match(parts: pl.LazyFrame, pattern: str, step: int | None, seconds: flo
     return search(lf.filter(hit).select("sample_id"), pattern, seconds)
 
 
-def sort_rows(lf: pl.LazyFrame, column: str, descending: bool) -> pl.LazyFrame:
-    """Sort by ``column`` (nulls last), ties broken by ``sample_id`` so paging is stable."""
-    return lf.sort([column, "sample_id"], descending=[descending, False], nulls_last=True)
-
-
 # ---- histograms ----------------------------------------------------------------------------------------
-
-
-def _nice(x: float) -> float:
-    """Round a positive width up to 1, 2, 2.5 or 5 times a power of ten."""
-    exp = math.floor(math.log10(x))
-    for m in (1, 2, 2.5, 5, 10):
-        if m * 10**exp >= x * (1 - 1e-9):
-            return m * 10**exp
-    return 10 ** (exp + 1)
 
 
 def histogram_edges(lo: float | None, hi: float | None, target_bins: int = 24) -> list[float]:
@@ -230,24 +219,6 @@ def histogram_edges(lo: float | None, hi: float | None, target_bins: int = 24) -
     return lattice_edges(lo, hi, _nice((hi - lo) / target_bins))
 
 
-def lattice_edges(lo: float, hi: float, width: float) -> list[float]:
-    """The edges of bars ``width`` wide centred on its multiples, from the one holding ``lo`` to the one
-    holding ``hi`` (those of :func:`histogram_edges`: the same floats for the same width, whatever the
-    range, so one range's edges are among a wider range's)."""
-    start = math.floor(lo / width + 0.5) - 0.5  # in widths: the edge below the bar centred nearest lo
-    edges = []
-    k = 0
-    while not edges or edges[-1] < hi:
-        edges.append(round((start + k) * width, 12))
-        k += 1
-    # The last bar is closed, so a top edge equal to the maximum is enough.
-    return edges
-
-
-# A column with at most this many distinct values in a run gets one bar per value (a verifier's 0 / 1, a
-# reward in steps of 0.5) instead of evenly spaced bins, which there leave most bars empty, draw each value
-# off-centre and need one heatmap row per bin.
-MAX_DISCRETE_VALUES = 24
 # ... provided no two values are closer than this share of their range: each bar is drawn 0.8 of the
 # closest gap wide, and a thinner one could not be seen or clicked. Such values get even bins.
 MIN_DISCRETE_GAP = 1 / 48

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from data import curves
+from data import thinning
 from data.cache import StoreKey, shared
 from data.compare.summary import summary_row
 from data.store import RunStore, run_file_stats
@@ -95,8 +95,8 @@ def card_steps(store: RunStore) -> pl.DataFrame:
 def _health(v: StoreKey) -> RunHealth:
     store = v.store
     steps = card_steps(store)
-    manifest = store.manifest.data
-    bad = sum(p["errors"] for p in manifest["parts"].values()) + len(manifest.get("pending", {}))
+    manifest = store.manifest
+    bad = sum(p["errors"] for p in manifest.parts.values()) + len(manifest.pending)
     span = None
     if steps.height:
         col = steps.get_column("step")
@@ -108,7 +108,7 @@ def _health(v: StoreKey) -> RunHealth:
             store.token_extras(),
             "on the token page, where not longer than the response",
         ),
-        ("not read", manifest.get("ignored_fields", []), "not a number, a text or a list of numbers"),
+        ("not read", list(manifest.ignored_fields), "not a number, a text or a list of numbers"),
     ]
     fields = [(kind, _names(names), where) for kind, names, where in kinds if names]
     issues = store.issues()
@@ -180,10 +180,10 @@ def _headline(v: StoreKey, name: str) -> Headline:
 def spark_rows(y: np.ndarray, points: int = SPARK_POINTS) -> list[int]:
     """The rows of a run's per-step values ``y`` (NaN: a gap) that its sparkline draws: every row when
     there are at most ``points``; else, of every ``k`` consecutive rows (``k`` the smallest that keeps about
-    ``points``), the lowest and the highest value and the first gap (:func:`data.curves.thin_rows`), and the
+    ``points``), the lowest and the highest value and the first gap (:func:`data.thinning.thin_rows`), and the
     last row. A spike or a gap of any step stays visible; every point is one step's exact value."""
     n = len(y)
     if n <= points:
         return list(range(n))
     k = -(-n // (points // 2))
-    return sorted({*curves.thin_rows(y, np.arange(n) // k), n - 1})
+    return sorted({*thinning.thin_rows(y, np.arange(n) // k), n - 1})

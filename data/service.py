@@ -18,6 +18,7 @@ from data.ingest import IngestResult, ingest_run
 from data.ingest.options import RUN_FILE
 from data.ingest.run import BIG_CATCH_UP
 from data.remote import as_path
+from data.run_context import RunContext, context_of
 from data.store import (
     RootScan,
     RunStore,
@@ -27,10 +28,19 @@ from data.store import (
     scan_root,
     store_dir_for,
 )
-from data.store.manifest import MANIFEST
+from data.store.manifest import MANIFEST, older_stores
 from data.store.reading import page_notices
+from data.views.paths import shown_run, unknown_run_notice
 
-__all__ = ["Board", "IngestStatus", "UnknownRun", "board", "committed_store", "configure"]
+__all__ = [
+    "Board",
+    "IngestStatus",
+    "RunContext",
+    "UnknownRun",
+    "board",
+    "configure",
+    "open_run",
+]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +73,8 @@ class IngestStatus:
     settling: bool = False
     # That first read makes the run's store: nothing was committed before it (pages wait for its settle).
     new_store: bool = False
+    # The format of the run's store an older version wrote, which this read replaces (None: none).
+    rebuilding: int | None = None
     last: IngestResult | None = None
 
     @property
@@ -216,6 +228,8 @@ class Board:
                 and open_store(store_dir_for(self.settings.cache_dir, run_dir, self.settings.pad_tokens))
                 is None
             )
+            # (Looked for at this process's first read of the run only: later ones find its store.)
+            status.rebuilding = self._older_format(run_dir, split) if status.last is None else None
             self._read_at.pop(run, None)
             t = threading.Thread(
                 target=self._ingest,
@@ -225,6 +239,15 @@ class Board:
             )
             self._threads[run] = t
             t.start()
+
+    def _older_format(self, run_dir: Path, split: str) -> int | None:
+        """The format of the run's store an older version wrote, when the run has no store of this version
+        yet (its read rebuilds it from the rollout files); else None."""
+        store_dir = store_dir_for(self.settings.cache_dir, run_dir, self.settings.pad_tokens, split)
+        if open_store(store_dir) is not None:
+            return None
+        older = older_stores(store_dir, str(as_path(run_dir).resolve()), list(self.settings.pad_tokens))
+        return max((fmt for _, fmt in older), default=None)
 
     def _settled(self, run: str, sig: tuple, now: float) -> str | None:
         """``"still"`` when the run's files (names, sizes, mtimes) have looked the same for SETTLE_SECONDS,
@@ -335,12 +358,17 @@ class Board:
             status.failures, status.error = 0, None
         finally:
             status.running = status.settling = status.new_store = False
+            status.rebuilding = None
 
     def reading_text(self, run: str) -> str:
         """What a page shows for a run with nothing committed yet: that it is being read, or why reading it
         failed and when it is tried again."""
         failed = self.failure_notices(run)
-        return failed[0] if failed else f"Reading run {run}… reload the page in a moment."
+        if failed:
+            return failed[0]
+        if self.status(run).rebuilding is not None:
+            return f"Rebuilding run {run}'s store (written by an older version)… reload the page in a moment."
+        return f"Reading run {run}… reload the page in a moment."
 
     def retry_in(self, run: str) -> float:
         """Seconds until the ingest of ``run``, which failed, is tried again (0: it may be now)."""
@@ -365,7 +393,7 @@ class Board:
             store = open_store(self.store_dir(run)) if run else None
         except UnknownRun:
             return []
-        parts = store.manifest.data["parts"].values() if store is not None else ()
+        parts = store.manifest.parts.values() if store is not None else ()
         errors = sum(p.get("errors", 0) for p in parts)
         if store is None:
             return []
@@ -375,6 +403,25 @@ class Board:
             f"Run {run} has no usable line: all {errors:,} lines read were unusable. The Runs page (/) lists "
             "each with its reason, and which trainer's format the files were read as."
         ]
+
+    def open_run(self, run: str | None, path: str | None = None, wait: float = 10.0) -> RunContext:
+        """The one way from a URL's ``run`` to what a page shows (see :func:`data.service.open_run`): what
+        the query modules call on the board they are given, so that they never import this module (nor,
+        through it, ingest)."""
+        notices: list[str] = []
+        if path is not None:
+            runs = self.runs()
+            shown = shown_run(path, run, runs)
+            if notice := unknown_run_notice(path, run, shown, runs, self.scan().unreadable):
+                notices.append(notice)
+            run = shown
+        store = None
+        if run:
+            try:
+                store = self.store(run, wait=wait)
+            except UnknownRun:
+                run = None if path is not None else run
+        return context_of(run, store, notices)
 
     def store(self, run: str, wait: float = 30.0) -> RunStore | None:
         """The last committed store of ``run``, refreshing it in the background.
@@ -436,12 +483,11 @@ def board() -> Board:
         return _board
 
 
-def committed_store(run: str | None, wait: float):
-    """The committed store of ``run`` for a page, waiting up to ``wait`` seconds for a first ingest; None
-    for no run, a run that is not under the root, or a run with nothing committed yet."""
-    if not run:
-        return None
-    try:
-        return board().store(run, wait=wait)
-    except UnknownRun:
-        return None
+def open_run(
+    run: str | None, path: str | None = None, wait: float = 10.0, on: Board | None = None
+) -> RunContext:
+    """The one way from a URL's ``run`` to what a page shows: the run page ``path`` shows for it (see
+    :func:`data.views.paths.shown_run`; ``path`` None: ``run`` as it is), with its unknown-run notice, its
+    committed store (waiting up to ``wait`` seconds for a first ingest) and its steps. ``on``: the board
+    (default the process's)."""
+    return (on or board()).open_run(run, path, wait)

@@ -11,7 +11,7 @@ import functools
 import polars as pl
 
 from data.cache import StoreKey, shared
-from data.ingest.ends_summary import counted_with, truncation_from_counts
+from data.derived.ends import counted_with, truncation_from_counts
 from data.metrics.degeneration import ends_with_end_token
 from data.store import RunStore
 
@@ -28,7 +28,7 @@ def _ends_frames(store: RunStore, pad_tokens: tuple, end_tokens: tuple, step: in
     index = store.index()
     ids = store.part_ids() if steps is None else [p for s in index.select(*steps) for p in s.parts]
     by_file: dict = {}
-    rows = store.manifest.data["parts"]
+    rows = store.manifest.parts
     for p in ids:
         if not rows[str(p)]["rows"]:  # a part of unusable lines only: no file of rows
             continue
@@ -73,9 +73,9 @@ def truncated_rows(
 
 @shared(16)
 def _truncation(key: StoreKey, pads: tuple, ends: tuple) -> pl.DataFrame:
-    data = key.store.manifest.data
-    if counted_with(data, pads, ends):  # counted by ingest, per part and step: no token is read
-        return truncation_from_counts(key.store.dir, data)
+    m = key.store.manifest
+    if counted_with(m, pads, ends):  # counted by ingest, per part and step: no token is read
+        return truncation_from_counts(key.store.dir, m)
     # Counted per file, then summed: a step's responses may be in several files (one per rank).
     counts = [
         f.group_by("step").agg(
@@ -113,22 +113,13 @@ def can_tell_truncation(store: RunStore, pad_tokens: tuple[str, ...], end_tokens
 def _repetition(key: StoreKey) -> pl.DataFrame:
     store = key.store
     empty = pl.DataFrame(schema={"step": pl.Int64, "y": pl.Float64})
-    steps = store.steps_scan()
-    if "repetition_mean" in steps.collect_schema().names():  # kept in the per-step summary by ingest
-        kept = (
-            steps.select("step", pl.col("repetition_mean").cast(pl.Float64).alias("y")).sort("step").collect()
-        )
-        # A value says the responses have the column; only without one is the store's schema asked (it
-        # builds the store's index of every part, which a run's first page need not).
-        if kept.get_column("y").drop_nulls().len() or "repetition" in store.schema():
-            return kept
-        return empty
-    if "repetition" not in store.schema():
-        return empty
-    rep = pl.col("repetition").cast(pl.Float64)
-    # A summary written before it was kept: two columns of the scalars, aggregated per step (RunStore.scan).
-    lf = store.scan(["step", "repetition"])
-    return lf.group_by("step").agg(rep.filter(rep.is_finite()).mean().alias("y")).sort("step").collect()
+    steps = store.steps_scan()  # its mean is kept in the per-step summary by ingest
+    kept = steps.select("step", pl.col("repetition_mean").cast(pl.Float64).alias("y")).sort("step").collect()
+    # A value says the responses have the column; only without one is the store's schema asked (it
+    # builds the store's index of every part, which a run's first page need not).
+    if kept.get_column("y").drop_nulls().len() or "repetition" in store.schema():
+        return kept
+    return empty
 
 
 def repetition_by_step(store: RunStore) -> pl.DataFrame:

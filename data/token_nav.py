@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data.responses import run_steps, sortable_columns, walk
+from data.responses import sortable_columns
+from data.search.order import walk
 from data.tokens import TokenView
 from data.views.codec import parse_search
 from data.views.responses import ResponsesView
@@ -28,10 +29,10 @@ def navigation(state: TokensState, view: TokenView, board, seconds: float) -> To
     (``state.back``: its filter and its sort, as its grid shows them; '3 of 20 responses at step 25 · …'),
     else through the responses of the step in file order (source file, line)."""
     came_from = ""
-    store = board.store(state.run, wait=0) if state.back else None
-    if store is not None:
-        steps = run_steps(store)
-        back_view, _ = ResponsesView.from_query(parse_search(state.back), steps, sortable_columns(store))
+    ctx = board.open_run(state.run, wait=0) if state.back else None
+    if ctx is not None and ctx.store is not None:
+        store, steps = ctx.store, ctx.step_list
+        back_view, _ = ResponsesView.from_query(parse_search(state.back), ctx, sortable_columns(store))
         if back_view.run in (None, state.run):
             ends = (board.settings.pad_tokens, board.settings.end_tokens)
             w = walk(store, back_view, steps, state.sample, seconds, ends)

@@ -20,8 +20,9 @@ from components.theme import run_colours
 from data import live
 from data.compare import curves, distribution, prompts, summary, trainer
 from data.compare.runs import load_runs
-from data.curves import BANDS
+from data.curve_panels import BANDS
 from data.metrics import label
+from data.run_context import context_of
 from data.service import board
 from data.trainer_logs import trainer_scalars
 from data.views import links, paths
@@ -61,6 +62,12 @@ def _pair_section(view):
     return cv.pair_section(ids, list(view.runs), view.a, view.b, view.solved)
 
 
+def _shown_at(view: CompareView, run) -> int | None:
+    """The step ``run``'s distribution shows for the URL's ``at=`` (the run's one step rule; None: its last)."""
+    asked = view.step_of(run.name)
+    return None if asked is None else context_of(run.name, run.store).step(asked)[0]
+
+
 def layout(**query):
     if not board().runs():
         return no_runs_state(board().root, board().scan().trouble)
@@ -73,10 +80,11 @@ def layout(**query):
     colors = run_colours(view.runs)
     chips = [(r, colors[r], links.run_page(paths.REWARD, r, url_prefix())) for r in view.runs]
     keys = trainer.trainer_keys({r.name: trainer_scalars(r.run_dir) for r in runs})
+    default = trainer.default_key(keys)
     at = [
         cv.labelled([cv.swatch(colors[r.name]), r.name], dcc.Dropdown(
             id={"type": AT, "run": r.name}, options=r.frame.get_column("step").to_list(),
-            value=view.step_of(r.name), placeholder="last step"), 3)
+            value=_shown_at(view, r), placeholder="last step"), 3)
         for r in runs
     ]  # fmt: skip
     dist_title = f"{label('reward').capitalize()} distribution at a chosen step of each run (shared bins)"
@@ -93,11 +101,7 @@ def layout(**query):
             cv.controls((SMOOTH, XAXIS, BAND), (view.smooth, view.x, view.band), curves.X_AXES, BANDS),
             cv.card("Summary", [html.Div(id=SUMMARY), cv.notes_list([], STEP_NOTES)]),
             html.Div(id=CURVES),
-            cv.trainer_card(
-                (TRAINER, TRAINER_NOTES, TRAINER_FIG, AGREEMENT),
-                keys,
-                view.trainer or trainer.default_key(keys),
-            ),
+            cv.trainer_card((TRAINER, TRAINER_NOTES, TRAINER_FIG, AGREEMENT), keys, view.trainer or default),
             cv.card(
                 dist_title,
                 [dbc.Row(at, className="g-2 mb-1"), cv.notes_list([], DIST_NOTES), cv.graph(DIST, 300)],

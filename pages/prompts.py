@@ -30,7 +30,7 @@ from data import live, prompts
 from data.metrics import label
 from data.metrics.group import TREND_EFFECT, TRENDS
 from data.responses import json_rows
-from data.service import board, committed_store
+from data.service import board, open_run
 from data.views import links, paths
 from data.views.codec import parse_search
 from data.views.prompts import VIEW_OPTIONS, PromptsView
@@ -94,7 +94,7 @@ def _decode(search: str | None):
 
 
 def _store(run):
-    return committed_store(run, STORE_WAIT_SECONDS)
+    return open_run(run, wait=STORE_WAIT_SECONDS).store
 
 
 def _labels() -> dict[str, str]:
@@ -268,14 +268,9 @@ def _history_rows(request, search):
     if store is None:
         return {"rowData": [], "rowCount": 0}
     sort = grid_sort(request.get("sortModel"))
-    df, count, columns = prompts.history_block(
-        store,
-        view.prompt,
-        sort and sort[0],
-        sort is not None and sort[1] == "desc",
-        int(request.get("startRow") or 0),
-        int(request.get("endRow") or 0),
-    )
+    start, end = int(request.get("startRow") or 0), int(request.get("endRow") or 0)
+    desc = sort is not None and sort[1] == "desc"
+    df, count, columns = prompts.history_block(store, view.prompt, sort and sort[0], desc, start, end)
     keys = {c[0] for c in columns} | {"sample_id", "source_line", "zero_spread"}
     rows = json_rows(df.select(c for c in df.columns if c in keys))  # only what the rows carry
     hrefs = links.tokens_many(view.run, [r["sample_id"] for r in rows], url_prefix())

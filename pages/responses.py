@@ -10,74 +10,37 @@ import dash
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from components import layout as ly
+from components import tables as tb
 from components.controls import MAX_STEP_OPTIONS, responses_filters, step_options
-from components.layout import (
-    left_page,
-    no_runs_state,
-    notices,
-    page_url,
-    progress,
-    unknown_run_state,
-    url_prefix,
-)
 from components.live import shown_store
-from components.tables import (
-    column_defs,
-    column_kind,
-    counting_line,
-    grid_sort,
-    open_row_js,
-    purge_js,
-    responses_grid,
-    responses_header,
-    sorted_state,
-    summary_line,
-    text_panel,
-    texts_drawer,
-    unselect_js,
-)
 from data import live, responses
 from data.metrics import label
 from data.queries import QueryError, SearchStopped, regex_error
-from data.service import board
+from data.search import engine as search_engine
+from data.search import order as search_order
+from data.service import board, open_run
 from data.views import links, paths
 from data.views.codec import first, parse_search
-from data.views.paths import shown_run, unknown_run_notice
 from data.views.responses import ALL_STEPS, RANGE_KEYS
 
 dash.register_page(
     __name__, path=paths.RESPONSES, name="Responses", title="Responses · RL Logging Board", order=2
 )
 
-URL = page_url(paths.RESPONSES)  # the page's own Location: the shell listens to it
+URL = ly.page_url(paths.RESPONSES)  # the page's own Location: the shell listens to it
 VIEW = "responses-view"  # canonical query string of the view
 FILTER = "responses-filter"  # the part of the view that selects rows: the grid reloads when it changes
-NOTICES = "responses-notices"
-STEP = "responses-step"
-Q = "responses-q"
-Q_ERROR = "responses-q-error"
-LOSES = "responses-loses"
-TRUNCATED = "responses-truncated"
-CLEAR = "responses-clear"
-GRID = "responses-grid"
-SUMMARY = "responses-summary"
-EXPORT_CSV = "responses-export-csv"
-EXPORT_JSONL = "responses-export-jsonl"
-TEXT = "responses-text"
-DRAWER = "responses-drawer"
-CLOSE = "responses-text-close"
+NOTICES, STEP, Q, Q_ERROR = "responses-notices", "responses-step", "responses-q", "responses-q-error"
+LOSES, TRUNCATED, CLEAR = "responses-loses", "responses-truncated", "responses-clear"
+GRID, SUMMARY, TEXT = "responses-grid", "responses-summary", "responses-text"
+DRAWER, CLOSE = "responses-drawer", "responses-text-close"
+EXPORT_CSV, EXPORT_JSONL = "responses-export-csv", "responses-export-jsonl"
 COUNT_POLL = "responses-count-poll"  # while a search over every step counts its matches in the background
 # How often the page asks how far the count got (ms).
 POLL_MS = 800
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
-FILTER_IDS = {
-    "step": STEP,
-    "q": Q,
-    "q_error": Q_ERROR,
-    "loses": LOSES,
-    "truncated": TRUNCATED,
-    "clear": CLEAR,
-}
+FILTER_IDS = dict(step=STEP, q=Q, q_error=Q_ERROR, loses=LOSES, truncated=TRUNCATED, clear=CLEAR)
 HEADER_IDS = {"summary": SUMMARY, "csv": EXPORT_CSV, "jsonl": EXPORT_JSONL}
 STORE_WAIT = 10.0
 
@@ -85,46 +48,28 @@ STORE_WAIT = 10.0
 def layout(**query):
     runs = board().runs()
     if not runs:
-        return no_runs_state(board().root, board().scan().trouble)
+        return ly.no_runs_state(board().root, board().scan().trouble)
     asked = first(query, "run")
-    run = shown_run(paths.RESPONSES, asked, runs)
+    ctx = open_run(asked, paths.RESPONSES, STORE_WAIT)
+    run, store = ctx.run, ctx.store
     if run is None:
-        notice = unknown_run_notice(paths.RESPONSES, asked, run, runs, board().scan().unreadable)
-        return html.Div([notices([notice], NOTICES), unknown_run_state(asked in board().scan().unreadable)])
-    store = board().store(run, wait=STORE_WAIT)
+        return html.Div(
+            [ly.notices(ctx.notices, NOTICES), ly.unknown_run_state(asked in board().scan().unreadable)]
+        )
     if store is None:
         status = board().status(run)
         return html.Div(
             [
                 html.H4("Responses", className="mb-2"),
                 shown_store("responses", live.shown(run)),
-                progress(status.fraction, board().reading_text(run), failed=status.error is not None),
+                ly.progress(status.fraction, board().reading_text(run), failed=status.error is not None),
             ]
         )
-    view, steps, msgs = responses.view_on(query, run, store, board().settings)
-    responses.warm_text_index(store)  # a first regex search over all steps need not build it
-    ranges = [
-        (
-            text,
-            available,
-            getattr(view, f"{key}_min"),
-            getattr(view, f"{key}_max"),
-            (RANGE_IDS[f"{key}_min"], RANGE_IDS[f"{key}_max"]),
-        )
-        for key, text, available in responses.range_filters(store)
-    ]
+    view, msgs = responses.view_on(query, ctx, board().settings)
+    steps = ctx.step_list
+    search_engine.warm_text_index(store)  # a first regex search over all steps need not build it
     spec = responses.table_spec(store)
-    kinds = {c: column_kind(t) for c, t in spec.dtypes.items()}
-    defs = column_defs(
-        list(spec.columns),
-        kinds,
-        set(spec.signed),
-        responses.previews(),
-        view.sort,
-        view.order,
-        spec.pinned,
-        spec.id_chars,
-    )
+    defs = tb.spec_column_defs(spec, responses.previews(), view.sort, view.order)
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
@@ -132,22 +77,22 @@ def layout(**query):
             dcc.Store(id=FILTER, data=view.filter_key()),
             dcc.Interval(id=COUNT_POLL, interval=POLL_MS, disabled=True),
             shown_store("responses", live.shown(run, store)),
-            notices([*msgs, *board().failure_notices(run)], NOTICES),
-            responses_header(run, HEADER_IDS),
+            ly.notices([*msgs, *board().failure_notices(run)], NOTICES),
+            tb.responses_header(run, HEADER_IDS),
             responses_filters(
                 steps,
                 ALL_STEPS,
                 view.step_value(steps),
-                ranges,
+                view.range_controls(responses.range_filters(store), RANGE_IDS),
                 view.q,
                 view.loses,
                 FILTER_IDS,
                 view.truncated,
-            ),
+            ),  # fmt: skip
             html.Div(
                 [
-                    responses_grid(GRID, defs, view.sort, lines=spec.preview_lines),
-                    texts_drawer(DRAWER, CLOSE, TEXT, None),
+                    tb.responses_grid(GRID, defs, view.sort, lines=spec.preview_lines),
+                    tb.texts_drawer(DRAWER, CLOSE, TEXT, None),
                 ],
                 className="position-relative mb-2",
             ),
@@ -173,42 +118,26 @@ def _changed(new, old):
 
 
 @callback(
-    Output(URL, "search"),
-    Output(STEP, "value"),
-    *(Output(i, "value") for i in RANGE_IDS.values()),
-    Output(Q, "value"),
-    Output(LOSES, "value"),
-    Output(TRUNCATED, "value"),
-    Output(GRID, "columnState"),
-    Output(VIEW, "data"),
-    Output(FILTER, "data"),
-    Output(NOTICES, "children"),
-    Input(URL, "search"),
-    Input(STEP, "value"),
-    *(Input(i, "value") for i in RANGE_IDS.values()),
-    Input(Q, "value"),
-    Input(LOSES, "value"),
-    Input(TRUNCATED, "value"),
-    Input(CLEAR, "n_clicks"),
-    Input(GRID, "columnState"),
-    Input(GRID, "selectedRows"),
-    State(VIEW, "data"),
-    State(FILTER, "data"),
-    State(URL, "pathname"),
-)
+    Output(URL, "search"), Output(STEP, "value"), *(Output(i, "value") for i in RANGE_IDS.values()),
+    *(Output(i, "value") for i in (Q, LOSES, TRUNCATED)), Output(GRID, "columnState"), Output(VIEW, "data"),
+    Output(FILTER, "data"), Output(NOTICES, "children"),
+    Input(URL, "search"), Input(STEP, "value"), *(Input(i, "value") for i in RANGE_IDS.values()),
+    *(Input(i, "value") for i in (Q, LOSES, TRUNCATED)), Input(CLEAR, "n_clicks"), Input(GRID, "columnState"),
+    Input(GRID, "selectedRows"), State(VIEW, "data"), State(FILTER, "data"), State(URL, "pathname"),
+)  # fmt: skip
 def _sync(search, step, *args):
     """The one URL <-> controls sync: the URL seeds the controls; a control, a header sort or a row
     selection writes the URL. Returns no_update for whatever did not change."""
     n = len(RANGE_IDS)
     ranges = dict(zip(RANGE_IDS, args[:n], strict=True))
     q, loses, truncated, _clear, column_state, selected, view_data, filter_data, pathname = args[n:]
-    if left_page(pathname, paths.RESPONSES):
+    if ly.left_page(pathname, paths.RESPONSES):
         raise PreventUpdate
     url_view, store, steps, msgs = _decode(search)
     trigger = ctx.triggered_id
     if trigger in (None, URL):
         view = url_view
-        grid_state = sorted_state(column_state, view.sort, view.order)
+        grid_state = tb.sorted_state(column_state, view.sort, view.order)
         return (
             no_update,
             _changed(view.step_value(steps), step),
@@ -219,13 +148,13 @@ def _sync(search, step, *args):
             no_update if grid_state is None else grid_state,
             _changed(view.to_query(), view_data),
             _changed(view.filter_key(), filter_data),
-            notices([*msgs, *board().failure_notices(url_view.run)]) if trigger == URL else no_update,
+            ly.notices([*msgs, *board().failure_notices(url_view.run)]) if trigger == URL else no_update,
         )
     if trigger == CLEAR:
         view = url_view.cleared()
         controls = [no_update, *([None] * n), "", False, False]
     else:
-        view = url_view.from_controls(steps, step, ranges, q, loses, grid_sort(column_state), truncated)
+        view = url_view.from_controls(steps, step, ranges, q, loses, tb.grid_sort(column_state), truncated)
         if f"{GRID}.selectedRows" in ctx.triggered_prop_ids:
             # A row clicked, or none (the drawer closed): the URL names the selected response.
             view = view.with_(sample=selected[0].get("sample_id") if selected else None)
@@ -257,9 +186,9 @@ def _step_options(typed, step, view_data):
     return step_options(steps, ALL_STEPS, step, typed)
 
 
-clientside_callback(purge_js(GRID), Input(FILTER, "data"), prevent_initial_call=True)
-clientside_callback(open_row_js(GRID), Input(GRID, "cellDoubleClicked"), prevent_initial_call=True)
-clientside_callback(unselect_js(GRID), Input(CLOSE, "n_clicks"), prevent_initial_call=True)
+clientside_callback(tb.purge_js(GRID), Input(FILTER, "data"), prevent_initial_call=True)
+clientside_callback(tb.open_row_js(GRID), Input(GRID, "cellDoubleClicked"), prevent_initial_call=True)
+clientside_callback(tb.unselect_js(GRID), Input(CLOSE, "n_clicks"), prevent_initial_call=True)
 # The page opens at its top, as after following a link: Dash keeps the scroll position of the page it
 # replaces, and a drill from far down the reward page would land below the summary.
 clientside_callback(
@@ -280,7 +209,7 @@ def _rows(request, view_data):
     view, store, steps, _ = _decode(view_data)
     if store is None:
         return {"rowData": [], "rowCount": 0}
-    sort = grid_sort(request.get("sortModel")) or (view.sort, view.order)
+    sort = tb.grid_sort(request.get("sortModel")) or (view.sort, view.order)
     view = view.with_(sort=sort[0], order=sort[1])
     flt, seconds = view.response_filter(steps, _ends()), board().settings.search_seconds
     try:
@@ -289,7 +218,7 @@ def _rows(request, view_data):
         )
     except QueryError:  # an invalid regex is left out of the filter, so this is a stopped search: no rows
         return {"rowData": [], "rowCount": 0}
-    rows, prefix = responses.mark_previews(responses.json_rows(df), view.q), url_prefix()
+    rows, prefix = responses.mark_previews(responses.json_rows(df), view.q), ly.url_prefix()
     for row in rows:
         row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix)
     # A search's first matches come before its count: the grid is then told no last row (it asks for more).
@@ -305,7 +234,7 @@ def _summary(view, store, steps):
     """``(summary line, stopped message or None, whether a count is still under way)`` of the view."""
     settings = board().settings
     try:
-        got = responses.count_or_progress(
+        got = search_order.count_or_progress(
             store, view.response_filter(steps, _ends()), settings.search_seconds
         )
     except SearchStopped as e:
@@ -313,35 +242,30 @@ def _summary(view, store, steps):
     except QueryError:  # a pattern refused: reported beside the search box
         return "", None, False
     where = view.where(steps)
-    if isinstance(got, responses.Counting):
-        return counting_line(got.share, got.scope, where), None, True
+    if isinstance(got, search_order.Counting):
+        return tb.counting_line(got.share, got.scope, where), None, True
     partial = responses.partial_note(store, view.resolved_step(steps))
-    return summary_line(got.count, got.scope, where, got.mean_reward, label("reward"), partial), None, False
+    line = tb.summary_line(got.count, got.scope, where, got.mean_reward, label("reward"), partial)
+    return line, None, False
 
 
-@callback(
-    Output(SUMMARY, "children"),
-    Output(EXPORT_CSV, "href"),
-    Output(EXPORT_JSONL, "href"),
-    Output(Q_ERROR, "children"),
-    Output(TEXT, "children"),
-    Output(DRAWER, "hidden"),
-    Output(COUNT_POLL, "disabled"),
-    Input(VIEW, "data"),
-)
+@callback(*(Output(i, p) for i, p in ((SUMMARY, "children"), (EXPORT_CSV, "href"), (EXPORT_JSONL, "href"),
+                                      (Q_ERROR, "children"), (TEXT, "children"), (DRAWER, "hidden"),
+                                      (COUNT_POLL, "disabled"))),
+          Input(VIEW, "data"))  # fmt: skip
 def _render(view_data):
     """Summary line, export links, regex error and the selected response's texts for the view (and the
     poll of a count under way started or stopped)."""
     view, store, steps, _ = _decode(view_data)
     if store is None:
         return "", no_update, no_update, "", no_update, no_update, True
-    settings, prefix = board().settings, url_prefix()
+    settings, prefix = board().settings, ly.url_prefix()
     summary, stopped, counting = _summary(view, store, steps)
     error = regex_error(view.q) if view.q else None
     q = view.q if view.q and not error else None
     texts = responses.sample_texts(store, view.sample, settings.pad_tokens, q) if view.sample else None
     href = links.row_tokens(view, view.sample, prefix) if texts else None
-    panel = text_panel(texts, responses.text_labels(), href, responses.matches_note(q))
+    panel = tb.text_panel(texts, responses.text_labels(), href, responses.matches_note(q))
     return (
         summary,
         links.export(view, "csv", prefix),

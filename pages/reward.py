@@ -1,11 +1,9 @@
 """Reward page (``/reward?run=R&step=S&band=p25-p75&zero=1``): is the run healthy?
 
-Curves over steps (reward with a spread band and the reference reward, KL to the reference, response
-length, win rate against the reference), then the selected step's reward and reward-gain histograms on
-run-level bins, a steps x reward-bins heatmap and the reward-hacking aids (repetition, truncation and the
-share matching a text search ``q``, per step). Clicking a curve point selects its step; clicking a bar
-(reward, reference reward, gain), a heatmap cell or a point of the reward-hacking aids opens the responses
-behind it.
+Curves over steps (reward with a spread band and the reference reward, KL, response length, win rate),
+the selected step's reward and reward-gain histograms on run-level bins, a steps x reward-bins heatmap and
+the reward-hacking aids (repetition, truncation, the share matching a search ``q``, per step). A curve point
+selects its step; a bar, a heatmap cell or a point of the reward-hacking aids opens its responses.
 """
 
 from dataclasses import replace
@@ -21,25 +19,24 @@ from components.controls import reward_controls, step_updates
 from components.layout import left_page, no_runs_state, notices, page_title, page_url, url_prefix
 from components.live import shown_store
 from components.theme import colour
-from data import curves, hacking, live
+from data import curve_panels, curves, hacking, heatmaps, histograms, live, thinning
 from data.compare import trainer
 from data.metrics import label
 from data.queries import bar_interval
-from data.service import board, committed_store
-from data.trainer_logs import trainer_scalars
+from data.service import RunContext, board, open_run
 from data.views import links, paths
-from data.views.codec import parse_search
-from data.views.reward import RewardView, heatmap_window
+from data.views.codec import first, parse_search
+from data.views.reward import RewardView, heatmap_note, heatmap_window
 
 dash.register_page(__name__, path=paths.REWARD, name="Reward", title="Reward · RL Logging Board", order=1)
 
 URL = page_url(paths.REWARD)  # the page's own Location: the shell listens to it
-RUN, NOTICES, HEADER = "reward-run", "reward-notices", "reward-header"
-SELECTED = "reward-selected"
+RUN, NOTICES, HEADER, SELECTED = "reward-run", "reward-notices", "reward-header", "reward-selected"
 CONTROL_IDS = {
     k: f"reward-{k.replace('_', '-')}" for k in ("step", "step_text", "prev", "next", "band", "zero")
 }
 STEP, STEP_TEXT, PREV, NEXT, BAND, ZERO = CONTROL_IDS.values()
+MOVES = {PREV: "prev", NEXT: "next", STEP: "slider"}  # what each step control does to the view
 CURVE_KEYS = ("reward", "kl", "length", "win")
 CURVE = {k: f"reward-curve-{k}" for k in CURVE_KEYS}
 HIST = {"reward": "reward-hist", "reward_gain": "reward-gain-hist"}
@@ -62,30 +59,23 @@ HIDDEN = {"display": "none"}
 
 
 def _store(run: str | None):
-    return committed_store(run, STORE_WAIT_SECONDS)
+    return open_run(run, wait=STORE_WAIT_SECONDS).store
 
 
-def _steps_of(run: str) -> list[int] | None:
-    store = _store(run)
-    return None if store is None else curves.step_list(store)
-
-
-def _decode(search_or_query) -> tuple[RewardView, list[str]]:
+def _decode(search_or_query) -> tuple[RewardView, list[str], RunContext]:
+    """The view of a query string (or ``layout``'s query), its notices and the run's context."""
     query = parse_search(search_or_query) if isinstance(search_or_query, str | None) else search_or_query
-    return RewardView.from_query(query, list(board().runs()), _steps_of, board().scan().unreadable)
+    ctx = open_run(first(query, "run"), paths.REWARD, STORE_WAIT_SECONDS)
+    return *RewardView.from_query(query, ctx), ctx
 
 
 def layout(**query):
     runs = list(board().runs())
     if not runs:
         return no_runs_state(board().root, board().scan().trouble)
-    view, msgs = RewardView.from_query(query, runs, _steps_of, board().scan().unreadable)
-    store = _store(view.run)
-    steps = curves.step_list(store) if store is not None else []
-    if store is None:
-        msgs.append(board().reading_text(view.run))
-    else:
-        msgs += board().failure_notices(view.run)
+    view, msgs, ctx = _decode(query)
+    store, steps = ctx.store, ctx.step_list
+    msgs += board().failure_notices(view.run) if store is not None else [board().reading_text(view.run)]
     step = view.shown_step(steps)
     head = [
         *(dcc.Location(id=i, refresh=r) for i, r in ((URL, False), (NAV, "callback-nav"))),
@@ -95,24 +85,10 @@ def layout(**query):
         page_title("Reward", view.run, HEADER),
         notices(msgs, NOTICES),
     ]
-    controls = reward_controls(step, steps, view.band, curves.BANDS, view.zero, CONTROL_IDS)
-    return rp.page(IDS, head, controls, curves.HEATMAP_TITLE, view.q, _trainer_card(view, store))
-
-
-def _trainer_view(run, store, key):
-    # The run's steps are all the view reads of its rollouts here (the step axis): not run_frame, whose
-    # response means read every response of the run.
-    return (
-        trainer.run_trainer_view(run, store, board().run_dir(run), curves.summary_columns(store, ()), key)
-        if store
-        else None
-    )
-
-
-def _trainer_card(view: RewardView, store):
+    controls = reward_controls(step, steps, view.band, curve_panels.BANDS, view.zero, CONTROL_IDS)
     # Only the picker's keys: the chart and the agreement checks are the _trainer callback's.
     keys, key = trainer.run_keys(board().run_dir(view.run), view.trainer) if store else ([], None)
-    return cv.trainer_card(TRAINER, keys, key)
+    return rp.page(IDS, head, controls, histograms.HEATMAP_TITLE, view.q, cv.trainer_card(TRAINER, keys, key))
 
 
 # ---- callbacks -------------------------------------------------------------------------------------------
@@ -125,9 +101,7 @@ def _trainer_card(view: RewardView, store):
     *(Input(i, p) for i, p in ((URL, "search"), (STEP, "value"), (BAND, "value"), (ZERO, "value"),
                                (PREV, "n_clicks"), (NEXT, "n_clicks"))),
     *(Input(i, "clickData") for i in (*CURVE.values(), HEATMAP)),
-    State(RUN, "data"),
-    State(SELECTED, "data"),
-    State(URL, "pathname"),
+    State(RUN, "data"), State(SELECTED, "data"), State(URL, "pathname"),
 )  # fmt: skip
 def _sync(search, index, band, zero, _prev, _next, *rest):
     """URL <-> controls. A URL change (page load, Back/Forward) sets the controls; a control change (slider,
@@ -136,32 +110,22 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
     if left_page(pathname, paths.REWARD):
         raise PreventUpdate
     trigger = ctx.triggered_id
-    view, msgs = _decode(search)
-    store = _store(view.run)
-    steps = curves.step_list(store) if store is not None else []
+    view, msgs, run_ctx = _decode(search)
+    steps = run_ctx.step_list
     if trigger is None or trigger == URL:
         new_view, url_out, notes = view, no_update, notices(msgs + board().failure_notices(view.run)).children
     else:
-        if trigger == HEATMAP and figures.clicked_span(clicks[-1]):
+        if (moved := rp.control_move(trigger, clicks, (*CURVE.values(), HEATMAP), MOVES)) is None:
             raise PreventUpdate  # a column of a run of steps: _heatmap_zoom draws its steps
-        # A heatmap cell with responses opens them (see _drill); an empty one selects its step.
-        empty_cell = trigger == HEATMAP and not figures.cell_has_responses(clicks[-1])
-        pick = trigger in CURVE.values() or empty_cell
-        move = {PREV: "prev", NEXT: "next", STEP: "slider"}.get(trigger, "pick" if pick else "other")
-        picked = figures.clicked_step(clicks[[*CURVE.values(), HEATMAP].index(trigger)]) if pick else None
+        move, picked = moved
         new_view = view.after(steps, move, index=index, picked=picked, band=band, zero=zero)
         url_out = no_update if new_view == view else new_view.to_query()
         notes = no_update if new_view == view else []
     same_run = new_view.run == run
-    return (
-        url_out,
-        no_update if same_run else new_view.run,
-        no_update if same_run else (new_view.run or ""),
-        notes,
-        *step_updates(new_view.shown_step(steps), steps, index, selected, same_run),
-        no_update if new_view.band == band else new_view.band,
-        no_update if new_view.zero == bool(zero) else new_view.zero,
-    )
+    return (url_out, no_update if same_run else new_view.run, no_update if same_run else (new_view.run or ""),
+            notes, *step_updates(new_view.shown_step(steps), steps, index, selected, same_run),
+            no_update if new_view.band == band else new_view.band,
+            no_update if new_view.zero == bool(zero) else new_view.zero)  # fmt: skip
 
 
 @callback(*(Output(CURVE[k], "figure") for k in CURVE_KEYS),
@@ -170,25 +134,20 @@ def _sync(search, index, band, zero, _prev, _next, *rest):
           Input(ZERO, "value"), State(CURVES_DRAWN, "data"))  # fmt: skip
 def _curves(run, step, band, zero, drawn):
     """The four curve panels; when only the step moved, just the selected-step marker is patched (a run of
-    more than curves.MAX_POINTS steps, whose curves are thinned to the selected step too, is drawn again)."""
+    more than thinning.MAX_POINTS steps, whose curves are thinned to the selected step too, is drawn again)."""
     key = [run, band, bool(zero)]
     if drawn == key:
         return *([figures.marker_patch(step)] * 4), *((no_update,) * 8), no_update
-    store = _store(run)
+    run_ctx = open_run(run, wait=STORE_WAIT_SECONDS)
+    store, steps = run_ctx.store, run_ctx.step_list
     if store is None:
-        empty = figures.empty_figure("No data for this run yet.")
-        return *([empty] * 4), *("",) * 4, *("",) * 4, None
-    steps = curves.step_list(store)
-    if len(steps) > curves.MAX_POINTS:
+        return *rp.no_data(4, 8), None
+    if len(steps) > thinning.MAX_POINTS:
         key = [*key, step]
-    panels = {p.key: p for p in curves.run_panels_at(store, band or curves.DEFAULT_BAND, bool(zero), step)}
-    shown = [panels[k] for k in CURVE_KEYS]
-    return (
-        *(figures.panel_figure(p, step) for p in shown),
-        *(p.title for p in shown),
-        *(p.note for p in shown),
-        key,
-    )
+    panels = {
+        p.key: p for p in curves.run_panels_at(store, band or curve_panels.DEFAULT_BAND, bool(zero), step)
+    }
+    return *rp.panel_outputs([panels[k] for k in CURVE_KEYS], step), key
 
 
 @callback(*(Output(HIST[k], "figure") for k in HIST),
@@ -198,8 +157,7 @@ def _step_view(run, step):
     """The selected step's histograms (on the run's bins) and key figures."""
     store = _store(run)
     if store is None or step is None:
-        empty = figures.empty_figure("No data for this run yet.")
-        return empty, empty, "", "", "", "", []
+        return *rp.no_data(2, 4), []
     hists = curves.histogram_panels(store, step)
     return (
         *(figures.step_histogram_figure(h, label(h.kind), label("ref_reward")) for h in hists),
@@ -228,17 +186,16 @@ def _drill(*args):
         point, q = figures.clicked_point(click), _decode(search)[0].q
         return (point and links.signal_responses(run, point[1], point[0], q, prefix)) or no_update
     if ctx.triggered_id == HEATMAP:
-        cell, bins = figures.clicked_cell(click), curves.run_bins(store, "reward")
-        labels = figures.bin_labels(bins.edges, bins.discrete)
-        if cell is None or cell.count == 0 or cell.label not in labels:
+        bins = curves.run_bins(store, "reward")
+        if (cell := rp.clicked_bin(click, bins.edges, bins.discrete)) is None:
             return no_update
-        lo, hi = bar_interval(list(bins.edges), labels.index(cell.label))
-        return links.bar_responses(run, cell.step, "reward", lo, hi, prefix)
+        lo, hi = bar_interval(list(bins.edges), cell[1])
+        return links.bar_responses(run, cell[0], "reward", lo, hi, prefix)
     kind = next(k for k, v in HIST.items() if v == ctx.triggered_id)
     bar = figures.clicked_bar(click)
     if bar is None or bar.count == 0 or step is None:
         return no_update
-    key = "ref" if bar.trace == 1 else curves.HISTOGRAMS[kind][0]
+    key = "ref" if bar.trace == 1 else histograms.HISTOGRAMS[kind][0]
     return links.bar_responses(run, step, key, bar.lo, bar.hi, prefix)
 
 
@@ -247,16 +204,12 @@ def _drill(*args):
           Input(RUN, "data"), Input(SELECTED, "data"), Input(URL, "search"))  # fmt: skip
 def _signals(run, step, search):
     """The reward-hacking aids: repetition and truncation per step, and the share matching the URL's q."""
-    store = _store(run)
+    run_ctx = open_run(run, wait=STORE_WAIT_SECONDS)
+    store, steps = run_ctx.store, run_ctx.step_list
     if store is None:
-        return *(figures.empty_figure("No data for this run yet."),) * 2, "", "", "", ""
-    steps = curves.step_list(store)
-    panels = curves.thinned_all(hacking.panels(store, board().settings, _decode(search)[0].q), steps, step)
-    return (
-        *(figures.panel_figure(p, step, pick=True) for p in panels),
-        *(p.title for p in panels),
-        *(p.note for p in panels),
-    )
+        return rp.no_data(2, 4)
+    panels = thinning.thinned_all(hacking.panels(store, board().settings, _decode(search)[0].q), steps, step)
+    return rp.panel_outputs(panels, step, pick=True)
 
 
 @callback(Output(URL, "search", allow_duplicate=True), Output(Q, "value"), Input(Q, "value"),
@@ -265,7 +218,7 @@ def _search(value, search, pathname):
     """The search box writes q= into the URL; a URL (Back / Forward) sets the box."""
     if left_page(pathname, paths.REWARD):
         raise PreventUpdate
-    view, _ = _decode(search)
+    view = _decode(search)[0]
     if ctx.triggered_id == URL:
         return no_update, no_update if (view.q or "") == (value or "") else (view.q or "")
     new = replace(view, q=value or None)
@@ -273,11 +226,7 @@ def _search(value, search, pathname):
 
 
 # The responses open at the top of the page, as after following a link (Dash keeps the scroll position).
-clientside_callback(
-    'function (href) { if (href) { window.scrollTo({top: 0, left: 0, behavior: "instant"}); } }',
-    Input(NAV, "href"),
-    prevent_initial_call=True,
-)
+clientside_callback(rp.SCROLL_TOP_JS, Input(NAV, "href"), prevent_initial_call=True)
 
 
 @callback(Output(HEATMAP, "figure"), Output(HEATMAP_DRAWN, "data"), Output(HEATMAP_NOTE, "children"),
@@ -285,7 +234,7 @@ clientside_callback(
           State(HEATMAP_DRAWN, "data"), State(URL, "pathname"))  # fmt: skip
 def _heatmap(run, step, search, drawn, pathname):
     """The steps x reward-bins heatmap of the URL's steps (``heatmap=``, else the whole run), in columns of
-    runs of steps beyond curves.MAX_POINTS steps; when only the step moved, just its marker is patched."""
+    runs of steps beyond thinning.MAX_POINTS steps; when only the step moved, just its marker is patched."""
     if left_page(pathname, paths.REWARD):
         # The URL moved to another page while this one is taken down: a patch of its figure, gone or
         # going, fails in the browser ("Cannot patch undefined").
@@ -299,37 +248,29 @@ def _heatmap(run, step, search, drawn, pathname):
         return figures.marker_patch(step), no_update, no_update, no_update
     store = _store(run)
     if store is None:
-        return figures.empty_figure("No data for this run yet.", 340), None, "", HIDDEN
-    cols = curves.heatmap_columns(curves.run_heatmap(store, "reward"), window)
-    note = cols.note
-    if cols.window is not None and step is not None and not cols.first[0] <= step <= cols.last[-1]:
-        note += f" The selected step, {step:,}, is not among them."
+        return *rp.no_data(1, 0, 340), None, "", HIDDEN
+    cols = heatmaps.heatmap_columns(curves.run_heatmap(store, "reward"), window)
+    note = heatmap_note(cols, step)
     if patch:  # a window: its note says whether the selected step is in it
         return figures.marker_patch(step), no_update, note, no_update
-    figure = figures.heatmap_figure(
-        cols.x, cols.edges, cols.share, cols.count, label=label("reward"), selected_step=step,
-        discrete=cols.discrete, height=340, spans=(cols.first, cols.last) if cols.k > 1 else None,
-        x_range=None if cols.window is None else (cols.first[0] - 0.5, cols.last[-1] + 0.5),
-    )  # fmt: skip
-    return figure, key, note, HIDDEN if cols.window is None else {}
+    return rp.heatmap(cols, label("reward"), step), key, note, HIDDEN if cols.window is None else {}
 
 
 @callback(Output(URL, "search", allow_duplicate=True), Input(HEATMAP, "clickData"), Input(HEATMAP_ALL, "n_clicks"),
           State(URL, "search"), State(URL, "pathname"), prevent_initial_call=True)  # fmt: skip
 def _heatmap_zoom(click, _all, search, pathname):
-    """A click on a column of a run of steps draws the curves.MAX_POINTS steps around it, one per column
+    """A click on a column of a run of steps draws the thinning.MAX_POINTS steps around it, one per column
     (``heatmap=first-last`` in the URL); "Show all steps" draws the whole run again."""
     if left_page(pathname, paths.REWARD):
         raise PreventUpdate
-    view, _ = _decode(search)
+    view, _, run_ctx = _decode(search)
     if ctx.triggered_id == HEATMAP_ALL:
         window = None
     else:
         span = figures.clicked_span(click)
-        store = _store(view.run)
-        if span is None or store is None:
+        if span is None or run_ctx.store is None:
             raise PreventUpdate
-        window = curves.zoom_window(curves.step_list(store), span.first, span.last)
+        window = heatmaps.zoom_window(run_ctx.step_list, span.first, span.last)
     new = replace(view, heatmap=window)
     return no_update if new == view else new.to_query()
 
@@ -340,9 +281,9 @@ def _trainer_key(key, search, pathname):
     """The trainer key picked goes into the URL (the default one is left out)."""
     if left_page(pathname, paths.REWARD):
         raise PreventUpdate
-    view, _ = _decode(search)
-    keys = trainer_scalars(board().run_dir(view.run)).keys() if view.run else []
-    new = replace(view, trainer=None if key == trainer.default_key(keys) else key)
+    view = _decode(search)[0]
+    default = trainer.run_keys(board().run_dir(view.run), None)[1] if view.run else None
+    new = replace(view, trainer=None if key == default else key)
     return no_update if new == view else new.to_query()
 
 
@@ -352,5 +293,7 @@ def _trainer(run, key):
     """The run's trainer scalar over steps, what its logs leave out, and its agreement checks."""
     store = _store(run)
     if store is None:
-        return figures.empty_figure("No data for this run yet.", 280), None, None
-    return cv.run_trainer_outputs(_trainer_view(run, store, key), run, colour("reward"), TRAINER[3])
+        return *rp.no_data(1, 0, 280), None, None
+    # The step axis from the steps summary alone: not run_frame, which reads every response of the run.
+    view = trainer.run_trainer_view(run, store, board().run_dir(run), curves.summary_columns(store, ()), key)
+    return cv.run_trainer_outputs(view, run, colour("reward"), TRAINER[3])

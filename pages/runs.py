@@ -66,6 +66,8 @@ def runs_overview(picked: list[str] | None = None) -> html.Div:
     )
     if scan.outside:
         unreadable.append(rc.links_out(str(scan.root), scan.outside, "runs-links-out"))
+    if scan.skipped:
+        unreadable.append(rc.skipped_entries(str(scan.root), scan.skipped, "runs-skipped"))
     if not runs:
         return html.Div(unreadable) if unreadable else no_runs_state(b.root)
     cards, prefix = [], url_prefix()

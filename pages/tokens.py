@@ -26,7 +26,8 @@ from components.layout import (
     url_prefix,
 )
 from components.live import shown_store
-from components.token_view import POSITION_FIGURE_HEIGHT, RESET, highlight_js, relayout_range, strip_js
+from components.token_figures import POSITION_FIGURE_HEIGHT, RESET, relayout_range
+from components.token_js import highlight_js, strip_js
 from data import live, token_nav, tokens
 from data.service import board
 from data.views import links, paths
@@ -136,18 +137,6 @@ def _body(state: TokensState, notes: list[str]) -> list:
     return _response(state, view, notes, back_href)
 
 
-def _strip(state: TokensState, view: tokens.TokenView):
-    """``(metric, notes, visible tokens, (lo, hi, signed))`` the strip of ``view`` is drawn with."""
-    metric, lacks = tokens.strip_metric(view, state.metric)
-    shown = tokens.visible_tokens(view.tokens, state.pads)
-    scale = (
-        (*tokens.scale_range(metric, shown.get_column(metric)), tokens.metric_signed(metric))
-        if metric
-        else None
-    )
-    return metric, lacks, shown, scale
-
-
 def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back_href: str) -> list:
     info, prefix = view.info, url_prefix()
     nav = token_nav.navigation(state, view, board(), board().settings.search_seconds)
@@ -173,23 +162,13 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
             _controls(state),
             html.P(tokens.NO_TOKEN_FIELDS, className="small text-muted", id=MISSING_NOTE),
         ]
-    metric, lacks, shown, scale = _strip(state, view)
+    metric, lacks, shown, scale = tokens.strip(view, state.metric, state.pads)
     label = tokens.metric_label(metric) if metric else ""
     hidden = view.tokens.height - shown.height
-    strip = tp.strip_card(
-        shown, metric, label, scale, hidden, tokens.hover_columns(view), _controls(state, view), STRIP_IDS
-    )
-    labels = tokens.metric_labels()
-    tables = []
-    if tokens.metric_available("kl", view.fields):
-        tables = [
-            (
-                tokens.top_tokens(view.tokens, "log_ratio"),
-                f"Top {tokens.TOP_K} tokens by |{labels['log_ratio']}|",
-                TOP_LOG_RATIO,
-            ),
-            (tokens.top_tokens(view.tokens, "kl"), f"Top {tokens.TOP_K} tokens by {labels['kl']}", TOP_KL),
-        ]
+    hover, controls = tokens.hover_columns(view), _controls(state, view)
+    strip = tp.strip_card(shown, metric, label, scale, hidden, hover, controls, STRIP_IDS)
+    top_ids = {"log_ratio": TOP_LOG_RATIO, "kl": TOP_KL}
+    tables = [(rows, title, top_ids[by]) for by, rows, title in tokens.top_tables(view)]
     gap = tokens.infer_gap_figures(view)
     return [
         *out,
@@ -199,7 +178,7 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
         # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
         # drawing three 4,000-point charts would otherwise hold the strip back.
         html.Div(id=CHARTS, style={"minHeight": f"{POSITION_FIGURE_HEIGHT + 10}px"}),
-        tp.top_tables(tables, labels),
+        tp.top_tables(tables, tokens.metric_labels()),
     ]
 
 
@@ -263,7 +242,7 @@ def _more_tokens(want, shown):
     state, view, _ = views.resolve(state, board(), STORE_WAIT)
     if view is None or not view.fields:
         return no_update
-    metric, _, visible, scale = _strip(state, view)
+    metric, _, visible, scale = tokens.strip(view, state.metric, state.pads)
     upto = want.get("upto") if isinstance(want.get("upto"), int) else None
     hover = tokens.hover_columns(view)
     return tp.strip_window(visible, metric, scale, hover, str(want.get("key")), want["start"], upto)

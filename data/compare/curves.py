@@ -1,7 +1,6 @@
 """Run-level curves of several runs on one set of axes: one line per run for each metric, from each run's
 per-step summary (no scan of the responses: ingest keeps the per-step means of the repetition and of the
-reward component columns there too; a store committed before it kept the components' has them from a scan,
-cached per store version), smoothed on request and drawn against the step or against the responses seen so
+reward component columns there too), smoothed on request and drawn against the step or against the responses seen so
 far."""
 
 from __future__ import annotations
@@ -10,12 +9,13 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from data import curve_panels
 from data import curves as run_curves
 from data.cache import StoreKey, shared
 from data.compare.notes import METRIC, STEPS, Note
 from data.compare.smoothing import ema
 from data.metrics import label
-from data.metrics.step import EXTRA_MEANS_KEY, extra_mean
+from data.metrics.step import extra_mean
 from data.store import RunStore
 
 # x-axes: the training step, or "samples seen": the responses of the run up to and including the step
@@ -70,7 +70,7 @@ def is_component(col: str) -> bool:
 
 def component_columns(store) -> list[str]:
     """The run's extra columns that are reward components (see :data:`COMPONENT`), in the store's order."""
-    formed = store.manifest.data.get("reward_formed") or {}
+    formed = store.manifest.reward_formed or {}
     parts = set(formed.get("parts") or ())
     return [c for c in store.extra_columns() if is_component(c) or c in parts]
 
@@ -86,33 +86,11 @@ def metric_unit(key: str) -> str:
 # ---- one run, cached on its store version ----------------------------------------------------------------
 
 
-@shared(16)
-def _response_means(v: StoreKey) -> pl.DataFrame:
-    """Per step, from the responses: the mean ``repetition`` and the mean of every reward component (finite
-    values); a component's column is named ``component:<col>``. Only for a store whose summary lacks them
-    (committed before ingest kept them, see :func:`_summary_means`)."""
-    schema = v.store.schema()
-    components = set(component_columns(v.store))
-    cols = [c for c in schema if c == "repetition" or c in components]
-    cols = [c for c in cols if schema[c].is_numeric() and schema[c] != pl.Boolean]
-    if not cols or v.store.steps().height == 0:  # the steps summary counts exactly the responses shown
-        return pl.DataFrame({"step": []}, schema={"step": pl.Int64})
-    exprs = []
-    for c in cols:
-        x = pl.col(c).cast(pl.Float64)
-        exprs.append(x.filter(x.is_finite()).mean().alias(c if c == "repetition" else COMPONENT + c))
-    return v.store.scan(["step", *cols]).group_by("step").agg(exprs).sort("step").collect()
-
-
-def _summary_means(store: RunStore, steps: pl.DataFrame) -> dict[str, str] | None:
-    """``{column of run_frame: column of the summary}`` for the repetition and the reward components, when
-    the steps summary ``steps`` keeps their means (None: a store committed before; scan the responses).
-    A component without a kept mean is not numeric (it has no curve, as in the scan)."""
+def _summary_means(store: RunStore, steps: pl.DataFrame) -> dict[str, str]:
+    """``{column of run_frame: column of the summary}`` for the repetition and the reward components, whose
+    means the steps summary ``steps`` keeps. A component without a kept mean is not numeric (it has no
+    curve)."""
     components = component_columns(store)
-    if "repetition_mean" not in steps.columns or (
-        components and not store.manifest.data.get(EXTRA_MEANS_KEY)
-    ):
-        return None
     out = {"repetition": "repetition_mean"}
     out.update({COMPONENT + c: extra_mean(c) for c in components if extra_mean(c) in steps.columns})
     return out
@@ -126,17 +104,9 @@ def _run_frame(v: StoreKey) -> pl.DataFrame:
     steps = run_curves.run_steps(v.store)
     out = steps.sort("step").with_columns(pl.col("n").cum_sum().cast(pl.Int64).alias("samples"))
     kept = _summary_means(v.store, out)
-    if kept is not None:
-        out = out.with_columns(pl.col(src).alias(key) for key, src in kept.items())
+    out = out.with_columns(pl.col(src).alias(key) for key, src in kept.items())
     # The summary's means of the extra columns are read under the keys above (or not at all).
-    out = out.drop([extra_mean(c) for c in v.store.extra_columns()], strict=False)
-    if kept is not None:
-        return out
-    means = _response_means(v)
-    extra = [c for c in means.columns if c != "step" and c not in out.columns]
-    if extra:
-        out = out.join(means.select("step", *extra), on="step", how="left")
-    return out
+    return out.drop([extra_mean(c) for c in v.store.extra_columns()], strict=False)
 
 
 def run_frame(store: RunStore) -> pl.DataFrame:
@@ -154,11 +124,11 @@ def _column(key: str) -> str:
 def available(frame: pl.DataFrame) -> list[str]:
     """The metric keys a run's :func:`run_frame` has values for, in :data:`METRICS` order, then its
     reward components by name."""
-    out = [k for k in METRICS if run_curves.has_values(frame, _column(k))]
+    out = [k for k in METRICS if curve_panels.has_values(frame, _column(k))]
     # A run with token lengths has characters too; the characters are only for runs without tokens.
     if "response_length" in out and "response_chars" in out:
         out.remove("response_chars")
-    comps = sorted(c for c in frame.columns if c.startswith(COMPONENT) and run_curves.has_values(frame, c))
+    comps = sorted(c for c in frame.columns if c.startswith(COMPONENT) and curve_panels.has_values(frame, c))
     return out + comps
 
 
@@ -169,9 +139,9 @@ def run_curve(frame: pl.DataFrame, key: str, band: str | None = None) -> pl.Data
     if col not in frame.columns:
         return pl.DataFrame(schema={"step": pl.Int64, "samples": pl.Int64, "y": pl.Float64})
     if key in BANDED:
-        curve = run_curves.curve(frame, key, band if band else None)
+        curve = curve_panels.curve(frame, key, band if band else None)
     else:
-        curve = run_curves.curve(frame, col, None, mean=False)
+        curve = curve_panels.curve(frame, col, None, mean=False)
     return curve.join(frame.select("step", "samples"), on="step", how="left").select(
         "step", "samples", *[c for c in curve.columns if c != "step"]
     )

@@ -8,15 +8,17 @@ from dataclasses import dataclass
 import polars as pl
 
 from data import curves as run_curves
+from data import histograms
 from data.cache import StoreKey, shared
 from data.compare.notes import METRIC, Note
+from data.derived.cells import read_hist_cells
 from data.queries import MAX_DISCRETE_VALUES, Bins, discrete_edges, distinct_values, histogram_edges
+from data.run_context import context_of
 from data.store import RunStore
-from data.store.aggregates import read_hist_cells
 
-# The columns the histogram cells count (data.ingest.hist_cells.COLUMNS; data.curves' histograms'): a
+# The columns the histogram cells count (data.derived.cells.COLUMNS; data.curves' histograms'): a
 # column without cells has none in the file, which must not read as "no value".
-CELL_COLUMNS = {c for _, cols in run_curves.HISTOGRAMS.values() for c in cols}
+CELL_COLUMNS = {c for _, cols in histograms.HISTOGRAMS.values() for c in cols}
 
 
 @shared(16)
@@ -81,19 +83,18 @@ class RunBars:
 def distributions(
     stores: dict[str, RunStore], chosen: dict[str, int | None], bins: Bins, col: str = "reward"
 ) -> tuple[list[RunBars], list[Note]]:
-    """Each run's histogram of ``col`` at its chosen step (``chosen[run]``; None or a step the run does not
-    have: its nearest step, with a note) on the shared ``bins``."""
+    """Each run's histogram of ``col`` at its chosen step (``chosen[run]``; None: its last step; a step the
+    run does not have: the step :meth:`data.run_context.RunContext.step` shows, with its note) on the
+    shared ``bins``."""
     bars, notes = [], []
     edges = list(bins.edges)
     for run, store in stores.items():
-        steps = run_curves.step_list(store)
-        if not steps:
+        ctx = context_of(run, store)
+        if not ctx.steps:
             notes.append(Note(METRIC, (run,), f"{run}: no step to show."))
             continue
-        want = chosen.get(run)
-        step = run_curves.nearest_step(steps, want if want is not None else steps[-1])
-        if want is not None and want != step:
-            notes.append(Note(METRIC, (run,), f"{run} has no step {want}: showing step {step}, the nearest."))
+        step, said = ctx.step(chosen.get(run))  # the one rule of every page (data.run_context)
+        notes += [Note(METRIC, (run,), text) for text in said]
         frame = _bars(store, col, step, tuple(edges)) if edges else None
         n = int(frame.get_column("count").sum()) if frame is not None else 0
         if not n:
@@ -106,7 +107,7 @@ def distributions(
 
 @shared(256)
 def _bars_cached(v: StoreKey, col: str, step: int, edges: tuple[float, ...]) -> pl.DataFrame:
-    return run_curves.bars(v.store.scan(["step", col], step=step), col, step, list(edges))
+    return histograms.bars(v.store.scan(["step", col], step=step), col, step, list(edges))
 
 
 def _bars(store: RunStore, col: str, step: int, edges: tuple[float, ...]) -> pl.DataFrame:

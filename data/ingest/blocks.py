@@ -143,9 +143,19 @@ def parse_blocks(blocks: list[RawBlock], reading: schema.Reading | None = None) 
     return BlocksResult(frame, issues, result.ignored)
 
 
-def _next_block(f, start: int, end: int, chunk_bytes: int) -> tuple[int, bytes] | None:
+class Oversized(NamedTuple):
+    """One line longer than the limit, skipped without being held: its first bytes and its length."""
+
+    head: bytes
+    length: int
+
+
+def _next_block(
+    f, start: int, end: int, chunk_bytes: int, max_line: int | None = None
+) -> tuple[int, bytes | Oversized] | None:
     """``(offset_after, block)``: the complete lines from ``start`` of about ``chunk_bytes`` (more when one
-    line is longer), or None when ``[start, end)`` holds no complete line.
+    line is longer), or None when ``[start, end)`` holds no complete line. A line longer than ``max_line``
+    is read past in pieces, never held: ``(offset_after, Oversized(...))``.
 
     The last newline before ``start + chunk_bytes`` is found by reading only the last ``PEEK_BYTES`` of
     that range; the block is then read in one call into its own bytes. Reading a whole chunk and copying
@@ -161,7 +171,7 @@ def _next_block(f, start: int, end: int, chunk_bytes: int) -> tuple[int, bytes] 
             f.seek(start)
             block = f.read(n)
             if len(block) == n and block.endswith(b"\n"):
-                return start + n, block
+                return _first_segment(start, block, max_line)
     # A line longer than the peek (or a file that changed meanwhile): read on until a newline.
     f.seek(start)
     data = b""
@@ -174,8 +184,57 @@ def _next_block(f, start: int, end: int, chunk_bytes: int) -> tuple[int, bytes] 
         data += piece
         cut = data.rfind(b"\n")
         if cut >= 0:
-            return start + cut + 1, data[: cut + 1]
+            return _first_segment(start, data[: cut + 1], max_line)
+        if max_line is not None and len(data) > max_line:
+            return _past_line(f, start, pos, end, chunk_bytes, data[:SNIPPET_BYTES])
     return None
+
+
+SNIPPET_BYTES = 200  # of an oversized line, kept to say what it was
+
+
+def segments(block: bytes, max_line: int | None) -> list[bytes | Oversized]:
+    """A block of complete lines as runs of lines within ``max_line`` bytes (newline included) and, between
+    them, each line over it as :class:`Oversized`; ``[block]`` when none is (found without copying the
+    block: only a block longer than the limit can hold such a line)."""
+    if max_line is None or len(block) <= max_line:
+        return [block]
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + 1
+    starts = np.concatenate(([0], ends[:-1]))
+    long = np.flatnonzero(ends - starts > max_line)
+    if long.size == 0:
+        return [block]
+    out: list[bytes | Oversized] = []
+    at = 0
+    for i in long.tolist():
+        a, b = int(starts[i]), int(ends[i])
+        if a > at:
+            out.append(block[at:a])
+        out.append(Oversized(block[a : a + SNIPPET_BYTES], b - a))
+        at = b
+    if at < len(block):
+        out.append(block[at:])
+    return out
+
+
+def _first_segment(start: int, block: bytes, max_line: int | None) -> tuple[int, bytes | Oversized]:
+    """``(offset after, segment)`` of a block's first segment (see :func:`segments`): the next read starts
+    after it."""
+    first = segments(block, max_line)[0]
+    return start + (first.length if isinstance(first, Oversized) else len(first)), first
+
+
+def _past_line(f, start: int, pos: int, end: int, chunk_bytes: int, head: bytes):
+    """Read on from ``pos`` to the end of a line that began at ``start``, holding one piece at a time."""
+    while pos < end:
+        piece = f.read(min(chunk_bytes, end - pos))
+        if not piece:
+            break
+        nl = piece.find(b"\n")
+        if nl >= 0:
+            return pos + nl + 1, Oversized(head, pos + nl + 1 - start)
+        pos += len(piece)
+    return None  # not ended yet (a line still being written): the caller sees no complete line
 
 
 def _split_lines(block: bytes) -> list[bytes]:

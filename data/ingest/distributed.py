@@ -25,7 +25,7 @@ from pathlib import Path
 from data.ingest.files import COMPRESSED, PARQUET
 from data.ingest.run import Progress, read_files
 from data.ingest.writer import _Writer
-from data.store.manifest import Manifest
+from data.store.manifest import Draft
 
 MISSING = "--ray needs the ray package: uv sync --extra ray (or pip install 'ray>=2.40')"
 TASKS_PER_CPU = 2  # tasks of about equal bytes per CPU of the cluster: a slow task delays the end less
@@ -307,16 +307,16 @@ def _convert(
     store numbered ``first`` to ``end - 1``; returns what the driver records (see :func:`_record`)."""
     import ray
 
-    manifest = Manifest.empty(run_dir.name, "", pad_tokens)
-    manifest.data.update(next_part=first, files=files, pending=pending, row_group_size=row_group_size)
-    writer = _TaskWriter(store_dir, manifest, pad_tokens, options, end=end)
+    draft = Draft.empty(run_dir.name, "", pad_tokens)
+    draft.data.update(next_part=first, files=files, pending=pending, row_group_size=row_group_size)
+    writer = _TaskWriter(store_dir, draft, pad_tokens, options, end=end)
     try:
         done, unreadable = read_files(writer, run_dir, paths, chunk_bytes, limits)
         writer.flush()
     finally:
         writer.close()
     rels = [p.relative_to(run_dir).as_posix() for p in paths]
-    data = manifest.data
+    data = draft.data
     return {
         "rels": rels,
         "files": {rel: data["files"][rel] for rel in rels if rel in data["files"]},

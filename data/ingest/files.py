@@ -14,7 +14,8 @@ import orjson
 import polars as pl
 
 from data import schema
-from data.ingest.blocks import BOM, RawBlock, _next_block, parse_chunk
+from data.config import ReadLimits, read_limits
+from data.ingest.blocks import BOM, SNIPPET_BYTES, Oversized, RawBlock, _next_block, parse_chunk, segments
 from data.ingest.fast import ChunkResult, _count_newlines
 from data.ingest.slow import _snippet
 from data.ingest.writer import _Writer
@@ -188,6 +189,7 @@ def ingest_file(
         return
     entry = prev or {"offset": 0, "lines": 0, "parts": [], "tail_open": False}
     match_file(writer, path, rel, entry)
+    limits = read_limits()
     name_step, dialect = entry["step"], entry["dialect"]  # for its lines without a step; its dialect
     # size/mtime say "read up to here" only once the whole file is read: a commit made mid-file (or a
     # crash after it) must not make the rest look already read.
@@ -219,15 +221,20 @@ def ingest_file(
                 entry["tail_open"] = False
             else:
                 start = size if not rest.strip() else start
-        while (chunk := _next_block(f, start, size, chunk_bytes)) is not None:
+        while (chunk := _next_block(f, start, size, chunk_bytes, limits.line_bytes)) is not None:
             offset_after, block = chunk
-            n_lines = _count_newlines(block)
-            at_start = start == 0 and entry["lines"] == 0
-            raw = RawBlock(block, entry["lines"] + 1, at_start, n_lines, name_step, dialect)
-            entry["parts"].append(writer.write_chunk(rel, raw))
-            entry["lines"] += n_lines
+            if isinstance(block, Oversized):
+                entry["parts"].append(writer.write_chunk(rel, _oversized(entry["lines"] + 1, block, limits)))
+                entry["lines"] += 1
+            else:
+                n_lines = _count_newlines(block)
+                at_start = start == 0 and entry["lines"] == 0
+                raw = RawBlock(block, entry["lines"] + 1, at_start, n_lines, name_step, dialect)
+                entry["parts"].append(writer.write_chunk(rel, raw))
+                entry["lines"] += n_lines
+                del raw
             # Several files are read in turn: hold no chunk while suspended at the yield below.
-            del chunk, block, raw
+            del chunk, block
             read = offset_after - start
             start = offset_after
             entry["offset"] = offset_after
@@ -237,7 +244,14 @@ def ingest_file(
             yield read
         # An unterminated last line: taken when it is already a complete JSON object, else left pending.
         writer.m.data["pending"].pop(rel, None)
-        if start < size and not entry.get("tail_open"):
+        if start < size and not entry.get("tail_open") and size - start > limits.line_bytes:
+            writer.m.data["pending"][rel] = {
+                "line": entry["lines"] + 1,
+                "reason": f"last line over the limit of {limits.line_bytes:,} bytes "
+                f"({ReadLimits.NAMES['line_bytes']}), no newline yet: not read",
+                "detail": f"{size - start:,} bytes so far",
+            }
+        elif start < size and not entry.get("tail_open"):
             f.seek(start)
             tail = f.read(size - start)
             line_no = entry["lines"] + 1
@@ -269,6 +283,44 @@ def ingest_file(
                 }
     entry.update(size=size, mtime=st.st_mtime_ns)
     files[rel] = entry
+
+
+def _oversized(line: int, block: Oversized, limits: ReadLimits) -> ChunkResult:
+    """The unusable line that was longer than the limit (never held: its first bytes say what it was)."""
+    return ChunkResult(
+        pl.DataFrame(),
+        [
+            {
+                "line": line,
+                "severity": "error",
+                "reason": f"line of {block.length:,} bytes, over the limit of {limits.line_bytes:,} "
+                f"({ReadLimits.NAMES['line_bytes']}): not read",
+                "detail": _snippet(block.head),
+            }
+        ],
+        set(),
+    )
+
+
+def _refused_whole(
+    writer: _Writer, rel: str, entry: dict, st: os.stat_result, path: Path, reason: str
+) -> None:
+    """A whole file read no further than a limit: what was read of it is kept, the rest is said."""
+    writer.m.data["pending"][rel] = {"line": entry["lines"] + 1, "reason": reason, "detail": ""}
+    _read_to_end(entry, path, st)
+    writer.m.data["files"][rel] = entry
+
+
+def _decoded_bytes(path: Path) -> int:
+    """A Parquet file's decoded size as its footer gives it (the row groups' total byte sizes)."""
+    import pyarrow.parquet as pq
+
+    if isinstance(path, RemotePath):
+        with path.open("rb") as f:
+            meta = pq.read_metadata(f)
+    else:
+        meta = pq.read_metadata(path)
+    return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
 
 
 def _unreadable_whole(writer: _Writer, rel: str, entry: dict, st: os.stat_result, path: Path, error) -> None:
@@ -303,6 +355,7 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
     writer.m.data["pending"].pop(rel, None)
     entry = {"offset": 0, "lines": 0, "parts": [], "tail_open": False, "whole": True}
     match_file(writer, path, rel, entry)
+    limits = read_limits()
     d = schema.by_name(entry["dialect"])
     if path.name.endswith(PARQUET):
         import polars as pl
@@ -310,6 +363,14 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
         from data.ingest.fast import conform_chunk, parse_rows
 
         try:
+            decoded = _decoded_bytes(path)
+            if decoded > limits.parquet_bytes:
+                reason = (
+                    f"decodes to {decoded:,} bytes, over the limit of {limits.parquet_bytes:,} "
+                    f"({ReadLimits.NAMES['parquet_bytes']}): not read"
+                )
+                _refused_whole(writer, rel, entry, st, path, reason)
+                return
             df = pl.read_parquet(path.read_bytes() if isinstance(path, RemotePath) else path)
         except Exception as e:  # noqa: BLE001 - a file still being written, or damaged: said, read again once changed
             _unreadable_whole(writer, rel, entry, st, path, e)
@@ -321,30 +382,97 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
         )
         entry["lines"] = df.height
     else:
-        with _open_text(path) as f:
-            rest = b""
-            while True:
-                try:
-                    piece = f.read(chunk_bytes)
-                except (OSError, EOFError, ValueError) as e:  # cut short (being written) or damaged
-                    if not isinstance(e, EOFError) and getattr(e, "filename", None) is not None:
-                        raise
-                    _unreadable_whole(writer, rel, entry, st, path, e)
-                    return
-                data = rest + piece
-                cut = data.rfind(b"\n") + 1 if piece else len(data)
-                block, rest = data[:cut], data[cut:]
-                if block:
-                    if not block.endswith(b"\n"):
-                        block += b"\n"  # the last line, without its newline
-                    n = _count_newlines(block)
-                    at_start = entry["lines"] == 0
-                    raw = RawBlock(block, entry["lines"] + 1, at_start, n, entry["step"], entry["dialect"])
-                    entry["parts"].append(writer.write_chunk(rel, raw))
-                    entry["lines"] += n
-                if not piece:
-                    break
+        refused = _read_compressed(writer, path, rel, entry, chunk_bytes, limits, st)
+        if refused is not None:
+            if refused:
+                _refused_whole(writer, rel, entry, st, path, refused)
+            writer.maybe_commit()
+            yield st.st_size
+            return
     _read_to_end(entry, path, st)
     files[rel] = entry
     writer.maybe_commit()
     yield st.st_size
+
+
+# What a damaged compressed file raises while it is read: gzip's and zlib's errors, zstandard's.
+def _inflate_errors() -> tuple[type[BaseException], ...]:
+    import zlib
+
+    import zstandard
+
+    return (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
+
+
+def _read_compressed(
+    writer: _Writer, path: Path, rel: str, entry: dict, chunk_bytes: int, limits: ReadLimits, st
+) -> str | None:
+    """Read a compressed JSON-lines file's lines a block at a time into ``entry``. Returns None when it was
+    read to its end; otherwise it was read up to where it stopped and the reason is returned ("" when the
+    reason is recorded already: a damaged file). A line over the limit is read past, never held; the file
+    is read no further than :meth:`ReadLimits.inflate_cap` of its size."""
+    cap, inflated = limits.inflate_cap(st.st_size), 0
+    skipping: list | None = None  # [first bytes, length] of a line over the limit being read past
+    errors = _inflate_errors()
+    try:
+        f = _open_text(path)
+    except errors as e:
+        _unreadable_whole(writer, rel, entry, st, path, e)
+        return ""
+    with f:
+        rest = b""
+        while True:
+            try:
+                piece = f.read(chunk_bytes)
+            except errors as e:  # cut short (being written) or damaged
+                if isinstance(e, OSError) and getattr(e, "filename", None) is not None:
+                    raise
+                _unreadable_whole(writer, rel, entry, st, path, e)
+                return ""
+            eof = not piece
+            inflated += len(piece)
+            capped = inflated > cap
+            if capped:  # the lines up to the cap are read, the rest refused
+                piece, eof = piece[: len(piece) - (inflated - cap)], False
+            if skipping is not None:
+                nl = piece.find(b"\n")
+                skipping[1] += len(piece) if nl < 0 else nl + 1
+                if nl < 0 and not eof:
+                    continue
+                line = Oversized(skipping[0], skipping[1])
+                entry["parts"].append(writer.write_chunk(rel, _oversized(entry["lines"] + 1, line, limits)))
+                entry["lines"] += 1
+                skipping = None
+                if eof:
+                    break
+                piece = piece[nl + 1 :]
+            data = rest + piece
+            cut = len(data) if eof else data.rfind(b"\n") + 1
+            block, rest = data[:cut], data[cut:]
+            if block:
+                if not block.endswith(b"\n"):
+                    block += b"\n"  # the last line, without its newline
+                for seg in segments(block, limits.line_bytes):
+                    if isinstance(seg, Oversized):
+                        entry["parts"].append(
+                            writer.write_chunk(rel, _oversized(entry["lines"] + 1, seg, limits))
+                        )
+                        entry["lines"] += 1
+                        continue
+                    n = _count_newlines(seg)
+                    at_start = entry["lines"] == 0
+                    raw = RawBlock(seg, entry["lines"] + 1, at_start, n, entry["step"], entry["dialect"])
+                    entry["parts"].append(writer.write_chunk(rel, raw))
+                    entry["lines"] += n
+                del block
+            if capped:
+                return (
+                    f"inflates past {cap:,} bytes ({ReadLimits.NAMES['inflated_bytes']}, "
+                    f"{ReadLimits.NAMES['inflate_ratio']} {limits.inflate_ratio:g}x its {st.st_size:,} "
+                    "bytes): read up to there"
+                )
+            if len(rest) > limits.line_bytes:
+                skipping, rest = [rest[:SNIPPET_BYTES], len(rest)], b""
+            if eof:
+                break
+    return None

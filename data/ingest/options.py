@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from data import schema
+from data import schema, untrusted
+from data.config import MAX_REWARD_WEIGHT
 from data.remote import RemotePath, as_path
+from data.schema.dialects.base import tokenizer_problem
 
 RUN_FILE = "rlboard.toml"
 # Where TRL's Trainer keeps its log history: trainer_state.json in each checkpoint, or log_history.json
@@ -47,10 +49,14 @@ def _weights(value, where: str, problems: list[str]) -> dict[str, float] | None:
         return None
     out = {}
     for name, w in value.items():
-        if isinstance(w, int | float) and not isinstance(w, bool):
-            out[str(name)] = float(w)
-        else:
+        if isinstance(w, bool) or not isinstance(w, int | float):
             problems.append(f"{where}: the weight of {name!r} is not a number")
+        elif not math.isfinite(float(w)) or abs(float(w)) > MAX_REWARD_WEIGHT:
+            problems.append(
+                f"{where}: the weight of {name!r} is {w}, not a finite number within ±{MAX_REWARD_WEIGHT:g}"
+            )
+        else:
+            out[str(name)] = float(w)
     return out or None
 
 
@@ -92,10 +98,11 @@ def _trl_reward_names(run_dir: Path) -> tuple[tuple[str, ...], str, tuple | None
     for pattern in TRL_LOGS:
         for depth in ("", "*/"):
             found.extend(run_dir.glob(depth + pattern))
-    for path in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
+    for path in sorted(found, key=_mtime, reverse=True):
         try:
-            data = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            # A log linked out of the run folder, a FIFO or a device named like one is not read.
+            data = orjson.loads(untrusted.read_bounded(path, untrusted.LOG_BYTES, root=run_dir))
+        except (OSError, orjson.JSONDecodeError, untrusted.Refused):
             continue
         history = data.get("log_history") if isinstance(data, dict) else data
         names: dict[str, None] = {}
@@ -110,6 +117,13 @@ def _trl_reward_names(run_dir: Path) -> tuple[tuple[str, ...], str, tuple | None
     return None
 
 
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def _tokenizer_path(run_dir: Path, given, where: str, problems: list[str], inside: bool) -> str | None:
     """A tokenizer.json that can be read (one named by rlboard.toml must lie in the run folder: the board
     reads only the rollout root), as an absolute path; None (and a problem) otherwise."""
@@ -120,16 +134,59 @@ def _tokenizer_path(run_dir: Path, given, where: str, problems: list[str], insid
         )
         return None
     if inside:
-        path = (run_dir / path).resolve()
-        try:
-            path.relative_to(run_dir.resolve())
-        except ValueError:
+        ok, why = untrusted.inside(run_dir / path, run_dir)
+        if not ok and why.startswith("a link out"):
             problems.append(f"{where}: tokenizer {str(given)!r} is not in the run folder")
             return None
+        if not ok and (run_dir / path).is_symlink():
+            problems.append(f"{where}: tokenizer {str(given)!r} is not read: it is {why}")
+            return None
+        path = untrusted.real_path(run_dir / path)[0] or run_dir / path
     if not path.is_file():
         problems.append(f"{where}: tokenizer {str(given)!r} is not a file; token ids are shown")
         return None
+    if (why := tokenizer_problem(str(path))) is not None:
+        problems.append(f"{where}: tokenizer {str(given)!r} cannot be read ({why}); token ids are shown")
+        return None
     return str(path)
+
+
+def _run_file(run_dir: Path, problems: list[str]) -> tuple[dict, bytes | None]:
+    """The run folder's rlboard.toml as ``(table, its bytes)``: ``({}, None)`` where there is none, and
+    ``({}, bytes)`` (with the problem said) where it cannot be used: not a regular file of the run folder,
+    over :data:`untrusted.SETTINGS_BYTES`, nested too deep, not TOML."""
+    path = run_dir / RUN_FILE
+    try:
+        text = untrusted.read_bounded(
+            path, untrusted.SETTINGS_BYTES, root=None if _remote(run_dir) else run_dir, what=RUN_FILE
+        )
+        untrusted.check_depth(text, RUN_FILE)
+    except FileNotFoundError:
+        return {}, None
+    except untrusted.Refused as e:
+        problems.append(f"{RUN_FILE}: not read: {e}")
+        return {}, b""
+    except OSError as e:
+        if not _exists(path):
+            return {}, None
+        problems.append(f"{RUN_FILE}: not read ({e.strerror or e})")
+        return {}, b""
+    try:
+        return tomllib.loads(text.decode("utf-8", errors="replace")), text
+    except (tomllib.TOMLDecodeError, RecursionError) as e:
+        problems.append(f"{RUN_FILE}: not TOML ({e})")
+        return {}, text
+
+
+def _remote(path: Path) -> bool:
+    return isinstance(path, RemotePath)
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists() or path.is_symlink()
+    except OSError:
+        return True
 
 
 def load_options(
@@ -146,18 +203,8 @@ def load_options(
     weights, weights_from = (
         (dict(reward_weights), "the setting RLBOARD_REWARD_WEIGHTS") if reward_weights else (None, "")
     )
-    path = as_path(run_dir) / RUN_FILE
-    try:
-        text = path.read_bytes()
-    except OSError:
-        text = None
-    conf: dict = {}
+    conf, text = _run_file(as_path(run_dir), opts.problems)
     if text is not None:
-        try:
-            conf = tomllib.loads(text.decode("utf-8", errors="replace"))
-        except tomllib.TOMLDecodeError as e:
-            conf = {}
-            opts.problems.append(f"{RUN_FILE}: not TOML ({e})")
         named = conf.get("dialect")
         if isinstance(named, str) and named in schema.dialects_by_name():
             opts.dialect = named

@@ -20,7 +20,8 @@ from data.remote import as_path
 from data.store import RunStore, open_store, run_files, store_dir_for
 from data.store.manifest import (
     MANIFEST,
-    Manifest,
+    REBUILT_FROM,
+    Draft,
     manifest_bytes,
     read_manifest,
     remove_older_formats,
@@ -152,30 +153,32 @@ def ingest_run(
                 result.seconds = time.perf_counter() - t0
                 return result
         options = load_options(run_dir, dialect, reward_weights, tokenizer)
-        table, manifest = _committed(store_dir)
-        committed = None if manifest is None else manifest.data
+        table, draft = _committed(store_dir)
+        committed = None if draft is None else draft.data
         # The key as the manifest keeps it (JSON: tuples come back as lists), so that equal options compare equal.
         key = orjson.loads(orjson.dumps(options.key()))
-        if manifest is not None and manifest.data.get("options") != key:
+        if draft is not None and draft.data.get("options") != key:
             # Read with other options (another dialect named, other weights): read again from the start,
             # into parts of new names (readers of the committed state still open its files).
-            old = manifest.data
-            manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
-            manifest.data.update(next_part=old["next_part"], generation=old["generation"])
-        if manifest is None:
-            manifest = Manifest.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
-            remove_older_formats(store_dir, manifest)
-        manifest.data.update(options=key, split=split, problems=options.problems)
-        writer = _Writer(store_dir, manifest, pad_tokens, options, table, committed)
+            old = draft.data
+            draft = Draft.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
+            draft.data.update(next_part=old["next_part"], generation=old["generation"])
+        if draft is None:
+            draft = Draft.empty(run_dir.name, str(run_dir.resolve()), pad_tokens)
+            older = remove_older_formats(store_dir, draft)
+            if older is not None:  # said on the runs page (data.store.reading.understood)
+                draft.data[REBUILT_FROM] = older
+        draft.data.update(options=key, split=split, problems=options.problems)
+        writer = _Writer(store_dir, draft, pad_tokens, options, table, committed)
         if shared is not None:
             writer.on_commit = lambda data: shared.publish(store_dir, data)
-        if manifest.data.get("reward_formed"):
-            options.reading.formed.update(manifest.data["reward_formed"])
+        if draft.data.get("reward_formed"):
+            options.reading.formed.update(draft.data["reward_formed"])
         paths = run_files(run_dir, split)
         rels = {p: p.relative_to(run_dir).as_posix() for p in paths}
         on_disk = set(rels.values())
         changed = False
-        for rel in list(manifest.data["files"]):
+        for rel in list(draft.data["files"]):
             if rel not in on_disk:
                 writer.drop_file(rel)
                 changed = True
@@ -186,7 +189,7 @@ def ingest_run(
                 sizes[rel] = min(p.stat().st_size, limits.get(rel, 1 << 62))
             except FileNotFoundError:
                 sizes[rel] = 0
-        files = manifest.data["files"]
+        files = draft.data["files"]
         total = sum(max(0, size - files.get(rel, {}).get("offset", 0)) for rel, size in sizes.items())
         # A small catch-up (a live run's new steps) is committed once, whole; a big one now and then too,
         # so that pages show the steps read so far.
@@ -194,23 +197,23 @@ def ingest_run(
         writer.sources = {rel for rel, size in sizes.items() if size > 0}
 
         def state() -> bytes:
-            data = manifest.data
+            data = draft.data
             return orjson.dumps([data["files"], data["pending"], data.get("unreadable", {})])
 
         before = state()
         if spread is None:
             done, unreadable = read_files(writer, run_dir, paths, chunk_bytes, limits, progress, total)
-        else:  # elsewhere (data.ingest.distributed: on a Ray cluster), recorded in this writer's manifest
+        else:  # elsewhere (data.ingest.distributed: on a Ray cluster), recorded in this writer's draft
             done, unreadable = spread(writer, run_dir, paths, chunk_bytes, limits, progress, total)
-        manifest.data["unreadable"] = unreadable
+        draft.data["unreadable"] = unreadable
         writer.flush()  # the dialects note how they formed the reward while the parts are built
         if options.reading.formed:
-            manifest.data["reward_formed"] = dict(options.reading.formed)
-        manifest.data["tokenizer"] = options.reading.tokenizer
+            draft.data["reward_formed"] = dict(options.reading.formed)
+        draft.data["tokenizer"] = options.reading.tokenizer
         changed = changed or before != state()
-        if changed or manifest.generation == 0:
+        if changed or draft.generation == 0:
             writer.commit(complete=complete)
-        elif complete and manifest.data.get("visible_below") is not None:
+        elif complete and draft.data.get("visible_below") is not None:
             # Nothing new, and the files are still: the steps hidden by an earlier commit are whole.
             writer.commit(complete=True)
         # (Nothing new while the files keep changing: what is shown stays as it is. Hiding the last step
@@ -249,23 +252,23 @@ def _committed(store_dir: Path) -> tuple:
     version (no later commit in the log), it is trusted and the table is opened only if a commit needs it
     (:class:`TableAt`). Else the log is: ``manifest.json`` is put right when a writer died between its commit
     and the copy, or an older copy overtook a newer, and names the version from then on."""
-    manifest = read_manifest(store_dir)
-    if manifest is not None:
-        version = last_version(store_dir, manifest.data)
+    draft = read_manifest(store_dir)
+    if draft is not None:
+        version = last_version(store_dir, draft.data)
         if version is not None:
-            return TableAt(store_dir, version), manifest
+            return TableAt(store_dir, version), draft
     table = open_table(store_dir)
     if table is None:
-        return None, manifest
+        return None, draft
     generation, data = committed_manifest(store_dir, table)
     if data is None:
-        return table, manifest
-    if manifest is None or manifest.generation != generation:
-        manifest = Manifest(data)
-    if manifest.data.get(TABLE_VERSION) != table.version():
-        manifest.data[TABLE_VERSION] = table.version()
-        write_atomic(store_dir / MANIFEST, manifest_bytes(manifest.data))
-    return table, manifest
+        return table, draft
+    if draft is None or draft.generation != generation:
+        draft = Draft(data)
+    if draft.data.get(TABLE_VERSION) != table.version():
+        draft.data[TABLE_VERSION] = table.version()
+        write_atomic(store_dir / MANIFEST, manifest_bytes(draft.data))
+    return table, draft
 
 
 def read_files(
@@ -313,10 +316,10 @@ def _fill_result(result: IngestResult, store_dir: Path) -> None:
     if store is None:
         return
     m = store.manifest
-    result.files = len(m.data["files"])
+    result.files = len(m.files)
     result.generation = m.generation
     result.steps, result.samples, result.tokens = _step_totals(store)
-    result.bad_lines = sum(p["errors"] for p in m.data["parts"].values())
+    result.bad_lines = sum(p["errors"] for p in m.parts.values())
 
 
 _TOTALS: dict[tuple, tuple[int, int, int]] = {}
@@ -324,7 +327,7 @@ _TOTALS: dict[tuple, tuple[int, int, int]] = {}
 
 def _step_totals(store: RunStore) -> tuple[int, int, int]:
     """Steps, responses and KL tokens of a store's steps summary (three of its columns read)."""
-    path = store.dir / store.manifest.data["steps_file"]
+    path = store.dir / store.manifest.derived["steps"].name
     st = path.stat()
     key = (path, st.st_size, st.st_mtime_ns)
     hit = _TOTALS.get(key)

@@ -5,7 +5,6 @@ names it, so a crash never leaves a half-counted file)."""
 from __future__ import annotations
 
 import io
-import logging
 import secrets
 import time
 from collections import deque
@@ -18,11 +17,14 @@ from typing import NamedTuple
 import polars as pl
 
 from data import schema
-from data.ingest import prompt_index, topk
+from data.derived.base import Commit
+from data.derived.ends import END_TOKENS, EndsCounts, ends_counts
+from data.derived.ends import FILE_KEY as ENDS_FILE
+from data.derived.ends import MANIFEST_KEY as ENDS_WITH
+from data.derived.registry import build_all, collect_all
+from data.derived.steps import CELLS_KEY, StepSummaries, scan_part_scalars
+from data.derived.text import Block
 from data.ingest.blocks import RawBlock, _goes_whole, parse_block, parse_blocks
-from data.ingest.ends_summary import END_TOKENS, EndsCounts, ends_counts
-from data.ingest.ends_summary import FILE_KEY as ENDS_FILE
-from data.ingest.ends_summary import MANIFEST_KEY as ENDS_WITH
 from data.ingest.fast import ChunkResult
 from data.ingest.options import RunOptions
 from data.ingest.parts import (
@@ -33,13 +35,7 @@ from data.ingest.parts import (
     derive_chunk,
     scalar_columns,
 )
-from data.ingest.prompt_summary import FILE_KEY as PROMPTS_FILE
-from data.ingest.prompt_summary import MATCHES_KEY as MATCHES_FILE
-from data.ingest.prompt_summary import THRESHOLD_KEY, write_prompt_list
-from data.ingest.summary import CELLS_KEY, StepSummaries, fill_step_ranges, scan_part_scalars
 from data.metrics.registry import PREVIEW_COLUMNS, table_columns
-from data.metrics.step import EXTRA_MEANS_KEY
-from data.store.index import FACTS_KEY, write_facts
 from data.store.layout import (
     ISSUE_SCHEMA,
     PACK_AT,
@@ -56,9 +52,8 @@ from data.store.layout import (
     step_block,
     write_part_file,
 )
-from data.store.manifest import MANIFEST, Manifest, has_issues, manifest_bytes, packed_parts, write_atomic
+from data.store.manifest import MANIFEST, Draft, has_issues, manifest_bytes, packed_parts, write_atomic
 from data.store.table import MANIFESTS, TABLE_VERSION, commit_table, table_files
-from data.store.text_index import TOP_KEY, Block, collect_index, index_new_parts, write_top
 
 # This process's writers' tag, in the names of the files they write: writers of one store on several hosts
 # (or in several processes) never write the same file (see data.store.table).
@@ -81,11 +76,6 @@ BATCH_PARTS = 256
 # A batch of at least SHARE_AT small blocks (a run of one small file per step) is written as one file of rows
 # and one pack (see _Writer._write_shared); fewer (the new lines of a live run's rank files) as a part each.
 SHARE_AT = 16
-# The steps summary, the histogram cells and the ends counts, written at each commit and read whole by every
-# fresh worker's first page: LZ4 reads them in about half zstd's time (at 5,000 steps: the cells 2.1 ms
-# against 4.5, the reward page's summary columns 1.6 against 2.7), for files 20-30% larger, and writes
-# them faster. A store written with zstd is read as it is.
-AGGREGATE_COMPRESSION = "lz4"
 
 
 class _Built(NamedTuple):
@@ -107,7 +97,7 @@ class _Written(NamedTuple):
     host: int | None = None  # the part whose file holds its rows, when written with others
     pack: tuple[str, list[int]] | None = None  # the pack of scalars and issues it and others went to
     counts: tuple[int, int] | None = None  # its unusable lines and notes, when ``issues`` is None
-    ends: list[list[int]] | None = None  # per step: responses, ended, cut (see data.ingest.ends_summary)
+    ends: list[list[int]] | None = None  # per step: responses, ended, cut (see data.derived.ends)
     blocks: list[list[int]] | None = None  # its files of parts/: [step block, first row, rows, steps]
     columns: dict[str, pl.DataType] | None = None  # the columns of those files
 
@@ -127,14 +117,14 @@ class _Writer:
     def __init__(
         self,
         store_dir: Path,
-        manifest: Manifest,
+        draft: Draft,
         pad_tokens: tuple[str, ...],
         options: RunOptions | None = None,
         table=None,
         committed: dict | None = None,
     ):
         self.dir = store_dir
-        self.m = manifest
+        self.m = draft
         # This writer's files are named with its process's tag: two writers of one store (two replicas)
         # never write the same file, and the one whose commit is refused deletes those it wrote.
         self.tag = PROCESS_TAG
@@ -150,17 +140,16 @@ class _Writer:
         self.reading = self.options.reading
         for sub in ("parts", "scalars", "issues"):
             (store_dir / sub).mkdir(parents=True, exist_ok=True)
-        self.row_group_size = manifest.data.setdefault("row_group_size", ROW_GROUP_SIZE)
-        # The parts' counts of ended and cut responses (see data.ingest.ends_summary); made with other end
+        self.row_group_size = draft.data.setdefault("row_group_size", ROW_GROUP_SIZE)
+        # The parts' counts of ended and cut responses (see data.derived.ends); made with other end
         # tokens, they are no use: read again.
-        self.ends = EndsCounts(store_dir, manifest.data)
-        if manifest.data.get(ENDS_WITH) != list(END_TOKENS):
+        self.ends = EndsCounts(store_dir, draft.data)
+        if draft.data.get(ENDS_WITH) != list(END_TOKENS):
             self.ends.forget()
-            manifest.data[ENDS_WITH] = list(END_TOKENS)
-        # The per-step summary, summarised again only where rows came or went (see data.ingest.summary):
+            draft.data[ENDS_WITH] = list(END_TOKENS)
+        # The per-step summary, summarised again only where rows came or went (see data.derived.steps):
         # no whole-run table is held, so memory stays flat as the run grows.
-        fill_step_ranges(store_dir, manifest.data)
-        self.summaries = StepSummaries(store_dir, manifest.data)
+        self.summaries = StepSummaries(store_dir, draft.data)
         self._step_ranges: dict[int, list[int]] = {}  # of parts whose scalars came before their entry
         self.new_rows = 0
         self.last_commit = time.monotonic()
@@ -605,118 +594,56 @@ class _Writer:
             data["packs"] = packs
 
     def _commit(self, data: dict, complete: bool, aggregates: bool = True) -> None:
-        """Write the steps summary and the manifest ``data`` (the state of every applied part), and commit
-        the table's files of that state with the manifest's generation (see :func:`data.store.table.
-        commit_table`; raises ``CommitConflict`` when another writer committed first: nothing of this
-        commit is then visible). ``manifest.json`` is replaced only after the commit. ``aggregates``: also
-        write the prompt aggregates (a pass over the whole store; see :mod:`data.ingest.prompt_summary`)."""
+        """Write every derived kind of the manifest ``data`` (the state of every applied part; see
+        data.derived.registry) and the manifest, and commit the table's files of that state with the
+        manifest's generation (see :func:`data.store.table.commit_table`; raises ``CommitConflict`` when
+        another writer committed first: nothing of this commit is then visible). ``manifest.json`` is
+        replaced only after the commit. ``aggregates``: also the prompt lists (a pass over the whole
+        store; see :mod:`data.derived.prompts`)."""
         started = time.monotonic()
         gen = self.m.data["generation"] + 1
-        steps_name = f"steps-g{gen:06d}-{self.tag}.parquet"
-        below = None if complete else self._watermark()
-        # No response shown (a run of only bad lines, or none read yet): the summary of none, every column.
-        steps = self.summaries.refresh(self.m.data)
-        cells = self.summaries.cells
-        if below is not None:
-            steps = steps.filter(pl.col("step") < below)
-            cells = cells.filter(pl.col("step") < below)
-        # The steps' histogram cells (see data.ingest.hist_cells), read by the reward page's heatmap; the parts'
-        # counts of ended and cut responses (see data.ingest.ends_summary), when every part has some.
-        cells_name = f"cells-g{gen:06d}-{self.tag}.parquet"
-        ends = self.ends.frame(data["parts"])
-        ends_name = f"ends-g{gen:06d}-{self.tag}.parquet" if ends is not None else None
-        for frame, fname in ((steps, steps_name), (cells, cells_name), (ends, ends_name)):
-            if frame is None:
-                continue
-            buf = io.BytesIO()
-            frame.write_parquet(buf, compression=AGGREGATE_COMPRESSION)
-            self._written.append(self.dir / fname)
-            write_atomic(self.dir / fname, buf.getvalue())
-        old = self.m.data.get("steps_file")
-        old_cells = self.m.data.get(CELLS_KEY)
-        old_manifest = self.m.data.get("manifest_file")
-        # One prompt's rows, keyed by prompt (see data.ingest.prompt_index): this commit's new parts added.
-        old_prompt_index = self.m.data.get(prompt_index.INDEX_KEY)
-        prompt_idx, prompt_idx_files = prompt_index.update(self.dir, data, gen, self.tag)
-        self._written += [self.dir / f for f in prompt_idx_files]
-        # The first rows of every sort of the all-steps view (see data.ingest.topk): this commit's parts merged.
-        old_topk = self.m.data.get(topk.KEY)
-        topk_entry, topk_file = topk.update(self.dir, data, gen, self.tag)
-        self._written.append(self.dir / topk_file)
-        old_lists = tuple(self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY, ENDS_FILE))
         name = f"g{gen:06d}-{self.tag}.json"
-        for d in (self.m.data, data):
-            d.update(visible_below=below, steps_file=steps_name, generation=gen, manifest_file=name)
-            d[CELLS_KEY] = cells_name
-            d[ENDS_FILE] = ends_name
-            d[EXTRA_MEANS_KEY] = 1  # the summary refreshed keeps the extra columns' means of every step
-            d[prompt_index.INDEX_KEY] = prompt_idx
-            d[topk.KEY] = topk_entry
-        # The prompt lists of the state committed (read by the prompts and compare pages instead of every
-        # response), and the footers' facts of its files (read by a fresh reader instead of every footer).
-        if aggregates:
-            lists = write_prompt_list(self.dir, data, gen, self.tag)
-        else:
-            lists = {PROMPTS_FILE: None, MATCHES_FILE: None, THRESHOLD_KEY: None}
-        lists[FACTS_KEY] = f"facts-g{gen:06d}-{self.tag}.pickle"
-        write_facts(self.dir, data, lists[FACTS_KEY])
-        beside = [self.dir / lists[k] for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY) if lists[k]]
-        self._written += beside
-        for d in (self.m.data, data):
-            d.update(lists)
+        below = None if complete else self._watermark()
+        c = Commit(
+            self.dir,
+            data,
+            self.m.data,
+            gen,
+            self.tag,
+            below,
+            aggregates,
+            self.summaries,
+            self.ends,
+            lambda: _top_block(self.dir, data),
+            table_files(data),
+            old=dict(self.m.data),
+            written=self._written,
+        )
+        c.set({"visible_below": below, "generation": gen, "manifest_file": name})
+        build_all(c)
         data["updated"] = time.time()
         (self.dir / MANIFESTS).mkdir(exist_ok=True)
         self._written.append(self.dir / MANIFESTS / name)
-        state = table_files(data)
-        # The texts of the parts new in this commit, for a regex search over every step (ready before the
-        # manifest names the commit; see data.store.text_index).
-        text_files = index_new_parts(self.dir, state)
-        self._written += text_files  # a refused commit's, removed with its parts (whose names may come again)
-        # The first rows of the run in the responses page's default order, with their texts and the grid's
-        # columns (the first block of a search over every step reads them, not every text nor any part).
-        top_name = f"texttop-g{gen:06d}-{self.tag}.arrow"
-        self._written.append(self.dir / top_name)
-        old_top = self.m.data.get(TOP_KEY)
-        try:
-            top = write_top(self.dir, state, old_top, top_name, _top_block(self.dir, data))
-        except (
-            pl.exceptions.PolarsError
-        ):  # parts it cannot order (no reward column): searches read every text
-            logging.getLogger(__name__).exception("the top of the reward order was not written")
-            top = None
-        for d in (self.m.data, data):
-            d[TOP_KEY] = top
         for d in (self.m.data, data):
             d.pop(TABLE_VERSION, None)  # not known before the commit (an alteration of the schema adds one)
         write_atomic(self.dir / MANIFESTS / name, manifest_bytes(data))
-        self.table = commit_table(self.dir, self.table, self._table_state, state, self._columns, gen, name)
-        self._table_state = state
+        self.table = commit_table(self.dir, self.table, self._table_state, c.state, self._columns, gen, name)
+        self._table_state = c.state
         # What this commit names is no longer this writer's to delete should a later commit be refused.
-        named = {self.dir / rel for rel in state} | {self.dir / steps_name, self.dir / MANIFESTS / name}
-        named.add(self.dir / cells_name)
-        if ends_name is not None:
-            named.add(self.dir / ends_name)
-        named.add(self.dir / topk_file)
-        named |= {self.dir / f["name"] for f in prompt_idx["files"]}
-        named |= set(text_files)
-        if top is not None:
-            named.add(self.dir / top_name)
-        named |= set(beside)
+        named = {self.dir / rel for rel in c.state} | {self.dir / MANIFESTS / name} | c.named
         named |= {
             self.dir / sub / entry_name(int(k), e)
             for k, e in data["parts"].items()
             for sub in ("scalars", "issues")
         }
         named |= {self.dir / sub / p["name"] for p in data.get("packs", []) for sub in ("scalars", "issues")}
-        self._written = [p for p in self._written if p not in named]
+        self._written[:] = [p for p in self._written if p not in named]
         # manifest.json also names the table's version that holds this state: a later check of the run trusts
         # it without opening the table while the log has no later commit.
         for d in (self.m.data, data):
             d[TABLE_VERSION] = self.table.version()
         write_atomic(self.dir / MANIFEST, manifest_bytes(data))
-        self._collect_garbage(old, old_manifest, old_cells, *old_lists, (old_top or {}).get("name"))
-        prompt_index.collect_garbage(self.dir, self.m.data, old_prompt_index, self._removable)
-        topk.collect_garbage(self.dir, self.m.data, old_topk, self._removable)
+        self._collect_garbage(c)
         if self.on_commit is not None:
             self.on_commit(data)
         self.last_commit = time.monotonic()
@@ -733,9 +660,7 @@ class _Writer:
         except FileNotFoundError:
             return False
 
-    def _collect_garbage(
-        self, old_steps: str | None, old_manifest: str | None, old_cells: str | None, *old_lists: str | None
-    ) -> None:
+    def _collect_garbage(self, c: Commit) -> None:
         """Remove files no committed manifest names any more (kept one generation for slow readers)."""
         parts = self.m.data["parts"]
         packs = self.m.data.get("packs", [])
@@ -757,31 +682,12 @@ class _Writer:
                 # no newer than the last KEEP_BEHIND parts.
                 if (p.name.startswith("k") or name_id(p.name) < floor - KEEP_BEHIND) and self._removable(p):
                     p.unlink(missing_ok=True)
-        for p in self.dir.glob("steps-g*.parquet"):
-            if p.name not in (self.m.data["steps_file"], old_steps) and self._removable(p):
-                p.unlink(missing_ok=True)
-        for p in self.dir.glob("cells-g*.parquet"):
-            if p.name not in (self.m.data.get(CELLS_KEY), old_cells) and self._removable(p):
-                p.unlink(missing_ok=True)
         for p in (self.dir / MANIFESTS).glob("g*.json"):
-            if p.name not in (self.m.data["manifest_file"], old_manifest) and self._removable(p):
+            if p.name not in (self.m.data["manifest_file"], c.old.get("manifest_file")) and self._removable(
+                p
+            ):
                 p.unlink(missing_ok=True)
-        keep = {self.m.data.get(k) for k in (PROMPTS_FILE, MATCHES_FILE, FACTS_KEY, ENDS_FILE)} | set(
-            old_lists
-        )
-        keep.add((self.m.data.get(TOP_KEY) or {}).get("name"))
-        patterns = (
-            "prompts-g*.parquet",
-            "matches-g*.parquet",
-            "facts-g*.pickle",
-            "texttop-g*.arrow",
-            "ends-g*.parquet",
-        )
-        for pattern in patterns:
-            for p in self.dir.glob(pattern):
-                if p.name not in keep and self._removable(p):
-                    p.unlink(missing_ok=True)
-        collect_index(self.dir)
+        collect_all(c, self._removable)
 
     def remove_written(self) -> None:
         """Delete every file this writer wrote (its commit was refused: no manifest names them)."""
@@ -790,7 +696,7 @@ class _Writer:
 
 
 def _top_block(store_dir: Path, data: dict) -> Block:
-    """What the top file's rows keep besides their texts (see :data:`data.store.text_index.BLOCK_KEY`): the
+    """What the top file's rows keep besides their texts (see :data:`data.derived.text.BLOCK_KEY`): the
     columns the responses grid's block shows (``source, line``, the metric and extra columns, the
     previews; :func:`data.responses._block`), read from the scalars of the parts of manifest ``data``."""
     cols = ["source", "line", *table_columns(), *data.get("extra_columns", []), *PREVIEW_COLUMNS]

@@ -12,9 +12,6 @@ from data.metrics.group import group_step_summary
 from data.metrics.registry import label
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
-# The manifest's entry saying that its steps summary keeps the finite mean of each numeric extra column (see
-# :func:`extra_mean`); a store committed before has none, and its readers compute them from the scalars.
-EXTRA_MEANS_KEY = "steps_extra_means"
 
 
 def _dist(col: str) -> list[pl.Expr]:
@@ -31,7 +28,7 @@ def _dist(col: str) -> list[pl.Expr]:
 
 def _finite_total(col: str) -> list[pl.Expr]:
     """``<col>_finite_n`` and ``<col>_finite_sum``: how many finite values, and their sum (so that a mean over
-    several steps is summed from the steps, see :func:`data.responses.all_steps_reward`)."""
+    several steps is summed from the steps, see :func:`data.search.order.all_steps_reward`)."""
     c = pl.col(col).filter(pl.col(col).is_finite())
     return [
         c.len().cast(pl.UInt32).alias(f"{col}_finite_n"),

@@ -8,11 +8,13 @@ the files that can hold its steps, and a sample id (``<file prefix>-<line>``) le
 
 from __future__ import annotations
 
+import base64
+import io
+import json
 import os
-import pickle
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -246,10 +248,9 @@ class StoreIndex:
 FACTS_KEY = "facts_file"
 
 
-def _wanted_files(manifest: dict) -> list[tuple[str, int | None]]:
+def _wanted_files(parts: Mapping[str, dict], packs: Iterable[dict]) -> list[tuple[str, int | None]]:
     """``(file of scalars/, part)`` of every committed part with rows (``part`` None for a pack)."""
-    parts = manifest["parts"]
-    in_pack = {p: pack["name"] for pack in manifest.get("packs", []) for p in pack["parts"]}
+    in_pack = {p: pack["name"] for pack in packs for p in pack["parts"]}
     ids = sorted(int(k) for k, e in parts.items() if e["rows"] or int(k) in in_pack)
     where = {
         pid: (in_pack[pid], None) if pid in in_pack else (entry_name(pid, parts[str(pid)]), pid)
@@ -260,34 +261,85 @@ def _wanted_files(manifest: dict) -> list[tuple[str, int | None]]:
 
 def write_facts(store_dir: Path, manifest: dict, name: str) -> None:
     """Keep the :class:`FileFacts` of every file a manifest's parts are in, each with the file's size and
-    time, in ``name`` beside the store (a pickle: the store's folder is the board's own cache, as its
-    results cache is)."""
+    time, in ``name`` beside the store (JSON: a store written by one host is data to every other, so
+    nothing in it is unpickled; see :func:`facts_to_json`)."""
     out = {}
-    kept = _kept_facts(store_dir, manifest)  # the last commit's, with their bounds
-    schemas: dict = {}
-    for file, part in _wanted_files(manifest):
+    kept = _kept_facts(store_dir, manifest.get(FACTS_KEY))  # the last commit's, with their bounds
+    for file, part in _wanted_files(manifest["parts"], manifest.get("packs", [])):
         path = Path(store_dir) / "scalars" / file
         st = path.stat()
         hit = kept.get((file, part))
         if hit is None or hit[:2] != (st.st_size, st.st_mtime_ns) or hit[2].bounds is None:
             hit = (st.st_size, st.st_mtime_ns, file_facts(path, part, bounds=True))
-        # Files of one schema share one tuple, which pickle then writes once: a fresh reader makes one copy
-        # of its ~26 (name, type) pairs, not one per file (a quarter of the file, half its load time).
-        facts = hit[2]
-        out[(file, part)] = (*hit[:2], replace(facts, schema=schemas.setdefault(facts.schema, facts.schema)))
+        out[(file, part)] = hit
     tmp = Path(store_dir) / f".{name}.tmp"
-    tmp.write_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    tmp.write_bytes(facts_to_json(out))
     os.replace(tmp, Path(store_dir) / name)
 
 
-def _kept_facts(store_dir: Path, manifest: dict) -> dict:
-    """The facts a commit kept (see :func:`write_facts`), ``{}`` when it kept none or they are gone."""
-    name = manifest.get(FACTS_KEY)
+def _schema_bytes(schema: tuple[tuple[str, pl.DataType], ...]) -> str:
+    """A Polars schema as the Arrow IPC stream of an empty frame (base64): it keeps Polars' own types."""
+    buf = io.BytesIO()
+    pl.DataFrame(schema=dict(schema)).write_ipc_stream(buf)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _schema_of(text: str) -> tuple[tuple[str, pl.DataType], ...]:
+    return tuple(pl.read_ipc_stream(io.BytesIO(base64.b64decode(text))).schema.items())
+
+
+def facts_to_json(facts: dict) -> bytes:
+    """``{(file, part): (size, mtime_ns, FileFacts)}`` as JSON. Files of one schema share one entry of
+    ``schemas``, which a reader decodes once (a run's hundreds of files have a handful of schemas)."""
+    schemas: dict = {}
+    files = []
+    for (file, part), (size, mtime, f) in facts.items():
+        files.append(
+            {
+                "file": file,
+                "part": part,
+                "size": size,
+                "mtime_ns": mtime,
+                "schema": schemas.setdefault(f.schema, len(schemas)),
+                "rows": f.rows,
+                "parts": [
+                    [p, r.rows, r.step_min, r.step_max, r.line_min, r.line_max] for p, r in f.parts.items()
+                ],
+                "nulls": f.nulls,
+                "bounds": f.bounds,
+            }
+        )
+    doc = {"schemas": [_schema_bytes(s) for s in schemas], "files": files}
+    # (Python's json writes a bound of ±inf as Infinity, and reads it back: the bounds keep them.)
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def facts_from_json(data: bytes) -> dict:
+    """What :func:`facts_to_json` wrote."""
+    doc = json.loads(data)
+    schemas = [_schema_of(s) for s in doc["schemas"]]
+    out = {}
+    for e in doc["files"]:
+        bounds = e["bounds"]
+        facts = FileFacts(
+            schemas[e["schema"]],
+            e["rows"],
+            {int(r[0]): PartRange(*r[1:]) for r in e["parts"]},
+            e["nulls"],
+            None if bounds is None else {k: tuple(v) for k, v in bounds.items()},
+        )
+        out[(e["file"], e["part"])] = (e["size"], e["mtime_ns"], facts)
+    return out
+
+
+def _kept_facts(store_dir: Path, name: str | None) -> dict:
+    """The facts a commit kept in file ``name`` (see :func:`write_facts`), ``{}`` when it kept none or
+    they are gone."""
     if not name:
         return {}
     try:
-        return pickle.loads((Path(store_dir) / name).read_bytes())
-    except (OSError, pickle.UnpicklingError, EOFError):
+        return facts_from_json((Path(store_dir) / name).read_bytes())
+    except (OSError, ValueError, KeyError, TypeError):
         return {}
 
 
@@ -307,10 +359,12 @@ def _facts_of(store_dir: Path, fp: tuple[str, int | None], kept: dict) -> FileFa
     return hit if hit is not None else file_facts(Path(store_dir) / "scalars" / fp[0], fp[1])
 
 
-def build_index(store_dir: Path, manifest: dict) -> StoreIndex:
-    """The :class:`StoreIndex` of a committed manifest (its parts with rows, and the packs they are in)."""
-    parts = manifest["parts"]
-    in_pack = {p: pack["name"] for pack in manifest.get("packs", []) for p in pack["parts"]}
+def build_index(
+    store_dir: Path, parts: Mapping[str, dict], packs: Iterable[dict], facts: str | None
+) -> StoreIndex:
+    """The :class:`StoreIndex` of a committed manifest's ``parts`` (those with rows) and ``packs`` (those
+    they are in), from the footers' facts its commit kept in file ``facts`` (None: read every footer)."""
+    in_pack = {p: pack["name"] for pack in packs for p in pack["parts"]}
     segments: list[Segment] = []
     facts_of: dict[str, FileFacts] = {}
     ids = sorted(int(k) for k, e in parts.items() if e["rows"] or int(k) in in_pack)
@@ -338,7 +392,7 @@ def build_index(store_dir: Path, manifest: dict) -> StoreIndex:
     # Footers read a few at once (pyarrow reads and parses them without the GIL): ~0.3 ms each alone.
     # The facts the commit kept need only a stat each: found here, not through the pool (whose hand-offs
     # cost more than the stats: ~20 ms for 300 files).
-    kept = _kept_facts(store_dir, manifest)
+    kept = _kept_facts(store_dir, facts)
     known = {fp: _kept_facts_of(store_dir, fp, kept) for fp in wanted}
     missing = [fp for fp, facts in known.items() if facts is None]
     if missing:

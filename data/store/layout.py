@@ -1,14 +1,11 @@
 """Where and how a run's store is written: its folder in the cache, ``STORE_FORMAT``, the files' names and
 the Parquet settings of a part.
 
-Layout of one run's store (``<cache>/<run>-<hash>/``), a Delta Lake table (see data.store.table):
-``_delta_log/`` (the table's commits), ``manifest.json`` (what the last commit holds, see data.store.manifest)
-and ``manifests/``, ``parts/step_block=<n>/`` (the table's files: one row per response, all columns, small
-row groups, steps ``n * STEP_BLOCK`` to ``(n + 1) * STEP_BLOCK - 1``), ``scalars/`` (the same rows without
-text and token arrays; ``k<first>-<last>.parquet``: a pack of many small parts' rows), ``issues/``
-(unusable lines and data-quality notes; packs likewise) ``steps-g<N>.parquet`` (the per-step summary
-of generation N), ``cells-g<N>.parquet`` (its steps' histogram cells, see data.ingest.hist_cells) and
-``prompts-g<N>.parquet`` (its prompt list, see data.ingest.prompt_summary).
+Layout of one run's store (``<cache>/<run>-<hash>/``): a Delta Lake table (see data.store.table) of the
+parts (``parts/step_block=<n>/``, one row per response, all columns, small row groups), ``scalars/`` and
+``issues/`` (the same rows without texts and token arrays; the unusable lines; ``k<first>-<last>.parquet``:
+a pack of many small parts), ``manifest.json`` (see data.store.manifest) and the files a commit derives
+beside them (data.derived.registry). docs/store.md lists every file kind.
 """
 
 from __future__ import annotations
@@ -24,7 +21,10 @@ from data.metrics.registry import stored_columns
 from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
-# format are rebuilt. 13: a Delta Lake table, parts by step block, files named by their writer; 12: dialects (each file's in the manifest), nested folders, Parquet and compressed
+# format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
+# readable). 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
+# aggregates, Parquet prompt index, a text index beside the store, counts in manifest entries, …);
+# 13: a Delta Lake table, parts by step block, files named by their writer; 12: dialects (each file's in the manifest), nested folders, Parquet and compressed
 # files, validation files apart, the model's own text of multi-turn responses, template previews; 11: no
 # note for a trailing pad position (TRL's PPO value window); 10: a file's fingerprint (files[...]["print"])
 # covers more than its first 64 KB;
@@ -34,7 +34,7 @@ from data.remote import as_path
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 13
+STORE_FORMAT = 14
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token
@@ -108,16 +108,6 @@ def store_dir_for(cache_dir: Path, run_dir: Path, pad_tokens: tuple[str, ...], s
     name = run_dir.name if split == "train" else f"{run_dir.name}-{split}"
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:60]
     return Path(cache_dir) / f"{safe}-{_hash(key, 12)}"
-
-
-# Folders other modules keep beside a store, named ``<store>.<kind>`` (deleted with the store).
-TEXT_INDEX = "text-index"  # data.responses: the texts a regex search scans
-BESIDE_STORE = (TEXT_INDEX,)
-
-
-def beside_store(store_dir: Path, kind: str) -> Path:
-    """``<cache>/<store>.<kind>``: a folder kept beside the store, not in it (the store's files stay its own)."""
-    return store_dir.parent / f"{store_dir.name}.{kind}"
 
 
 def part_name(part_id: int, tag: str | None = None) -> str:

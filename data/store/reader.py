@@ -21,14 +21,13 @@ import pyarrow.parquet as pq
 from data.store.index import Segment, StoreIndex, build_index, unified_schema
 from data.store.layout import (
     ISSUE_SCHEMA,
-    ROW_GROUP_SIZE,
     SCALAR_DTYPES,
     entry_name,
     file_prefix,
     part_file_path,
     part_name,
 )
-from data.store.manifest import MANIFEST, Manifest, has_issues, packed_parts
+from data.store.manifest import MANIFEST, Manifest, has_issues, of_this_format, packed_parts
 
 _LOCK = threading.Lock()
 _MAX_CACHED_RUNS = 8
@@ -56,15 +55,15 @@ class RunStore:
 
     def unreadable(self) -> dict[str, str]:
         """Files of the run that the last ingest could not read: ``{file: reason}`` (see data.access)."""
-        return self.manifest.data.get("unreadable", {})
+        return self.manifest.unreadable
 
     def part_ids(self) -> list[int]:
-        return sorted(int(k) for k in self.manifest.data["parts"])
+        return sorted(int(k) for k in self.manifest.parts)
 
     @property
     def visible_below(self) -> int | None:
         """Steps from this one on are hidden: they may still be partial (see ``ingest_run(complete=...)``)."""
-        return self.manifest.data.get("visible_below")
+        return self.manifest.visible_below
 
     def reopened(self) -> RunStore | None:
         """The store as last committed now (None when it is gone): a query that found a file of this state
@@ -85,13 +84,14 @@ class RunStore:
     # ---- the index: which file holds which parts, steps and lines ------------------------------------
 
     def _memo(self) -> dict:
-        key = (str(self.dir), self.manifest.generation, self.manifest.data.get("updated"))
+        key = (str(self.dir), self.manifest.generation, self.manifest.updated)
         with _LOCK:
             hit = _INDEXES.get(key)
             if hit is not None:
                 _INDEXES.move_to_end(key)
                 return hit
-        memo = {"index": build_index(self.dir, self.manifest.data)}
+        m = self.manifest
+        memo = {"index": build_index(self.dir, m.parts, m.packs, m.derived_name("facts"))}
         with _LOCK:
             memo = _INDEXES.setdefault(key, memo)
             _INDEXES.move_to_end(key)
@@ -195,7 +195,7 @@ class RunStore:
     def packs(self) -> list[dict]:
         """The packs: ``{"name", "parts"}``, one file in ``scalars/`` and one in ``issues/`` each holding the
         rows of many small parts (see :data:`PACK_AT`)."""
-        return self.manifest.data.get("packs", [])
+        return list(self.manifest.packs)
 
     def all_scalars(self) -> pl.DataFrame:
         """Every committed response (partial last steps included), in part and row order; read whole, each
@@ -222,7 +222,7 @@ class RunStore:
         reading only ``columns`` (all by default; the first file's columns, others filled with nulls)."""
         lo, hi = steps or (None, None)
         index = self.index()
-        parts = self.manifest.data["parts"]
+        parts = self.manifest.parts
         if steps is None:
             ids = self.part_ids()
         else:
@@ -253,7 +253,7 @@ class RunStore:
         largest step)`` each, one per step block (``parts/step_block=<n>/``), in row order. A part written
         with others (``in``, see ``ingest.writer._Writer._write_shared``) is in its host's files, whose rows
         are numbered across them."""
-        parts = self.manifest.data["parts"]
+        parts = self.manifest.parts
         entry = parts[str(part)]
         host = entry.get("in", part)
         hosted = entry if "blocks" in entry else parts.get(str(host), entry)
@@ -278,35 +278,34 @@ class RunStore:
         """The files of ``parts/`` holding the committed rows, each once. A file written with others may
         still hold rows of parts dropped since: filter on ``part`` (:meth:`part_ids`) when
         :meth:`shares_files`."""
-        parts = self.manifest.data["parts"]
+        parts = self.manifest.parts
         return list(
             dict.fromkeys(f for i in self.part_ids() if parts[str(i)]["rows"] for f in self.part_files_of(i))
         )
 
     def shares_files(self) -> bool:
         """Whether some parts were written into one file of ``parts/`` (see :meth:`part_file`)."""
-        return any("in" in e for e in self.manifest.data["parts"].values())
+        return any("in" in e for e in self.manifest.parts.values())
 
     def steps(self) -> pl.DataFrame:
         """The per-step summary (see :func:`data.metrics.step.step_summary`), sorted by step; ingest writes it
         at every commit, and a store is opened only once a manifest was committed."""
-        return pl.read_parquet(self.dir / self.manifest.data["steps_file"])
+        return pl.read_parquet(self.dir / self.manifest.derived["steps"].name)
 
     def steps_scan(self) -> pl.LazyFrame:
         """:meth:`steps` as a lazy scan, to read a few of its columns."""
-        return pl.scan_parquet(self.dir / self.manifest.data["steps_file"])
+        return pl.scan_parquet(self.dir / self.manifest.derived["steps"].name)
 
     def steps_columns(self, columns: Iterable[str]) -> pl.DataFrame:
-        """Those of ``columns`` the per-step summary has (a summary written before a column was kept lacks
-        it), read alone, sorted by step."""
+        """Those of ``columns`` the per-step summary has, read alone, sorted by step."""
         lf = self.steps_scan()
         have = set(lf.collect_schema().names())
         return lf.select(c for c in columns if c in have).collect()
 
     def issues(self) -> pl.DataFrame:
         """Unusable lines (``severity == "error"``) and data-quality notes, with file and line."""
-        # Only parts that recorded an issue have any (parts written before the counts existed are read).
-        parts = self.manifest.data["parts"]
+        # Only parts that recorded an issue have any.
+        parts = self.manifest.parts
         ids = self.part_ids()
         packed = packed_parts(self.packs())
         scans = [s.drop("part") for s in self._pack_scans("issues", set(ids))]
@@ -324,7 +323,7 @@ class RunStore:
                 "reason": p["reason"],
                 "detail": p.get("detail", ""),
             }
-            for f, p in self.manifest.data.get("pending", {}).items()
+            for f, p in self.manifest.pending.items()
         ]
         frames = [f for f in frames if f.height]
         if pending:
@@ -335,12 +334,12 @@ class RunStore:
 
     def extra_columns(self) -> list[str]:
         """Scalar extra columns found in the files (e.g. ``ground_truth``, ``group_id``, ``advantage``)."""
-        return list(self.manifest.data.get("extra_columns", []))
+        return list(self.manifest.extra_columns)
 
     def token_extras(self) -> list[str]:
         """Per-token fields of the trainer's own found in the files (TRL's PPO ``advantages``, ``returns``),
         kept in the parts beside the contract's token arrays."""
-        return list(self.manifest.data.get("token_extras", []))
+        return list(self.manifest.token_extras)
 
     def non_null_columns(self) -> frozenset[str]:
         """The scalar columns with a value (not null) in some response shown: from the files' statistics
@@ -390,7 +389,7 @@ class RunStore:
         if m is None:
             return None
         prefix, line = m.group(1), int(m.group(2))
-        files = self.manifest.data["files"]
+        files = self.manifest.files
         memo = self._memo()
         if "prefixes" not in memo:
             prefixes: dict[str, list[str]] = {}
@@ -419,7 +418,7 @@ class RunStore:
     def read_rows(self, part: int, rows: list[int], columns: list[str] | None = None) -> pl.DataFrame:
         """Full rows (texts, token arrays) of one part, in the order of ``rows``, reading only the row groups
         that hold them (in the files of the step blocks that hold them)."""
-        size = self.manifest.data.get("row_group_size", ROW_GROUP_SIZE)
+        size = self.manifest.row_group_size
         blocks = self.part_blocks(part)
         if len(blocks) == 1:
             return _read_file_rows(blocks[0][0], [r - blocks[0][1] for r in rows], columns, size)
@@ -484,7 +483,10 @@ def open_store(store_dir: Path) -> RunStore | None:
         hit = _MANIFESTS.get(str(path))
     if hit is not None and hit[0] == data:
         return RunStore(store_dir, hit[1])
-    m = Manifest(orjson.loads(data))
+    parsed = orjson.loads(data)
+    if not of_this_format(parsed):  # written by another version: rebuilt by ingest, never read
+        return None
+    m = Manifest.from_dict(parsed)
     with _LOCK:
         _MANIFESTS[str(path)] = (data, m)
         _MANIFESTS.move_to_end(str(path))

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from data.schema.dialects import by_name
+from data.store.layout import STORE_FORMAT
 from data.store.reader import RunStore
 
 RUN_FILE = "rlboard.toml"
@@ -30,8 +31,8 @@ def _files(n: int) -> str:
 
 def understood(store: RunStore) -> Understood:
     """What the board made of ``store``'s run (see :class:`Understood`)."""
-    data = store.manifest.data
-    files = data.get("files", {})
+    m = store.manifest
+    files = m.files
     by_dialect = Counter(e.get("dialect") or "contract" for e in files.values())
     read_as, mapping, notes, not_read = [], [], [], []
     for name, n in by_dialect.most_common():
@@ -59,23 +60,28 @@ def understood(store: RunStore) -> Understood:
     if from_path:
         rel, step = from_path[0]
         notes.append(f"Lines without a step take their file's or folder's step (e.g. {rel}: step {step}).")
-    formed = data.get("reward_formed")
+    formed = m.reward_formed
     if formed:
         notes.append(
             f"reward = {formed['reward']} (reward functions from {formed['parts_from']}; weights: "
             f"{formed['weights_from']}). Set them in {RUN_FILE}: [reward_weights] name = weight."
         )
-    if data.get("tokenizer"):
-        notes.append(f"Token ids named by the tokenizer {data['tokenizer']}.")
-    if data.get("split") == "validation":
+    if m.tokenizer:
+        notes.append(f"Token ids named by the tokenizer {m.tokenizer}.")
+    if m.split == "validation":
         notes.append("Validation or evaluation files of the run folder, kept apart from its training steps.")
-    notes.extend(data.get("problems", []))
-    ignored = data.get("ignored_fields", [])
+    if m.rebuilt_from is not None:
+        notes.append(
+            f"Store rebuilt from the rollout files: the one before was written by an older version of the "
+            f"board (store format {m.rebuilt_from}, now {STORE_FORMAT})."
+        )
+    notes.extend(m.problems)
+    ignored = m.ignored_fields
     if ignored:
         shown = ", ".join(ignored[:20]) + (f" and {len(ignored) - 20} more" if len(ignored) > 20 else "")
         not_read.append(f"fields {shown}: not a number, a text or a list of numbers")
-    errors = sum(p.get("errors", 0) for p in data.get("parts", {}).values())
-    rows = sum(p.get("rows", 0) for p in data.get("parts", {}).values())
+    errors = sum(p.get("errors", 0) for p in m.parts.values())
+    rows = sum(p.get("rows", 0) for p in m.parts.values())
     if errors and not rows:
         not_read.append(
             f"every line ({errors:,}): no line had what the {' / '.join(t for t, _ in read_as)} format needs "
@@ -87,15 +93,15 @@ def understood(store: RunStore) -> Understood:
 def page_notices(store: RunStore) -> list[str]:
     """What every page of the run says about how it was read, where a reader could be misled: steps that
     are no steps (an evaluation dump read as step 0) and a reward summed with weights nobody gave."""
-    data = store.manifest.data
+    m = store.manifest
     out = []
-    stepless = [rel for rel, e in data.get("files", {}).items() if e.get("step_from") == "none"]
+    stepless = [rel for rel, e in m.files.items() if e.get("step_from") == "none"]
     if stepless:
         out.append(
             f"No step in {stepless[0]}{' and the other files' if len(stepless) > 1 else ''} (an evaluation "
             "dump): its responses are shown as step 0."
         )
-    formed = data.get("reward_formed")
+    formed = m.reward_formed
     if formed and "equal weights" in formed.get("weights_from", ""):
         out.append(
             f"reward = {formed['reward']}: no weights were given for the reward functions, so equal weights "

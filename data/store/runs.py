@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from data import untrusted
 from data.access import AccessProblem, Backoff, reason_of
 from data.remote import RemotePath, as_path
 from data.schema.dialects import ROLLOUT_SUFFIXES, TRAIN, VALIDATION, split_of
@@ -40,56 +42,87 @@ def run_files(run_dir: Path, split: str = TRAIN) -> list[Path]:
     return [run_dir / name for name, _ in run_file_stats(run_dir, split)]
 
 
-def run_file_stats(run_dir: Path, split: str = TRAIN) -> list[tuple[str, os.stat_result]]:
-    """``(path inside the run, stat)`` of each of :func:`run_files` (see :func:`_walk`)."""
-    return [(rel, st) for rel, st in _walk(run_dir) if split_of(rel) == split]
+def run_file_stats(
+    run_dir: Path, split: str = TRAIN, skipped: list[tuple[str, str]] | None = None
+) -> list[tuple[str, os.stat_result]]:
+    """``(path inside the run, stat)`` of each of :func:`run_files` (see :func:`_walk`); what the walk
+    skipped is appended to ``skipped`` as ``(path inside the run, reason)``."""
+    return [(rel, st) for rel, st in _walk(run_dir, skipped) if split_of(rel) == split]
 
 
-def _walk(run_dir: Path) -> list[tuple[str, os.stat_result]]:
+def _walk(run_dir: Path, skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, os.stat_result]]:
     """``(path inside the run, stat)`` of every rollout file of a run folder, in one walk of the folder (a run of one
     file per step has thousands: a ``Path`` and two ``stat`` calls each took a runs page 1-3 s at 10,000
     files). Only a symlink can lead out of the folder: only symlinks are resolved. Sub-folders are looked
     into (``MAX_DEPTH`` deep, not hidden ones nor those of ``_SKIPPED``); a prime-rl ``effective/`` folder
-    beside an ``all/`` one is not read (the same episodes again)."""
+    beside an ``all/`` one is not read (the same episodes again).
+
+    The folder is untrusted: a link that loops, dangles or leads out of the run folder, a FIFO, a device
+    or a socket, and a second way to a folder or file already walked (a link back up, two names of one
+    file: its rows would count twice) are skipped, each with its reason in ``skipped``; nothing raises
+    but the listing of ``run_dir`` itself (OSError)."""
     if isinstance(run_dir, RemotePath):
         return _walk_remote(run_dir)
     run_dir = Path(run_dir)
-    real_run: list[Path] = []
     out: list[tuple[str, os.stat_result]] = []
+    seen_dirs: set[tuple[int, int]] = set()
+    seen_files: dict[tuple[int, int], str] = {}
 
-    def inside(path: Path) -> bool:
-        if not real_run:
-            real_run.append(run_dir.resolve())
-        try:
-            path.resolve().relative_to(real_run[0])
-        except (ValueError, OSError):
-            return False
-        return True
+    def skip(rel: str, why: str) -> None:
+        if skipped is not None:
+            skipped.append((rel, why))
 
     def walk(folder: Path, prefix: str, depth: int) -> None:
+        st = folder.stat()
+        seen_dirs.add((st.st_dev, st.st_ino))
         with os.scandir(folder) as it:
             entries = sorted(it, key=lambda e: e.name)
         names = {e.name for e in entries}
-        for e in entries:
+        # Links last: a folder or a file reached both by its own name and through a link is read by its own.
+        for e in sorted(entries, key=_is_link):
             if e.name.startswith("."):
                 continue
+            rel = prefix + e.name
             try:
-                if e.is_symlink() and not inside(folder / e.name):
-                    continue
-                if e.is_dir():
-                    skip = _SKIPPED.match(e.name) or (e.name == _SUBSET_EFFECTIVE and _SUBSET_ALL in names)
-                    if depth < MAX_DEPTH and not skip:
-                        try:
-                            walk(folder / e.name, f"{prefix}{e.name}/", depth + 1)
-                        except OSError:
-                            continue  # a sub-folder it may not read: its files are not the run's
-                elif is_rollout_file(e.name) and e.is_file():
-                    out.append((prefix + e.name, e.stat()))
+                if e.is_symlink():
+                    ok, why = untrusted.inside(folder / e.name, run_dir)
+                    if not ok:
+                        skip(rel, why)
+                        continue
+                st = e.stat()
+                if stat.S_ISDIR(st.st_mode):
+                    skip_dir = _SKIPPED.match(e.name) or (
+                        e.name == _SUBSET_EFFECTIVE and _SUBSET_ALL in names
+                    )
+                    if depth >= MAX_DEPTH or skip_dir:
+                        continue
+                    if (st.st_dev, st.st_ino) in seen_dirs:
+                        skip(rel, "a second way to a folder already read")
+                        continue
+                    try:
+                        walk(folder / e.name, f"{rel}/", depth + 1)
+                    except OSError:
+                        continue  # a sub-folder it may not read: its files are not the run's
+                elif (kind := untrusted.special_kind(st.st_mode)) is not None:
+                    skip(rel, kind)
+                elif is_rollout_file(e.name) and stat.S_ISREG(st.st_mode):
+                    first = seen_files.setdefault((st.st_dev, st.st_ino), rel)
+                    if first != rel:
+                        skip(rel, f"the same file as {first}")
+                        continue
+                    out.append((rel, st))
             except OSError:
                 continue
 
     walk(run_dir, "", 0)
     return sorted(out, key=lambda item: item[0])
+
+
+def _is_link(e: os.DirEntry) -> bool:
+    try:
+        return e.is_symlink()
+    except OSError:
+        return True
 
 
 def _walk_remote(run_dir: RemotePath) -> list[tuple[str, os.stat_result]]:
@@ -131,6 +164,9 @@ class RootScan:
     # Sub-folders that are links out of the root: name -> where they lead. The board reads only inside
     # the root, so they are no runs; said, so that a root of linked runs is not just "no runs found".
     outside: dict[str, str] = field(default_factory=dict)
+    # What the walk did not read and why: a symlink loop, a link out of its run folder, a FIFO, a device,
+    # a second way to a file already read (``{path under the root: reason}``).
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def split(self, name: str) -> str:
         """Which of its folder's files a run is made of: ``"train"`` or ``"validation"``."""
@@ -162,16 +198,17 @@ class RootScan:
 _NOT_RUNS = ("lost+found",)
 
 
-def _splits(folder: Path) -> set[str]:
+def _splits(folder: Path, skipped: list[tuple[str, str]] | None = None) -> set[str]:
     """Which splits a run folder has files of (see :func:`run_file_stats`); raises OSError when the folder
     itself cannot be listed."""
-    return {split_of(rel) for rel, _ in _walk(folder)}
+    return {split_of(rel) for rel, _ in _walk(folder, skipped)}
 
 
-def folder_runs(name: str, folder: Path) -> dict[str, str]:
+def folder_runs(name: str, folder: Path, skipped: list[tuple[str, str]] | None = None) -> dict[str, str]:
     """The runs one folder makes: ``{run name: split}``, ``name`` for its training files and
-    ``"<name> (validation)"`` for its validation files, where it has them."""
-    found = _splits(folder)
+    ``"<name> (validation)"`` for its validation files, where it has them (what the walk skipped is
+    appended to ``skipped``, see :func:`_walk`)."""
+    found = _splits(folder, skipped)
     out = {}
     if TRAIN in found:
         out[name] = TRAIN
@@ -208,21 +245,40 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
     unreadable: dict[str, str] = {}
     splits: dict[str, str] = {}
     outside: dict[str, str] = {}
-    real_root = root.resolve()
+    skipped: dict[str, str] = {}
+    local = not isinstance(root, RemotePath)
+    real_root = untrusted.real_path(root)[0] or root if local else root.resolve()
 
     def add(name: str, folder: Path) -> None:
-        for run, split in folder_runs(name, folder).items():
+        found: list[tuple[str, str]] = []
+        for run, split in folder_runs(name, folder, found).items():
             runs[run] = folder
             if split != TRAIN:
                 splits[run] = split
+        prefix = "" if folder is root else f"{name}/"
+        skipped.update((prefix + rel, why) for rel, why in found)
 
     for p in entries:
-        if p.name.startswith(".") or p.name in _NOT_RUNS or not p.is_dir():
+        if p.name.startswith(".") or p.name in _NOT_RUNS:
             continue
-        try:
-            p.resolve().relative_to(real_root)
-        except ValueError:
-            outside[p.name] = str(p.resolve())
+        if local:
+            real, why = untrusted.real_path(p)
+            if real is None:
+                skipped[p.name] = why
+                continue
+            try:
+                kind = untrusted.special_kind(real.stat().st_mode)
+            except OSError:
+                kind = None
+            if kind is not None:
+                skipped[p.name] = kind
+                continue
+            if not real.is_dir():
+                continue
+            if real != real_root and real_root not in real.parents:
+                outside[p.name] = str(real)
+                continue
+        elif not p.is_dir():
             continue
         key = ("folder", str(p))
         reason = memory.pending(key) if memory is not None else None
@@ -238,9 +294,16 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
                     memory.succeeded(key)
         if reason is not None:
             unreadable[p.name] = reason
-    if not runs and any(is_rollout_file(f.name) and f.is_file() for f in entries):
-        add(root.resolve().name, root)
-    return RootScan(root, runs, unreadable=unreadable, splits=splits, outside=outside)
+    if not runs and any(is_rollout_file(f.name) and _is_file(f) for f in entries):
+        add(real_root.name, root)
+    return RootScan(root, runs, unreadable=unreadable, splits=splits, outside=outside, skipped=skipped)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def discover_runs(root: Path) -> dict[str, Path]:

@@ -69,8 +69,7 @@ class TableAt:
 
 def last_version(store_dir: Path, data: dict) -> int | None:
     """The version of the store's table that a manifest's ``data`` (from ``manifest.json``) names, when the
-    log holds no later commit; else None (a manifest from before versions were named, or one a later commit
-    overtook: read the log)."""
+    log holds no later commit; else None (one a later commit overtook: read the log)."""
     version = data.get(TABLE_VERSION)
     if not isinstance(version, int) or (Path(store_dir) / LOG / f"{version + 1:020d}.json").exists():
         return None

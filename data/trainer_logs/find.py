@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from data import untrusted
 from data.remote import RemotePath
 
 # Files bigger than these are listed with a note and not read (a log of scalars is a few MB at most; a
@@ -38,16 +39,10 @@ class LogFile:
 
 
 def _inside(run_dir: Path, entry: os.DirEntry, real_run: list) -> bool:
-    """False for a symlink that leads out of the run folder (it is never followed)."""
+    """False for a symlink that leads out of the run folder, loops or dangles (it is never followed)."""
     if not entry.is_symlink():
         return True
-    if not real_run:
-        real_run.append(run_dir.resolve())
-    try:
-        Path(entry.path).resolve().relative_to(real_run[0])
-    except (ValueError, OSError):
-        return False
-    return True
+    return untrusted.inside(Path(entry.path), run_dir)[0]
 
 
 def _scan(folder: Path) -> list[os.DirEntry]:
@@ -81,7 +76,7 @@ def find_logs(run_dir: Path) -> list[LogFile]:
     Symlinks that lead out of the run folder are not followed; unreadable folders are skipped.
     """
     if isinstance(run_dir, RemotePath):
-        return []  # logs on an object store are not looked for (the rollouts are read; see README)
+        return []  # logs on an object store are not looked for (the rollouts are read; see docs/object-storage.md)
     run_dir = Path(run_dir)
     real: list = []
     top = [e for e in _scan(run_dir) if _inside(run_dir, e, real)]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from data import untrusted
+
 # The keys of the Trainer's last log, written once at the end of training (``Trainer.train`` logs
 # ``train_runtime``, ``train_samples_per_second``, ``train_steps_per_second``, ``total_flos`` and
 # ``train_loss`` with the last ``epoch`` and ``step``): a run-level summary, not a point of a curve.
@@ -19,6 +21,8 @@ SUMMARY_KEYS = frozenset(
 )
 # Keys that locate a log entry rather than measure anything.
 STEP_KEY = "step"
+# A step beyond this is no training step (2^62: steps are int64 wherever they are compared or aligned).
+MAX_STEP = 1 << 62
 
 
 @dataclass
@@ -60,8 +64,13 @@ def read_history(path: Path, rel: str) -> Rows:
     ``NaN`` / ``Infinity`` (Python's json writes them) are read as such."""
     out = Rows()
     try:
-        data = json.loads(Path(path).read_bytes())
-    except (OSError, ValueError) as e:
+        raw = untrusted.read_bounded(Path(path), untrusted.LOG_BYTES, what=rel)
+        untrusted.check_depth(raw, rel)
+        data = json.loads(raw)
+    except untrusted.Refused as e:
+        out.notes.append(f"{rel}: not read ({e}).")
+        return out
+    except (OSError, ValueError, RecursionError) as e:
         out.notes.append(f"{rel}: not read ({type(e).__name__}: {e}).")
         return out
     entries = history_entries(data)
@@ -74,7 +83,7 @@ def read_history(path: Path, rel: str) -> Rows:
             no_step += 1
             continue
         step = entry.get(STEP_KEY)
-        if isinstance(step, bool) or not isinstance(step, int):
+        if isinstance(step, bool) or not isinstance(step, int) or not -MAX_STEP <= step <= MAX_STEP:
             no_step += 1
             continue
         if SUMMARY_KEYS & entry.keys():
@@ -92,7 +101,9 @@ def read_history(path: Path, rel: str) -> Rows:
                 continue
             out.add(k, step, x)
     if no_step:
-        out.notes.append(f"{rel}: {no_step} entries without an integer step were left out.")
+        out.notes.append(
+            f"{rel}: {no_step} entries without an integer step (or one beyond ±2^62) were left out."
+        )
     if skipped:
         out.notes.append(f"{rel}: {skipped} values that are not numbers were left out.")
     return out

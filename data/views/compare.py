@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields, replace
 from data.compare.curves import X_AXES
 from data.compare.runs import MAX_RUNS
 from data.compare.smoothing import MAX_WEIGHT
-from data.curves import BANDS, DEFAULT_BAND
+from data.curve_panels import BANDS, DEFAULT_BAND
 from data.views import paths
 from data.views.codec import encode, fmt_float, get_choice, get_float, key_notices
 from data.views.paths import unknown_run_notice

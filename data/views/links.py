@@ -33,12 +33,16 @@ STEP_PAGES = (paths.REWARD, paths.RESPONSES)
 _STEP = re.compile(r"-?[0-9]+")
 
 
-def carried_step(path: str, query: Mapping, run: str | None) -> str | None:
-    """The step the navbar's links carry from page ``path`` showing ``run`` with URL ``query``: its step
-    number (not ``all``), only on a page that takes a step and only when the URL names the run shown."""
+def carried_step(path: str, query: Mapping, ctx) -> str | None:
+    """The step the navbar's links carry from page ``path`` showing the run of ``ctx`` (its
+    :class:`data.run_context.RunContext`) with URL ``query``: the step the page shows for the URL's step
+    number (``ctx.step``: a step the run lacks is carried as the step shown; not ``all``), only on a page
+    that takes a step and only when the URL names the run shown."""
     step = first(query, "step")
+    run = ctx.run
     if path in STEP_PAGES and run and first(query, "run") == run and step and _STEP.fullmatch(step):
-        return step
+        shown, _ = ctx.step(int(step))
+        return None if shown is None else str(shown)
     return None
 
 

@@ -54,18 +54,19 @@ class ResponsesView:
     def from_query(
         cls,
         query: Mapping,
-        steps: Iterable[int] | None = None,
+        ctx=None,
         sortable: Iterable[str] | None = None,
         extra_keys: Iterable[str] = (),
     ) -> tuple[ResponsesView, list[str]]:
         """Parse a query (``parse_search`` dict or ``layout(**query)`` kwargs); bad values -> default + notice.
 
-        ``steps`` and ``sortable`` (when given) are the run's steps and sortable columns: a step or sort
-        column the run does not have falls back too. Unknown keys (other than ``extra_keys``) are noticed.
+        ``ctx`` (when given) is the run's :class:`data.run_context.RunContext`: a step the run lacks is
+        resolved by its rule. ``sortable`` (when given) are the run's sortable columns: a sort column the
+        run does not have falls back. Unknown keys (other than ``extra_keys``) are noticed.
         """
         notices = key_notices(query, {f.name for f in fields(cls)} | set(extra_keys))
         run = first(query, "run") or None
-        step = _parse_step(query, steps, notices)
+        step = _parse_step(query, ctx, notices)
         raw_sort = first(query, "sort")
         sort = SORT_ALIASES.get(raw_sort, raw_sort) if raw_sort else DEFAULT_SORT
         if sort == LENGTH_TOKENS and sortable is not None:
@@ -216,12 +217,27 @@ class ResponsesView:
             **{k: (None if v is None or v == "" else float(v)) for k, v in ranges.items()},
         )
 
+    def range_controls(self, filters: Iterable[tuple[str, str, bool]], ids: Mapping[str, str]) -> list[tuple]:
+        """The range inputs of ``filters`` (``(key, text, available)``, see ``data.responses.range_filters``):
+        ``(text, available, low, high, (min id, max id))`` with this view's bounds; ``ids``: the inputs' ids
+        by ``<key>_min`` / ``<key>_max``."""
+        return [
+            (
+                text,
+                ok,
+                getattr(self, f"{k}_min"),
+                getattr(self, f"{k}_max"),
+                (ids[f"{k}_min"], ids[f"{k}_max"]),
+            )
+            for k, text, ok in filters
+        ]
+
     def cleared(self) -> ResponsesView:
         """This view without its filters: the run, step and sort kept."""
         return ResponsesView(run=self.run, step=self.step, sort=self.sort, order=self.order)
 
 
-def _parse_step(query: Mapping, steps: Iterable[int] | None, notices: list[str]) -> int | str | None:
+def _parse_step(query: Mapping, ctx, notices: list[str]) -> int | str | None:
     raw = first(query, "step")
     if raw is None or raw == "":
         return None
@@ -232,10 +248,7 @@ def _parse_step(query: Mapping, steps: Iterable[int] | None, notices: list[str])
     except ValueError:
         notices.append(f"Ignored step={raw!r}: expected a step number or 'all'.")
         return None
-    if steps is not None:
-        steps = list(steps)
-        if step not in set(steps):
-            last = f": showing the last step ({steps[-1]})" if steps else ""
-            notices.append(f"Ignored step={raw!r}: the run has no such step{last}.")
-            return None
+    if ctx is not None:
+        step, more = ctx.step(step)
+        notices += more
     return step

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from data.curves import BANDS, DEFAULT_BAND, nearest_step
-from data.views import paths
+from data.curve_panels import BANDS, DEFAULT_BAND
 from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices
-from data.views.paths import shown_run, unknown_run_notice
 
 
 @dataclass(frozen=True)
@@ -23,38 +21,23 @@ class RewardView:
     zero: bool = False
     trainer: str | None = None  # the trainer's own scalar charted (None: data.compare.trainer.default_key)
     q: str | None = None  # the text search whose share of matches is charted per step
-    # The steps the heatmap draws, first and last (None: the whole run; see data.curves.heatmap_columns).
+    # The steps the heatmap draws, first and last (None: the whole run; see data.heatmaps.heatmap_columns).
     heatmap: tuple[int, int] | None = None
 
     @classmethod
-    def from_query(
-        cls,
-        query: Mapping,
-        runs: list[str],
-        steps_of: Callable[[str], list[int] | None],
-        unreadable: Mapping[str, str] | None = None,
-    ) -> tuple[RewardView, list[str]]:
+    def from_query(cls, query: Mapping, ctx) -> tuple[RewardView, list[str]]:
         """Decode a query (parsed or ``layout(**query)``); bad values fall back with a notice each.
 
-        ``runs`` are the runs under the root (an unknown run falls back to the first one); ``steps_of(run)``
-        gives the run's steps, or None while nothing is ingested (the step is then kept as is).
+        ``ctx``: the :class:`data.run_context.RunContext` of the run shown (``data.service.open_run`` of the
+        query's run on this page); its notices come first, and a step the run lacks is resolved by its rule.
         """
         msgs = key_notices(query, (f.name for f in fields(cls)))
-        asked = first(query, "run")
-        run = shown_run(paths.REWARD, asked, runs)
-        if notice := unknown_run_notice(paths.REWARD, asked, run, runs, unreadable):
-            msgs.append(notice)
+        msgs += ctx.notices
+        run = ctx.run
         step = get_int(query, "step", msgs)
         if step is not None and run is not None:
-            steps = steps_of(run)
-            if steps is not None and step not in steps:
-                near = nearest_step(steps, step)
-                msgs.append(
-                    f"Run {run!r} has no step {step}: showing step {near}, the nearest one."
-                    if near is not None
-                    else f"Run {run!r} has no steps yet."
-                )
-                step = near
+            step, more = ctx.step(step)
+            msgs += more
         band = get_choice(query, "band", BANDS, msgs, DEFAULT_BAND)
         zero = get_bool(query, "zero", msgs, False)
         heatmap = _window(first(query, "heatmap"), msgs)
@@ -129,6 +112,14 @@ def _window(raw: str | None, msgs: list[str]) -> tuple[int, int] | None:
         msgs.append(f"Ignored heatmap={raw!r}: a range of steps, first-last (e.g. heatmap=101-600).")
         return None
     return int(m.group(1)), int(m.group(2))
+
+
+def heatmap_note(cols, step: int | None) -> str:
+    """The heatmap's note (``cols``: ``data.curves.heatmap_columns``), saying when the selected ``step`` is
+    not among the steps of its window."""
+    if cols.window is not None and step is not None and not cols.first[0] <= step <= cols.last[-1]:
+        return cols.note + f" The selected step, {step:,}, is not among them."
+    return cols.note
 
 
 def heatmap_window(query: Mapping) -> tuple[int, int] | None:

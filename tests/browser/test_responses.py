@@ -279,9 +279,12 @@ def test_responses207_all_steps_search_first_rows_then_its_count(
 
     from data import responses
     from data.queries import ResponseFilter
+    from data.search import engine as search_engine
+    from data.search import order as search_order
+    from data.search import texts as search_texts
     from data.service import board
 
-    slow, calls = responses.search, []
+    slow, calls = search_engine.search, []
 
     def search(lf, pattern, seconds):
         calls.append(1)
@@ -289,8 +292,9 @@ def test_responses207_all_steps_search_first_rows_then_its_count(
             _time.sleep(1.5)  # the thing under test: a slow search
         return slow(lf, pattern, seconds)
 
-    monkeypatch.setattr(responses, "CHUNK_FILES", 1)
-    monkeypatch.setattr(responses, "search", search)
+    monkeypatch.setattr(search_engine, "CHUNK_FILES", 1)
+    monkeypatch.setattr(search_engine, "search", search)
+    monkeypatch.setattr(search_texts, "search", search)  # the first block's search too
     responses.clear_caches()
     q = "(?i)the"
     dash_duo.start_server(dash_app)
@@ -303,7 +307,7 @@ def test_responses207_all_steps_search_first_rows_then_its_count(
     shown = cell_values(dash_duo, "reward")
     assert shown == sorted(shown, reverse=True)
     store = board().store(RUN, wait=30)
-    want = responses.ordered(store, ResponseFilter(q=q), seconds=60.0)
+    want = search_order.ordered(store, ResponseFilter(q=q), seconds=60.0)
     dash_duo.wait_for_text_to_equal("#responses-count", f"{want.count:,}", timeout=30)
     assert not dash_duo.driver.find_elements(By.CSS_SELECTOR, "#responses-counting")
     _time.sleep(2.0)  # the thing under test: the poll stopped, the line stays as it is meanwhile

@@ -229,12 +229,12 @@ def test_reward106_reward_hacking_points_open_their_responses(dash_duo, dash_app
 def test_reward107_a_long_runs_heatmap_column_click_zooms_and_back(
     dash_duo, dash_app, fixtures_dir, monkeypatch
 ):
-    """A run of more steps than curves.MAX_POINTS (here 10): the heatmap draws columns of several steps; a
+    """A run of more steps than thinning.MAX_POINTS (here 10): the heatmap draws columns of several steps; a
     click on one draws the steps around it, one per column (heatmap= in the URL, the note and "Show all
     steps" say so), without leaving the page; "Show all steps" draws the columns again."""
-    from data import curves
+    from data import thinning
 
-    monkeypatch.setattr(curves, "MAX_POINTS", 10)
+    monkeypatch.setattr(thinning, "MAX_POINTS", 10)
     _open(dash_duo, dash_app, "/reward?run=trl-ppo-small&step=5")
     note = "#reward-heatmap-note"
     WebDriverWait(dash_duo.driver, 30).until(
@@ -255,4 +255,30 @@ def test_reward107_a_long_runs_heatmap_column_click_zooms_and_back(
     WebDriverWait(dash_duo.driver, 30).until(
         lambda d: "each column" in d.find_element(By.CSS_SELECTOR, note).text
     )
+    assert dash_duo.get_logs() == []
+
+
+def test_reward108_a_step_the_run_lacks_is_one_step_everywhere(dash_duo, dash_app, board_root, tmp_path):
+    """A run of steps 1, 2, 5, 9 at step=4: the reward page shows step 2 with the run's one notice, its
+    navbar's Responses link carries step 2 and opens step 2's responses; the responses page asked for step 4
+    shows step 2 with the same notice."""
+    from tests.integration.test_step_rule import NOTICE, RUN, write_gaps_run
+
+    write_gaps_run(tmp_path / "root")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    _open(dash_duo, dash_app, f"/reward?run={RUN}&step=4")
+    dash_duo.wait_for_text_to_equal("#reward-notices", NOTICE, timeout=30)
+    dash_duo.wait_for_text_to_equal("#reward-step-text", "step 2 · 2 of 4", timeout=30)
+    link = dash_duo.find_element("#app-nav-responses")
+    WebDriverWait(dash_duo.driver, 30).until(
+        lambda _: link.get_attribute("href").endswith(f"?run={RUN}&step=2")
+    )
+    link.click()
+    WebDriverWait(dash_duo.driver, 30).until(lambda d: urlparse(d.current_url).path == "/responses")
+    assert _query(dash_duo) == {"run": [RUN], "step": ["2"]}
+    dash_duo.wait_for_contains_text("#responses-summary", "at step 2", timeout=30)
+    dash_duo.wait_for_page(f"{dash_duo.server.url.rstrip('/')}/responses?run={RUN}&step=4")
+    dash_duo.wait_for_text_to_equal("#responses-notices", NOTICE, timeout=30)
+    dash_duo.wait_for_contains_text("#responses-summary", "at step 2", timeout=30)
+    assert dash_duo.find_element("#app-nav-reward").get_attribute("href").endswith(f"?run={RUN}&step=2")
     assert dash_duo.get_logs() == []

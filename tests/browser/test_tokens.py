@@ -165,7 +165,8 @@ def test_tokens204_long_response_renders_a_window(dash_duo, dash_app, board_root
     """A 32,000-token response: the strip shows its first window (and marks when) and says how many of
     the tokens are shown; scrolling the strip to its end brings the next window, a chart's point beyond
     them brings the tokens up to it (outlined); the charts draw at most CHART_POINTS points."""
-    from components.token_view import CHART_POINTS, STRIP_WINDOW
+    from components.token_figures import CHART_POINTS
+    from components.token_strip import STRIP_WINDOW
 
     sid = write_long_run(tmp_path / "root" / "long", tokens=32000)
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")

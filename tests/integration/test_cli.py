@@ -102,12 +102,12 @@ def test_cli003_export_jsonl_and_parquet(fixtures_dir, tmp_path):
 
 
 def test_cli004_bad_arguments_exit_2_with_one_line(fixtures_dir, tmp_path):
-    """Unknown run, missing folder, unknown step, unknown format: one-line error, exit code 2."""
+    """Unknown run, missing folder, unknown format: one-line error, exit code 2 (a step the run lacks is no
+    error: see test_cli011)."""
     cases = [
         ("export", str(fixtures_dir), "--run", "nope"),
         ("export", str(fixtures_dir), "--run", "../etc"),
         ("ingest", str(tmp_path / "missing")),
-        ("export", str(fixtures_dir), "--run", "trl-ppo-small", "--step", "999"),
         ("export", str(fixtures_dir), "--run", "trl-ppo-small", "--format", "xml"),
         ("serve", "--root", str(tmp_path / "missing")),
     ]
@@ -307,9 +307,40 @@ def test_cli020_ingest_on_a_full_disk_is_one_line(fixtures_dir, tmp_path):
     )
     assert p.returncode == 1, (p.returncode, p.stderr[-500:])
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert lines == [f"error: cannot store run 'trl-ppo-small' in {tmp_path}: File too large"], p.stderr[
-        -800:
-    ]
+    assert lines == [
+        f"error: cannot store run 'trl-ppo-small' in {tmp_path}: File too large",
+        "error: 1 of 1 runs failed: trl-ppo-small",
+    ], p.stderr[-800:]
+
+
+def test_cli011_a_failed_run_costs_only_itself(tmp_path):
+    """A root of three runs whose second cannot be stored (before: the ingest stopped there, the third run
+    never read): the others are read, the JSON summary names the failure, the exit code says it."""
+    from data.config import DEFAULT_PAD_TOKENS
+    from data.store import store_dir_for
+
+    root = tmp_path / "root"
+    for name in ("a", "b", "c"):
+        (root / name).mkdir(parents=True)
+        line = {"prompt": "p", "response": "r", "reward": 1.0, "step": 1}
+        (root / name / "rank0.jsonl").write_text(json.dumps(line) + "\n")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    blocked = store_dir_for(cache, root / "b", DEFAULT_PAD_TOKENS)
+    blocked.write_text("a file where the store's folder goes")
+    p = subprocess.run(
+        [sys.executable, "app.py", "ingest", str(root), "--cache-dir", str(cache), "--json"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 1, p.stderr[-800:]
+    runs = json.loads(p.stdout.strip().splitlines()[-1])["runs"]
+    assert [r["run"] for r in runs] == ["a", "b", "c"]
+    assert runs[0]["samples"] == 1 and runs[2]["samples"] == 1
+    assert runs[1]["error"].startswith("cannot store run 'b' in ")
+    assert "error: 1 of 3 runs failed: b" in p.stderr
 
 
 def test_cli010_help_shows_the_commands():

@@ -110,7 +110,6 @@ def test_export104_default_step_is_the_last(client, fixtures_dir):
         ("run=..%2F..%2Fetc", 404, "unknown run"),
         ("", 400, "missing parameter run="),
         (f"run={RUN}&step=x", 400, "bad parameter step='x'"),
-        (f"run={RUN}&step=99", 400, "the run has no such step"),
         (f"run={RUN}&reward_min=abc", 400, "bad parameter reward_min='abc': not a number."),
         (f"run={RUN}&q=(", 400, "invalid regular expression '(': unclosed group."),
         (f"run={RUN}&format=xml", 400, "bad parameter format='xml'"),

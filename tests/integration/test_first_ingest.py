@@ -160,3 +160,35 @@ def test_firstingest003_an_export_of_an_unfinished_store_says_so(tmp_path, board
         assert (
             export_mod.INCOMPLETE_KEY.encode() not in body and export_mod.INCOMPLETE_MARK.encode() not in body
         )
+
+
+def test_firstingest005_a_store_of_an_older_format_is_rebuilt_and_said(tmp_path, board_root):
+    """A run whose only store an older version wrote is read again from its files into a new store: while
+    it is, a page says it is rebuilding the store; then the runs page's notes say it was rebuilt, and the
+    old store is gone (it is never opened)."""
+    from data.store import STORE_FORMAT, open_store
+    from data.store.reading import understood
+
+    run = _run_root(tmp_path, whole_steps=3)
+    cache = tmp_path / "cache"
+    b = board_root(run.parent, cache_dir=cache)
+    old = cache / f"{RUN}-older"
+    (old / "parts").mkdir(parents=True)
+    manifest = {
+        "format": STORE_FORMAT - 1,
+        "run": RUN,
+        "run_path": str(run.resolve()),
+        "pad_tokens": list(b.settings.pad_tokens),
+        "parts": {},
+        "files": {},
+    }
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert open_store(old) is None  # another format: never read
+    b.refresh(RUN)
+    assert b.status(RUN).rebuilding == STORE_FORMAT - 1
+    if open_store(b.store_dir(RUN)) is None:
+        assert b.reading_text(RUN).startswith(f"Rebuilding run {RUN}'s store (written by an older version)")
+    store = b.store(RUN, wait=10)
+    assert store.steps().get_column("n").to_list() == [RANKS * PER_STEP] * 3
+    assert not old.exists()
+    assert any("Store rebuilt from the rollout files" in n for n in understood(store).notes)

@@ -84,9 +84,10 @@ def _same_store(on_ray, here) -> None:
     assert a.issues().with_columns(age).equals(b.issues().with_columns(age))
     assert understood(a) == understood(b)
     # The counts of ended and cut responses the tasks made reach the driver's commit (its file).
-    assert a.manifest.data["ends_file"] and b.manifest.data["ends_file"]
+    assert a.manifest.derived["ends"].name and b.manifest.derived["ends"].name
     ends = [
-        pl.read_parquet(s.dir / s.manifest.data["ends_file"]).drop("part").sort("step", "n") for s in (a, b)
+        pl.read_parquet(s.dir / s.manifest.derived["ends"].name).drop("part").sort("step", "n")
+        for s in (a, b)
     ]
     assert ends[0].group_by("step").sum().sort("step").equals(ends[1].group_by("step").sum().sort("step"))
 

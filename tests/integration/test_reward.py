@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlparse
 import polars as pl
 import pytest
 
-from data import curves
+from data import curve_panels, curves, heatmaps, thinning
 from data.queries import ResponseFilter, bar_interval
 from data.service import board
 from data.views.reward import RewardView
@@ -153,8 +153,8 @@ def test_reward004_view_state_round_trip(page, fixtures_dir):
     view = RewardView(run=GRPO, step=7, band="p5-p95", zero=True)
     assert view.to_query() == "?run=trl-grpo-small&step=7&band=p5-p95&zero=1"
     assert RewardView(run=GRPO).to_query() == "?run=trl-grpo-small"
-    back, msgs = page._decode(view.to_query())
-    assert back == view and msgs == []
+    back, msgs, ctx = page._decode(view.to_query())
+    assert back == view and msgs == [] and ctx.run == GRPO and 7 in ctx.steps
 
 
 def test_reward005_url_sets_controls(client, fixtures_dir):
@@ -239,8 +239,8 @@ def test_reward008_curves_and_notes(client, fixtures_dir):
     assert resp["reward-curves-drawn"]["data"] == [PPO, "p25-p75", False]
     poem = _curves(client, POEM, 100)
     assert poem["reward-curve-kl"]["figure"]["data"] == []
-    assert poem["reward-curve-kl-note"]["children"] == curves.NOTE_NO_KL
-    assert poem["reward-curve-length-note"]["children"] == curves.NOTE_CHARS
+    assert poem["reward-curve-kl-note"]["children"] == curve_panels.NOTE_NO_KL
+    assert poem["reward-curve-length-note"]["children"] == curve_panels.NOTE_CHARS
 
 
 def test_reward009_step_change_patches_the_marker(client, fixtures_dir):
@@ -544,10 +544,10 @@ def test_reward018_reward_hacking_panels_of_a_run_without_responses(client, boar
 
 
 def test_reward021_a_long_run_draws_thinned_curves_with_the_selected_step(client, fixtures_dir, monkeypatch):
-    """A run of more steps than curves.MAX_POINTS (here 10, against PPO's steps): each curve at most 10
+    """A run of more steps than thinning.MAX_POINTS (here 10, against PPO's steps): each curve at most 10
     points plus the selected step 7, at its exact value; the note says so; a step change draws again
     (the selected step is in the curves), not just the marker."""
-    monkeypatch.setattr(curves, "MAX_POINTS", 10)
+    monkeypatch.setattr(thinning, "MAX_POINTS", 10)
     store = board().store(PPO)
     steps = curves.step_list(store)
     assert len(steps) > 10
@@ -586,11 +586,11 @@ def _zoom(client, search, click=None, show_all=None):
 def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
     client, fixtures_dir, monkeypatch
 ):
-    """A run of more steps than curves.MAX_POINTS (here 10): the heatmap has at most 10 columns of k steps
+    """A run of more steps than thinning.MAX_POINTS (here 10): the heatmap has at most 10 columns of k steps
     each, every count the sum of its steps' counts; a click on a column puts the 10 steps around it in the
     URL (heatmap=a-b), drawn one per step with a note and "Show all steps", whose cells open responses;
     the click neither moves the step nor opens responses itself; "Show all steps" drops heatmap=."""
-    monkeypatch.setattr(curves, "MAX_POINTS", 10)
+    monkeypatch.setattr(thinning, "MAX_POINTS", 10)
     store = board().store(PPO)
     steps = curves.step_list(store)
     hm = curves.run_heatmap(store, "reward")
@@ -609,7 +609,7 @@ def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
     cell = {"x": (first + last) / 2, "y": trace["y"][0], "customdata": {"0": 3, "1": first, "2": last}}
     click = {"points": [cell]}
     search = _zoom(client, f"?run={PPO}&step=7", click)
-    lo, hi = curves.zoom_window(steps, first, last, 10)
+    lo, hi = heatmaps.zoom_window(steps, first, last, 10)
     assert parse_qs(search[1:]) == {"run": [PPO], "step": ["7"], "heatmap": [f"{lo}-{hi}"]}
     assert sync(client, f"?run={PPO}&step=7", trigger="reward-heatmap.clickData",
                 clicks={"reward-heatmap": click}) == {}  # fmt: skip

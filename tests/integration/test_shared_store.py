@@ -104,7 +104,7 @@ def test_shared002_ingest_then_replica_mirrors(s3, demo_run, tmp_path):
     }
     assert names == local_files - {"manifest.json"}  # every file of the store folder, as it is named there
     assert any(n.startswith("_delta_log/") for n in names) and any(n.startswith("parts/") for n in names)
-    # The text index a regex search over every step reads (data.store.text_index) goes with the store.
+    # The text index a regex search over every step reads (data.derived.text) goes with the store.
     assert sum(n.startswith("text/") for n in names) == sum(n.startswith("parts/") for n in names)
     local = _local_export(demo_run, tmp_path / "local-cache")
     assert _csv(res.store_dir) == local

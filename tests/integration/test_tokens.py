@@ -225,7 +225,8 @@ def test_tokens111_long_response_sent_as_shown(page, client, board_root, tmp_pat
     the strip asks (from where it is, or up to a hovered position), the charts hold at most CHART_POINTS
     points, and zooming a chart sends that range's positions, each one; a reset the overview again."""
     from benchmarks.bench_tokens import write_long_run
-    from components.token_view import CHART_POINTS, STRIP_WINDOW
+    from components.token_figures import CHART_POINTS
+    from components.token_strip import STRIP_WINDOW
 
     sid = write_long_run(tmp_path / "root" / "long", tokens=6000)
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
@@ -350,7 +351,7 @@ def test_tokens112_nemo_rl_inference_trainer_gap(page, client, board_root, tmp_p
     """A NeMo-RL run: choosing the gap redraws the strip coloured by trainer − inference log-prob on a
     scale symmetric about 0 (±0.5 here), each token's hover carries it, and a line gives mean |gap|, max
     |gap| and where, the share over 0.1; the picker offers it. A contract response has it disabled."""
-    from components.token_view import PALETTE_SIZE
+    from components.token_strip import PALETTE_SIZE
 
     sid = write_nemo_rl_run(tmp_path / "root" / "nemo")
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from data import curves
+from data import curves, heatmaps, histograms
 from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.queries import MAX_DISCRETE_VALUES
@@ -37,7 +37,7 @@ def test_bins001_continuous_rewards_from_the_first_step(tmp_path, monkeypatch):
     edges, equal to the whole scan's, told by the histogram cells with no response read; without the cells,
     with only the first step read."""
     store = open_store(ingest_run(write_demo_run(tmp_path / "r", "d", 6, 64), tmp_path / "c", PADS).store_dir)
-    expected = curves.bins_for(curves.run_steps(store), store.scan(["reward"]), ("reward",))
+    expected = histograms.bins_for(curves.run_steps(store), store.scan(["reward"]), ("reward",))
     assert not expected.discrete
     curves._bins.cache_clear()
     seen = _spied(monkeypatch)
@@ -78,12 +78,12 @@ def test_bins003_step_bars_from_the_cells_read_no_response(fixtures_dir, tmp_pat
     )
     steps = curves.step_list(store)
     want = {}
-    for kind, (_, cols) in curves.HISTOGRAMS.items():
+    for kind, (_, cols) in histograms.HISTOGRAMS.items():
         edges = curves.run_edges(store, kind)
         for col in (kind, *(c for c in cols if c != kind)):
             for s in steps:
-                want[kind, col, s] = curves.bars(store.scan(["step", col], step=s), col, s, edges)
-    hm = curves.heatmap(store.scan(["step", "reward"]), "reward", curves.run_edges(store, "reward"), steps,
+                want[kind, col, s] = histograms.bars(store.scan(["step", col], step=s), col, s, edges)
+    hm = heatmaps.heatmap(store.scan(["step", "reward"]), "reward", curves.run_edges(store, "reward"), steps,
                         curves.run_bins(store, "reward").discrete)  # fmt: skip
     for f in (curves._bins, curves._bars, curves._heatmap, curves._cells):
         f.cache_clear()
@@ -131,7 +131,7 @@ def test_bins005_the_first_cells_values_settle_continuous_bins(tmp_path, monkeyp
     first = cells.filter(pl.col("step") == 1)
     assert pl.concat([first["lo"], first["hi"]]).n_unique() <= 4 and cells.get_column("w").is_not_nan().all()
     assert curves.cells_distinct(first, ("reward",), MAX_DISCRETE_VALUES) is False
-    expected = curves.bins_for(curves.run_steps(store), store.scan(["reward"]), ("reward",))
+    expected = histograms.bins_for(curves.run_steps(store), store.scan(["reward"]), ("reward",))
     assert not expected.discrete and len(expected.edges) > MAX_DISCRETE_VALUES // 2
     curves._bins.cache_clear()
     seen = _spied(monkeypatch)

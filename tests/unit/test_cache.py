@@ -19,7 +19,7 @@ PADS = ("<pad>",)
 WORKER = """
 import sys
 from data import prompts
-from data.ingest import prompt_summary
+from data.derived import prompts as prompt_summary
 from data.store import open_store
 if sys.argv[2] == "read-only":
     def computing(*a, **k):

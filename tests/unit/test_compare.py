@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from data.compare import curves, distribution, prompts, summary
+from data.compare import curves, distribution, prompts, summary, word_diff
 from data.compare.notes import METRIC, PROMPTS, RUN, STEPS
 from data.compare.runs import load_runs
 from data.compare.smoothing import ema
@@ -255,17 +255,17 @@ def test_compare012_prompt_responses_side_by_side(tmp_path):
 
 def test_compare013_word_diff():
     """A replaced word is a delete then an insert; the pieces rebuild both texts exactly."""
-    d = prompts.word_diff("the cat sat", "the dog sat")
+    d = word_diff.word_diff("the cat sat", "the dog sat")
     assert d.segments == (("equal", "the "), ("delete", "cat"), ("insert", "dog"), ("equal", " sat"))
     rng = random.Random(5)
     words = ["a", "b", "c", " ", "  ", "\n", "é", "<think>"]
     for _ in range(50):
         x = "".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
         y = "".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
-        segs = prompts.word_diff(x, y, limit=rng.choice([5, 4000])).segments
+        segs = word_diff.word_diff(x, y, limit=rng.choice([5, 4000])).segments
         assert "".join(t for op, t in segs if op != "insert") == x
         assert "".join(t for op, t in segs if op != "delete") == y
-    assert prompts.word_diff("a " * 10, "b " * 10, limit=4).truncated
+    assert word_diff.word_diff("a " * 10, "b " * 10, limit=4).truncated
 
 
 # ---- runs --------------------------------------------------------------------------------------------------
@@ -357,10 +357,19 @@ def test_compare018_reward_functions_summed_at_ingest_are_components(tmp_path):
 
 
 def _means_scanned(store) -> pl.DataFrame:
-    """The per-step means of the repetition and the components, from the responses (the scan)."""
-    from data.cache import StoreKey
-
-    return curves._response_means.__wrapped__(StoreKey(store))
+    """The per-step means of the repetition and the components, from the responses (the scan: the
+    definition the summary's means are held against)."""
+    schema = store.schema()
+    components = set(curves.component_columns(store))
+    cols = [c for c in schema if c == "repetition" or c in components]
+    cols = [c for c in cols if schema[c].is_numeric() and schema[c] != pl.Boolean]
+    if not cols or store.steps().height == 0:
+        return pl.DataFrame({"step": []}, schema={"step": pl.Int64})
+    exprs = []
+    for c in cols:
+        x = pl.col(c).cast(pl.Float64)
+        exprs.append(x.filter(x.is_finite()).mean().alias(c if c == "repetition" else curves.COMPONENT + c))
+    return store.scan(["step", *cols]).group_by("step").agg(exprs).sort("step").collect()
 
 
 def _read_nothing(monkeypatch) -> None:
@@ -368,7 +377,6 @@ def _read_nothing(monkeypatch) -> None:
     from data.store import RunStore
 
     monkeypatch.setattr(RunStore, "scan", lambda *a, **k: pytest.fail("scanned the responses"))
-    monkeypatch.setattr(curves, "_response_means", lambda *a: pytest.fail("scanned the responses"))
 
 
 @pytest.mark.parametrize("run", [*FIXTURE_RUNS, None])
@@ -422,34 +430,3 @@ def test_compare020_component_means_over_commits_by_hand(tmp_path, monkeypatch):
     assert means() == [(1, 0.5), (2, pytest.approx((0.5 + 1.0 + 0.25) / 3, rel=1e-15)), (3, 0.25)]
     (run / "rank1.jsonl").unlink()
     assert means() == [(1, 0.5), (2, 0.5), (3, 0.0)]
-
-
-def test_compare021_a_store_committed_before_the_means_is_scanned_then_made_whole(tmp_path, monkeypatch):
-    """A store whose summary has no component means (committed before ingest kept them) still gets its
-    curves, from the responses; its next commit makes every step's means, as one read of the files."""
-    import orjson
-
-    from data.metrics.step import EXTRA_MEANS_KEY
-    from data.store.manifest import MANIFEST
-
-    run = tmp_path / "root" / "r"
-    run.mkdir(parents=True)
-    (run / "rank0.jsonl").write_bytes(b"".join(_acc(s, s / 4, 0) + _acc(s, 1.0, 0) for s in range(3)))
-    res = ingest_run(run, tmp_path / "cache", PADS)
-    path = res.store_dir / MANIFEST
-    data = orjson.loads(path.read_bytes())
-    del data[EXTRA_MEANS_KEY]
-    path.write_bytes(orjson.dumps(data))
-    steps = res.store_dir / data["steps_file"]
-    pl.read_parquet(steps).drop("rewards.acc_finite_mean").write_parquet(steps)
-    want = [(0, 0.5), (1, 0.625), (2, 0.75)]
-    assert curves.run_frame(open_store(res.store_dir)).select("step", "component:rewards.acc").rows() == want
-    with open(run / "rank0.jsonl", "ab") as f:
-        f.write(_acc(3, 0.0, 0))
-    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    assert store.manifest.data[EXTRA_MEANS_KEY]
-    whole = open_store(ingest_run(run, tmp_path / "whole", PADS).store_dir)
-    assert store.steps().equals(whole.steps())
-    _read_nothing(monkeypatch)
-    got = curves.run_frame(store).select("step", "component:rewards.acc").rows()
-    assert got == [*want, (3, 0.0)]

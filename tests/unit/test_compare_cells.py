@@ -12,8 +12,6 @@ from data.compare import distribution
 from data.ingest import ingest_run
 from data.queries import MAX_DISCRETE_VALUES, distinct_values
 from data.store import open_store
-from data.store.aggregates import CELLS_KEY
-from data.store.manifest import Manifest
 from data.store.reader import RunStore
 from tests.conftest import fixture_or_demo
 
@@ -65,7 +63,7 @@ def test_cmpcells002_equal_to_the_scan(fixtures_dir, tmp_path, run):
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     want = distinct_values(store.scan(["reward"]), ("reward",), MAX_DISCRETE_VALUES)
     want = None if want is None else tuple(want)
-    old = RunStore(store.dir, Manifest({k: v for k, v in store.manifest.data.items() if k != CELLS_KEY}))
+    old = RunStore(store.dir, store.manifest.without("cells"))
     distribution._distinct.cache_clear()
     assert distribution._distinct(StoreKey(store), "reward") == want
     assert distribution._distinct(StoreKey(old), "reward") == want

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from data import curves
+from data import curve_panels, curves, heatmaps, histograms, thinning
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
 from data.metrics import label
@@ -62,7 +62,7 @@ def test_curves001_band_bounds_from_summary():
             "reward_p95": [1.9],
         }
     )
-    got = {b: curves.curve(steps, "reward", b).row(0) for b in curves.BANDS}
+    got = {b: curve_panels.curve(steps, "reward", b).row(0) for b in curve_panels.BANDS}
     assert got["std"] == (1, 1.0, 0.5, 1.5)
     assert got["p25-p75"] == (1, 1.0, 0.6, 1.4)
     assert got["p5-p95"] == (1, 1.0, 0.1, 1.9)
@@ -77,7 +77,7 @@ def test_curves002_zero_shift_subtracts_first_finite_value():
             "reward_std": [1.0, 1.0, 0.5],
         }
     )
-    out = curves.curve(steps, "reward", "std", zero_shift=True)
+    out = curve_panels.curve(steps, "reward", "std", zero_shift=True)
     assert out.get_column("step").to_list() == [1, 2, 3]
     assert out.get_column("y").to_list() == [None, 0.0, 2.0]
     assert out.get_column("lo").to_list() == [None, -0.5, 1.0]
@@ -87,7 +87,7 @@ def test_curves002_zero_shift_subtracts_first_finite_value():
 def test_curves003_curve_sorts_steps_numerically():
     """Steps that arrive out of order and skip numbers come out in numeric order."""
     steps = pl.DataFrame({"step": [100, 9, 20], "win_rate": [0.5, 0.25, 0.75]})
-    out = curves.curve(steps, "win_rate", mean=False)
+    out = curve_panels.curve(steps, "win_rate", mean=False)
     assert out.rows() == [(9, 0.25), (20, 0.75), (100, 0.5)]
 
 
@@ -96,23 +96,23 @@ def test_curves004_panels_without_ref_or_token_fields_carry_notes():
     df = _scalars([(1, 1.0, None), (1, 2.0, None), (2, 3.0, None)]).with_columns(
         pl.Series("response_chars", [10, 20, 30], dtype=pl.Int64)
     )
-    panels = {p.key: p for p in curves.panels(_summary(df))}
+    panels = {p.key: p for p in curve_panels.panels(_summary(df))}
     assert [s.key for s in panels["reward"].series] == ["reward"]
-    assert panels["reward"].note == curves.NOTE_NO_REF
-    assert panels["kl"].series == () and panels["kl"].note == curves.NOTE_NO_KL
+    assert panels["reward"].note == curve_panels.NOTE_NO_REF
+    assert panels["kl"].series == () and panels["kl"].note == curve_panels.NOTE_NO_KL
     assert [s.key for s in panels["length"].series] == ["response_chars"]
     assert panels["length"].series[0].label == label("response_chars")
-    assert panels["length"].note == curves.NOTE_CHARS
-    assert panels["win"].series == () and panels["win"].note == curves.NOTE_NO_WIN
+    assert panels["length"].note == curve_panels.NOTE_CHARS
+    assert panels["win"].series == () and panels["win"].note == curve_panels.NOTE_NO_WIN
     # The length in characters has its spread band too: ±1 std of 10 and 20 at step 1 (std 7.07).
     chars = panels["length"].series[0]
-    assert chars.band_label == curves.BANDS[curves.DEFAULT_BAND]
+    assert chars.band_label == curve_panels.BANDS[curve_panels.DEFAULT_BAND]
     assert chars.frame.row(0, named=True)["hi"] == pytest.approx(15 + 50**0.5)
     # A summary written before the character quantiles were kept (mean only) gives the line, no band.
     old = _summary(df).drop(
         c for c in _summary(df).columns if c.startswith("response_chars_") and c != "response_chars_mean"
     )
-    old_chars = {p.key: p for p in curves.panels(old)}["length"].series[0]
+    old_chars = {p.key: p for p in curve_panels.panels(old)}["length"].series[0]
     assert old_chars.band_label is None and "hi" not in old_chars.frame.columns
 
 
@@ -127,7 +127,7 @@ def test_curves005_full_panels_labelled_from_metrics():
         pl.Series("log_ratio_sum", [1.0, -0.7, 0.9]),
     )
     steps = _summary(df)
-    panels = {p.key: p for p in curves.panels(steps, "p25-p75")}
+    panels = {p.key: p for p in curve_panels.panels(steps, "p25-p75")}
     assert [(s.key, s.label) for s in panels["reward"].series] == [
         ("reward", label("reward")),
         ("ref_reward", label("ref_reward")),
@@ -148,7 +148,7 @@ def test_curves006_zero_spread_share_shown_when_present():
     after the win rate and the share of ties."""
     df = _scalars([(1, 1.0, 0.0), (2, 3.0, 1.0)])
     steps = _summary(df).with_columns(pl.Series("zero_spread_share", [0.25, 0.5]))
-    win = next(p for p in curves.panels(steps) if p.key == "win")
+    win = next(p for p in curve_panels.panels(steps) if p.key == "win")
     assert [s.key for s in win.series] == ["win_rate", "tie_rate", "zero_spread_share"]
 
 
@@ -156,17 +156,20 @@ def test_curves007_edges_cover_reward_and_reference():
     """The reward edges span the run's rewards and reference rewards (from the step summary); an absent
     column gives no edges."""
     df = _scalars([(1, 0.0, -1.0), (2, 2.0, 0.5)])
-    edges = curves.edges_for(_summary(df), ("reward", "ref_reward"))
+    edges = histograms.edges_for(_summary(df), ("reward", "ref_reward"))
     assert edges[0] <= -1.0 and edges[-1] >= 2.0
-    assert curves.edges_for(_summary(df), ("reward",))[:2] == [-0.05, 0.05]  # the bar of 0 is centred on it
-    assert curves.edges_for(_summary(df), ("no_such_column",)) == []
+    assert histograms.edges_for(_summary(df), ("reward",))[:2] == [
+        -0.05,
+        0.05,
+    ]  # the bar of 0 is centred on it
+    assert histograms.edges_for(_summary(df), ("no_such_column",)) == []
 
 
 def test_curves008_bars_counts_by_hand_and_match_filter():
     """One step's bars on run edges: counts by hand, zero bars included, each equal to the filter count."""
     df = _scalars([(1, 0.0, 0.0), (1, 0.5, 0.0), (1, 0.5, 0.0), (1, 1.0, 0.0), (2, 0.25, 0.0)])
     edges = [0.0, 0.25, 0.5, 0.75, 1.0]
-    b = curves.bars(df, "reward", 1, edges)
+    b = histograms.bars(df, "reward", 1, edges)
     assert b.get_column("count").to_list() == [1, 0, 2, 1]
     for k, n in enumerate(b.get_column("count").to_list()):
         lo, hi = bar_interval(edges, k)
@@ -177,9 +180,9 @@ def test_curves008_bars_counts_by_hand_and_match_filter():
 def test_curves009_one_response_and_all_equal_rewards():
     """A step with one response gives one non-empty bar; a run whose rewards are all equal has one bar."""
     df = _scalars([(1, 0.7, 0.7)])
-    edges = curves.edges_for(_summary(df), ("reward", "ref_reward"))
+    edges = histograms.edges_for(_summary(df), ("reward", "ref_reward"))
     assert edges == [0.7, 0.7]
-    b = curves.bars(df, "reward", 1, edges)
+    b = histograms.bars(df, "reward", 1, edges)
     assert b.rows() == [(0, 0.7, 0.7, 1)]
     lo, hi = bar_interval(edges, 0)
     assert (lo, hi) == (0.7, None)
@@ -189,28 +192,20 @@ def test_curves009_one_response_and_all_equal_rewards():
 def test_curves010_empty_inputs():
     """No edges or no column gives an empty bars frame and an all-zero heatmap of the right shape."""
     df = _scalars([(1, 1.0, 0.0)])
-    assert curves.bars(df, "reward", 1, []).height == 0
-    assert curves.bars(df, "missing", 1, [0.0, 1.0]).height == 0
-    hm = curves.heatmap(df, "missing", [0.0, 1.0, 2.0], [1, 2])
+    assert histograms.bars(df, "reward", 1, []).height == 0
+    assert histograms.bars(df, "missing", 1, [0.0, 1.0]).height == 0
+    hm = heatmaps.heatmap(df, "missing", [0.0, 1.0, 2.0], [1, 2])
     assert hm.share.shape == (2, 2) and not hm.share.any()
-    assert curves.heatmap(df, "reward", [], [1]).share.shape == (0, 1)
+    assert heatmaps.heatmap(df, "reward", [], [1]).share.shape == (0, 1)
 
 
 def test_curves011_heatmap_shares_by_hand():
     """Heatmap cell (bin, step) holds the share of the step's values in the bin; steps without values stay 0."""
     df = _scalars([(1, 0.1, 0.0), (1, 0.6, 0.0), (1, 0.7, 0.0), (1, 0.9, 0.0), (3, 0.2, 0.0)])
-    hm = curves.heatmap(df, "reward", [0.0, 0.5, 1.0], [3, 2, 1])
+    hm = heatmaps.heatmap(df, "reward", [0.0, 0.5, 1.0], [3, 2, 1])
     assert hm.steps.tolist() == [1, 2, 3]
     np.testing.assert_allclose(hm.share, [[0.25, 0.0, 1.0], [0.75, 0.0, 0.0]])
     assert hm.count.tolist() == [[1, 0, 1], [3, 0, 0]] and hm.count.dtype == np.uint8
-
-
-def test_curves012_nearest_step():
-    """The nearest existing step (lower on a tie); none without steps (a bar's interval text is
-    components.figures', tested there)."""
-    assert curves.nearest_step([0, 100, 200], 150) == 100
-    assert curves.nearest_step([0, 100, 200], 151) == 200
-    assert curves.nearest_step([], 3) is None
 
 
 def _write_run(path, steps):
@@ -286,21 +281,21 @@ def test_curves015_verifier_rewards_get_one_bar_per_value():
     responses filter agree; the heatmap has one row per value (was 20 rows, 18 of them empty)."""
     rows = [(1, 0.0, None), (1, 1.0, None), (1, 1.0, None), (2, 0.0, None), (2, -0.0, None), (2, 1.0, None)]
     df = _scalars(rows)
-    bins = curves.bins_for(_summary(df), df, ("reward", "ref_reward"))
+    bins = histograms.bins_for(_summary(df), df, ("reward", "ref_reward"))
     assert bins.discrete and bins.edges == (0.0, 1.0, 2.0)
-    assert curves.bars(df, "reward", 2, list(bins.edges)).get_column("count").to_list() == [2, 1]
+    assert histograms.bars(df, "reward", 2, list(bins.edges)).get_column("count").to_list() == [2, 1]
     for step in (1, 2):
-        counts = curves.bars(df, "reward", step, list(bins.edges)).get_column("count").to_list()
+        counts = histograms.bars(df, "reward", step, list(bins.edges)).get_column("count").to_list()
         assert counts == _hand_bars([r[1] for r in rows if r[0] == step], list(bins.edges))
         for k, n in enumerate(counts):
             lo, hi = bar_interval(list(bins.edges), k)
             flt = ResponseFilter(step=step, reward_min=lo, reward_max=hi)
             assert df.filter(flt.scalar_expr()).height == n
-    hm = curves.heatmap(df, "reward", list(bins.edges), [1, 2], bins.discrete)
+    hm = heatmaps.heatmap(df, "reward", list(bins.edges), [1, 2], bins.discrete)
     assert hm.discrete and hm.count.tolist() == [[1, 2], [2, 1]]
     # A verifier's boolean reward (read as 0 / 1) that is always right is one value, one bar.
     same = _scalars([(1, 1.0, None), (2, 1.0, None)])
-    assert curves.bins_for(_summary(same), same, ("reward",)).edges == (1.0, 1.0)
+    assert histograms.bins_for(_summary(same), same, ("reward",)).edges == (1.0, 1.0)
 
 
 def test_curves016_half_step_rewards_and_reference_share_value_bars():
@@ -308,12 +303,12 @@ def test_curves016_half_step_rewards_and_reference_share_value_bars():
     (the reference's 2.5 has a bar although no reward has it), counts by hand for both columns."""
     rows = [(1, 0.0, 1.0), (1, 1.5, 2.5), (1, 3.0, 0.0), (1, 3.0, 1.0), (2, 1.5, 1.5)]
     df = _scalars(rows)
-    bins = curves.bins_for(_summary(df), df, ("reward", "ref_reward"))
+    bins = histograms.bins_for(_summary(df), df, ("reward", "ref_reward"))
     assert bins.discrete and bins.edges == (0.0, 1.0, 1.5, 2.5, 3.0, 3.5)
     edges = list(bins.edges)
-    assert curves.bars(df, "reward", 1, edges).get_column("count").to_list() == [1, 0, 1, 0, 2]
-    assert curves.bars(df, "ref_reward", 1, edges).get_column("count").to_list() == [1, 2, 0, 1, 0]
-    gain = curves.bins_for(_summary(df), df, ("reward_gain",))
+    assert histograms.bars(df, "reward", 1, edges).get_column("count").to_list() == [1, 0, 1, 0, 2]
+    assert histograms.bars(df, "ref_reward", 1, edges).get_column("count").to_list() == [1, 2, 0, 1, 0]
+    gain = histograms.bins_for(_summary(df), df, ("reward_gain",))
     assert gain.discrete and gain.edges == (-1.0, 0.0, 2.0, 3.0, 4.0)  # gains -1, 0, 2, 3 (closest gap 1)
 
 
@@ -323,14 +318,14 @@ def test_curves017_many_or_crowded_values_keep_even_bins():
     from data.queries import MAX_DISCRETE_VALUES
 
     many = _scalars([(1, k / 10, None) for k in range(MAX_DISCRETE_VALUES + 1)])
-    bins = curves.bins_for(_summary(many), many, ("reward",))
-    assert not bins.discrete and list(bins.edges) == curves.edges_for(_summary(many), ("reward",))
+    bins = histograms.bins_for(_summary(many), many, ("reward",))
+    assert not bins.discrete and list(bins.edges) == histograms.edges_for(_summary(many), ("reward",))
     few = _scalars([(1, k / 10, None) for k in range(MAX_DISCRETE_VALUES)])
-    assert curves.bins_for(_summary(few), few, ("reward",)).discrete
+    assert histograms.bins_for(_summary(few), few, ("reward",)).discrete
     crowded = _scalars([(1, 0.0, None), (1, 0.001, None), (1, 1.0, None)])
-    assert not curves.bins_for(_summary(crowded), crowded, ("reward",)).discrete
+    assert not histograms.bins_for(_summary(crowded), crowded, ("reward",)).discrete
     nothing = _scalars([(1, float("nan"), None)])
-    assert curves.bins_for(_summary(nothing), nothing, ("reward",)).edges == ()
+    assert histograms.bins_for(_summary(nothing), nothing, ("reward",)).edges == ()
 
 
 def _fixture_rows(run_dir) -> list[dict]:
@@ -410,7 +405,7 @@ def test_curves021_step_histogram_panels_and_stats(tmp_path):
     store = open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
     reward, gain = curves.histogram_panels(store, 1)
     assert reward.title == "Reward at step 1" and reward.ref_bars is None
-    assert reward.note.startswith(curves.NOTE_NO_REF) and reward.bars.get_column("count").sum() == 6
+    assert reward.note.startswith(curve_panels.NOTE_NO_REF) and reward.bars.get_column("count").sum() == 6
     assert gain.bars is None and gain.note.startswith("No reference reward")
     assert [s[0] for s in curves.step_stats(store, 1)] == ["step", "responses", "reward mean"]
 
@@ -421,8 +416,8 @@ def test_curves022_thin_rows_keeps_each_runs_lowest_highest_and_first_gap():
     nan = float("nan")
     y = np.array([3, 1, 4, 1, 5, nan, 2, nan, nan, nan])
     bucket = np.arange(10) // 4
-    assert curves.thin_rows(y, bucket) == [1, 2, 4, 5, 6, 8]
-    assert curves.thin_rows(np.array([]), np.array([], int)) == []
+    assert thinning.thin_rows(y, bucket) == [1, 2, 4, 5, 6, 8]
+    assert thinning.thin_rows(np.array([]), np.array([], int)) == []
 
 
 def test_curves023_thinned_panel_keeps_exact_points_and_says_so():
@@ -432,10 +427,10 @@ def test_curves023_thinned_panel_keeps_exact_points_and_says_so():
     frame = pl.DataFrame(
         {"step": list(range(1, 11)), "y": y, "lo": [v - 1 for v in y], "hi": [v + 1 for v in y]}
     )
-    s = curves.Series("reward", "reward", frame, "±1 std")
-    panel = curves.Panel("reward", "Reward", "reward", (s,), "A note.")
+    s = curve_panels.Series("reward", "reward", frame, "±1 std")
+    panel = curve_panels.Panel("reward", "Reward", "reward", (s,), "A note.")
     steps = list(range(1, 11))
-    out = curves.thinned(panel, steps, keep=8, max_points=4)
+    out = thinning.thinned(panel, steps, keep=8, max_points=4)
     got = out.series[0].frame
     assert got.get_column("step").to_list() == [2, 3, 8, 9, 10]
     assert got.get_column("y").to_list() == [0.1, 0.9, 0.45, 1.0, 0.0]
@@ -444,9 +439,9 @@ def test_curves023_thinned_panel_keeps_exact_points_and_says_so():
         "A note. 10 steps: each curve is drawn at the lowest and highest value of every 5 steps "
         "(1–5, 6–10, …) and at the selected step, each point exact."
     )
-    assert curves.thinned(panel, steps, keep=8, max_points=10) is panel
-    empty = curves.Panel("search", "Search", "share", (), "No search yet.")
-    assert curves.thinned(empty, steps, keep=8, max_points=4) is empty
+    assert thinning.thinned(panel, steps, keep=8, max_points=10) is panel
+    empty = curve_panels.Panel("search", "Search", "share", (), "No search yet.")
+    assert thinning.thinned(empty, steps, keep=8, max_points=4) is empty
 
 
 def test_curves024_thinned_then_the_step_added_equals_thinned_with_the_step():
@@ -455,31 +450,35 @@ def test_curves024_thinned_then_the_step_added_equals_thinned_with_the_step():
     y = [0.5, 0.1, 0.9, 0.3, 0.2, 0.6, 0.4, 0.45, 1.0, 0.0]
     frame = pl.DataFrame({"step": list(range(1, 11)), "y": y})
     other = pl.DataFrame({"step": [1, 2, 3, 5, 8, 9, 10], "y": [0.0, 1.0, 0.2, 0.3, 0.7, 0.1, 0.9]})
-    panel = curves.Panel(
-        "reward", "Reward", "reward", (curves.Series("a", "a", frame), curves.Series("b", "b", other)), "N."
+    panel = curve_panels.Panel(
+        "reward",
+        "Reward",
+        "reward",
+        (curve_panels.Series("a", "a", frame), curve_panels.Series("b", "b", other)),
+        "N.",
     )
     steps = list(range(1, 11))
-    base = curves.thinned(panel, steps, max_points=4)
+    base = thinning.thinned(panel, steps, max_points=4)
     for s in (*steps, 99, None):
-        want = curves.thinned(panel, steps, keep=s, max_points=4)
-        got = curves.with_step(base, panel, s)
+        want = thinning.thinned(panel, steps, keep=s, max_points=4)
+        got = thinning.with_step(base, panel, s)
         assert got.note == want.note
         for g, w in zip(got.series, want.series, strict=True):
             assert g.frame.equals(w.frame), s
-    assert curves.with_step(panel, panel, 3) is panel
+    assert thinning.with_step(panel, panel, 3) is panel
 
 
-def _hand_heatmap() -> curves.Heatmap:
+def _hand_heatmap() -> heatmaps.Heatmap:
     """7 steps (1..7) on 2 bars: counts by hand, shares per step."""
     count = np.array([[1, 2, 0, 3, 1, 0, 4], [1, 0, 2, 1, 1, 4, 0]], dtype=np.uint8)
     share = (count / count.sum(axis=0)).astype(np.float32)
-    return curves.Heatmap(np.arange(1, 8), [0.0, 1.0, 2.0], share, count)
+    return heatmaps.Heatmap(np.arange(1, 8), [0.0, 1.0, 2.0], share, count)
 
 
 def test_curves025_heatmap_columns_of_a_long_run_sum_runs_of_steps():
     """At most 3 columns of 7 steps: runs of 3 steps (1-3, 4-6, 7); counts summed (3|3, 4|6, 4|0), the
     share of each run's responses (0.5|0.5, 0.4|0.6, 1|0), drawn at the runs' middles; the note says so."""
-    cols = curves.heatmap_columns(_hand_heatmap(), max_columns=3)
+    cols = heatmaps.heatmap_columns(_hand_heatmap(), max_columns=3)
     assert cols.k == 3 and cols.window is None
     assert cols.first.tolist() == [1, 4, 7] and cols.last.tolist() == [3, 6, 7]
     assert cols.x.tolist() == [2.0, 5.0, 7.0]
@@ -496,20 +495,20 @@ def test_curves026_heatmap_columns_one_per_step_and_windows():
     columns, each exact, and a note; a window without steps: the whole run. zoom_window centres a run of
     steps on a column, within the run."""
     hm = _hand_heatmap()
-    whole = curves.heatmap_columns(hm, max_columns=7)
+    whole = heatmaps.heatmap_columns(hm, max_columns=7)
     assert whole.k == 1 and whole.note == "" and whole.count is hm.count and whole.x is hm.steps
-    win = curves.heatmap_columns(hm, (4, 6), max_columns=3)
+    win = heatmaps.heatmap_columns(hm, (4, 6), max_columns=3)
     assert win.k == 1 and win.window == (4, 6) and win.x.tolist() == [4, 5, 6]
     assert win.count.tolist() == [[3, 1, 0], [1, 1, 4]]
     assert np.allclose(win.share, [[0.75, 0.5, 0.0], [0.25, 0.5, 1.0]])
     assert win.note == "Steps 4–6 of 7, one column per step: click a cell for its responses."
-    assert curves.heatmap_columns(hm, (100, 200), max_columns=3).window is None
+    assert heatmaps.heatmap_columns(hm, (100, 200), max_columns=3).window is None
     steps = list(range(1, 8))
-    assert curves.zoom_window(steps, 4, 6, size=3) == (4, 6)
-    assert curves.zoom_window(steps, 7, 7, size=3) == (5, 7)
-    assert curves.zoom_window(steps, 1, 3, size=3) == (1, 3)
-    assert curves.zoom_window(steps, 1, 3, size=10) == (1, 7)
-    assert curves.zoom_window(steps, 50, 60, size=3) is None
+    assert heatmaps.zoom_window(steps, 4, 6, size=3) == (4, 6)
+    assert heatmaps.zoom_window(steps, 7, 7, size=3) == (5, 7)
+    assert heatmaps.zoom_window(steps, 1, 3, size=3) == (1, 3)
+    assert heatmaps.zoom_window(steps, 1, 3, size=10) == (1, 7)
+    assert heatmaps.zoom_window(steps, 50, 60, size=3) is None
 
 
 def test_curves027_step_list_reads_the_step_column_alone(tmp_path, monkeypatch):
@@ -541,7 +540,7 @@ def test_curves028_reward_page_reads_its_summary_columns_alone(tmp_path, monkeyp
     run = write_demo_run(tmp_path / "root", steps=12, per_step=4)
     store = open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
     whole = curves.run_steps(store)
-    want = (curves.panels(whole, "p25-p75"), curves.edges_for(whole, ("reward", "ref_reward")))
+    want = (curve_panels.panels(whole, "p25-p75"), histograms.edges_for(whole, ("reward", "ref_reward")))
     read: list = []
     real = RunStore.steps_columns
 
@@ -588,10 +587,10 @@ def test_curves029_heatmap_from_cells_by_hand():
         },
         schema_overrides={"n": pl.UInt32},
     )
-    count, split = curves.cell_histograms(cells, "reward", [0.0, 1.0, 2.0, 3.0], [3, 2, 1, 4])
+    count, split = heatmaps.cell_histograms(cells, "reward", [0.0, 1.0, 2.0, 3.0], [3, 2, 1, 4])
     assert split == [3]
     assert count.tolist() == [[5, 4, 0, 0], [0, 0, 0, 0], [5, 0, 0, 0]]  # steps 1, 2, 3, 4
-    hm = curves.dense_heatmap(count, [0.0, 1.0, 2.0, 3.0], [3, 2, 1, 4])
+    hm = heatmaps.dense_heatmap(count, [0.0, 1.0, 2.0, 3.0], [3, 2, 1, 4])
     assert hm.steps.tolist() == [1, 2, 3, 4] and hm.count.dtype == np.uint8
     assert hm.share.tolist() == [[0.5, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0]]
 
@@ -623,19 +622,19 @@ def test_curves030_panels_thinned_together_as_one_by_one():
             kept |= set(gaps[:1])
         return sorted(kept)
 
-    a = curves.Series("a", "a", frame(steps))
-    b = curves.Series("b", "b", frame(steps, ties=True))
-    c = curves.Series("c", "c", frame(sparse))
+    a = curve_panels.Series("a", "a", frame(steps))
+    b = curve_panels.Series("b", "b", frame(steps, ties=True))
+    c = curve_panels.Series("c", "c", frame(sparse))
     panels = (
-        curves.Panel("p", "P", "y", (a, b)),
-        curves.Panel("e", "E", "y", (), "None."),
-        curves.Panel("q", "Q", "y", (c, a), "Q."),
+        curve_panels.Panel("p", "P", "y", (a, b)),
+        curve_panels.Panel("e", "E", "y", (), "None."),
+        curve_panels.Panel("q", "Q", "y", (c, a), "Q."),
     )
-    out = curves.thinned_all(panels, steps, keep=steps[40], max_points=20)
+    out = thinning.thinned_all(panels, steps, keep=steps[40], max_points=20)
     k = -(-len(steps) // 10)
     assert out[1] is panels[1] and out[2].note.startswith("Q. 97 steps: each curve is drawn")
     for p, o in zip(panels, out, strict=True):
-        alone = curves.thinned(p, steps, keep=steps[40], max_points=20)
+        alone = thinning.thinned(p, steps, keep=steps[40], max_points=20)
         assert alone.note == o.note
         for s, t, u in zip(p.series, o.series, alone.series, strict=True):
             assert u.frame.equals(t.frame)

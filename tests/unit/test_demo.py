@@ -1,4 +1,5 @@
-"""The demo run generator (data/demo.py) and the benchmark generator (benchmarks/generate.py)."""
+"""The demo runs' generators (data/demo/: the PPO run, the GRPO run and its trainer log), what the pages
+show of them, and the benchmark generator (benchmarks/generate.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from data.demo import (  # noqa: E402
     round_sig,
     tokenize,
     write_demo_run,
+    write_grpo_run,
 )
 
 STEPS, PER_STEP, RANKS = 48, 64, 2
@@ -244,14 +246,18 @@ def test_reward_hacking_appears_late(by_step):
 
 
 def test_ensure_demo_writes_into_empty_root_once(tmp_path):
+    """An empty (even missing) root gets both demo runs, no temporary folder left; a second call writes
+    nothing."""
     root = tmp_path / "rollouts"  # does not exist yet
-    run = ensure_demo(root)
-    assert run == root / "demo-ppo"
-    assert sorted(p.name for p in run.iterdir()) == ["rank0.jsonl", "rank1.jsonl"]
-    assert sorted(p.name for p in root.iterdir()) == ["demo-ppo"]  # no temporary folder left
-    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in run.iterdir()}
-    assert ensure_demo(root) is None
-    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in run.iterdir()} == before
+    runs = ensure_demo(root)
+    assert runs == [root / "demo-ppo", root / "demo-grpo"]
+    assert sorted(p.name for p in runs[0].iterdir()) == ["rank0.jsonl", "rank1.jsonl"]
+    assert sorted(p.name for p in runs[1].iterdir()) == ["rank0.jsonl", "rank1.jsonl", "trainer_state.json"]
+    assert sorted(p.name for p in root.iterdir()) == ["demo-grpo", "demo-ppo"]  # no temporary folder left
+    files = [p for run in runs for p in run.iterdir()]
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    assert ensure_demo(root) == []
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files} == before
 
 
 def test_ensure_demo_leaves_existing_runs_alone(tmp_path):
@@ -259,7 +265,7 @@ def test_ensure_demo_leaves_existing_runs_alone(tmp_path):
     (tmp_path / "my-run" / "data.jsonl").write_text(
         '{"prompt": "p", "response": "r", "reward": 1, "step": 0}\n'
     )
-    assert ensure_demo(tmp_path) is None
+    assert ensure_demo(tmp_path) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my-run"]
 
 
@@ -267,7 +273,124 @@ def test_ensure_demo_ignores_folders_without_jsonl(tmp_path):
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "readme.txt").write_text("hi")
     (tmp_path / "README.md").write_text("rollouts")
-    assert ensure_demo(tmp_path) == tmp_path / "demo-ppo"
+    assert ensure_demo(tmp_path) == [tmp_path / "demo-ppo", tmp_path / "demo-grpo"]
+
+
+# ---- the GRPO run -----------------------------------------------------------------------------------------
+
+GRPO_STEPS, PROMPTS_PER_STEP, GROUP = 32, 8, 8
+
+
+@pytest.fixture(scope="module")
+def grpo_dir(tmp_path_factory) -> Path:
+    return write_grpo_run(tmp_path_factory.mktemp("grpo"))
+
+
+@pytest.fixture(scope="module")
+def grpo_records(grpo_dir) -> list[dict]:
+    return [rec for recs in _read_run(grpo_dir).values() for rec in recs]
+
+
+def test_grpo_layout_and_byte_identical(tmp_path, grpo_dir):
+    """Two rank files and TRL's trainer_state.json, byte-identical for the same arguments."""
+    assert grpo_dir.name == "demo-grpo"
+    names = ["rank0.jsonl", "rank1.jsonl", "trainer_state.json"]
+    assert sorted(p.name for p in grpo_dir.iterdir()) == names
+    again = write_grpo_run(tmp_path / "again")
+    assert all((again / n).read_bytes() == (grpo_dir / n).read_bytes() for n in names)
+
+
+def test_grpo_groups_share_a_prompt_and_carry_trls_advantage(grpo_records):
+    """Each step holds PROMPTS_PER_STEP groups of GROUP responses to one prompt (one group_id); the reward is
+    the sum of the two reward functions, the advantage (reward − mean) / (std + 1e-4), the arrays aligned."""
+    assert len(grpo_records) == GRPO_STEPS * PROMPTS_PER_STEP * GROUP
+    groups: dict[int, list[dict]] = collections.defaultdict(list)
+    for rec in grpo_records:
+        groups[rec["group_id"]].append(rec)
+        assert rec["reward"] == rec["judge_reward"] + rec["format_reward"]
+        assert len(rec["response_tokens"]) == len(rec["logprobs"]) == len(rec["ref_logprobs"])
+        assert "values" not in rec and "token_rewards" not in rec
+    assert len(groups) == GRPO_STEPS * PROMPTS_PER_STEP
+    zero_spread = 0
+    for members in groups.values():
+        assert len(members) == GROUP
+        assert len({(r["step"], r["prompt"]) for r in members}) == 1
+        rewards = np.array([r["reward"] for r in members])
+        want = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-4)
+        assert np.allclose([r["advantage"] for r in members], want, rtol=1e-5, atol=1e-6)
+        zero_spread += rewards.std() == 0
+    assert 0 < zero_spread < len(groups)  # some groups teach GRPO nothing, most do
+
+
+def test_grpo_reward_rises(grpo_records):
+    """The judge passes more often as training goes on, and the format is learnt."""
+    by = collections.defaultdict(list)
+    for rec in grpo_records:
+        by[rec["step"] <= GRPO_STEPS // 4].append(rec)
+    early, late = (np.mean([r["reward"] for r in by[k]]) for k in (True, False))
+    assert late > early + 0.4
+
+
+def test_grpo_trainer_log_is_trls(grpo_dir):
+    """trainer_state.json: one log_history entry per step with TRL GRPO's keys, then the run's summary."""
+    history = json.loads((grpo_dir / "trainer_state.json").read_text())["log_history"]
+    assert [e["step"] for e in history[:-1]] == list(range(1, GRPO_STEPS + 1))
+    keys = {"reward", "reward_std", "kl", "frac_reward_zero_std", "loss", "learning_rate"}
+    keys |= {"rewards/judge_reward/mean", "rewards/format_reward/mean"}
+    assert all(keys <= set(e) for e in history[:-1])
+    assert "train_runtime" in history[-1]
+
+
+# ---- what the pages show of the demo ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_stores(tmp_path_factory):
+    """The demo runs as the board writes them into an empty root, ingested: name -> store."""
+    from data.ingest import ingest_run
+    from data.store import open_store
+
+    base = tmp_path_factory.mktemp("demo-root")
+    runs = ensure_demo(base / "root")
+    pads = ("<pad>", "<|endoftext|>")
+    return base / "root", {
+        run.name: open_store(ingest_run(run, base / "cache", pads).store_dir) for run in runs
+    }
+
+
+def test_demo_compare_page_has_shared_prompts_and_bins(demo_stores):
+    """The compare page's data for the two demo runs: shared bins over both, and prompts they share."""
+    from data.compare import distribution
+    from data.compare import prompts as shared
+
+    _, stores = demo_stores
+    assert sorted(stores) == ["demo-grpo", "demo-ppo"]
+    assert len(distribution.shared_bins(stores).edges) > 2
+    ppo, grpo = shared.run_prompts(stores["demo-ppo"]), shared.run_prompts(stores["demo-grpo"])
+    paired = shared.pair_from("demo-ppo", ppo, "demo-grpo", grpo, 1.0)
+    assert paired.table.height >= 50 and paired.over_steps.height > 0
+
+
+def test_demo_prompts_page_shows_grpo_groups(demo_stores):
+    """The prompts page's list of the GRPO run counts groups (and zero-spread ones)."""
+    from data import prompts
+
+    _, stores = demo_stores
+    table = prompts.prompt_table(stores["demo-grpo"])
+    assert table.get_column("n_groups").sum() == GRPO_STEPS * PROMPTS_PER_STEP
+    assert table.get_column("zero_spread_groups").sum() > 0
+    assert prompts.overview(table)["recurring"] > 0
+
+
+def test_demo_trainer_log_agrees_with_the_rollouts(demo_stores):
+    """The agreement check of the GRPO run's trainer log: every check comparable, and agreeing on every step."""
+    from data.compare import trainer
+
+    root, stores = demo_stores
+    checks = trainer.agreement(stores["demo-grpo"], root / "demo-grpo")
+    keys = {"reward", "kl", "frac_reward_zero_std", "rewards/judge_reward/mean", "rewards/format_reward/mean"}
+    assert {c.key for c in checks} >= keys
+    assert all(c.status == "agrees" and c.steps == GRPO_STEPS for c in checks if c.key in keys)
 
 
 # ---- helpers --------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """A search over every step: its first block from the top of the reward order kept at ingest
-(data.store.text_index.write_top, data.responses.fast_keys), equal to the whole search's first rows on real
+(data.derived.text.write_top, data.responses.fast_keys), equal to the whole search's first rows on real
 runs, the demo, by hand and across commits; its count in the background (data.responses.count_or_progress),
 equal to the count and mean of the search itself."""
 
@@ -11,10 +11,14 @@ import polars as pl
 import pytest
 
 from data import responses
+from data.derived import text as text_index
 from data.ingest import ingest_run, writer
 from data.queries import ResponseFilter
-from data.store import open_store, text_index
-from data.store.manifest import Manifest
+from data.search import engine as search_engine
+from data.search import order as search_order
+from data.search import texts as search_texts
+from data.store import open_store
+from data.store.manifest import DerivedEntry
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 from tests.waiting import wait_until
@@ -24,35 +28,34 @@ PATTERNS = ("(?i)the", "(?i)answer|step", "\\d{3}", "zzq_none_zzq", "a")
 
 
 def _without_top(store) -> RunStore:
-    data = {k: v for k, v in store.manifest.data.items() if k != text_index.TOP_KEY}
-    return RunStore(store.dir, Manifest(data))
+    return RunStore(store.dir, store.manifest.without("texttop"))
 
 
 def _whole(store, q: str) -> pl.DataFrame:
     """``part, row`` of every match of ``q`` in the default order, by the search over every text."""
     responses.clear_caches()
-    return responses._sorted_keys(_without_top(store), ResponseFilter(q=q), "reward", True, 30.0).collect()
+    return search_order._sorted_keys(_without_top(store), ResponseFilter(q=q), "reward", True, 30.0).collect()
 
 
-def _fast(store, q: str, end: int = responses.HEAD_ROWS):
+def _fast(store, q: str, end: int = search_order.HEAD_ROWS):
     responses.clear_caches()
-    return responses.fast_keys(store, ResponseFilter(q=q), "reward", True, 0, end, 30.0)
+    return search_order.fast_keys(store, ResponseFilter(q=q), "reward", True, 0, end, 30.0)
 
 
 def _assert_prefix(store, q: str) -> None:
     want = _whole(store, q)
     got = _fast(store, q)
     if got is None:  # fewer matches in the top than a head: a block within them still comes from it
-        entry = store.manifest.data[text_index.TOP_KEY]
+        entry = store.manifest.derived["texttop"].meta
         assert entry["rows"] < entry["of"]
-        keys, _ = responses._fast_head(responses.StoreKey(store), q, 30.0)
-        assert keys.height < responses.HEAD_ROWS
+        keys, _ = search_texts._fast_head(responses.StoreKey(store), q, 30.0)
+        assert keys.height < search_order.HEAD_ROWS
         got = _fast(store, q, keys.height)
     keys, count = got
     assert keys.height > 0 or want.height == 0 or count is None
     assert keys.equals(want.head(keys.height))
     if count is not None:
-        assert count == want.height == keys.height or keys.height == responses.HEAD_ROWS
+        assert count == want.height == keys.height or keys.height == search_order.HEAD_ROWS
 
 
 @pytest.mark.parametrize("top_rows", [text_index.TOP_ROWS, 40])
@@ -67,7 +70,7 @@ def test_fastsearch001_first_block_is_the_whole_searchs(fixtures_dir, tmp_path, 
     monkeypatch.setattr(text_index, "TOP_ROWS", top_rows)
     src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
-    entry = store.manifest.data[text_index.TOP_KEY]
+    entry = store.manifest.derived["texttop"].meta
     assert entry["rows"] == min(top_rows, entry["of"])
     for q in PATTERNS:
         _assert_prefix(store, q)
@@ -88,11 +91,11 @@ def test_fastsearch002_by_hand_across_commits(tmp_path, monkeypatch):
     run.mkdir()
     _write(run, "a.jsonl", [(1, 1.0, "cat one"), (1, 5.0, "dog"), (1, 2.0, "cat two"), (1, 4.0, "cat four")])
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    top = pl.read_ipc(store.dir / store.manifest.data[text_index.TOP_KEY]["name"])
+    top = pl.read_ipc(store.dir / store.manifest.derived["texttop"].meta["name"])
     assert top.get_column("reward").to_list() == [5.0, 4.0, 2.0]
     _write(run, "b.jsonl", [(2, 4.5, "cat late"), (2, 9.0, "bird"), (2, 2.0, "cat tie")])
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    entry = store.manifest.data[text_index.TOP_KEY]
+    entry = store.manifest.derived["texttop"].meta
     assert (entry["rows"], entry["of"]) == (3, 7)
     top = pl.read_ipc(store.dir / entry["name"])
     assert top.get_column("response").to_list() == ["bird", "dog", "cat late"]
@@ -100,8 +103,8 @@ def test_fastsearch002_by_hand_across_commits(tmp_path, monkeypatch):
     assert count is None
     assert store.read_keys(keys, ["response"]).get_column("response").to_list() == ["cat late"]
     assert _fast(store, "cat", 2) is None  # "cat four" (4.0) is not in the top: the search reads every text
-    assert responses.fast_keys(store, ResponseFilter(q="cat"), "reward", False, 0, 1, 30.0) is None
-    assert responses.fast_keys(store, ResponseFilter(q="cat", step=1), "reward", True, 0, 1, 30.0) is None
+    assert search_order.fast_keys(store, ResponseFilter(q="cat"), "reward", False, 0, 1, 30.0) is None
+    assert search_order.fast_keys(store, ResponseFilter(q="cat", step=1), "reward", True, 0, 1, 30.0) is None
     whole = store.read_keys(_whole(store, "cat"), ["response", "sample_id"])
     assert whole.get_column("response").to_list()[:2] == ["cat late", "cat four"]
     ties = whole.slice(2, 2)  # both at 2.0: by sample id
@@ -115,8 +118,8 @@ def _count(store, flt):
     seen = []
 
     def done():
-        got = responses.count_or_progress(store, flt, 30.0)
-        if isinstance(got, responses.Order):
+        got = search_order.count_or_progress(store, flt, 30.0)
+        if isinstance(got, search_order.Order):
             return got
         seen.append(got)
         return None
@@ -129,7 +132,7 @@ def test_fastsearch003_background_count_is_the_searchs(fixtures_dir, tmp_path, m
     """The count of a search over every step, run in the background (read a file at a time here, so its
     progress shows), equals the count and mean reward of the search itself; a search that fits the top
     gives the grid its count at once."""
-    monkeypatch.setattr(responses, "CHUNK_FILES", 1)
+    monkeypatch.setattr(search_engine, "CHUNK_FILES", 1)
     src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     for q in ("(?i)the", "zzq_none_zzq"):
@@ -138,7 +141,7 @@ def test_fastsearch003_background_count_is_the_searchs(fixtures_dir, tmp_path, m
         got, seen = _count(store, flt)
         assert all(0 <= c.share <= 1 and c.scope == got.scope for c in seen)
         responses.clear_caches()
-        assert got == responses.ordered(store, flt)
+        assert got == search_order.ordered(store, flt)
         rows, count = responses.page_rows(store, flt, "reward", True, 0, 100, 30.0)
         assert count == got.count and rows.height == min(100, got.count)
 
@@ -184,20 +187,21 @@ def test_fastsearch005_another_workers_count_is_shown_not_run_again(tmp_path):
     key = StoreKey(store)
     disk = results(Path(store.dir).parent)
     disk.set(("search-progress", *key.key, "cat"), (3, 8, -1), expire=10)  # pid -1: not this process
-    got = responses.count_or_progress(store, flt, 30.0)
-    assert got == responses.Counting(3, 8, 3)
-    assert not [m for m in responses._JOBS if m[0] == key]
-    want = responses.ordered(store, flt, seconds=30.0)  # what the other worker stores when done
+    got = search_order.count_or_progress(store, flt, 30.0)
+    assert got == search_order.Counting(3, 8, 3)
+    assert not [m for m in search_engine.engine().running_jobs() if m[0] == key]
+    want = search_order.ordered(store, flt, seconds=30.0)  # what the other worker stores when done
     assert want.count == 2
-    assert responses.count_or_progress(store, flt, 30.0) == want
+    assert search_order.count_or_progress(store, flt, 30.0) == want
 
 
 def _block_from_parts(store, q: str, start: int, end: int) -> pl.DataFrame:
     """The grid's block ``start:end`` of a search over every step as main read it: the rows read from the
     parts (``RunStore.read_keys``), for the keys the top file gives."""
     responses.clear_caches()
-    entry = {k: v for k, v in store.manifest.data[text_index.TOP_KEY].items() if k != text_index.BLOCK_KEY}
-    plain = RunStore(store.dir, Manifest({**store.manifest.data, text_index.TOP_KEY: entry}))
+    top = store.manifest.derived["texttop"]
+    entry = {k: v for k, v in top.meta.items() if k != text_index.BLOCK_KEY}
+    plain = RunStore(store.dir, store.manifest.with_derived("texttop", DerivedEntry(top.name, entry)))
     return responses._block(responses.StoreKey(plain), ResponseFilter(q=q), "reward", True, start, end, 30.0)
 
 
@@ -220,23 +224,26 @@ def test_fastsearch006_block_from_the_top_file_reads_no_part(fixtures_dir, tmp_p
         with monkeypatch.context() as m:
             m.setattr(writer, "_top_block", lambda store_dir, data: None)  # an older writer
             old = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
-        assert text_index.BLOCK_KEY not in old.manifest.data[text_index.TOP_KEY]
-        keys = responses.fast_keys(old, ResponseFilter(q="a"), "reward", True, 0, 7, 30.0)[0]
-        assert keys.height == 7 and responses._top_rows(old, keys, ["reward"]) is None
+        assert text_index.BLOCK_KEY not in old.manifest.derived["texttop"].meta
+        keys = search_order.fast_keys(old, ResponseFilter(q="a"), "reward", True, 0, 7, 30.0)[0]
+        assert keys.height == 7 and search_texts._top_rows(old, keys, ["reward"]) is None
         from data.demo import write_demo_run
 
         write_demo_run(tmp_path / "root", "demo", steps=12, per_step=16)  # the same run, six more steps
     else:
         src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
-    entry = store.manifest.data[text_index.TOP_KEY]
+    entry = store.manifest.derived["texttop"].meta
     assert entry[text_index.BLOCK_KEY] and entry["rows"] == min(60, entry["of"])
     fast = 0
     for q in (*PATTERNS, "的"):
         for start, end in ((0, 100), (0, 7), (7, 20)):
             want = _block_from_parts(store, q, start, end)
             with monkeypatch.context() as m:
-                if responses.fast_keys(store, ResponseFilter(q=q), "reward", True, start, end, 30.0) is None:
+                if (
+                    search_order.fast_keys(store, ResponseFilter(q=q), "reward", True, start, end, 30.0)
+                    is None
+                ):
                     continue  # beyond the matches the top holds: read from the parts, as before
                 fast += 1
                 _no_part_reads(m)
@@ -255,7 +262,7 @@ def test_fastsearch007_count_poll_reads_three_summary_columns(tmp_path, monkeypa
     those worked out from the whole summary."""
     src = fixture_or_demo(tmp_path, tmp_path / "root", None, steps=4)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
-    want = responses.all_steps_reward(store.steps())
+    want = search_order.all_steps_reward(store.steps())
     assert want is not None and want.scope == 64
 
     def refuse(self):
@@ -263,7 +270,7 @@ def test_fastsearch007_count_poll_reads_three_summary_columns(tmp_path, monkeypa
 
     monkeypatch.setattr(RunStore, "steps", refuse)
     responses.clear_caches()
-    assert responses.ordered(store, ResponseFilter()) == want
+    assert search_order.ordered(store, ResponseFilter()) == want
     flt = ResponseFilter(q="zzq_none_zzq")
     got, seen = _count(store, flt)
     assert got.count == 0 and got.scope == want.scope

@@ -13,6 +13,7 @@ from data import responses
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
 from data.queries import ResponseFilter
+from data.search import order as search_order
 from data.store import open_store
 from tests.conftest import fixture_or_demo
 
@@ -20,7 +21,7 @@ PADS = DEFAULT_PAD_TOKENS
 
 
 def _full(store, flt, sort, descending, k):
-    return responses._sorted_keys(store, flt, sort, descending, 30.0).head(k).collect()
+    return search_order._sorted_keys(store, flt, sort, descending, 30.0).head(k).collect()
 
 
 def _ties_run(tmp_path, nan: bool = False):
@@ -48,18 +49,18 @@ def test_prune001_ties_and_stops_early(tmp_path, monkeypatch):
     for k in (1, 3, 12, 13, 40, 100):
         for desc in (True, False):
             for sort in ("reward", "response_length"):
-                got = responses.pruned_head(store, ResponseFilter(), sort, desc, k, 30.0)
+                got = search_order.pruned_head(store, ResponseFilter(), sort, desc, k, 30.0)
                 assert_frame_equal(got, _full(store, ResponseFilter(), sort, desc, k))
     read = []
-    real = responses.matching
+    real = search_order.matching
 
     def matching(*a, files=None, **kw):
         if files is not None:
             read.append(sorted(files))
         return real(*a, files=files, **kw)
 
-    monkeypatch.setattr(responses, "matching", matching)
-    got = responses.pruned_head(store, ResponseFilter(), "reward", True, 10, 30.0)
+    monkeypatch.setattr(search_order, "matching", matching)
+    got = search_order.pruned_head(store, ResponseFilter(), "reward", True, 10, 30.0)
     assert_frame_equal(got, _full(store, ResponseFilter(), "reward", True, 10))
     assert len(read) == 1  # the file of rewards 20 and 21 alone: its 11 values beat every other file's 9
 
@@ -70,11 +71,11 @@ def test_prune002_filters_steps_and_nan(tmp_path):
     store = _ties_run(tmp_path)
     for flt in (ResponseFilter(step=3), ResponseFilter(reward_min=2.0, reward_max=8.0)):
         for desc in (True, False):
-            got = responses.pruned_head(store, flt, "reward", desc, 7, 30.0)
+            got = search_order.pruned_head(store, flt, "reward", desc, 7, 30.0)
             assert_frame_equal(got, _full(store, flt, "reward", desc, 7))
     nan_store = _ties_run(tmp_path / "nan", nan=True)
-    assert responses.pruned_head(nan_store, ResponseFilter(), "reward", True, 5, 30.0) is None
-    assert responses.pruned_head(store, ResponseFilter(q="r"), "reward", True, 5, 30.0) is None
+    assert search_order.pruned_head(nan_store, ResponseFilter(), "reward", True, 5, 30.0) is None
+    assert search_order.pruned_head(store, ResponseFilter(q="r"), "reward", True, 5, 30.0) is None
 
 
 @pytest.mark.parametrize("run", ["trl-ppo-small", "real-verl-gsm8k-tools", None])
@@ -84,7 +85,7 @@ def test_prune003_equal_to_the_full_sort(fixtures_dir, tmp_path, run):
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     for sort in responses.sortable_columns(store):
         for desc in (True, False):
-            got = responses.pruned_head(store, ResponseFilter(), sort, desc, 25, 30.0)
+            got = search_order.pruned_head(store, ResponseFilter(), sort, desc, 25, 30.0)
             if got is None:  # a column not a number, or holding NaN: the full sort
                 dtype = store.schema()[sort]
                 assert not dtype.is_numeric() or (

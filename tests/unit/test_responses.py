@@ -13,14 +13,15 @@ from data.ingest import ingest_run
 from data.queries import QueryError, ResponseFilter
 from data.responses import (
     json_rows,
-    order_keys,
-    ordered,
     page_rows,
     run_steps,
     sample_texts,
     sortable_columns,
     table_columns,
 )
+from data.search import order as search_order
+from data.search import texts as search_texts
+from data.search.order import order_keys, ordered
 from data.store import open_store, sample_id
 from data.views.responses import ALL_STEPS, ResponsesView
 
@@ -180,15 +181,13 @@ def test_responses020_sample_texts_hide_pads(store):
 
 
 def test_responses022_text_index_in_the_store(store):
-    """Ingest writes one IPC file per file of parts/ in the store; a search over all steps reads them and
-    builds nothing beside the store."""
+    """Ingest writes one IPC file per file of parts/ in the store; a search over all steps reads them."""
     from data import responses
-    from data.store import text_index
+    from data.derived import text as text_index
 
     responses.clear_caches()
     assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
-    assert not responses.text_index_dir(store).exists()
-    files = responses.text_index_files(store)
+    files = search_texts.text_index_files(store)
     assert files == [text_index.in_store(store.dir, p) for p in store.part_files()]
     # One per file of parts/ (a part has one per step block it holds), named by its block and name.
     assert sorted(f.name for f in (store.dir / "text").iterdir()) == sorted(
@@ -197,19 +196,14 @@ def test_responses022_text_index_in_the_store(store):
     assert pl.read_ipc(files[0]).columns == ["part", "row", "step", "prompt", "response"]
 
 
-def test_responses023_search_without_a_writable_index(store, monkeypatch, tmp_path):
-    """Without the store's index and with no writable folder beside it, the search reads the parts: same
-    answer."""
-    from data import responses
-    from data.store import text_index
+def test_responses023_a_missing_index_file_raises(store, monkeypatch):
+    """The store's text index is read as ingest wrote it: a file missing raises (nothing is built beside
+    the store, as for a store of format 13 and before)."""
+    from data.derived import text as text_index
 
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
     monkeypatch.setattr(text_index, "FOLDER", "not-written")
-    monkeypatch.setattr(responses, "text_index_dir", lambda _store: blocker / "index")
-    assert responses.text_index_files(store) is None
-    responses.clear_caches()
-    assert sorted(lines_of(store, V1.with_(step=ALL_STEPS, q="(?i)alpha"))) == [1, 5, 10, 11]
+    with pytest.raises(FileNotFoundError):
+        search_texts.text_index_files(store)
 
 
 def test_responses021_json_rows_have_no_nan():
@@ -374,7 +368,7 @@ def test_responses044_walk_through_the_views_order(store, monkeypatch, head_rows
     (a head of 3 rows); None for a response the view does not show."""
     import data.responses as responses
 
-    monkeypatch.setattr(responses, "HEAD_ROWS", head_rows)
+    monkeypatch.setattr(search_order, "HEAD_ROWS", head_rows)
     responses.clear_caches()
     steps = run_steps(store)
     view = V1.with_(sort="reward", order="desc")
@@ -382,13 +376,13 @@ def test_responses044_walk_through_the_views_order(store, monkeypatch, head_rows
     def sid(n):
         return sample_id("rank0.jsonl", n)
 
-    first = responses.walk(store, view, steps, sid(5))
+    first = search_order.walk(store, view, steps, sid(5))
     assert (first.index, first.count, first.prev_id, first.next_id) == (0, 10, None, sid(8))
-    deep = responses.walk(store, view, steps, sid(7))  # 8th of 10: beyond a head of 3
+    deep = search_order.walk(store, view, steps, sid(7))  # 8th of 10: beyond a head of 3
     assert (deep.index, deep.count, deep.prev_id, deep.next_id) == (7, 10, sid(2), sid(4))
-    last = responses.walk(store, view, steps, sid(9))
+    last = search_order.walk(store, view, steps, sid(9))
     assert (last.index, last.prev_id, last.next_id) == (9, sid(4), None)
-    assert responses.walk(store, view, steps, sid(11)) is None  # step 2: not in the view
+    assert search_order.walk(store, view, steps, sid(11)) is None  # step 2: not in the view
     responses.clear_caches()
 
 
@@ -404,12 +398,12 @@ def test_responses045_all_steps_count_and_mean_from_the_steps(tmp_path):
     recs = [{"prompt": "p", "response": "r", "reward": r, "step": s} for s, rs in rewards.items() for r in rs]
     (run / "rank0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     st = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    want = responses.Order(7, 7, (1.0 + 0.5 + 2.0 + 0.25 - 1.0) / 5)
-    assert responses.all_steps_reward(st.steps()) == want
+    want = search_order.Order(7, 7, (1.0 + 0.5 + 2.0 + 0.25 - 1.0) / 5)
+    assert search_order.all_steps_reward(st.steps()) == want
     responses.clear_caches()
     assert ordered(st, ResponseFilter()) == want
     # The same figures from a scan: a filter that keeps every row, and a summary written without the sums.
-    assert ordered(st, ResponseFilter(reward_min=-10.0)) == responses.Order(5, 7, want.mean_reward)
-    assert responses.all_steps_reward(st.steps().drop("reward_finite_sum")) is None
+    assert ordered(st, ResponseFilter(reward_min=-10.0)) == search_order.Order(5, 7, want.mean_reward)
+    assert search_order.all_steps_reward(st.steps().drop("reward_finite_sum")) is None
     old = st.steps().with_columns(pl.lit(None, pl.UInt32).alias("reward_finite_n"))
-    assert responses.all_steps_reward(old) is None
+    assert search_order.all_steps_reward(old) is None

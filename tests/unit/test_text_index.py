@@ -1,17 +1,20 @@
-"""The text index a regex search over every step scans (data.store.text_index): written by ingest at each
-commit in the store, built beside an older store on first use."""
+"""The text index a regex search over every step scans (data.derived.text): written by ingest at each
+commit in the store."""
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import polars as pl
 
 from data import responses
+from data.derived import text as text_index
 from data.ingest import ingest_run
 from data.queries import ResponseFilter
-from data.store import open_store, text_index
+from data.search import engine as search_engine
+from data.search import order as search_order
+from data.search import texts as search_texts
+from data.store import open_store
 
 PADS = ("<pad>",)
 
@@ -25,7 +28,7 @@ def _write(run, name: str, rows: list[tuple[int, str, str]]) -> None:
 def _hits(store, q: str) -> list[tuple[str, str]]:
     """(prompt, response) of the responses of every step matching ``q``, sorted."""
     responses.clear_caches()
-    keys = responses.text_hits(store, q, None, 30.0)
+    keys = search_engine.text_hits(store, q, None, 30.0)
     got = store.read_keys(keys, ["prompt", "response"])
     return sorted(got.select("prompt", "response").iter_rows())
 
@@ -61,29 +64,6 @@ def test_textindex001_each_commit_adds_its_own_parts(tmp_path):
         ("p4", "ALPHA four"),
         ("p5", "alpha five"),
     ]
-    assert not responses.text_index_dir(store).exists()
-
-
-def test_textindex002_older_store_builds_it_beside(tmp_path):
-    """A store ingested before the index was written at ingest (no text/ folder) builds it beside the
-    store on first search, and finds the same rows; a later ingest writes the missing ones in the store."""
-    run = tmp_path / "run"
-    run.mkdir()
-    _write(run, "rank0.jsonl", [(1, "p1", "alpha one"), (2, "p2", "beta"), (2, "p3", "alpha three")])
-    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    want = _hits(store, "alpha")
-    shutil.rmtree(store.dir / "text")
-    assert _hits(store, "alpha") == want == [("p1", "alpha one"), ("p3", "alpha three")]
-    beside = sorted(responses.text_index_dir(store).glob("*.arrow"))
-    assert len(beside) == len(store.part_files())
-    assert responses.text_index_files(store) == [
-        next(f for f in beside if f.name.startswith(f"{p.parent.name}.{p.stem}-")) for p in store.part_files()
-    ]
-    _write(run, "rank0.jsonl", [(3, "p4", "alpha four")])
-    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    assert len(_indexed(store)) == len(store.part_files())
-    assert all(f.parent == store.dir / "text" for f in responses.text_index_files(store))
-    assert _hits(store, "alpha") == [*want, ("p4", "alpha four")]
 
 
 def test_textindex003_collected_with_its_part(tmp_path):
@@ -107,7 +87,7 @@ def test_textindex004_filter_reads_the_index(tmp_path):
     _write(run, "rank0.jsonl", [(s, f"p{s}", "x" * (s % 3)) for s in range(1, 30)])
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
     responses.clear_caches()
-    got = responses.matching(store, ResponseFilter(step=None, q="xx"), ["line"]).collect()
+    got = search_order.matching(store, ResponseFilter(step=None, q="xx"), ["line"]).collect()
     assert sorted(got.get_column("line")) == [s for s in range(1, 30) if s % 3 == 2]
 
 
@@ -145,7 +125,7 @@ def test_textindex006_one_search_for_concurrent_callers(tmp_path, monkeypatch):
     run.mkdir()
     _write(run, "rank0.jsonl", [(1, "p1", "alpha"), (1, "p2", "alpha beta"), (2, "p3", "beta")])
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    real, calls, lock = responses._search_texts, [], threading.Lock()
+    real, calls, lock = search_engine.engine()._search_texts, [], threading.Lock()
 
     def counted(key, pattern, step, seconds):
         with lock:
@@ -153,25 +133,25 @@ def test_textindex006_one_search_for_concurrent_callers(tmp_path, monkeypatch):
         time.sleep(0.3)  # the thing under test: a slow search, long enough for the other caller to arrive
         return real(key, pattern, step, seconds)
 
-    monkeypatch.setattr(responses, "_search_texts", counted)
+    monkeypatch.setattr(search_engine.engine(), "_search_texts", counted)
     responses.clear_caches()
     with ThreadPoolExecutor(2) as pool:
-        got = list(pool.map(lambda _: responses.text_hits(store, "alpha", None, 30.0), range(2)))
+        got = list(pool.map(lambda _: search_engine.text_hits(store, "alpha", None, 30.0), range(2)))
     assert calls == ["alpha"] and got[0].equals(got[1]) and got[0].height == 2
 
-    monkeypatch.setattr(responses, "HITS_KEPT", 3)
+    monkeypatch.setattr(search_engine, "HITS_KEPT", 3)
     responses.clear_caches()
     calls.clear()
     key = StoreKey(store)
     for q in ("alpha", "beta", "alpha", "beta", "a"):  # 2 + 2 rows > 3: alpha dropped; "a" (3 rows) kept
-        responses._text_hits(key, q, None, 30.0)
+        search_engine.engine().hits(key, q, None, 30.0)
     assert calls == ["alpha", "beta", "alpha", "beta", "a"]
-    responses._text_hits(key, "a", None, 30.0)
-    monkeypatch.setattr(responses, "HITS_KEPT", 2)
-    responses._text_hits(key, "a", None, 30.0)  # kept from before
+    search_engine.engine().hits(key, "a", None, 30.0)
+    monkeypatch.setattr(search_engine, "HITS_KEPT", 2)
+    search_engine.engine().hits(key, "a", None, 30.0)  # kept from before
     responses.clear_caches()
-    responses._text_hits(key, "a", None, 30.0)
-    responses._text_hits(key, "a", None, 30.0)  # 3 rows > 2: not kept, searched again
+    search_engine.engine().hits(key, "a", None, 30.0)
+    search_engine.engine().hits(key, "a", None, 30.0)  # 3 rows > 2: not kept, searched again
     assert calls == ["alpha", "beta", "alpha", "beta", "a", "a", "a"]
 
 
@@ -186,14 +166,14 @@ def test_textindex007_a_whole_index_is_looked_for_once_per_commit(tmp_path, monk
     run.mkdir()
     _write(run, "a.jsonl", [(1, "p", "whales here"), (2, "q", "none")])
     looks = []
-    real = responses.text_index_files
+    real = search_texts.text_index_files
     monkeypatch.setattr(
-        responses, "text_index_files", lambda store: looks.append(store.version) or real(store)
+        search_engine, "text_index_files", lambda store: looks.append(store.version) or real(store)
     )
     monkeypatch.setattr(bounded, "warm", lambda: None)
 
     def visit(store):
-        responses.warm_text_index(store)
+        search_engine.warm_text_index(store)
         for t in threading.enumerate():
             if t.name.startswith("text-index-"):
                 t.join(10)
@@ -206,3 +186,24 @@ def test_textindex007_a_whole_index_is_looked_for_once_per_commit(tmp_path, monk
     visit(newer)
     visit(newer)
     assert looks == [store.version, newer.version]
+
+
+def test_textindex008_engines_keep_their_own_state(tmp_path, monkeypatch):
+    """A search engine's hits are its own: a second :class:`SearchEngine` searches again, and the process's
+    engine is one object, looked up through :func:`data.search.engine.engine`."""
+    from data.cache import StoreKey
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run, "a.jsonl", [(1, "p", "whales here"), (2, "q", "none")])
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    key = StoreKey(store)
+    one, two, calls = search_engine.SearchEngine(), search_engine.SearchEngine(), []
+    for e in (one, two):
+        real = e._search_texts
+        monkeypatch.setattr(e, "_search_texts", lambda *a, real=real: calls.append(a[1]) or real(*a))
+    assert one.hits(key, "whale", None, 30.0).height == 1
+    assert one.hits(key, "whale", None, 30.0).height == 1  # kept by the first engine
+    assert two.hits(key, "whale", None, 30.0).height == 1  # not by the second
+    assert calls == ["whale", "whale"]
+    assert search_engine.engine() is search_engine.engine()

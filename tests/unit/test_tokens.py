@@ -425,3 +425,32 @@ def test_tokens021_gap_on_the_page_needs_both_sides():
         ("|gap| > 0.1", 0.5, "share"),
         ("tokens compared", 2, "int"),
     ]
+
+
+def test_tokens022_strip_and_top_tables_of_the_page():
+    """The strip's metric, notes, positions (pads hidden unless asked) and colour scale, as the page draws
+    it; the top-token tables by |log-ratio| then KL, none for a response without what KL needs."""
+    from data.tokens import TOP_K, build_view, scale_range, strip, strip_metric, top_tables, top_tokens
+
+    scalars = pl.DataFrame({"sample_id": ["s"], "step": [1], "source": ["a"], "line": [1]})
+    row = one_row(
+        response_tokens=["Ġhi", "Ġ.", "<pad>"],
+        logprobs=[-1.0, -0.5, -0.25],
+        ref_logprobs=[-1.5, -0.5, -0.25],
+    )
+    view = build_view(row, scalars, DEFAULT_PAD_TOKENS)
+    metric, notes, shown, scale = strip(view, "log_ratio", False)
+    assert (metric, notes) == strip_metric(view, "log_ratio")
+    assert shown.get_column("pos").to_list() == [0, 1]
+    assert scale == (*scale_range("log_ratio", shown.get_column("log_ratio")), True)
+    assert strip(view, "log_ratio", True)[2].height == 3
+    assert strip(view, "prob", False)[3] == (0.0, 1.0, False)
+    tables = top_tables(view)
+    assert [(by, title) for by, _, title in tables] == [
+        ("log_ratio", f"Top {TOP_K} tokens by |log-ratio log π − log π_ref|"),
+        ("kl", f"Top {TOP_K} tokens by KL (k3)"),
+    ]
+    assert tables[1][1].equals(top_tokens(view.tokens, "kl"))
+    bare = build_view(one_row(response_tokens=["a"]), scalars, DEFAULT_PAD_TOKENS)
+    assert strip(bare, "kl", False)[0] is None and strip(bare, "kl", False)[3] is None
+    assert top_tables(bare) == []

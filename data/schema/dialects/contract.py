@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from data.schema.chat import messages_text
-from data.schema.dialects import Dialect
+from data.schema.dialects.base import Dialect
 
 # Names that several trainers and hand-written loggers use for the contract's fields.
 ALIASES: dict[str, tuple[str, ...]] = {

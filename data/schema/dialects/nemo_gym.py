@@ -7,7 +7,7 @@ are collected rollouts, not a training log."""
 from __future__ import annotations
 
 from data.schema.chat import call_text
-from data.schema.dialects import Dialect, merge_aliases
+from data.schema.dialects.base import Dialect, merge_aliases
 from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
 
 REQUEST, RESPONSE = "responses_create_params", "response"

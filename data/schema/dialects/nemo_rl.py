@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from data.schema.dialects import Dialect, Reading, base_name, merge_aliases
+from data.schema.dialects.base import Dialect, Reading, base_name, merge_aliases
 from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
 
 ALIASES = merge_aliases(CONTRACT_ALIASES, {"reward": ("rewards",)})

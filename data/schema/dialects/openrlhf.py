@@ -4,7 +4,7 @@ writes this project's contract instead)."""
 
 from __future__ import annotations
 
-from data.schema.dialects import Dialect, merge_aliases
+from data.schema.dialects.base import Dialect, merge_aliases
 from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
 from data.schema.dialects.contract import frame as contract_frame
 from data.schema.dialects.contract import line as contract_line

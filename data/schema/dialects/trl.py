@@ -10,7 +10,7 @@ import re
 
 import polars as pl
 
-from data.schema.dialects import Dialect, Reading, base_name, merge_aliases
+from data.schema.dialects.base import Dialect, Reading, base_name, merge_aliases
 from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
 
 OWN_ALIASES: dict[str, tuple[str, ...]] = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from data.schema.dialects import Dialect, merge_aliases
+from data.schema.dialects.base import Dialect, merge_aliases
 from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
 
 ALIASES = merge_aliases(CONTRACT_ALIASES, {"response": ("completion",)})

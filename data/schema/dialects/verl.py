@@ -11,7 +11,7 @@ import re
 import polars as pl
 
 from data.schema.chat import RESPONSE_OWN, messages_own, messages_text, split_flat_turns
-from data.schema.dialects import Dialect, base_name, merge_aliases
+from data.schema.dialects.base import Dialect, base_name, merge_aliases
 from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
 
 OWN_ALIASES: dict[str, tuple[str, ...]] = {

@@ -14,7 +14,7 @@ from tests.conftest import REPO_ROOT
 def test_theme001_every_curve_has_its_metric_colour():
     """Each series of the reward page's panels is drawn in its metric's colour (a per-step mean in the
     colour of the metric it summarises), and the same metric keeps it in the histogram."""
-    from data.curves import panels
+    from data.curve_panels import panels
 
     steps = pl.DataFrame(
         {

@@ -1,5 +1,5 @@
-"""Token page builders (components/token_view.py): colour scales centred at 0, palette indices, strip data,
-legend, per-position figures (valid, empty states, long responses) and the top-k table."""
+"""Token page builders (components/token_strip.py, token_js.py, token_figures.py, token_tables.py): colour
+scales centred at 0, palette indices, strip data, legend, per-position figures (valid, empty states, long responses) and the top-k table."""
 
 from __future__ import annotations
 
@@ -11,31 +11,30 @@ import polars as pl
 import pytest
 
 from components.theme import DIVERGING, ORANGES, colour_stops
-from components.token_view import (
+from components.token_figures import (
     CHART_POINTS,
-    HIGHLIGHT_JS,
     LONG_RESPONSE,
     RESET,
-    STRIP_JS,
-    STRIP_WINDOW,
-    colour,
     decimate,
     empty_figure,
     file_fields_figure,
-    highlight_js,
     hover_safe_expr,
-    legend,
     logprob_figure,
+    relayout_range,
+    token_reward_figure,
+    value_figure,
+)
+from components.token_js import HIGHLIGHT_JS, STRIP_JS, highlight_js, strip_js
+from components.token_strip import (
+    STRIP_WINDOW,
+    colour,
+    legend,
     palette,
     palette_index_expr,
-    relayout_range,
     strip_data,
-    strip_js,
-    token_reward_figure,
-    top_table,
-    value_figure,
     window_end,
 )
+from components.token_tables import top_table
 
 LABELS = {
     "logprob": "log-prob (policy)",

@@ -46,7 +46,7 @@ def test_dialects001_verl_rollout_dump_line_by_line(fixtures_dir, tmp_path):
     src = fixtures_dir / "real-verl-gsm8k-tools" / "2.jsonl"
     res, store = _ingest(src.parent, tmp_path)
     assert (res.bad_lines, res.samples, res.steps) == (0, 1024, 1)
-    assert store.manifest.data["files"]["2.jsonl"]["dialect"] == "verl"
+    assert store.manifest.files["2.jsonl"]["dialect"] == "verl"
     rows = _rows(store)
     multi = 0
     for n, want in enumerate(_jsonl(src), start=1):
@@ -76,7 +76,7 @@ def test_dialects002_nemo_gym_rollouts_line_by_line(fixtures_dir, tmp_path):
     src = fixtures_dir / "real-nemo-gym-math" / "example_rollouts.jsonl"
     res, store = _ingest(src.parent, tmp_path)
     assert (res.bad_lines, res.samples) == (0, 5)
-    entry = store.manifest.data["files"]["example_rollouts.jsonl"]
+    entry = store.manifest.files["example_rollouts.jsonl"]
     assert (entry["dialect"], entry["step"], entry["step_from"]) == ("nemo_gym", 0, "none")
     rows = _rows(store)
     for n, want in enumerate(_jsonl(src), start=1):
@@ -115,7 +115,7 @@ def test_dialects003_verifiers_results_line_by_line(fixtures_dir, tmp_path):
     src = fixtures_dir / "real-verifiers-math-python" / "results.jsonl"
     res, store = _ingest(src.parent, tmp_path)
     assert (res.bad_lines, res.samples) == (0, 15)
-    assert store.manifest.data["files"]["results.jsonl"]["dialect"] == "verifiers"
+    assert store.manifest.files["results.jsonl"]["dialect"] == "verifiers"
     rows = _rows(store)
     for n, want in enumerate(_jsonl(src), start=1):
         got = rows[("results.jsonl", n)]
@@ -144,7 +144,7 @@ def test_dialects004_trl_completions_parquet_line_by_line(fixtures_dir, tmp_path
     w = dict(TRL_WEIGHTS)  # given, or fitted to the run's log history
     for path in sorted((run / "completions").glob("*.parquet")):
         rel = f"completions/{path.name}"
-        assert store.manifest.data["files"][rel]["dialect"] == "trl"
+        assert store.manifest.files[rel]["dialect"] == "trl"
         for n, want in enumerate(pq.read_table(path).to_pylist(), start=1):
             got = rows[(rel, n)]
             assert (got["prompt"], got["response"], got["step"]) == (
@@ -155,7 +155,7 @@ def test_dialects004_trl_completions_parquet_line_by_line(fixtures_dir, tmp_path
             assert got["reward"] == pytest.approx(sum(w[k] * want[k] for k in w))
             assert (got["sentiment"], got["concise_format"]) == (want["sentiment"], want["concise_format"])
             assert got["advantage"] == want["advantage"]
-    formed = store.manifest.data["reward_formed"]
+    formed = store.manifest.reward_formed
     assert formed["parts"] == ["sentiment", "concise_format"]
     assert formed["reward"] == f"1 × sentiment + {w['concise_format']:g} × concise_format"
     assert formed["weights_from"].startswith("fitted to" if weights is None else "the setting")
@@ -189,8 +189,8 @@ def test_dialects005_trl_weights_from_rlboard_toml(fixtures_dir, tmp_path):
     want = pq.read_table(run / "completions" / "completions_00001.parquet").to_pylist()[0]
     got = store.sample(sample_id("completions/completions_00001.parquet", 1))
     assert got["reward"] == pytest.approx(want["sentiment"] + 0.5 * want["concise_format"])
-    assert store.manifest.data["files"]["completions/completions_00001.parquet"]["matched"] == "named"
-    assert store.manifest.data["reward_formed"]["weights_from"] == "rlboard.toml"
+    assert store.manifest.files["completions/completions_00001.parquet"]["matched"] == "named"
+    assert store.manifest.reward_formed["weights_from"] == "rlboard.toml"
     # Unchanged weights: nothing is read again (the key kept as JSON equals the options' own).
     res, again = _ingest(run, tmp_path / "cache")
     assert (res.bytes_read, res.new_rows, again.version) == (0, 0, store.version)
@@ -200,7 +200,7 @@ def test_dialects005_trl_weights_from_rlboard_toml(fixtures_dir, tmp_path):
     got = store.sample(sample_id("completions/completions_00001.parquet", 1))
     assert got["reward"] == pytest.approx(2 * want["sentiment"])
     # Read again into files of new names, never over the files readers of the old state may hold open.
-    after = {f"p{int(k):06d}.parquet" for k in store.manifest.data["parts"]}
+    after = {f"p{int(k):06d}.parquet" for k in store.manifest.parts}
     assert after and not after & before and store.manifest.generation > again.manifest.generation
 
 
@@ -312,7 +312,7 @@ def test_dialects006_nemo_rl_train_and_validation_dumps(tmp_path):
     sc = store.scalars()
     groups = sc.group_by("step", "prompt_key").len()
     assert groups.height == 8 and set(groups.get_column("len")) == {5}
-    assert "token_ids" not in store.manifest.data["ignored_fields"]
+    assert "token_ids" not in list(store.manifest.ignored_fields)
     assert {"generation_logprobs", "advantages"} <= set(store.token_extras())
 
     res, vstore = _ingest(run, tmp_path / "cache", split="validation")
@@ -414,10 +414,10 @@ def test_dialects009_length_in_characters_without_tokens(fixtures_dir, tmp_path)
     want = sc.filter((pl.col("response_chars") >= 300) & (pl.col("response_chars") < 600)).height
     got = select_rows(store, ResponseFilter(len_min=300, len_max=600)).collect()
     assert 0 < got.height == want < sc.height
-    view, notes = ResponsesView.from_query({"sort": "len"}, [2], sortable=["reward", "response_chars"])
+    view, notes = ResponsesView.from_query({"sort": "len"}, sortable=["reward", "response_chars"])
     assert (view.sort, notes) == ("response_chars", [])
     view, _ = ResponsesView.from_query(
-        {"sort": "len"}, [2], sortable=["reward", "response_length", "response_chars"]
+        {"sort": "len"}, sortable=["reward", "response_length", "response_chars"]
     )
     assert view.sort == "response_length"
 
@@ -500,7 +500,7 @@ def test_dialects012_token_ids_named_by_a_local_tokenizer(tmp_path):
     (run / "rlboard.toml").write_text('tokenizer = "../elsewhere.json"\n')
     _, store = _ingest(run, tmp_path / "a")
     assert store.sample(sample_id("train_data_step1.jsonl", 1))["response_tokens"] == [str(i) for i in answer]
-    assert store.manifest.data["problems"] == [
+    assert list(store.manifest.problems) == [
         "rlboard.toml: tokenizer '../elsewhere.json' is not in the run folder"
     ]
 
@@ -517,7 +517,7 @@ def test_dialects030_weights_fitted_to_trls_logged_reward(fixtures_dir, tmp_path
     _, fitted = _ingest(run, tmp_path / "a")
     _, given = _ingest(run, tmp_path / "b", reward_weights=TRL_WEIGHTS)
     assert page_notices(fitted) == []
-    formed = fitted.manifest.data["reward_formed"]
+    formed = fitted.manifest.reward_formed
     assert formed["reward"] == "1 × sentiment + 0.5 × concise_format"
     assert formed["weights_from"].startswith("fitted to the reward TRL logged (log_history.json: 25 steps")
     cols = ["source", "line", "reward", "sentiment", "concise_format"]

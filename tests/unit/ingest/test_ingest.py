@@ -161,7 +161,7 @@ def test_ingest006_keys_differ_between_files_and_extras_kept(tmp_path):
     sc = store.scalars().sort("source", "line")
     assert sc.get_column("ground_truth").to_list() == ["42", "7", None, None]
     assert sc.get_column("group_id").to_list() == [None, None, 3, 4]
-    assert store.manifest.data["ignored_fields"] == ["words"]
+    assert list(store.manifest.ignored_fields) == ["words"]
     assert (
         set(store.extra_columns()) == {"ground_truth", "group_id", "meta.a"}
         and "advantages" not in sc.columns
@@ -490,13 +490,13 @@ def test_ingest023_commit_points_are_consistent_while_parts_are_in_flight(tmp_pa
         real_commit(self, data, complete, **kw)
         store = open_store(self.dir)
         if kw.get("aggregates") is False:  # a mid-read commit: the prompt aggregates wait for the last
-            assert store.manifest.data.get("prompts_file") is None
+            assert store.manifest.derived_name("prompts") is None
         sc = store.all_scalars()
-        for rel, entry in store.manifest.data["files"].items():
+        for rel, entry in store.manifest.files.items():
             text = (run / rel).read_bytes()[: entry["offset"]]
             rows = sc.filter(pl.col("source") == rel).height if sc.height else 0
             assert rows == entry["lines"] == text.count(b"\n"), (rel, entry)
-            assert set(entry["parts"]) <= {int(k) for k in store.manifest.data["parts"]}
+            assert set(entry["parts"]) <= {int(k) for k in store.manifest.parts}
         seen.append((complete, store.steps().get_column("n").to_list(), len(self._pending)))
 
     monkeypatch.setattr(ingest_writer._Writer, "_commit", spy)
@@ -552,7 +552,7 @@ def test_ingest025_failed_part_commits_nothing_past_it(tmp_path, monkeypatch, ba
     with pytest.raises(OSError):
         ingest(run, tmp_path / "failed", chunk_bytes=400)
     store = open_store(next((tmp_path / "failed").iterdir()))
-    for rel, entry in store.manifest.data["files"].items():
+    for rel, entry in store.manifest.files.items():
         rows = store.all_scalars().filter(pl.col("source") == rel).height
         assert rows == entry["lines"], (rel, entry)
     monkeypatch.undo()
@@ -781,7 +781,7 @@ def test_ingest035_packs_lose_the_parts_of_a_file_read_again(tmp_path, monkeypat
     old_packs = [p["name"] for p in store.packs()]
     (run / "rank0.jsonl").write_bytes(line(rec(step=0, prompt="new")) + line(rec(step=1, prompt="new")))
     _, store = ingest(run, cache)
-    parts = store.manifest.data["parts"]
+    parts = store.manifest.parts
     kept = store.packs()  # only rank1's part is left in a pack
     assert [[parts[str(i)]["file"] for i in p["parts"]] for p in kept] == [["rank1.jsonl"]]
     for sub in ("scalars", "issues"):
@@ -999,6 +999,7 @@ def test_ingest042_a_new_store_format_removes_the_old_store_of_the_run(tmp_path)
     with FileLock(str(locked / ".lock")):
         res, store = ingest(run, cache)
     assert res.samples == 1
+    assert store.manifest.rebuilt_from == STORE_FORMAT - 1  # said on the runs page
     assert not stale.exists() and not stale_index.exists()
     assert all(d.exists() for d in kept)
     assert (cache / "not-a-store").exists() and res.store_dir.exists()
@@ -1241,7 +1242,7 @@ def test_ingest051_small_files_built_together_give_the_same_store(tmp_path, monk
     monkeypatch.setattr(ingest_writer, "SMALL_BLOCK", 0)
     res1, alone = ingest(run, tmp_path / "alone2")
     assert _store_snapshot(together) == _store_snapshot(alone)
-    for pid, entry in together.manifest.data["parts"].items():
+    for pid, entry in together.manifest.parts.items():
         rows = together.scalars().filter(pl.col("part") == int(pid))
         assert rows.get_column("source").unique().to_list() == [entry["file"]]
         assert rows.get_column("row").sort().to_list() == list(range(entry["rows"]))
@@ -1265,7 +1266,7 @@ def test_ingest052_crash_with_small_blocks_in_flight_gives_the_same_store(tmp_pa
         real_commit(self, data, complete, **kw)
         store = open_store(self.dir)
         sc = store.all_scalars()
-        for rel, entry in store.manifest.data["files"].items():
+        for rel, entry in store.manifest.files.items():
             rows = sc.filter(pl.col("source") == rel).height if sc.height else 0
             assert rows == entry["lines"] == (run / rel).read_bytes()[: entry["offset"]].count(b"\n")
 
@@ -1291,7 +1292,7 @@ def test_ingest053_per_token_fields_of_the_trainer(fixtures_dir, tmp_path, monke
         rows[6]["mixed"], rows[7]["mixed"] = [1, 2], 3
     res, store = ingest(run_with(tmp_path, b"".join(line(r) for r in rows)), tmp_path / "cache")
     assert store.token_extras() == ["advantages", "returns"]
-    assert "advantages" not in store.manifest.data["ignored_fields"]
+    assert "advantages" not in list(store.manifest.ignored_fields)
     assert not {"advantages", "returns"} & set(store.scalars().columns)
     got = store.sample(sample_id("rank0.jsonl", 1))
     first = rows[0]
@@ -1328,7 +1329,7 @@ def test_ingest054_fields_of_objects_are_columns(tmp_path, monkeypatch, path):
     assert sc.get_column("rewards.format").to_list() == [0.5, 0.5, 0.5, None]
     assert sc.get_column("meta.source").to_list() == ["gsm8k", "gsm8k", None, "gsm8k"]
     assert sc.get_column("meta.deep.n").to_list() == [0, 1, None, 3]
-    assert store.manifest.data["ignored_fields"] == ["meta.tags"]
+    assert list(store.manifest.ignored_fields) == ["meta.tags"]
     assert {"rewards.accuracy", "rewards.format", "meta.source", "meta.deep.n"} <= set(store.extra_columns())
 
 
@@ -1367,7 +1368,7 @@ def test_ingest055_a_whole_conversation_under_messages(tmp_path, monkeypatch, pa
     assert second["response"] == 'assistant: [call calc({"x": "2+2"})]\n\ntool: 4\n\nassistant: It is 4.'
     previews = store.scalars().sort("line").get_column("prompt_preview").to_list()
     assert previews[:2] == ["2+2?", "2+2?"]
-    assert "messages" not in store.manifest.data["ignored_fields"]
+    assert "messages" not in list(store.manifest.ignored_fields)
     if path == "slow":
         assert store.sample(sample_id("rank0.jsonl", 4))["prompt"] == "p"
 

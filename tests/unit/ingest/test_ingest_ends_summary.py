@@ -1,4 +1,4 @@
-"""Ended and cut responses counted per part and step at ingest (data.ingest.ends_summary): by hand, equal to
+"""Ended and cut responses counted per part and step at ingest (data.derived.ends): by hand, equal to
 the count read from the parts' token lists, and what the reward page's truncation curve reads."""
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from polars.testing import assert_frame_equal
 
 from data import signals
 from data.config import DEFAULT_END_TOKENS, DEFAULT_PAD_TOKENS
+from data.derived.ends import counted_with
 from data.ingest import ingest_run
-from data.ingest.ends_summary import ENTRY_KEY, FILE_KEY, counted_with
 from data.store import open_store
-from data.store.manifest import Manifest
 from data.store.reader import RunStore
 from tests.conftest import fixture_or_demo
 
@@ -23,20 +22,16 @@ ENDS = DEFAULT_END_TOKENS
 
 
 def _scanned(store) -> pl.DataFrame:
-    """The curve as reading every part's token lists gives it (the entries' counts removed)."""
-    data = json.loads(json.dumps(store.manifest.data))
-    data.pop(FILE_KEY, None)
-    for e in data["parts"].values():
-        e.pop(ENTRY_KEY, None)
-    bare = RunStore(store.dir, Manifest(data))
-    assert not counted_with(bare.manifest.data, PADS, ENDS)
+    """The curve as reading every part's token lists gives it (the counts' file unnamed)."""
+    bare = RunStore(store.dir, store.manifest.without("ends"))
+    assert not counted_with(bare.manifest, PADS, ENDS)
     signals._truncation.cache_clear()
     return signals.truncation_by_step(bare, PADS, ENDS)
 
 
 def _counted(store, monkeypatch) -> pl.DataFrame:
     """The curve from the counts, with any read of the parts an error."""
-    assert counted_with(store.manifest.data, PADS, ENDS)
+    assert counted_with(store.manifest, PADS, ENDS)
     signals._truncation.cache_clear()
     with monkeypatch.context() as m:
         m.setattr(signals, "_ends_frames", lambda *a, **k: (_ for _ in ()).throw(AssertionError("read")))
@@ -85,7 +80,7 @@ def test_ends003_many_small_files_and_a_hidden_step(tmp_path, monkeypatch):
         ]
         (run / f"step{s:03d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    assert any("in" in e for e in store.manifest.data["parts"].values())  # written together
+    assert any("in" in e for e in store.manifest.parts.values())  # written together
     assert_frame_equal(_counted(store, monkeypatch), _scanned(store))
     ranks = tmp_path / "ranks"
     ranks.mkdir()
@@ -100,10 +95,9 @@ def test_ends003_many_small_files_and_a_hidden_step(tmp_path, monkeypatch):
     assert_frame_equal(got, _scanned(store))
 
 
-def test_ends004_counts_leave_the_manifest(tmp_path, monkeypatch):
-    """The counts are in the commit's file, not in the parts' entries; a store committed with them in its
-    entries (before the file) is read from them, and its next commit moves them into a file (equal curve);
-    files of older commits are collected."""
+def test_ends004_counts_in_a_file_of_each_commit(tmp_path, monkeypatch):
+    """The counts are in the commit's file, not in the parts' entries (equal curve at each commit); files
+    of older commits are collected."""
     run = tmp_path / "run"
     run.mkdir()
 
@@ -119,32 +113,17 @@ def test_ends004_counts_leave_the_manifest(tmp_path, monkeypatch):
     write(range(3))
     cache = tmp_path / "cache"
     store = open_store(ingest_run(run, cache, PADS).store_dir)
-    assert store.manifest.data[FILE_KEY].startswith("ends-g")
-    assert not any(ENTRY_KEY in e for e in store.manifest.data["parts"].values())
+    assert store.manifest.derived["ends"].name.startswith("ends-g")
+    assert not any("ends" in e for e in store.manifest.parts.values())
     before = _counted(store, monkeypatch)
     assert before.select("step", "n", "ended", "truncated").rows() == [
         (0, 4, 2, 2),
         (1, 4, 3, 1),
         (2, 4, 3, 1),
     ]
-    # As a store committed before the file: the counts in the entries, no file named.
-    counts = pl.read_parquet(store.dir / store.manifest.data[FILE_KEY])
-    path = store.dir / "manifest.json"
-    data = json.loads(path.read_text())
-    data.pop(FILE_KEY)
-    for k, e in data["parts"].items():
-        e[ENTRY_KEY] = (
-            counts.filter(pl.col("part") == int(k)).select("step", "n", "ended", "truncated").rows()
-        )
-    path.write_text(json.dumps(data))
-    legacy = open_store(store.dir)
-    assert legacy.manifest.data.get(FILE_KEY) is None
-    assert_frame_equal(_counted(legacy, monkeypatch), before)
     write(range(3, 5))
     after = open_store(ingest_run(run, cache, PADS).store_dir)
-    assert after.manifest.data[FILE_KEY] and not any(
-        ENTRY_KEY in e for e in after.manifest.data["parts"].values()
-    )
+    assert after.manifest.derived["ends"].name
     got = _counted(after, monkeypatch)
     assert_frame_equal(got.filter(pl.col("step") < 3), before)
     assert got.get_column("step").to_list() == [0, 1, 2, 3, 4]
@@ -152,4 +131,4 @@ def test_ends004_counts_leave_the_manifest(tmp_path, monkeypatch):
     write(range(5, 6))
     last = open_store(ingest_run(run, cache, PADS).store_dir)
     kept = sorted(p.name for p in last.dir.glob("ends-g*.parquet"))
-    assert last.manifest.data[FILE_KEY] in kept and len(kept) <= 2  # this commit's and the one before
+    assert last.manifest.derived["ends"].name in kept and len(kept) <= 2  # this commit's and the one before

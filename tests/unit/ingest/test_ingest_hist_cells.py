@@ -1,4 +1,4 @@
-"""The steps' histogram cells made at ingest (data.ingest.hist_cells): the reward page's heatmap and bins
+"""The steps' histogram cells made at ingest (data.derived.cells): the reward page's heatmap and bins
 summed from them are the ones read from every response, by hand and on real runs."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from data import curves
+from data import curves, heatmaps, histograms
 from data.cache import StoreKey
 from data.config import DEFAULT_PAD_TOKENS
+from data.derived.cells import read_hist_cells
 from data.ingest import ingest_run
 from data.queries import MAX_DISCRETE_VALUES
 from data.store import open_store
-from data.store.aggregates import CELLS_KEY, read_hist_cells
 from tests.conftest import fixture_or_demo
 
 PADS = DEFAULT_PAD_TOKENS
@@ -26,7 +26,7 @@ def _clear():
         f.cache_clear()
 
 
-def _from_cells(store, kind: str, monkeypatch) -> curves.Heatmap:
+def _from_cells(store, kind: str, monkeypatch) -> heatmaps.Heatmap:
     """The heatmap and bins as the page has them, with any read of responses but one step's an error (the
     first step tells a continuous reward, see data.curves._bins)."""
     _clear()
@@ -41,17 +41,17 @@ def _from_cells(store, kind: str, monkeypatch) -> curves.Heatmap:
         return curves.run_heatmap(store, kind)
 
 
-def _scanned(store, kind: str) -> curves.Heatmap:
+def _scanned(store, kind: str) -> heatmaps.Heatmap:
     """The heatmap on bins and counts read from every response."""
-    columns = curves.HISTOGRAMS[kind][1]
+    columns = histograms.HISTOGRAMS[kind][1]
     steps = store.steps().sort("step")
-    b = curves.bins_for(steps, store.scan(columns), columns)
-    return curves.heatmap(
+    b = histograms.bins_for(steps, store.scan(columns), columns)
+    return heatmaps.heatmap(
         store.scan(["step", kind]), kind, list(b.edges), curves.step_list(store), b.discrete
     )
 
 
-def _same(a: curves.Heatmap, b: curves.Heatmap) -> None:
+def _same(a: heatmaps.Heatmap, b: heatmaps.Heatmap) -> None:
     assert a.edges == b.edges and a.discrete == b.discrete
     np.testing.assert_array_equal(a.steps, b.steps)
     np.testing.assert_array_equal(a.count, b.count)
@@ -123,14 +123,13 @@ def test_cells003_equal_to_the_responses_read(fixtures_dir, tmp_path, monkeypatc
     src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=8)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
     assert read_hist_cells(store) is not None
-    for kind in curves.HISTOGRAMS:
+    for kind in histograms.HISTOGRAMS:
         _same(_from_cells(store, kind, monkeypatch), _scanned(store, kind))
 
 
-def test_cells004_a_growing_range_and_an_old_store(tmp_path, monkeypatch):
-    """Steps appended with a wider range (the run's bar width moves: every step's cells made again) and a
-    store committed before the cells existed (made at its next commit; read from the responses until then)
-    give the heatmap read from every response."""
+def test_cells004_a_growing_range(tmp_path, monkeypatch):
+    """Steps appended with a wider range (the run's bar width moves: every step's cells made again) give
+    the heatmap read from every response, at each commit."""
     run = tmp_path / "run"
     rng = np.random.default_rng(0)
 
@@ -156,15 +155,6 @@ def test_cells004_a_growing_range_and_an_old_store(tmp_path, monkeypatch):
     grown = _from_cells(store, "reward", monkeypatch)
     assert grown.edges[1] - grown.edges[0] > first.edges[1] - first.edges[0]
     _same(grown, _scanned(store, "reward"))
-    # An old store: its manifest names no cells; the heatmap is read from the responses.
-    manifest = store.dir / "manifest.json"
-    data = json.loads(manifest.read_text())
-    data.pop(CELLS_KEY)
-    manifest.write_text(json.dumps(data))
-    old = open_store(store.dir)
-    assert read_hist_cells(old) is None
-    _clear()
-    _same(curves.run_heatmap(old, "reward"), _scanned(old, "reward"))
     _write(run, recs(range(6, 7), 3.0), mode="a")
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
     assert read_hist_cells(store).filter(pl.col("step") < 6).height
@@ -187,8 +177,8 @@ def test_cells005_a_cell_across_an_edge_reads_its_step(tmp_path, monkeypatch):
         pl.col("n").sum(), pl.col("w").first(),
     )  # fmt: skip
     rest = cells.filter(~((pl.col("step") == 2) & (pl.col("col") == "reward")))
-    pl.concat([rest, merged]).write_parquet(store.dir / store.manifest.data[CELLS_KEY])
-    counts, split = curves.cell_histograms(
+    pl.concat([rest, merged]).write_parquet(store.dir / store.manifest.derived["cells"].name)
+    counts, split = heatmaps.cell_histograms(
         pl.concat([rest, merged]), "reward", curves.run_edges(store, "reward"), [1, 2]
     )
     assert split == [2] and counts[:, 0].sum() == 30 and counts[:, 1].sum() == 0
@@ -208,12 +198,10 @@ def test_cells005_a_cell_across_an_edge_reads_its_step(tmp_path, monkeypatch):
     assert MAX_DISCRETE_VALUES < 30
 
 
-def test_cells006_aggregates_written_lz4_and_zstd_still_read(tmp_path, monkeypatch):
+def test_cells006_aggregates_written_lz4(tmp_path, monkeypatch):
     """A commit writes the steps summary, the cells and the ends counts with LZ4 (read in about half zstd's
-    time); the same files written with zstd (a store written before) give the same heatmap."""
+    time); the heatmap read from the cells is the responses' own."""
     import pyarrow.parquet as pq
-
-    from data.ingest.ends_summary import FILE_KEY as ENDS_FILE
 
     recs = [
         {"prompt": f"p{i}", "response": "r" * i, "reward": i / 10, "step": s}
@@ -222,12 +210,8 @@ def test_cells006_aggregates_written_lz4_and_zstd_still_read(tmp_path, monkeypat
     ]
     _write(tmp_path / "run", recs)
     store = open_store(ingest_run(tmp_path / "run", tmp_path / "cache", PADS).store_dir)
-    names = [store.manifest.data[k] for k in ("steps_file", CELLS_KEY, ENDS_FILE)]
+    names = [store.manifest.derived[k].name for k in ("steps", "cells", "ends")]
     for name in names:
         meta = pq.ParquetFile(store.dir / name).metadata
         assert {meta.row_group(0).column(i).compression for i in range(meta.num_columns)} == {"LZ4"}, name
-    lz4 = _from_cells(store, "reward", monkeypatch)
-    for name in names:
-        pl.read_parquet(store.dir / name).write_parquet(store.dir / name, compression="zstd")
-    _same(_from_cells(store, "reward", monkeypatch), lz4)
-    _same(lz4, _scanned(store, "reward"))
+    _same(_from_cells(store, "reward", monkeypatch), _scanned(store, "reward"))

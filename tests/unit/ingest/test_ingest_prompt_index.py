@@ -1,4 +1,4 @@
-"""The prompt-keyed index written at each commit (data.ingest.prompt_index): one prompt's history read from
+"""The prompt-keyed index written at each commit (data.derived.pidx): one prompt's history read from
 it is the scan's, row for row and bit for bit, on real runs, the demo, a growing run and by hand; the page
 then reads no response of the run; a store committed without it is scanned."""
 
@@ -13,10 +13,9 @@ from polars.testing import assert_frame_equal
 
 from data import prompts
 from data.demo import write_demo_run
-from data.ingest import ingest_run, prompt_index
-from data.ingest.prompt_index import INDEX_KEY
+from data.derived import pidx as prompt_index
+from data.ingest import ingest_run
 from data.store import open_store
-from data.store.manifest import Manifest, write_atomic
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo, growing_demo_stores
 
@@ -24,7 +23,7 @@ PADS = ("<pad>", "<|endoftext|>")
 
 
 def _without_index(store) -> RunStore:
-    return RunStore(store.dir, Manifest({k: v for k, v in store.manifest.data.items() if k != INDEX_KEY}))
+    return RunStore(store.dir, store.manifest.without("pidx"))
 
 
 def _assert_same(store, most: int = 40) -> None:
@@ -52,7 +51,7 @@ def test_pidx001_history_from_the_index_is_the_scan(fixtures_dir, tmp_path, run)
     the index equals the one read by scanning the run."""
     src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
-    assert store.manifest.data[INDEX_KEY]["files"]
+    assert store.manifest.derived["pidx"].meta["files"]
     _assert_same(store)
 
 
@@ -100,7 +99,7 @@ def test_pidx003_a_growing_run_many_commits(tmp_path, monkeypatch):
     # lines at a time: commits of a few rows, merged.
     merged = 0
     for store in growing_demo_stores(run, cache, tmp_path / "more", PADS):
-        merged += sum(f["name"].split("-")[2] != "1" for f in store.manifest.data[INDEX_KEY]["files"])
+        merged += sum(f["name"].split("-")[2] != "1" for f in store.manifest.derived["pidx"].meta["files"])
         _assert_same(store, most=8)
     assert merged
     # One file rewritten (read again, its parts dropped) while the others' parts stay in the same files.
@@ -110,9 +109,9 @@ def test_pidx003_a_growing_run_many_commits(tmp_path, monkeypatch):
     store = open_store(ingest_run(run, cache, PADS, complete=False).store_dir)
     _assert_same(store, most=8)
     # The first run's parts were all dropped: no file holds only theirs any more.
-    assert all(f["name"].split("-")[1] != "g000001" for f in store.manifest.data[INDEX_KEY]["files"])
-    entry = store.manifest.data[INDEX_KEY]
-    assert entry["upto"] == store.manifest.data["next_part"]
+    assert all(f["name"].split("-")[1] != "g000001" for f in store.manifest.derived["pidx"].meta["files"])
+    entry = store.manifest.derived["pidx"].meta
+    assert entry["upto"] == store.manifest.next_part
     # The files stay as a binary counter leaves them: each holds less than half the rows of the one before
     # it, so they are at most log2 of the rows they hold, plus one.
     sizes = [f["rows"] for f in entry["files"]]
@@ -134,27 +133,12 @@ def test_pidx004_a_store_without_the_index_is_scanned(tmp_path):
     assert prompt_index.read(old, key, ["step"]) is None
     prompts._history.cache_clear()
     assert prompts.history(old, key).height > 0
-    for f in store.manifest.data[INDEX_KEY]["files"]:
+    for f in store.manifest.derived["pidx"].meta["files"]:
         (store.dir / f["name"]).unlink()
     assert prompt_index.read(store, key, ["step"]) is None
     prompts._history.cache_clear()
     assert_frame_equal(prompts.history(store, key), prompts.history(old, key))
     prompts._history.cache_clear()
-
-
-def _as_parquet(store) -> RunStore:
-    """The store with its index files written as a commit before the Arrow files wrote them (Parquet, row
-    groups of ROW_GROUP rows, sorted by prompt), as a store ingested then is found."""
-    data = json.loads((store.dir / "manifest.json").read_text())
-    for f in data[INDEX_KEY]["files"]:
-        rows = prompt_index._read_whole(store.dir / f["name"])
-        (store.dir / f["name"]).unlink()
-        f["name"] = f["name"].replace(".arrow", ".parquet")
-        rows.sort("prompt_key", "part", "row", nulls_last=True).write_parquet(
-            store.dir / f["name"], row_group_size=prompt_index.ROW_GROUP, statistics=True
-        )
-    write_atomic(store.dir / "manifest.json", json.dumps(data).encode())
-    return open_store(store.dir)
 
 
 def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
@@ -165,7 +149,7 @@ def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
     monkeypatch.setattr(prompt_index, "BATCH", 8)
     monkeypatch.setattr(prompt_index, "_merge_groups", lambda files: [])  # several files to read
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    files = store.manifest.data[INDEX_KEY]["files"]
+    files = store.manifest.derived["pidx"].meta["files"]
     assert len(files) >= 2 and all(f["name"].endswith(".arrow") for f in files)
     keys = prompts.prompt_table(store).get_column("prompt_key").to_list()
     want = {k: prompts.history(_without_index(store), k) for k in keys}
@@ -235,30 +219,6 @@ def test_pidx006_batches_by_hand(tmp_path, monkeypatch):
         assert got.rows() == want, key
 
 
-def test_pidx007_a_store_with_parquet_files_read_then_grown(tmp_path, monkeypatch):
-    """A store whose index was written as Parquet (before the Arrow files) gives the scan's history, and
-    commits after it merge its Parquet files with their Arrow ones, still giving the scan's history."""
-    monkeypatch.setattr(prompt_index, "FILE_ROWS", 96)
-    run = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
-    cache = tmp_path / "cache"
-    store = _as_parquet(open_store(ingest_run(run, cache, PADS).store_dir))
-    assert all(f["name"].endswith(".parquet") for f in store.manifest.data[INDEX_KEY]["files"])
-    _assert_same(store, most=8)
-    kinds = set()
-    for store in growing_demo_stores(run, cache, tmp_path / "more", PADS):
-        kinds |= {f["name"].rsplit(".", 1)[1] for f in store.manifest.data[INDEX_KEY]["files"]}
-        _assert_same(store, most=8)
-    assert kinds == {"arrow"}  # the first run's parts were all dropped: its Parquet files went
-    # Parquet files kept beside the Arrow ones of later commits, and merged with them.
-    store = _as_parquet(store)
-    first = sorted(run.glob("*.jsonl"))[0]
-    first.write_bytes(first.read_bytes() + first.read_bytes().splitlines(keepends=True)[-1])
-    store = open_store(ingest_run(run, cache, PADS, complete=False).store_dir)
-    names = [f["name"] for f in store.manifest.data[INDEX_KEY]["files"]]
-    assert any(n.endswith(".parquet") for n in names) and any(n.endswith(".arrow") for n in names)
-    _assert_same(store, most=8)
-
-
 def test_pidx008_files_merged_a_window_of_keys_at_a_time(tmp_path, monkeypatch):
     """Three index files (batches of 4 rows, windows of 2 batches; null keys, keys across batches, a column
     one file lacks, parts dropped) merged a window at a time: the rows, their order, the first keys and each
@@ -316,19 +276,16 @@ def test_pidx008_files_merged_a_window_of_keys_at_a_time(tmp_path, monkeypatch):
         )
 
 
-def test_pidx009_merge_groups_by_hand(monkeypatch):
+def test_pidx009_merge_groups_by_hand():
     """The runs of files a commit merges, as a binary counter taking them one by one: none where each holds
     less than half the one before; a commit's nine 200k files after a 667k one, and a small last one, leave
-    three files (the small one alone), not eleven; Parquet files merge only up to FILE_ROWS together."""
-    monkeypatch.setattr(prompt_index, "FILE_ROWS", 96)
+    three files (the small one alone), not eleven."""
 
-    def files(*sizes, kind="arrow"):
-        return [{"name": f"pidx-g000001-{i}-t.{kind}", "rows": n} for i, n in enumerate(sizes)]
+    def files(*sizes):
+        return [{"name": f"pidx-g000001-{i}-t.arrow", "rows": n} for i, n in enumerate(sizes)]
 
     assert prompt_index._merge_groups(files(800, 300, 100, 40)) == []
     assert prompt_index._merge_groups(files(400, 400)) == [(0, 1)]
     # 667 200 200 -> 1067; 200 200 200 -> 600 -> 1667 (files 0-5); 200 200 200 -> 600 (6-8); 89 alone.
     assert prompt_index._merge_groups(files(667, *[200] * 9, 89)) == [(0, 5), (6, 8)]
     assert prompt_index._merge_groups(files(1000, 90, 200, 20)) == [(1, 2)]
-    assert prompt_index._merge_groups(files(60, 50, kind="parquet")) == []
-    assert prompt_index._merge_groups(files(40, 30, kind="parquet")) == [(0, 1)]

@@ -1,4 +1,4 @@
-"""The prompt list written beside the store at each commit (data.ingest.prompt_summary): its numbers by hand,
+"""The prompt list written beside the store at each commit (data.derived.prompts): its numbers by hand,
 equal to the list a scan of every response gives, read by the prompts page instead of any scan."""
 
 from __future__ import annotations
@@ -13,18 +13,16 @@ from polars.testing import assert_frame_equal
 from data import prompts
 from data.compare import prompts as compare_prompts
 from data.demo import write_demo_run
-from data.ingest import ingest_run, prompt_summary
-from data.ingest.prompt_summary import (
-    FILE_KEY,
-    MATCHES_KEY,
-    THRESHOLD_KEY,
+from data.derived import matches as derived_matches
+from data.derived import prompts as prompt_summary
+from data.derived.prompts import (
     prompt_list,
     read_prompt_list,
     read_prompt_matches,
 )
+from data.ingest import ingest_run
 from data.metrics.degeneration import step_length_medians
 from data.store import open_store
-from data.store.manifest import Manifest
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo
 
@@ -46,8 +44,7 @@ def _rec(prompt: str, step: int, reward: float, ref: float | None = None) -> dic
 
 def _scanned(store) -> tuple[pl.DataFrame, float]:
     """The list as a scan of every response gives it (the store as if committed without the file)."""
-    data = {k: v for k, v in store.manifest.data.items() if k not in (FILE_KEY, THRESHOLD_KEY)}
-    return prompt_list(RunStore(store.dir, Manifest(data)))
+    return prompt_list(RunStore(store.dir, store.manifest.without("prompts")))
 
 
 def _assert_same(store) -> None:
@@ -71,7 +68,7 @@ def test_promptsum001_written_list_by_hand(tmp_path):
         ],
     )
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    name = store.manifest.data[FILE_KEY]
+    name = store.manifest.derived["prompts"].name
     assert (store.dir / name).exists()
     table = pl.read_parquet(store.dir / name)
     alpha = table.filter(pl.col("prompt_preview") == "alpha").row(0, named=True)
@@ -84,7 +81,9 @@ def test_promptsum001_written_list_by_hand(tmp_path):
     assert (beta["n_responses"], beta["n_steps"], beta["trend"]) == (1, 1, "single")
     assert (alpha["order"], beta["order"]) == (0, 1)  # first seen at lines 1 and 3: first and second
     # σ of 1, 3, 2, 5 (ddof 1): mean 2.75, squares 3.0625 + 0.0625 + 0.5625 + 5.0625 = 8.75, / 3
-    assert math.isclose(store.manifest.data[THRESHOLD_KEY], 0.2 * math.sqrt(8.75 / 3), rel_tol=1e-12)
+    assert math.isclose(
+        store.manifest.derived["prompts"].meta["threshold"], 0.2 * math.sqrt(8.75 / 3), rel_tol=1e-12
+    )
     assert alpha["trend"] == "improved"  # 5 − 2 = 3 > 0.2 σ
 
 
@@ -139,7 +138,7 @@ def test_promptsum004_the_page_reads_the_list_and_scans_nothing(tmp_path, monkey
         assert_frame_equal(prompts.prompt_table(store), expected)
         assert prompts.run_trend_threshold(store) == threshold
     prompts._table.cache_clear()
-    old = RunStore(store.dir, Manifest({k: v for k, v in store.manifest.data.items() if k != FILE_KEY}))
+    old = RunStore(store.dir, store.manifest.without("prompts"))
     assert read_prompt_list(old) is None
     assert_frame_equal(prompts.prompt_table(old), expected)
 
@@ -169,8 +168,7 @@ def test_promptsum005_step_medians_from_the_steps_summary(fixtures_dir, tmp_path
 
 
 def _unwritten(store) -> RunStore:
-    data = {k: v for k, v in store.manifest.data.items() if k not in (FILE_KEY, THRESHOLD_KEY, MATCHES_KEY)}
-    return RunStore(store.dir, Manifest(data))
+    return RunStore(store.dir, store.manifest.without("prompts", "matches"))
 
 
 @pytest.mark.parametrize("run", ["rlloggingboard-eval-poem", "trl-grpo-small", "real-verl-gsm8k-tools", None])
@@ -242,7 +240,7 @@ def test_promptsum009_compare_prompts_in_passes_as_at_once(tmp_path, monkeypatch
         open_store(ingest_run(write_demo_run(tmp_path / "r", "d", 8, 16), tmp_path / "c", PADS).store_dir)
     )
     once = compare_prompts._store_prompts(store)
-    monkeypatch.setattr(compare_prompts, "PASS_ROWS", 9)
+    monkeypatch.setattr(derived_matches, "PASS_ROWS", 9)
     again = compare_prompts._store_prompts(store)
     assert_frame_equal(again.prompts, once.prompts)
     assert_frame_equal(again.by_step, once.by_step)

@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import math
 
-import orjson
 import pytest
 from polars.testing import assert_frame_equal
 
+from data.derived import steps as ingest_summary
+from data.derived.cells import read_hist_cells
 from data.ingest import ingest_run
-from data.ingest import summary as ingest_summary
 from data.store import open_store
-from data.store.aggregates import read_hist_cells
-from data.store.manifest import MANIFEST
 from tests.conftest import fixture_or_demo
 
 PADS = ("<pad>",)
@@ -70,9 +68,9 @@ def test_summary001_appends_and_a_rewritten_file_give_the_summary_of_one_read(tm
         for r in range(2):
             with open(run / f"rank{r}.jsonl", "ab") as f:
                 f.write(b"".join(_line(step, k, r) for k in range(5)))
-        before = {int(k) for k in open_store(next(cache.iterdir())).manifest.data["parts"]}
+        before = {int(k) for k in open_store(next(cache.iterdir())).manifest.parts}
         res = ingest_run(run, cache, PADS, chunk_bytes=700)
-        parts = open_store(res.store_dir).manifest.data["parts"]
+        parts = open_store(res.store_dir).manifest.parts
         new = sorted(int(k) for k in parts if int(k) not in before)
         assert reads[-1] == new, (step, reads[-1], new)  # only the new parts: no older step is read again
         assert all(parts[str(p)]["steps"] == [step, step] for p in new)
@@ -87,28 +85,6 @@ def test_summary001_appends_and_a_rewritten_file_give_the_summary_of_one_read(tm
     assert res.samples == whole.samples == 7 * 5 + 2 * 5
     assert _steps(open_store(res.store_dir)) == _steps(open_store(whole.store_dir))
     assert open_store(res.store_dir).steps().get_column("n").to_list() == [10, 10, 5, 5, 5, 5, 5]
-
-
-def test_summary002_a_store_without_step_ranges_gets_them(tmp_path):
-    """A store written before parts named their steps (no ``"steps"`` in the manifest's entries) is given
-    them from its scalars at the next ingest, which then summarises as a fresh one does."""
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "rank0.jsonl").write_bytes(b"".join(_line(s, k, 0) for s in range(5) for k in range(4)))
-    cache = tmp_path / "cache"
-    res = ingest_run(run, cache, PADS, chunk_bytes=300)
-    path = res.store_dir / MANIFEST
-    data = orjson.loads(path.read_bytes())
-    ranges = {k: e.pop("steps") for k, e in data["parts"].items() if e["rows"]}
-    assert len(ranges) > 3
-    path.write_bytes(orjson.dumps(data))
-    with open(run / "rank0.jsonl", "ab") as f:
-        f.write(b"".join(_line(5, k, 0) for k in range(4)))
-    res = ingest_run(run, cache, PADS, chunk_bytes=300)
-    parts = open_store(res.store_dir).manifest.data["parts"]
-    assert {k: parts[k]["steps"] for k in ranges} == ranges
-    whole = ingest_run(run, tmp_path / "whole", PADS)
-    assert _steps(open_store(res.store_dir)) == _steps(open_store(whole.store_dir))
 
 
 def test_summary003_a_commit_mid_read_hides_partial_steps_and_the_next_shows_them(tmp_path):
@@ -137,6 +113,16 @@ def test_summary004_step_windows_by_hand():
     assert sw([(0, 3, 8), (2, 5, 4)], 100) == [(0, 5)]
     assert sw([(0, 1, 2), (10, 11, 2)], 100) == [(0, 1), (10, 11)]
     assert sw([(7, 7, 50), (8, 9, 2)], 10) == [(7, 7), (8, 9)]
+
+
+def test_summary007_a_part_over_a_vast_range_of_steps_is_summarised():
+    """One line at step 2^40 after steps 1-2 (issue 33, row 4): the part spans 2^40 steps with 9 rows, a
+    density below the old 1e-9 tolerance, and its every step was left out of the summary: the run showed
+    "0 samples, 0 steps", silently. Now every step a part holds is in a window."""
+    sw = ingest_summary.step_windows
+    assert sw([(1, 2**40, 9)], 100) == [(1, 2**40)]
+    assert sw([(1, 2, 8), (2**40, 2**40, 1)], 100) == [(1, 2), (2**40, 2**40)]
+    assert sw([(0, 2**62, 3), (5, 5, 500)], 100) == [(0, 4), (5, 5), (6, 2**62)]
 
 
 @pytest.mark.parametrize("run", ["trl-grpo-small", "real-verl-gsm8k-tools", "rlloggingboard-eval-poem", None])
@@ -199,27 +185,6 @@ def test_summary007_repetition_mean_is_the_scans(fixtures_dir, tmp_path, run):
     )
     assert scanned.get_column("y").drop_nulls().len() > 0
     assert_frame_equal(_repetition.__wrapped__(StoreKey(store)), scanned)
-
-
-def test_summary008_a_summary_without_a_column_is_made_again_whole(tmp_path):
-    """A store whose steps table was written before ``repetition_mean`` was kept gets every step
-    summarised again at its next ingest: the table of one read of the grown run."""
-    import polars as pl
-
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "rank0.jsonl").write_bytes(b"".join(_line(s, k, 0) for s in range(4) for k in range(4)))
-    cache = tmp_path / "cache"
-    res = ingest_run(run, cache, PADS, chunk_bytes=300)
-    store = open_store(res.store_dir)
-    old = res.store_dir / store.manifest.data["steps_file"]
-    pl.read_parquet(old).drop("repetition_mean").write_parquet(old)
-    with open(run / "rank0.jsonl", "ab") as f:
-        f.write(b"".join(_line(4, k, 0) for k in range(4)))
-    grown = open_store(ingest_run(run, cache, PADS, chunk_bytes=300).store_dir)
-    whole = open_store(ingest_run(run, tmp_path / "whole", PADS).store_dir)
-    assert "repetition_mean" in grown.steps().columns
-    assert _steps(grown) == _steps(whole)
 
 
 def test_summary009_a_check_that_finds_nothing_new_reads_no_summary(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The first rows of every sort of the all-steps view, kept at each commit (data.ingest.topk): they equal
+"""The first rows of every sort of the all-steps view, kept at each commit (data.derived.topk): they equal
 the sorted scan's on real runs, the demo, a growing run and by hand (ties, NaN, null, infinities); the page's
 first block then reads no file of the run; a store committed without them sorts the files as before."""
 
@@ -12,10 +12,12 @@ from polars.testing import assert_frame_equal
 
 from data import responses
 from data.demo import write_demo_run
-from data.ingest import ingest_run, topk
+from data.derived import topk
+from data.ingest import ingest_run
 from data.queries import ResponseFilter
+from data.search import order as search_order
 from data.store import open_store
-from data.store.manifest import Manifest
+from data.store.manifest import DerivedEntry
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo, growing_demo_stores
 
@@ -39,7 +41,7 @@ def _assert_same(store, k: int = 7, first: bool = False) -> int:
     cols = [c for c in dict.fromkeys(("source", "line", "sample_id", *names)) if c in names]
     for col in responses.sortable_columns(store):
         for desc in (True, False):
-            want = responses._sorted_keys(store, ALL, col, desc, 10.0).head(k).collect()
+            want = search_order._sorted_keys(store, ALL, col, desc, 10.0).head(k).collect()
             got = topk.head(store, col, desc, k)
             if got is not None:
                 told += 1
@@ -60,7 +62,7 @@ def test_topk001_kept_head_is_the_sorted_scan(fixtures_dir, tmp_path, small_k, r
     scan's; every one is kept."""
     src = fixture_or_demo(fixtures_dir, tmp_path / "root", run, steps=10)
     store = open_store(ingest_run(src, tmp_path / "cache", PADS).store_dir)
-    assert store.manifest.data[topk.KEY]["file"]
+    assert store.manifest.derived["topk"].meta["file"]
     assert _assert_same(store, first=True) == 2 * len(responses.sortable_columns(store))
 
 
@@ -101,7 +103,7 @@ def test_topk002_by_hand_ties_nan_null_inf_and_no_scan(tmp_path, monkeypatch, sm
     assert len(by_id) == 10
     assert _assert_same(store, 9) == 2 * len(responses.sortable_columns(store))
     # The page: the first block (3 rows) from the kept rows, with no part or scalars file read.
-    monkeypatch.setattr(responses, "HEAD_ROWS", 7)
+    monkeypatch.setattr(search_order, "HEAD_ROWS", 7)
     responses.clear_caches()
     spec_cols = responses.table_columns(store)
 
@@ -144,7 +146,7 @@ def test_topk003_a_growing_run_many_commits(tmp_path, small_k):
     assert store.visible_below is None
     assert _assert_same(store, first=True) == 2 * len(responses.sortable_columns(store))
     on_disk = {p.name for p in store.dir.glob(topk.PATTERN)}
-    assert store.manifest.data[topk.KEY]["file"] in on_disk
+    assert store.manifest.derived["topk"].meta["file"] in on_disk
     assert len(on_disk) <= 2
 
 
@@ -153,22 +155,23 @@ def test_topk004_a_store_without_them_sorts_the_files(tmp_path, small_k, monkeyp
     covered) or whose file was collected reads None, and the page's head is then the sorted scan's."""
     run = write_demo_run(tmp_path / "root", "demo", steps=4, per_step=8)
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    old = RunStore(store.dir, Manifest({k: v for k, v in store.manifest.data.items() if k != topk.KEY}))
+    old = RunStore(store.dir, store.manifest.without("topk"))
     assert topk.head(old, "reward", True, 7) is None
     # An older writer's commit keeps the entry it does not know and adds parts it does not cover.
-    data = store.manifest.data
-    last = max(int(p) for p, e in data["parts"].items() if e["rows"])
-    stale = {**data[topk.KEY], "parts": topk._ranges(set(range(last)))}
-    older = RunStore(store.dir, Manifest({**data, topk.KEY: stale}))
+    m = store.manifest
+    last = max(int(p) for p, e in m.parts.items() if e["rows"])
+    entry = m.derived["topk"]
+    stale = DerivedEntry(entry.name, {**entry.meta, "parts": topk._ranges(set(range(last)))})
+    older = RunStore(store.dir, m.with_derived("topk", stale))
     assert topk.head(store, "reward", True, 7) is not None
     assert topk.head(older, "reward", True, 7) is None
-    (store.dir / store.manifest.data[topk.KEY]["file"]).unlink()
+    (store.dir / store.manifest.derived["topk"].meta["file"]).unlink()
     assert topk.head(store, "reward", True, 7) is None
     assert topk.first_rows(store, pl.DataFrame({"part": [0], "row": [0]}), ["sample_id"]) is None
-    monkeypatch.setattr(responses, "HEAD_ROWS", 7)
+    monkeypatch.setattr(search_order, "HEAD_ROWS", 7)
     responses.clear_caches()
-    want = responses._sorted_keys(store, ALL, "reward", True, 10.0).head(7).collect()
-    assert_frame_equal(responses.order_keys(store, ALL, "reward", True, 0, 7), want)
+    want = search_order._sorted_keys(store, ALL, "reward", True, 10.0).head(7).collect()
+    assert_frame_equal(search_order.order_keys(store, ALL, "reward", True, 0, 7), want)
     responses.clear_caches()
 
 
@@ -188,7 +191,7 @@ def test_topk005_a_column_that_appears_later(tmp_path, small_k):
     assert "score" not in store.schema()
     add({"prompt": "q", "response": "s", "reward": 1.0, "step": 5, "score": float(i)} for i in range(3))
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    assert store.manifest.data[topk.KEY]["columns"]["score"] is False
+    assert store.manifest.derived["topk"].meta["columns"]["score"] is False
     assert topk.head(store, "score", True, 7) is None  # 3 values, then 4 of the nulls before it came
     assert _assert_same(store) == 2 * len(responses.sortable_columns(store)) - 2
     add({"prompt": "q", "response": "s", "reward": 1.0, "step": 6, "score": -float(i)} for i in range(6))

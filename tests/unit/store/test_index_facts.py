@@ -11,7 +11,7 @@ from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.store import index as store_index
 from data.store import open_store
-from data.store.index import FACTS_KEY, build_index
+from data.store.index import build_index
 from data.store.reader import forget_indexes
 
 PADS = ("<pad>", "<|endoftext|>")
@@ -19,17 +19,18 @@ PADS = ("<pad>", "<|endoftext|>")
 
 def _fresh_index(store):
     forget_indexes()
-    return build_index(store.dir, store.manifest.data)
+    m = store.manifest
+    return build_index(store.dir, m.parts, m.packs, m.derived_name("facts"))
 
 
 def test_facts001_a_fresh_reader_reads_no_footer(tmp_path, monkeypatch):
     """With the kept facts, the index of a fresh process is the footers' own, and no footer is read."""
     run = write_demo_run(tmp_path / "root", "demo", steps=10, per_step=16)
     store = open_store(ingest_run(run, tmp_path / "cache", PADS, chunk_bytes=40_000).store_dir)
-    name = store.manifest.data[FACTS_KEY]
+    name = store.manifest.derived["facts"].name
     assert (store.dir / name).exists()
-    assert len(list(store.dir.glob("facts-g*.pickle"))) <= 2  # this commit's and the one before
-    from_footers = build_index(store.dir, {k: v for k, v in store.manifest.data.items() if k != FACTS_KEY})
+    assert len(list(store.dir.glob("facts-g*.json"))) <= 2  # this commit's and the one before
+    from_footers = build_index(store.dir, store.manifest.parts, store.manifest.packs, None)
     assert from_footers.segments
     with monkeypatch.context() as m:
         m.setattr(store_index, "_read_facts", lambda *a: (_ for _ in ()).throw(AssertionError("footer read")))
@@ -54,17 +55,15 @@ def test_facts002_a_changed_file_is_read_again(tmp_path, monkeypatch):
 
 
 def test_facts003_files_of_one_schema_share_it(tmp_path):
-    """The kept facts hold one copy of a schema that many files share (read back as one object), and the
-    index built from them is the footers' own."""
-    import pickle
-
+    """The kept facts (JSON, never a pickle) hold one copy of a schema that many files share (read back
+    as one object), and the index built from them is the footers' own."""
     run = write_demo_run(tmp_path / "root", "demo", steps=12, per_step=64, ranks=5)
     store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
-    kept = pickle.loads((store.dir / store.manifest.data[FACTS_KEY]).read_bytes())
+    kept = store_index.facts_from_json((store.dir / store.manifest.derived["facts"].name).read_bytes())
     schemas = [facts.schema for _, _, facts in kept.values()]
     assert len(schemas) > 3
     assert len({id(s) for s in schemas}) == len(set(schemas))  # one object per distinct schema
-    from_footers = build_index(store.dir, {k: v for k, v in store.manifest.data.items() if k != FACTS_KEY})
+    from_footers = build_index(store.dir, store.manifest.parts, store.manifest.packs, None)
     assert _fresh_index(store).segments == from_footers.segments
 
 

@@ -60,19 +60,19 @@ def grown_store(tmp_path: Path, monkeypatch, steps: int = 12, complete: bool = T
 
 def definitional_scalars(store, hidden: bool = False) -> pl.DataFrame:
     """Every part's rows read whole from its file (its own or its pack's), in part and row order."""
-    m = store.manifest.data
-    packs = {p: pack["name"] for pack in m.get("packs", []) for p in pack["parts"]}
+    m = store.manifest
+    packs = {p: pack["name"] for pack in m.packs for p in pack["parts"]}
     frames = []
-    for pid in sorted(int(k) for k in m["parts"]):
+    for pid in sorted(int(k) for k in m.parts):
         if pid in packs:
             df = pl.read_parquet(store.dir / "scalars" / packs[pid]).filter(pl.col("part") == pid)
-        elif m["parts"][str(pid)]["rows"]:
-            df = pl.read_parquet(store.dir / "scalars" / entry_name(pid, m["parts"][str(pid)]))
+        elif m.parts[str(pid)]["rows"]:
+            df = pl.read_parquet(store.dir / "scalars" / entry_name(pid, m.parts[str(pid)]))
         else:
             continue
         frames.append(df)
     df = pl.concat(frames, how="diagonal_relaxed")
-    below = m.get("visible_below")
+    below = m.visible_below
     return df if hidden or below is None else df.filter(pl.col("step") < below)
 
 
@@ -248,9 +248,7 @@ def test_scan008_a_state_whose_files_a_commit_collected(tmp_path, monkeypatch):
             f.write(lines(5, rank))
     ingest_run(run, cache, PADS)
     new = open_store(store_dir)
-    assert (
-        new.packs() and not (store_dir / "scalars" / entry_name(1, old.manifest.data["parts"]["1"])).exists()
-    )
+    assert new.packs() and not (store_dir / "scalars" / entry_name(1, old.manifest.parts["1"])).exists()
     assert old.scan().collect().equals(definitional_scalars(new))
     assert old.lookup(first) == new.lookup(first) is not None
     rows, count = responses.page_rows(old, ResponseFilter(step=0), "reward", True, 0, 10)

@@ -20,6 +20,7 @@ from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.store import open_store
 from data.store.layout import STEP_BLOCK
+from data.store.manifest import Manifest
 from data.store.table import CommitConflict
 from tests.waiting import wait_until
 
@@ -151,7 +152,7 @@ def test_table004_manifest_file_is_compact_json(tmp_path):
     for b in (raw, named):
         assert b"\n" not in b and b'": ' not in b
     data = json.loads(raw)
-    assert data == open_store(store_dir).manifest.data
+    assert Manifest.from_dict(data) == open_store(store_dir).manifest
     # The same state; manifest.json also names the table's version that holds it.
     assert data.pop("table_version") == DeltaTable(str(store_dir)).version()
     assert data == json.loads(named)

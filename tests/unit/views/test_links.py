@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+from data.run_context import RunContext
 from data.views import links
 from data.views.prompts import PromptsView
 from data.views.responses import ResponsesView
@@ -59,17 +60,26 @@ def test_links003_bar_responses_export_and_prompts():
 def test_links004_navbar_carries_the_step_between_reward_and_responses():
     """A step number of the run shown goes from the reward page to the responses page and back; not 'all',
     not another run's, not to or from other pages; the runs page takes nothing."""
-    q = {"run": ["r"], "step": ["6"]}
-    assert links.carried_step("/reward", q, "r") == "6" and links.carried_step("/responses", q, "r") == "6"
-    assert links.carried_step("/tokens", q, "r") is None and links.carried_step("/reward", q, "s") is None
-    assert links.carried_step("/responses", {"run": ["r"], "step": ["all"]}, "r") is None
-    assert links.carried_step("/reward", {"step": ["6"]}, "r") is None
-    assert links.carried_step("/reward", {"run": ["r"], "step": ["-3"]}, "r") == "-3"
-    assert links.carried_step("/reward", {"run": ["r"], "step": ["٣"]}, "r") is None  # an Arabic-Indic 3
+    q, r, s = {"run": ["r"], "step": ["6"]}, RunContext("r"), RunContext("s")
+    assert links.carried_step("/reward", q, r) == "6" and links.carried_step("/responses", q, r) == "6"
+    assert links.carried_step("/tokens", q, r) is None and links.carried_step("/reward", q, s) is None
+    assert links.carried_step("/responses", {"run": ["r"], "step": ["all"]}, r) is None
+    assert links.carried_step("/reward", {"step": ["6"]}, r) is None
+    assert links.carried_step("/reward", {"run": ["r"], "step": ["-3"]}, r) == "-3"
+    assert links.carried_step("/reward", {"run": ["r"], "step": ["٣"]}, r) is None  # an Arabic-Indic 3
     assert links.nav("/responses", "r", step="6") == "/responses?run=r&step=6"
     assert links.nav("/prompts", "r", step="6") == "/prompts?run=r"
     assert links.nav("/", "r", step="6") == "/" and links.nav("/reward", None, step="6") == "/reward"
     assert links.nav("/reward", "a&b", "/p") == "/p/reward?run=a%26b"
+
+
+def test_links006_navbar_carries_the_step_shown():
+    """A step the run lacks is carried as the step the page shows for it (the run's rule), so the navbar's
+    link opens what the page shows; a step of a run with nothing committed yet is carried as it is."""
+    ctx = RunContext("r", None, (1, 2, 5, 9))
+    assert links.carried_step("/reward", {"run": ["r"], "step": ["4"]}, ctx) == "2"
+    assert links.carried_step("/responses", {"run": ["r"], "step": ["0"]}, ctx) == "1"
+    assert links.carried_step("/responses", {"run": ["r"], "step": ["9"]}, ctx) == "9"
 
 
 def test_links005_reward_hacking_points_and_view_words():

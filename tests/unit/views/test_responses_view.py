@@ -3,6 +3,7 @@ the filter it selects and the view after its controls."""
 
 from __future__ import annotations
 
+from data.run_context import RunContext
 from data.views.codec import parse_search
 from data.views.responses import ALL_STEPS, ResponsesView
 
@@ -53,7 +54,9 @@ def test_responses003_bad_values_fall_back_with_notices():
         "sort": ["zzz"],
         "colour": ["red"],
     }
-    view, notices = ResponsesView.from_query(query, steps=[1, 2], sortable=["reward", "kl_mean"])
+    view, notices = ResponsesView.from_query(
+        query, RunContext("r", None, (1, 2)), sortable=["reward", "kl_mean"]
+    )
     assert view == ResponsesView(run="r")
     assert len(notices) == 7
     assert "Ignored unknown parameter 'colour'." in notices
@@ -62,11 +65,15 @@ def test_responses003_bad_values_fall_back_with_notices():
 
 
 def test_responses004_step_context_and_aliases():
-    """A step the run lacks falls back to the last step; step=all and sort aliases (kl -> kl_mean) parse."""
-    view, notices = ResponsesView.from_query({"step": "7"}, steps=[1, 2, 3])
-    assert view.step is None and "showing the last step (3)" in notices[0]
-    assert view.resolved_step([1, 2, 3]) == 3
-    view, _ = ResponsesView.from_query({"step": "ALL", "sort": "kl"}, steps=[1, 2], sortable=["kl_mean"])
+    """A step the run lacks is resolved by the run's rule (the nearest step before it, else its first), with
+    its notice; step=all and sort aliases (kl -> kl_mean) parse."""
+    ctx = RunContext("r", None, (1, 2, 5, 9))
+    view, notices = ResponsesView.from_query({"step": "4"}, ctx)
+    assert view.step == 2 and notices == ["Run r has no step 4: showing step 2, the nearest step before it."]
+    assert view.resolved_step([1, 2, 5, 9]) == 2
+    view, notices = ResponsesView.from_query({"step": "0"}, ctx)
+    assert view.step == 1 and notices == ["Run r has no step 0: showing step 1, its first step."]
+    view, _ = ResponsesView.from_query({"step": "ALL", "sort": "kl"}, ctx, sortable=["kl_mean"])
     assert view.step == ALL_STEPS and view.resolved_step([1, 2]) is None and view.sort == "kl_mean"
 
 
@@ -99,3 +106,14 @@ def test_responses034_view_after_its_controls():
     assert ResponsesView(run="r", step=2, q="x", loses=True).cleared() == ResponsesView(run="r", step=2)
     assert (view.step_value([1, 2]), view.where([1, 2])) == (2, "at step 2")
     assert ResponsesView(step=ALL_STEPS).where([1, 2]) == "over all steps"
+
+
+def test_responses037_range_controls_carry_the_views_bounds():
+    """Each range filter's input gets the view's bounds and its ids, in the filters' order."""
+    view = ResponsesView(reward_min=0.5, kl_max=0.2)
+    ids = {f"{k}_{e}": f"{k}-{e}" for k in ("reward", "kl") for e in ("min", "max")}
+    got = view.range_controls([("reward", "reward", True), ("kl", "KL", False)], ids)
+    assert got == [
+        ("reward", True, 0.5, None, ("reward-min", "reward-max")),
+        ("KL", False, None, 0.2, ("kl-min", "kl-max")),
+    ]

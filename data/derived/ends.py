@@ -8,10 +8,6 @@ token: read from the parts, that is every response's token list, the largest rea
 with the run. Summed from the counts instead, it costs a few numbers per part and step. The counts hold for
 the store's pad tokens and :data:`END_TOKENS` (the board's default end tokens, named in the manifest as
 ``"ends_with"``); a board set with other end tokens reads the parts as before.
-
-Stores committed before the file existed kept each part's counts in its manifest entry (``"ends": [[step,
-n, ended, truncated], ...]``): 87% of a 2.56M-response run's manifest (0.34 of 0.39 MB, ~100,000 numbers
-that every reader parsed at each commit). They are still read, and moved into the file at the next commit.
 """
 
 from __future__ import annotations
@@ -21,12 +17,13 @@ from pathlib import Path
 import polars as pl
 
 from data.config import DEFAULT_END_TOKENS
+from data.derived.base import Commit, collect_named
 from data.metrics.degeneration import ends_with_end_token
+from data.store.manifest import Manifest
 
 END_TOKENS = DEFAULT_END_TOKENS
 MANIFEST_KEY = "ends_with"  # the end tokens the parts' counts were made with
 FILE_KEY = "ends_file"  # the commit's file of counts
-ENTRY_KEY = "ends"  # a part's counts in its manifest entry (stores committed before the file)
 SCHEMA = {"part": pl.Int64, "step": pl.Int64, "n": pl.UInt32, "ended": pl.Int64, "truncated": pl.Int64}
 
 
@@ -63,9 +60,8 @@ def _frame(counts: dict[int, list[list[int]]]) -> pl.DataFrame:
 
 
 class EndsCounts:
-    """A writer's counts of every part it knows (read from the last commit's file, or from the entries of
-    a store committed before it, at the first part applied or commit: a check that finds nothing new reads
-    neither), the new parts' added as they are applied."""
+    """A writer's counts of every part it knows (read from the last commit's file at the first part applied
+    or commit: a check that finds nothing new reads none), the new parts' added as they are applied."""
 
     def __init__(self, store_dir: Path, data: dict):
         self.dir = Path(store_dir)
@@ -76,8 +72,7 @@ class EndsCounts:
     def _committed(self) -> pl.DataFrame:
         if self._old is None:
             name = self._data.get(FILE_KEY)
-            entries = {int(k): e.pop(ENTRY_KEY) for k, e in self._data["parts"].items() if ENTRY_KEY in e}
-            self._old = pl.concat([pl.read_parquet(self.dir / name) if name else _frame({}), _frame(entries)])
+            self._old = pl.read_parquet(self.dir / name) if name else _frame({})
         return self._old
 
     def forget(self) -> None:
@@ -85,11 +80,8 @@ class EndsCounts:
         self._old = _frame({})
         self._new = {}
         self._data.pop(FILE_KEY, None)
-        for e in self._data["parts"].values():
-            e.pop(ENTRY_KEY, None)
 
     def add(self, part: int, counts: list[list[int]]) -> None:
-        self._committed()  # (a store's old entries leave the manifest now)
         self._new[part] = counts
 
     def added(self) -> dict[int, list[list[int]]]:
@@ -98,7 +90,7 @@ class EndsCounts:
 
     def frame(self, parts: dict) -> pl.DataFrame | None:
         """The counts of the parts with rows of ``parts`` (a manifest's), by part and step; None when some
-        part has none (written before the counts existed, or with other end tokens): readers then read
+        part has none (made with other end tokens): readers then read
         the parts' token lists. What is kept from now on is this frame."""
         df = pl.concat([self._committed(), _frame(self._new)])
         live = [int(k) for k, e in parts.items() if e["rows"]]
@@ -109,29 +101,23 @@ class EndsCounts:
         return df
 
 
-def counted_with(data: dict, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]) -> bool:
-    """Whether every part with rows of a manifest's ``data`` has counts made with these tokens."""
-    if tuple(data.get(MANIFEST_KEY) or ()) != tuple(end_tokens):
+def counted_with(m: Manifest, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]) -> bool:
+    """Whether every part with rows of manifest ``m`` has counts made with these tokens."""
+    if tuple(m.ends_with or ()) != tuple(end_tokens):
         return False
-    if tuple(data.get("pad_tokens") or ()) != tuple(pad_tokens):
+    if tuple(m.pad_tokens) != tuple(pad_tokens):
         return False
-    if data.get(FILE_KEY):
-        return True
-    return all(ENTRY_KEY in e for e in data["parts"].values() if e["rows"])
+    return "ends" in m.derived
 
 
-def truncation_from_counts(store_dir: Path, data: dict) -> pl.DataFrame:
+def truncation_from_counts(store_dir: Path, m: Manifest) -> pl.DataFrame:
     """Per step shown (below ``visible_below``), sorted: ``step, n, ended, truncated, y`` (truncated / n)
-    summed from the parts' counts (the commit's file, or a store's entries from before it); the columns and
-    types of :func:`data.signals.truncation_by_step`."""
-    below = data.get("visible_below")
-    name = data.get(FILE_KEY)
-    if name:
-        df = pl.read_parquet(Path(store_dir) / name, columns=["step", "n", "ended", "truncated"])
-    else:
-        df = _frame({int(k): e.get(ENTRY_KEY, []) for k, e in data["parts"].items() if e["rows"]}).drop(
-            "part"
-        )
+    summed from the parts' counts (the commit's file); the columns and types of
+    :func:`data.signals.truncation_by_step`."""
+    below = m.visible_below
+    df = pl.read_parquet(
+        Path(store_dir) / m.derived["ends"].name, columns=["step", "n", "ended", "truncated"]
+    )
     if below is not None:
         df = df.filter(pl.col("step") < below)
     return (
@@ -140,3 +126,19 @@ def truncation_from_counts(store_dir: Path, data: dict) -> pl.DataFrame:
         .with_columns((pl.col("truncated") / pl.col("n")).alias("y"))
         .sort("step")
     )
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """The parts' counts of ended and cut responses, when every part has some (else no file)."""
+    ends = c.ends.frame(c.data["parts"])
+    name = c.file("ends", "parquet") if ends is not None else None
+    if ends is not None:
+        c.put_frame(name, ends)
+    c.set({FILE_KEY: name})
+
+
+def collect(c: Commit, removable) -> None:
+    collect_named(c, removable, "ends-g*.parquet", FILE_KEY)

@@ -11,15 +11,14 @@ watermark of a commit made mid-read, see ``_Writer._watermark``) without reading
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
 
-from data.ingest.hist_cells import COLUMNS, empty_cells, hist_cells, made_with, widths
-from data.metrics.step import EXTRA_MEANS_KEY, extra_mean, step_summary
-from data.store.aggregates import CELLS_KEY
+from data.derived.base import Commit, collect_named
+from data.derived.cells import CELLS_KEY, COLUMNS, empty_cells, hist_cells, made_with, widths
+from data.metrics.step import extra_mean, step_summary
 from data.store.layout import SCALAR_CORE, SCALAR_DTYPES, entry_name
 from data.store.manifest import packed_parts
 
@@ -58,34 +57,10 @@ def empty_summary() -> pl.DataFrame:
     return step_summary(pl.DataFrame(schema=SCALAR_DTYPES).lazy()).collect()
 
 
-@functools.cache
-def empty_summary_columns() -> tuple[str, ...]:
-    """The columns of a summary (of :func:`empty_summary`), worked out once."""
-    return tuple(step_summary(pl.DataFrame(schema=SCALAR_DTYPES).lazy()).collect_schema().names())
-
-
-def fill_step_ranges(store_dir: Path, data: dict) -> None:
-    """Give each part with rows of a manifest written before the ranges existed its ``"steps"`` entry
-    (one read of the ``part`` and ``step`` columns of those parts)."""
-    parts = data["parts"]
-    missing = [int(k) for k, e in parts.items() if e["rows"] and "steps" not in e]
-    if not missing:
-        return
-    scans = [s.select("part", "step") for s in scan_part_scalars(store_dir, data, missing)]
-    ranges = (
-        pl.concat(scans, how="vertical_relaxed")
-        .group_by("part")
-        .agg(pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi"))
-        .collect()
-    )
-    for part, lo, hi in ranges.iter_rows():
-        parts[str(part)]["steps"] = [int(lo), int(hi)]
-
-
 class StepSummaries:
     """The summary of every step of a store's applied parts (hidden steps included), summarised again
     where rows came or went (:meth:`touch`, :meth:`touch_range`) when asked for (:meth:`refresh`); and the
-    steps' histogram cells (:attr:`cells`, see :mod:`data.ingest.hist_cells`), made from the same rows."""
+    steps' histogram cells (:attr:`cells`, see :mod:`data.derived.cells`), made from the same rows."""
 
     def __init__(self, store_dir: Path, data: dict):
         self.dir = Path(store_dir)
@@ -95,21 +70,11 @@ class StepSummaries:
         self._cells_file = data.get(CELLS_KEY)
         self._frame: pl.DataFrame | None = None
         self._cells: pl.DataFrame | None = None
-        # A store committed before the cells existed has them made from every part at the first refresh.
-        self._all_cells = bool(self._steps_file) and not self._cells_file
         self._steps: set[int] = set()
         self._ranges: list[tuple[int, int]] = []
         # The committed summary leaves out the steps a commit hid (from ``visible_below`` on): summarised
         # again at the first refresh.
         self._from: int | None = data.get("visible_below") if self._steps_file else None
-        # A summary written before a column was kept, or before the extra columns' means were (a store
-        # with extra columns and no EXTRA_MEANS_KEY), is made again whole at the first refresh.
-        self._old_columns = bool(self._steps_file) and (
-            (bool(data.get("extra_columns")) and not data.get(EXTRA_MEANS_KEY))
-            or bool(set(empty_summary_columns()) - set(pl.read_parquet_schema(self.dir / self._steps_file)))
-        )
-        if self._old_columns:
-            _ = self.frame  # (sets ``_from``, which the first refresh reads)
 
     @property
     def frame(self) -> pl.DataFrame:
@@ -117,9 +82,6 @@ class StepSummaries:
         if self._frame is None:
             f = self._steps_file
             self._frame = pl.read_parquet(self.dir / f) if f else empty_summary()
-            if self._old_columns and self._frame.height:
-                # A summary written before a column was kept (e.g. ``repetition_mean``): every step again.
-                self._from = int(self._frame.get_column("step").min())
         return self._frame
 
     @frame.setter
@@ -174,8 +136,6 @@ class StepSummaries:
         which load can stretch to minutes) would otherwise hold every row read since the last one."""
         stale = self._stale()
         if stale is None:
-            if self._all_cells:
-                self._make_all_cells(data, widths(self.frame))
             return self.frame
         steps = sorted(self._steps)
         held = [
@@ -233,7 +193,7 @@ class StepSummaries:
         # The cells: of the stale steps from their rows, or of every step when the run's bar width moved.
         width = widths(self.frame)
         made = made_with(self.cells)
-        if self._all_cells or any(made[c] != width.get(c) for c in made):
+        if any(made[c] != width.get(c) for c in made):
             self._make_all_cells(data, width)
         else:
             cells = (
@@ -246,9 +206,7 @@ class StepSummaries:
         return self.frame
 
     def _make_all_cells(self, data: dict, width: dict[str, float | None]) -> None:
-        """The cells of every step made again from the parts (the run's bar width moved, or the store was
-        committed before the cells existed)."""
-        self._all_cells = False
+        """The cells of every step made again from the parts (the run's bar width moved)."""
         pids = [int(k) for k, e in data["parts"].items() if e["rows"]]
         scans = scan_part_scalars(self.dir, data, pids)
         if not scans:
@@ -267,28 +225,55 @@ def step_windows(ranges: list[tuple[int, int, int]], rows: int) -> list[tuple[in
         return []
     # Where the density of rows per step changes, and by how much.
     events: dict[int, float] = {}
+    # How many parts hold each step, counted apart from the density: a part of few rows over a wide range of
+    # steps (one line at step 2^40) has a density below any tolerance, and its steps were skipped silently.
+    covers: dict[int, int] = {}
     for lo, hi, n in ranges:
         d = n / (hi - lo + 1)
         events[lo] = events.get(lo, 0.0) + d
         events[hi + 1] = events.get(hi + 1, 0.0) - d
+        covers[lo] = covers.get(lo, 0) + 1
+        covers[hi + 1] = covers.get(hi + 1, 0) - 1
     bounds = sorted(events)
     out: list[tuple[int, int]] = []
-    start, acc, density = bounds[0], 0.0, 0.0
+    start, acc, density, cover, held = bounds[0], 0.0, 0.0, 0, False  # held: the window has steps of a part
     for a, b in zip(bounds, bounds[1:], strict=False):
         density += events[a]
-        if density <= 1e-9:  # no part holds these steps: close the window before them
-            if acc > 0:
+        cover += covers[a]
+        if cover == 0:  # no part holds these steps: close the window before them
+            if held:
                 out.append((start, a - 1))
-            start, acc = b, 0.0
+            start, acc, held = b, 0.0, False
             continue
         step = a
         while step < b:
-            if acc > 0 and acc + density > rows:  # the next step does not fit: the window ends before it
+            if step > start and acc + density > rows:  # the next step does not fit: the window ends before it
                 out.append((start, step - 1))
                 start, acc = step, 0.0
-            take = min(max(1, int((rows - acc) // density)), b - step)
-            acc += take * density
+            # (a density that sums to ~0 by rounding while parts still hold the steps: take them all)
+            fit = (rows - acc) / density if density > 0 else b - step
+            take = min(max(1, int(min(fit, b - step))), b - step)
+            acc += take * max(density, 0.0)
             step += take
-    if acc > 0:
+            held = True
+    if held:
         out.append((start, bounds[-1] - 1))
     return out
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """The per-step summary of the state committed (the steps hidden from ``c.below`` left out; no
+    response shown: the summary of none, every column), summarised again where rows came or went."""
+    steps = c.summaries.refresh(c.draft)
+    if c.below is not None:
+        steps = steps.filter(pl.col("step") < c.below)
+    name = c.file("steps", "parquet")
+    c.put_frame(name, steps)
+    c.set({"steps_file": name})
+
+
+def collect(c: Commit, removable) -> None:
+    collect_named(c, removable, "steps-g*.parquet", "steps_file")

@@ -8,10 +8,7 @@ The index is a list of files beside the store (``pidx-g<N>-<i>-<tag>.arrow``), e
 from one or two batches, without a footer to parse (a Parquet file of 100 row groups and 40 columns has a
 240 KB footer: ~3 ms a file, which made the page's first answer grow with the run's count of files; an
 Arrow file's footer lists its batches' offsets, and reading one costs ~0.3 ms). The
-manifest names them under :data:`INDEX_KEY` with ``upto``, the first part id not indexed. Stores committed
-before this hold Parquet files (``pidx-g….parquet``, sorted the same way in row groups of
-:data:`ROW_GROUP` rows, read through their statistics); they are read as such, and merged into the new
-files as commits come.
+manifest names them under :data:`INDEX_KEY` with ``upto``, the first part id not indexed.
 
 A commit indexes only the parts applied since the last one (``upto`` on), in files of at most
 :data:`FILE_ROWS` rows, and appends their names: it never rewrites what earlier commits wrote, except that
@@ -21,8 +18,7 @@ rows at a time (a live run) or a million (a large first read), and each row is c
 of times: one prompt's history opens ~log2(rows / FILE_ROWS) files, not one per FILE_ROWS rows (15 files at
 2.56M responses made the page's first answer grow with the run). Files of any size are merged a window of
 keys at a time (:func:`_merge`: what a commit holds is a window's rows, ~:data:`MERGE_WINDOW` batches of
-each file), the trailing files a commit merges all at once. Parquet files (below) are merged whole, as
-before, and only while the merge holds at most :data:`FILE_ROWS` rows.
+each file), the trailing files a commit merges all at once.
 
 Rows of parts dropped since they were indexed (a file read again) and of steps not shown yet stay in the
 files: the reader keeps only the rows of parts the manifest has, below ``visible_below``, as a scan does.
@@ -42,7 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from data.ingest.summary import scan_part_scalars
+from data.derived.base import Commit
+from data.derived.steps import scan_part_scalars
 from data.metrics.registry import stored_columns
 from data.store.manifest import replaced
 
@@ -52,7 +49,6 @@ INDEX_KEY = "prompt_index"
 PATTERN = "pidx-g*"
 # The store's scalars and the files' own group id and advantage: what one prompt's history reads.
 COLUMNS = (*stored_columns(), "group_id", "advantage")
-ROW_GROUP = 2048  # of the Parquet files stores committed before the Arrow ones hold
 FILE_ROWS = 200_000  # rows of a file written from new parts (merges make larger ones)
 # Rows per record batch of an index file: a prompt's rows in one file (~100 in a run of 2,000 prompts) are
 # read with at most this many others. The schema's metadata under FIRST_KEYS is the JSON list of each
@@ -134,20 +130,14 @@ def _write(store_dir: Path, name: str, rows: pl.DataFrame) -> None:
 
 
 def _read_whole(path: Path) -> pl.DataFrame:
-    """Every row of one index file (either kind)."""
-    if path.suffix == ".parquet":
-        return pl.read_parquet(path)
+    """Every row of one index file."""
     with pa.OSFile(str(path)) as src:
         return pl.from_arrow(ipc.open_file(src).read_all())
 
 
-def _read_key(path: Path, key: str, cols: list[str]) -> pl.DataFrame | pa.Table:
-    """The rows of prompt ``key`` in one index file (``cols`` of them that the file has): a frame from a
-    Parquet file, an Arrow table from an Arrow file (converted once for all files, see :func:`read`)."""
-    if path.suffix == ".parquet":  # written before the Arrow files: through the row groups' statistics
-        lf = pl.scan_parquet(path).filter(pl.col("prompt_key") == key)
-        have = lf.collect_schema()
-        return lf.select(c for c in cols if c in have).collect()
+def _read_key(path: Path, key: str, cols: list[str]) -> pa.Table:
+    """The rows of prompt ``key`` in one index file (``cols`` of them that the file has), as an Arrow table
+    (converted once for all files, see :func:`read`)."""
     with pa.OSFile(str(path)) as src:  # read into memory: nothing refers to the file once closed
         reader = ipc.open_file(src)
         firsts = json.loads(reader.schema.metadata[FIRST_KEYS])
@@ -287,18 +277,17 @@ def _merge_sources(store_dir: Path, name: str, sources: list[_Source], live_part
 def _merge_groups(files: list[dict]) -> list[tuple[int, int]]:
     """The runs ``(first, last)`` of ``files`` (indices, ``first < last``) that a binary counter merges,
     the files taken one after the other as if each were just written: the last two are merged while the
-    newer holds at least half the older's rows (and, where a Parquet file is among them, both hold at most
-    :data:`FILE_ROWS` together). A commit that writes many files thus merges them as it would one by one,
+    newer holds at least half the older's rows. A commit that writes many files thus merges them as it would one by one,
     at once; files already so merged are left as they are."""
-    stack: list[tuple[int, bool, int, int]] = []  # rows, has a Parquet file, first, last
+    stack: list[tuple[int, int, int]] = []  # rows, first, last
     for i, f in enumerate(files):
-        stack.append((f["rows"], f["name"].endswith(".parquet"), i, i))
+        stack.append((f["rows"], i, i))
         while len(stack) >= 2:
-            (a, pa_, first, _), (b, pb, _, last) = stack[-2], stack[-1]
-            if 2 * b < a or ((pa_ or pb) and a + b > FILE_ROWS):
+            (a, first, _), (b, _, last) = stack[-2], stack[-1]
+            if 2 * b < a:
                 break
-            stack[-2:] = [(a + b, pa_ or pb, first, last)]
-    return [(first, last) for _, _, first, last in stack if last > first]
+            stack[-2:] = [(a + b, first, last)]
+    return [(first, last) for _, first, last in stack if last > first]
 
 
 def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[str]]:
@@ -338,16 +327,7 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[
         group = files[first : last + 1]
         f = {"name": name(), "rows": 0, "lo": group[0]["lo"], "hi": group[-1]["hi"]}
         paths = [store_dir / x["name"] for x in group]
-        if any(p.suffix == ".parquet" for p in paths):  # whole (at most FILE_ROWS rows)
-            merged = (
-                pl.concat([_read_whole(p) for p in paths], how="diagonal_relaxed")
-                .filter(pl.col("part").is_in(sorted(live)))
-                .sort(ORDER, nulls_last=True)
-            )
-            _write(store_dir, f["name"], merged)
-            f["rows"] = merged.height
-        else:
-            f["rows"] = _merge(store_dir, f["name"], paths, live)
+        f["rows"] = _merge(store_dir, f["name"], paths, live)
         written.append(f["name"])
         files[first : last + 1] = [f]
     return {"files": files, "upto": max(upto, top)}, written
@@ -356,23 +336,21 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[
 def read(store, key: str, columns: list[str]) -> pl.DataFrame | None:
     """The rows of prompt ``key`` the store shows (``columns`` of them, the scan's types), in part and row
     order, read from the index; None when the store's last commit wrote none that covers its parts."""
-    data = store.manifest.data
-    entry = data.get(INDEX_KEY)
-    if not entry or int(entry["upto"]) < int(data["next_part"]):
+    m = store.manifest
+    entry = m.derived["pidx"].meta if "pidx" in m.derived else None
+    if not entry or int(entry["upto"]) < int(m.next_part):
         return None
     schema = store.schema()
     cols = [c for c in dict.fromkeys(("part", "row", *columns)) if c in schema]
-    live = [int(p) for p, e in data["parts"].items() if e["rows"]]
-    below = data.get("visible_below")
+    live = [int(p) for p, e in m.parts.items() if e["rows"]]
+    below = m.visible_below
     frames = []
     try:
         for f in entry["files"]:
             frames.append(_read_key(Path(store.dir) / f["name"], key, cols))
     except FileNotFoundError:
         return None  # a later commit merged and collected it: the caller scans
-    frames = [f for f in frames if isinstance(f, pl.DataFrame)] + _from_arrow(
-        [f for f in frames if isinstance(f, pa.Table)]
-    )
+    frames = _from_arrow(frames)
     if not frames:
         rows = pl.DataFrame(schema={c: schema[c] for c in cols})
     else:
@@ -394,3 +372,18 @@ def collect_garbage(store_dir: Path, data: dict, old: dict | None, removable) ->
     for p in Path(store_dir).glob(PATTERN):
         if p.name not in keep and removable(p):
             p.unlink(missing_ok=True)
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """This commit's new parts added to the index (see :func:`update`)."""
+    entry, files = update(c.dir, c.data, c.gen, c.tag)
+    c.written += [c.dir / f for f in files]
+    c.named |= {c.dir / f["name"] for f in entry["files"]}
+    c.set({INDEX_KEY: entry})
+
+
+def collect(c: Commit, removable) -> None:
+    collect_garbage(c.dir, c.draft, c.old.get(INDEX_KEY), removable)

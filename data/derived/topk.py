@@ -30,9 +30,9 @@ from pathlib import Path
 
 import polars as pl
 
-from data.ingest.summary import scan_part_scalars
+from data.derived.base import Commit
+from data.derived.steps import scan_part_scalars
 from data.metrics.registry import table_columns
-from data.queries import sort_rows
 from data.store.layout import rows_at
 from data.store.manifest import write_atomic
 
@@ -49,6 +49,11 @@ KEYS = ("part", "row", "sample_id", "step")
 NOT_SORTED = frozenset(
     ("sample_id", "source", "line", "part", "row", "prompt_key", "prompt_preview", "response_preview")
 )
+
+
+def sort_rows(lf: pl.LazyFrame, column: str, descending: bool) -> pl.LazyFrame:
+    """Sort by ``column`` (nulls last), ties broken by ``sample_id`` so paging is stable."""
+    return lf.sort([column, "sample_id"], descending=[descending, False], nulls_last=True)
 
 
 def columns(names, data: dict) -> list[str]:
@@ -178,11 +183,11 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, str]:
 
 def _entry(store) -> dict | None:
     """The store's :data:`KEY` entry when it covers every part with rows, else None."""
-    data = store.manifest.data
-    entry = data.get(KEY)
-    if not entry:
+    m = store.manifest
+    if "topk" not in m.derived:
         return None
-    live = {int(p) for p, e in data["parts"].items() if e["rows"]}
+    entry = m.derived["topk"].meta
+    live = {int(p) for p, e in m.parts.items() if e["rows"]}
     if not live <= _ids(entry["parts"]):
         return None
     return entry
@@ -208,7 +213,7 @@ def head(store, sort: str, descending: bool, k: int) -> pl.DataFrame | None:
     top = sort_rows(got.lazy(), sort, descending).head(keep).collect()
     if not entry["columns"][sort] and (top.height < keep or top.item(keep - 1, sort) is None):
         return None  # rows before the column appeared (null there) could come next
-    below = store.manifest.data.get("visible_below")
+    below = store.manifest.visible_below
     if below is not None:
         hidden = top.get_column("step") >= below
         if hidden.any():
@@ -245,3 +250,18 @@ def collect_garbage(store_dir: Path, data: dict, old: dict | None, removable) ->
     for p in Path(store_dir).glob(PATTERN):
         if p.name not in keep and removable(p):
             p.unlink(missing_ok=True)
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """This commit's parts merged into the candidates (see :func:`update`)."""
+    entry, name = update(c.dir, c.data, c.gen, c.tag)
+    c.written.append(c.dir / name)
+    c.named.add(c.dir / name)
+    c.set({KEY: entry})
+
+
+def collect(c: Commit, removable) -> None:
+    collect_garbage(c.dir, c.draft, c.old.get(KEY), removable)

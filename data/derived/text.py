@@ -4,29 +4,25 @@ Per file of ``parts/``, its ``part, row, step, prompt, response`` as an uncompre
 memory-mapped (about 5x faster than the parts on the 2 GB benchmark run). A file of ``parts/`` never changes
 once written, so neither does its index file.
 
-It is kept in two places:
-
-- **in the store**, ``<store>/text/<block>.<part>.arrow``, written by ingest at each commit for the files of
-  ``parts/`` that commit holds and no index file has yet (:func:`index_new_parts`): a commit adds its own
-  parts' texts and rewrites nothing, and the index files are in place before the manifest names the commit,
-  so a reader of that commit finds them ready. They go wherever the store goes (a store shared on object
-  storage uploads and mirrors them with its other files, see :mod:`data.store.shared`). A file whose part
-  file was collected is collected with it (:func:`collect_index`).
-- **beside the store**, ``<cache>/<store>.text-index`` (:data:`data.store.layout.TEXT_INDEX`), built by the
-  reader on first use for a part without an index file in the store (a store ingested before the index
-  was written at ingest): each file's name carries its part file's size and mtime, so a rebuilt store never
-  reads a stale one (:func:`index_files`).
+It is kept in the store, ``<store>/text/<block>.<part>.arrow``, written by ingest at each commit for the
+files of ``parts/`` that commit holds and no index file has yet (:func:`index_new_parts`): a commit adds its
+own parts' texts and rewrites nothing, and the index files are in place before the manifest names the
+commit, so a reader of that commit finds them ready. They go wherever the store goes (a store shared on
+object storage uploads and mirrors them with its other files, see :mod:`data.store.shared`). A file whose
+part file was collected is collected with it (:func:`collect_index`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
 
-from data.store.layout import TEXT_INDEX, beside_store, rows_at
+from data.derived.base import Commit
+from data.store.layout import rows_at
 from data.store.manifest import replaced
 
 COLUMNS = ("part", "row", "step", "prompt", "response")
@@ -81,29 +77,14 @@ def collect_index(store_dir: Path) -> None:
             p.unlink(missing_ok=True)
 
 
-def index_files(store_dir: Path, part_files: Iterable[Path], folder: Path | None = None) -> list[Path] | None:
-    """The index file of each of ``part_files`` (the committed files of ``parts/``): the store's own where
-    ingest wrote it, else one in ``folder`` (default ``<cache>/<store>.text-index``) built now if absent;
-    None when one is missing and cannot be written (a read-only cache folder: scan the parts instead)."""
-    folder = folder or beside_store(store_dir, TEXT_INDEX)
-    out = []
-    try:
-        for src in part_files:
-            own = in_store(store_dir, src)
-            if own.exists():
-                out.append(own)
-                continue
-            folder.mkdir(exist_ok=True)
-            st = src.stat()
-            key = _key(src)
-            dst = folder / f"{key}-{st.st_size}-{st.st_mtime_ns}.arrow"
-            if not dst.exists():
-                for old in folder.glob(f"{key}-*.arrow"):
-                    old.unlink(missing_ok=True)
-                _write(src, dst)
-            out.append(dst)
-    except OSError:
-        return None
+def index_files(store_dir: Path, part_files: Iterable[Path]) -> list[Path]:
+    """The index file in the store of each of ``part_files`` (the committed files of ``parts/``). One
+    missing raises ``FileNotFoundError``: the commit that names its part wrote it (a later commit may
+    have collected both: the state committed now is read again, see :func:`data.cache.shared`)."""
+    out = [in_store(store_dir, src) for src in part_files]
+    for p in out:
+        if not p.exists():
+            raise FileNotFoundError(p)
     return out
 
 
@@ -119,8 +100,7 @@ def index_files(store_dir: Path, part_files: Iterable[Path], folder: Path | None
 #
 # Each row also keeps the other columns the grid's block shows (:data:`BLOCK_KEY`: ``source, line``, the
 # metric and extra columns, the previews), read from the parts' scalars at the commit that first keeps it,
-# so that the first block of such a search reads no part (see :func:`top_rows`). A top file written before
-# them (no ``block`` in its entry) has its rows' columns read at the next commit.
+# so that the first block of such a search reads no part (see :func:`top_rows`).
 
 TOP_KEY = "text_top"  # manifest: {"name", "rows", "of": rows of the state, "covers": index files' keys,
 # "block": the other columns its rows keep}
@@ -190,7 +170,7 @@ def _top_of_parts(parts: list[str], index: list[str]) -> tuple[pl.DataFrame, boo
 
 
 # What a commit gives write_top to read its new rows' block columns: the columns, and the scans of the
-# scalars of some part ids (``data.ingest.summary.scan_part_scalars``; ingest's, which this package does not
+# scalars of some part ids (``data.derived.steps.scan_part_scalars``; ingest's, which this package does not
 # import).
 Block = tuple[list[str], Callable[[list[int]], list[pl.LazyFrame]]]
 
@@ -239,11 +219,8 @@ def write_top(
     """Write the top file ``name`` (in the store) of the state whose files of ``parts/`` are ``rels``, from
     the previous top file ``old`` (its manifest entry) and the files of ``parts/`` it does not cover (all
     of them when a file it covers is gone), its rows with the ``block`` columns when given; returns its
-    manifest entry, None when an index file is missing (a store whose index is kept beside it: a search
-    reads every text, as before)."""
+    manifest entry."""
     files = {_key(store_dir / rel): in_store(store_dir, store_dir / rel) for rel in rels}
-    if not all(p.exists() for p in files.values()):
-        return None
     covers = set(old["covers"]) if old else set()
     prev = store_dir / old["name"] if old else None
     if not old or not covers <= set(files) or prev is None or not prev.exists():
@@ -285,14 +262,55 @@ def write_top(
     return entry
 
 
+def top_entry(manifest) -> dict | None:
+    """The manifest's entry of the top file (:data:`TOP_KEY`), None when its commit wrote none."""
+    entry = manifest.derived.get("texttop")
+    return None if entry is None else dict(entry.meta)
+
+
 def top_rows(store_dir: Path, entry: dict | None, keys: pl.DataFrame, cols: list[str]) -> pl.DataFrame | None:
     """``cols`` of the rows ``keys`` (``part, row``, in order; all rows of the top file ``entry`` names) as
-    the top file keeps them (types as written: the caller casts them); None where it cannot tell (a file
-    written before it kept the block's columns, a column it does not keep, a row it does not hold, the
-    file collected by a later commit)."""
+    the top file keeps them (types as written: the caller casts them); None where it cannot tell (a column
+    it does not keep, a row it does not hold, the file collected by a later commit)."""
     if not entry or BLOCK_KEY not in entry or any(c not in (*TOP_COLUMNS, *entry[BLOCK_KEY]) for c in cols):
         return None
     try:
         return rows_at(pl.scan_ipc(Path(store_dir) / entry["name"]), keys, cols)
     except FileNotFoundError:
         return None
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """The texts of the files of ``parts/`` new in this commit (ready before the manifest names it)."""
+    files = index_new_parts(c.dir, c.state)
+    c.written += files  # a refused commit's, removed with its parts (whose names may come again)
+    c.named |= set(files)
+
+
+def collect(c: Commit, removable) -> None:
+    collect_index(c.dir)
+
+
+def build_top(c: Commit) -> None:
+    """The first rows of the run in the responses page's default order, with their texts and the grid's
+    columns (the first block of a search over every step reads them, not every text nor any part)."""
+    name = c.file("texttop", "arrow")
+    c.written.append(c.dir / name)
+    try:
+        top = write_top(c.dir, c.state, c.old.get(TOP_KEY), name, c.top_block())
+    except pl.exceptions.PolarsError:  # parts it cannot order (no reward column): searches read every text
+        logging.getLogger(__name__).exception("the top of the reward order was not written")
+        top = None
+    if top is not None:
+        c.named.add(c.dir / name)
+    c.set({TOP_KEY: top})
+
+
+def collect_top(c: Commit, removable) -> None:
+    keep = {(e or {}).get("name") for e in (c.draft.get(TOP_KEY), c.old.get(TOP_KEY))}
+    for p in c.dir.glob("texttop-g*.arrow"):
+        if p.name not in keep and removable(p):
+            p.unlink(missing_ok=True)

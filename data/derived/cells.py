@@ -14,7 +14,7 @@ has one cell per value (``lo == hi``: exact on any edges, and the run's distinct
 otherwise a cell is a bar of the edges the run has now (``w`` the width of :func:`data.queries.
 histogram_edges` over the run's range; :func:`data.queries.lattice_edges` gives the very floats of its
 edges whatever part of the range the rows at hand cover).
-When the run's width changes, the cells of every step are made again (:class:`data.ingest.summary.
+When the run's width changes, the cells of every step are made again (:class:`data.derived.steps.
 StepSummaries`); a width changes only when the run's range crosses a 'nice' step (1, 2, 2.5, 5 times a
 power of ten), a few times in a run.
 
@@ -24,9 +24,54 @@ is, from the same rows.
 
 from __future__ import annotations
 
+import math
+import sys
+
 import polars as pl
 
-from data.queries import MAX_DISCRETE_VALUES, _nice, lattice_edges
+from data.derived.base import Commit, collect_named, read_named
+
+# A column with at most this many distinct values in a run gets one bar per value (a verifier's 0 / 1, a
+# reward in steps of 0.5) instead of evenly spaced bins, which there leave most bars empty, draw each value
+# off-centre and need one heatmap row per bin.
+MAX_DISCRETE_VALUES = 24
+
+
+def _nice(x: float) -> float:
+    """Round a positive width up to 1, 2, 2.5 or 5 times a power of ten (a float: ``10 ** 39`` was a Python
+    int too large for Polars, and a reward of 1e40 stopped the ingest). A width of a range that overflows
+    (from -1e308 to 1e308) is taken as the largest float's."""
+    x = min(x, sys.float_info.max)
+    exp = math.floor(math.log10(x))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * 10.0**exp >= x * (1 - 1e-9):
+            return min(m * 10.0**exp, sys.float_info.max)
+    return sys.float_info.max  # (not reached: 10 times the power of ten is at least x, or inf)
+
+
+def lattice_edges(lo: float, hi: float, width: float) -> list[float]:
+    """The edges of bars ``width`` wide centred on its multiples, from the one holding ``lo`` to the one
+    holding ``hi`` (those of :func:`histogram_edges`: the same floats for the same width, whatever the
+    range, so one range's edges are among a wider range's)."""
+    start = math.floor(lo / width + 0.5) - 0.5  # in widths: the edge below the bar centred nearest lo
+    edges = []
+    k = 0
+    while not edges or edges[-1] < hi:
+        edges.append(round((start + k) * width, 12))
+        k += 1
+    # The last bar is closed, so a top edge equal to the maximum is enough.
+    return edges
+
+
+# The manifest's entry naming the cells file (written with the steps summary).
+CELLS_KEY = "cells_file"
+
+
+def read_hist_cells(store) -> pl.DataFrame | None:
+    """The steps' histogram cells as the store's last commit wrote them: the steps shown, nothing else;
+    None for a store committed without them."""
+    return read_named(store, "cells")
+
 
 # The columns counted (data.curves.HISTOGRAMS: the reward's bins also hold the reference rewards) and the
 # columns whose range gives each one's width.
@@ -116,3 +161,20 @@ def made_with(cells: pl.DataFrame) -> dict[str, float]:
     """The widths ``cells`` were made with, per column (those made one per value left out)."""
     w = cells.filter(pl.col("w").is_not_nan()).group_by("col").agg(pl.col("w").first())
     return dict(w.iter_rows())
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """The histogram cells of the steps shown, made with the steps summary (see data.derived.steps)."""
+    cells = c.summaries.cells
+    if c.below is not None:
+        cells = cells.filter(pl.col("step") < c.below)
+    name = c.file("cells", "parquet")
+    c.put_frame(name, cells)
+    c.set({CELLS_KEY: name})
+
+
+def collect(c: Commit, removable) -> None:
+    collect_named(c, removable, "cells-g*.parquet", CELLS_KEY)

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import polars as pl
 
+from data.derived.base import Commit, collect_named, read_named
+from data.derived.matches import read_prompt_matches as read_prompt_matches
+from data.derived.matches import run_prompt_matches
 from data.metrics.degeneration import step_length_medians, with_length_ratio
 from data.metrics.group import prompt_aggregates, prompt_group_counts, prompt_hash, trend_threshold
-from data.store.aggregates import FILE_KEY, MATCHES_KEY, THRESHOLD_KEY
-from data.store.aggregates import read_prompt_list as read_prompt_list
-from data.store.aggregates import read_prompt_matches as read_prompt_matches
 from data.store.manifest import Manifest, write_atomic
 from data.store.reader import RunStore
 
@@ -74,6 +74,22 @@ EMPTY_TABLE = {
 # responses all go to one pass), so that memory stays bounded as the run grows: one pass over a run of
 # 2.56M responses held ~650 MB more.
 PASS_ROWS = 500_000
+
+
+# The manifest's entries naming the prompt list and the threshold it was classified with, and the prompts
+# of the compare page (see data.derived.matches).
+FILE_KEY = "prompts_file"
+THRESHOLD_KEY = "prompts_threshold"
+MATCHES_KEY = "prompt_matches_file"
+
+
+def read_prompt_list(store) -> tuple[pl.DataFrame, float] | None:
+    """``(table, threshold)``: the prompt list a commit wrote beside the store (None for a store committed
+    without one)."""
+    table = read_named(store, "prompts")
+    if table is None:
+        return None
+    return table, float(store.manifest.derived["prompts"].meta.get("threshold") or 0.0)
 
 
 def step_medians(store) -> pl.DataFrame:
@@ -132,9 +148,7 @@ def write_prompt_list(store_dir: Path, data: dict, generation: int, tag: str) ->
     so that two writers racing for a commit never write one file), with the compare page's prompts as
     ``matches-g…``; returns the manifest's entries that name them (:data:`FILE_KEY`, :data:`MATCHES_KEY`,
     :data:`THRESHOLD_KEY`)."""
-    from data.compare.prompts import run_prompt_matches
-
-    store = RunStore(Path(store_dir), Manifest(data))
+    store = RunStore(Path(store_dir), Manifest.from_dict(data))
     table, threshold = prompt_list(store)
     out = {THRESHOLD_KEY: threshold}
     for key, prefix, frame in (
@@ -147,3 +161,23 @@ def write_prompt_list(store_dir: Path, data: dict, generation: int, tag: str) ->
         write_atomic(Path(store_dir) / name, buf.getvalue())
         out[key] = name
     return out
+
+
+# ---- at a commit ---------------------------------------------------------------------------------------
+
+
+def build(c: Commit) -> None:
+    """The prompt list and the compare page's prompts of the state committed (its steps summary written);
+    none for a commit made mid-read (readers compute them if asked)."""
+    if c.aggregates:
+        lists = write_prompt_list(c.dir, c.data, c.gen, c.tag)
+    else:
+        lists = {FILE_KEY: None, MATCHES_KEY: None, THRESHOLD_KEY: None}
+    files = [c.dir / lists[k] for k in (FILE_KEY, MATCHES_KEY) if lists[k]]
+    c.written += files
+    c.named |= set(files)
+    c.set(lists)
+
+
+def collect(c: Commit, removable) -> None:
+    collect_named(c, removable, "prompts-g*.parquet", FILE_KEY)

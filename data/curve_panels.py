@@ -1,0 +1,181 @@
+"""The reward page's curves over steps: one :class:`Panel` per chart, its series with spread bands and an
+optional zero shift, and the notes of what a run lacks (pure: a steps summary in, panels out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from data.metrics import METRICS, label
+
+# Spread bands of a curve: URL value -> UI text. All come from the store's per-step summary.
+BANDS = {"std": "±1 std", "p25-p75": "p25–p75", "p5-p95": "p5–p95"}
+DEFAULT_BAND = "std"
+
+
+def step_label(key: str, fallback: str) -> str:
+    """The metrics registry's label of a per-step column when it has one, else ``fallback``.
+
+    ``fallback`` is itself built from registry labels (e.g. ``label("kl") + ", per-token mean"``).
+    """
+    return label(key) if key in METRICS else fallback
+
+
+def _finite(col: str) -> pl.Expr:
+    """``col`` as Float64 with NaN / infinities turned into nulls (a gap in a curve)."""
+    c = pl.col(col).cast(pl.Float64)
+    return pl.when(c.is_finite()).then(c).otherwise(None)
+
+
+def has_values(steps: pl.DataFrame, col: str) -> bool:
+    """True when the per-step column exists and holds at least one finite value."""
+    if col not in steps.columns or steps.height == 0:
+        return False
+    return steps.select(_finite(col).is_not_null().any()).item()
+
+
+def band_exprs(col: str, band: str) -> tuple[pl.Expr, pl.Expr]:
+    """Lower and upper edge of the spread band of ``col`` (a :data:`BANDS` key) from the step summary."""
+    if band == "std":
+        return _finite(f"{col}_mean") - _finite(f"{col}_std"), _finite(f"{col}_mean") + _finite(f"{col}_std")
+    lo, hi = {"p25-p75": ("p25", "p75"), "p5-p95": ("p05", "p95")}[band]
+    return _finite(f"{col}_{lo}"), _finite(f"{col}_{hi}")
+
+
+def curve(
+    steps: pl.DataFrame, col: str, band: str | None = None, zero_shift: bool = False, mean: bool = True
+) -> pl.DataFrame:
+    """One curve over steps: ``step, y`` (+ ``lo, hi`` with a band), sorted by step.
+
+    ``y`` is ``<col>_mean`` when ``mean`` (the summary's naming), else ``col`` itself. Non-finite values
+    become nulls (gaps). With ``zero_shift`` the curve's first finite value is subtracted from ``y`` and
+    from its band, so curves of different levels can be compared by trend.
+    """
+    ycol = f"{col}_mean" if mean else col
+    exprs = [pl.col("step"), _finite(ycol).alias("y")]
+    if band is not None:
+        lo, hi = band_exprs(col, band)
+        exprs += [lo.alias("lo"), hi.alias("hi")]
+    out = steps.select(exprs).sort("step")
+    if zero_shift:
+        first = out.get_column("y").drop_nulls()
+        if first.len():
+            shift = float(first[0])
+            out = out.with_columns(pl.exclude("step") - shift)
+    return out
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a curve panel: ``key`` is the metric (or per-step column) it draws, ``frame`` has
+    ``step, y`` and, with a band, ``lo, hi``."""
+
+    key: str
+    label: str
+    frame: pl.DataFrame
+    band_label: str | None = None
+    dashed: bool = False
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One chart of the reward page's 2 x 2 grid: its series, y-axis title and a note on what is missing."""
+
+    key: str
+    title: str
+    y_title: str
+    series: tuple[Series, ...]
+    note: str | None = None
+    percent: bool = False
+    empty: str | None = None  # what the chart says without a series (default: see the note)
+
+
+NOTE_NO_REF = "No reference reward (ref_reward) in this run: the reference curve is left out."
+NOTE_NO_WIN = "No reference reward (ref_reward) in this run, so there is no win rate against it."
+NOTE_NO_KL = (
+    "No per-token log-probs (logprobs and ref_logprobs) in this run: KL to the reference cannot be computed."
+)
+NOTE_CHARS = "No token fields in this run: response length is shown in characters (pads excluded) instead."
+NOTE_NO_LENGTH = "No response length in this run."
+
+
+def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = False) -> list[Panel]:
+    """The four curve panels (reward, KL, length, win rate) of a per-step summary.
+
+    Curves that cannot exist (no token fields, no ``ref_*``) are left out and the panel carries a note.
+    """
+    band_text = BANDS[band]
+    zs = zero_shift
+    shift = " (minus first value)" if zs else ""
+
+    reward = [Series("reward", label("reward"), curve(steps, "reward", band, zs), band_text)]
+    has_ref = has_values(steps, "ref_reward_mean")
+    if has_ref:
+        reward.append(
+            Series(
+                "ref_reward",
+                label("ref_reward"),
+                curve(steps, "ref_reward", None, zs),
+                dashed=True,
+            )
+        )
+    out = [
+        Panel(
+            "reward",
+            "Reward",
+            label("reward") + shift,
+            tuple(reward),
+            None if has_ref else NOTE_NO_REF,
+        )
+    ]
+
+    kl = []
+    for key, base in (("kl_token_mean", "kl"), ("log_ratio_token_mean", "log_ratio")):
+        if has_values(steps, key):
+            name = step_label(key, f"{label(base)}, per-token mean")
+            kl.append(Series(key, name, curve(steps, key, None, zs, mean=False)))
+    out.append(Panel("kl", "KL to the reference", "per token" + shift, tuple(kl), None if kl else NOTE_NO_KL))
+
+    if has_values(steps, "response_length_mean"):
+        length = Series(
+            "response_length",
+            label("response_length"),
+            curve(steps, "response_length", band, zs),
+            band_text,
+        )
+        out.append(Panel("length", "Response length", "tokens" + shift, (length,)))
+    elif has_values(steps, "response_chars_mean"):
+        # A summary written before the character quantiles were kept has only their mean: no band then.
+        chars_band = band if "response_chars_std" in steps.columns else None
+        length = Series(
+            "response_chars",
+            label("response_chars"),
+            curve(steps, "response_chars", chars_band, zs),
+            band_text if chars_band else None,
+        )
+        out.append(Panel("length", "Response length", "characters" + shift, (length,), NOTE_CHARS))
+    else:
+        out.append(Panel("length", "Response length", "tokens", (), NOTE_NO_LENGTH))
+
+    win = []
+    # The tie rate beside the win rate: with a verifier's 0 / 1 rewards most responses may tie their
+    # reference, which a win rate alone hides.
+    for key, dashed in (("win_rate", False), ("tie_rate", True)):
+        if has_ref and has_values(steps, key):
+            win.append(Series(key, label(key), curve(steps, key, None, zs, mean=False), dashed=dashed))
+    if has_values(steps, "zero_spread_share"):
+        name = step_label("zero_spread_share", "share of groups whose responses all got the same reward")
+        win.append(
+            Series(
+                "zero_spread_share",
+                name,
+                curve(steps, "zero_spread_share", None, zs, mean=False),
+                dashed=True,
+            )
+        )
+    title = "Win rate against the reference" if has_ref else "Win rate"
+    out.append(
+        Panel("win", title, "share" + shift, tuple(win), None if has_ref else NOTE_NO_WIN, percent=True)
+    )
+    return out

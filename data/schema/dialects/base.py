@@ -1,0 +1,166 @@
+"""What every dialect shares: :class:`Dialect` itself, how a run's files are read beyond their dialect
+(:class:`Reading`), alias tables, and the step and split a file's path gives. The dialect modules import
+this module, never the package, so that :mod:`data.schema.dialects` only registers them."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from data.schema.contract import INT64_MAX
+
+
+@dataclass
+class Reading:
+    """How a run's files are read beyond their dialect: the reward functions' weights (a setting,
+    rlboard.toml, or fitted to the reward the trainer logged) and names (the trainer's own log, such as TRL's log history), and, filled in while
+    reading, how the reward was formed (``formed``: ``{"reward": "1 × a + 0.5 × b", "weights": "…"}``)."""
+
+    reward_weights: dict[str, float] | None = None
+    weights_from: str = ""
+    reward_parts: tuple[str, ...] | None = None
+    parts_from: str = ""
+    formed: dict = field(default_factory=dict)
+    tokenizer: str | None = None  # a local tokenizer.json naming token ids (see token_names)
+
+    def key(self) -> list:
+        """What the store depends on (a store read with other weights is read again)."""
+        return [sorted((self.reward_weights or {}).items()), list(self.reward_parts or ()), self.tokenizer]
+
+    def token_names(self, ids: list) -> list[str]:
+        """Token ids as the tokens they stand for, by the tokenizer (``id_to_token``; an id it does not
+        know stays its number); without a tokenizer, the ids as text."""
+        tok = _tokenizer(self.tokenizer) if self.tokenizer else None
+        if tok is None:
+            return [str(i) for i in ids]
+        return [(tok.id_to_token(i) if isinstance(i, int) and i >= 0 else None) or str(i) for i in ids]
+
+
+_TOKENIZERS: dict[str, tuple[object, str | None]] = {}  # path -> (tokenizer or None, why not)
+TOKENIZER_BYTES = 64 << 20  # a 256k-token vocabulary's tokenizer.json is ~20 MB
+
+
+def tokenizer_problem(path: str) -> str | None:
+    """Why the local tokenizer.json at ``path`` cannot be used (read once per process), or None when it
+    can: said on the runs page, the token ids shown instead."""
+    _tokenizer(path)
+    return _TOKENIZERS[path][1]
+
+
+def _tokenizer(path: str):
+    """The tokenizer of a local tokenizer.json (read once per process; None when it cannot be read)."""
+    if path not in _TOKENIZERS:
+        try:
+            from tokenizers import Tokenizer
+
+            size = os.stat(path).st_size
+            if size > TOKENIZER_BYTES:
+                raise ValueError(f"{size:,} bytes, over the limit of {TOKENIZER_BYTES:,}")
+            _TOKENIZERS[path] = (Tokenizer.from_file(path), None)
+        except Exception as e:  # noqa: BLE001 - no tokenizer: the ids are shown (the runs page says why)
+            _TOKENIZERS[path] = (None, f"{type(e).__name__}: {str(e)[:200]}")
+    return _TOKENIZERS[path][0]
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One trainer's way of writing rollouts.
+
+    ``aliases``: the contract's fields under this dialect's names (a known field's other names are tried
+    only when the contract's own is absent, the first present in the order given). ``line``: a parsed
+    record rewritten onto the contract's fields before they are checked (prompt and response may be chat
+    messages, see :mod:`data.schema.chat`); ``frame``: the same for a chunk Polars parsed whole, or None
+    when only ``line`` can do it (the chunk then goes line by line). ``recognise(path, fields)``: how sure
+    it is that a file (its path inside the run, the fields of its first record) is of this dialect, 0 for
+    not at all. ``stepless``: its files are evaluation dumps with no step (step 0, said on the runs page).
+    ``mapping``: how fields were mapped, a phrase each, for the runs page.
+    """
+
+    name: str
+    title: str
+    description: str
+    recognise: Callable[[str, frozenset[str]], int]
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    mapping: tuple[str, ...] = ()
+    line: Callable[[dict, Reading], dict] | None = None
+    frame: Callable[[pl.DataFrame, Reading], pl.DataFrame] | None = None
+    stepless: bool = False
+
+    def renames(self, columns) -> dict[str, str]:
+        """Which columns stand for a known field under this dialect's name (see ``aliases``)."""
+        renames = {}
+        for canon, alts in self.aliases.items():
+            if canon not in columns:
+                for alt in alts:
+                    if alt in columns:
+                        renames[alt] = canon
+                        break
+        return renames
+
+    def apply_aliases(self, obj: dict) -> dict:
+        """A parsed record with its fields under this dialect's names moved to the known names."""
+        for alt, canon in self.renames(obj).items():
+            obj[canon] = obj.pop(alt)
+        return obj
+
+
+def merge_aliases(*tables: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """Alias tables joined, the names of the first table first for each field."""
+    out: dict[str, tuple[str, ...]] = {}
+    for table in tables:
+        for canon, names in table.items():
+            out[canon] = tuple(dict.fromkeys((*out.get(canon, ()), *names)))
+    return out
+
+
+# A step in a file's or folder's name: "step" and its number (`step_120`, `global_step-5`, NeMo-RL's
+# `train_data_step12`), not after a letter (`substep3` is not one); or a name that is only a number
+# (veRL's rollout_data_dir writes `120.jsonl`).
+_NAME_STEP = re.compile(r"(?<![a-z])step[_=-]?(\d+)(?!.*(?<![a-z])step[_=-]?\d)|^(\d+)$", re.IGNORECASE)
+ROLLOUT_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet")
+
+
+def base_name(name: str) -> str:
+    """A rollout file's name without its suffix (``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``, ``.parquet``)."""
+    for suffix in ROLLOUT_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def step_from_name(name: str) -> int | None:
+    """The step that a rollout file's or folder's name gives, for its lines that have none; None when the
+    name gives none (``rank0.jsonl``) or one out of range. With "step" twice, the last one counts."""
+    m = _NAME_STEP.search(base_name(name))
+    if m is None:
+        return None
+    step = int(m.group(1) or m.group(2))
+    return step if step <= INT64_MAX else None
+
+
+def step_from_path(rel: str) -> int | None:
+    """The step of a file's lines that have none, from its path inside the run: its name's
+    (:func:`step_from_name`), else the innermost folder's that gives one (prime-rl's
+    ``rollouts/step_12/train_rollouts.jsonl``)."""
+    for part in reversed(rel.split("/")):
+        step = step_from_name(part)
+        if step is not None:
+            return step
+    return None
+
+
+# Validation and evaluation dumps written beside the training ones: NeMo-RL's val_data_step{N}.jsonl,
+# prime-rl's eval_rollouts.jsonl and rollouts/step_{n}/eval/, veRL's validation_data_dir (a folder the user
+# names, usually "val…" or "validation…").
+_VALIDATION = re.compile(r"^(val|valid|validation|eval|evals|evaluation)(?:[_\-.]|\d|$)", re.IGNORECASE)
+TRAIN, VALIDATION = "train", "validation"
+
+
+def split_of(rel: str) -> str:
+    """``"validation"`` for a file whose name or folder (inside the run) says it holds validation or
+    evaluation rollouts, else ``"train"``: the two are kept apart (a run each), never merged by step."""
+    return VALIDATION if any(_VALIDATION.match(part) for part in rel.split("/")) else TRAIN
