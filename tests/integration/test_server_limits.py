@@ -43,7 +43,7 @@ def _post_raw(srv, path: str, size: int) -> tuple[int | None, bytes]:
         conn.close()
 
 
-def test_limits001_big_body_is_413_and_never_read(server):
+def test_limits101_big_body_is_413_and_never_read(server):
     """A 200 MB callback body answers 413 at once and adds nothing to the workers' memory (it added 385 MB
     before); a body just over the limit is 413 too, and a real callback still answers."""
     workers = psutil.Process(server.proc.pid).children()
@@ -91,7 +91,7 @@ MALFORMED = {
 }
 
 
-def test_limits002_malformed_callbacks_are_400_with_one_log_line(server):
+def test_limits102_malformed_callbacks_are_400_with_one_log_line(server):
     """Each malformed callback POST, three times, answers 400 with a one-line reason (was 500); the log gets
     one line per request and no traceback; the well-formed request still answers 200."""
     before = server.log.read_text(errors="replace")
