@@ -72,6 +72,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# What a browser test waits for at most when it names no timeout (dash[testing]'s 10 s is short on a loaded
+# machine: a page's first callbacks there take longer). It only bounds a wait: a condition met returns at once.
+BROWSER_WAIT_SECONDS = 30
+
+
+@pytest.fixture
+def dash_duo(dash_duo):
+    """dash[testing]'s `dash_duo`, its waits bounded at :data:`BROWSER_WAIT_SECONDS`."""
+    dash_duo.wait_timeout = BROWSER_WAIT_SECONDS
+    return dash_duo
+
+
+@pytest.fixture
+def dash_br(dash_br):
+    """dash[testing]'s `dash_br`, its waits bounded at :data:`BROWSER_WAIT_SECONDS`."""
+    dash_br.wait_timeout = BROWSER_WAIT_SECONDS
+    return dash_br
+
+
 @pytest.fixture(scope="session")
 def assets_dir() -> Path:
     """The app's `assets/` folder (vendored Bootstrap, icons, app.css), for test apps."""

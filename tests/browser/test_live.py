@@ -44,10 +44,10 @@ def test_live201_page_from_the_first_read_offers_the_steps_it_lacks(
     assert board.store("fresh", wait=30).steps().height == 2  # the first commit: step 3 held back
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/reward")
-    dash_duo.wait_for_contains_text("#reward-step-text", "step 2 · 2 of 2", timeout=20)
+    dash_duo.wait_for_contains_text("#reward-step-text", "step 2 · 2 of 2", timeout=30)
     drawn.set()
     dash_duo.wait_for_text_to_equal("#app-live-new", "1 new step available · reload", timeout=30)
     dash_duo.find_element("#app-live-new").click()
-    dash_duo.wait_for_contains_text("#reward-step-text", "step 3 · 3 of 3", timeout=20)
+    dash_duo.wait_for_contains_text("#reward-step-text", "step 3 · 3 of 3", timeout=30)
     assert not dash_duo.find_element("#app-live-new").is_displayed()
     assert dash_duo.get_logs() == []

@@ -15,12 +15,12 @@ def _url(dash_duo):
     return u.path, parse_qs(u.query)
 
 
-def _wait_url(dash_duo, pred, timeout=15):
+def _wait_url(dash_duo, pred, timeout=30):
     WebDriverWait(dash_duo.driver, timeout).until(lambda d: pred(*_url(dash_duo)))
 
 
 def _click(dash_duo, css):
-    el = dash_duo.wait_for_element(css, timeout=20)
+    el = dash_duo.wait_for_element(css, timeout=30)
     dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", el)
     el.click()
 
@@ -33,17 +33,17 @@ def test_prompts201_list_to_prompt_to_token_page(dash_duo, dash_app, fixtures_di
     dash_duo.wait_for_contains_text("#prompts-summary", "128 prompts", timeout=30)
     _click(dash_duo, "#prompts-table .prompts-row-link")
     _wait_url(dash_duo, lambda path, q: path == "/prompts" and "prompt" in q)
-    dash_duo.wait_for_element("#prompts-history", timeout=20)
+    dash_duo.wait_for_element("#prompts-history", timeout=30)
     dash_duo.wait_for_contains_text("#prompts-first", "First response · step 0")
     first_step = "#prompts-history .ag-center-cols-container .ag-row[row-index='0'] .ag-cell[col-id='step']"
-    dash_duo.wait_for_text_to_equal(first_step, "0", timeout=20)  # the history's order: step first
+    dash_duo.wait_for_text_to_equal(first_step, "0", timeout=30)  # the history's order: step first
     header = "#prompts-history .ag-header-cell[col-id='step']"
     for order in ("ascending", "descending"):  # ascending: the same order; descending: the latest step first
         # a click from script: the header's tooltip, shown after the first click, covers it for the mouse
         label = dash_duo.wait_for_element(header + " .ag-header-cell-label")
         dash_duo.driver.execute_script("arguments[0].click();", label)
-        dash_duo.wait_for_element(f"{header}[aria-sort='{order}']", timeout=10)
-    dash_duo.wait_for_text_to_equal(first_step, "2300", timeout=20)
+        dash_duo.wait_for_element(f"{header}[aria-sort='{order}']", timeout=30)
+    dash_duo.wait_for_text_to_equal(first_step, "2300", timeout=30)
     assert not dash_duo.find_element("#prompts-controls").is_displayed()
     _click(dash_duo, "#prompts-first .card-header a")
     _wait_url(dash_duo, lambda path, q: path == "/tokens")

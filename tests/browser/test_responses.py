@@ -37,21 +37,21 @@ def test_responses201_filter_sort_select_and_open(dash_duo, dash_app, fixtures_d
     shows its texts; the row's id opens the token page."""
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=3&reward_min=1.5")
-    dash_duo.wait_for_text_to_equal("#responses-count", "11", timeout=20)
+    dash_duo.wait_for_text_to_equal("#responses-count", "11", timeout=30)
     dash_duo.wait_for_element(CELLS.format("reward"))
     # (the cells exist before the grid has written their text: wait for drawn values)
-    until(lambda: len(v := cell_values(dash_duo, "reward")) == 11 and min(v) >= 1.5, timeout=20)
+    until(lambda: len(v := cell_values(dash_duo, "reward")) == 11 and min(v) >= 1.5, timeout=30)
     assert dash_duo.find_element("#responses-reward-min").get_attribute("value") == "1.5"
 
     dash_duo.find_element(".ag-header-cell[col-id='kl_mean'] .ag-header-cell-label").click()
-    until(lambda: query(dash_duo).get("sort") == ["kl_mean"], timeout=10)
+    until(lambda: query(dash_duo).get("sort") == ["kl_mean"], timeout=30)
     # All 11 rows, sorted (while the grid redraws, no row is drawn: an empty column is sorted too).
     until(
-        lambda: len(v := cell_values(dash_duo, "kl_mean")) == 11 and v == sorted(v, reverse=True), timeout=20
+        lambda: len(v := cell_values(dash_duo, "kl_mean")) == 11 and v == sorted(v, reverse=True), timeout=30
     )
 
     dash_duo.driver.find_elements(By.CSS_SELECTOR, CELLS.format("reward"))[0].click()
-    dash_duo.wait_for_element("#responses-text-response", timeout=10)
+    dash_duo.wait_for_element("#responses-text-response", timeout=30)
     selected = query(dash_duo)["sample"][0]
     assert dash_duo.find_element("#responses-text-prompt").text
 
@@ -62,8 +62,8 @@ def test_responses201_filter_sort_select_and_open(dash_duo, dash_app, fixtures_d
     assert dash_duo.get_logs() == []
     dash_duo.driver.execute_script("window.__rlbSamePage = true;")  # gone if the link reloads the page
     link.click()
-    until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
-    dash_duo.wait_for_element("#tokens-strip", timeout=15)
+    until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=30)
+    dash_duo.wait_for_element("#tokens-strip", timeout=30)
     assert dash_duo.driver.execute_script("return window.__rlbSamePage === true;")
     q = query(dash_duo)
     assert q["run"] == [RUN] and q["sample"] == [sid]
@@ -82,7 +82,7 @@ def test_responses202_scroll_pages_regex_and_back_forward(dash_duo, dash_app, fi
     """Scrolling fetches later blocks; an invalid regex says so; Back/Forward restore filters."""
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=all&sort=step&order=asc")
-    dash_duo.wait_for_text_to_equal("#responses-count", "400", timeout=20)
+    dash_duo.wait_for_text_to_equal("#responses-count", "400", timeout=30)
     dash_duo.wait_for_element(CELLS.format("step"))
     viewport = dash_duo.find_element(".ag-body-viewport")
     last = ".ag-pinned-left-cols-container .ag-row[row-index='399'] [col-id='step']"
@@ -96,28 +96,28 @@ def test_responses202_scroll_pages_regex_and_back_forward(dash_duo, dash_app, fi
             last,
         )
 
-    until(scrolled_to_the_end, timeout=20, poll=0.3)
+    until(scrolled_to_the_end, timeout=30, poll=0.3)
     assert dash_duo.find_element(last).text == "25"
 
     box = dash_duo.find_element("#responses-q")
     box.send_keys("(unclosed", Keys.ENTER)
-    dash_duo.wait_for_contains_text("#responses-q-error", "unclosed group", timeout=10)
-    until(lambda: query(dash_duo).get("q") == ["(unclosed"], timeout=10)
+    dash_duo.wait_for_contains_text("#responses-q-error", "unclosed group", timeout=30)
+    until(lambda: query(dash_duo).get("q") == ["(unclosed"], timeout=30)
     assert dash_duo.find_element("#responses-count").text == "400"  # not applied
 
     box = dash_duo.find_element("#responses-reward-min")
     box.send_keys("2", Keys.ENTER)
-    until(lambda: query(dash_duo).get("reward_min") == ["2"], timeout=10)
+    until(lambda: query(dash_duo).get("reward_min") == ["2"], timeout=30)
     # Read in the page (the count is redrawn as the filter applies: a found element can go stale).
-    until(lambda: _count(dash_duo) not in ("400", None), timeout=10)
+    until(lambda: _count(dash_duo) not in ("400", None), timeout=30)
     filtered = _count(dash_duo)
 
     dash_duo.driver.back()
-    until(lambda: "reward_min" not in query(dash_duo), timeout=10)
-    dash_duo.wait_for_text_to_equal("#responses-count", "400", timeout=10)
+    until(lambda: "reward_min" not in query(dash_duo), timeout=30)
+    dash_duo.wait_for_text_to_equal("#responses-count", "400", timeout=30)
     assert dash_duo.find_element("#responses-reward-min").get_attribute("value") == ""
     dash_duo.driver.forward()
-    dash_duo.wait_for_text_to_equal("#responses-count", filtered, timeout=10)
+    dash_duo.wait_for_text_to_equal("#responses-count", filtered, timeout=30)
     assert dash_duo.find_element("#responses-reward-min").get_attribute("value") == "2"
     assert dash_duo.get_logs() == []
 
@@ -127,16 +127,16 @@ def test_responses203_bad_url_values_give_notices_and_double_click_opens(dash_du
     double-clicked row opens on the token page."""
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=x&kl_max=abc")
-    dash_duo.wait_for_contains_text("#responses-notices", "Ignored step='x'", timeout=20)
+    dash_duo.wait_for_contains_text("#responses-notices", "Ignored step='x'", timeout=30)
     assert "Ignored kl_max='abc': not a number." in dash_duo.find_element("#responses-notices").text
-    dash_duo.wait_for_text_to_equal("#responses-count", "16", timeout=10)
+    dash_duo.wait_for_text_to_equal("#responses-count", "16", timeout=30)
     row = ".ag-pinned-left-cols-container .ag-row[row-index='2'] a"
     dash_duo.wait_for_element(row)
     sid = parse_qs(urlsplit(dash_duo.find_element(row).get_attribute("href")).query)["sample"][0]
     assert dash_duo.get_logs() == []
     cell = dash_duo.find_element(".ag-pinned-left-cols-container .ag-row[row-index='2'] [col-id='reward']")
     ActionChains(dash_duo.driver).double_click(cell).perform()
-    until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
+    until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=30)
     assert query(dash_duo)["sample"] == [sid] and query(dash_duo)["back"] == [f"run={RUN}&sample={sid}"]
     assert dash_duo.get_logs() == []
 
@@ -156,7 +156,7 @@ def test_responses204_fields_of_objects_show_in_their_columns(dash_duo, dash_app
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run=nested&step=1&sort=rewards.accuracy")
-    dash_duo.wait_for_element(CELLS.format("rewards.accuracy"), timeout=20)
+    dash_duo.wait_for_element(CELLS.format("rewards.accuracy"), timeout=30)
     seen = []  # every snapshot, so a failure says what the grid showed instead
     try:
         until(
@@ -174,20 +174,19 @@ def test_responses205_a_link_click_that_also_selects_its_row_keeps_the_token_pag
     """Clicking the id link of a row that is not selected (the click also selects it) opens the token page
     with its own query, back= included, and it stays (before, the responses page's URL sync ran with the
     token page's URL and wrote its own query over it: /tokens?run=…&sample=… without back=)."""
-    import time
-
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=2")
-    dash_duo.wait_for_text_to_equal("#responses-count", "16", timeout=20)
+    dash_duo.wait_for_text_to_equal("#responses-count", "16", timeout=30)
     row = ".ag-pinned-left-cols-container .ag-row[row-index='3'] a"
     dash_duo.wait_for_element(row)
     link = dash_duo.find_element(row)
     sid = parse_qs(urlsplit(link.get_attribute("href")).query)["sample"][0]  # the link reads file:line
     assert link.text.startswith("rank") and ".jsonl:" in link.text
     link.click()
-    until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=10)
-    dash_duo.wait_for_element("#tokens-strip", timeout=15)
-    time.sleep(1.5)  # what a late callback of the responses page would have written by now
+    until(lambda: urlsplit(dash_duo.driver.current_url).path == "/tokens", timeout=30)
+    dash_duo.wait_for_element("#tokens-strip", timeout=30)
+    # Every callback answered: what a late one of the responses page would have written is in.
+    until(dash_duo._wait_for_callbacks, timeout=60, msg="Dash's pending callbacks to answer")
     q = query(dash_duo)
     assert urlsplit(dash_duo.driver.current_url).path == "/tokens"
     assert q["sample"] == [sid] and q["back"] == [f"run={RUN}&step=2&sample={sid}"], q
@@ -223,10 +222,10 @@ def test_responses206_texts_in_view_and_a_row_click_keeps_the_reward(dash_duo, d
     dash_duo.driver.set_window_size(1440, 900)
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=25&q=good")
-    dash_duo.wait_for_text_to_equal("#responses-count", "10", timeout=20)
+    dash_duo.wait_for_text_to_equal("#responses-count", "10", timeout=30)
     prompt, response = (".ag-row[row-index='0'] [col-id='prompt_preview']",
                         ".ag-row[row-index='0'] [col-id='response_preview']")  # fmt: skip
-    dash_duo.wait_for_element(response, timeout=20)
+    dash_duo.wait_for_element(response, timeout=30)
     assert _shown(dash_duo, prompt) and _shown(dash_duo, response)
     assert _rect(dash_duo, response)[2] - _rect(dash_duo, response)[0] >= 300
     assert _rect(dash_duo, prompt)[2] - _rect(dash_duo, prompt)[0] >= 200
@@ -234,7 +233,7 @@ def test_responses206_texts_in_view_and_a_row_click_keeps_the_reward(dash_duo, d
     grid = _rect(dash_duo, ".ag-root-wrapper")
     assert grid[2] - grid[0] >= 1380  # the whole width: no placeholder beside it
     # The search's matches are highlighted in the previews, as text.
-    dash_duo.wait_for_element(f"{response} mark", timeout=10)
+    dash_duo.wait_for_element(f"{response} mark", timeout=30)
     assert _shown(dash_duo, f"{response} mark")
     marks = {
         m.text for m in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[col-id='response_preview'] mark")
@@ -249,12 +248,12 @@ def test_responses206_texts_in_view_and_a_row_click_keeps_the_reward(dash_duo, d
             "const c = cs.filter(c => c.getBoundingClientRect().left < edge).pop(); return c && c.getAttribute('col-id');"
         )
 
-    last = until(last_in_view, timeout=10)
+    last = until(last_in_view, timeout=30)
     cell = dash_duo.find_element(f".ag-center-cols-container .ag-row[row-index='2'] [col-id='{last}']")
     left_edge = 3 - cell.size["width"] // 2  # its visible left part: the rest is under the previews
     ActionChains(dash_duo.driver).move_to_element(cell).move_by_offset(left_edge, 0).click().perform()
-    until(lambda: "sample" in query(dash_duo), timeout=10)
-    dash_duo.wait_for_element("#responses-text-response mark", timeout=10)
+    until(lambda: "sample" in query(dash_duo), timeout=30)
+    dash_duo.wait_for_element("#responses-text-response mark", timeout=30)
     assert _shown(dash_duo, "#responses-text-response")
     marks = [m.text for m in dash_duo.driver.find_elements(By.CSS_SELECTOR, "#responses-text-response mark")]
     assert marks and set(marks) == {"good"}
@@ -265,8 +264,8 @@ def test_responses206_texts_in_view_and_a_row_click_keeps_the_reward(dash_duo, d
     assert where == link.text and where.startswith("rank")  # file:line, as in the table
 
     dash_duo.find_element("#responses-text-close").click()
-    until(lambda: "sample" not in query(dash_duo), timeout=10)
-    until(lambda: dash_duo.find_element("#responses-drawer").get_attribute("hidden") is not None, timeout=10)
+    until(lambda: "sample" not in query(dash_duo), timeout=30)
+    until(lambda: dash_duo.find_element("#responses-drawer").get_attribute("hidden") is not None, timeout=30)
     assert dash_duo.get_logs() == []
 
 
@@ -290,7 +289,7 @@ def test_responses207_all_steps_search_first_rows_then_its_count(
     def search(lf, pattern, seconds):
         calls.append(1)
         if len(calls) <= 3:  # the first block and the first files: a few seconds of counting
-            _time.sleep(1.5)
+            _time.sleep(1.5)  # the thing under test: a slow search
         return slow(lf, pattern, seconds)
 
     monkeypatch.setattr(search_engine, "CHUNK_FILES", 1)
@@ -300,17 +299,17 @@ def test_responses207_all_steps_search_first_rows_then_its_count(
     q = "(?i)the"
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=all&q={q}")
-    dash_duo.wait_for_element("#responses-counting", timeout=20)
+    dash_duo.wait_for_element("#responses-counting", timeout=30)
     assert "of 400 responses over all steps read" in dash_duo.find_element("#responses-counting").text
-    dash_duo.wait_for_element(CELLS.format("reward"), timeout=20)
+    dash_duo.wait_for_element(CELLS.format("reward"), timeout=30)
     assert dash_duo.driver.find_elements(By.CSS_SELECTOR, "#responses-counting")  # rows before the count
-    until(lambda: len(cell_values(dash_duo, "reward")) >= 5, timeout=20)
+    until(lambda: len(cell_values(dash_duo, "reward")) >= 5, timeout=30)
     shown = cell_values(dash_duo, "reward")
     assert shown == sorted(shown, reverse=True)
     store = board().store(RUN, wait=30)
     want = search_order.ordered(store, ResponseFilter(q=q), seconds=60.0)
     dash_duo.wait_for_text_to_equal("#responses-count", f"{want.count:,}", timeout=30)
     assert not dash_duo.driver.find_elements(By.CSS_SELECTOR, "#responses-counting")
-    _time.sleep(2.0)  # the poll stopped: the line stays as it is
+    _time.sleep(2.0)  # the thing under test: the poll stopped, the line stays as it is meanwhile
     assert dash_duo.find_element("#responses-count").text == f"{want.count:,}"
     assert dash_duo.get_logs() == []

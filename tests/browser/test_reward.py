@@ -250,7 +250,7 @@ def test_reward107_a_long_runs_heatmap_column_click_zooms_and_back(
     lo, hi = map(int, q["heatmap"][0].split("-"))
     assert urlparse(dash_duo.driver.current_url).path == "/reward" and q["step"] == ["5"] and hi - lo == 9
     dash_duo.wait_for_contains_text(note, f"Steps {lo}–{hi} of ", timeout=30)
-    dash_duo.wait_for_element("#reward-heatmap-all", timeout=10).click()
+    dash_duo.wait_for_element("#reward-heatmap-all", timeout=30).click()
     _wait_url(dash_duo, lambda q: "heatmap" not in q)
     WebDriverWait(dash_duo.driver, 30).until(
         lambda d: "each column" in d.find_element(By.CSS_SELECTOR, note).text

@@ -4,7 +4,6 @@ page's links, in a real browser: the links percent-encode them."""
 from __future__ import annotations
 
 import json
-import time
 from urllib.parse import parse_qs, urlsplit
 
 from selenium.common.exceptions import (
@@ -13,6 +12,8 @@ from selenium.common.exceptions import (
     StaleElementReferenceException,
 )
 from selenium.webdriver.common.by import By
+
+from tests.waiting import wait_until
 
 # "y" beside "x&run=y": an unencoded link would open /reward?run=x&run=y.
 NAMES = ("c#d", "e+f 50%", "x&run=y", "%2e%2e", "space at end ", "y")
@@ -44,14 +45,9 @@ def _hrefs(dash_duo, card: str, shown: str) -> list[str] | None:
         return None
 
 
-def _until(cond, timeout=15.0):
+def _until(cond, timeout=30):
     """``cond()`` once it is truthy (polled every 0.1 s for ``timeout`` s)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if got := cond():
-            return got
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
+    return wait_until(cond, timeout, "a condition on the runs page or the opened run", interval=0.1)
 
 
 def test_runnames001_runs_page_links_open_each_run(dash_duo, dash_app, board_root, tmp_path):
@@ -65,7 +61,7 @@ def test_runnames001_runs_page_links_open_each_run(dash_duo, dash_app, board_roo
         (root / name / "rank0.jsonl").write_text(json.dumps(line) + "\n")
     board_root(root, cache_dir=tmp_path / "cache")
     dash_duo.start_server(dash_app)
-    dash_duo.wait_for_page(url=dash_duo.server_url + "/", timeout=20)
+    dash_duo.wait_for_page(url=dash_duo.server_url + "/", timeout=30)
     for i, name in enumerate(NAMES):
         shown = " ".join(name.split())  # what the browser shows of the name (spaces collapsed)
         card = f"//div[contains(@class, 'card-body')][.//h5/a[normalize-space(.)='{shown}']]"

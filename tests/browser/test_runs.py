@@ -12,7 +12,7 @@ def test_runs001_lists_fixture_runs_and_picker_navigates(dash_duo, dash_app, fix
     """The runs page shows each fixture run with its counts, and no live-run box (no run is open);
     choosing a run opens its reward page, where the box shows."""
     dash_duo.start_server(dash_app)
-    dash_duo.wait_for_text_to_equal("#runs-samples-trl-ppo-small", "400", timeout=20)
+    dash_duo.wait_for_text_to_equal("#runs-samples-trl-ppo-small", "400", timeout=30)
     assert dash_duo.find_element("#runs-samples-rlloggingboard-eval-poem").text == "3,000"
     assert dash_duo.find_element("#runs-bad-lines-trl-grpo-small").text == "0"
     # What the files hold beyond the contract, and where the page shows it.
@@ -25,9 +25,9 @@ def test_runs001_lists_fixture_runs_and_picker_navigates(dash_duo, dash_app, fix
     assert not dash_duo.driver.find_elements(By.CSS_SELECTOR, "#runs-extra-rlloggingboard-eval-poem")
     assert not dash_duo.find_element("#app-live").is_displayed()
     dash_duo.select_dcc_dropdown("#app-run", value="trl-grpo-small")
-    dash_duo.wait_for_contains_text("body", "Reward", timeout=10)
+    dash_duo.wait_for_contains_text("body", "Reward", timeout=30)
     assert dash_duo.driver.current_url.endswith("/reward?run=trl-grpo-small")
-    dash_duo.wait_for_style_to_equal("#app-live", "display", "flex", timeout=10)
+    dash_duo.wait_for_style_to_equal("#app-live", "display", "flex", timeout=30)
     # In the navbar, where it covers nothing (it floated over chart corners and table headers before).
     inside = dash_duo.driver.execute_script(
         "const b = document.getElementById('app-live').getBoundingClientRect();"
@@ -53,7 +53,7 @@ def test_runs002_bad_lines_are_listed(dash_duo, dash_app, board_root, tmp_path):
     )
     board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
     dash_duo.start_server(dash_app)
-    dash_duo.wait_for_text_to_equal("#runs-bad-lines-broken-run", "2", timeout=20)
+    dash_duo.wait_for_text_to_equal("#runs-bad-lines-broken-run", "2", timeout=30)
     assert not dash_duo.driver.find_elements(By.CSS_SELECTOR, "#runs-not-broken-run")
     dash_duo.find_element("details summary.text-danger").click()  # the unusable lines (not "read as")
     table = dash_duo.find_element("details table").text

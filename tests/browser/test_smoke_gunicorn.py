@@ -5,11 +5,11 @@ box offers a reload when the trainer appends, and auto-refresh (live=1) reloads 
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 
 from tests.integration.test_gunicorn import GunicornServer
+from tests.waiting import wait_until
 
 PAGES = ("/", "/reward", "/responses", "/tokens", "/prompts")
 RUNS = ("trl-ppo-small", "trl-grpo-small", "rlloggingboard-eval-poem")
@@ -40,9 +40,7 @@ def live_server(fixtures_dir, tmp_path_factory):
 def _load(br, url: str) -> None:
     br.driver.get(url)
     br.wait_for_element("#_pages_content > *", timeout=30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not br._wait_for_callbacks():
-        time.sleep(0.2)
+    wait_until(br._wait_for_callbacks, 60, f"{url}: Dash's pending callbacks to answer", interval=0.2)
 
 
 def test_smokeg001_every_page_loads(dash_br, live_server):
@@ -61,6 +59,10 @@ def test_smokeg002_new_steps_offer_and_auto_refresh(dash_br, live_server):
     """Appending steps to the open run shows "new steps available"; clicking it reloads the view. With
     live=1 in the URL the view reloads by itself, and live=1 stays in the address."""
     rest = live_server.rest_of_run
+
+    def reloaded() -> bool:  # the marker set on the page before is gone with it
+        return not dash_br.driver.execute_script("return window.__before_reload === true")
+
     dash_br.driver.get(f"{live_server.base}/reward?run={GROWING}")
     # The page itself, drawn from the run's 6 steps (the shell's live box is there before it): the offer
     # counts against what the page was drawn from.
@@ -73,12 +75,7 @@ def test_smokeg002_new_steps_offer_and_auto_refresh(dash_br, live_server):
     assert offered == "2 new steps available · reload", offered  # exactly the 2 appended
     assert dash_br.find_element("#app-live-new").is_displayed()
     dash_br.find_element("#app-live-new").click()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and dash_br.driver.execute_script(
-        "return window.__before_reload === true"
-    ):
-        time.sleep(0.2)
-    assert not dash_br.driver.execute_script("return window.__before_reload === true"), "no reload"
+    wait_until(reloaded, 60, "the page to reload", interval=0.2)
     dash_br.wait_for_element("#app-live", timeout=30)
     assert not dash_br.find_element("#app-live-new").is_displayed()
 
@@ -88,12 +85,7 @@ def test_smokeg002_new_steps_offer_and_auto_refresh(dash_br, live_server):
     dash_br.driver.execute_script("window.__before_reload = true;")
     with open(live_server.growing, "ab") as f:
         f.write(b"".join(rest[16:32]))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and dash_br.driver.execute_script(
-        "return window.__before_reload === true"
-    ):
-        time.sleep(0.2)
-    assert not dash_br.driver.execute_script("return window.__before_reload === true"), "no auto reload"
+    wait_until(reloaded, 60, "the page to reload by itself", interval=0.2)
     dash_br.wait_for_element("#app-live-auto:checked", timeout=30)
     assert "live=1" in dash_br.driver.current_url
     assert dash_br.get_logs() == []

@@ -86,7 +86,7 @@ def test_tokens201_strip_tokens_and_hover_values(dash_duo, dash_app, fixtures_di
     assert names == ["advantages (from the file)", "returns (from the file)"]
 
     _hover_chart(dash_duo, 8)
-    dash_duo.wait_for_element(f'{STRIP} > span.token-hl[data-pos="8"]', timeout=10)
+    dash_duo.wait_for_element(f'{STRIP} > span.token-hl[data-pos="8"]', timeout=30)
     assert dash_duo.get_logs() == []
 
 
@@ -124,7 +124,7 @@ def test_tokens202_model_text_is_text(dash_duo, dash_app, board_root, tmp_path):
     assert spans == [script, " ", img, " <think>", "\n**bold**", "<|endoftext|>"]
     assert "<think>" in _hover_token(dash_duo, 3)
     _hover_chart(dash_duo, 2)  # the hover label names the <img …> token
-    dash_duo.wait_for_element(f'{STRIP} > span.token-hl[data-pos="2"]', timeout=10)
+    dash_duo.wait_for_element(f'{STRIP} > span.token-hl[data-pos="2"]', timeout=30)
     assert "onerror" in d.execute_script("return document.querySelector('.hoverlayer').textContent;")
     assert d.execute_script("return typeof window.__pwned;") == "undefined"
     assert d.execute_script("return document.querySelectorAll('img[src=\"x\"], think, b').length;") == 0
@@ -137,7 +137,7 @@ def test_tokens203_metric_writes_url_and_back_restores(dash_duo, dash_app, fixtu
     sid = sample_id("rank0.jsonl", 1)
     _open(dash_duo, dash_app, f"/tokens?run=trl-grpo-small&sample={sid}")
     _strip_filled(dash_duo)
-    dash_duo.wait_for_contains_text("#tokens-body .card-header", "KL (k3)", timeout=10)
+    dash_duo.wait_for_contains_text("#tokens-body .card-header", "KL (k3)", timeout=30)
     dash_duo.driver.execute_script("window.__marker = 1;")
     dash_duo.select_dcc_dropdown("#tokens-metric", value="token reward")
 
@@ -145,18 +145,18 @@ def test_tokens203_metric_writes_url_and_back_restores(dash_duo, dash_app, fixtu
         return parse_qs(urlparse(dash_duo.driver.current_url).query)
 
     WebDriverWait(dash_duo.driver, 20).until(lambda _: query().get("metric") == ["token_reward"])
-    dash_duo.wait_for_contains_text("#tokens-body .card-header", "token reward", timeout=20)
+    dash_duo.wait_for_contains_text("#tokens-body .card-header", "token reward", timeout=30)
     _strip_filled(dash_duo)
     assert dash_duo.driver.execute_script("return window.__marker;") == 1
     dash_duo.driver.back()
     WebDriverWait(dash_duo.driver, 20).until(lambda _: "metric" not in query())
-    dash_duo.wait_for_contains_text("#tokens-body .card-header", "KL (k3)", timeout=20)
+    dash_duo.wait_for_contains_text("#tokens-body .card-header", "KL (k3)", timeout=30)
     # Next response of the step, in (file, line) order.
     dash_duo.find_element("#tokens-next").click()
     nxt = sample_id("rank0.jsonl", 2)
     WebDriverWait(dash_duo.driver, 20).until(lambda _: query().get("sample") == [nxt])
-    dash_duo.wait_for_text_to_equal("#tokens-source-line", "rank0.jsonl:2", timeout=20)
-    dash_duo.wait_for_contains_text("#tokens-body", "response 2 of 16 in step 1", timeout=20)
+    dash_duo.wait_for_text_to_equal("#tokens-source-line", "rank0.jsonl:2", timeout=30)
+    dash_duo.wait_for_contains_text("#tokens-body", "response 2 of 16 in step 1", timeout=30)
     _strip_filled(dash_duo)
     assert dash_duo.get_logs() == []
 
@@ -224,7 +224,7 @@ def test_tokens205_colour_by_a_field_of_the_trainer(dash_duo, dash_app, fixtures
     WebDriverWait(dash_duo.driver, 20).until(
         lambda _: parse_qs(urlparse(dash_duo.driver.current_url).query).get("metric") == ["file:advantages"]
     )
-    dash_duo.wait_for_contains_text("#tokens-body .card-header", "advantages (from the file)", timeout=20)
+    dash_duo.wait_for_contains_text("#tokens-body .card-header", "advantages (from the file)", timeout=30)
     _strip_filled(dash_duo)
     rgb = dash_duo.driver.execute_script(
         f"return getComputedStyle(document.querySelector('{STRIP} > span[data-pos=\"0\"]')).backgroundColor;"
@@ -235,7 +235,7 @@ def test_tokens205_colour_by_a_field_of_the_trainer(dash_duo, dash_app, fixtures
     grpo = f"/tokens?run=trl-grpo-small&sample={sid}&metric=file:advantages"
     dash_duo.driver.get(f"{dash_duo.server.url.rstrip('/')}{grpo}")
     dash_duo.wait_for_contains_text(
-        "#tokens-body", "no per-token field 'advantages' of the trainer", timeout=20
+        "#tokens-body", "no per-token field 'advantages' of the trainer", timeout=30
     )
     assert dash_duo.get_logs() == []
 
@@ -262,7 +262,7 @@ def test_tokens206_inference_trainer_gap(dash_duo, dash_app, board_root, tmp_pat
     WebDriverWait(dash_duo.driver, 20).until(
         lambda _: parse_qs(urlparse(dash_duo.driver.current_url).query).get("metric") == ["infer_gap"]
     )
-    dash_duo.wait_for_contains_text("#tokens-body .card-header", "trainer − inference log-prob", timeout=20)
+    dash_duo.wait_for_contains_text("#tokens-body .card-header", "trainer − inference log-prob", timeout=30)
     assert _strip_filled(dash_duo) == 4
     below, zero, above = _rgb(dash_duo, 1), _rgb(dash_duo, 0), _rgb(dash_duo, 3)
     assert below[0] > below[2] + 40 and above[2] > above[0] + 40, (below, above)

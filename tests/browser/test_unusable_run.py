@@ -4,9 +4,10 @@ points to the runs page, none stays "Loading…", and neither the browser nor th
 from __future__ import annotations
 
 import logging
-import time
 
 import pytest
+
+from tests.waiting import wait_until
 
 PAGES = ("/reward", "/responses", "/prompts", "/tokens")
 
@@ -29,15 +30,15 @@ def test_unusable001_every_page_says_so_and_none_stays_loading(dash_duo, dash_ap
     loading after the answer, and nothing is logged at ERROR level by the server."""
     caplog.set_level(logging.ERROR)
     dash_duo.start_server(dash_app)
-    dash_duo.wait_for_text_to_equal("#runs-bad-lines-unknown-format", "3", timeout=20)
+    dash_duo.wait_for_text_to_equal("#runs-bad-lines-unknown-format", "3", timeout=30)
     for page in PAGES:
         dash_duo.driver.get(dash_duo.server_url + page + "?run=unknown-format")
-        dash_duo.wait_for_contains_text("body", "has no usable line", timeout=20)
+        dash_duo.wait_for_contains_text("body", "has no usable line", timeout=30)
         assert "The Runs page (/)" in dash_duo.find_element("body").text
-        deadline = time.monotonic() + 10  # what is still loading shows Dash's loading state
-        while (loading := _loading(dash_duo)) and time.monotonic() < deadline:
-            time.sleep(0.25)
-        assert loading == [], page
+        # What is still loading shows Dash's loading state.
+        wait_until(
+            lambda: not _loading(dash_duo), 60, lambda p=page: f"{p}: none of {_loading(dash_duo)} loading"
+        )
         assert "Loading…" not in dash_duo.find_element("body").text, page
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     assert dash_duo.get_logs() == []

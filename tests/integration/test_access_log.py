@@ -7,13 +7,13 @@ import http.client
 import os
 import subprocess
 import sys
-import time
 
 import requests
 
 from access_log import redact
 from tests.conftest import REPO_ROOT, free_port
 from tests.integration.test_gunicorn import GunicornServer
+from tests.waiting import wait_until
 
 SECRET = "s3cret-t0ken-9f8e7d"
 # The token as a first visit carries it (the server then sets a cookie and drops it from the address), with
@@ -43,7 +43,16 @@ def test_log001_gunicorn_access_log_redacts_the_token(contract_root, tmp_path):
     """Real gunicorn with RLBOARD_TOKEN set: every request above is in the access log, none with the token."""
     with GunicornServer(contract_root, tmp_path / "cache", RLBOARD_TOKEN=SECRET) as srv:
         _visit(srv.base)
-        time.sleep(0.5)  # the access log is written after the response
+        # The access log is written after the response: wait for the last request's line (its Referer, the
+        # token in it redacted or not), besides the count (the start-up's /healthz lines count too).
+        wait_until(
+            lambda: (
+                f'"{srv.base}/reward?token=' in (log := srv.log.read_text(errors="replace"))
+                and log.count('"GET /') >= len(VISITS) + len(RAW) + 1
+            ),
+            60,
+            lambda: f"every request in the access log:\n{srv.log_tail()}",
+        )
         log = srv.log.read_text(errors="replace")
     assert SECRET not in log, [ln for ln in log.splitlines() if SECRET in ln]
     access = [ln for ln in log.splitlines() if '"GET /' in ln]
@@ -69,13 +78,15 @@ def test_log002_dev_server_request_log_redacts_the_token(contract_root, tmp_path
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+
+        def health():
             try:
-                requests.get(base + "/healthz", timeout=2)
-                break
-            except requests.RequestException:
-                time.sleep(0.3)
+                return requests.get(base + "/healthz", timeout=60).status_code == 200
+            except requests.ConnectionError:
+                return proc.poll() is not None  # not listening yet, unless it ended (said below)
+
+        wait_until(health, 180, "app.py serve to answer /healthz", interval=0.3)
+        assert proc.poll() is None, proc.communicate(timeout=30)[0]
         _visit(base)
     finally:
         proc.terminate()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from tests.conftest import REPO_ROOT
+from tests.waiting import wait_until
 
 
 def run_cli(*args, cache):
@@ -165,7 +166,6 @@ def test_cli007_serve(tmp_path):
     counts the run, a page renders, and no development-server warning is printed."""
     import os
     import signal
-    import time
 
     import requests
 
@@ -184,16 +184,17 @@ def test_cli007_serve(tmp_path):
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 90
-        while True:
+
+        def health():
+            assert proc.poll() is None, log.read_text()
             try:
-                r = requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
-                break
+                return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=60)
             except requests.ConnectionError:
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.3)
+                return None  # not listening yet
+
+        r = wait_until(health, 180, lambda: f"the server to listen:\n{log.read_text()}", interval=0.3)
         assert r.status_code == 200 and r.json()["runs"] == 1
-        assert requests.get(f"http://127.0.0.1:{port}/reward?run=tiny", timeout=30).status_code == 200
+        assert requests.get(f"http://127.0.0.1:{port}/reward?run=tiny", timeout=120).status_code == 200
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)

@@ -47,7 +47,7 @@ def page(dash_app):
     return page
 
 
-def test_compare001_layout_notices_for_bad_parameters(page, fixtures_dir):
+def test_compare201_layout_notices_for_bad_parameters(page, fixtures_dir):
     """Unknown runs, a repeated run, a smoothing weight out of range, a bad at= and prompt= are each a
     notice; the known runs are shown in the order given, each with its step picker."""
     root = page.layout(
@@ -63,12 +63,12 @@ def test_compare001_layout_notices_for_bad_parameters(page, fixtures_dir):
     assert find(root, "compare-a").value == GRPO and find(root, "compare-b").value == PPO
 
 
-def test_compare002_no_run_chosen(page, fixtures_dir):
+def test_compare202_no_run_chosen(page, fixtures_dir):
     """/compare without runs says how to choose them."""
     assert "Choose runs to compare" in _text(page.layout())
 
 
-def test_compare003_controls_write_the_url(client, fixtures_dir):
+def test_compare203_controls_write_the_url(client, fixtures_dir):
     """A control writes the URL and the view store; the URL itself (a page load) changes nothing."""
     q = f"?run={PPO}&run={GRPO}"
 
@@ -96,7 +96,7 @@ def test_compare003_controls_write_the_url(client, fixtures_dir):
     )
 
 
-def test_compare004_sections_on_the_fixture_runs(client, fixtures_dir):
+def test_compare204_sections_on_the_fixture_runs(client, fixtures_dir):
     """Curves, trainer scalars and agreement, distributions and paired prompts of PPO and GRPO; the poem
     run (no log-probs, no trainer log, no shared prompt) says what it lacks instead of drawing it."""
     q = f"?run={PPO}&run={GRPO}&run={POEM}&smooth=0.6"
@@ -120,7 +120,7 @@ def test_compare004_sections_on_the_fixture_runs(client, fixtures_dir):
     assert pairs["compare-solved-a-title"]["children"] == f"Solved by {PPO}, not by {GRPO} (20)"
 
 
-def test_compare005_opened_prompt(client, fixtures_dir):
+def test_compare205_opened_prompt(client, fixtures_dir):
     """prompt=<match> opens both runs' responses and their word diff; an unknown match says so."""
     from data.compare import prompts
     from data.service import board
@@ -135,7 +135,7 @@ def test_compare005_opened_prompt(client, fixtures_dir):
     assert "not shared by the two runs" in _text(got["compare-opened"])
 
 
-def test_compare006_view_round_trip():
+def test_compare206_view_round_trip():
     """to_query then from_query gives the same view, with no notice, for views with every option set (the
     pair defaults to the first two runs)."""
     runs = ["a", "b:c", "d&e"]
@@ -149,7 +149,7 @@ def test_compare006_view_round_trip():
         assert notes == [] and back == v, (v, back, notes)
 
 
-def test_compare007_reward_page_trainer_scalars(client, dash_app, fixtures_dir):
+def test_compare207_reward_page_trainer_scalars(client, dash_app, fixtures_dir):
     """The reward page charts a trainer scalar of the run (trainer= in its URL, the default key left
     out) with the run's agreement checks; a run without logs says where they were looked for."""
     import pages.reward as page

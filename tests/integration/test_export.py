@@ -42,7 +42,7 @@ def get_csv(client, query):
     return list(csv.DictReader(io.StringIO(r.data.decode("utf-8"))))
 
 
-def test_export001_step_sorted_by_reward_matches_fixture(client, records):
+def test_export101_step_sorted_by_reward_matches_fixture(client, records):
     """step 3 by reward descending: same responses, same order (ties by sample id), same texts."""
     rows = get_csv(client, f"run={RUN}&step=3&sort=reward&order=desc&format=csv")
     want = expected(records, lambda r: r["step"] == 3)
@@ -64,7 +64,7 @@ def test_export001_step_sorted_by_reward_matches_fixture(client, records):
     ]
 
 
-def test_export002_filters_match_fixture(client, records):
+def test_export102_filters_match_fixture(client, records):
     """loses=1 over all steps, a reward bar (half-open), and a regex give the hand-counted rows."""
     rows = get_csv(client, f"run={RUN}&step=all&loses=1&sort=reward_gain&order=asc")
     want = [r for r in records if r["reward"] < r["ref_reward"]]
@@ -83,7 +83,7 @@ def test_export002_filters_match_fixture(client, records):
     assert len(rows) == len(hits) > 0
 
 
-def test_export003_jsonl_and_headers(client, records):
+def test_export103_jsonl_and_headers(client, records):
     """format=jsonl streams one JSON object per response with a download file name."""
     r = client.get(f"/export?run={RUN}&step=25&format=jsonl")
     assert r.status_code == 200 and r.is_streamed
@@ -95,7 +95,7 @@ def test_export003_jsonl_and_headers(client, records):
     assert rewards == sorted(rewards, reverse=True)  # the page's default sort: reward, descending
 
 
-def test_export004_default_step_is_the_last(client, fixtures_dir):
+def test_export104_default_step_is_the_last(client, fixtures_dir):
     """No step: the last step, as on the page; a filter nothing passes gives a header-only CSV."""
     rows = get_csv(client, f"run={RUN}")
     assert {r["step"] for r in rows} == {"25"}
@@ -117,14 +117,14 @@ def test_export004_default_step_is_the_last(client, fixtures_dir):
         (f"run={RUN}&rewardmin=1", 400, "unknown parameter 'rewardmin'"),
     ],
 )
-def test_export005_bad_requests(client, fixtures_dir, query, status, text):
+def test_export105_bad_requests(client, fixtures_dir, query, status, text):
     """Unknown run -> 404, any bad parameter -> 400, each with a short plain-text reason."""
     r = client.get("/export?" + query)
     assert r.status_code == status
     assert r.mimetype == "text/plain" and text in r.data.decode()
 
 
-def test_export006_many_rows_spill_in_rank_buckets(client, fixtures_dir, monkeypatch):
+def test_export106_many_rows_spill_in_rank_buckets(client, fixtures_dir, monkeypatch):
     """An export bigger than one batch goes through the rank buckets on disk: same bytes as in one go."""
     import data.export as export
 
@@ -180,7 +180,7 @@ def check_formula_csv(text: str) -> None:
             assert not value.startswith("-") or value.lstrip("-").replace(".", "").isdigit(), value
 
 
-def test_export007_csv_cells_never_start_a_formula(client, board_root, tmp_path):
+def test_export107_csv_cells_never_start_a_formula(client, board_root, tmp_path):
     """/export?format=csv prefixes a single quote to text cells and column names starting with = + - @ TAB
     or CR (OWASP), and leaves negative numbers as numbers; JSON lines keep the texts as they are."""
     formula_run(tmp_path / "root")

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from data import export as export_mod
+from tests.waiting import wait_until
 
 RUN = "growing"
 RANKS = 2
@@ -31,6 +32,7 @@ class Writer:
     def __init__(self, run: Path, first: int, steps: int):
         self.run, self.first, self.steps = run, first, steps
         self.stop = threading.Event()
+        self.written = 0  # lines written to each rank file so far
         self.files = [open(run / f"rank{r}.jsonl", "ab", buffering=0) for r in range(RANKS)]  # noqa: SIM115
         self.thread = threading.Thread(target=self._write, daemon=True)
 
@@ -39,8 +41,9 @@ class Writer:
             for i in range(PER_STEP):
                 for rank, f in enumerate(self.files):
                     f.write(_line(rank, step, i))
+                self.written += 1
                 if i % 8 == 0:
-                    time.sleep(0.002)
+                    time.sleep(0.002)  # the thing under test: a trainer's pace, a rank file mid-step
                 if self.stop.is_set():
                     return
 
@@ -71,11 +74,13 @@ def test_firstingest001_no_half_written_step_while_the_trainer_writes(tmp_path, 
     (before, the first ingest committed what it found as complete: a step with some of its rows)."""
     run = _run_root(tmp_path, whole_steps=3)
     seen = []
-    with Writer(run, first=3, steps=400):
+    with Writer(run, first=3, steps=400) as writer:
         for k in range(4):
-            time.sleep(0.15)
+            # Two more steps written (a loaded machine starves the writer): this read shows more than 3.
+            lines = (k + 2) * PER_STEP
+            wait_until(lambda n=lines: writer.written >= n, 120, f"the trainer to write step {k + 4}")
             b = board_root(run.parent, cache_dir=tmp_path / f"cache{k}")
-            store = b.store(RUN, wait=10)
+            store = b.store(RUN, wait=60)
             assert store is not None
             steps = store.steps()
             seen.append(steps.height)
@@ -90,7 +95,7 @@ def test_firstingest002_a_still_run_is_shown_whole_at_once(tmp_path, board_root)
     with open(run / "rank0.jsonl", "ab") as f:
         f.write(_line(0, 3, 0))  # a last step that only one rank reached: shown, the files are still
     b = board_root(run.parent, cache_dir=tmp_path / "cache")
-    store = b.store(RUN, wait=10)
+    store = b.store(RUN, wait=60)
     assert store.steps().get_column("n").to_list() == [RANKS * PER_STEP] * 3 + [1]
 
 
@@ -103,13 +108,10 @@ def test_firstingest004_a_first_read_committed_before_the_look_is_waited_for(tmp
     run = _run_root(tmp_path, whole_steps=3)
     b = board_root(run.parent, cache_dir=tmp_path / "cache")
     b.refresh(RUN)
-    deadline = time.monotonic() + 10
-    while open_store(b.store_dir(RUN)) is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    first = open_store(b.store_dir(RUN))
+    first = wait_until(lambda: open_store(b.store_dir(RUN)), 120, "the first commit", interval=0.005)
     assert first is not None and first.visible_below is not None  # the first commit hides the last step
     assert b.status(RUN).settling
-    store = b.store(RUN, wait=10)
+    store = b.store(RUN, wait=60)
     assert store.visible_below is None
     assert store.steps().get_column("n").to_list() == [RANKS * PER_STEP] * 3
 
@@ -126,9 +128,9 @@ def test_firstingest003_an_export_of_an_unfinished_store_says_so(tmp_path, board
     marker)."""
     run = _run_root(tmp_path, whole_steps=3)
     b = board_root(run.parent, cache_dir=tmp_path / "cache", refresh_seconds=0.2)
-    with Writer(run, first=3, steps=400):
-        time.sleep(0.2)
-        store = b.store(RUN, wait=10)
+    with Writer(run, first=3, steps=400) as writer:
+        wait_until(lambda: writer.written >= 8, 60, "the trainer to write step 3")
+        store = b.store(RUN, wait=60)
         assert store.visible_below is not None
         r, body = _export(client, "csv")
         head = r.headers.get(export_mod.INCOMPLETE_HEADER)
@@ -144,10 +146,14 @@ def test_firstingest003_an_export_of_an_unfinished_store_says_so(tmp_path, board
         meta = pl.read_parquet_metadata(io.BytesIO(body))
         assert "still being" in meta[export_mod.INCOMPLETE_KEY]
     # The files are still now: a look after SETTLE_SECONDS commits the hidden steps.
-    deadline = time.monotonic() + 20
-    while (b.status(RUN).running or b.store(RUN).visible_below is not None) and time.monotonic() < deadline:
-        time.sleep(0.1)
-        b.refresh(RUN)
+
+    def whole() -> bool:
+        if b.status(RUN).running or b.store(RUN).visible_below is not None:
+            b.refresh(RUN)
+            return False
+        return True
+
+    wait_until(whole, 120, "a commit of every step once the files are still", interval=0.1)
     for fmt in ("csv", "jsonl", "parquet"):
         r, body = _export(client, fmt)
         assert export_mod.INCOMPLETE_HEADER not in r.headers

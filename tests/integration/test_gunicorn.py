@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import requests
 
 from tests.conftest import free_port, router_body
 from tests.unprivileged import as_unprivileged, unprivileged_python
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = ("/", "/reward", "/responses", "/tokens", "/prompts", "/compare")
@@ -56,7 +56,7 @@ class GunicornServer:
         }
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 90.0) -> GunicornServer:
+    def start(self, timeout: float = 180.0) -> GunicornServer:
         if "://" not in self.env["RLBOARD_CACHE_DIR"]:  # (a store on object storage: s3://…)
             Path(self.env["RLBOARD_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as log:
@@ -70,18 +70,21 @@ class GunicornServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def healthy() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gunicorn exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if requests.get(self.base + "/healthz", timeout=2).status_code == 200:
-                    return self
+            try:  # a worker's first answer imports the app: slow on a loaded machine
+                return requests.get(self.base + "/healthz", timeout=30).status_code == 200
             except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"gunicorn not healthy within {timeout} s:\n{self.log_tail()}")
+                return False
+
+        try:
+            wait_until(healthy, timeout, lambda: f"gunicorn to be healthy:\n{self.log_tail()}", interval=0.2)
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
 
     def log_tail(self, n: int = 40) -> str:
         try:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
 from data.store.table import MANIFESTS
 from tests.conftest import dash_post, page_url_key, router_body
+from tests.waiting import wait_until
 
 URL = page_url_key("/prompts")  # the page's own dcc.Location
 
@@ -37,9 +37,7 @@ def _block_store(board, run: str) -> Path:
 
 
 def _wait_idle(board, run: str) -> None:
-    deadline = time.monotonic() + 10
-    while board.status(run).running and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: not board.status(run).running, 120, f"the ingest of {run} to end", interval=0.01)
 
 
 def test_backoff001_a_failing_ingest_is_retried_with_a_growing_delay(tmp_path, board_root):
@@ -55,7 +53,7 @@ def test_backoff001_a_failing_ingest_is_retried_with_a_growing_delay(tmp_path, b
     assert status.failures == 1
     assert status.error is not None and "FileExistsError" in status.error
     assert 0 < b.retry_in(RUN) <= 1.0
-    time.sleep(1.1)
+    wait_until(lambda: b.retry_in(RUN) == 0, 30, "the first retry delay to pass")
     assert b.store(RUN, wait=0.2) is None
     _wait_idle(b, RUN)
     assert status.failures == 2 and status.error is not None
@@ -63,8 +61,8 @@ def test_backoff001_a_failing_ingest_is_retried_with_a_growing_delay(tmp_path, b
     b.store(RUN, wait=0.2)
     assert status.failures == 2  # still waiting
     blocker.unlink()  # the volume is writable again
-    time.sleep(2.1)
-    store = b.store(RUN, wait=10)
+    wait_until(lambda: b.retry_in(RUN) == 0, 30, "the second retry delay to pass")
+    store = b.store(RUN, wait=60)
     assert store is not None and store.steps().height == 4
     assert status.error is None and status.failures == 0
     assert b.failure_notices(RUN) == []
@@ -110,7 +108,7 @@ def test_backoff003_a_failing_refresh_is_shown_beside_what_was_read_before(
     with the error beside it."""
     root = _root(tmp_path)
     b = board_root(root, cache_dir=tmp_path / "cache")
-    assert b.store(RUN, wait=10) is not None
+    assert b.store(RUN, wait=60) is not None
     store_dir = b.store_dir(RUN)
     _wait_idle(b, RUN)
     with open(root / RUN / "rank0.jsonl", "a") as f:

@@ -24,6 +24,7 @@ from data.ingest import ingest_run
 from data.queries import ResponseFilter
 from data.store import open_store
 from data.store.reading import understood
+from tests.waiting import wait_until
 
 ray = pytest.importorskip("ray", reason="ray is not installed (uv sync installs it with the dev group)")
 
@@ -190,13 +191,6 @@ def test_ray005_without_ray_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "cache").exists()
 
 
-def _wait_for(cond, timeout: float = 120.0, what: str = "") -> None:
-    t0 = time.monotonic()
-    while not cond():
-        assert time.monotonic() - t0 < timeout, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def _parts(store_root: Path) -> list[Path]:
     return [p for s in store_root.glob("*/parts") for p in s.rglob("p*.parquet")]
 
@@ -242,14 +236,19 @@ def test_ray006_driver_killed_mid_way_then_finished(cluster, long_run, tmp_path)
     ]
     child = subprocess.Popen(args, cwd=REPO_ROOT, env=env)
     try:
-        _wait_for(lambda: len(_parts(cache)) >= 4 or child.poll() is not None, what="the tasks' first parts")
+        wait_until(lambda: len(_parts(cache)) >= 4 or child.poll() is not None, 300, "the tasks' first parts")
         assert child.poll() is None, "the driver ended before it could be killed"
     finally:
         child.kill()
         child.wait()
     store_dir = next(cache.iterdir())
     assert not (store_dir / "manifest.json").exists()
-    time.sleep(3)  # the job's workers end with their driver
+    # The job's workers end with their driver: its tasks' CPUs are free again.
+    wait_until(
+        lambda: ray.available_resources().get("CPU", 0) == ray.cluster_resources().get("CPU"),
+        120,
+        "the killed driver's tasks to end",
+    )
     again = ingest_run(
         run_dir, cache, DEFAULT_PAD_TOKENS, spread=spread_on_ray(min_task_bytes=0), chunk_bytes=BIG_CHUNK
     )
@@ -278,7 +277,7 @@ def test_ray007_worker_node_lost_mid_way(cluster, long_run, tmp_path):
     thread.start()
     node = cluster.workers[0]
     try:
-        _wait_for(lambda: len(_parts(cache)) >= 4 or not thread.is_alive(), what="the tasks' first parts")
+        wait_until(lambda: len(_parts(cache)) >= 4 or not thread.is_alive(), 300, "the tasks' first parts")
         assert thread.is_alive(), "the ingest ended before a node could be lost"
         cluster.cluster.remove_node(node, allow_graceful=False)
         thread.join(timeout=300)

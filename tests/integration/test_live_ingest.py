@@ -15,6 +15,7 @@ import polars as pl
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
 from data.store import open_store
+from tests.waiting import wait_until
 
 FILES = ("rank0.jsonl", "rank1.jsonl")
 LINES_PER_FILE = 240
@@ -55,9 +56,9 @@ def _write(run_dir: Path, rank: int, seed: int, done: threading.Event, pause=Non
                 f.write(line[start:cut])
                 start = cut
                 if cut < len(line):
-                    time.sleep(rng.uniform(0.0, 0.004))
+                    time.sleep(rng.uniform(0.0, 0.004))  # the thing under test: a line caught half-written
             if rng.random() < 0.2:
-                time.sleep(rng.uniform(0.0, 0.01))
+                time.sleep(rng.uniform(0.0, 0.01))  # the thing under test: a trainer's uneven pace
     done.set()
 
 
@@ -123,7 +124,7 @@ def test_live001_concurrent_writer_no_lost_or_duplicated_lines(tmp_path):
         with ingests:
             calls += 1
             ingests.notify_all()
-        time.sleep(0.005)
+        time.sleep(0.005)  # the thing under test: ingests at a pace, among the writes
     stop.set()
     other.join(timeout=30)
     for t in writers:
@@ -159,12 +160,11 @@ def test_live001_concurrent_writer_no_lost_or_duplicated_lines(tmp_path):
 def _wait_idle(board, run: str) -> None:
     """Wait until the run's ingest thread has ended (not only flagged itself done: a refresh made while
     the thread is still alive is skipped, which would make the next step of a test race with it)."""
-    deadline = time.monotonic() + 30
-    while board.status(run).running and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: not board.status(run).running, 120, f"the ingest of {run} to end", interval=0.02)
     thread = board._threads.get(run)
     if thread is not None:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        thread.join(timeout=120)
+        assert not thread.is_alive(), f"the ingest thread of {run} lives on"
 
 
 def _board_of_one_file(tmp_path: Path):
@@ -197,7 +197,7 @@ def test_live002_board_waits_for_files_to_settle(tmp_path, monkeypatch):
     b.refresh("run")  # the files changed since the last read: wait for them to settle
     assert not b.status("run").running
     assert b.store("run", wait=0).scalars().height == 8
-    time.sleep(0.35)
+    time.sleep(0.35)  # the thing under test: the files still for SETTLE_SECONDS
     b.refresh("run")
     _wait_idle(b, "run")
     assert b.store("run", wait=0).scalars().height == 12
@@ -216,7 +216,7 @@ def test_live002_board_waits_for_files_to_settle(tmp_path, monkeypatch):
     assert store.scalars().height == 8 and store.steps().get_column("step").to_list() == [0]
     monkeypatch.setattr(service, "MAX_DEFER_SECONDS", 30.0)
     b.refresh("run")  # first look at the new signature
-    time.sleep(0.35)
+    time.sleep(0.35)  # the thing under test: the files still for SETTLE_SECONDS
     b.refresh("run")
     _wait_idle(b, "run")
     assert b.store("run", wait=0).scalars().height == 13
@@ -242,7 +242,7 @@ def test_live003_ingest_reads_a_cut_of_the_files(tmp_path, monkeypatch):
 
     def lingering(*args, **kw):  # the thread outlives its commit, as it does on a loaded machine
         res = real(*args, **kw)
-        time.sleep(0.3)
+        time.sleep(0.3)  # the thing under test: a thread that outlives its commit
         return res
 
     monkeypatch.setattr(service, "ingest_run", lingering)

@@ -26,6 +26,7 @@ from data.store import open_store, scan_root
 from tests.conftest import REPO_ROOT, free_port
 from tests.integration.test_gunicorn import PAGES, GunicornServer
 from tests.integration.test_unreadable_root import _assert_clean_log, _render
+from tests.waiting import wait_until
 
 RUN = "demo-ppo"
 BUCKET = "rollouts"
@@ -203,21 +204,21 @@ def s3_server(s3, demo_run, tmp_path_factory):
         yield srv
 
 
-def _export(srv: GunicornServer, deadline: float = 90.0, rows: int | None = None) -> str:
+def _export(srv: GunicornServer, deadline: float = 180.0, rows: int | None = None) -> str:
     """The run's export (every step, CSV), once it answers with ``rows`` rows."""
-    end = time.monotonic() + deadline
-    while True:
+    got = []
+
+    def export() -> str | None:
         r = requests.get(
-            srv.base + "/export",
-            params={"run": RUN, "step": "all", "format": "csv"},
-            timeout=60,
+            srv.base + "/export", params={"run": RUN, "step": "all", "format": "csv"}, timeout=60
         )
         n = len(_rows(r.text)[1]) if r.status_code == 200 else None
-        if (n is not None and (rows is None or n == rows)) or time.monotonic() > end:
-            assert r.status_code == 200, (r.status_code, r.text[:300], srv.log_tail())
-            assert rows is None or n == rows, (n, rows)
-            return r.text
-        time.sleep(0.5)
+        got[:] = [r.status_code, n, r.text[:300]]
+        return r.text if n is not None and (rows is None or n == rows) else None
+
+    return wait_until(
+        export, deadline, lambda: f"an export of {rows} rows (got {got}):\n{srv.log_tail()}", interval=0.5
+    )
 
 
 def test_remote005_server_serves_every_page_and_export(s3_server, demo_run, tmp_path):
@@ -351,15 +352,21 @@ def test_remote010_serve_command_forks_workers_that_read_the_bucket(s3, demo_run
             start_new_session=True,
         )
     try:
-        base, deadline, rows = f"http://127.0.0.1:{port}", time.monotonic() + 120, None
-        while time.monotonic() < deadline and rows != 384:
-            time.sleep(0.5)
+        base = f"http://127.0.0.1:{port}"
+
+        def rows() -> int | None:
             try:
-                r = requests.get(base + "/export", params={"run": RUN, "step": "all"}, timeout=20)
+                r = requests.get(base + "/export", params={"run": RUN, "step": "all"}, timeout=60)
             except requests.RequestException:
-                continue
-            rows = len(_rows(r.text)[1]) if r.status_code == 200 else None
-        assert rows == 384, log.read_text(errors="replace")[-2000:]
+                return None  # not listening yet
+            return len(_rows(r.text)[1]) if r.status_code == 200 else None
+
+        wait_until(
+            lambda: rows() == 384,
+            180,
+            lambda: f"an export of 384 rows:\n{log.read_text(errors='replace')[-2000:]}",
+            interval=0.5,
+        )
         assert requests.get(base + "/healthz", timeout=20).json()["runs"] == 1
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import csv
 import io
-import time
 from pathlib import Path
 
 import requests
 
 from data.writer import write_rollouts
 from tests.integration.test_gunicorn import GunicornServer
+from tests.waiting import wait_until
 
 RUN = "replicated"
 PER_STEP = 6
@@ -36,18 +36,18 @@ def _export(srv: GunicornServer) -> tuple[list[dict], bool]:
     return list(csv.DictReader(io.StringIO(r.text))), "X-RLBoard-Incomplete" in r.headers
 
 
-def _wait_rows(srv: GunicornServer, want: int, timeout: float = 90.0) -> list[dict]:
+def _wait_rows(srv: GunicornServer, want: int, timeout: float = 180.0) -> list[dict]:
     """The run's step=all export once it holds ``want`` rows and says it is complete."""
-    deadline = time.monotonic() + timeout
-    rows, incomplete = [], True
-    while time.monotonic() < deadline:
+    seen = {}
+
+    def complete() -> list[dict] | None:
         requests.get(f"{srv.base}/reward", params={"run": RUN}, timeout=60)  # a visit asks for a refresh
         rows, incomplete = _export(srv)
-        if len(rows) == want and not incomplete:
-            return rows
-        time.sleep(0.5)
-    raise AssertionError(
-        f"{srv.base}: {len(rows)} rows (incomplete={incomplete}), {want} expected\n{srv.log_tail()}"
+        seen.update(rows=len(rows), incomplete=incomplete)
+        return rows if len(rows) == want and not incomplete else None
+
+    return wait_until(
+        complete, timeout, lambda: f"{srv.base}: {want} rows, complete (saw {seen})\n{srv.log_tail()}", 0.5
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from tests.integration.test_gunicorn import GunicornServer
+from tests.waiting import wait_until
 
 RUN = "long-texts"
 # Runs of 'a' one shorter than the pattern below: every position starts a near-match, which is what makes
@@ -68,7 +69,7 @@ def test_search001_costly_regex_is_stopped_while_healthz_answers(server):
         except requests.RequestException:
             status = 0
         probes.append((status, time.monotonic() - t0))
-        time.sleep(0.2)
+        time.sleep(0.2)  # the thing under test: a probe every 0.2 s while the searches run
     for t in threads:
         t.join()
 
@@ -113,10 +114,13 @@ def test_search002_stopped_search_on_the_responses_page(server):
     view = f"?run={RUN}&step=all&q={SLOW}"
     got = call("responses-view", "data", view)
     # A search over every step is counted in the background: the page polls until it is done (or stopped).
-    deadline = time.monotonic() + SECONDS + 30
-    while got["responses-count-poll"]["disabled"] is False and time.monotonic() < deadline:
-        time.sleep(0.5)
+
+    def polled() -> dict | None:
         got = call("responses-count-poll", "n_intervals", 1, [view])
+        return None if got["responses-count-poll"]["disabled"] is False else got
+
+    if got["responses-count-poll"]["disabled"] is False:
+        got = wait_until(polled, SECONDS + 120, "the background count to end (its poll disabled)", 0.5)
     assert got["responses-count-poll"]["disabled"] is True
     assert got["responses-summary"]["children"] == "No rows: the text search was stopped."
     assert got["responses-q-error"]["children"].startswith(f"The search for '{SLOW}' was stopped after 3 s")

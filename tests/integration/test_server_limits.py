@@ -13,6 +13,7 @@ import requests
 import routes
 from tests.conftest import router_body
 from tests.integration.test_gunicorn import GunicornServer
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def _post_raw(srv, path: str, size: int) -> tuple[int | None, bytes]:
         conn.close()
 
 
-def test_limits001_big_body_is_413_and_never_read(server):
+def test_limits101_big_body_is_413_and_never_read(server):
     """A 200 MB callback body answers 413 at once and adds nothing to the workers' memory (it added 385 MB
     before); a body just over the limit is 413 too, and a real callback still answers."""
     workers = psutil.Process(server.proc.pid).children()
@@ -90,7 +91,7 @@ MALFORMED = {
 }
 
 
-def test_limits002_malformed_callbacks_are_400_with_one_log_line(server):
+def test_limits102_malformed_callbacks_are_400_with_one_log_line(server):
     """Each malformed callback POST, three times, answers 400 with a one-line reason (was 500); the log gets
     one line per request and no traceback; the well-formed request still answers 200."""
     before = server.log.read_text(errors="replace")
@@ -102,7 +103,12 @@ def test_limits002_malformed_callbacks_are_400_with_one_log_line(server):
             assert "Traceback" not in r.text and ".py" not in r.text, name
     r = requests.post(server.base + "/_dash-update-component", json=GRID_ROWS, timeout=60)
     assert r.status_code == 200 and r.json()["response"]["responses-grid"]["getRowsResponse"]["rowCount"] > 0
-    time.sleep(0.5)
+    want = 3 * len(MALFORMED)
+    wait_until(  # the workers log each request after answering it
+        lambda: server.log.read_text(errors="replace")[len(before) :].count("bad callback request") >= want,
+        60,
+        lambda: f"{want} 'bad callback request' log lines:\n{server.log_tail()}",
+    )
     log = server.log.read_text(errors="replace")[len(before) :]
     assert "Traceback" not in log, log[:3000]
     assert log.count("bad callback request") == 3 * len(MALFORMED), log[-3000:]

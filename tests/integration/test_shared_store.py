@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 import requests
 
@@ -21,6 +22,7 @@ from data.store.shared import COMMITS, OBJECTS, SharedStores
 from tests.integration.test_gunicorn import PAGES, GunicornServer
 from tests.integration.test_object_store import BUCKET, RUN, S3, _cli, _csv, _export, _local_export, _rows
 from tests.integration.test_unreadable_root import _assert_clean_log, _render
+from tests.waiting import wait_until
 
 STORES = "stores"
 
@@ -47,6 +49,15 @@ def _keys(s3: S3, prefix: str) -> list[str]:
 
 def _commits(s3: S3, prefix: str) -> list[str]:
     return [k.rsplit("/", 1)[-1] for k in _keys(s3, prefix) if f"/{COMMITS}/" in k]
+
+
+def _settled(s3: S3, prefix: str) -> list[str] | None:
+    """The bucket's commits once the latest one shows every step (its manifest hides none), else None."""
+    keys = [k for k in _keys(s3, prefix) if f"/{COMMITS}/" in k]
+    if not keys:
+        return None
+    latest = orjson.loads(s3.client.get_object(Bucket=STORES, Key=keys[-1])["Body"].read())
+    return [k.rsplit("/", 1)[-1] for k in keys] if latest["manifest"].get("visible_below") is None else None
 
 
 def _ingest(settings, run_dir):
@@ -220,8 +231,9 @@ def test_shared005_replica_serves_every_page_without_ingesting(s3, writer_server
     text = _export(writer_server, rows=384)
     local = _local_export(demo_run, tmp_path / "local-cache").decode()
     assert _rows(text) == _rows(local)
-    time.sleep(2)  # the writer's settled commit (its last steps shown) is in
-    commits = _commits(s3, "k/")
+    # The writer's settled commit (its last steps shown) is on the bucket: it publishes after its local
+    # commit, which the export above may already have read.
+    commits = wait_until(lambda: _settled(s3, "k/"), 120, "the writer's settled commit on the bucket")
     env = {**s3.env, "RLBOARD_CACHE_DIR": f"s3://{STORES}/k", "RLBOARD_WORK_DIR": str(tmp_path / "work")}
     with GunicornServer(f"s3://{BUCKET}/k", tmp_path, RLBOARD_REFRESH_SECONDS="1", **env) as replica:
         assert _rows(_export(replica, rows=384)) == _rows(local)
@@ -229,7 +241,7 @@ def test_shared005_replica_serves_every_page_without_ingesting(s3, writer_server
             assert requests.get(replica.base + path, params={"run": RUN}, timeout=30).status_code == 200
             page = _render(replica, path, f"?run={RUN}")
             assert "cannot be read" not in page and "Reading run" not in page, path
-        time.sleep(2)  # a poll or two of the replica's
+        time.sleep(2)  # the thing under test: a poll or two of the replica's (RLBOARD_REFRESH_SECONDS=1)
         _assert_clean_log(replica)
     assert _commits(s3, "k/") == commits
     assert list((tmp_path / "work").iterdir())  # the replica's working copy

@@ -6,7 +6,6 @@ equal to the count and mean of the search itself."""
 from __future__ import annotations
 
 import json
-import time
 
 import polars as pl
 import pytest
@@ -22,6 +21,7 @@ from data.store import open_store
 from data.store.manifest import DerivedEntry
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo
+from tests.waiting import wait_until
 
 PADS = ("<pad>", "<|endoftext|>")
 PATTERNS = ("(?i)the", "(?i)answer|step", "\\d{3}", "zzq_none_zzq", "a")
@@ -114,15 +114,17 @@ def test_fastsearch002_by_hand_across_commits(tmp_path, monkeypatch):
 
 
 def _count(store, flt):
-    deadline = time.monotonic() + 30
+    """The background count's result once it is done, and the progress seen meanwhile."""
     seen = []
-    while time.monotonic() < deadline:
+
+    def done():
         got = search_order.count_or_progress(store, flt, 30.0)
         if isinstance(got, search_order.Order):
-            return got, seen
+            return got
         seen.append(got)
-        time.sleep(0.05)
-    raise AssertionError("the count did not finish")
+        return None
+
+    return wait_until(done, 120, "the background count to finish"), seen
 
 
 @pytest.mark.parametrize("run", ["trl-ppo-small", None])

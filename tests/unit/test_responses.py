@@ -321,7 +321,7 @@ def test_responses042_a_blocks_previews_marked_at_once():
     assert mark_previews([dict(r) for r in rows], "(") == rows  # an invalid pattern marks nothing
 
 
-def test_responses042_preview_lines_follow_the_runs_previews():
+def test_responses046_preview_lines_follow_the_runs_previews():
     """Rows get one line for short previews, up to three for long ones (90th percentile, 45 characters a
     line, a CJK character counting twice)."""
     from data.responses import preview_lines

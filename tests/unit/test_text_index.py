@@ -130,7 +130,7 @@ def test_textindex006_one_search_for_concurrent_callers(tmp_path, monkeypatch):
     def counted(key, pattern, step, seconds):
         with lock:
             calls.append(pattern)
-        time.sleep(0.3)  # long enough for the other caller to arrive while this one searches
+        time.sleep(0.3)  # the thing under test: a slow search, long enough for the other caller to arrive
         return real(key, pattern, step, seconds)
 
     monkeypatch.setattr(search_engine.engine(), "_search_texts", counted)

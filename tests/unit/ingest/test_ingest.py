@@ -130,7 +130,7 @@ def test_ingest005_unequal_token_arrays_kept_with_note(tmp_path):
     assert row["response_length"] == 3 and row["n_kl_tokens"] == 2
 
 
-def test_ingest005b_trailing_pad_position_is_no_note(tmp_path):
+def test_ingest059_trailing_pad_position_is_no_note(tmp_path):
     """TRL's PPO shape, one more position ending on a pad token (its value window), is kept and not noted
     (before: a note on nearly every line of such a run); one more that is no pad, or two more, still are."""
     lines = [

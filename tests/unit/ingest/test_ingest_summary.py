@@ -115,7 +115,7 @@ def test_summary004_step_windows_by_hand():
     assert sw([(7, 7, 50), (8, 9, 2)], 10) == [(7, 7), (8, 9)]
 
 
-def test_summary007_a_part_over_a_vast_range_of_steps_is_summarised():
+def test_summary010_a_part_over_a_vast_range_of_steps_is_summarised():
     """One line at step 2^40 after steps 1-2 (issue 33, row 4): the part spans 2^40 steps with 9 rows, a
     density below the old 1e-9 tolerance, and its every step was left out of the summary: the run showed
     "0 samples, 0 steps", silently. Now every step a part holds is in a window."""

@@ -7,7 +7,6 @@ import json
 import math
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from data.store import open_store
 from data.store.layout import STEP_BLOCK
 from data.store.manifest import Manifest
 from data.store.table import CommitConflict
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -86,13 +86,14 @@ def test_table002_duckdb_reads_a_real_run_store(tmp_path, fixtures_dir):
 
 
 INGEST = """
-import sys, time
+import sys
 from pathlib import Path
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
-go = Path(sys.argv[3])
-while not go.exists():
-    time.sleep(0.005)
+from tests.waiting import wait_until
+go, ready = Path(sys.argv[3]), Path(sys.argv[4])
+ready.touch()
+wait_until(go.exists, 300, "the go file", interval=0.005)
 r = ingest_run(Path(sys.argv[1]), Path(sys.argv[2]), DEFAULT_PAD_TOKENS, local_lock=False)
 print(int(r.lost_commit), r.new_rows, r.samples)
 """
@@ -105,16 +106,18 @@ def test_table003_two_processes_commit_a_run_once(tmp_path):
     run = write_demo_run(tmp_path / "root")
     cache = tmp_path / "cache"
     go = tmp_path / "go"
+    ready = [tmp_path / f"ready{k}" for k in range(2)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", INGEST, str(run), str(cache), str(go)],
+            [sys.executable, "-c", INGEST, str(run), str(cache), str(go), str(ready[k])],
             cwd=REPO,
             stdout=subprocess.PIPE,
             text=True,
         )
-        for _ in range(2)
+        for k in range(2)
     ]
-    time.sleep(3)  # both started and waiting
+    # Both started (their imports take seconds on a loaded machine) and waiting: then they race.
+    wait_until(lambda: all(r.exists() for r in ready), 300, "both ingest processes to start")
     go.touch()
     outs = [p.communicate(timeout=300)[0].split() for p in procs]
     assert all(p.returncode == 0 for p in procs)

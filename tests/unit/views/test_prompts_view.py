@@ -40,7 +40,7 @@ def test_prompts015_header_click_sorting():
     assert view.sorted_by("first_step").order == "desc"  # already the sort column: flips
 
 
-def test_prompts023_view_after_the_list_controls():
+def test_prompts026_view_after_the_list_controls():
     """The list's controls give the next view back on page 1; the same values change nothing."""
     view = PromptsView(run="r", page=3, trend="flat")
     assert view.from_controls("all", "flat", None, "") is view

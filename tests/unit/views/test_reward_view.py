@@ -5,7 +5,7 @@ from __future__ import annotations
 from data.run_context import RunContext
 
 
-def test_curves020_step_moves_and_following_the_last_step():
+def test_curves031_step_moves_and_following_the_last_step():
     """Previous / next stay within the run, a slider position or a picked step the run lacks keeps the step
     shown, and a view that follows the last step keeps following it when that step is chosen again."""
     from data.views.reward import RewardView
