@@ -397,13 +397,16 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
     yield st.st_size
 
 
-# What a damaged compressed file raises while it is read: gzip's and zlib's errors, zstandard's.
+# What a damaged compressed file raises while it is read: gzip's and zlib's errors, and zstandard's where it is
+# installed (a Ray worker reads with the cluster's own packages: a .gz file needs no zstandard there).
 def _inflate_errors() -> tuple[type[BaseException], ...]:
     import zlib
 
-    import zstandard
-
-    return (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
+    try:
+        from zstandard import ZstdError
+    except ImportError:
+        return (OSError, EOFError, ValueError, zlib.error)
+    return (OSError, EOFError, ValueError, zlib.error, ZstdError)
 
 
 def _inflate_refusal(cap: int, limits: ReadLimits, st) -> str:
