@@ -305,10 +305,11 @@ def _oversized(line: int, block: Oversized, limits: ReadLimits) -> ChunkResult:
 
 
 def _refused_whole(
-    writer: _Writer, rel: str, entry: dict, st: os.stat_result, path: Path, reason: str
+    writer: _Writer, rel: str, entry: dict, st: os.stat_result, path: Path, reason: str, detail: str = ""
 ) -> None:
-    """A whole file read no further than a limit: what was read of it is kept, the rest is said."""
-    writer.m.data["pending"][rel] = {"line": entry["lines"] + 1, "reason": reason, "detail": ""}
+    """A whole file read no further than a limit, or than where it is cut short or damaged: what was read
+    of it is kept, the rest is said (pending until the file changes)."""
+    writer.m.data["pending"][rel] = {"line": entry["lines"] + 1, "reason": reason, "detail": detail}
     _read_to_end(entry, path, st)
     writer.m.data["files"][rel] = entry
 
@@ -327,14 +328,9 @@ def _decoded_bytes(path: Path) -> int:
 
 def _unreadable_whole(writer: _Writer, rel: str, entry: dict, st: os.stat_result, path: Path, error) -> None:
     """A whole file that cannot be read to its end (a Parquet or compressed file still being written, or
-    damaged): what was read of it is kept, and it is listed as pending until it changes."""
-    writer.m.data["pending"][rel] = {
-        "line": entry["lines"] + 1,
-        "reason": "file cut short or damaged: read again when it changes",
-        "detail": f"{type(error).__name__}: {error}"[:200],
-    }
-    _read_to_end(entry, path, st)
-    writer.m.data["files"][rel] = entry
+    damaged): :func:`_refused_whole` with the reason and the error."""
+    reason = "file cut short or damaged: read again when it changes"
+    _refused_whole(writer, rel, entry, st, path, reason, f"{type(error).__name__}: {error}"[:200])
 
 
 def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -> Iterator[int]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from data import untrusted
 from data.schema.contract import INT64_MAX
 
 
@@ -41,7 +42,6 @@ class Reading:
 
 
 _TOKENIZERS: dict[str, tuple[object, str | None]] = {}  # path -> (tokenizer or None, why not)
-TOKENIZER_BYTES = 64 << 20  # a 256k-token vocabulary's tokenizer.json is ~20 MB
 
 
 def tokenizer_problem(path: str) -> str | None:
@@ -58,8 +58,8 @@ def _tokenizer(path: str):
             from tokenizers import Tokenizer
 
             size = os.stat(path).st_size
-            if size > TOKENIZER_BYTES:
-                raise ValueError(f"{size:,} bytes, over the limit of {TOKENIZER_BYTES:,}")
+            if size > untrusted.TOKENIZER_BYTES:
+                raise ValueError(f"{size:,} bytes, over the limit of {untrusted.TOKENIZER_BYTES:,}")
             _TOKENIZERS[path] = (Tokenizer.from_file(path), None)
         except Exception as e:  # noqa: BLE001 - no tokenizer: the ids are shown (the runs page says why)
             _TOKENIZERS[path] = (None, f"{type(e).__name__}: {str(e)[:200]}")
