@@ -157,18 +157,29 @@ def _loads(raw: bytes):
 
 def match_file(writer: _Writer, path: Path, rel: str, entry: dict) -> None:
     """Record in a file's manifest entry its dialect (how it was matched) and the step of its lines that
-    have none: its path's, else 0 for an evaluation dump (see ``Dialect.stepless``)."""
+    have none: its path's where the path is laid out as a trainer lays out its steps (see
+    :func:`schema.step_from_path`), else 0 where its first record has no step (an evaluation dump, or a
+    layout the board does not know: step 0, said on every page of the run)."""
+    fields = None
     if "dialect" not in entry:
-        m = schema.detect(rel, _first_fields(path), writer.options.dialect, writer.options.default)
+        fields = _first_fields(path)
+        m = schema.detect(rel, fields, writer.options.dialect, writer.options.default)
         entry.update(dialect=m.dialect.name, matched=m.how, also=list(m.others))
     if "step" not in entry:
+        dialect = schema.by_name(entry["dialect"])
         step = schema.step_from_path(rel)
         if step is not None:
             entry.update(step=step, step_from="path")
-        elif schema.by_name(entry["dialect"]).stepless:
+        elif dialect.stepless or _lacks_step(dialect, _first_fields(path) if fields is None else fields):
             entry.update(step=0, step_from="none")
         else:
             entry.update(step=None, step_from=None)
+
+
+def _lacks_step(dialect: schema.Dialect, fields: frozenset[str]) -> bool:
+    """Whether a first record of these fields gives no step of its own (under the contract's name or the
+    dialect's); False for no record yet (an empty file: its lines decide)."""
+    return bool(fields) and "step" not in fields and "step" not in dialect.renames(fields).values()
 
 
 def ingest_file(

@@ -54,7 +54,9 @@ def understood(store: RunStore) -> Understood:
     stepless = [rel for rel, e in files.items() if e.get("step_from") == "none"]
     if stepless:
         notes.append(
-            f"No step in {_files(len(stepless))} (an evaluation dump, e.g. {stepless[0]}): read as step 0."
+            f"No step in {_files(len(stepless))} (e.g. {stepless[0]}): not in its lines, and its path is not "
+            f"laid out as a trainer lays out steps (an evaluation dump?): read as step 0. Name the step in "
+            f'{RUN_FILE}: [fields] step = "…" (a field, "folder", "file" or a regex over the path).'
         )
     from_path = [(rel, e["step"]) for rel, e in files.items() if e.get("step_from") == "path"]
     if from_path:
@@ -90,16 +92,33 @@ def understood(store: RunStore) -> Understood:
     return Understood(read_as, mapping, notes, not_read)
 
 
+def _no_step_why(entry: dict) -> str:
+    """Why a file has no step: its format has none (an evaluation dump), or neither its lines nor its path
+    give one."""
+    if by_name(entry.get("dialect")).stepless:
+        return "an evaluation dump"
+    return "not in its lines, nor in a known layout of its path"
+
+
 def page_notices(store: RunStore) -> list[str]:
     """What every page of the run says about how it was read, where a reader could be misled: steps that
     are no steps (an evaluation dump read as step 0) and a reward summed with weights nobody gave."""
     m = store.manifest
     out = []
+    guessed = [(rel, e) for rel, e in m.files.items() if e.get("matched") == "guessed"]
+    if guessed:
+        rel, e = guessed[0]
+        out.append(
+            f"{rel}{' and other files' if len(guessed) > 1 else ''} read as {by_name(e.get('dialect')).title} "
+            f"by a guess: no trainer's format was recognised for sure. Check the prompt, response, reward and "
+            f"step on the Runs page; name them in {RUN_FILE} ([fields]) if they are wrong."
+        )
     stepless = [rel for rel, e in m.files.items() if e.get("step_from") == "none"]
     if stepless:
+        why = _no_step_why(m.files[stepless[0]])
         out.append(
-            f"No step in {stepless[0]}{' and the other files' if len(stepless) > 1 else ''} (an evaluation "
-            "dump): its responses are shown as step 0."
+            f"No step in {stepless[0]}{' and the other files' if len(stepless) > 1 else ''} ({why}): its "
+            "responses are shown as step 0."
         )
     formed = m.reward_formed
     if formed and "equal weights" in formed.get("weights_from", ""):

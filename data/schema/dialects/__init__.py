@@ -15,7 +15,9 @@ from dataclasses import dataclass, replace
 
 from data.schema.dialects import contract, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
 from data.schema.dialects.base import (
+    LINE_NOTES,
     ROLLOUT_SUFFIXES,
+    SURE,
     TRAIN,
     VALIDATION,
     Dialect,
@@ -49,9 +51,9 @@ CONTRACT = _CONTRACT
 
 @dataclass(frozen=True)
 class Match:
-    """The dialect a file was matched to, and how: ``"named"`` (rlboard.toml or the setting), ``"sure"``
-    (one dialect recognised it best), ``"guessed"`` (several equally, or none: the first of them, or the
-    contract)."""
+    """The dialect a file was matched to, and how: ``"named"`` (rlboard.toml or the setting), ``"mapped"``
+    (rlboard.toml's ``[fields]``), ``"sure"`` (one dialect recognised it best, by what is unique to it:
+    :data:`SURE`), ``"guessed"`` (several equally, or none surely: the best of them, or the contract)."""
 
     dialect: Dialect
     how: str
@@ -67,11 +69,12 @@ def detect(rel: str, fields: frozenset[str], named: str | None = None, default: 
     scores = [(d.recognise(rel, fields), d) for d in DIALECTS]
     best = max(score for score, _ in scores)
     top = [d for score, d in scores if score == best and score > 0]
-    if len(top) == 1:
+    if len(top) == 1 and best >= SURE:
         return Match(top[0], "sure")
     if default in BY_NAME:
         return Match(BY_NAME[default], "named")
-    return Match(top[0] if top else CONTRACT, "guessed", tuple(d.name for d in top[1:]))
+    others = [d.name for score, d in sorted(scores, key=lambda s: -s[0]) if score > 0]
+    return Match(top[0] if top else CONTRACT, "guessed", tuple(others[1:]))
 
 
 def dialects_by_name() -> dict[str, Dialect]:
@@ -86,7 +89,9 @@ def by_name(name: str | None) -> Dialect:
 
 __all__ = [
     "BY_NAME",
+    "LINE_NOTES",
     "ROLLOUT_SUFFIXES",
+    "SURE",
     "CONTRACT",
     "DIALECTS",
     "TRAIN",
