@@ -1,5 +1,5 @@
 """Trainers' files as they lie on disk: one module per dialect (this project's contract, TRL, veRL, NeMo-RL,
-NeMo Gym, verifiers / prime-rl, OpenRLHF-style dumps), each a :class:`Dialect`: how its files are
+NeMo Gym, verifiers / prime-rl, AReaL, OpenRLHF-style dumps), each a :class:`Dialect`: how its files are
 recognised (name, folders, fields), how its records map onto the contract, and a one-line description
 that the runs page shows.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from data.schema.dialects import contract, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
+from data.schema.dialects import areal, contract, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
 from data.schema.dialects.base import (
     LINE_NOTES,
     ROLLOUT_SUFFIXES,
@@ -37,6 +37,7 @@ _CONTRACT = replace(
 )
 # In the order a tie is decided (the contract last: the fallback).
 DIALECTS: tuple[Dialect, ...] = (
+    areal.DIALECT,
     nemo_rl.DIALECT,
     nemo_gym.DIALECT,
     verifiers.DIALECT,
