@@ -20,6 +20,7 @@ from data.ingest.fast import ChunkResult, _count_newlines
 from data.ingest.slow import _snippet
 from data.ingest.writer import _Writer
 from data.remote import WHOLE_READ_BYTES, RemotePath
+from data.schema.dialects.mapping import step_of
 
 COMPRESSED = (".jsonl.gz", ".jsonl.zst")
 PARQUET = ".parquet"
@@ -160,26 +161,26 @@ def match_file(writer: _Writer, path: Path, rel: str, entry: dict) -> None:
     have none: its path's where the path is laid out as a trainer lays out its steps (see
     :func:`schema.step_from_path`), else 0 where its first record has no step (an evaluation dump, or a
     layout the board does not know: step 0, said on every page of the run)."""
-    fields = None
+    fields, fm = None, writer.reading.fields
     if "dialect" not in entry:
         fields = _first_fields(path)
         m = schema.detect(rel, fields, writer.options.dialect, writer.options.default)
+        # The run's own [fields] before any guess; the root's only where no dialect is sure or named.
+        if fm is not None and (fm.where == "run" or m.how == "guessed"):
+            m = schema.Match(schema.MAPPED, "mapped")
         entry.update(dialect=m.dialect.name, matched=m.how, also=list(m.others))
     if "step" not in entry:
         dialect = schema.by_name(entry["dialect"])
-        step = schema.step_from_path(rel)
-        if step is not None:
+        step, how = step_of(fm, rel) if dialect is schema.MAPPED and fm is not None else (None, "")
+        if how:  # the mapping's: from the path ("fields"), none there ("none": 0), or the lines' own
+            entry.update(step=step, step_from=how if how != "lines" else None)
+        elif (step := schema.step_from_path(rel)) is not None:
             entry.update(step=step, step_from="path")
-        elif dialect.stepless or _lacks_step(dialect, _first_fields(path) if fields is None else fields):
-            entry.update(step=0, step_from="none")
-        else:
-            entry.update(step=None, step_from=None)
-
-
-def _lacks_step(dialect: schema.Dialect, fields: frozenset[str]) -> bool:
-    """Whether a first record of these fields gives no step of its own (under the contract's name or the
-    dialect's); False for no record yet (an empty file: its lines decide)."""
-    return bool(fields) and "step" not in fields and "step" not in dialect.renames(fields).values()
+        else:  # none in the first record either (an empty file has none yet: its lines decide)
+            fields = _first_fields(path) if fields is None else fields
+            lacks = bool(fields) and "step" not in {*fields, *dialect.renames(fields).values()}
+            entry.update(step=0 if dialect.stepless or lacks else None)
+            entry.update(step_from="none" if dialect.stepless or lacks else None)
 
 
 def ingest_file(

@@ -168,7 +168,9 @@ def ingest_run(
             older = remove_older_formats(store_dir, draft)
             if older is not None:  # said on the runs page (data.store.reading.understood)
                 draft.data[REBUILT_FROM] = older
+        fm = options.fields
         draft.data.update(options=key, split=split, problems=options.problems)
+        draft.data["fields_map"] = None if fm is None else {"table": fm.table, "where": fm.where}
         writer = _Writer(store_dir, draft, pad_tokens, options, table, committed)
         if shared is not None:
             writer.on_commit = lambda data: shared.publish(store_dir, data)

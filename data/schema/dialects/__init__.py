@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from data.schema.dialects import areal, contract, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
+from data.schema.dialects import areal, contract, mapping, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
 from data.schema.dialects.base import (
     LINE_NOTES,
     ROLLOUT_SUFFIXES,
@@ -48,6 +48,8 @@ DIALECTS: tuple[Dialect, ...] = (
 )
 BY_NAME: dict[str, Dialect] = {d.name: d for d in DIALECTS}
 CONTRACT = _CONTRACT
+MAPPED = mapping.DIALECT  # rlboard.toml's [fields]: never guessed nor named, used where a mapping is given
+_READERS: dict[str, Dialect] = {**BY_NAME, MAPPED.name: MAPPED}
 
 
 @dataclass(frozen=True)
@@ -84,13 +86,15 @@ def dialects_by_name() -> dict[str, Dialect]:
 
 
 def by_name(name: str | None) -> Dialect:
-    """The dialect of that name (a file's, as its manifest entry records it); the contract for None."""
-    return BY_NAME.get(name or "", CONTRACT)
+    """The dialect of that name (a file's, as its manifest entry records it, the [fields] mapping's
+    included); the contract for None."""
+    return _READERS.get(name or "", CONTRACT)
 
 
 __all__ = [
     "BY_NAME",
     "LINE_NOTES",
+    "MAPPED",
     "ROLLOUT_SUFFIXES",
     "SURE",
     "CONTRACT",

@@ -8,15 +8,11 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import polars as pl
 
 from data import untrusted
 from data.schema.contract import INT64_MAX
-
-if TYPE_CHECKING:
-    from data.schema.dialects.mapping import FieldMap
 
 # How sure a dialect's ``recognise`` must be for its match to count as sure: a dialect scores this much only
 # on fields or a layout unique to it. Less (names any logger may use: prompt, completion, input, output) is
@@ -25,6 +21,38 @@ SURE = 25
 # A key a dialect's ``line`` may set on a record: notes about that line (a list of texts), kept with it as
 # data-quality notes (a mapped optional field that the line lacks).
 LINE_NOTES = "__line_notes"
+
+
+# rlboard.toml's [fields] (see data.schema.dialects.mapping): the names it maps and the step's two words.
+NAMES = ("prompt", "response", "reward", "step", "group")
+FOLDER, FILE = "folder", "file"
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """A ``[fields]`` table that can be used: ``given`` the names and paths as written (those that could be
+    used), ``where`` the rlboard.toml it came from (``"run"``: the run folder's, ``"root"``: the rollout
+    root's, which applies only to files no dialect reads as sure)."""
+
+    given: tuple[tuple[str, str], ...]
+    where: str = "run"
+
+    def key(self) -> list:
+        return [list(map(list, self.given)), self.where]
+
+    @property
+    def table(self) -> dict[str, str]:
+        return dict(self.given)
+
+    @property
+    def step_kind(self) -> str | None:
+        """``"folder"``, ``"file"``, ``"regex"``, ``"path"`` (a field) or None (not named)."""
+        step = self.table.get("step")
+        if step is None:
+            return None
+        if step in (FOLDER, FILE):
+            return step
+        return "regex" if "(" in step else "path"
 
 
 @dataclass
