@@ -44,11 +44,16 @@ def understood(store: RunStore) -> Understood:
     if guessed:
         rel, e = guessed[0]
         also = ", ".join(by_name(o).title for o in e.get("also", ()))
-        why = f"it also fits {also}" if also else "no dialect recognised its fields"
+        why = f"it also fits {also}" if also else "no trainer's format has its fields for sure"
         notes.append(
             f"{_files(len(guessed))} read as {by_name(e.get('dialect')).title} by a guess ({rel}: {why}); "
-            f'name the dialect in {RUN_FILE} in the run folder (dialect = "…") if that is wrong.'
+            f'name the dialect in {RUN_FILE} in the run folder (dialect = "…") or map its fields ([fields]) if '
+            "that is wrong."
         )
+    mapped = sum(e.get("matched") == "mapped" for e in files.values())
+    if mapped:
+        where = "the rollout root's" if (m.fields_map or {}).get("where") == "root" else "the run folder's"
+        notes.append(f"{_files(mapped)} read by the [fields] of {where} {RUN_FILE} (see the mapping below).")
     named = sum(e.get("matched") == "named" for e in files.values())
     if named:
         notes.append(f"{_files(named)} read as {RUN_FILE} or the setting RLBOARD_DIALECT names.")
