@@ -186,12 +186,14 @@ def _run_file(run_dir: Path, problems: list[str], label: str = RUN_FILE) -> tupl
         return {}, text
 
 
-def _field_map(run_dir: Path, conf: dict, problems: list[str]) -> FieldMap | None:
+def _field_map(run_dir: Path, root: Path | None, conf: dict, problems: list[str]) -> FieldMap | None:
     """The [fields] mapping of the run: its own rlboard.toml's (which replaces the root's), else the rollout
-    root's (the run folder's parent), whose other settings are not read."""
+    root's, whose other settings are not read (none when the root is not given or is the run folder)."""
     if "fields" in conf:
         return parse_fields(conf["fields"], "run", problems, RUN_FILE)
-    root_conf, text = _run_file(run_dir.parent, problems, ROOT_FILE)
+    if root is None or str(root) == str(run_dir):
+        return None
+    root_conf, text = _run_file(root, problems, ROOT_FILE)
     if text is None or "fields" not in root_conf:
         return None
     return parse_fields(root_conf["fields"], "root", problems, ROOT_FILE)
@@ -213,9 +215,11 @@ def load_options(
     dialect: str | None = None,
     reward_weights: tuple[tuple[str, float], ...] | None = None,
     tokenizer: Path | None = None,
+    root: Path | None = None,
 ) -> RunOptions:
     """The reading options of ``run_dir``: its ``rlboard.toml``, else the settings (``dialect``,
-    ``reward_weights``, ``tokenizer``); never raises for a file it cannot use (the problem is kept)."""
+    ``reward_weights``, ``tokenizer``), and the ``[fields]`` of the rollout ``root``'s rlboard.toml where
+    the run's own has none; never raises for a file it cannot use (the problem is kept)."""
     opts = RunOptions(default=dialect if dialect in schema.dialects_by_name() else None)
     if dialect and opts.default is None:
         opts.problems.append(f"setting RLBOARD_DIALECT={dialect!r} names no dialect")
@@ -235,7 +239,9 @@ def load_options(
             if given:
                 weights, weights_from = given, RUN_FILE
     opts.reading = schema.Reading(reward_weights=weights, weights_from=weights_from)
-    opts.reading.fields = _field_map(as_path(run_dir), conf, opts.problems)
+    opts.reading.fields = _field_map(
+        as_path(run_dir), None if root is None else as_path(root), conf, opts.problems
+    )
     if isinstance(conf.get("tokenizer"), str):
         opts.reading.tokenizer = _tokenizer_path(
             as_path(run_dir), conf["tokenizer"], RUN_FILE, opts.problems, True

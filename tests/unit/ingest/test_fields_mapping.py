@@ -124,3 +124,28 @@ def test_fieldsmap005_a_ready_toml():
     text = toml(table, None)
     assert tomllib.loads(text)["fields"] == table
     assert text.startswith("[fields]\nprompt = ")
+
+
+def test_fieldsmap006_the_run_s_own_replaces_the_root_s(tmp_path):
+    """The root's rlboard.toml gives its [fields] (only those) to a run without its own; a run's own
+    replaces it; nothing above the root is read (a root that is itself the run, or no root given)."""
+    from data.ingest.options import load_options
+
+    root = tmp_path / "root"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    (tmp_path / "rlboard.toml").write_text('[fields]\nprompt = "above"\n')
+    (root / "rlboard.toml").write_text('dialect = "verl"\n[fields]\nprompt = "q"\nstep = "folder"\n')
+    (root / "b" / "rlboard.toml").write_text('[fields]\nresponse = "a"\n')
+    a = load_options(root / "a", root=root)
+    assert (a.fields.given, a.fields.where, a.dialect) == (
+        (("prompt", "q"), ("step", "folder")),
+        "root",
+        None,
+    )
+    b = load_options(root / "b", root=root)
+    assert (b.fields.given, b.fields.where) == ((("response", "a"),), "run")
+    assert load_options(root / "a").fields is None
+    assert load_options(root, root=root).fields.given == (("prompt", "q"), ("step", "folder"))
+    assert load_options(root, root=root).fields.where == "run"
+    assert a.key() != load_options(root / "a").key()  # another mapping: the store is read again
