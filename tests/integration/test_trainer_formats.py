@@ -169,3 +169,22 @@ def test_formats002_bad_mapping_said_never_a_crash(tmp_path, board_root, client)
     assert any("step = '(s' is not a regex" in p for p in store.manifest.problems)
     page = json.dumps(client.post("/_dash-update-component", json=router_body("/", "")).get_json())
     assert "is not a regex" in page and client.get("/healthz").status_code == 200
+
+
+def test_formats003_a_guess_is_said_on_the_pages(tmp_path, board_root, client):
+    """A file read by a guess (prompt + completion: names any logger uses) and with no step anywhere: the
+    reward page says both, as every page's notices do (Board.failure_notices)."""
+    root = tmp_path / "root"
+    _write(
+        root / "guess" / "out" / "rank0.jsonl",
+        [{"prompt": f"p{i}", "completion": "c", "reward": i} for i in range(3)],
+    )
+    b = board_root(root, cache_dir=tmp_path / "cache")
+    assert b.store("guess", wait=60) is not None
+    said = b.failure_notices("guess")
+    assert any("read as verifiers / prime-rl results by a guess" in n for n in said)
+    assert any("No step in out/rank0.jsonl (an evaluation dump)" in n for n in said)
+    page = json.dumps(
+        client.post("/_dash-update-component", json=router_body("/reward", "?run=guess")).get_json()
+    )
+    assert "by a guess" in page and "its responses are shown as step 0" in page
