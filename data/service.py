@@ -163,6 +163,7 @@ class Board:
             "dialect": s.dialect,
             "reward_weights": s.reward_weights,
             "tokenizer": s.tokenizer,
+            "root": s.root,  # its rlboard.toml's [fields]
         }
 
     def status(self, run: str) -> IngestStatus:

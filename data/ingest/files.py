@@ -20,6 +20,7 @@ from data.ingest.fast import ChunkResult, _count_newlines
 from data.ingest.slow import _snippet
 from data.ingest.writer import _Writer
 from data.remote import WHOLE_READ_BYTES, RemotePath
+from data.schema.dialects.mapping import step_of
 
 COMPRESSED = (".jsonl.gz", ".jsonl.zst")
 PARQUET = ".parquet"
@@ -157,18 +158,29 @@ def _loads(raw: bytes):
 
 def match_file(writer: _Writer, path: Path, rel: str, entry: dict) -> None:
     """Record in a file's manifest entry its dialect (how it was matched) and the step of its lines that
-    have none: its path's, else 0 for an evaluation dump (see ``Dialect.stepless``)."""
+    have none: its path's where the path is laid out as a trainer lays out its steps (see
+    :func:`schema.step_from_path`), else 0 where its first record has no step (an evaluation dump, or a
+    layout the board does not know: step 0, said on every page of the run)."""
+    fields, fm = None, writer.reading.fields
     if "dialect" not in entry:
-        m = schema.detect(rel, _first_fields(path), writer.options.dialect, writer.options.default)
+        fields = _first_fields(path)
+        m = schema.detect(rel, fields, writer.options.dialect, writer.options.default)
+        # The run's own [fields] before any guess; the root's only where no dialect is sure or named.
+        if fm is not None and (fm.where == "run" or m.how == "guessed"):
+            m = schema.Match(schema.MAPPED, "mapped")
         entry.update(dialect=m.dialect.name, matched=m.how, also=list(m.others))
     if "step" not in entry:
-        step = schema.step_from_path(rel)
-        if step is not None:
+        dialect = schema.by_name(entry["dialect"])
+        step, how = step_of(fm, rel) if dialect is schema.MAPPED and fm is not None else (None, "")
+        if how:  # the mapping's: from the path ("fields"), none there ("none": 0), or the lines' own
+            entry.update(step=step, step_from=how if how != "lines" else None)
+        elif (step := schema.step_from_path(rel)) is not None:
             entry.update(step=step, step_from="path")
-        elif schema.by_name(entry["dialect"]).stepless:
-            entry.update(step=0, step_from="none")
-        else:
-            entry.update(step=None, step_from=None)
+        else:  # none in the first record either (an empty file has none yet: its lines decide)
+            fields = _first_fields(path) if fields is None else fields
+            lacks = bool(fields) and "step" not in {*fields, *dialect.renames(fields).values()}
+            entry.update(step=0 if dialect.stepless or lacks else None)
+            entry.update(step_from="none" if dialect.stepless or lacks else None)
 
 
 def ingest_file(

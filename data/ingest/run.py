@@ -104,6 +104,7 @@ def ingest_run(
     local_lock: bool = True,
     shared: SharedStores | None = None,
     spread: Spread | None = None,
+    root: Path | None = None,
 ) -> IngestResult:
     """Bring the store of ``run_dir`` up to date with its files and return what it now holds.
 
@@ -116,7 +117,8 @@ def ingest_run(
     folder's files make the run (``"validation"``: its validation files, see data.store.runs);
     ``dialect``, ``reward_weights`` and ``tokenizer``: the settings (see :func:`data.ingest.options.load_options`).
     ``spread``: reads the files instead of :func:`read_files`, in other processes (``ingest --ray``); the
-    commit is made here all the same.
+    commit is made here all the same. ``root``: the rollout root the run folder lies in, whose
+    rlboard.toml ``[fields]`` applies to the run where the run's own has none (None: not read).
 
     The file lock guards one host; writers on several hosts sharing the store are kept apart by the table's
     commit protocol: of two that read the same commit only one commits the next, the other returns with
@@ -152,7 +154,7 @@ def ingest_run(
                 _fill_result(result, store_dir)
                 result.seconds = time.perf_counter() - t0
                 return result
-        options = load_options(run_dir, dialect, reward_weights, tokenizer)
+        options = load_options(run_dir, dialect, reward_weights, tokenizer, root)
         table, draft = _committed(store_dir)
         committed = None if draft is None else draft.data
         # The key as the manifest keeps it (JSON: tuples come back as lists), so that equal options compare equal.
@@ -168,7 +170,9 @@ def ingest_run(
             older = remove_older_formats(store_dir, draft)
             if older is not None:  # said on the runs page (data.store.reading.understood)
                 draft.data[REBUILT_FROM] = older
+        fm = options.fields
         draft.data.update(options=key, split=split, problems=options.problems)
+        draft.data["fields_map"] = None if fm is None else {"table": fm.table, "where": fm.where}
         writer = _Writer(store_dir, draft, pad_tokens, options, table, committed)
         if shared is not None:
             writer.on_commit = lambda data: shared.publish(store_dir, data)

@@ -10,6 +10,7 @@ from data.schema.chat import PROMPT_LEAD, RESPONSE_OWN, template_lead
 from data.schema.contract import CANONICAL, TOKEN_FIELDS, BadLine, trainer_token_fields
 from data.schema.dialects import (
     CONTRACT,
+    MAPPED,
     TRAIN,
     VALIDATION,
     Dialect,
@@ -27,6 +28,7 @@ from data.schema.record import validate_record
 
 __all__ = [
     "CANONICAL",
+    "MAPPED",
     "CONTRACT",
     "PROMPT_LEAD",
     "RESPONSE_OWN",

@@ -112,6 +112,9 @@ PROMPT_LEAD = "__prompt_lead"
 # The model's own text of a response given as turns (see messages_own): its length, repetition and preview
 # are counted on it. Set at ingest and dropped once the metrics are derived.
 RESPONSE_OWN = "__response_own"
+# The response's length in tokens where a dialect knows it without its tokens (AReaL writes seqlen and
+# prompt_len, not the tokens): the response length metric where no token array gives one.
+RESPONSE_LENGTH = "__response_length"
 
 
 def messages_lead(value) -> str | None:

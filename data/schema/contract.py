@@ -39,6 +39,8 @@ RESERVED = response_columns() | {
     "token_length_mismatch",  # a column of stores before format 5: the name stays apart
     "__prompt_lead",  # chat.PROMPT_LEAD
     "__response_own",  # chat.RESPONSE_OWN
+    "__response_length",  # chat.RESPONSE_LENGTH
+    "__line_notes",  # dialects.base.LINE_NOTES
     # Working columns of ingest and export, named here so that a field of the same name stays apart.
     "__reason",
     "__response_clean",

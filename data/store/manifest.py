@@ -80,6 +80,9 @@ class Manifest:
     token_extras: tuple[str, ...] = ()
     tokenizer: str | None = None
     reward_formed: Mapping[str, Any] | None = None
+    fields_map: Mapping[str, Any] | None = (
+        None  # rlboard.toml's [fields]: {"table": {name: path}, "where": …}
+    )
     ends_with: tuple[str, ...] | None = None  # the end tokens the ends counts were made with
     rebuilt_from: int | None = None  # the format of the older store this one replaced
 
