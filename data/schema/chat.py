@@ -61,8 +61,9 @@ MODEL_ROLE = "assistant"
 
 def _turns(value) -> list[tuple[str | None, str]] | None:
     """``[(role, text)]`` of chat messages, or None when ``value`` is not chat messages (see
-    :func:`messages_text`)."""
-    if not isinstance(value, list) or not value or not all(isinstance(m, dict) for m in value):
+    :func:`messages_text`). No message at all is none: an empty conversation (verifiers 0.1.5 writes
+    ``"completion": []`` where the environment asked nothing of the model)."""
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
         return None
     turns = []
     for m in value:
@@ -71,7 +72,7 @@ def _turns(value) -> list[tuple[str | None, str]] | None:
             return None
         calls = _calls_text(m.get("tool_calls"))
         turns.append((role, f"{text}\n{calls}" if text and calls else text or calls))
-    if all(role is None for role, _ in turns) and all(m.get("content") is None for m in value):
+    if turns and all(role is None for role, _ in turns) and all(m.get("content") is None for m in value):
         return None
     return turns
 

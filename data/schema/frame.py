@@ -46,10 +46,11 @@ def _family(dtype: pl.DataType) -> str:
 
 
 _ALLOWED = {
-    # A list of objects may be chat messages (conform_frame decides, row by row).
-    "prompt": {"str", "null", "list[object]"},
-    "response": {"str", "null", "list[object]"},
-    "ref_response": {"str", "null", "list[object]"},
+    # A list of objects may be chat messages (conform_frame decides, row by row); a chunk whose lists are
+    # all empty (no message: an empty text) has lists of nulls.
+    "prompt": {"str", "null", "list[object]", "list[null]"},
+    "response": {"str", "null", "list[object]", "list[null]"},
+    "ref_response": {"str", "null", "list[object]", "list[null]"},
     "reward": {"int", "float", "bool", "null"},
     "ref_reward": {"int", "float", "bool", "null"},
     "step": {"int", "float", "null"},
