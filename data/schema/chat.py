@@ -116,11 +116,12 @@ RESPONSE_OWN = "__response_own"
 
 
 def messages_lead(value) -> str | None:
-    """The content of the last user message (else of the last message) of several chat messages; None
-    for one message or for anything :func:`messages_text` does not take."""
+    """The content of the last user message with text (else of the last message) of several chat
+    messages; None for one message or for anything :func:`messages_text` does not take. A user message
+    without text (an agent's conversation so far may end in one) does not make a blank preview."""
     if messages_text(value) is None or len(value) < 2:
         return None
-    users = [m for m in value if m.get("role") == "user"]
+    users = [m for m in value if m.get("role") == "user" and (_content_text(m.get("content")) or "").strip()]
     return _content_text((users or value)[-1].get("content"))
 
 

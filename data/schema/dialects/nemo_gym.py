@@ -22,31 +22,43 @@ def _text(content) -> str:
     return ""
 
 
-def output_messages(items) -> list[dict] | None:
-    """A Responses API ``output`` as chat messages: the model's reasoning (its summary or text), messages
-    and function calls as its turns, each function call's output as the tool's."""
-    if not isinstance(items, list):
+def _item_message(item: dict, role: str) -> dict | None:
+    """One Responses API item as a chat message (None for an item that shows nothing): a message as its
+    role's (``role`` where it names none), the model's reasoning (its summary or text) and its calls
+    (``function_call``, and the API's other ``…_call`` items by their type) as its turns, each call's
+    output (``…_call_output``) as the tool's."""
+    kind = item.get("type")
+    if kind == "reasoning":
+        text = _text(item.get("content")) or _text(item.get("summary"))
+        return {"role": "assistant", "content": f"[reasoning]\n{text}"} if text else None
+    if kind == "message" or (kind is None and ("role" in item or "content" in item)):
+        return {"role": item.get("role") or role, "content": _text(item.get("content"))}
+    if not isinstance(kind, str):
         return None
-    out = []
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type")
-        if kind == "reasoning":
-            text = _text(item.get("content")) or _text(item.get("summary"))
-            if text:
-                out.append({"role": "assistant", "content": f"[reasoning]\n{text}"})
-        elif kind == "message" or (kind is None and "role" in item):
-            out.append({"role": item.get("role") or "assistant", "content": _text(item.get("content"))})
-        elif kind == "function_call":
-            out.append({"role": "assistant", "content": call_text(item.get("name"), item.get("arguments"))})
-        elif kind == "function_call_output":
-            out.append({"role": "tool", "content": _text(item.get("output"))})
-    return out
+    if kind.endswith("_call_output"):
+        return {"role": "tool", "content": _text(item.get("output"))}
+    if kind.endswith("_call"):
+        name = item.get("name") if kind in ("function_call", "custom_tool_call") else kind
+        args = item.get("arguments", item.get("input", item.get("action")))
+        return {"role": "assistant", "content": call_text(name, args)}
+    return None
+
+
+def _items_messages(items: list, role: str) -> list[dict]:
+    return [m for item in items if isinstance(item, dict) and (m := _item_message(item, role)) is not None]
+
+
+def output_messages(items) -> list[dict] | None:
+    """A Responses API ``output`` as chat messages (see :func:`_item_message`; a message without a role
+    is the model's)."""
+    return _items_messages(items, "assistant") if isinstance(items, list) else None
 
 
 def input_messages(request) -> list[dict] | None:
-    """The request's chat messages (``input``; a string is one user message), after its ``instructions``."""
+    """The request's ``input`` as chat messages, after its ``instructions``: a string is one user message;
+    items are rendered as the output's are (an agent's conversation so far, such as tau2's, holds the
+    earlier ``function_call`` and ``function_call_output`` items, which have no role), a message without a
+    role is the user's."""
     if not isinstance(request, dict):
         return None
     given = request.get("input")
@@ -54,11 +66,7 @@ def input_messages(request) -> list[dict] | None:
         given = [{"role": "user", "content": given}]
     if not isinstance(given, list):
         return None
-    msgs = [
-        {"role": m.get("role") or "user", "content": _text(m.get("content"))}
-        for m in given
-        if isinstance(m, dict)
-    ]
+    msgs = _items_messages(given, "user")
     if isinstance(request.get("instructions"), str) and request["instructions"]:
         msgs.insert(0, {"role": "system", "content": request["instructions"]})
     return msgs or None
@@ -99,8 +107,9 @@ DIALECT = Dialect(
     recognise=recognise,
     aliases=merge_aliases(CONTRACT_ALIASES),
     mapping=(
-        "responses_create_params.input (after instructions) → prompt",
-        "response.output[] → response: reasoning, messages and function calls as the model's turns, "
+        "responses_create_params.input (after instructions) → prompt, previewed by its last user message",
+        "response.output[] → response",
+        "the items of both alike: reasoning, messages and function calls as the model's turns, "
         "function_call_output as the tool's",
         "response.model, usage.output_tokens, reasoning_tokens, status → columns",
         "no step: step 0",

@@ -33,6 +33,212 @@ def _preview(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()[:160]
 
 
+# ---- NeMo Gym ---------------------------------------------------------------------------------------------
+
+
+def _tau2_line(task: int, rollout: int, reward: float) -> dict:
+    """One line of NeMo Gym's tau2 agent as ng_collect_rollouts writes it (NVIDIA-NeMo/Gym @07d6b0d):
+    responses_api_agents/tau2/app.py:198-230 (Tau2VerifyResponse: the request's input followed by the
+    conversation's items before the model's last turn, the rest as ``response.output``; config's
+    ``llm_args_agent`` / ``llm_args_user`` with an ``api_key``, app.py:126-142); the items as
+    nemo_gym/responses_converter.py:558-585 makes them (a tool call: ``function_call`` and
+    ``function_call_output``, no role); ``_ng_task_index`` / ``_ng_rollout_index`` stamped by
+    nemo_gym/rollout_collection.py:867-869. Shapes and values as in the first line of
+    responses_api_agents/tau2/data/example_rollouts.jsonl (texts shortened)."""
+    asked = f"I need help urgently: I accidentally canceled order #{task}. Can you reinstate it right away?"
+    calls = [
+        (
+            "find_user_id_by_name_zip",
+            '{"first_name": "Chen", "last_name": "Smith", "zip": "32278"}',
+            "chen_8425",
+        ),
+        (
+            "get_order_details",
+            f'{{"order_id": "#W{task}"}}',
+            f'{{"order_id": "#W{task}", "status": "cancelled"}}',
+        ),
+    ]
+    items = []
+    for k, (name, args, result) in enumerate(calls):
+        call_id = f"chatcmpl-tool-{task}{rollout}{k}"
+        items.append(
+            {
+                "arguments": args,
+                "call_id": call_id,
+                "name": name,
+                "type": "function_call",
+                "id": call_id,
+                "status": "completed",
+            }
+        )
+        items.append(
+            {
+                "call_id": call_id,
+                "output": result,
+                "type": "function_call_output",
+                "id": None,
+                "status": "completed",
+            }
+        )
+
+    def said(role: str, text: str, n: int) -> dict:
+        return {
+            "id": f"msg_{task}{rollout}{n}",
+            "content": [{"annotations": [], "text": text, "type": "output_text", "logprobs": None}],
+            "role": role,
+            "status": "completed",
+            "type": "message",
+        }
+
+    transfer = "chatcmpl-tool-transfer"
+    output = [
+        said("assistant", f"Order #W{task} is cancelled; a cancellation is final.", 1),
+        {
+            "arguments": '{"summary": "wants the order back"}',
+            "call_id": transfer,
+            "name": "transfer_to_human_agents",
+            "type": "function_call",
+            "id": transfer,
+            "status": "completed",
+        },
+        {
+            "call_id": transfer,
+            "output": "Transfer successful",
+            "type": "function_call_output",
+            "id": None,
+            "status": "completed",
+        },
+        said("assistant", "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.", 2),
+        {"content": "###TRANSFER###", "role": "user", "type": "message"},
+    ]
+    inputs = [
+        {
+            "content": "<instructions>\nYou are a customer service agent.\n</instructions>",
+            "role": "system",
+            "type": "message",
+        },
+        said("assistant", "Hi! How can I help you today?", 0),
+        {"content": asked, "role": "user", "type": "message"},
+        *items,
+    ]
+    tools = [{"name": "calculate", "parameters": {"type": "object"}, "strict": True, "type": "function"}]
+    return {
+        "responses_create_params": {
+            "input": inputs,
+            "model": "",
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": tools,
+        },
+        "response": {
+            "id": f"tau2-retail-{task}",
+            "created_at": 1775949738,
+            "object": "response",
+            "output": output,
+            "model": "",
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": tools,
+        },
+        "reward": reward,
+        "config": {
+            "domain": "retail",
+            "llm_user": "openai/dummy user model",
+            "llm_args_user": {
+                "temperature": 0.0,
+                "api_base": "http://127.0.0.1:1/v1",
+                "api_key": "dummy api key",
+            },
+            "llm_agent": "openai/dummy agent model",
+            "llm_args_agent": {"api_base": "http://127.0.0.1:2/v1", "api_key": "sk-tau2-agent-key-0001"},
+            "max_steps": 200,
+        },
+        "task": {"id": str(task), "user_scenario": {"instructions": {"domain": "retail"}}},
+        "seed": 670487,
+        "_ng_task_index": task,
+        "_ng_rollout_index": rollout,
+        "agent_ref": {"type": "responses_api_agents", "name": "tau2_agent"},
+    }
+
+
+def _gym_text(items: list[dict]) -> tuple[str, str]:
+    """The test's own reading of Responses API items: ``role: text`` blocks (a call as ``[call
+    name(arguments)]``, its output as the tool's), and the model's own (assistant) text."""
+    out, own = [], []
+    for it in items:
+        if it["type"] == "message":
+            c = it["content"]
+            role, text = it["role"], c if isinstance(c, str) else "\n".join(p["text"] for p in c)
+        elif it["type"] == "function_call":
+            role, text = "assistant", f"[call {it['name']}({it['arguments']})]"
+        else:
+            assert it["type"] == "function_call_output"
+            role, text = "tool", it["output"]
+        out.append(f"{role}: {text}")
+        if role == "assistant":
+            own.append(text)
+    return "\n\n".join(out), "\n\n".join(own)
+
+
+def test_truths001_gym_input_items_read_as_its_output_items(tmp_path):
+    """tau2's rollouts: the request's earlier function_call / function_call_output items are the model's
+    calls and the tool's results (no empty user turn); the prompt previews the last user message that has
+    text; the output is the response, its length counted on the model's turns; 0 bad lines."""
+    from data import prompts as prompt_data
+    from data.views.prompts import PromptsView
+
+    lines = [_tau2_line(task, rollout, float(rollout % 2)) for task in (192, 193) for rollout in range(3)]
+    _write(tmp_path / "run" / "rollouts.jsonl", lines)
+    res, store = _ingest(tmp_path / "run", tmp_path / "cache")
+    assert (res.bad_lines, res.samples) == (0, 6)
+    assert store.manifest.files["rollouts.jsonl"]["dialect"] == "nemo_gym"
+    rows = _rows(store)
+    for n, want in enumerate(lines, start=1):
+        got = rows[("rollouts.jsonl", n)]
+        inputs = want["responses_create_params"]["input"]
+        assert got["prompt"] == _gym_text(inputs)[0]
+        assert "user: \n" not in got["prompt"] and not got["prompt"].endswith("user: ")
+        asked = [i["content"] for i in inputs if i.get("role") == "user"][-1]
+        assert got["prompt_preview"] == _preview(asked)
+        shown, own = _gym_text(want["response"]["output"])
+        assert got["response"] == shown
+        assert got["response_chars"] == len(own)
+        assert (got["reward"], got["step"]) == (want["reward"], 0)
+    listing = prompt_data.prompt_list(store, PromptsView(run="run"))
+    assert sorted(listing.rows.get_column("prompt_preview")) == sorted(
+        _preview(line["responses_create_params"]["input"][2]["content"]) for line in lines[::3]
+    )
+
+
+def test_truths007_gym_items_by_hand():
+    """Each kind of Responses API item, in a request's input as in a response's output: reasoning by its
+    summary (``{"type": "summary_text", "text": …}``, as NeMo Gym's converter writes it), a message of no
+    type by its role (else the side's own), the API's other calls by their type and their outputs as the
+    tool's; an item that shows nothing (reasoning without text, an unknown type) is left out."""
+    from data.schema.dialects.nemo_gym import input_messages, output_messages
+
+    items = [
+        {"role": "user", "content": "Find it."},
+        {"content": [{"type": "input_text", "text": "no role"}]},
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Search first."}]},
+        {"type": "reasoning", "summary": []},
+        {"type": "custom_tool_call", "name": "grep", "input": "needle", "call_id": "c1"},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "found"},
+        {"type": "web_search_call", "action": {"query": "needle"}, "status": "completed"},
+        {"type": "item_reference", "id": "x"},
+    ]
+    want = [
+        ("user", "Find it."),
+        (None, "no role"),
+        ("assistant", "[reasoning]\nSearch first."),
+        ("assistant", "[call grep(needle)]"),
+        ("tool", "found"),
+        ("assistant", '[call web_search_call({"query": "needle"})]'),
+    ]
+    for got, side in ((input_messages({"input": items}), "user"), (output_messages(items), "assistant")):
+        assert [(m["role"], m["content"]) for m in got] == [(r or side, t) for r, t in want]
+
+
 # ---- verifiers ----------------------------------------------------------------------------------------------
 
 
