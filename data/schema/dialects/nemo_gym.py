@@ -12,6 +12,27 @@ from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
 
 REQUEST, RESPONSE = "responses_create_params", "response"
 
+# What ng_collect_rollouts writes beside its output ``<out>.jsonl``, each named from the output's stem:
+# nemo_gym/rollout_collection.py (materialized_jsonl_fpath), nemo_gym/reward_profile.py (write_to_disk) and
+# nemo_gym/path_utils.py (failures_path_for). None of them is a rollout of the run.
+SIDE_FILES = {
+    "_materialized_inputs.jsonl": "NeMo Gym's materialized inputs of {out}, the requests before rollout",
+    "_reward_profiling.jsonl": "NeMo Gym's reward profile of {out}, one summary per task",
+    "_failures.jsonl": "NeMo Gym's failed attempts of {out}, kept out of its rollouts and retried",
+}
+
+
+def auxiliary(rel: str, names) -> str | None:
+    """Why the file at ``rel`` (its path inside the run) is one of the files ng_collect_rollouts writes
+    beside its rollouts and not rollouts itself, or None. ``names``: the names of the files in its folder;
+    a file is one only beside the rollouts file it is named from."""
+    folder, _, name = rel.rpartition("/")
+    for suffix, what in SIDE_FILES.items():
+        out = name[: -len(suffix)] + ".jsonl"
+        if name.endswith(suffix) and len(name) > len(suffix) and out in names:
+            return what.format(out=f"{folder}/{out}" if folder else out)
+    return None
+
 
 def _text(content) -> str:
     """An item's content (a string, or parts such as ``{"type": "output_text", "text": …}``) as text."""

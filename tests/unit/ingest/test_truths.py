@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from data.ingest import ingest_run
-from data.store import open_store
+from data.store import open_store, run_file_stats
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -237,6 +237,79 @@ def test_truths007_gym_items_by_hand():
     ]
     for got, side in ((input_messages({"input": items}), "user"), (output_messages(items), "assistant")):
         assert [(m["role"], m["content"]) for m in got] == [(r or side, t) for r, t in want]
+
+
+def _materialized_input(task: int, rollout: int) -> dict:
+    """A line of ``<out>_materialized_inputs.jsonl``: the input row expanded for its rollout, with its task
+    and rollout indices (nemo_gym/rollout_collection.py:641-659 and :792-794)."""
+    return {
+        "responses_create_params": {"input": [{"role": "user", "content": f"Solve {task}."}]},
+        "expected_answer": str(task),
+        "_ng_task_index": task,
+        "_ng_rollout_index": rollout,
+        "agent_ref": {"type": "responses_api_agents", "name": "math_with_judge_simple_agent"},
+    }
+
+
+def _reward_profile(task: int, rewards: list[float], sample: dict) -> dict:
+    """A line of ``<out>_reward_profiling.jsonl``: one task's reward statistics, its input row as
+    ``sample`` and its rollouts' infos (nemo_gym/reward_profile.py:243-260, written at :295-300)."""
+    mean = sum(rewards) / len(rewards)
+    return {
+        "_ng_task_index": task,
+        "reward/mean": mean,
+        "reward/max": max(rewards),
+        "reward/min": min(rewards),
+        "sample": sample,
+        "num_rollouts": len(rewards),
+        "expected_num_rollouts": len(rewards),
+        "missing_num_rollouts": 0,
+        "reward_profile_completion_pct": 100.0,
+        "rollout_infos": [{"_ng_rollout_index": k, "reward": r} for k, r in enumerate(rewards)],
+    }
+
+
+def test_truths002_gym_side_files_skipped_with_a_note(fixtures_dir, tmp_path):
+    """Beside ``rollouts.jsonl``, ng_collect_rollouts' ``rollouts_materialized_inputs.jsonl``,
+    ``rollouts_reward_profiling.jsonl`` and ``rollouts_failures.jsonl`` are not read: no bad line, nothing
+    under "Not read", a note naming each; a file of such a name with no rollouts file beside it is read."""
+    from data.store.reading import understood
+
+    run = tmp_path / "root" / "gym"
+    src = fixtures_dir / "real-nemo-gym-math" / "example_rollouts.jsonl"
+    (run / "results").mkdir(parents=True)
+    (run / "results" / "rollouts.jsonl").write_bytes(src.read_bytes())
+    inputs = [_materialized_input(t, r) for t in range(5) for r in range(1)]
+    _write(run / "results" / "rollouts_materialized_inputs.jsonl", inputs)
+    _write(
+        run / "results" / "rollouts_reward_profiling.jsonl",
+        [_reward_profile(t, [0.0], inputs[t]) for t in range(5)],
+    )
+    _write(run / "results" / "rollouts_failures.jsonl", [{**inputs[0], "_ng_failure_class": "timeout"}])
+    aside: list[tuple[str, str]] = []
+    assert [rel for rel, _ in run_file_stats(run, aside=aside)] == ["results/rollouts.jsonl"]
+    assert [rel for rel, _ in aside] == [
+        "results/rollouts_failures.jsonl",
+        "results/rollouts_materialized_inputs.jsonl",
+        "results/rollouts_reward_profiling.jsonl",
+    ]
+    res, store = _ingest(run, tmp_path / "cache")
+    assert (res.bad_lines, res.samples) == (0, 5)
+    assert list(store.manifest.files) == ["results/rollouts.jsonl"]
+    u = understood(store)
+    alone = tmp_path / "alone"  # the rollouts without their side files: what is not read of them alone
+    (alone / "results").mkdir(parents=True)
+    (alone / "results" / "rollouts.jsonl").write_bytes(src.read_bytes())
+    assert u.not_read == understood(_ingest(alone, tmp_path / "cache")[1]).not_read
+    assert not any("prompt" in t or "responses_create_params" in t for t in u.not_read)
+    (note,) = [n for n in u.notes if n.startswith("Not rollouts")]
+    for rel, what in aside:
+        assert f"{rel} ({what})" in note
+    assert "materialized inputs of results/rollouts.jsonl" in note
+    # A name alone does not make a side file: without its rollouts file beside it, it is read.
+    lone = tmp_path / "root" / "lone"
+    _write(lone / "rank0_failures.jsonl", [{"prompt": "p", "response": "r", "reward": 1.0, "step": 1}])
+    assert [rel for rel, _ in run_file_stats(lone)] == ["rank0_failures.jsonl"]
 
 
 # ---- verifiers ----------------------------------------------------------------------------------------------
