@@ -11,6 +11,10 @@ from data.schema.dialects.base import Dialect, merge_aliases
 from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
 
 REQUEST, RESPONSE = "responses_create_params", "response"
+# The task a rollout is of (nemo_gym/global_config.py: TASK_INDEX_KEY_NAME, stamped on every row by
+# ng_collect_rollouts, beside _ng_rollout_index): its rollouts are one group.
+TASK_INDEX = "_ng_task_index"
+GROUP = "group_id"
 
 # What ng_collect_rollouts writes beside its output ``<out>.jsonl``, each named from the output's stem:
 # nemo_gym/rollout_collection.py (materialized_jsonl_fpath), nemo_gym/reward_profile.py (write_to_disk) and
@@ -114,6 +118,8 @@ def line(obj: dict, reading=None) -> dict:
     ):
         if value is not None and key not in obj:
             obj[key] = value
+    if obj.get(GROUP) is None and obj.get(TASK_INDEX) is not None:
+        obj[GROUP] = obj[TASK_INDEX]
     return obj
 
 
@@ -132,6 +138,7 @@ DIALECT = Dialect(
         "response.output[] → response",
         "the items of both alike: reasoning, messages and function calls as the model's turns, "
         "function_call_output as the tool's",
+        "_ng_task_index → group_id: the rollouts of one task are a group",
         "response.model, usage.output_tokens, reasoning_tokens, status → columns",
         "no step: step 0",
     ),

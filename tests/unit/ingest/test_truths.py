@@ -356,3 +356,72 @@ def test_truths003_an_empty_completion_is_an_empty_response(tmp_path):
     res, store = _ingest(tmp_path / "b", tmp_path / "cache")
     assert (res.bad_lines, res.samples) == (0, 4)
     assert [r["response"] for _, r in sorted(_rows(store).items())] == ["", "", "", "done"]
+
+
+def _vf_line(example_id: int, k: int, prompt: list[dict], reward: float) -> dict:
+    """A line of today's verifiers results.jsonl (PrimeIntellect-ai/verifiers @a60a606,
+    verifiers/legacy/utils/save_utils.py:199-235, state_to_output: ``example_id`` required, then the
+    prompt, completion, answer, task, info and reward): wordle, whose examples share one prompt text (the
+    secret word is in ``answer``)."""
+    return {
+        "example_id": example_id,
+        "prompt": prompt,
+        "completion": [{"role": "assistant", "content": f"<guess>[crane{k}]</guess>"}],
+        "answer": ["crane", "slate", "pious", "gumbo", "fjord"][example_id],
+        "task": "wordle",
+        "info": {},
+        "reward": reward,
+        "correct_answer": reward,
+    }
+
+
+def test_truths004_the_trainers_group_key(fixtures_dir, tmp_path):
+    """wordle's 5 examples x 3 rollouts share one prompt text: 5 groups of 3 by ``example_id`` (the
+    prompts page says "5 groups"), not one of 15; NeMo Gym's rollouts group by ``_ng_task_index``; a run
+    whose dialect knows no key groups by the prompt text as before, and so does verifiers 0.1.5's
+    ``id``: vf-eval numbered its rows ``i // rollouts_per_example`` (verifiers/scripts/eval.py:159 @v0.1.5)
+    while they came in the order of the dataset repeated, so one ``id`` holds several prompts (the fixture,
+    ids 0 0 0 1 1 1 … over prompts 1 2 3 4 5 1 2 …)."""
+    from data import prompts as prompt_data
+    from data.metrics.group import group_stats
+    from data.views.prompts import PromptsView
+
+    prompt = [{"role": "system", "content": "Play wordle."}, {"role": "user", "content": "Guess the word."}]
+    lines = [_vf_line(e, k, prompt, float(k == e % 3)) for e in range(5) for k in range(3)]
+    _write(tmp_path / "wordle" / "results.jsonl", lines)
+    _, store = _ingest(tmp_path / "wordle", tmp_path / "cache")
+    groups = group_stats(store.scan(["step", "reward", "prompt_key", "group_id"])).collect()
+    by_example = {e: [x["reward"] for x in lines if x["example_id"] == e] for e in range(5)}
+    assert sorted(groups.get_column("group_n").to_list()) == [3] * 5
+    assert sorted(groups.get_column("group_mean").to_list()) == sorted(
+        sum(r) / 3 for r in by_example.values()
+    )
+    listing = prompt_data.prompt_list(store, PromptsView(run="wordle"))
+    assert (listing.info["prompts"], listing.info["groups"], listing.info["group_by"]) == (1, 5, "group_id")
+    assert listing.rows.get_column("n_groups").to_list() == [5]
+    assert ("n_groups", "groups", "int") in listing.columns
+
+    gym = [_tau2_line(task, rollout, 1.0) for task in (7, 8) for rollout in range(2)]
+    for line in gym:  # one prompt text for both tasks: only the task index tells them apart
+        line["responses_create_params"]["input"] = line["responses_create_params"]["input"][:3]
+    _write(tmp_path / "gym" / "rollouts.jsonl", gym)
+    _, store = _ingest(tmp_path / "gym", tmp_path / "cache")
+    got = store.scan(["group_id", "_ng_task_index"]).collect()
+    assert got.get_column("group_id").to_list() == [x["_ng_task_index"] for x in gym]
+    assert prompt_data.prompt_list(store, PromptsView(run="gym")).info["groups"] == 2
+
+    plain = [{k: v for k, v in x.items() if k != "example_id"} for x in lines]
+    _write(tmp_path / "plain" / "results.jsonl", plain)
+    _, store = _ingest(tmp_path / "plain", tmp_path / "cache")
+    listing = prompt_data.prompt_list(store, PromptsView(run="plain"))
+    assert (listing.info["prompts"], listing.info["groups"], listing.info["group_by"]) == (1, 1, "prompt")
+
+    src = fixtures_dir / "real-verifiers-math-python"
+    prompts_of_id: dict[int, set[str]] = {}
+    for line in (json.loads(x) for x in (src / "results.jsonl").read_text().splitlines()):
+        prompts_of_id.setdefault(line["id"], set()).add(line["prompt"][-1]["content"])
+    assert all(len(p) == 3 for p in prompts_of_id.values())
+    _, store = _ingest(src, tmp_path / "cache")
+    listing = prompt_data.prompt_list(store, PromptsView(run=src.name))
+    assert (listing.info["prompts"], listing.info["groups"], listing.info["group_by"]) == (5, 5, "prompt")
+    assert listing.rows.get_column("n_groups").to_list() == [1] * 5
