@@ -9,8 +9,11 @@ import json
 import re
 from pathlib import Path
 
+import polars as pl
+import pytest
+
 from data.ingest import ingest_run
-from data.store import open_store, run_file_stats
+from data.store import open_store, run_file_stats, sample_id
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -425,3 +428,108 @@ def test_truths004_the_trainers_group_key(fixtures_dir, tmp_path):
     listing = prompt_data.prompt_list(store, PromptsView(run=src.name))
     assert (listing.info["prompts"], listing.info["groups"], listing.info["group_by"]) == (5, 5, "prompt")
     assert listing.rows.get_column("n_groups").to_list() == [1] * 5
+
+
+# ---- secrets ----------------------------------------------------------------------------------------------
+
+
+def _stored_text(store_dir: Path) -> str:
+    """Everything a store holds, as text: every Parquet and Arrow file's rows, every JSON file."""
+    out = []
+    for path in sorted(store_dir.rglob("*")):
+        if path.suffix == ".parquet":
+            out.append(str(pl.read_parquet(path).rows()))
+        elif path.suffix == ".arrow":
+            out.append(str(pl.read_ipc(path).rows()))
+        elif path.suffix == ".json":
+            out.append(path.read_text())
+    return "\n".join(out)
+
+
+def test_truths005_secrets_masked_at_ingest(tmp_path):
+    """A text field named like a key or a password, at any depth and in any case (tau2's
+    ``config.llm_args_agent.api_key``, ``auth.password``, ``auth.Authorization``, ``client_secret``) is
+    masked in the store (no file of it holds the value), whole chunks and line by line, also in the start
+    of a bad line kept to show it; a number or a list of such a name stays, and so does a name the rule
+    does not list (``GitHub_Token``); the runs page says how many fields were masked."""
+    from data.schema.secrets import MASK
+    from data.store.reading import understood
+
+    gym = [_tau2_line(9, 0, 1.0)]
+    contract = [
+        {
+            "prompt": f"p{i}",
+            "response": f"r{i}",
+            "reward": float(i),
+            "step": 1,
+            "response_tokens": ["a", "b"],
+            "token_rewards": [0.0, float(i)],
+            "output_tokens": 2,
+            "token": i,  # a number: data
+            "tokenizer": "gpt2",  # not a secret's name
+            "auth": {"password": "hunter2", "Authorization": "Bearer xyz-0001"},
+            "GitHub_Token": "ghp_contract0001",  # ends in _token: not a listed ending, kept
+            "client_secret": "s3cr3t-0001",
+        }
+        for i in range(3)
+    ]
+    run = tmp_path / "run"
+    _write(run / "gym" / "rollouts.jsonl", gym)
+    _write(run / "rank0.jsonl", contract)
+    (run / "rank1.jsonl").write_text(
+        json.dumps({"access_token": "hunter2", "prompt": 5, "response": "r", "reward": 1, "step": 1}) + "\n"
+    )
+    res, store = _ingest(run, tmp_path / "cache")
+    assert (res.samples, res.bad_lines) == (4, 1)
+    got = store.sample(sample_id("gym/rollouts.jsonl", 1))
+    assert got["config.llm_args_agent.api_key"] == MASK and got["config.llm_args_user.api_key"] == MASK
+    assert got["config.llm_args_agent.api_base"] == "http://127.0.0.1:2/v1"
+    for n, want in enumerate(contract, start=1):
+        got = store.sample(sample_id("rank0.jsonl", n))
+        assert (got["auth.password"], got["auth.Authorization"], got["client_secret"]) == (MASK,) * 3
+        assert (got["token"], got["tokenizer"], got["output_tokens"]) == (want["token"], "gpt2", 2)
+        assert got["GitHub_Token"] == want["GitHub_Token"]
+        assert got["response_tokens"] == ["a", "b"] and got["token_rewards"] == want["token_rewards"]
+    stored = _stored_text(res.store_dir)
+    assert "sk-tau2-agent-key-0001" not in stored and "hunter2" not in stored and "s3cr3t" not in stored
+    assert "dummy api key" not in stored and "Bearer xyz" not in stored
+    (issue,) = store.issues().to_dicts()
+    assert MASK in issue["detail"]
+    note = next(n for n in understood(store).notes if "masked" in n)
+    assert note.startswith(f"5 fields masked as {MASK} (")
+    for name in ("config.llm_args_agent.api_key", "auth.password", "auth.Authorization", "client_secret"):
+        assert name in note
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("api_key", True),
+        ("config.llm_args_agent.API_KEY", True),
+        ("ApiKey", True),
+        ("x.access_token", True),
+        ("auth_token", True),
+        ("token", True),
+        ("Password", True),
+        ("secret", True),
+        ("headers.Authorization", True),
+        ("openai_api_key", True),
+        ("client_secret", True),
+        ("db_password", True),
+        ("tokens", False),
+        ("output_tokens", False),
+        ("token_rewards", False),
+        ("secret_sauce", False),
+        ("api_key.name", False),
+        ("passwords", False),
+    ],
+)
+def test_truths006_secret_names(name, secret):
+    """The names whose texts are masked: the last segment, ignoring case, one of the listed names or
+    ending in ``_api_key``, ``_secret``, ``_password``."""
+    from data.schema.secrets import is_secret, mask_text
+
+    assert is_secret(name) is secret
+    last = name.rsplit(".", 1)[-1]
+    raw = json.dumps({last: "v4lue", "n": 1})
+    assert ("v4lue" not in mask_text(raw)) is secret
