@@ -315,6 +315,28 @@ def test_truths002_gym_side_files_skipped_with_a_note(fixtures_dir, tmp_path):
     assert [rel for rel, _ in run_file_stats(lone)] == ["rank0_failures.jsonl"]
 
 
+def test_truths008_gym_side_files_on_object_storage(tmp_path):
+    """A run on an object store (obstore's local file store, as the board opens a bucket) is walked by
+    one listing: its side files are recognised there too, by the files of their own folder."""
+    from data.remote import RemotePath, _Root
+
+    run = tmp_path / "root" / "gym"
+    _write(run / "results" / "rollouts.jsonl", [{"prompt": "p", "response": "r", "reward": 1.0, "step": 1}])
+    _write(run / "results" / "rollouts_materialized_inputs.jsonl", [_materialized_input(0, 0)])
+    _write(run / "rollouts_reward_profiling.jsonl", [_reward_profile(0, [1.0], _materialized_input(0, 0))])
+    remote = RemotePath(_Root.of(f"file://{tmp_path / 'root'}", {}), "gym")
+    aside: list[tuple[str, str]] = []
+    got = [rel for rel, _ in run_file_stats(remote, aside=aside)]
+    # The profile is not beside its rollouts file (that one is in results/): a file of the run like any.
+    assert got == ["results/rollouts.jsonl", "rollouts_reward_profiling.jsonl"]
+    assert aside == [
+        (
+            "results/rollouts_materialized_inputs.jsonl",
+            "NeMo Gym's materialized inputs of results/rollouts.jsonl, the requests before rollout",
+        )
+    ]
+
+
 # ---- verifiers ----------------------------------------------------------------------------------------------
 
 
