@@ -50,8 +50,8 @@ def _text(content) -> str:
 def _item_message(item: dict, role: str) -> dict | None:
     """One Responses API item as a chat message (None for an item that shows nothing): a message as its
     role's (``role`` where it names none), the model's reasoning (its summary or text) and its calls
-    (``function_call``, and the API's other ``…_call`` items by their type) as its turns, each call's
-    output (``…_call_output``) as the tool's."""
+    (``function_call``, and the API's other ``…_call`` items: by their tool's name, else their type) as its
+    turns, each call's output (``…_call_output``) as the tool's."""
     kind = item.get("type")
     if kind == "reasoning":
         text = _text(item.get("content")) or _text(item.get("summary"))
@@ -63,7 +63,7 @@ def _item_message(item: dict, role: str) -> dict | None:
     if kind.endswith("_call_output"):
         return {"role": "tool", "content": _text(item.get("output"))}
     if kind.endswith("_call"):
-        name = item.get("name") if kind in ("function_call", "custom_tool_call") else kind
+        name = item.get("name") if isinstance(item.get("name"), str) else kind  # a web search has none
         args = item.get("arguments", item.get("input", item.get("action")))
         return {"role": "assistant", "content": call_text(name, args)}
     return None

@@ -228,6 +228,7 @@ def test_truths007_gym_items_by_hand():
         {"type": "custom_tool_call", "name": "grep", "input": "needle", "call_id": "c1"},
         {"type": "custom_tool_call_output", "call_id": "c1", "output": "found"},
         {"type": "web_search_call", "action": {"query": "needle"}, "status": "completed"},
+        {"type": "mcp_call", "name": "lookup", "arguments": '{"id": 7}', "server_label": "db", "output": "x"},
         {"type": "item_reference", "id": "x"},
     ]
     want = [
@@ -237,6 +238,7 @@ def test_truths007_gym_items_by_hand():
         ("assistant", "[call grep(needle)]"),
         ("tool", "found"),
         ("assistant", '[call web_search_call({"query": "needle"})]'),
+        ("assistant", '[call lookup({"id": 7})]'),
     ]
     for got, side in ((input_messages({"input": items}), "user"), (output_messages(items), "assistant")):
         assert [(m["role"], m["content"]) for m in got] == [(r or side, t) for r, t in want]
