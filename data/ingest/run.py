@@ -178,10 +178,14 @@ def ingest_run(
             writer.on_commit = lambda data: shared.publish(store_dir, data)
         if draft.data.get("reward_formed"):
             options.reading.formed.update(draft.data["reward_formed"])
-        paths = run_files(run_dir, split)
+        aside: list[tuple[str, str]] = []
+        paths = run_files(run_dir, split, aside)
+        if aside:  # said on the runs page (data.store.reading.understood), not counted as bad lines
+            draft.data["problems"] = [*options.problems, side_files_note(aside)]
         rels = {p: p.relative_to(run_dir).as_posix() for p in paths}
         on_disk = set(rels.values())
-        changed = False
+        # A note that changed (a side file come or gone) is committed even when no line is new.
+        changed = committed is not None and list(committed.get("problems") or []) != draft.data["problems"]
         for rel in list(draft.data["files"]):
             if rel not in on_disk:
                 writer.drop_file(rel)
@@ -310,6 +314,13 @@ def read_files(
             if progress:
                 progress(done, total)
     return done, unreadable
+
+
+def side_files_note(aside: list[tuple[str, str]], shown: int = 5) -> str:
+    """The runs page's note on a framework's side files in the run folder, which are not read."""
+    items = "; ".join(f"{rel} ({why})" for rel, why in aside[:shown])
+    more = f"; and {len(aside) - shown:,} more" if len(aside) > shown else ""
+    return f"Not rollouts, so not read: {items}{more}."
 
 
 def _fill_result(result: IngestResult, store_dir: Path) -> None:

@@ -151,5 +151,6 @@ def _plain_json(raw: bytes) -> bool:
 
 
 def _snippet(raw: bytes, n: int = 120) -> str:
+    """The start of a raw line, kept to show why it could not be read (its secrets' texts masked)."""
     text = raw[: n * 4].decode("utf-8", errors="replace")
-    return text[:n] + ("…" if len(text) > n or len(raw) > n * 4 else "")
+    return schema.mask_text(text[:n]) + ("…" if len(text) > n or len(raw) > n * 4 else "")

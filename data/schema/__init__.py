@@ -3,7 +3,7 @@
 ``contract``: the known fields, their canonical types, the store's own column names; ``record``: one
 parsed line checked and converted (line-by-line path); ``frame``: a chunk Polars parsed at once checked
 and conformed (fast path); ``chat``: chat messages and chat-template strings as text; ``dialects/``: one
-module per trainer's format. This package's face is what ingest applies to its lines.
+module per trainer's format; ``secrets``: the fields whose texts are masked. This package's face is what ingest applies to its lines.
 """
 
 from data.schema.chat import PROMPT_LEAD, RESPONSE_OWN, template_lead
@@ -25,6 +25,7 @@ from data.schema.dialects import (
 )
 from data.schema.frame import conform_frame, frame_is_conformant, records_frame
 from data.schema.record import validate_record
+from data.schema.secrets import is_secret, mask_text
 
 __all__ = [
     "CANONICAL",
@@ -44,6 +45,8 @@ __all__ = [
     "detect",
     "dialects_by_name",
     "frame_is_conformant",
+    "is_secret",
+    "mask_text",
     "records_frame",
     "split_of",
     "step_from_name",

@@ -30,6 +30,7 @@ from data.schema.contract import (
     not_text_reason,
 )
 from data.schema.dialects import CONTRACT, LINE_NOTES, Dialect, Reading
+from data.schema.secrets import mask
 
 
 def validate_record(
@@ -46,7 +47,8 @@ def validate_record(
     The record holds the known fields converted to their canonical Python types, the scalar extras
     (renamed with :func:`extra_name` where they collide with store columns; an object's fields as
     ``object.field``, see :func:`_flat_items`) and lists of numbers (per-token fields of the trainer's own);
-    other extras are left out and named in ``ignored_fields``. Two fields that make the same column (see
+    other extras are left out and named in ``ignored_fields``. A secret's text is masked
+    (:mod:`data.schema.secrets`). Two fields that make the same column (see
     :func:`_column_paths`) keep one value; why is appended to ``notes``.
     """
     if not isinstance(obj, dict):
@@ -117,7 +119,7 @@ def validate_record(
                 notes.append(given_twice_note(column, taken[column], path))
             continue
         if v is None or isinstance(v, bool | int | float | str):
-            rec[column] = v
+            rec[column] = mask(key, v)  # a secret's text is never kept (see data.schema.secrets)
         elif (numbers := _number_list(v)) is not None:
             # A per-token field of the trainer's own (TRL's PPO `advantages`, `returns`): kept with the
             # token arrays.

@@ -23,7 +23,9 @@ from data.remote import as_path
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
 # readable). 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
-# is its version folder's step, no longer the task id's), else step 0 said; 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
+# is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
+# (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
+# empty completions; 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
 # aggregates, Parquet prompt index, a text index beside the store, counts in manifest entries, …);
 # 13: a Delta Lake table, parts by step block, files named by their writer; 12: dialects (each file's in the manifest), nested folders, Parquet and compressed
 # files, validation files apart, the model's own text of multi-turn responses, template previews; 11: no

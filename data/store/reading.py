@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import polars as pl
+
 from data.schema.dialects import by_name
 from data.schema.dialects.mapping import NAMES, FieldMap, step_of, toml
+from data.schema.secrets import MASK, is_secret
 from data.store.layout import STORE_FORMAT
 from data.store.reader import RunStore
 
@@ -84,6 +87,13 @@ def understood(store: RunStore) -> Understood:
             f"board (store format {m.rebuilt_from}, now {STORE_FORMAT})."
         )
     notes.extend(m.problems)
+    masked = masked_fields(store)
+    if masked:
+        shown = ", ".join(masked[:10]) + (f" and {len(masked) - 10} more" if len(masked) > 10 else "")
+        notes.append(
+            f"{len(masked):,} field{'s' if len(masked) != 1 else ''} masked as {MASK} ({shown}): named like a "
+            "key or a password, their texts are never stored, shown or exported."
+        )
     ignored = m.ignored_fields
     if ignored:
         shown = ", ".join(ignored[:20]) + (f" and {len(ignored) - 20} more" if len(ignored) > 20 else "")
@@ -165,6 +175,11 @@ def _path_kind(rel: str, entry: dict) -> str:
         if step_of(FieldMap((("step", kind),)), rel) == (entry.get("step"), "fields"):
             return kind
     return "folder"
+def masked_fields(store: RunStore) -> list[str]:
+    """The run's columns whose texts were masked when read (see data.schema.secrets): every text column
+    of a secret's name holds only the mask."""
+    names = set(store.manifest.extra_columns)
+    return sorted(c for c, t in store.schema().items() if c in names and t == pl.String and is_secret(c))
 
 
 def page_notices(store: RunStore) -> list[str]:
