@@ -108,6 +108,11 @@ def _line_by_line(
     for raw, ln, is_plain in zip(lines, line_nos, plain, strict=True):
         try:
             obj, note = _parse_line(raw)
+            if dialect.rows is not None:
+                issues.extend(
+                    _line_of_rows(obj, ln, note, step, dialect, reading, records, rec_lines, ignored)
+                )
+                continue
             twice: list[str] = []
             rec, ign = schema.validate_record(obj, step, twice, dialect, reading)
         except schema.BadLine as e:
@@ -142,8 +147,47 @@ def _line_by_line(
         rf = schema.records_frame(records).with_columns(pl.Series("line", rec_lines, dtype=pl.Int64))
         frames.append(rf)
     frames = [f for f in frames if f.height]
-    frame = pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else pl.DataFrame()
+    # In order within a line too (the responses of a line that holds several, see Dialect.rows).
+    frame = (
+        pl.concat(frames, how="diagonal_relaxed").sort("line", maintain_order=True)
+        if frames
+        else pl.DataFrame()
+    )
     return ChunkResult(frame, issues, ignored)
+
+
+def _line_of_rows(
+    obj,
+    ln: int,
+    note: str | None,
+    step,
+    dialect: schema.Dialect,
+    reading,
+    records: list,
+    rec_lines: list,
+    ignored: set,
+) -> list[dict]:
+    """A line that holds several responses (``Dialect.rows``): each record checked on its own, numbered
+    within the line (``IN_LINE``) and added to ``records``; returns the line's issues (a bad record of the
+    line costs none of the others). Raises BadLine for a line that is no such record."""
+    issues = [{"line": ln, "severity": "note", "reason": note, "detail": ""}] if note else []
+    for k, part in enumerate(dialect.rows(obj)):
+        twice: list[str] = []
+        try:
+            rec, ign = schema.validate_record(part, step, twice, dialect, reading)
+        except schema.BadLine as e:
+            issues.append(
+                {"line": ln, "severity": "error", "reason": f"response {k}: {e.reason}", "detail": ""}
+            )
+            continue
+        ignored.update(ign)
+        issues.extend(
+            {"line": ln, "severity": "note", "reason": f"response {k}: {t}", "detail": ""} for t in twice
+        )
+        rec[schema.IN_LINE] = k
+        records.append(rec)
+        rec_lines.append(ln)
+    return issues
 
 
 def _plain_json(raw: bytes) -> bool:

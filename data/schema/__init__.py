@@ -7,7 +7,7 @@ module per trainer's format. This package's face is what ingest applies to its l
 """
 
 from data.schema.chat import PROMPT_LEAD, RESPONSE_OWN, template_lead
-from data.schema.contract import CANONICAL, TOKEN_FIELDS, BadLine, trainer_token_fields
+from data.schema.contract import CANONICAL, IN_LINE, TOKEN_FIELDS, BadLine, trainer_token_fields
 from data.schema.dialects import (
     CONTRACT,
     TRAIN,
@@ -28,6 +28,7 @@ from data.schema.record import validate_record
 __all__ = [
     "CANONICAL",
     "CONTRACT",
+    "IN_LINE",
     "PROMPT_LEAD",
     "RESPONSE_OWN",
     "TOKEN_FIELDS",
