@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from data.schema.dialects import contract, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
+from data.schema.dialects import atropos, contract, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
 from data.schema.dialects.base import (
     ROLLOUT_SUFFIXES,
     TRAIN,
@@ -35,6 +35,7 @@ _CONTRACT = replace(
 )
 # In the order a tie is decided (the contract last: the fallback).
 DIALECTS: tuple[Dialect, ...] = (
+    atropos.DIALECT,
     nemo_rl.DIALECT,
     nemo_gym.DIALECT,
     verifiers.DIALECT,
