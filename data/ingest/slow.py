@@ -156,6 +156,9 @@ def _line_by_line(
     return ChunkResult(frame, issues, ignored)
 
 
+NO_RESPONSE = "a record without a response (such as an episode that failed before any trace): nothing to show"
+
+
 def _line_of_rows(
     obj,
     ln: int,
@@ -171,7 +174,10 @@ def _line_of_rows(
     within the line (``IN_LINE``) and added to ``records``; returns the line's issues (a bad record of the
     line costs none of the others). Raises BadLine for a line that is no such record."""
     issues = [{"line": ln, "severity": "note", "reason": note, "detail": ""}] if note else []
-    for k, part in enumerate(dialect.rows(obj)):
+    parts = dialect.rows(obj)
+    if not parts:  # written by the trainer as it is: said, not counted as a bad line
+        issues.append({"line": ln, "severity": "note", "reason": NO_RESPONSE, "detail": ""})
+    for k, part in enumerate(parts):
         twice: list[str] = []
         try:
             rec, ign = schema.validate_record(part, step, twice, dialect, reading)

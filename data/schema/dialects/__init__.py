@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from data.schema.dialects import atropos, contract, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
+from data.schema.dialects import (
+    atropos,
+    contract,
+    nemo_gym,
+    nemo_rl,
+    openrlhf,
+    prime_rl,
+    trl,
+    verifiers,
+    verl,
+)
 from data.schema.dialects.base import (
     ROLLOUT_SUFFIXES,
     TRAIN,
@@ -36,6 +46,7 @@ _CONTRACT = replace(
 # In the order a tie is decided (the contract last: the fallback).
 DIALECTS: tuple[Dialect, ...] = (
     atropos.DIALECT,
+    prime_rl.DIALECT,
     nemo_rl.DIALECT,
     nemo_gym.DIALECT,
     verifiers.DIALECT,
