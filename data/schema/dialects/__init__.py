@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from data.schema.dialects import (
     atropos,
     contract,
+    miles,
     nemo_gym,
     nemo_rl,
     openrlhf,
@@ -47,6 +48,7 @@ _CONTRACT = replace(
 DIALECTS: tuple[Dialect, ...] = (
     atropos.DIALECT,
     prime_rl.DIALECT,
+    miles.DIALECT,
     nemo_rl.DIALECT,
     nemo_gym.DIALECT,
     verifiers.DIALECT,
