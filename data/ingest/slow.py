@@ -10,7 +10,7 @@ import orjson
 import polars as pl
 
 from data import schema
-from data.ingest.fast import ChunkResult, _fast_path
+from data.ingest.fast import ChunkResult, _fast_path, _line_of_rows
 
 
 def _parse_line(raw: bytes) -> tuple[object, str | None]:
@@ -154,46 +154,6 @@ def _line_by_line(
         else pl.DataFrame()
     )
     return ChunkResult(frame, issues, ignored)
-
-
-NO_RESPONSE = "a record without a response (such as an episode that failed before any trace): nothing to show"
-
-
-def _line_of_rows(
-    obj,
-    ln: int,
-    note: str | None,
-    step,
-    dialect: schema.Dialect,
-    reading,
-    records: list,
-    rec_lines: list,
-    ignored: set,
-) -> list[dict]:
-    """A line that holds several responses (``Dialect.rows``): each record checked on its own, numbered
-    within the line (``IN_LINE``) and added to ``records``; returns the line's issues (a bad record of the
-    line costs none of the others). Raises BadLine for a line that is no such record."""
-    issues = [{"line": ln, "severity": "note", "reason": note, "detail": ""}] if note else []
-    parts = dialect.rows(obj)
-    if not parts:  # written by the trainer as it is: said, not counted as a bad line
-        issues.append({"line": ln, "severity": "note", "reason": NO_RESPONSE, "detail": ""})
-    for k, part in enumerate(parts):
-        twice: list[str] = []
-        try:
-            rec, ign = schema.validate_record(part, step, twice, dialect, reading)
-        except schema.BadLine as e:
-            issues.append(
-                {"line": ln, "severity": "error", "reason": f"response {k}: {e.reason}", "detail": ""}
-            )
-            continue
-        ignored.update(ign)
-        issues.extend(
-            {"line": ln, "severity": "note", "reason": f"response {k}: {t}", "detail": ""} for t in twice
-        )
-        rec[schema.IN_LINE] = k
-        records.append(rec)
-        rec_lines.append(ln)
-    return issues
 
 
 def _plain_json(raw: bytes) -> bool:

@@ -270,3 +270,25 @@ def test_atropos006_each_rollout_found_by_its_sample_id(tmp_path):
     assert [g["reward"] for g in got] == [-1.0, 1.0, -1.0]
     assert [g["response_tokens"][0] for g in got] == ["1000", "1001", "1002"]
     assert store.sample(line) is None
+
+
+def test_atropos007_groups_in_a_parquet_file_named_atropos(tmp_path):
+    """Groups kept in a Parquet file (a row a group) with ``dialect = "atropos"`` in rlboard.toml are read as
+    the lines are: a response per rollout, numbered within their row."""
+    import polars as pl
+
+    run = tmp_path / "run"
+    run.mkdir()
+    groups = [_gsm8k_group(s, n=2) for s in range(2)]
+    keep = ("tokens", "masks", "scores", "inference_logprobs")
+    pl.DataFrame([{k: g[k] for k in keep} for g in groups]).write_parquet(run / "groups.parquet")
+    (run / "rlboard.toml").write_text('dialect = "atropos"\n')
+    res, store = _ingest(run, tmp_path / "c")
+    assert (res.samples, res.bad_lines) == (4, 0)
+    rows = _rows(store)
+    for n, g in enumerate(groups, start=1):
+        for i in range(2):
+            got = rows[f"{sample_id('groups.parquet', n)}.{i}"]
+            kept = [j for j, m in enumerate(g["masks"][i]) if m != -100]
+            assert got["reward"] == g["scores"][i]
+            assert got["response_tokens"] == [str(g["tokens"][i][j]) for j in kept]
