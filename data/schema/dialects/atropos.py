@@ -87,12 +87,16 @@ def _tokens_text(ids: list, reading: Reading) -> str:
     return text if text is not None else " ".join(str(i) for i in ids)
 
 
-# The header after which a chat template's text is the model's turn, and the end of that turn: ChatML,
-# Llama 3, Gemma, DeepSeek, Mistral, ChatML with its special tokens skipped, and "assistant: " at a line's
-# start (some environments join the messages as "role: content" lines).
-_HEADERS = re.compile(
-    r"<\|im_start\|>assistant\n|<\|start_header_id\|>assistant<\|end_header_id\|>\n\n|<start_of_turn>model\n"
-    r"|<｜Assistant｜>|\[/INST\]|(?:^|\n)assistant\n|(?:^|\n)assistant: "
+# The header after which a chat template's text is the model's turn: ChatML, Llama 3, Gemma, DeepSeek and
+# Mistral by their special tokens; only in a text with none of those, ChatML with its special tokens skipped
+# and "assistant: " at a line's start (some environments join the messages as "role: content" lines), which
+# a model's own text could also hold.
+_HEADERS = (
+    re.compile(
+        r"<\|im_start\|>assistant\n|<\|start_header_id\|>assistant<\|end_header_id\|>\n\n"
+        r"|<start_of_turn>model\n|<｜Assistant｜>|\[/INST\]"
+    ),
+    re.compile(r"(?:^|\n)assistant\n|(?:^|\n)assistant: "),
 )
 _ENDS = re.compile(
     r"(?:<\|im_end\|>|<\|eot_id\|>|<end_of_turn>|<｜end▁of▁sentence｜>|</s>|<\|endoftext\|>|\s)+$"
@@ -103,7 +107,11 @@ def split_template(text: str) -> tuple[str, str] | None:
     """A conversation rendered as one string, as ``(prompt, response)``: the text before and after its last
     assistant header (the response without the template's end markers); None without a header or with
     nothing after the last one."""
-    last = next(reversed(list(_HEADERS.finditer(text))), None)
+    last = None
+    for headers in _HEADERS:
+        last = next(reversed(list(headers.finditer(text))), None)
+        if last is not None:
+            break
     if last is None:
         return None
     response = _ENDS.sub("", text[last.end() :])

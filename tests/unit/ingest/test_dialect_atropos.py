@@ -257,6 +257,9 @@ def test_atropos005_recognised_only_by_a_group_line():
         atropos.rows({"tokens": [[1]], "masks": [[1]], "scores": []})
     assert atropos.split_template("no header here") is None
     assert atropos.split_template("<|im_start|>assistant\n<|im_end|>") is None  # nothing after: not empty
+    # A model's text that holds "assistant: " is not split there when the template's own header is present.
+    text = _chatml([("user", "q"), ("assistant", "quote:\nassistant: hi")])
+    assert atropos.split_template(text) == ("<|im_start|>user\nq<|im_end|>\n", "quote:\nassistant: hi")
 
 
 def test_atropos006_each_rollout_found_by_its_sample_id(tmp_path):
