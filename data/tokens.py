@@ -261,7 +261,12 @@ def first_sample(store) -> str | None:
     if steps.height == 0 or "sample_id" not in store.schema():
         return None
     first = steps.get_column("step").min()
-    df = store.scan(["sample_id", "source", "line"], step=first).sort("source", "line").head(1).collect()
+    df = (
+        store.scan(["sample_id", "source", "line"], step=first)
+        .sort("source", "line", maintain_order=True)
+        .head(1)
+        .collect()
+    )
     return df.item(0, "sample_id") if df.height else None
 
 

@@ -7,7 +7,7 @@ module per trainer's format; ``secrets``: the fields whose texts are masked. Thi
 """
 
 from data.schema.chat import PROMPT_LEAD, RESPONSE_OWN, template_lead
-from data.schema.contract import CANONICAL, TOKEN_FIELDS, BadLine, trainer_token_fields
+from data.schema.contract import CANONICAL, IN_LINE, TOKEN_FIELDS, BadLine, trainer_token_fields
 from data.schema.dialects import (
     CONTRACT,
     MAPPED,
@@ -31,6 +31,7 @@ __all__ = [
     "CANONICAL",
     "MAPPED",
     "CONTRACT",
+    "IN_LINE",
     "PROMPT_LEAD",
     "RESPONSE_OWN",
     "TOKEN_FIELDS",

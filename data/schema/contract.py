@@ -45,7 +45,11 @@ RESERVED = response_columns() | {
     "__reason",
     "__response_clean",
     "__rank",
+    "__in_line",  # IN_LINE
 }
+# A record's place among the records of its line, for a dialect whose line holds several (see
+# ``Dialect.rows``): set at ingest, it makes their sample ids and group, then is dropped.
+IN_LINE = "__in_line"
 
 SCALAR_EXTRA_DTYPES = (pl.Boolean, pl.String)
 

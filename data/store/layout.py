@@ -25,7 +25,8 @@ from data.remote import as_path
 # readable). 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
 # is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
 # (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
-# empty completions; 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
+# empty completions; Atropos, prime-rl and miles dialects (a file matched before to the contract is matched
+# again), a line of several responses (sample ids <file>-<line>.<n>, the line their group_id); 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
 # aggregates, Parquet prompt index, a text index beside the store, counts in manifest entries, …);
 # 13: a Delta Lake table, parts by step block, files named by their writer; 12: dialects (each file's in the manifest), nested folders, Parquet and compressed
 # files, validation files apart, the model's own text of multi-turn responses, template previews; 11: no

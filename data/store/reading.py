@@ -175,6 +175,8 @@ def _path_kind(rel: str, entry: dict) -> str:
         if step_of(FieldMap((("step", kind),)), rel) == (entry.get("step"), "fields"):
             return kind
     return "folder"
+
+
 def masked_fields(store: RunStore) -> list[str]:
     """The run's columns whose texts were masked when read (see data.schema.secrets): every text column
     of a secret's name holds only the mask."""

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 
 from data.store.layout import file_prefix
 
-SAMPLE_ID = re.compile(r"([0-9a-f]{8})-([0-9]+)")
+# ``.<n>``: the n-th response of a line that holds several (see data.ingest.parts.build_part).
+SAMPLE_ID = re.compile(r"([0-9a-f]{8})-([0-9]+)(?:\.[0-9]+)?")
 
 
 class RowReads:
@@ -21,7 +22,8 @@ class RowReads:
     def lookup(self, sample: str) -> tuple[int, int] | None:
         """``(part, row)`` of a sample id, or None when the store has no such (visible) sample.
 
-        A sample id is ``<file prefix>-<line>`` (see :func:`data.store.layout.sample_id`): the manifest
+        A sample id is ``<file prefix>-<line>`` (see :func:`data.store.layout.sample_id`), with ``.<n>`` for
+        the n-th response of a line that holds several: the manifest
         names the files of that prefix and their parts, and the index the parts whose lines hold the line,
         so one small file (usually) is read, whatever the run's size.
         """

@@ -13,7 +13,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from data.schema.dialects import areal, contract, mapping, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
+from data.schema.dialects import (
+    areal,
+    atropos,
+    contract,
+    mapping,
+    miles,
+    nemo_gym,
+    nemo_rl,
+    openrlhf,
+    prime_rl,
+    trl,
+    verifiers,
+    verl,
+)
 from data.schema.dialects.base import (
     LINE_NOTES,
     ROLLOUT_SUFFIXES,
@@ -38,6 +51,9 @@ _CONTRACT = replace(
 # In the order a tie is decided (the contract last: the fallback).
 DIALECTS: tuple[Dialect, ...] = (
     areal.DIALECT,
+    atropos.DIALECT,
+    prime_rl.DIALECT,
+    miles.DIALECT,
     nemo_rl.DIALECT,
     nemo_gym.DIALECT,
     verifiers.DIALECT,

@@ -87,6 +87,17 @@ class Reading:
             return [str(i) for i in ids]
         return [(tok.id_to_token(i) if isinstance(i, int) and i >= 0 else None) or str(i) for i in ids]
 
+    def decode(self, ids: list) -> str | None:
+        """Token ids as the text they decode to (special tokens kept) by the local tokenizer; None
+        without one, or for ids it cannot decode."""
+        tok = _tokenizer(self.tokenizer) if self.tokenizer else None
+        if tok is None or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+            return None
+        try:
+            return tok.decode(ids, skip_special_tokens=False)
+        except Exception:  # noqa: BLE001 - an id past its vocabulary: the ids are shown instead
+            return None
+
 
 _TOKENIZERS: dict[str, tuple[object, str | None]] = {}  # path -> (tokenizer or None, why not)
 
@@ -124,10 +135,13 @@ class Dialect:
     when only ``line`` can do it (the chunk then goes line by line). ``recognise(path, fields)``: how sure
     it is that a file (its path inside the run, the fields of its first record) is of this dialect, 0 for
     not at all (:data:`SURE` and more only on what is unique to it). ``stepless``: its files are evaluation
-    dumps with no step (step 0, said on the runs page). ``mapping``: how fields were mapped, a phrase each,
-    for the runs page. ``fields``: the same as an rlboard.toml ``[fields]`` table would say it (prompt,
-    response, reward, step, group: dotted paths, ``"folder"``, ``"file"``), shown on the runs page as a
-    mapping to copy and edit; empty where the dialect does more than a mapping can (chat turns, batches).
+    dumps with no step (step 0, said on the runs page). ``rows``: for a dialect whose line holds several
+    responses (Atropos' scored group), the line's records, one per response, each then mapped by ``line``
+    (raises :class:`BadLine` for a line that is no such record); ingest numbers them within their line and
+    takes the line as their group. ``mapping``: how fields were mapped, a phrase each, for the runs page.
+    ``fields``: the same as an rlboard.toml ``[fields]`` table would say it (prompt, response, reward, step,
+    group: dotted paths, ``"folder"``, ``"file"``), shown on the runs page as a mapping to copy and edit;
+    empty where the dialect does more than a mapping can (chat turns, batches).
     """
 
     name: str
@@ -140,6 +154,7 @@ class Dialect:
     frame: Callable[[pl.DataFrame, Reading], pl.DataFrame] | None = None
     stepless: bool = False
     fields: dict[str, str] = field(default_factory=dict)
+    rows: Callable[[dict], list[dict]] | None = None
 
     def renames(self, columns) -> dict[str, str]:
         """Which columns stand for a known field under this dialect's name (see ``aliases``)."""
