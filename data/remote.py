@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
+from data.remote_keys import Lister, bad_key
+
 _URL = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
 # Reading a whole compressed or Parquet file: GETs of this many bytes (a ranged GET per small read of
 # gzip's or zstd's reader would cost a round trip each).
@@ -249,29 +251,69 @@ class RemotePath:
 
     def iterdir(self):
         """The files and folders directly under this folder (a folder: a key prefix); sorted."""
+        return iter(self.list_dir())
+
+    def list_dir(self, skipped: list[tuple[str, str]] | None = None) -> list[RemotePath]:
+        """:meth:`iterdir` as a list; keys below the folder that the client cannot name (see
+        :mod:`data.remote_keys`) are left out and appended to ``skipped`` as ``(path inside it, reason)``."""
         import obstore
 
+        files: list[RemotePath] = []
         try:
             found = obstore.list_with_delimiter(self._root.store, self._prefix())
         except Exception as e:  # noqa: BLE001 - as the OSError a local listing would raise
-            raise _oserror(e, self) from None
+            if bad_key(e) is None:
+                raise _oserror(e, self) from None
+            # A key it cannot name among the children: the folders and files named by a listing of every
+            # key below, past those keys.
+            found = {"common_prefixes": [], "objects": []}
+            folders = set()
+            files = []
+            for rel, st in self.walk_files(skipped):
+                if "/" in rel:
+                    folders.add(self._join(rel.split("/", 1)[0]))
+                elif rel:
+                    files.append(self._child(self._join(rel), st))
+            found["common_prefixes"] = sorted(folders)
         children = [self._child(p, _DIR) for p in found["common_prefixes"]]
-        children += [self._child(o["path"], _stat_of(o)) for o in found["objects"]]
+        children += [self._child(o["path"], _stat_of(o)) for o in found["objects"]] + files
+        children = [c for c in children if c.key != self.key]  # the folder's own marker (``folder/``)
         if not children and (self.key or self._root.prefixed) and not self._meta:
             raise FileNotFoundError(errno.ENOENT, "no such folder", str(self))
-        return iter(sorted(children))
+        return sorted(children)
 
-    def walk_files(self) -> list[tuple[str, RemoteStat]]:
-        """Every object below this folder: ``(path inside it, stat)``, in one listing."""
-        import obstore
+    def _join(self, rel: str) -> str:
+        return f"{self.key}/{rel}" if self.key else rel
 
-        out = []
-        n = len(self.key) + 1 if self.key else 0
+    def walk_files(self, skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, RemoteStat]]:
+        """Every object below this folder: ``(path inside it, stat)``, in one listing, sorted. A key the
+        client cannot name (an empty, ``.`` or ``..`` segment) and a directory marker (a key ending in
+        ``/``, which the client names as the object without it) beside the file of that name are left out
+        and appended to ``skipped`` as ``(path inside the folder, reason)``: one such key costs only itself."""
+        lister = Lister(self._root.store)
         try:
-            for batch in obstore.list(self._root.store, self._prefix()):
-                out += [(o["path"][n:], _stat_of(o)) for o in batch]
+            listed = lister.all(self.key or None)
         except Exception as e:  # noqa: BLE001 - as the OSError a local listing would raise
             raise _oserror(e, self) from None
+        n = len(self.key) + 1 if self.key else 0
+        out, seen = [], set()
+        for o in listed:
+            rel = o["path"][n:]
+            if not rel or (self.key and not o["path"].startswith(self.key + "/")):
+                continue  # the folder's own marker (``folder/``)
+            if rel in seen:
+                # S3 lists ``name`` before ``name/`` (UTF-8 binary order): the second is the marker.
+                if skipped is not None:
+                    skipped.append(
+                        (rel + "/", "a directory marker (a key ending in /) beside the file of that name")
+                    )
+                continue
+            seen.add(rel)
+            out.append((rel, _stat_of(o)))
+        if skipped is not None:
+            for key, why in lister.skipped:
+                rel = key[n:] if self.key and key.startswith(self.key + "/") else key
+                skipped.append((rel, why))  # "": the folder itself
         return sorted(out, key=lambda item: item[0])
 
     def glob(self, pattern: str):

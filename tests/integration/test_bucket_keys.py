@@ -1,0 +1,87 @@
+"""Keys of a rollout root on object storage that obstore cannot name (an empty ``//``, ``.`` or ``..``
+segment) and directory markers (a key ending in ``/``), against a real S3-protocol server (moto's server on
+loopback): each is skipped and reported on the runs page's "entries not read" box, never fatal, never said
+as a credentials problem, and every good file is still read (issue 33, row 11)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import orjson
+import pytest
+
+from data.ingest import ingest_run
+from data.store import scan_root
+from data.store.runs import run_file_stats
+from tests.integration.test_object_store import BUCKET, S3
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = S3().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _lines(n: int, step: int = 1) -> bytes:
+    return b"".join(
+        orjson.dumps({"prompt": f"p{i}", "response": f"r{i}", "reward": i / 10, "step": step + i}) + b"\n"
+        for i in range(n)
+    )
+
+
+def test_bucketkeys001_bad_keys_skipped_good_files_read(s3, tmp_path):
+    """A root holding keys with ``//``, ``.`` and ``..`` segments (in a run folder and at the top of the
+    root) and a marker ``rank0.jsonl/`` beside the real ``rank0.jsonl``: the root is readable, every run is
+    found, each bad key is in ``RootScan.skipped`` with its reason (none blames the credentials), the marker
+    does not shadow the file, and each run holds exactly its good files' rows."""
+    good = {"good/rank0.jsonl": _lines(3), "good/rank1.jsonl": _lines(2, 10), "other/r.jsonl": _lines(4)}
+    good["marked/rank0.jsonl"] = _lines(5)
+    bad = {
+        "good/a//b.jsonl": "an empty segment (//)",
+        "good/./c.jsonl": "a '.' segment",
+        "good/../d.jsonl": "a '..' segment",
+        "/x.jsonl": "an empty segment (//)",  # s3://rollouts/k//x.jsonl
+        "../y.jsonl": "a '..' segment",  # s3://rollouts/k/../y.jsonl
+    }
+    for rel, data in good.items():
+        s3.put(f"k/{rel}", data)
+    for rel in bad:
+        s3.put(f"k/{rel}", _lines(1, 99))
+    s3.put("k/marked/rank0.jsonl/", b"")  # what a console's "create folder" writes, named as the file
+    settings = s3.settings(f"s3://{BUCKET}/k", tmp_path / "cache")
+    scan = scan_root(settings.root)
+    assert scan.problem is None and scan.status == "ok" and not scan.unreadable
+    assert set(scan.runs) == {"good", "other", "marked"}
+    for rel, what in bad.items():
+        assert scan.skipped[rel] == f"a key with {what}, which the object store's client cannot name"
+    assert (
+        scan.skipped["marked/rank0.jsonl/"]
+        == "a directory marker (a key ending in /) beside the file of that name"
+    )
+    assert not any("permission" in why or "credential" in why for why in scan.skipped.values())
+    for run, rows in {"good": 5, "other": 4, "marked": 5}.items():
+        res = ingest_run(scan.runs[run], settings.cache_dir, settings.pad_tokens)
+        assert (res.samples, res.bad_lines, res.files) == (rows, 0, 2 if run == "good" else 1), run
+
+
+def test_bucketkeys002_listing_goes_on_past_a_lost_page(s3):
+    """A bad key in the second page of a listing (1,000 keys a page): the keys of that page before it (files
+    and a folder) are listed folder by folder, those after it by a listing that starts past it; every one of
+    the 1,101 good keys is listed once, the bad one is reported, and so is the folder whose names sorting
+    before it could not be listed."""
+    names = [f"many/f{i:04d}.jsonl" for i in range(1100)] + ["many/f1020/a.jsonl"]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: s3.put(f"m/{k}", b"{}\n"), names))
+    s3.put("m/many/f1050/../x.jsonl", b"{}\n")
+    settings = s3.settings(f"s3://{BUCKET}/m", "/nonexistent-cache")
+    skipped: list[tuple[str, str]] = []
+    listed = run_file_stats(settings.root / "many", skipped=skipped)
+    assert [rel for rel, _ in listed] == sorted(n.removeprefix("many/") for n in names)
+    assert dict(skipped) == {
+        "f1050/../x.jsonl": "a key with a '..' segment, which the object store's client cannot name",
+        "f1050/": "files here whose names begin with a space or one of !\"#$%&'()*+,- may be missed: they "
+        "sort before a key the object store's client cannot name",
+    }
