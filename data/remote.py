@@ -344,8 +344,8 @@ class RemotePath:
 
         try:
             found = obstore.list_with_delimiter(self._root.store, self._prefix())
-        except Exception:  # noqa: BLE001 - no folder to say anything of
-            return False
+        except Exception as e:  # noqa: BLE001 - no folder to say anything of
+            return bad_key(e) is not None  # a key below it the client cannot name: a folder all the same
         return bool(found["objects"] or found["common_prefixes"])
 
     def is_dir(self) -> bool:

@@ -5,6 +5,7 @@ as a credentials problem, and every good file is still read (issue 33, row 11)."
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import orjson
@@ -85,3 +86,31 @@ def test_bucketkeys002_listing_goes_on_past_a_lost_page(s3):
         "f1050/": "files here whose names begin with a space or one of !\"#$%&'()*+,- may be missed: they "
         "sort before a key the object store's client cannot name",
     }
+
+
+def test_bucketkeys003_served_root_says_what_it_skipped(s3, tmp_path, client):
+    """Served: /healthz answers 200 with the good runs, the runs page lists each bad key with its reason in
+    "entries not read" and says nothing of the credentials, and the good run is exported whole."""
+    from data import service
+    from tests.conftest import router_body
+
+    s3.put("h/good/rank0.jsonl", _lines(3))
+    s3.put("h/good/../d.jsonl", _lines(1, 99))
+    s3.put("h/good//e.jsonl", _lines(1, 99))
+    prev = service.board().settings
+    board = service.configure(s3.settings(f"s3://{BUCKET}/h", tmp_path / "cache"))
+    try:
+        r = client.get("/healthz")
+        assert r.status_code == 200 and r.get_json()["runs"] == 1, r.get_json()
+        store = board.store("good", wait=60)
+        assert store is not None and store.scalars().height == 3
+        page = json.dumps(client.post("/_dash-update-component", json=router_body("/", "")).get_json())
+        assert (
+            "good/../d.jsonl: a key with a '..' segment, which the object store's client cannot name" in page
+        )
+        assert "good//e.jsonl: a key with an empty segment (//)" in page
+        assert "AWS_ACCESS_KEY_ID" not in page and "cannot be read" not in page
+        export = client.get("/export?run=good&step=all&format=jsonl")
+        assert export.status_code == 200 and len(export.get_data().splitlines()) == 3
+    finally:
+        service.configure(prev)
