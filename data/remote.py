@@ -382,7 +382,7 @@ class RemotePath:
         try:
             return bytes(obstore.get(self._root.store, self.key).bytes())
         except Exception as e:  # noqa: BLE001
-            raise _oserror(e, self) from None
+            raise self._read_error(e) from None
 
     def get_range(self, start: int, end: int) -> bytes:
         import obstore
@@ -392,7 +392,7 @@ class RemotePath:
         try:
             return obstore.get_range(self._root.store, self.key, start=start, end=end)
         except Exception as e:  # noqa: BLE001
-            raise _oserror(e, self) from None
+            raise self._read_error(e) from None
 
     def get_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """The bytes of several ``(start, end)`` ranges, fetched together (near ones in one GET, the rest
@@ -409,8 +409,27 @@ class RemotePath:
                 )
             )
         except Exception as e:  # noqa: BLE001
-            raise _oserror(e, self) from None
+            raise self._read_error(e) from None
         return [bytes(next(got)) if b > a else b"" for a, b in ranges]
+
+    def _read_error(self, e: Exception) -> OSError:
+        """A failed read as an OSError; a listed object that is not there because the listing named a
+        directory marker (``name/``, which the client lists as ``name``) says so (one more listing, only
+        then)."""
+        err = _oserror(e, self)
+        if not isinstance(err, FileNotFoundError) or self._meta is None or not self.key:
+            return err
+        import obstore
+
+        try:  # a listing below ``name/`` names the marker itself as ``name``
+            marker = any(o["path"] == self.key for b in obstore.list(self._root.store, self.key) for o in b)
+        except Exception:  # noqa: BLE001 - not known: the read's own error
+            return err
+        if marker:
+            return IsADirectoryError(
+                errno.EISDIR, "a directory marker (a key ending in /), not a file", str(self)
+            )
+        return err
 
 
 class _RangeReader(io.RawIOBase):

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from data.ingest import ingest_run
-from data.store import scan_root
+from data.store import open_store, scan_root
 from data.store.runs import run_file_stats
 from tests.integration.test_object_store import BUCKET, S3
 
@@ -37,7 +37,8 @@ def test_bucketkeys001_bad_keys_skipped_good_files_read(s3, tmp_path):
     """A root holding keys with ``//``, ``.`` and ``..`` segments (in a run folder and at the top of the
     root) and a marker ``rank0.jsonl/`` beside the real ``rank0.jsonl``: the root is readable, every run is
     found, each bad key is in ``RootScan.skipped`` with its reason (none blames the credentials), the marker
-    does not shadow the file, and each run holds exactly its good files' rows."""
+    does not shadow the file, and each run holds exactly its good files' rows. A marker alone
+    (``rank2.jsonl/``, listed by the client as ``rank2.jsonl``) is a file not read, said as a marker."""
     good = {"good/rank0.jsonl": _lines(3), "good/rank1.jsonl": _lines(2, 10), "other/r.jsonl": _lines(4)}
     good["marked/rank0.jsonl"] = _lines(5)
     bad = {
@@ -52,6 +53,7 @@ def test_bucketkeys001_bad_keys_skipped_good_files_read(s3, tmp_path):
     for rel in bad:
         s3.put(f"k/{rel}", _lines(1, 99))
     s3.put("k/marked/rank0.jsonl/", b"")  # what a console's "create folder" writes, named as the file
+    s3.put("k/good/rank2.jsonl/", _lines(2))  # a marker alone, with a body: listed as rank2.jsonl
     settings = s3.settings(f"s3://{BUCKET}/k", tmp_path / "cache")
     scan = scan_root(settings.root)
     assert scan.problem is None and scan.status == "ok" and not scan.unreadable
@@ -66,6 +68,10 @@ def test_bucketkeys001_bad_keys_skipped_good_files_read(s3, tmp_path):
     for run, rows in {"good": 5, "other": 4, "marked": 5}.items():
         res = ingest_run(scan.runs[run], settings.cache_dir, settings.pad_tokens)
         assert (res.samples, res.bad_lines, res.files) == (rows, 0, 2 if run == "good" else 1), run
+        unread = open_store(res.store_dir).manifest.unreadable
+        assert unread == (
+            {"rank2.jsonl": "a directory marker (a key ending in /), not a file"} if run == "good" else {}
+        )
 
 
 def test_bucketkeys002_listing_goes_on_past_a_lost_page(s3):
