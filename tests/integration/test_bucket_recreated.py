@@ -106,3 +106,23 @@ def test_recreated002_copy_of_an_older_bucket_mirrors_again(s3, tmp_path, monkey
     assert "generation 1, which this copy held, is another commit" in caplog.text
     fresh = _replica(s3, run.parent, "b", tmp_path / "w3")()
     assert (fresh.samples, fresh.steps, fresh.generation, fresh.bytes_read) == (10, 10, 2, 0)
+
+
+def test_recreated003_commit_naming_missing_objects_passed_over(s3, tmp_path):
+    """The bucket's last commit names objects it does not hold (what a replica of an older version left,
+    committing on into a re-created bucket): a fresh replica does not fail on it; it rebuilds the store
+    from the rollout files above that generation, says so, and the next fresh replica mirrors that."""
+    run = _run(tmp_path)
+    one = _replica(s3, run.parent, "c", tmp_path / "w1")
+    assert one().generation == 1
+    pages = s3.client.get_paginator("list_objects_v2").paginate(Bucket=STORES, Prefix="c/")
+    for page in pages:
+        for o in page.get("Contents", []):
+            if "/_objects/" in o["Key"]:
+                s3.client.delete_object(Bucket=STORES, Key=o["Key"])
+    res = _replica(s3, run.parent, "c", tmp_path / "w2")()
+    assert (res.samples, res.generation) == (6, 2)
+    notes = open_store(res.store_dir).manifest.problems
+    assert any("the bucket's last commit (generation 1) names objects it does not hold" in n for n in notes)
+    fresh = _replica(s3, run.parent, "c", tmp_path / "w3")()
+    assert (fresh.samples, fresh.generation, fresh.bytes_read) == (6, 2, 0)
