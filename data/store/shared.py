@@ -36,6 +36,7 @@ from pathlib import Path
 import orjson
 
 from data.remote import _oserror, location
+from data.remote_keys import Lister
 from data.store.manifest import MANIFEST, manifest_bytes, replaced, write_atomic
 
 log = logging.getLogger(__name__)
@@ -99,20 +100,17 @@ class SharedStores:
 
     def _listed(self, store_dir: Path, after: int = 0) -> dict[int, str | None]:
         """``{generation: ETag of its commit object}`` of the commits on the object store after ``after``."""
-        import obstore
-
         remote = self._root(store_dir)
-        prefix = f"{remote.key}/{COMMITS}/"
         offset = f"{remote.key}/{_commit_key(after)}" if after else None
         out: dict[int, str | None] = {}
-        try:
-            for batch in obstore.list(remote._root.store, prefix, offset=offset):
-                for o in batch:
-                    name = o["path"].rsplit("/", 1)[-1]
-                    if name.endswith(".json") and name[:-5].isdigit():
-                        out[int(name[:-5])] = o.get("e_tag")
+        try:  # past any key there the client cannot name (the bucket is untrusted too)
+            listed = Lister(remote._root.store).all(f"{remote.key}/{COMMITS}", offset=offset)
         except Exception as e:  # noqa: BLE001 - as the OSError a local listing would raise
             raise _oserror(e, remote) from None
+        for o in listed:
+            name = o["path"].rsplit("/", 1)[-1]
+            if name.endswith(".json") and name[:-5].isdigit():
+                out[int(name[:-5])] = o.get("e_tag")
         return out
 
     def commit_object(self, store_dir: Path, generation: int) -> dict:

@@ -126,3 +126,16 @@ def test_recreated003_commit_naming_missing_objects_passed_over(s3, tmp_path):
     assert any("the bucket's last commit (generation 1) names objects it does not hold" in n for n in notes)
     fresh = _replica(s3, run.parent, "c", tmp_path / "w3")()
     assert (fresh.samples, fresh.generation, fresh.bytes_read) == (6, 2, 0)
+
+
+def test_recreated004_stores_bucket_key_the_client_cannot_name(s3, tmp_path):
+    """A key with a ``..`` segment among a store's commits on the bucket: replicas still list the commits
+    past it, and a fresh one mirrors the store (on main: 'object store error: … invalid path')."""
+    run = _run(tmp_path)
+    one = _replica(s3, run.parent, "d", tmp_path / "w1")
+    store = one().store_dir.name
+    s3.client.put_object(Bucket=STORES, Key=f"d/{store}/_commits/../x.json", Body=b"{}")
+    s3.client.put_object(Bucket=STORES, Key=f"d/{store}/_commits//y.json", Body=b"{}")
+    assert one().generation == 1
+    fresh = _replica(s3, run.parent, "d", tmp_path / "w2")()
+    assert (fresh.samples, fresh.generation, fresh.bytes_read) == (6, 1, 0)
