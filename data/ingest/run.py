@@ -144,7 +144,7 @@ def ingest_run(
         _fill_result(result, store_dir)
         return result
     writer = None
-    recovery = None
+    recovery, rebuilt = None, []
     try:
         if shared is not None:
             shared.pull(store_dir)
@@ -170,10 +170,10 @@ def ingest_run(
             older = remove_older_formats(store_dir, draft)
             if older is not None:  # said on the runs page (data.store.reading.understood)
                 draft.data[REBUILT_FROM] = older
-            if recovery is not None:  # committed above the generations the bucket holds
+            if recovery is not None:  # committed above the generations the bucket holds, and said
                 draft.data.update(generation=max(draft.data["generation"], recovery[1]))
-        problems = options.problems + ([recovery[0]] if recovery is not None else [])
-        draft.data.update(options=key, split=split, problems=problems)
+                rebuilt = [recovery[0]]
+        draft.data.update(options=key, split=split, problems=options.problems + rebuilt)
         writer = _Writer(store_dir, draft, pad_tokens, options, table, committed)
         if shared is not None:
             writer.on_commit = lambda data: shared.publish(store_dir, data)

@@ -218,6 +218,7 @@ class SharedStores:
             if path.relative_to(store_dir).as_posix() not in keep:
                 path.unlink(missing_ok=True)
         self._record(store_dir, newest, commit["files"], commit.get("superseded", []), listed[newest])
+        self.recovered(store_dir)  # the bucket's store, whole: nothing is to be rebuilt
         return newest
 
     def _saw(self, store_dir: Path, generation: int, by_other: bool = True) -> None:
