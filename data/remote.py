@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
-from data.remote_keys import Lister, bad_key
+from data.remote_keys import MARKER, Lister, bad_key, s3_keys
 
 _URL = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
 # Reading a whole compressed or Parquet file: GETs of this many bytes (a ranged GET per small read of
@@ -111,6 +111,8 @@ class _Root:
         from obstore.store import from_url
 
         self.url = url
+        # Keys as the server names them, where a listing holds one obstore cannot name (s3:// only).
+        self.raw_keys = s3_keys(url, options)
         # Opened at a prefix below the bucket (s3://bucket/runs): a prefix with no object is no folder.
         self.prefixed = "/" in url.split("://", 1)[1].strip("/")
         client_options = {"allow_http": True} if options.get("aws_endpoint", "").startswith("http://") else {}
@@ -268,7 +270,6 @@ class RemotePath:
             # key below, past those keys.
             found = {"common_prefixes": [], "objects": []}
             folders = set()
-            files = []
             for rel, st in self.walk_files(skipped):
                 if "/" in rel:
                     folders.add(self._join(rel.split("/", 1)[0]))
@@ -290,7 +291,7 @@ class RemotePath:
         client cannot name (an empty, ``.`` or ``..`` segment) and a directory marker (a key ending in
         ``/``, which the client names as the object without it) beside the file of that name are left out
         and appended to ``skipped`` as ``(path inside the folder, reason)``: one such key costs only itself."""
-        lister = Lister(self._root.store)
+        lister = Lister(self._root.store, self._root.raw_keys)
         try:
             listed = lister.all(self.key or None)
         except Exception as e:  # noqa: BLE001 - as the OSError a local listing would raise
@@ -304,9 +305,7 @@ class RemotePath:
             if rel in seen:
                 # S3 lists ``name`` before ``name/`` (UTF-8 binary order): the second is the marker.
                 if skipped is not None:
-                    skipped.append(
-                        (rel + "/", "a directory marker (a key ending in /) beside the file of that name")
-                    )
+                    skipped.append((rel + "/", MARKER))
                 continue
             seen.add(rel)
             out.append((rel, _stat_of(o)))

@@ -4,22 +4,28 @@
 obstore (the Rust ``object_store`` crate) parses each key of a listing as a path and refuses the whole page
 (up to 1,000 keys) when one key does not parse (``client/s3.rs``: ``TryFrom<ListResponse> for ListResult``
 collects every key's ``Path::parse`` into one ``Result``); no call of its Python API lists raw keys or sets a
-page's size. So a listing that fails on key K starts again after K's bad segment (``offset``, S3's
-``start-after``: ``a/..0`` is past every key below ``a/../``), and the keys of the lost page before K are
-listed folder by folder down K's path (``list_with_delimiter``). Only the folder holding K's bad segment
-cannot be listed that way (its own listing holds K): names in it that sort before K's segment (a space or
-one of ``!"#$%&'()*+,-``) are said to be possibly missed.
+page's size. A listing is made with obstore (one request a page, as before); only when it fails on such a
+key is the prefix listed again:
+
+- on S3 (and S3-compatible servers), by pyarrow's S3 client (the AWS SDK's, a dependency already), which
+  takes keys as they are: every good key is listed, and a directory marker beside a file is told apart;
+- elsewhere (``gs://``, ``az://``), by obstore again: the listing starts again after the key's bad segment
+  (``offset``, ``start-after``: ``a/..0`` is past every key below ``a/../``) and the keys of the refused
+  page before the key are listed folder by folder down its path (``list_with_delimiter``). A folder whose
+  own listing holds a bad key cannot be listed that way: it is reported as possibly missing files.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # What each bad segment is, as the runs page says it.
 BAD_SEGMENTS = {"": "an empty segment (//)", ".": "a '.' segment", "..": "a '..' segment"}
 # A listing goes past at most this many keys that cannot be named (each costs a few requests); the rest of
 # the prefix is then reported as not listed.
 MAX_BAD_KEYS = 100
+MARKER = "a directory marker (a key ending in /) beside the file of that name"
 # The key as the error's debug text quotes it (Rust's escapes: \" \\ \n \u{…}).
 _KEY = re.compile(r'path: "((?:[^"\\]|\\.)*)"')
 _ESCAPE = re.compile(r"\\(u\{([0-9a-fA-F]+)\}|.)", re.DOTALL)
@@ -64,12 +70,55 @@ def reason(key: str, prefix: str | None) -> str:
     return f"a key with {what}, which the object store's client cannot name"
 
 
+# (prefix) -> (files as (key, size, modified), folders): every key below a prefix as the server names it.
+RawKeys = Callable[[str | None], tuple[list[tuple[str, int, object]], set[str]]]
+
+
+def s3_keys(url: str, options: dict[str, str]) -> RawKeys | None:
+    """A lister of the raw keys below a prefix of an ``s3://`` URL's store (``options``: obstore's
+    ``aws_…`` settings), by pyarrow's S3 client; None for another scheme."""
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() not in ("s3", "s3a"):
+        return None
+    bucket, _, base = rest.partition("/")
+    base = base.strip("/")
+
+    def keys(prefix: str | None) -> tuple[list[tuple[str, int, object]], set[str]]:
+        from pyarrow import fs
+
+        kw: dict = {"region": options.get("aws_region"), "connect_timeout": 10, "request_timeout": 30}
+        if options.get("aws_access_key_id") and options.get("aws_secret_access_key"):
+            kw.update(
+                access_key=options["aws_access_key_id"],
+                secret_key=options["aws_secret_access_key"],
+                session_token=options.get("aws_session_token"),
+            )
+        endpoint = options.get("aws_endpoint")
+        if endpoint:
+            proto, _, host = endpoint.partition("://")
+            kw.update(endpoint_override=host.rstrip("/"), scheme=proto) if host else kw.update(
+                endpoint_override=proto
+            )
+        client = fs.S3FileSystem(**{k: v for k, v in kw.items() if v is not None})
+        below = "/".join(p for p in (base, prefix) if p)
+        infos = client.get_file_info(
+            fs.FileSelector(f"{bucket}/{below}" if below else bucket, recursive=True, allow_not_found=True)
+        )
+        n = len(bucket) + 1 + (len(base) + 1 if base else 0)
+        files = [(i.path[n:], i.size, i.mtime) for i in infos if i.type == fs.FileType.File]
+        folders = {i.path[n:] for i in infos if i.type == fs.FileType.Directory}
+        return sorted(files, key=lambda f: f[0]), folders
+
+    return keys
+
+
 class Lister:
     """Lists prefixes of one store, each past the keys it cannot name. ``skipped`` collects ``(key or
     folder + "/", reason)`` of what was not listed, in the order met."""
 
-    def __init__(self, store):
+    def __init__(self, store, raw: RawKeys | None = None):
         self.store = store
+        self.raw = raw
         # A store opened at a prefix (``s3://bucket/runs``) takes keys below it but names a bad one whole.
         self.base = str(getattr(store, "prefix", None) or "").strip("/")
         self.skipped: list[tuple[str, str]] = []
@@ -95,6 +144,8 @@ class Lister:
                 found = bad_segment(key, prefix) if key is not None else None
                 if found is None:
                     raise
+                if self.raw is not None:
+                    return self._raw(prefix, offset)
                 if self.bad >= MAX_BAD_KEYS:
                     self.skipped.append(
                         (
@@ -112,6 +163,23 @@ class Lister:
                 # key below ``a/../``).
                 out += self._before(prefix, last, key, folder)
                 offset = f"{folder}/{seg}0" if folder else f"{seg}0"
+
+    def _raw(self, prefix: str | None, offset: str | None) -> list[dict]:
+        """Every object below ``prefix`` (after ``offset``) from the raw keys: those obstore cannot name are
+        skipped and reported, and so is a directory marker (``name/``) beside the file ``name``."""
+        files, folders = self.raw(prefix)
+        names = {key for key, _, _ in files}
+        out = []
+        for key, size, modified in files:
+            if offset is not None and key <= offset:
+                continue
+            if bad_segment(key, prefix) is not None:
+                self.skipped.append((key, reason(key, prefix)))
+                continue
+            out.append({"path": key, "size": size, "last_modified": modified, "e_tag": None})
+            if key in folders and not any(k.startswith(key + "/") for k in names):
+                self.skipped.append((key + "/", MARKER))
+        return out
 
     def _before(self, prefix: str | None, after: str | None, key: str, folder: str) -> list[dict]:
         """The objects below ``prefix`` after ``after`` and before ``key`` (whose bad segment is in
@@ -162,7 +230,7 @@ class Lister:
         self.skipped.append(
             (
                 f"{folder}/" if folder else "",
-                "files here whose names begin with a space or one of !\"#$%&'()*+,- may be missed: they "
-                "sort before a key the object store's client cannot name",
+                "files here may be missed: they sort just before a key the object store's client cannot "
+                "name, and this folder's listing holds such a key",
             )
         )

@@ -104,7 +104,9 @@ class SharedStores:
         offset = f"{remote.key}/{_commit_key(after)}" if after else None
         out: dict[int, str | None] = {}
         try:  # past any key there the client cannot name (the bucket is untrusted too)
-            listed = Lister(remote._root.store).all(f"{remote.key}/{COMMITS}", offset=offset)
+            listed = Lister(remote._root.store, remote._root.raw_keys).all(
+                f"{remote.key}/{COMMITS}", offset=offset
+            )
         except Exception as e:  # noqa: BLE001 - as the OSError a local listing would raise
             raise _oserror(e, remote) from None
         for o in listed:

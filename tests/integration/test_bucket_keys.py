@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from data.ingest import ingest_run
+from data.remote_keys import Lister
 from data.store import open_store, scan_root
 from data.store.runs import run_file_stats
 from tests.integration.test_object_store import BUCKET, S3
@@ -41,23 +42,24 @@ def test_bucketkeys001_bad_keys_skipped_good_files_read(s3, tmp_path):
     (``rank2.jsonl/``, listed by the client as ``rank2.jsonl``) is a file not read, said as a marker."""
     good = {"good/rank0.jsonl": _lines(3), "good/rank1.jsonl": _lines(2, 10), "other/r.jsonl": _lines(4)}
     good["marked/rank0.jsonl"] = _lines(5)
+    good["demo/rank0.jsonl"] = _lines(2)  # between the bad keys at the top and those in good/
     bad = {
         "good/a//b.jsonl": "an empty segment (//)",
         "good/./c.jsonl": "a '.' segment",
         "good/../d.jsonl": "a '..' segment",
-        "/x.jsonl": "an empty segment (//)",  # s3://rollouts/k//x.jsonl
-        "../y.jsonl": "a '..' segment",  # s3://rollouts/k/../y.jsonl
+        "/x.jsonl": "an empty segment (//)",  # s3://rollouts/bk1//x.jsonl
+        "../y.jsonl": "a '..' segment",  # s3://rollouts/bk1/../y.jsonl
     }
     for rel, data in good.items():
-        s3.put(f"k/{rel}", data)
+        s3.put(f"bk1/{rel}", data)
     for rel in bad:
-        s3.put(f"k/{rel}", _lines(1, 99))
-    s3.put("k/marked/rank0.jsonl/", b"")  # what a console's "create folder" writes, named as the file
-    s3.put("k/good/rank2.jsonl/", _lines(2))  # a marker alone, with a body: listed as rank2.jsonl
-    settings = s3.settings(f"s3://{BUCKET}/k", tmp_path / "cache")
+        s3.put(f"bk1/{rel}", _lines(1, 99))
+    s3.put("bk1/marked/rank0.jsonl/", b"")  # what a console's "create folder" writes, named as the file
+    s3.put("bk1/good/rank2.jsonl/", _lines(2))  # a marker alone, with a body: listed as rank2.jsonl
+    settings = s3.settings(f"s3://{BUCKET}/bk1", tmp_path / "cache")
     scan = scan_root(settings.root)
     assert scan.problem is None and scan.status == "ok" and not scan.unreadable
-    assert set(scan.runs) == {"good", "other", "marked"}
+    assert set(scan.runs) == {"good", "other", "marked", "demo"}
     for rel, what in bad.items():
         assert scan.skipped[rel] == f"a key with {what}, which the object store's client cannot name"
     assert (
@@ -65,7 +67,7 @@ def test_bucketkeys001_bad_keys_skipped_good_files_read(s3, tmp_path):
         == "a directory marker (a key ending in /) beside the file of that name"
     )
     assert not any("permission" in why or "credential" in why for why in scan.skipped.values())
-    for run, rows in {"good": 5, "other": 4, "marked": 5}.items():
+    for run, rows in {"good": 5, "other": 4, "marked": 5, "demo": 2}.items():
         res = ingest_run(scan.runs[run], settings.cache_dir, settings.pad_tokens)
         assert (res.samples, res.bad_lines, res.files) == (rows, 0, 2 if run == "good" else 1), run
         unread = open_store(res.store_dir).manifest.unreadable
@@ -75,22 +77,29 @@ def test_bucketkeys001_bad_keys_skipped_good_files_read(s3, tmp_path):
 
 
 def test_bucketkeys002_listing_goes_on_past_a_lost_page(s3):
-    """A bad key in the second page of a listing (1,000 keys a page): the keys of that page before it (files
-    and a folder) are listed folder by folder, those after it by a listing that starts past it; every one of
-    the 1,101 good keys is listed once, the bad one is reported, and so is the folder whose names sorting
-    before it could not be listed."""
+    """A bad key in the second page of a listing (1,000 keys a page; obstore refuses the page): on S3 the
+    prefix is listed again by its raw keys, and every one of the 1,101 good keys is listed once and the bad
+    one reported. Without raw keys (``gs://``, ``az://``), the page's keys before it (files and a folder)
+    are listed folder by folder and those after it by a listing that starts past it: the same keys, and the
+    bad key's own folder said to be possibly missing files."""
     names = [f"many/f{i:04d}.jsonl" for i in range(1100)] + ["many/f1020/a.jsonl"]
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda k: s3.put(f"m/{k}", b"{}\n"), names))
-    s3.put("m/many/f1050/../x.jsonl", b"{}\n")
-    settings = s3.settings(f"s3://{BUCKET}/m", "/nonexistent-cache")
+        list(pool.map(lambda k: s3.put(f"bk2/{k}", b"{}\n"), names))
+    s3.put("bk2/many/f1050/../x.jsonl", b"{}\n")
+    settings = s3.settings(f"s3://{BUCKET}/bk2", "/nonexistent-cache")
+    bad = {"f1050/../x.jsonl": "a key with a '..' segment, which the object store's client cannot name"}
     skipped: list[tuple[str, str]] = []
     listed = run_file_stats(settings.root / "many", skipped=skipped)
     assert [rel for rel, _ in listed] == sorted(n.removeprefix("many/") for n in names)
-    assert dict(skipped) == {
-        "f1050/../x.jsonl": "a key with a '..' segment, which the object store's client cannot name",
-        "f1050/": "files here whose names begin with a space or one of !\"#$%&'()*+,- may be missed: they "
-        "sort before a key the object store's client cannot name",
+    assert dict(skipped) == bad
+    assert dict(listed)["f0001.jsonl"].st_size == 3 and dict(listed)["f0001.jsonl"].st_mtime_ns > 0
+
+    lister = Lister(settings.root._root.store)  # no raw keys: obstore alone
+    assert sorted(o["path"] for o in lister.all("many")) == sorted(names)  # each once
+    assert dict(lister.skipped) == {
+        "many/f1050/../x.jsonl": bad["f1050/../x.jsonl"],
+        "many/f1050/": "files here may be missed: they sort just before a key the object store's client "
+        "cannot name, and this folder's listing holds such a key",
     }
 
 
@@ -100,11 +109,11 @@ def test_bucketkeys003_served_root_says_what_it_skipped(s3, tmp_path, client):
     from data import service
     from tests.conftest import router_body
 
-    s3.put("h/good/rank0.jsonl", _lines(3))
-    s3.put("h/good/../d.jsonl", _lines(1, 99))
-    s3.put("h/good//e.jsonl", _lines(1, 99))
+    s3.put("bk3/good/rank0.jsonl", _lines(3))
+    s3.put("bk3/good/../d.jsonl", _lines(1, 99))
+    s3.put("bk3/good//e.jsonl", _lines(1, 99))
     prev = service.board().settings
-    board = service.configure(s3.settings(f"s3://{BUCKET}/h", tmp_path / "cache"))
+    board = service.configure(s3.settings(f"s3://{BUCKET}/bk3", tmp_path / "cache"))
     try:
         r = client.get("/healthz")
         assert r.status_code == 200 and r.get_json()["runs"] == 1, r.get_json()

@@ -17,7 +17,7 @@ from data.store import open_store, scan_root
 from data.store import shared as shared_module
 from tests.integration.test_object_store import S3
 
-STORES = "stores"
+STORES = "stores-recreated"  # a bucket of its own: this module deletes it (moto keeps one state per process)
 
 
 @pytest.fixture(scope="module")
