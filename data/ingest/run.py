@@ -146,9 +146,11 @@ def ingest_run(
         _fill_result(result, store_dir)
         return result
     writer = None
+    recovery, rebuilt = None, []
     try:
         if shared is not None:
             shared.pull(store_dir)
+            recovery = shared.recovery(store_dir)  # the bucket lost this copy's commits: a rebuild
             if shared.deferring(store_dir):  # another replica is reading the run: its commits are mirrored
                 result.deferred = True
                 _fill_result(result, store_dir)
@@ -170,8 +172,11 @@ def ingest_run(
             older = remove_older_formats(store_dir, draft)
             if older is not None:  # said on the runs page (data.store.reading.understood)
                 draft.data[REBUILT_FROM] = older
+            if recovery is not None:  # committed above the generations the bucket holds, and said
+                draft.data.update(generation=max(draft.data["generation"], recovery[1]))
+                rebuilt = [recovery[0]]
         fm = options.fields
-        draft.data.update(options=key, split=split, problems=options.problems)
+        draft.data.update(options=key, split=split, problems=options.problems + rebuilt)
         draft.data["fields_map"] = None if fm is None else {"table": fm.table, "where": fm.where}
         writer = _Writer(store_dir, draft, pad_tokens, options, table, committed)
         if shared is not None:
@@ -226,6 +231,8 @@ def ingest_run(
             writer.commit(complete=True)
         # (Nothing new while the files keep changing: what is shown stays as it is. Hiding the last step
         # again would change the store's version back and forth for nothing.)
+        if recovery is not None:
+            shared.recovered(store_dir)  # the rebuilt store is committed (and says why on the runs page)
         result.bytes_read = done
         result.new_rows = writer.new_rows
         if progress:
@@ -244,6 +251,7 @@ def ingest_run(
                     writer.remove_written()
             if result.lost:
                 shared.pull(store_dir)  # the winner's commit, in place of what this call wrote
+                shared.recovered(store_dir)
             if result.lost_commit:
                 # The winner copies its manifest to manifest.json only after its commit: read the log's.
                 _committed(store_dir)

@@ -85,7 +85,7 @@ def _walk(
     but the listing of ``run_dir`` itself (OSError). A framework's side files (:func:`auxiliary`) are
     not rollouts: they go to ``aside``."""
     if isinstance(run_dir, RemotePath):
-        return _walk_remote(run_dir, aside)
+        return _walk_remote(run_dir, skipped, aside)
     run_dir = Path(run_dir)
     out: list[tuple[str, os.stat_result]] = []
     seen_dirs: set[tuple[int, int]] = set()
@@ -153,12 +153,15 @@ def _is_link(e: os.DirEntry) -> bool:
 
 
 def _walk_remote(
-    run_dir: RemotePath, aside: list[tuple[str, str]] | None = None
+    run_dir: RemotePath,
+    skipped: list[tuple[str, str]] | None = None,
+    aside: list[tuple[str, str]] | None = None,
 ) -> list[tuple[str, os.stat_result]]:
     """:func:`_walk` of a folder on an object store: one listing of every key below it, kept by the same
     rules (``MAX_DEPTH``, hidden and ``_SKIPPED`` folders, prime-rl's ``effective/`` beside ``all/``, side
-    files to ``aside``)."""
-    listed = run_dir.walk_files()
+    files to ``aside``). Keys the object store's client cannot name and directory markers beside a file are
+    appended to ``skipped`` (see :meth:`RemotePath.walk_files`)."""
+    listed = run_dir.walk_files(skipped)
     folders = {rel.rsplit("/", 1)[0] for rel, _ in listed if "/" in rel}
     names_in: dict[str, set[str]] = {}  # folder -> the names of the files in it
     for rel, _ in listed:
@@ -272,8 +275,15 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
     remembered = memory.pending(("root", str(root))) if memory is not None else None
     if remembered is not None:
         return RootScan(root, runs, problem=remembered)
+    skipped: dict[str, str] = {}
+    local = not isinstance(root, RemotePath)
     try:
-        entries = sorted(root.iterdir())
+        if local:
+            entries = sorted(root.iterdir())
+        else:  # keys the client cannot name are skipped and said, as a symlink loop is on a disk
+            found: list[tuple[str, str]] = []
+            entries = root.list_dir(found)
+            skipped.update((rel or "./", why) for rel, why in found)
     except OSError as e:
         problem = AccessProblem.of(root, e)
         if memory is not None:
@@ -284,8 +294,6 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
     unreadable: dict[str, str] = {}
     splits: dict[str, str] = {}
     outside: dict[str, str] = {}
-    skipped: dict[str, str] = {}
-    local = not isinstance(root, RemotePath)
     real_root = untrusted.real_path(root)[0] or root if local else root.resolve()
 
     def add(name: str, folder: Path) -> None:
@@ -295,7 +303,7 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
             if split != TRAIN:
                 splits[run] = split
         prefix = "" if folder is root else f"{name}/"
-        skipped.update((prefix + rel, why) for rel, why in found)
+        skipped.update((prefix + rel or "./", why) for rel, why in found)
 
     for p in entries:
         if p.name.startswith(".") or p.name in _NOT_RUNS:
