@@ -379,7 +379,8 @@ COLUMNS: dict[str, Metric] = {
         Metric(
             "reward_diff",
             "paired reward difference (A − B)",
-            "mean reward of a shared prompt's responses at its last step in run A minus in run B",
+            "mean reward of a shared prompt's responses at its paired step in run A minus at its paired step in run B "
+            "(the two runs' steps closest to each other: see data.compare.prompts)",
             True,
             "prompt",
         ),
