@@ -532,3 +532,33 @@ def test_compare023_fixture_pairing_equals_the_rule_by_hand(fixtures_dir, tmp_pa
         assert got[text][2] == pytest.approx(ra, abs=1e-12) and got[text][3] == pytest.approx(rb, abs=1e-12)
     solved = lambda first, other: sum(1 for k in kept.values() if k[first] >= tau > k[other])  # noqa: E731
     assert (p.solved_by("a").height, p.solved_by("b").height) == (solved(2, 3), solved(3, 2)) == (2, 1)
+
+
+def test_compare024_truncation_share_joins_the_curves(fixtures_dir, tmp_path):
+    """Compare's curves gain the truncation share: per step, the share of responses that do not end with
+    an end token once pads are dropped, equal to the count by hand from the real TRL files; a run whose
+    responses never end with one (the poem run's texts) has no such curve and says why."""
+    from data.compare.curves import MISSING, available, run_curve
+
+    import shutil
+
+    root = tmp_path / "root"
+    for name in ("trl-grpo-small", "trl-ppo-small", "rlloggingboard-eval-poem"):
+        shutil.copytree(fixtures_dir / name, root / name)  # a link out of the root would not be read
+    board = Board(Settings(root=root, cache_dir=tmp_path / "cache", refresh_seconds=1e6))
+    runs, _ = load_runs(board, ["trl-grpo-small", "trl-ppo-small", "rlloggingboard-eval-poem"], wait=60)
+    assert [r.name for r in runs] == ["trl-grpo-small", "trl-ppo-small", "rlloggingboard-eval-poem"]
+    for r in runs[:2]:
+        cut: dict[int, list[bool]] = {}
+        for f in sorted((fixtures_dir / r.name).glob("rank*.jsonl")):
+            for line in f.read_text().splitlines():
+                rec = json.loads(line)
+                text = rec["response"]
+                while text.endswith("<pad>"):
+                    text = text[: -len("<pad>")]
+                cut.setdefault(rec["step"], []).append(not text.endswith("<|endoftext|>"))
+        curve = run_curve(r.frame, "truncated_share")
+        assert dict(curve.select("step", "y").rows()) == {s: sum(v) / len(v) for s, v in cut.items()}
+        assert "truncated_share" in available(r.frame)
+    assert "truncated_share" not in available(runs[2].frame)
+    assert "end token" in MISSING["truncated_share"]
