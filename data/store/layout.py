@@ -34,7 +34,7 @@ from data.remote import as_path
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 14
+STORE_FORMAT = 15
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token

@@ -538,9 +538,9 @@ def test_compare024_truncation_share_joins_the_curves(fixtures_dir, tmp_path):
     """Compare's curves gain the truncation share: per step, the share of responses that do not end with
     an end token once pads are dropped, equal to the count by hand from the real TRL files; a run whose
     responses never end with one (the poem run's texts) has no such curve and says why."""
-    from data.compare.curves import MISSING, available, run_curve
-
     import shutil
+
+    from data.compare.curves import MISSING, available, run_curve
 
     root = tmp_path / "root"
     for name in ("trl-grpo-small", "trl-ppo-small", "rlloggingboard-eval-poem"):
