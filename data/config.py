@@ -329,6 +329,7 @@ def load_settings(environ=None, **overrides) -> Settings:
             raise SettingsError(f"RLBOARD_EXPORT_SECONDS={v!r} is not a number of seconds") from None
         if not env_values["export_seconds"] > 0:
             raise SettingsError(f"RLBOARD_EXPORT_SECONDS={v!r} must be more than 0")
+    read_limits(environ)  # a bad RLBOARD_MAX_* stops the server at start, not a file's read later
     s = s.with_overrides(**env_values)
     for key in ("pad_tokens", "end_tokens"):
         if key in overrides and isinstance(overrides[key], str):

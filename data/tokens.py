@@ -12,7 +12,7 @@ import polars as pl
 
 from data.cache import StoreKey, shared
 from data.metrics import METRICS, label
-from data.metrics.response import source_line_text, strip_pad_text
+from data.metrics.response import strip_pad_text
 from data.metrics.token import (
     INFER_GAP_THRESHOLD,
     INFERENCE_LOGPROB_FIELDS,
@@ -184,12 +184,6 @@ def response_texts(view: TokenView, show_pads: bool, pad_tokens: tuple[str, ...]
     if info.get("ref_response") is not None:
         cols.append(("reference response", info.get("ref_response")))
     return [(name, (t if show_pads else strip_pad_text(t, pad_tokens)) or "") for name, t in cols]
-
-
-def source_line_of(view: TokenView) -> str:
-    """Where the response is in the run's files: ``rank1.jsonl:1526`` (see
-    :func:`data.metrics.response.source_line`)."""
-    return source_line_text(view.info.get("source"), view.info.get("line"))
 
 
 def key_figures(view: TokenView) -> list[tuple[str, object, str]]:

@@ -27,9 +27,11 @@ from data.store.manifest import packed_parts
 # Rows a commit summarises at once (see StepSummaries.refresh): ~650 bytes each in memory.
 REFRESH_ROWS = 100_000
 
-SUMMARY_INPUT = tuple(c for c in SCALAR_CORE if SCALAR_DTYPES[c] != pl.String() or c == "prompt_key") + (
-    "group_id",
-)
+# Of the string columns, the prompt key (groups), and where a step's largest-KL response is (source,
+# sample_id: see data.metrics.step.KL_TOP_COLUMNS).
+SUMMARY_INPUT = tuple(
+    c for c in SCALAR_CORE if SCALAR_DTYPES[c] != pl.String() or c in ("prompt_key", "source", "sample_id")
+) + ("group_id",)
 
 
 def scan_part_scalars(store_dir: Path, data: dict, pids: Iterable[int]) -> list[pl.LazyFrame]:

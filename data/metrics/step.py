@@ -60,14 +60,17 @@ def step_summary(scalars: pl.LazyFrame, extras: Sequence[str] = ()) -> pl.LazyFr
     ``n_both`` counts the responses compared with their reference, ``win_rate`` / ``tie_rate`` /
     ``loss_rate`` are the shares of wins / ties / losses among them (see :mod:`data.metrics.reference`);
     ``kl_token_mean`` is Σ kl_sum / Σ n_kl_tokens over the step (a mean over all its tokens), while
-    ``kl_mean_mean`` averages the per-response means; ``repetition_mean`` is the mean repetition of the
+    ``kl_mean_*`` are the distribution of the per-response means (``kl_mean_mean`` their mean);
+    ``kl_sum_total`` / ``kl_sum_max`` are the finite k3 sums' total and largest (see :func:`kl_top_share`)
+    and ``kl_top_source`` / ``_line`` / ``_sample_id`` where that largest one is; ``repetition_mean`` is the mean repetition of the
     step's responses that have one (3 words or more), the reward page's degeneration curve;
     ``reward_finite_n`` / ``reward_finite_sum`` count and sum the finite rewards; for each numeric extra
     column ``c`` of ``extras`` (the reward components the compare page draws are among them),
     ``<c>_finite_mean`` (see :func:`extra_mean`) is the mean of its finite values (null when none).
     """
     # A frame without repetition (one made by hand) summarises to nulls there.
-    if "repetition" not in scalars.collect_schema().names():
+    names = scalars.collect_schema().names()
+    if "repetition" not in names:
         scalars = scalars.with_columns(pl.lit(None, pl.Float64).alias("repetition"))
     return (
         scalars.group_by("step")
@@ -84,8 +87,11 @@ def step_summary(scalars: pl.LazyFrame, extras: Sequence[str] = ()) -> pl.LazyFr
             reference.rate(reference.loss().sum(), reference.compared().sum()).alias("loss_rate"),
             _token_mean("kl_sum").alias("kl_token_mean"),
             _token_mean("log_ratio_sum").alias("log_ratio_token_mean"),
-            pl.col("kl_mean").mean().alias("kl_mean_mean"),
+            *_dist("kl_mean"),  # the responses' per-token means: the KL curve's band and its largest
             pl.col("kl_sum").mean().alias("kl_sum_mean"),
+            # The step's k3 over all its positions, and the largest of one response: kl_top_share.
+            pl.col("kl_sum").filter(pl.col("kl_sum").is_finite()).sum().alias("kl_sum_total"),
+            pl.col("kl_sum").filter(pl.col("kl_sum").is_finite()).max().alias("kl_sum_max"),
             pl.col("log_ratio_sum").mean().alias("log_ratio_sum_mean"),
             pl.col("n_kl_tokens").sum().alias("n_kl_tokens"),
             *_dist("response_length"),
@@ -94,6 +100,7 @@ def step_summary(scalars: pl.LazyFrame, extras: Sequence[str] = ()) -> pl.LazyFr
             pl.col("value_error_mean").mean().alias("value_error_mean"),
             _finite_mean("repetition").alias("repetition_mean"),
             *[_finite_mean(c).alias(extra_mean(c)) for c in extras],
+            *[_kl_top(c).alias(f"kl_top_{c}") for c in KL_TOP_COLUMNS if c in names],
         )
         .join(group_step_summary(scalars), on="step", how="left")  # n_groups, zero_spread_share
         .sort("step")
@@ -137,3 +144,27 @@ def partial_last_step(steps: pl.DataFrame) -> PartialStep | None:
     if last >= lo:
         return None
     return PartialStep(int(s.get_column("step")[-1]), last, lo, hi)
+
+
+# Of the step's response with the largest KL (k3 sum; a tie to the first sample id), where it is: the reward
+# page names it without reading the step's responses.
+KL_TOP_COLUMNS = ("source", "line", "sample_id")
+
+
+def _kl_top(col: str) -> pl.Expr:
+    finite = pl.col("kl_sum").is_finite()
+    return (
+        pl.col(col)
+        .filter(finite)
+        .sort_by(
+            [pl.col("kl_sum").filter(finite), pl.col("sample_id").filter(finite)], descending=[True, False]
+        )
+        .first()
+    )
+
+
+def kl_top_share() -> pl.Expr:
+    """``kl_top_share`` of a per-step summary: the step's largest response k3 sum over the k3 sum of all its
+    positions (k3 ≥ 0, so a share in [0, 1]); null without KL or where the step's total is 0."""
+    total = pl.col("kl_sum_total")
+    return pl.when(total > 0).then(pl.col("kl_sum_max") / total).alias("kl_top_share")

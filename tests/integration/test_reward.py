@@ -235,7 +235,13 @@ def test_reward008_curves_and_notes(client, fixtures_dir):
     reward = resp["reward-curve-reward"]["figure"]
     names = [t["name"] for t in reward["data"]]
     assert "reward (band: p25–p75)" in names and "reference reward" in names
-    assert len(resp["reward-curve-kl"]["figure"]["data"]) == 2
+    kl = [t["name"] for t in resp["reward-curve-kl"]["figure"]["data"] if t.get("showlegend") is not False]
+    assert kl == [
+        "KL (k3), per-token mean (band: p25–p75 of the responses' per-token means)",
+        "the step's largest response per-token mean",
+        "one response carries over 50% of the step's KL",  # PPO's step 3: 53 %
+        "log-ratio log π − log π_ref, per-token mean",
+    ]
     assert resp["reward-curves-drawn"]["data"] == [PPO, "p25-p75", False]
     poem = _curves(client, POEM, 100)
     assert poem["reward-curve-kl"]["figure"]["data"] == []
