@@ -21,6 +21,25 @@ SIDECAR_FIELDS = frozenset({"sample_index", "group_index", "status", "messages"}
 _FILE = re.compile(r"(^|/)trajectory/(eval_)?\d+\.jsonl$")
 
 
+# What --dump-details writes beside the trajectories that is named like rollouts but is not: the per-token
+# mirror of each rollout (miles/dashboard/dump_reader.py: dashboard_columns/rollout_{id}.parquet) and the
+# dashboard's telemetry streams and cache (miles/dashboard/store.py: dashboard/{stream}/{hour}.jsonl,
+# dashboard/{stream}.jsonl; dump_reader.py: dashboard/cache/{stem}.parquet), each at the top of the folder.
+_COLUMNS = re.compile(r"^dashboard_columns/rollout_[^/]+\.parquet$")
+
+
+def auxiliary(rel: str, names=()) -> str | None:
+    """Why the file at ``rel`` (its path inside the run) is one of miles' dashboard files and not rollouts,
+    or None."""
+    if _COLUMNS.match(rel):
+        return (
+            "miles' per-token mirror of a rollout (tokens, loss mask, rollout log-probs: no reward, no text)"
+        )
+    if rel.startswith("dashboard/"):
+        return "miles' dashboard telemetry (--use-miles-dashboard)"
+    return None
+
+
 def _response(prompt, messages) -> list:
     """The messages after the prompt: after the prompt's own messages where the conversation starts with
     them, else from the first assistant message (a prompt given as text)."""

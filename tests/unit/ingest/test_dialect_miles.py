@@ -103,3 +103,40 @@ def test_miles002_recognised_by_the_sidecar_fields():
         {"sample_index", "response_length", "total_length", "tokens", "loss_mask", "rollout_log_probs"}
     )
     assert detect("dashboard_columns/rollout_12.parquet", mirror).dialect.name != "miles"
+
+
+def test_miles003_dashboard_files_are_not_rollouts(tmp_path):
+    """Beside the trajectories, --dump-details writes the per-token mirror of each rollout
+    (miles/dashboard/dump_reader.py:501: dashboard_columns/rollout_{stem}.parquet, written by
+    debug_data.py:36-71 with tokens, loss_mask, rollout_log_probs; no reward, no text) and, with
+    --use-miles-dashboard, the dashboard's telemetry (miles/dashboard/store.py:17-20: dashboard/{stream}/
+    {YYYYMMDD_HH}.jsonl, a v1 flat dashboard/{stream}.jsonl; dump_reader.py:406: dashboard/cache/*.parquet).
+    They are set aside with what they are, not read as bad lines; the trajectories are read as before
+    (before: every line of each was a bad line, the runs page listing 'prompt' as not read)."""
+    import polars as pl
+
+    from data.store.runs import run_file_stats
+
+    run = tmp_path / "dump"
+    _write(run / "trajectory" / "3.jsonl", [_row(0, 0, 1.0, "2+2?", [("assistant", "4")])])
+    (run / "dashboard_columns").mkdir()
+    pl.DataFrame(
+        {
+            "sample_index": [0],
+            "tokens": [[1, 2, 3]],
+            "loss_mask": [[0, 1, 1]],
+            "rollout_log_probs": [[-0.1, -0.2]],
+        }
+    ).write_parquet(run / "dashboard_columns" / "rollout_3.parquet")
+    _write(run / "dashboard" / "rollout" / "20261129_08.jsonl", [{"ts": 1.0, "step": 3, "value": 0.5}])
+    _write(run / "dashboard" / "metrics.jsonl", [{"ts": 1.0, "step": 3, "reward": 0.5}])
+    aside: list[tuple[str, str]] = []
+    assert [rel for rel, _ in run_file_stats(run, aside=aside)] == ["trajectory/3.jsonl"]
+    assert dict(aside) == {
+        "dashboard/metrics.jsonl": "miles' dashboard telemetry (--use-miles-dashboard)",
+        "dashboard/rollout/20261129_08.jsonl": "miles' dashboard telemetry (--use-miles-dashboard)",
+        "dashboard_columns/rollout_3.parquet": "miles' per-token mirror of a rollout (tokens, loss mask, "
+        "rollout log-probs: no reward, no text)",
+    }
+    res = ingest_run(run, tmp_path / "c", PADS)
+    assert (res.samples, res.bad_lines) == (1, 0)
