@@ -644,7 +644,7 @@ def test_curves030_panels_thinned_together_as_one_by_one():
             assert t.frame.equals(s.frame[want])
 
 
-def test_curves031_kl_outliers_by_hand(fixtures_dir, tmp_path):
+def test_curves040_kl_outliers_by_hand(fixtures_dir, tmp_path):
     """On the real TRL GRPO run, per step: the share of the step's KL (k3 summed over every position with
     both log-probs) that its largest response carries, the largest response's per-token mean, and the
     response the page names (file:line from 1), each equal to the value computed by hand from the file;
