@@ -16,6 +16,7 @@ import polars as pl
 from data import schema
 from data.config import ReadLimits, read_limits
 from data.ingest.blocks import BOM, SNIPPET_BYTES, Oversized, RawBlock, _next_block, parse_chunk, segments
+from data.ingest.digest import extended, unchanged
 from data.ingest.fast import ChunkResult, _count_newlines
 from data.ingest.slow import _snippet
 from data.ingest.writer import _Writer
@@ -93,6 +94,15 @@ def _file_changed(path: Path, st: os.stat_result, prev: dict) -> bool:
     if (st.st_dev, st.st_ino) != (prev.get("dev"), prev.get("ino")):
         return True
     return _fingerprint(path, prev["offset"]) != prev.get("print")
+
+
+def _edited_in_place(path: Path, st: os.stat_result, prev: dict) -> bool:
+    """True when a file read to its end before has the same size but another modification time, and what
+    was read of it no longer hashes the same (an edit of the same size between the fingerprint's samples).
+    Only then is the whole file hashed: a file that grew or was left alone costs nothing here."""
+    if prev.get("size") != st.st_size or prev.get("mtime") in (None, st.st_mtime_ns):
+        return False
+    return not unchanged(path, prev)
 
 
 def _open_raw(path: Path):
@@ -184,7 +194,7 @@ def ingest_file(
     size = st.st_size if limit is None else min(limit, st.st_size)
     files = writer.m.data["files"]
     prev = files.get(rel)
-    if prev is not None and _file_changed(path, st, prev):
+    if prev is not None and (_file_changed(path, st, prev) or _edited_in_place(path, st, prev)):
         writer.drop_file(rel)
         prev = None
     if prev is not None and prev["size"] == size and (limit is not None or prev["mtime"] == st.st_mtime_ns):
@@ -284,6 +294,7 @@ def ingest_file(
                     "detail": f"{len(tail)} bytes, last modified {age:.0f} s ago",
                 }
     entry.update(size=size, mtime=st.st_mtime_ns)
+    extended(path, entry, entry["offset"])
     files[rel] = entry
 
 
