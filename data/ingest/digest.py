@@ -39,7 +39,9 @@ def _pieces(path: Path, start: int, end: int):
 
 
 def _step(chain: bytes, block: bytes) -> bytes:
-    return hashlib.blake2b(chain + block, digest_size=16).digest()
+    h = hashlib.blake2b(chain, digest_size=16)
+    h.update(block)
+    return h.digest()
 
 
 def _run(path: Path, at: int, chain: bytes, upto: int) -> FileDigest:
@@ -47,6 +49,10 @@ def _run(path: Path, at: int, chain: bytes, upto: int) -> FileDigest:
     there)."""
     tail = b""
     for piece in _pieces(path, at, upto):
+        if not tail and len(piece) == BLOCK:  # (the pieces are whole blocks but the last: no copy)
+            chain = _step(chain, piece)
+            at += BLOCK
+            continue
         tail += piece
         while len(tail) >= BLOCK:
             chain, tail = _step(chain, tail[:BLOCK]), tail[BLOCK:]
