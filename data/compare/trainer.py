@@ -115,6 +115,8 @@ def agreement(store: RunStore, run_dir: Path) -> tuple[Check, ...]:
     """:func:`data.trainer_logs.agreement.checks` of a run (cached on its store version and its trainer
     logs' sizes and times)."""
     t = trainer_scalars(run_dir)
+    if t.reading:  # checked once the TensorBoard events are read (never kept before: the stamps stay)
+        return ()
     stamp = tuple((f.kind, f.stamp) for f in t.files)
     return _checks(StoreKey(store), stamp, run_dir)
 
