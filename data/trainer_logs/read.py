@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
+import polars as pl
 
 from data import untrusted
 
@@ -26,15 +28,16 @@ MAX_STEP = 1 << 62
 
 @dataclass
 class Rows:
-    """What one log gave: ``keys``, ``steps``, ``values`` (parallel: lists, or compact arrays for
-    TensorBoard's many points), the final summary, and notes on what was left out (entries without a step,
-    values that are not numbers)."""
+    """What one log gave: ``keys``, ``steps``, ``values`` (parallel lists) or, for TensorBoard's many
+    points, ``frame`` (``key, step, value``: no Python object a point), the final summary, and notes on what
+    was left out (entries without a step, values that are not numbers)."""
 
     keys: list[str] = field(default_factory=list)
-    steps: list[int] | array = field(default_factory=list)
-    values: list[float] | array = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
     summary: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    frame: pl.DataFrame | None = None
 
     def add(self, key: str, step: int, value: float) -> None:
         self.keys.append(key)
@@ -115,7 +118,7 @@ def read_events(folder: Path, rel: str, names: list[str] | None = None) -> Rows:
     :func:`data.trainer_logs.events.read_scalars`: scalars only, at most ``ReadLimits.tensorboard_points``
     of them). Both ways of writing a scalar count: a legacy ``simple_value`` (``torch.utils.tensorboard``,
     tensorboardX, as the Hugging Face Trainer writes) and a TF2 scalar tensor. A key is the tag as written
-    (the Trainer writes ``train/<name>``). The steps and values are compact arrays, not lists."""
+    (the Trainer writes ``train/<name>``). The points are in ``frame``."""
     from data.trainer_logs.events import read_scalars
 
     if names is None:
@@ -126,13 +129,13 @@ def read_events(folder: Path, rel: str, names: list[str] | None = None) -> Rows:
         except OSError as e:
             return Rows(notes=[f"{rel}: TensorBoard events not read ({type(e).__name__}: {e})."])
     got = read_scalars(Path(folder), rel, names)
-    out = Rows(steps=array("q"), values=array("d"), notes=got.notes)
-    for tag in sorted(got.tags):
-        steps, values = got.tags[tag]
-        out.keys.extend([tag] * len(steps))
-        out.steps.extend(steps)
-        out.values.extend(values)
-    return out
+    frames = [
+        pl.DataFrame(
+            {"step": np.frombuffer(steps, dtype=np.int64), "value": np.frombuffer(values, dtype=np.float64)}
+        ).select(pl.lit(tag).alias("key"), "step", "value")
+        for tag, (steps, values) in sorted(got.tags.items())
+    ]
+    return Rows(notes=got.notes, frame=pl.concat(frames) if frames else None)
 
 
 def finite_or_none(v: float | None) -> float | None:

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from data.remote import as_path
@@ -21,6 +20,7 @@ from data.trainer_logs.find import MAX_EVENTS_BYTES, MAX_JSON_BYTES, LogFile, fi
 from data.trainer_logs.read import Rows, read_events, read_history
 
 SCHEMA = {"key": pl.String, "step": pl.Int64, "value": pl.Float64, "source": pl.String}
+SCHEMA_ROWS = {k: v for k, v in SCHEMA.items() if k != "source"}
 
 
 @dataclass(frozen=True)
@@ -82,27 +82,21 @@ class TrainerScalars:
 def merge(parts: list[tuple[str, Rows]]) -> pl.DataFrame:
     """The long frame of :class:`TrainerScalars` from each log's rows in merge order."""
     frames = [
-        pl.DataFrame(
-            {
-                "key": r.keys,
-                "step": np.asarray(r.steps, dtype=np.int64),
-                "value": np.asarray(r.values, dtype=np.float64),
-                "source": [rel] * len(r.keys),
-            },
-            schema=SCHEMA,
-        )
+        (
+            pl.DataFrame({"key": r.keys, "step": r.steps, "value": r.values}, schema=SCHEMA_ROWS)
+            if r.frame is None
+            else r.frame.cast(SCHEMA_ROWS)
+        ).with_columns(pl.lit(rel).alias("source"))
         for rel, r in parts
-        if r.keys
+        if r.keys or (r.frame is not None and r.frame.height)
     ]
     if not frames:
         return pl.DataFrame(schema=SCHEMA)
-    df = pl.concat(frames).with_row_index("__order")
-    return (
-        df.sort("__order")
-        .unique(["key", "step"], keep="last", maintain_order=True)
-        .drop("__order")
-        .sort("key", "step")
-    )
+    # The last row of each (key, step) in merge order: sorted by both and the order, the row whose next row
+    # is another (key, step). (A unique(keep="last") held twice the memory: +330 MB for 1.7M points.)
+    df = pl.concat(frames).with_row_index("__order").sort("key", "step", "__order")
+    last = (pl.col("key") != pl.col("key").shift(-1)) | (pl.col("step") != pl.col("step").shift(-1))
+    return df.filter(last.fill_null(True)).drop("__order")
 
 
 def _events_now(f: LogFile) -> Rows:

@@ -383,3 +383,20 @@ def test_trainerlogs013_damaged_and_oversized_records(tmp_path, monkeypatch):
     t = read_logs(find_logs(run))
     assert t.series("loss").rows() == [(s, s / 2) for s in range(5)]
     assert any("damaged" in n and "checksum" in n for n in t.notes), t.notes
+
+
+def test_trainerlogs014_merge_keeps_the_last_of_each_key_and_step():
+    """Of two logs giving the same key at the same step the later in merge order wins (and within one log
+    its later entry), lists and TensorBoard frames alike; the frame is sorted by key then step."""
+    from data.trainer_logs.read import Rows
+    from data.trainer_logs.scalars import merge
+
+    a = Rows(keys=["loss", "loss", "kl", "loss"], steps=[2, 1, 1, 2], values=[0.5, 0.9, 0.1, 0.4])
+    b = Rows(frame=pl.DataFrame({"key": ["loss", "lr"], "step": [1, 1], "value": [0.8, 1e-5]}))
+    got = merge([("trainer_state.json", a), ("runs", b)])
+    assert got.rows() == [
+        ("kl", 1, 0.1, "trainer_state.json"),
+        ("loss", 1, 0.8, "runs"),
+        ("loss", 2, 0.4, "trainer_state.json"),
+        ("lr", 1, 1e-5, "runs"),
+    ]
