@@ -274,15 +274,23 @@ def run_trainer_outputs(tv, run: str, colour: str, agreement_id: str) -> tuple:
     scalar over steps in ``colour``, the notes, and its agreement checks."""
     lines = [(ln.run, colour, ln.frame) for ln in tv.overlay.lines] if tv.overlay else []
     checks = [(run, colour, [c.as_row() for c in tv.checks])]
-    return trainer_outputs(lines, tv.key, "step", False, [n.text for n in tv.notes], checks, agreement_id)
+    empty = READING if tv.reading and tv.key is None else None
+    return trainer_outputs(
+        lines, tv.key, "step", False, [n.text for n in tv.notes], checks, agreement_id, empty
+    )
+
+
+READING = "Still reading the trainer's TensorBoard events… reload the page in a moment."
 
 
 def trainer_outputs(lines: Sequence, key: str | None, x_title: str, smoothed: bool, notes: Sequence[str],
-                    checks: Sequence[tuple[str, str, Sequence[dict]]], ids_prefix: str) -> tuple:  # fmt: skip
+                    checks: Sequence[tuple[str, str, Sequence[dict]]], ids_prefix: str,
+                    empty: str | None = None) -> tuple:  # fmt: skip
     """What :func:`trainer_card` shows: the chart of ``key`` (``lines``: ``(run, colour, frame)``, see
-    :func:`~components.compare_figures.overlay_figure`; an empty state without a key), the notes, and one
-    agreement table per ``(run, colour, checks)`` (ids ``<ids_prefix>-<i>``)."""
-    fig = empty_figure("No trainer log in the folder.", 280)
+    :func:`~components.compare_figures.overlay_figure`; an empty state without a key, saying ``empty``
+    when given), the notes, and one agreement table per ``(run, colour, checks)`` (ids
+    ``<ids_prefix>-<i>``)."""
+    fig = empty_figure(empty or "No trainer log in the folder.", 280)
     if key is not None:
         fig = overlay_figure(lines, y_title=key, x_title=x_title, smoothed=smoothed)
     tables = [agreement_table(r, c, rows, id_=f"{ids_prefix}-{i}") for i, (r, c, rows) in enumerate(checks)]

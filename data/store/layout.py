@@ -27,7 +27,8 @@ from data.remote import as_path
 # (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
 # empty completions; Atropos, prime-rl and miles dialects (a file matched before to the contract is matched
 # again), a line of several responses (sample ids <file>-<line>.<n>, the line their group_id), the steps
-# summary's KL outlier columns (kl_mean_*, kl_sum_total / _max, kl_top_*); 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
+# summary's KL outlier columns (kl_mean_*, kl_sum_total / _max, kl_top_*), each file's full digest in its
+# manifest entry (files[...]["digest"]: a same-size edit whose time moved is found anywhere in the file); 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
 # aggregates, Parquet prompt index, a text index beside the store, counts in manifest entries, …);
 # 13: a Delta Lake table, parts by step block, files named by their writer; 12: dialects (each file's in the manifest), nested folders, Parquet and compressed
 # files, validation files apart, the model's own text of multi-turn responses, template previews; 11: no
