@@ -60,10 +60,11 @@ FIRST_KEYS = b"rlboard.first_keys"
 # A merge reads the files' rows whose keys fall in a window of ~MERGE_WINDOW batches of them all (~32k rows,
 # ~15 MB, at a time).
 MERGE_WINDOW = 64
-# Not compressed: a compressed batch decompresses each of its ~120 buffers on its own (~0.5 ms a batch with
-# lz4), which cost as much as the rest of a file's read; uncompressed, the index takes ~1.9x the disk of
-# zstd-compressed Parquet (1.2 GB against 0.44 GB at 2.56M responses, of a store of 6 GB).
-COMPRESSION = None
+# LZ4: the index's files take half the disk of uncompressed ones (62 against 117 MB at 256k responses, the
+# store's second largest kind), and one prompt's history reads in 1.06x the time, interleaved (its one or
+# two batches a file decompress quickly); zstd (45 MB) read in 1.24x, rejected. benchmarks/RESULTS.md,
+# "2026-11-29, store size".
+COMPRESSION = "lz4"
 
 
 def _scalars_of(store_dir: Path, data: dict, ids: list[int]) -> pl.DataFrame:

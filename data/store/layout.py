@@ -22,7 +22,8 @@ from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
-# readable). 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
+# readable). 15: smaller files (parts zstd, the prompt index LZ4, the last commit's prompt index and top
+# file not kept); 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
 # aggregates, Parquet prompt index, a text index beside the store, counts in manifest entries, …);
 # 13: a Delta Lake table, parts by step block, files named by their writer; 12: dialects (each file's in the manifest), nested folders, Parquet and compressed
 # files, validation files apart, the model's own text of multi-turn responses, template previews; 11: no
@@ -34,7 +35,7 @@ from data.remote import as_path
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 14
+STORE_FORMAT = 15
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token
@@ -59,9 +60,17 @@ PREVIEW_CHARS = 160
 DICTIONARY_COLUMNS = ("prompt", "ref_response", "response_tokens", "source", "prompt_key", "prompt_preview")
 
 
+# A part's codec. zstd at level 1: parts 13 % smaller than snappy (392 -> 343 MB at 256k responses), read as
+# fast where a page reads them (one response's row group, a search of one step: within 1.03x, interleaved,
+# benchmarks/bench_store_kinds.py --against; benchmarks/RESULTS.md "2026-11-29, store size").
+PART_COMPRESSION = "zstd"
+PART_COMPRESSION_LEVEL = 1
+
+
 def write_part_file(df: pl.DataFrame, path: Path, row_group_size: int) -> None:
-    """Write one part: snappy, ``row_group_size`` rows a group, statistics only for the plain numeric and
-    boolean columns (range filters on them can skip row groups; texts and arrays are never filtered).
+    """Write one part: :data:`PART_COMPRESSION`, ``row_group_size`` rows a group, statistics only for the
+    plain numeric and boolean columns (range filters on them can skip row groups; texts and arrays are never
+    filtered).
 
     Texts go to Arrow as Polars holds them (string views): converting them to Arrow's older string layout
     first cost ~9 ms of a 33 MB chunk's ~95 ms write."""
@@ -75,7 +84,8 @@ def write_part_file(df: pl.DataFrame, path: Path, row_group_size: int) -> None:
         table,
         path,
         row_group_size=row_group_size,
-        compression="snappy",
+        compression=PART_COMPRESSION,
+        compression_level=PART_COMPRESSION_LEVEL,
         # A list column's values are named by their Parquet path.
         use_dictionary=[
             f"{f.name}.list.element" if pa.types.is_large_list(f.type) or pa.types.is_list(f.type) else f.name
