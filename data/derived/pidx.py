@@ -366,10 +366,14 @@ def read(store, key: str, columns: list[str]) -> pl.DataFrame | None:
     return rows.select(c for c in dict.fromkeys(columns) if c in schema)
 
 
-def collect_garbage(store_dir: Path, data: dict, old: dict | None, removable) -> None:
-    """Remove index files neither ``data``'s entry nor the last commit's (``old``) names and that
-    ``removable`` says may go."""
-    keep = {f["name"] for e in (data.get(INDEX_KEY), old) if e for f in e["files"]}
+def collect_garbage(store_dir: Path, data: dict, removable) -> None:
+    """Remove index files ``data``'s entry does not name and that ``removable`` says may go.
+
+    The last commit's files are not kept for its readers (as other kinds' files are): a reader that finds
+    one gone scans, as for a commit without an index (:func:`read`), and one that opened it still reads it.
+    A commit that merges files would else keep each merged row twice (a 66 MB file beside the 117 MB one
+    merged from it, of a store of 800 MB at 256k responses)."""
+    keep = {f["name"] for f in (data.get(INDEX_KEY) or {"files": []})["files"]}
     for p in Path(store_dir).glob(PATTERN):
         if p.name not in keep and removable(p):
             p.unlink(missing_ok=True)
@@ -387,4 +391,4 @@ def build(c: Commit) -> None:
 
 
 def collect(c: Commit, removable) -> None:
-    collect_garbage(c.dir, c.draft, c.old.get(INDEX_KEY), removable)
+    collect_garbage(c.dir, c.draft, removable)
