@@ -116,6 +116,16 @@ def sizes(store_dir: Path) -> dict:
     return out
 
 
+def _open(store_dir: Path):
+    """The store committed in ``store_dir``, whatever its ``STORE_FORMAT``: ``--against`` compares a store of
+    this version with one of the version before a change of codecs, which the same readers read (each file
+    says its codec); ``open_store`` reads only this version's."""
+    from data.store.manifest import MANIFEST, Manifest
+    from data.store.reader import RunStore
+
+    return RunStore(store_dir, Manifest.from_bytes((store_dir / MANIFEST).read_bytes()))
+
+
 def _without(store, kind: str):
     """``store`` as if its last commit wrote no ``kind``, under a version of its own (no cache mixes them)."""
     from data.store.reader import RunStore
@@ -287,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-ingest", action="store_true", help="reuse the store in --cache-dir")
     ap.add_argument("--plain", action="store_true", help="also the run's lines as plain zstd Parquet")
     ap.add_argument("--pages", nargs="*", help="time only these kinds' pages (none: no page)")
+    ap.add_argument("--store", type=Path, help="the store folder to read (default: RUN_DIR's in --cache-dir)")
     ap.add_argument("--against", type=Path, help="a store folder of the same lines: pages timed on both")
     args = ap.parse_args(argv)
 
@@ -300,15 +311,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_ingest:
         res["ingest"] = ingest(run_dir, cache)
     store_dir = store_dir_for(cache, run_dir, DEFAULT_PAD_TOKENS)
-    res["bytes"] = sizes(store_dir)
+    res["bytes"] = sizes(args.store or store_dir)
     if args.plain:
         res["plain"] = plain_parquet(run_dir, cache)
         res["store_over_plain"] = round(res["bytes"]["store"] / res["plain"], 3)
-    store = open_store(store_dir)
+    store = _open(args.store) if args.store else open_store(store_dir)
     if args.pages is None or args.pages:
         other = None
         if args.against:
-            other = open_store(args.against)
+            other = _open(args.against)
             res["against"] = {"store": str(args.against), "bytes": sizes(args.against)}
         res["pages"] = time_pages(store, args.rounds, args.pages, other)
     else:
