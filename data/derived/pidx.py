@@ -61,7 +61,7 @@ FIRST_KEYS = b"rlboard.first_keys"
 # ~15 MB, at a time).
 MERGE_WINDOW = 64
 # LZ4: the index's files take half the disk of uncompressed ones (62 against 117 MB at 256k responses, the
-# store's second largest kind), and one prompt's history reads in 1.06x the time, interleaved (its one or
+# store's second largest kind), and one prompt's history reads in 1.07x the time, interleaved (its one or
 # two batches a file decompress quickly); zstd (45 MB) read in 1.24x, rejected. benchmarks/RESULTS.md,
 # "2026-11-29, store size".
 COMPRESSION = "lz4"

@@ -60,9 +60,10 @@ PREVIEW_CHARS = 160
 DICTIONARY_COLUMNS = ("prompt", "ref_response", "response_tokens", "source", "prompt_key", "prompt_preview")
 
 
-# A part's codec. zstd at level 1: parts 13 % smaller than snappy (392 -> 343 MB at 256k responses), read as
-# fast where a page reads them (one response's row group, a search of one step: within 1.03x, interleaved,
-# benchmarks/bench_store_kinds.py --against; benchmarks/RESULTS.md "2026-11-29, store size").
+# A part's codec. zstd at level 1: parts 13 % smaller than snappy (410 -> 355 MB at 256k responses), read
+# about as fast where a page reads them (one response's row group 1.10x, 4.4 -> 4.9 ms; a search of one step
+# 1.02x; interleaved, benchmarks/bench_store_kinds.py --against; benchmarks/RESULTS.md "2026-11-29, store
+# size"). Level 3 saves 1.6 % more for a slower write.
 PART_COMPRESSION = "zstd"
 PART_COMPRESSION_LEVEL = 1
 
