@@ -274,11 +274,14 @@ def time_pages(store, rounds: int, only: list[str] | None, other=None) -> dict:
 
 
 def table(res: dict) -> str:
-    lines = [
-        "| kind | bytes (MB) | build s | page with (ms) | without (ms) | without / with |",
-        "|---|---|---|---|---|---|",
-    ]
-    for kind, size in res["bytes"].items():
+    head = (
+        "this store (ms) | --against (ms) | against / this"
+        if "against" in res
+        else "with (ms) | without (ms) | without / with"
+    )
+    lines = [f"| kind | bytes (MB) | build s | {head} |", "|---|---|---|---|---|---|"]
+    extra = [k for k in res["pages"] if k not in res["bytes"]]  # parts_search
+    for kind, size in [*res["bytes"].items(), *((k, 0) for k in extra)]:
         p = res["pages"].get(kind, {})
         b = res.get("ingest", {}).get("build_s", {}).get(kind, "")
         if "note" in p:
