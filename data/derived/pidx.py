@@ -60,10 +60,11 @@ FIRST_KEYS = b"rlboard.first_keys"
 # A merge reads the files' rows whose keys fall in a window of ~MERGE_WINDOW batches of them all (~32k rows,
 # ~15 MB, at a time).
 MERGE_WINDOW = 64
-# Not compressed: a compressed batch decompresses each of its ~120 buffers on its own (~0.5 ms a batch with
-# lz4), which cost as much as the rest of a file's read; uncompressed, the index takes ~1.9x the disk of
-# zstd-compressed Parquet (1.2 GB against 0.44 GB at 2.56M responses, of a store of 6 GB).
-COMPRESSION = None
+# LZ4: the index's files take half the disk of uncompressed ones (62 against 117 MB at 256k responses, the
+# store's second largest kind), and one prompt's history reads in 1.07x the time, interleaved (its one or
+# two batches a file decompress quickly); zstd (45 MB) read in 1.24x, rejected. benchmarks/RESULTS.md,
+# "2026-11-29, store size".
+COMPRESSION = "lz4"
 
 
 def _scalars_of(store_dir: Path, data: dict, ids: list[int]) -> pl.DataFrame:
@@ -365,10 +366,14 @@ def read(store, key: str, columns: list[str]) -> pl.DataFrame | None:
     return rows.select(c for c in dict.fromkeys(columns) if c in schema)
 
 
-def collect_garbage(store_dir: Path, data: dict, old: dict | None, removable) -> None:
-    """Remove index files neither ``data``'s entry nor the last commit's (``old``) names and that
-    ``removable`` says may go."""
-    keep = {f["name"] for e in (data.get(INDEX_KEY), old) if e for f in e["files"]}
+def collect_garbage(store_dir: Path, data: dict, removable) -> None:
+    """Remove index files ``data``'s entry does not name and that ``removable`` says may go.
+
+    The last commit's files are not kept for its readers (as other kinds' files are): a reader that finds
+    one gone scans, as for a commit without an index (:func:`read`), and one that opened it still reads it.
+    A commit that merges files would else keep each merged row twice (a 66 MB file beside the 117 MB one
+    merged from it, of a store of 800 MB at 256k responses)."""
+    keep = {f["name"] for f in (data.get(INDEX_KEY) or {"files": []})["files"]}
     for p in Path(store_dir).glob(PATTERN):
         if p.name not in keep and removable(p):
             p.unlink(missing_ok=True)
@@ -386,4 +391,4 @@ def build(c: Commit) -> None:
 
 
 def collect(c: Commit, removable) -> None:
-    collect_garbage(c.dir, c.draft, c.old.get(INDEX_KEY), removable)
+    collect_garbage(c.dir, c.draft, removable)

@@ -31,7 +31,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("steps", "steps-g*.parquet", "Parquet (LZ4)", steps.build, steps.collect, "curves read no response"),
     Kind("cells", "cells-g*.parquet", "Parquet (LZ4)", cells.build, cells.collect, "heatmaps from one file"),
     Kind("ends", "ends-g*.parquet", "Parquet (LZ4)", ends.build, ends.collect, "truncation without tokens"),
-    Kind("pidx", "pidx-g*.arrow", "Arrow IPC", pidx.build, pidx.collect, "one prompt's rows"),
+    Kind("pidx", "pidx-g*.arrow", "Arrow IPC (LZ4)", pidx.build, pidx.collect, "one prompt's rows"),
     Kind("topk", "topk-g*.parquet", "Parquet (zstd)", topk.build, topk.collect, "first rows of each sort"),
     Kind("prompts", "prompts-g*.parquet", "Parquet", prompts.build, prompts.collect, "the prompts page"),
     Kind("matches", "matches-g*.parquet", "Parquet", None, matches.collect, "compare two runs' prompts"),

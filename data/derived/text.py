@@ -310,7 +310,13 @@ def build_top(c: Commit) -> None:
 
 
 def collect_top(c: Commit, removable) -> None:
-    keep = {(e or {}).get("name") for e in (c.draft.get(TOP_KEY), c.old.get(TOP_KEY))}
+    """Remove every top file but this commit's. The last commit's is not kept for its readers (as other
+    kinds' files are), since none needs it to answer right: one that opened it still reads it; one that
+    finds it gone searches every text, as for a commit without one (``data.search.texts._fast_head``), or,
+    gone mid-read, reads the state committed now (``data.cache.shared``); :func:`top_rows` then reads the
+    parts. Keeping it cost a second copy of the top rows' texts (27 MB of a 700 MB store at 256k
+    responses) for the speed of a search that straddles a commit."""
+    keep = {(c.draft.get(TOP_KEY) or {}).get("name")}
     for p in c.dir.glob("texttop-g*.arrow"):
         if p.name not in keep and removable(p):
             p.unlink(missing_ok=True)

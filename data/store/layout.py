@@ -28,7 +28,8 @@ from data.remote import as_path
 # empty completions; Atropos, prime-rl and miles dialects (a file matched before to the contract is matched
 # again), a line of several responses (sample ids <file>-<line>.<n>, the line their group_id), the steps
 # summary's KL outlier columns (kl_mean_*, kl_sum_total / _max, kl_top_*), each file's full digest in its
-# manifest entry (files[...]["digest"]: a same-size edit whose time moved is found anywhere in the file); 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
+# manifest entry (files[...]["digest"]: a same-size edit whose time moved is found anywhere in the file),
+# smaller files (parts zstd, the prompt index LZ4, the last commit's prompt index and top file not kept); 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
 # aggregates, Parquet prompt index, a text index beside the store, counts in manifest entries, …);
 # 13: a Delta Lake table, parts by step block, files named by their writer; 12: dialects (each file's in the manifest), nested folders, Parquet and compressed
 # files, validation files apart, the model's own text of multi-turn responses, template previews; 11: no
@@ -65,9 +66,18 @@ PREVIEW_CHARS = 160
 DICTIONARY_COLUMNS = ("prompt", "ref_response", "response_tokens", "source", "prompt_key", "prompt_preview")
 
 
+# A part's codec. zstd at level 1: parts 13 % smaller than snappy (410 -> 355 MB at 256k responses), read
+# about as fast where a page reads them (one response's row group 1.10x, 4.4 -> 4.9 ms; a search of one step
+# 1.02x; interleaved, benchmarks/bench_store_kinds.py --against; benchmarks/RESULTS.md "2026-11-29, store
+# size"). Level 3 saves 1.6 % more for a slower write.
+PART_COMPRESSION = "zstd"
+PART_COMPRESSION_LEVEL = 1
+
+
 def write_part_file(df: pl.DataFrame, path: Path, row_group_size: int) -> None:
-    """Write one part: snappy, ``row_group_size`` rows a group, statistics only for the plain numeric and
-    boolean columns (range filters on them can skip row groups; texts and arrays are never filtered).
+    """Write one part: :data:`PART_COMPRESSION`, ``row_group_size`` rows a group, statistics only for the
+    plain numeric and boolean columns (range filters on them can skip row groups; texts and arrays are never
+    filtered).
 
     Texts go to Arrow as Polars holds them (string views): converting them to Arrow's older string layout
     first cost ~9 ms of a 33 MB chunk's ~95 ms write."""
@@ -81,7 +91,8 @@ def write_part_file(df: pl.DataFrame, path: Path, row_group_size: int) -> None:
         table,
         path,
         row_group_size=row_group_size,
-        compression="snappy",
+        compression=PART_COMPRESSION,
+        compression_level=PART_COMPRESSION_LEVEL,
         # A list column's values are named by their Parquet path.
         use_dictionary=[
             f"{f.name}.list.element" if pa.types.is_large_list(f.type) or pa.types.is_list(f.type) else f.name
