@@ -431,7 +431,9 @@ def _read_compressed(
         rest = b""
         while True:
             try:
-                piece = f.read(chunk_bytes)
+                # Never inflated past the cap (a byte beyond it tells that there is more): a piece of
+                # chunk_bytes read whole first held up to 30 MB past a cap of any size.
+                piece = f.read(min(chunk_bytes, cap + 1 - inflated))
             except errors as e:  # cut short (being written) or damaged
                 if isinstance(e, OSError) and getattr(e, "filename", None) is not None:
                     raise

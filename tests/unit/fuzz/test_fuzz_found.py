@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 from data.ingest import ingest_run
@@ -33,3 +34,37 @@ def test_found001_lines_of_no_field_are_reported_not_a_crash(tmp_path):
         issues = {(r["source"], r["line"]): r["reason"] for r in store.issues().iter_rows(named=True)}
         assert set(issues.values()) == {missing} and {line for _, line in issues} == bad, issues
 
+
+def test_found002_a_compressed_file_is_inflated_no_further_than_its_cap(tmp_path, monkeypatch):
+    """A .jsonl.gz of 24 MB of blank lines under RLBOARD_MAX_INFLATED_BYTES=256 KiB is inflated to the cap
+    and one byte more, then refused (before: a whole block of the ingest's chunk size, 30 MB, was inflated
+    before the cap was looked at: the cap bounded what was kept, not what was held). Found by
+    test_fuzz005's memory bound."""
+    from data.ingest import files
+
+    cap = 256 << 10
+    monkeypatch.setenv("RLBOARD_MAX_INFLATED_BYTES", str(cap))
+    inflated = []
+
+    def counted(path):
+        f = opened(path)
+        read = f.read
+
+        def read_counted(n=-1):
+            piece = read(n)
+            inflated.append(len(piece))
+            return piece
+
+        f.read = read_counted
+        return f
+
+    opened = files._open_text
+    monkeypatch.setattr(files, "_open_text", counted)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "bomb.jsonl.gz").write_bytes(gzip.compress(_good(3) + b"\n" * (24 << 20), compresslevel=1))
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    assert store.scalars().height == 3
+    assert sum(inflated) <= cap + 1, f"{sum(inflated):,} bytes inflated"
+    reasons = [r["reason"] for r in store.issues().iter_rows(named=True)]
+    assert len(reasons) == 1 and reasons[0].startswith("inflates past 262,144 bytes"), reasons
