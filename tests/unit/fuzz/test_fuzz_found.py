@@ -68,3 +68,30 @@ def test_found002_a_compressed_file_is_inflated_no_further_than_its_cap(tmp_path
     assert sum(inflated) <= cap + 1, f"{sum(inflated):,} bytes inflated"
     reasons = [r["reason"] for r in store.issues().iter_rows(named=True)]
     assert len(reasons) == 1 and reasons[0].startswith("inflates past 262,144 bytes"), reasons
+
+
+def test_found003_a_parquet_file_decoding_past_what_its_footer_says_is_refused(tmp_path, monkeypatch):
+    """A TRL completions table of 1,024 rows that repeat one 4 KiB completion (dictionary-encoded: a ~4 KB
+    file whose footer says ~20 KB) decodes to 4 MiB, over RLBOARD_MAX_PARQUET_BYTES=1 MiB (before: only the
+    footer's sizes were checked, and such a file decoded whole; at 200,000 rows, 800 MB). It is refused,
+    said with the limit's name; a small table beside it is read. Found by test_fuzz006."""
+    import polars as pl
+
+    monkeypatch.setenv("RLBOARD_MAX_PARQUET_BYTES", str(1 << 20))
+    run = tmp_path / "run" / "completions"
+    run.mkdir(parents=True)
+    n = 1024
+    rows = {"step": [1] * n, "prompt": ["p"] * n, "completion": ["z" * 4096] * n, "reward": [1.0] * n}
+    pl.DataFrame(rows).write_parquet(run / "completions_00001.parquet", compression="zstd")
+    small = {k: v[:4] for k, v in rows.items()} | {"step": [2] * 4}
+    pl.DataFrame(small).write_parquet(run / "completions_00002.parquet")
+    store = open_store(ingest_run(tmp_path / "run", tmp_path / "cache", PADS).store_dir)
+    assert store.scalars().get_column("step").to_list() == [2] * 4
+    issues = {(r["source"], r["line"]): r["reason"] for r in store.issues().iter_rows(named=True)}
+    reason = issues.pop(("completions/completions_00001.parquet", 1))
+    assert (
+        reason.startswith("decodes to ")
+        and "over the limit of 1,048,576 (RLBOARD_MAX_PARQUET_BYTES)" in reason
+    )
+    assert issues == {}
+
