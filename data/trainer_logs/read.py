@@ -129,7 +129,10 @@ def read_events(folder: Path, rel: str) -> Rows:
     except Exception as e:  # noqa: BLE001 - a corrupt or truncated event file is a note, not a page error
         out.notes.append(f"{rel}: TensorBoard events not read ({type(e).__name__}: {e}).")
         return out
-    tags = acc.PluginTagToContent("scalars")
+    try:
+        tags = acc.PluginTagToContent("scalars")
+    except KeyError:  # no scalar at all (a file a writer just opened holds only its version record)
+        tags = {}
     for tag in sorted(tags):
         for ev in acc.Tensors(tag):
             arr = tensor_util.make_ndarray(ev.tensor_proto)

@@ -95,3 +95,28 @@ def test_found003_a_parquet_file_decoding_past_what_its_footer_says_is_refused(t
     )
     assert issues == {}
 
+
+def test_found004_an_events_file_without_scalars_is_no_error(tmp_path):
+    """A TensorBoard events file that holds no scalar yet, as a SummaryWriter leaves it when it opens
+    (its version record only), or empty, beside a trainer_state.json (before: TensorBoard's reader raised
+    KeyError "Plugin 'scalars' could not be found" out of read_events, to every caller of
+    trainer_scalars: the compare page's trainer charts). The log history's points are read; the events give none. Found by
+    test_fuzz009's warm-up."""
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from data.trainer_logs.find import find_logs
+    from data.trainer_logs.scalars import read_logs
+
+    for events in ("opened", "empty"):
+        run = tmp_path / events
+        (run / "runs" / "host").mkdir(parents=True)
+        (run / "trainer_state.json").write_text('{"log_history": [{"step": 1, "loss": 0.5}]}')
+        if events == "opened":
+            writer = EventFileWriter(str(run / "runs" / "host"))
+            writer.close()
+        else:
+            (run / "runs" / "host" / "events.out.tfevents.1.host").write_bytes(b"")
+        logs = find_logs(run)
+        assert [f.kind for f in logs] == ["trainer_state", "tensorboard"], events
+        scalars = read_logs(logs)
+        assert scalars.frame.select("key", "step", "value").rows() == [("loss", 1, 0.5)], events
