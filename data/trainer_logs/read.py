@@ -133,12 +133,25 @@ def read_events(folder: Path, rel: str) -> Rows:
         tags = acc.PluginTagToContent("scalars")
     except KeyError:  # no scalar at all (a file a writer just opened holds only its version record)
         tags = {}
+    left_out = 0
     for tag in sorted(tags):
         for ev in acc.Tensors(tag):
-            arr = tensor_util.make_ndarray(ev.tensor_proto)
+            try:  # a tensor of a dtype TensorBoard does not know, or contents that do not fit its shape
+                arr = tensor_util.make_ndarray(ev.tensor_proto)
+            except (TypeError, ValueError):
+                left_out += 1
+                continue
             if arr.size != 1 or not np.issubdtype(arr.dtype, np.number):
                 continue
+            if np.issubdtype(arr.dtype, np.complexfloating) or abs(ev.step) > MAX_STEP:
+                left_out += 1
+                continue
             out.add(tag, int(ev.step), float(arr.reshape(-1)[0]))
+    if left_out:
+        out.notes.append(
+            f"{rel}: {left_out} scalar points that are not readable numbers (or at a step beyond ±2^62) were "
+            "left out."
+        )
     return out
 
 
