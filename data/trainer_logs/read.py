@@ -138,7 +138,7 @@ def read_events(folder: Path, rel: str) -> Rows:
         for ev in acc.Tensors(tag):
             try:  # a tensor of a dtype TensorBoard does not know, or contents that do not fit its shape
                 arr = tensor_util.make_ndarray(ev.tensor_proto)
-            except (TypeError, ValueError):
+            except Exception:  # noqa: BLE001 - TypeError, KeyError, ValueError: what a bad proto raises
                 left_out += 1
                 continue
             if arr.size != 1 or not np.issubdtype(arr.dtype, np.number):

@@ -123,10 +123,11 @@ def test_found004_an_events_file_without_scalars_is_no_error(tmp_path):
 
 
 def test_found005_an_unreadable_scalar_point_is_left_out_and_said(tmp_path):
-    """An events file whose scalars plugin holds a tensor of a dtype TensorBoard does not know (24), a
-    complex number, and a point at step 2^63 - 1, beside a good point (before: make_ndarray's TypeError
-    went out of read_events: no scalar of the run was read). The good point is read; the three are left out
-    and counted in a note, the step by the rule of the JSON logs (within ±2^62). Found by test_fuzz009."""
+    """An events file whose scalars plugin holds tensors of dtypes TensorBoard does not know (24, 20), a
+    complex number, and a point at step 2^63 - 1, beside a good point (before: make_ndarray's TypeError, or
+    KeyError, went out of read_events: no scalar of the run was read). The good point is read; the four are
+    left out and counted in a note, the step by the rule of the JSON logs (within ±2^62). Found by
+    test_fuzz009 (its long budget found the KeyError)."""
     import numpy as np
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -141,6 +142,7 @@ def test_found005_an_unreadable_scalar_point_is_left_out_and_said(tmp_path):
     points = [
         (1, tensor_util.make_tensor_proto(np.float32(0.5))),
         (2, tensor_pb2.TensorProto(dtype=24, float_val=[1.0])),
+        (2, tensor_pb2.TensorProto(dtype=20, float_val=[1.0])),
         (3, tensor_util.make_tensor_proto(np.complex64(1 + 2j))),
         (2**63 - 1, tensor_util.make_tensor_proto(np.float32(2.0))),
     ]
@@ -153,5 +155,5 @@ def test_found005_an_unreadable_scalar_point_is_left_out_and_said(tmp_path):
     logs = read_logs(find_logs(tmp_path / "run"))
     assert logs.frame.select("key", "step", "value").rows() == [("train/loss", 1, 0.5)]
     assert logs.notes == (
-        "runs/host: 3 scalar points that are not readable numbers (or at a step beyond ±2^62) were left out.",
+        "runs/host: 4 scalar points that are not readable numbers (or at a step beyond ±2^62) were left out.",
     )

@@ -15,7 +15,7 @@ from data.ingest.blocks import parse_chunk
 from data.ingest.slow import _line_by_line
 from data.schema.contract import INT64_MAX, INT64_MIN
 from data.schema.dialects import DIALECTS as ALL_DIALECTS
-from tests.unit.fuzz.budget import SCALARS, assert_bounded, budget, json_values, peak_bytes
+from tests.unit.fuzz.budget import BASE_BYTES, SCALARS, assert_bounded, budget, json_values, peak_bytes
 
 # Every name a dialect reads: the contract's fields and their aliases in each dialect, and the keys the
 # dialects' own mappings look into (chat messages, NeMo-RL's batch of one, NeMo Gym's Responses API items).
@@ -124,7 +124,7 @@ def test_fuzz002_every_line_of_a_chunk_is_kept_or_reported(dialect, chunk, step)
     once; a blank line is neither; no exception; Python memory bounded by the chunk's size."""
     result, peak = peak_bytes(parse_chunk, chunk, 1, step=step, dialect=dialect, reading=schema.Reading())
     _accounted(chunk, result, 1)
-    assert_bounded(peak, (16 << 20) + 200 * sum(map(len, chunk)), "parse_chunk")
+    assert_bounded(peak, BASE_BYTES + 200 * sum(map(len, chunk)), "parse_chunk")
 
 
 @budget(40)
