@@ -39,7 +39,7 @@ def test_found002_a_compressed_file_is_inflated_no_further_than_its_cap(tmp_path
     """A .jsonl.gz of 24 MB of blank lines under RLBOARD_MAX_INFLATED_BYTES=256 KiB is inflated to the cap
     and one byte more, then refused (before: a whole block of the ingest's chunk size, 30 MB, was inflated
     before the cap was looked at: the cap bounded what was kept, not what was held). Found by
-    test_fuzz005's memory bound."""
+    bounding test_fuzz005's memory (the ingest's chunk size there is small)."""
     from data.ingest import files
 
     cap = 256 << 10
