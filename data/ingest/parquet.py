@@ -25,7 +25,8 @@ def footer_bytes(source) -> int:
 
 def read_bounded(path: Path, limit: int) -> tuple[pl.DataFrame | None, int]:
     """``(the file's rows, the bytes they decode to)``, or ``(None, the bytes decoded when it stopped)``
-    where the footer or the rows decoded so far pass ``limit``. Raises what a damaged file raises."""
+    where the footer or the rows decoded so far pass ``limit``. Raises what a damaged file raises (an
+    Exception: Polars' panics become ValueError)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -40,6 +41,13 @@ def read_bounded(path: Path, limit: int) -> tuple[pl.DataFrame | None, int]:
         if decoded > limit:
             return None, decoded
         batches.append(batch)
-    rows = pl.from_arrow(pa.Table.from_batches(batches, schema=f.schema_arrow))
+    # Checked whole (UTF-8 texts, offsets) and without the schema's metadata, which pyarrow has read: Polars
+    # panics on a damaged file's invalid text or metadata, and a panic is no Exception (a BaseException).
+    table = pa.Table.from_batches(batches, schema=f.schema_arrow).replace_schema_metadata(None)
+    table.validate(full=True)
+    try:
+        rows = pl.from_arrow(table)
+    except pl.exceptions.PanicException as e:
+        raise ValueError(f"Polars could not take the file's rows ({str(e)[:120]})") from None
     assert isinstance(rows, pl.DataFrame)
     return rows, decoded

@@ -157,3 +157,98 @@ def test_found005_an_unreadable_scalar_point_is_left_out_and_said(tmp_path):
     assert logs.notes == (
         "runs/host: 4 scalar points that are not readable numbers (or at a step beyond ±2^62) were left out.",
     )
+
+
+# A Parquet file of chat messages, a list of floats and texts (as Polars 1.x writes it, uncompressed) with one
+# byte changed, zlib-compressed and in base64: at byte 309 (Polars' own reader then asks for 2^61 bytes and
+# aborts the process) and at byte 1140 (the schema's metadata: Polars panics taking pyarrow's rows).
+ABORTS_POLARS = (
+    "eNqtVc1O20AQ3jjGOBFSKepatpRDDo0FAkFiSJMgoN3wk9CGNI5EQdzy4wCqiSM7kMABIQ49caqqHnqoUE+t1GfopW/QU8UT9FT1"
+    "AXro7NoxQUClqqzWO+P5+eab3bVcIuUERngFr0xgHhQBC5FHaJTfdwxbDlUcZ9dpV5pthBAHTxDxdH2ImKQxIZB+FB5SYkhQ8kLL"
+    "tvZabd4E86BhGntGs83blmlgJPHS6wBMVZy7sQxQWMALV7gIO18/maYlByvV2jUeAkjXH6RMqrW/cRisWc02SEbjNABTPefmrpWA"
+    "4jKWC5SDW85OsFUDTiN4ZAIP4OEeOc7WZM5OeIF8IBDkgEESCcOKLNqG07Kajtv2sXSsXvDqR/5KGkDO4tkr/YrIHU9kT/v12G+b"
+    "Nhm8h/rsLBKHWdPpQPdKv6zuWQCmeiLM3Qat3OeUvjNQZHYqGCmS56O7osjeHvXZoQG6aH0mH9ZXgZzrjkgihqNHTD3n8GlPv+Bx"
+    "wVNPBHzGzJhTPufhylhtLKAkJ3uniTksFObAn+Rl1inmqNfvl0d4KMbJ7K7FUCFCkaihd/D9Nv90PCPgBLo3FcDh2GUJ2FElohTU"
+    "d4HIHdx26VsIS9IrEaeR+iEYuYO7K/0IYVn6IuI4Ur8PRP7pLkonYWDzU8QqUs8GI/91qaS3YeDxJoQXkPSel3hVBPGAHrI8RMrl"
+    "5xuzTm3H2KvIv4NTdEyvZQkhy/CQ9AG8d3XivjPTM0IcssikTsZL4O90qH2VkG0vbg3EIgt+QRfC8nUKzbSlbS8eRnm9V4otBYo3"
+    "te0nLbKg5SXijXHKp7NKstskR0NyrD5Nzc5Q/yZ9717LX+/ll1g89WcPtzaLnaqWPNpyI1dpZYd1qN/Kr0XzWSW3nodf7Klrfr9L"
+    "yxQvx0JJH57uMVl8Sf1ZunW54kG1WTarTZ2kKP4h48+W3CV/nWRXKRTIZa9ux4UqHkFSmvGr7WUct58lh+EzEDO+tRFnoVOsf53i"
+    "MOha/ulBdTMLzvl5JBdLllmxneho67C9YzXHogeG7exazag2mZiMR0er+7tmPZpqZOJatT7daNS1VKOR1uqJGS2VrsQzFS2TbDS0"
+    "Rqpi1DPamEK/ZX+iPPwnSvCL+wMBy30g"
+)
+
+BAD_METADATA = (
+    "eNqtVU9PE0EUn27XpW1IROJsdpMeerAbCEbahdqWADr9Q1sttW2CEG79swXi0m12Cy0cCOHgiZMxHjwY4kkTP4OJ8Rt4MnwCT8YP"
+    "4ME3s9ulDWBiZDI77+3783u/NzObLZNqFCO8glfuYx4UAQvBh2iK37M0U/LXLGvH6tbaXYQQB48X8XS9h5ikMX6QbhQel8NIkPNC"
+    "xzR2O11eB/OYpmu7WrvLm4auYSTy4isPTMW3eGUZoLCMl0e4CNtfP+q6IXlr9cYlHgJI2++lTOqNv3EYaxjtLkhG48QDUznjFi+V"
+    "gOISloqUg13OjLJVBU6TeJKSmxiQ40xV4syoE8h7PF4OGMSQMCFLPlOzOkbbsts+Eo+Uc175wI+kAeQCXhjp14fs8VhytF+P3LZp"
+    "k97baMjOInGANZ3w9Ef6ZXVPPTCVY2HxOmj5DicPnYEssVPBSBYdH90VWXL2aMgODdBFHTK5sK4K5Gx3UPRhOHrE1DMOnwz0cx4X"
+    "HfVYwKfMjDn5Ux6ujNHFAopxknOamMNCcRH8MV5inWKOet1+eYTHw5zE7loYFYMUiRoGBz9sc0/HMQKOp39VARwIX5SAHZWDclF5"
+    "6wnewG0Xv/mxKL704QRS3nuDN3B3xR9+LImffTiClO+3gv90F8XjALD56cMKUk7Hgv91qcQ3AeDx2o+XkfiOF3nFB+IuPWRp/Eu1"
+    "+mx9wWpsa7s16bd3lo651RQhJAsPSezDe79C7HdmekqIRdJMVshMGfy9HrUXCNly4lZBpFnwc7oQll+h0EzLbDnxMKprg1JsKVK8"
+    "2S03Kc2CshnijBnKp1cgqS2SoyE5Vp+mpuapf4O+9y/lrw3yyyye+lMHmxulXl2NHW7akQVa2WIdVq7l16H5rJJdz8EvDdRVt99M"
+    "luLlWCgZwqs4TNIvqD9Fty5X2q+3q3q9XSFxin/A+LMld8G/QlIFCgUy69Tt2VClQ0hKMH6N3aRl95OxGD4D0SOb6xEWOsv6r1Ac"
+    "Bt3IP9mvb6TAubSEpFLZ0GumFZrqHHS3jfZ0aF8zrR2jHVIfRB9EQlP1vR29GYq3khG13pxrtZpqvNVKqM3ovBpP1CLJmpqMtVpq"
+    "K17Tmkl1WqbfsjtRHv4TZfjF/QE1qH2f"
+)
+
+
+def _damaged(blob: str) -> bytes:
+    import base64
+    import zlib
+
+    return zlib.decompress(base64.b64decode(blob))
+
+
+def test_found006_a_damaged_parquet_file_does_not_abort_the_ingest(tmp_path):
+    """A Parquet file with one byte changed, beside a good file, ingested by the command line (before:
+    Polars' reader asked for 2^61 bytes and the process aborted, SIGABRT: no store, no summary; a server's
+    worker would die with it). It is reported as damaged; the good file's rows are kept. Found chasing a failure of
+    test_fuzz006's long budget (a panic in a damaged chat column) by changing each byte of such a file in
+    turn: 0 aborts and 0 panics in 16,056 such files since b9ab120 and this fix, where Polars' reader
+    aborted at byte 309."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    run = tmp_path / "root" / "run"
+    run.mkdir(parents=True)
+    (run / "damaged.parquet").write_bytes(_damaged(ABORTS_POLARS))
+    (run / "good.jsonl").write_bytes(_good(3))
+    p = subprocess.run(
+        [
+            sys.executable,
+            "app.py",
+            "ingest",
+            str(tmp_path / "root"),
+            "--json",
+            "--cache-dir",
+            str(tmp_path / "c"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, (p.returncode, p.stderr[-500:])
+    assert json.loads(p.stdout)["runs"][0]["samples"] == 3
+    store = open_store(next((tmp_path / "c").glob("run-*")))
+    issues = {(r["source"], r["line"]): r["reason"] for r in store.issues().iter_rows(named=True)}
+    assert issues == {("damaged.parquet", 1): "file cut short or damaged: read again when it changes"}
+
+
+def test_found007_a_parquet_file_with_damaged_metadata_is_read_or_reported(tmp_path):
+    """A Parquet file whose schema metadata has a byte changed (invalid UTF-8), beside a good file (before:
+    once read through pyarrow, Polars panicked on that metadata taking its rows, and a panic is no
+    Exception: the run's ingest stopped). Its rows are read (the metadata is pyarrow's, already used), each
+    reported as the table has no reward; the good file's rows are kept. Found by test_fuzz006."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "damaged.parquet").write_bytes(_damaged(BAD_METADATA))
+    (run / "good.jsonl").write_bytes(_good(3))
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    assert store.scalars().height == 3
+    issues = {(r["source"], r["line"]): r["reason"] for r in store.issues().iter_rows(named=True)}
+    missing = "missing required field 'reward'"
+    assert issues == {("damaged.parquet", 1): missing, ("damaged.parquet", 2): missing}
