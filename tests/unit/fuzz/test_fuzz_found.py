@@ -252,3 +252,32 @@ def test_found007_a_parquet_file_with_damaged_metadata_is_read_or_reported(tmp_p
     issues = {(r["source"], r["line"]): r["reason"] for r in store.issues().iter_rows(named=True)}
     missing = "missing required field 'reward'"
     assert issues == {("damaged.parquet", 1): missing, ("damaged.parquet", 2): missing}
+
+
+def test_found008_a_trl_line_with_a_list_of_mixed_types_is_read_or_reported(tmp_path):
+    """TRL completions as JSON lines, one line's completion a list of a bool and a number (before: TRL's
+    line mapping put the whole line in a one-row DataFrame, and Polars' TypeError on that list stopped the
+    run's ingest). That line is reported (its completion is no text), the others are read with their reward
+    summed from the reward functions' columns. Found by test_fuzz003's long budget."""
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [
+        {"prompt": "p", "completion": "c", "accuracy": 1.0, "format": 0.5, "advantage": 0.1, "step": 1},
+        {
+            "prompt": "p",
+            "completion": [False, 0],
+            "accuracy": 1.0,
+            "format": 0.5,
+            "advantage": 0.1,
+            "step": 1,
+        },
+        {"prompt": "q", "completion": "d", "accuracy": 0.0, "format": 0.5, "advantage": -0.1, "step": 1},
+    ]
+    (run / "completions.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    rows = store.scalars().sort("line").select("line", "reward").rows()
+    assert rows == [(1, 1.5), (3, 0.5)]
+    issues = {
+        r["line"]: r["reason"] for r in store.issues().iter_rows(named=True) if r["severity"] == "error"
+    }
+    assert list(issues) == [2] and "response" in issues[2], issues
