@@ -151,7 +151,7 @@ def damaged(draw, blob: bytes) -> tuple[bytes, bool]:
     return blob + draw(st.binary(min_size=1, max_size=40)), True
 
 
-@budget(30)
+@budget(20)
 @given(
     data=body(),
     kind=st.sampled_from(["jsonl", "gz", "zst"]),
@@ -220,7 +220,7 @@ def tables(draw) -> pl.DataFrame:
     return pl.DataFrame(cols)
 
 
-@budget(30)
+@budget(20)
 @given(
     table=tables(),
     big=st.booleans(),
