@@ -30,10 +30,14 @@ def read_bounded(path: Path, limit: int) -> tuple[pl.DataFrame | None, int]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    source = io.BytesIO(path.read_bytes()) if isinstance(path, RemotePath) else path
-    decoded = footer_bytes(source)
+    if isinstance(path, RemotePath):
+        with path.open("rb") as f:  # the footer only, a few ranged GETs: nothing more is fetched past it
+            decoded = footer_bytes(f)
+    else:
+        decoded = footer_bytes(path)
     if decoded > limit:
         return None, decoded
+    source = io.BytesIO(path.read_bytes()) if isinstance(path, RemotePath) else path
     f = pq.ParquetFile(source)
     batches, decoded = [], 0
     for batch in f.iter_batches(batch_size=BATCH_ROWS):
