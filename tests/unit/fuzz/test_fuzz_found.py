@@ -281,3 +281,20 @@ def test_found008_a_trl_line_with_a_list_of_mixed_types_is_read_or_reported(tmp_
         r["line"]: r["reason"] for r in store.issues().iter_rows(named=True) if r["severity"] == "error"
     }
     assert list(issues) == [2] and "response" in issues[2], issues
+
+
+def test_found009_weights_fitted_to_trls_log_are_held_to_the_weight_limit(tmp_path):
+    """A TRL log history whose reward function's mean is ~1e-136 where the reward is 1 (before: the weights
+    fitted to it, 1.3e136, were taken, where rlboard.toml's and the setting's are held to ±1e6, and every
+    reward summed with them overflowed). No weight is fitted; the function's name is still read. Found by
+    test_fuzz007's long budget."""
+    from data.ingest.options import load_options
+
+    history = [
+        {"step": 0, "reward": 1.0, "rewards/acc/mean": 7.612484496725388e-137},
+        {"step": 1, "reward": 0.0, "rewards/acc/mean": 0.0},
+    ]
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    opts = load_options(tmp_path)
+    assert opts.reading.reward_parts == ("acc",)
+    assert opts.reading.reward_weights is None
