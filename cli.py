@@ -69,6 +69,11 @@ def _runs_at(path: Path) -> dict[str, tuple[Path, str]]:
     return {name: (folder, scan.split(name)) for name, folder in scan.runs.items()}
 
 
+def _root_of(path, run_dir):
+    """The rollout root a run read from PATH lies in: PATH, or its parent where PATH is the run folder."""
+    return path.parent if str(run_dir) == str(path) else path
+
+
 def _folder(text: str, settings):
     """PATH as a local folder (None when there is none) or an object store's prefix (``s3://bucket/runs``,
     read with the AWS_* variables; one that cannot be listed is said by :func:`_runs_at`)."""
@@ -80,10 +85,11 @@ def _folder(text: str, settings):
     return path
 
 
-def _reading(settings, split: str) -> dict:
+def _reading(settings, split: str, root=None) -> dict:
     """How ingest_run reads a run: its split and the dialect and reward weight settings (and the stores on
-    object storage, if they are)."""
+    object storage, if they are); ``root``: the rollout root it lies in (its rlboard.toml's [fields])."""
     return {
+        "root": root,
         "split": split,
         "dialect": settings.dialect,
         "reward_weights": settings.reward_weights,
@@ -118,7 +124,7 @@ def cmd_ingest(args) -> int:
                 settings.pad_tokens,
                 progress=_Bar(name),
                 spread=spread,
-                **_reading(settings, split),
+                **_reading(settings, split, _root_of(path, run_dir)),
             )
         except Exception as e:  # noqa: BLE001 - one run that fails costs only itself: said, the others read
             if isinstance(e, OSError) and e.errno:  # a full disk, a read-only cache: what the user can fix
@@ -160,7 +166,9 @@ def cmd_export(args) -> int:
     if args.format not in FORMATS:
         return _fail(f"unknown format {args.format!r}")
     run_dir, split = runs[args.run]
-    res = ingest_run(run_dir, settings.cache_dir, settings.pad_tokens, **_reading(settings, split))
+    res = ingest_run(
+        run_dir, settings.cache_dir, settings.pad_tokens, **_reading(settings, split, _root_of(path, run_dir))
+    )
     store = open_store(res.store_dir)
     # A step the run lacks: the rows of the step shown, by the pages' rule, and its notice on stderr.
     step, notes = context_of(args.run, store).step(args.step) if args.step is not None else (None, [])

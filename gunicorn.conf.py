@@ -2,7 +2,8 @@
 
 Address from ``RLBOARD_HOST``/``RLBOARD_PORT`` (through ``data.config``, like ``app.py serve``); the
 server's own knobs are read here because they configure gunicorn, not the app: ``RLBOARD_WORKERS``
-(processes, default 2), ``RLBOARD_THREADS`` (threads per process, default 4) and ``RLBOARD_TIMEOUT``
+(processes, default 2), ``RLBOARD_THREADS`` (threads per process, default 4), ``RLBOARD_EXPORT_THREADS``
+(threads per process beyond those, for exports, default 3) and ``RLBOARD_TIMEOUT``
 (seconds a request may take before its worker is restarted, default 120).
 """
 
@@ -39,7 +40,11 @@ bind = f"{_settings.host}:{_settings.port}"
 # small results), and requests mostly wait on Parquet reads and Polars, which release the GIL.
 worker_class = "gthread"
 workers = _int_env("RLBOARD_WORKERS", 2)
-threads = _int_env("RLBOARD_THREADS", 4)
+# An export streams for as long as it takes and holds a thread all along (data.export: exports take turns, at
+# a lower priority than pages), so a worker has RLBOARD_EXPORT_THREADS (default 3) more threads than
+# RLBOARD_THREADS: three exports on one worker left its pages one thread of four, and took the pages' p95
+# from 0.8 to 3.2 s under load (issue 33 row 15, benchmarks/RESULTS.md).
+threads = _int_env("RLBOARD_THREADS", 4) + _int_env("RLBOARD_EXPORT_THREADS", 3, minimum=0)
 timeout = _int_env("RLBOARD_TIMEOUT", 120)
 graceful_timeout = 30
 keepalive = 5

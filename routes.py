@@ -169,8 +169,16 @@ def register(server: Flask, prefix: str) -> None:
 
         try:
             plan = export_plan(service.board(), request.args.to_dict(flat=False), FORMATS)
+            # At a lower priority than the pages (data.export.taking_turns).
             chunks = export_stream(
-                plan.store, plan.flt, plan.fmt, plan.sort, plan.descending, plan.seconds, plan.limit
+                plan.store,
+                plan.flt,
+                plan.fmt,
+                plan.sort,
+                plan.descending,
+                plan.seconds,
+                plan.limit,
+                shared=True,
             )
             # The first chunk before the status line: a text search that is stopped answers 400, not a
             # 200 with a cut-off body.

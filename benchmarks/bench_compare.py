@@ -140,8 +140,8 @@ def _queries(board, a: str, b: str) -> dict:
         s = stores()
         p = prompts.pair(a, s[a], b, s[b])
         row = p.table.row(p.table.height - 1, named=True)  # the largest difference in A's favour
-        ra = prompts.prompt_responses(s[a], row["a_keys"], row["a_last_step"])
-        rb = prompts.prompt_responses(s[b], row["b_keys"], row["b_last_step"])
+        ra = prompts.prompt_responses(s[a], row["a_keys"], row["a_step"])
+        rb = prompts.prompt_responses(s[b], row["b_keys"], row["b_step"])
         return ra, rb, word_diff.word_diff(ra.item(0, "response"), rb.item(0, "response"))
 
     def trainer_curve():

@@ -2,7 +2,7 @@
 
     uv run python benchmarks/load_test.py [--source-run /tmp/bench/big] [--source-cache /tmp/bench/cache]
         [--work /tmp/rlboard-load] [--clients 20] [--duration 60] [--workers 2] [--threads 4]
-        [--append-every 6] [--max-requests 200000] [--abusive 1]
+        [--append-every 6] [--max-requests 200000] [--abusive 1] [--exports 3] [--src DIR]
 
 1. Makes a private copy of the benchmark run (files, and its store so that nothing is re-ingested) under
    ``--work``: the writer appends to the copy, never to the shared run.
@@ -18,8 +18,11 @@
    expressions (a search that would take minutes, one too large once compiled) through /export and the
    responses page's callback, a 4 KB query string of junk keys and a 1 MB one in a callback, repeated keys,
    and a 50 MB body. Their answers must be 4xx or 200, never a 5xx or a dropped connection.
+   With ``--exports N``, N more clients each run full exports of the run (``/export?step=all``, CSV) one
+   after the other, reading every byte: each must answer 200 and never drop its connection.
 5. Prints one JSON object: requests, errors (must be 0), partial steps seen (must be 0), latency p50/p95/p99
-   overall and per page, steps appended and steps the clients saw.
+   overall and per page, steps appended and steps the clients saw, the exports (errors, how long those
+   that ended took, their first byte) and the CPU seconds each worker used.
 
 Traffic goes to 127.0.0.1 only, bounded by ``--duration`` and ``--max-requests``.
 """
@@ -119,8 +122,9 @@ def free_port() -> int:
 
 
 def start_gunicorn(
-    root: Path, cache: Path, workers: int, threads: int, log: Path
+    root: Path, cache: Path, workers: int, threads: int, log: Path, src: Path = ROOT
 ) -> tuple[subprocess.Popen, str]:
+    """gunicorn as deployed (``src``'s ``gunicorn.conf.py``, serving the app of source tree ``src``)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLBOARD_")}
     env.update(
@@ -135,8 +139,8 @@ def start_gunicorn(
     )
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "app:server"],
-            cwd=ROOT,
+            [sys.executable, "-m", "gunicorn", "-c", str(src / "gunicorn.conf.py"), "app:server"],
+            cwd=src,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -418,6 +422,55 @@ def _post_big(base: str, size: int) -> int | None:
         conn.close()
 
 
+def exporter(base: str, stats: dict, stop: threading.Event) -> None:
+    """Full exports of the run (every step, CSV) one after the other, each read to its end (or until the
+    test stops): each answer must be a 200 whose body arrives without a dropped connection."""
+    import requests
+
+    session = requests.Session()
+    params = {"run": RUN, "step": "all", "format": "csv"}
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        size, first = 0, None
+        try:
+            with session.get(base + "/export", params=params, stream=True, timeout=120) as r:
+                if r.status_code != 200:
+                    with stats["lock"]:
+                        stats["errors"].append(f"HTTP {r.status_code}: {r.text[:120]}")
+                    continue
+                for chunk in r.iter_content(1 << 16):
+                    if first is None:
+                        first = time.perf_counter() - t0
+                    size += len(chunk)
+                    if stop.is_set():
+                        break
+                else:
+                    with stats["lock"]:
+                        stats["completed"].append(round(time.perf_counter() - t0, 1))
+        except requests.RequestException as e:
+            if not stop.is_set():
+                with stats["lock"]:
+                    stats["errors"].append(type(e).__name__)
+        with stats["lock"]:
+            stats["bytes"] += size
+            if first is not None:
+                stats["first_byte_s"].append(round(first, 2))
+
+
+def worker_cpu(proc: subprocess.Popen) -> dict[int, float]:
+    """CPU seconds (user + system) each gunicorn worker has used so far, by pid."""
+    import psutil
+
+    out = {}
+    for w in psutil.Process(proc.pid).children():
+        try:
+            t = w.cpu_times()
+            out[w.pid] = t.user + t.system
+        except psutil.Error:
+            pass
+    return out
+
+
 def writer(run_dir: Path, first: int, every: float, stop: threading.Event, log: list, gen: dict) -> None:
     step = first
     while not stop.wait(every):
@@ -452,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--abusive", type=int, default=0, help="abusive clients beside the normal ones")
+    ap.add_argument("--src", type=Path, default=ROOT, help="source tree of the app to serve (a before)")
+    ap.add_argument("--exports", type=int, default=0, help="clients running full exports beside them")
     args = ap.parse_args(argv)
     if not args.source_run.is_dir() or not run_files(args.source_run):
         raise SystemExit(f"no run at {args.source_run} (make one: python benchmarks/generate.py DIR)")
@@ -459,7 +514,8 @@ def main(argv: list[str] | None = None) -> int:
     root, cache, info = prepare(args.source_run, args.source_cache, args.work)
     run_dir = root / RUN
     step, sample = last_step(cache, run_dir)
-    proc, base = start_gunicorn(root, cache, args.workers, args.threads, args.work / "gunicorn.log")
+    log = args.work / "gunicorn.log"
+    proc, base = start_gunicorn(root, cache, args.workers, args.threads, log, args.src.resolve())
     try:
         urls = {
             "reward": f"/reward?run={RUN}",
@@ -484,16 +540,22 @@ def main(argv: list[str] | None = None) -> int:
             threading.Thread(target=abusive_client, args=(base, bodies, abuse, stop))
             for _ in range(args.abusive)
         ]
+        exports = {"lock": threading.Lock(), "errors": [], "completed": [], "bytes": 0, "first_byte_s": []}
+        threads += [
+            threading.Thread(target=exporter, args=(base, exports, stop)) for _ in range(args.exports)
+        ]
         if args.append_every > 0:
             threads.append(
                 threading.Thread(
                     target=writer, args=(run_dir, step + 1, args.append_every, stop, appended, gen)
                 )
             )
+        cpu0 = worker_cpu(proc)
         t0 = time.perf_counter()
         for t in threads:
             t.start()
         stop.wait(args.duration)
+        cpu1 = worker_cpu(proc)
         stop.set()
         for t in threads:
             t.join(timeout=120)
@@ -527,6 +589,16 @@ def main(argv: list[str] | None = None) -> int:
             "server_error_examples": abuse["server_errors"][:5],
             "latency_ms": {"p50": pct(abuse["latency"], 0.5), "max": pct(abuse["latency"], 1.0)},
         },
+        "exports": {
+            "clients": args.exports,
+            "errors": len(exports["errors"]),
+            "error_examples": exports["errors"][:5],
+            "completed_s": exports["completed"],
+            "first_byte_s": exports["first_byte_s"],
+            "mb_sent": round(exports["bytes"] / 1e6, 1),
+        },
+        # CPU seconds each worker used during the test: how the load is shared between them.
+        "worker_cpu_s": sorted(round(cpu1[p] - cpu0.get(p, 0.0), 1) for p in cpu1),
         "steps_appended": [a["step"] for a in appended],
         "steps_seen_by_clients": sorted(stats.steps_seen),
         "latency_ms": {
@@ -538,7 +610,8 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     print(json.dumps(result))
-    return 0 if not stats.errors and not stats.partial and not abuse["server_errors"] else 1
+    ok = not stats.errors and not stats.partial and not abuse["server_errors"] and not exports["errors"]
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

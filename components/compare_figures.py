@@ -161,8 +161,9 @@ def distribution_figure(bars, *, x_title: str, discrete: bool = False, height: i
 def paired_scatter(
     table, *, a: str, b: str, a_color: str, b_color: str, threshold: float | None, height: int = 340
 ):
-    """Each prompt shared by runs ``a`` and ``b``: x = b's reward at its last step of the prompt, y = a's.
-    Above the diagonal ``a`` did better. ``table`` columns ``match, preview, a_reward, b_reward, diff``;
+    """Each prompt shared by runs ``a`` and ``b``: x = b's reward at the prompt's paired step, y = a's.
+    Above the diagonal ``a`` did better. ``table`` columns ``match, preview, a_reward, b_reward, diff,
+    a_step, b_step`` (the hover says each run's step);
     ``customdata`` of a point is ``[match]``: a click opens that prompt. Dotted lines mark the solved
     threshold."""
     if table.height == 0:
@@ -185,8 +186,10 @@ def paired_scatter(
         dict(type="scatter", x=xa.astype(np.float32), y=ya.astype(np.float32), mode="markers",
              marker=dict(color=sign, colorscale=scale, cmin=-1, cmax=1, size=8, opacity=0.55,
                          line=dict(width=0.5, color="white")),
-             customdata=np.stack([table.get_column("match").to_numpy()], axis=-1), hovertext=previews,
-             hovertemplate=f"%{{hovertext}}<br>{a}: %{{y:{D3_NUM}}} · {b}: %{{x:{D3_NUM}}}<br><i>click to open both</i><extra></extra>",
+             customdata=np.stack([table.get_column(c).to_numpy().astype(object) for c in ("match", "a_step", "b_step")], axis=-1),
+             hovertext=previews,
+             hovertemplate=f"%{{hovertext}}<br>{a}: %{{y:{D3_NUM}}} at step %{{customdata[1]}} · {b}: %{{x:{D3_NUM}}} "
+                           "at step %{customdata[2]}<br><i>click to open both</i><extra></extra>",
              name="shared prompt", showlegend=False)
     ]  # fmt: skip
     shapes = [
@@ -221,10 +224,8 @@ def paired_scatter(
             hovermode="closest",
             clickmode="event",
             shapes=shapes,
-            xaxis=dict(
-                title=dict(text=f"{b}: reward at its last step of the prompt"), range=rng, zeroline=False
-            ),
-            yaxis=dict(title=dict(text=f"{a}: reward at its last step"), range=rng, zeroline=False),
+            xaxis=dict(title=dict(text=f"{b}: reward at the paired step"), range=rng, zeroline=False),
+            yaxis=dict(title=dict(text=f"{a}: reward at the paired step"), range=rng, zeroline=False),
         ),  # fmt: skip
     )
 
@@ -258,9 +259,10 @@ def diff_histogram(bars, *, label: str, discrete: bool = False, height: int = 34
     )
 
 
-def over_steps_figure(frame, *, label: str, height: int = 260) -> go.Figure:
-    """The mean paired difference per step where both runs gave shared prompts, with its interquartile
-    band: ``frame`` columns ``step, n_prompts, diff_mean, diff_p25, diff_p75``."""
+def over_steps_figure(frame, *, label: str, runs: tuple[str, str], height: int = 260) -> go.Figure:
+    """The mean paired difference per step where both runs (``runs``) gave shared prompts, with its
+    interquartile band: ``frame`` columns ``step, n_prompts, diff_mean, diff_p25, diff_p75``. The x axis
+    says whose step it is: the same step of both runs."""
     if frame.height == 0:
         return empty_figure("The shared prompts never come at the same step in both runs.", height)
     x = frame.get_column("step").to_numpy()
@@ -279,7 +281,7 @@ def over_steps_figure(frame, *, label: str, height: int = 260) -> go.Figure:
         dict(
             height=height,
             hovermode="closest",
-            xaxis=dict(title=dict(text="step")),
+            xaxis=dict(title=dict(text=f"step (the same step of {runs[0]} and {runs[1]})")),
             yaxis=dict(title=dict(text=label), zeroline=True, zerolinecolor=theme.TEXT),
             showlegend=True,
         ),  # fmt: skip

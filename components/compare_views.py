@@ -100,7 +100,8 @@ def solved_list(rows: Sequence[dict], id_type: str, a: str, b: str, empty: str) 
             [
                 html.Div(r["preview"] or "(empty prompt)", className="text-truncate"),
                 html.Div(
-                    f"{a}: {fmt.num(r['a_reward'])} · {b}: {fmt.num(r['b_reward'])} · Δ {fmt.num(r['diff'])}",
+                    f"{a}: {fmt.num(r['a_reward'])} at step {r['a_step']} · {b}: {fmt.num(r['b_reward'])} at step "
+                    f"{r['b_step']} · Δ {fmt.num(r['diff'])}",
                     className="text-muted small",
                 ),
             ],
@@ -219,19 +220,25 @@ def controls(
     return dbc.Card(dbc.CardBody(row, className="py-2"), className="mb-3 shadow-sm")
 
 
-def pair_section(ids: tuple, runs: list[str], a: str | None, b: str | None, solved: float | None) -> list:
+def pair_section(
+    ids: tuple, runs: list[str], a: str | None, b: str | None, solved: float | None, gap: float | None
+) -> list:
     """The "same prompt, two policies" card's body: the two runs and the solved threshold, notes, the
     paired scatter and the differences' histogram, the difference over steps, the two solved lists, and
-    the opened prompt under its Close button. ``ids``: pair A, pair B, threshold, notes, scatter,
-    histogram, over steps, solved by A, solved by B, close, opened (each list's title is ``<id>-title``)."""
-    a_id, b_id, solved_id, notes_id, scatter, hist, over, solved_a, solved_b, close, opened = ids
+    the opened prompt under its Close button. ``ids``: pair A, pair B, threshold, gap limit, notes,
+    scatter, histogram, over steps, solved by A, solved by B, close, opened (each list's title is
+    ``<id>-title``)."""
+    a_id, b_id, solved_id, gap_id, notes_id, scatter, hist, over, solved_a, solved_b, close, opened = ids
     threshold = dbc.Input(id=solved_id, type="number", debounce=True, value=solved, size="sm",
                           placeholder="midpoint of the rewards")  # fmt: skip
+    limit = dbc.Input(id=gap_id, type="number", debounce=True, value=gap, size="sm", min=0,
+                      placeholder="10 % of the longer run")  # fmt: skip
     pick = dbc.Row(
         [
-            labelled("Run A", dcc.Dropdown(id=a_id, options=runs, value=a, clearable=False), 4),
-            labelled("Run B", dcc.Dropdown(id=b_id, options=runs, value=b, clearable=False), 4),
-            labelled("Solved: mean reward at the prompt's last step ≥", threshold, 4),
+            labelled("Run A", dcc.Dropdown(id=a_id, options=runs, value=a, clearable=False), 3),
+            labelled("Run B", dcc.Dropdown(id=b_id, options=runs, value=b, clearable=False), 3),
+            labelled("Solved: mean reward at the paired step ≥", threshold, 3),
+            labelled("Paired steps at most this far apart", limit, 3),
         ],
         className="g-2 mb-2",
     )
@@ -243,7 +250,7 @@ def pair_section(ids: tuple, runs: list[str], a: str | None, b: str | None, solv
         pick,
         notes_list([], notes_id),
         dbc.Row([dbc.Col(graph(scatter, 340), lg=6), dbc.Col(graph(hist, 340), lg=6)]),
-        graph(over, 240),
+        graph(over, 260),
         dbc.Row(lists, className="mt-2"),
         dbc.Button("Close", id=close, size="sm", color="light", className="mt-2 d-none"),
         dcc.Loading(html.Div(id=opened, className="mt-2"), delay_show=300),
@@ -267,15 +274,23 @@ def run_trainer_outputs(tv, run: str, colour: str, agreement_id: str) -> tuple:
     scalar over steps in ``colour``, the notes, and its agreement checks."""
     lines = [(ln.run, colour, ln.frame) for ln in tv.overlay.lines] if tv.overlay else []
     checks = [(run, colour, [c.as_row() for c in tv.checks])]
-    return trainer_outputs(lines, tv.key, "step", False, [n.text for n in tv.notes], checks, agreement_id)
+    empty = READING if tv.reading and tv.key is None else None
+    return trainer_outputs(
+        lines, tv.key, "step", False, [n.text for n in tv.notes], checks, agreement_id, empty
+    )
+
+
+READING = "Still reading the trainer's TensorBoard events… reload the page in a moment."
 
 
 def trainer_outputs(lines: Sequence, key: str | None, x_title: str, smoothed: bool, notes: Sequence[str],
-                    checks: Sequence[tuple[str, str, Sequence[dict]]], ids_prefix: str) -> tuple:  # fmt: skip
+                    checks: Sequence[tuple[str, str, Sequence[dict]]], ids_prefix: str,
+                    empty: str | None = None) -> tuple:  # fmt: skip
     """What :func:`trainer_card` shows: the chart of ``key`` (``lines``: ``(run, colour, frame)``, see
-    :func:`~components.compare_figures.overlay_figure`; an empty state without a key), the notes, and one
-    agreement table per ``(run, colour, checks)`` (ids ``<ids_prefix>-<i>``)."""
-    fig = empty_figure("No trainer log in the folder.", 280)
+    :func:`~components.compare_figures.overlay_figure`; an empty state without a key, saying ``empty``
+    when given), the notes, and one agreement table per ``(run, colour, checks)`` (ids
+    ``<ids_prefix>-<i>``)."""
+    fig = empty_figure(empty or "No trainer log in the folder.", 280)
     if key is not None:
         fig = overlay_figure(lines, y_title=key, x_title=x_title, smoothed=smoothed)
     tables = [agreement_table(r, c, rows, id_=f"{ids_prefix}-{i}") for i, (r, c, rows) in enumerate(checks)]

@@ -142,6 +142,13 @@ def curves_figure(
                         connectgaps=False,
                     )
                 )
+        if getattr(s, "flags", False):
+            data.append(
+                dict(type="scatter", x=x, y=s.frame.get_column("y").cast(float).to_numpy(), mode="markers",
+                     marker=dict(symbol="x-thin-open", size=11, line=dict(width=2, color=c), color=c), name=s.label,
+                     hovertemplate="flagged", customdata=[s.key] * len(x) if pick else None)
+            )  # fmt: skip
+            continue
         data.append(
             dict(
                 type="scatter",

@@ -434,13 +434,20 @@ def stats_row(items: Sequence[tuple[str, object]], row_id: str | None = None) ->
 
 
 def list_summary(info: Mapping, trend_labels: Mapping[str, str], summary_id: str) -> html.Div:
-    """'N prompts · M seen in 2+ steps' and a badge with the count of each trend the run has (``info``:
-    ``prompts``, ``recurring``, ``trends``)."""
+    """'N prompts · M seen in 2+ steps · G groups (by …)' and a badge with the count of each trend the run
+    has (``info``: ``prompts``, ``recurring``, ``trends``, and ``groups``, ``group_by`` where known)."""
     trends = info["trends"]
+    groups = info.get("groups") or 0
     return html.Div(
         [
             html.Span(f"{info['prompts']:,} prompts", className="fw-semibold me-2"),
             html.Span(f"· {info['recurring']:,} seen in 2+ steps ", className="me-2"),
+            html.Span(
+                f"· {groups:,} group{'s' if groups != 1 else ''} (by {info.get('group_by', 'prompt')}) ",
+                className="me-2",
+            )
+            if groups
+            else None,
             *(
                 html.Span([trend_badge(code, trend_labels), f" {trends[code]:,}"], className="me-2")
                 for code in trend_labels

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import dash_bootstrap_components as dbc
-from dash import html
+from dash import dcc, html
 
 from components import figures
 from components.format import value
@@ -66,12 +66,22 @@ def heatmap(cols, label: str, step: int | None, height: int = 340):
     )  # fmt: skip
 
 
-def step_stats(items: Sequence[tuple[str, object, str]]) -> list[html.Div]:
+def step_stats(items: Sequence[tuple[str, object, str]], kl_href: str | None = None) -> list[html.Div]:
     """The selected step's key figures in a line: ``(name, value, kind)``; kind ``share`` is a percentage
-    with one decimal, ``warn`` a text shown as a warning (a partial step), others as
+    with one decimal, ``warn`` a text shown as a warning (a partial step), ``kl_top`` the response with the
+    step's largest KL (red when flagged; ``kl_href`` opens the step's responses sorted by KL), others as
     :func:`components.format.value` formats them."""
     out = []
     for name, v, kind in items:
+        if kind == "kl_top":  # data.curves.KlTop: said in words, with the step's responses by KL a click away
+            out.append(
+                html.Div(
+                    [html.Span(name, className="text-muted small me-1"), html.Span(v.text(), id="reward-kl-top"),
+                     dcc.Link("open the step by KL", href=kl_href, className="small ms-2") if kl_href else None],
+                    className="me-4" + (" text-danger" if v.flagged else ""),
+                )
+            )  # fmt: skip
+            continue
         if kind == "warn":
             out.append(
                 html.Div(

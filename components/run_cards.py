@@ -94,6 +94,19 @@ def reading_block(name: str, read_as: str, items: Sequence[str], not_read: Seque
     )
 
 
+def mapping_block(name: str, toml_text: str, unmapped: Sequence[str]) -> html.Details:
+    """The mapping the run was read with as a ready rlboard.toml (``toml_text``, shown as text in a ``pre``,
+    id ``runs-mapping-<run>``) and what it could not map (id ``runs-unmapped-<run>``), folded."""
+    return html.Details(
+        [
+            html.Summary(html.Span("mapping (rlboard.toml to copy and edit)", className="text-muted")),
+            html.Pre(toml_text, id=f"runs-mapping-{name}", className="small mb-1 p-2 bg-light"),
+            html.Ul([html.Li(t) for t in unmapped], className="small mb-1", id=f"runs-unmapped-{name}"),
+        ],
+        className="small mb-2",
+    )
+
+
 def fields_block(name: str, fields: Sequence[tuple[str, str, str]]) -> html.Div | None:
     """What the files hold beyond the contract's fields and where it is shown (or that it is not read):
     ``(kind, names, where)`` each, one line with id ``runs-<first word of kind>-<run>``; None without any."""

@@ -27,9 +27,16 @@ METRIC_COLOURS = {
     "repetition": "#b8860b",
     "truncated_share": "#dc3545",
     "match_share": "#0dcaf0",
+    # A step flagged on the KL curve (one response carries most of its KL).
+    "kl_top_share": "#dc3545",
 }
 # Columns of the per-step summary shown as a metric's curve: the metric they summarise.
-STEP_COLUMNS = {"kl_token_mean": "kl", "log_ratio_token_mean": "log_ratio", "repetition_mean": "repetition"}
+STEP_COLUMNS = {
+    "kl_token_mean": "kl",
+    "kl_mean_max": "kl",
+    "log_ratio_token_mean": "log_ratio",
+    "repetition_mean": "repetition",
+}
 OTHER = "#495057"
 # The trainer's own per-token fields, in the order the file first has them.
 FILE_FIELD_COLOURS = ("#d62728", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")

@@ -147,12 +147,16 @@ class ReadLimits:
     inflated_bytes: int = 16 << 30  # what one compressed file inflates to ...
     inflate_ratio: float = 200.0  # ... and to how many times its own size (beyond the first FLOOR bytes)
     parquet_bytes: int = 2 << 30  # a Parquet file's decoded size (its footer's row groups), read whole
+    # Scalar points read from one folder of TensorBoard event files (~24 bytes each, held while the trainer
+    # card shows them: 2M points ~50 MB; a long run logs 100k steps x 20 tags)
+    tensorboard_points: int = 2_000_000
 
     NAMES = {
         "line_bytes": "RLBOARD_MAX_LINE_BYTES",
         "inflated_bytes": "RLBOARD_MAX_INFLATED_BYTES",
         "inflate_ratio": "RLBOARD_MAX_INFLATE_RATIO",
         "parquet_bytes": "RLBOARD_MAX_PARQUET_BYTES",
+        "tensorboard_points": "RLBOARD_MAX_TENSORBOARD_POINTS",
     }
     FLOOR = 64 << 20  # a small compressed file may always inflate this far, whatever its ratio
 
@@ -329,6 +333,7 @@ def load_settings(environ=None, **overrides) -> Settings:
             raise SettingsError(f"RLBOARD_EXPORT_SECONDS={v!r} is not a number of seconds") from None
         if not env_values["export_seconds"] > 0:
             raise SettingsError(f"RLBOARD_EXPORT_SECONDS={v!r} must be more than 0")
+    read_limits(environ)  # a bad RLBOARD_MAX_* stops the server at start, not a file's read later
     s = s.with_overrides(**env_values)
     for key in ("pad_tokens", "end_tokens"):
         if key in overrides and isinstance(overrides[key], str):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from data.metrics import METRICS, label
+from data.metrics.step import kl_top_share
 
 # Spread bands of a curve: URL value -> UI text. All come from the store's per-step summary.
 BANDS = {"std": "±1 std", "p25-p75": "p25–p75", "p5-p95": "p5–p95"}
@@ -76,6 +77,7 @@ class Series:
     frame: pl.DataFrame
     band_label: str | None = None
     dashed: bool = False
+    flags: bool = False  # points alone (no line): the steps a condition flags, null elsewhere
 
 
 @dataclass(frozen=True)
@@ -130,8 +132,8 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
         )
     ]
 
-    kl = []
-    for key, base in (("kl_token_mean", "kl"), ("log_ratio_token_mean", "log_ratio")):
+    kl = kl_series(steps, band, zs)
+    for key, base in (("log_ratio_token_mean", "log_ratio"),):
         if has_values(steps, key):
             name = step_label(key, f"{label(base)}, per-token mean")
             kl.append(Series(key, name, curve(steps, key, None, zs, mean=False)))
@@ -178,4 +180,48 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     out.append(
         Panel("win", title, "share" + shift, tuple(win), None if has_ref else NOTE_NO_WIN, percent=True)
     )
+    return out
+
+
+# A step whose largest response carries more than this share of its KL is flagged on the KL curve: its
+# per-token mean says more about that response than about the policy.
+KL_TOP_FLAG = 0.5
+
+
+def kl_series(steps: pl.DataFrame, band: str, zero_shift: bool) -> list[Series]:
+    """The KL panel's own series: the per-token mean (Σ k3 / Σ positions) with the band of the responses'
+    per-token means, the largest response's per-token mean (dashed), and the steps where one response
+    carries more than :data:`KL_TOP_FLAG` of the step's KL (points). Empty without KL."""
+    if not has_values(steps, "kl_token_mean"):
+        return []
+    lo, hi = band_exprs("kl_mean", band) if "kl_mean_std" in steps.columns else (pl.lit(None), pl.lit(None))
+    main = steps.select(pl.col("step"), _finite("kl_token_mean").alias("y"), lo.alias("lo"), hi.alias("hi"))
+    top = curve(steps, "kl_mean_max", None, mean=False) if "kl_mean_max" in steps.columns else None
+    share = steps.select("step", kl_top_share()) if "kl_sum_total" in steps.columns else None
+    flagged = None
+    if share is not None:
+        flagged = main.join(share, on="step", how="left").select(
+            "step", pl.when(pl.col("kl_top_share") > KL_TOP_FLAG).then(pl.col("y")).alias("y")
+        )
+    frames = {
+        "main": main.sort("step"),
+        "top": top,
+        "flagged": flagged.sort("step") if flagged is not None else None,
+    }
+    if zero_shift:
+        first = frames["main"].get_column("y").drop_nulls()
+        shift = float(first[0]) if first.len() else 0.0
+        frames = {
+            k: f.with_columns(pl.exclude("step") - shift) if f is not None else None
+            for k, f in frames.items()
+        }
+    out = [Series("kl_token_mean", step_label("kl_token_mean", f"{label('kl')}, per-token mean"), frames["main"],
+                  f"{BANDS[band]} of the responses' per-token means")]  # fmt: skip
+    if frames["top"] is not None and has_values(steps, "kl_mean_max"):
+        out.append(
+            Series("kl_mean_max", "the step's largest response per-token mean", frames["top"], dashed=True)
+        )
+    if frames["flagged"] is not None and frames["flagged"].get_column("y").drop_nulls().len():
+        name = f"one response carries over {KL_TOP_FLAG:.0%} of the step's KL"
+        out.append(Series("kl_top_share", name, frames["flagged"], flags=True))
     return out

@@ -7,17 +7,19 @@ the steps x bins heatmap. The pure builders are :mod:`data.curve_panels`, :mod:`
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import polars as pl
 
 from data import thinning
 from data.cache import StoreKey, shared
-from data.curve_panels import DEFAULT_BAND, NOTE_NO_REF, Panel, panels
+from data.curve_panels import DEFAULT_BAND, KL_TOP_FLAG, NOTE_NO_REF, Panel, panels
 from data.derived.cells import read_hist_cells
 from data.heatmaps import Heatmap, cell_histograms, dense_heatmap, heatmap, rows_placed
 from data.histograms import HISTOGRAMS, NOTE_BARS, StepHistogram, bars, bins_for, edges_for, sentence
 from data.metrics import METRICS, label
-from data.metrics.step import PartialStep, partial_last_step
+from data.metrics.response import source_line_text
+from data.metrics.step import PartialStep, kl_top_share, partial_last_step
 from data.queries import (
     MAX_DISCRETE_VALUES,
     Bins,
@@ -73,7 +75,43 @@ def step_stats(store: RunStore, step: int) -> list[tuple[str, object, str]]:
     ]
     if partial is not None and partial.step == step:
         stats.append((label("partial_step"), partial.detail(), "warn"))
+    if (top := kl_top_response(store, step)) is not None:
+        stats.append(("KL", top, "kl_top"))
     return [s for s in stats if s[1] is not None or s[0] == "step"]
+
+
+@dataclass(frozen=True)
+class KlTop:
+    """The response of a step with the largest KL (k3 sum): where it is (``source``, ``line`` from 1, as on
+    the responses page), its ``sample_id``, and ``share`` (:func:`data.metrics.step.kl_top_share`)."""
+
+    source: str
+    line: int
+    sample_id: str
+    share: float
+
+    @property
+    def flagged(self) -> bool:
+        """Whether it carries more than :data:`data.curve_panels.KL_TOP_FLAG` of the step's KL (the KL
+        curve flags the step)."""
+        return self.share > KL_TOP_FLAG
+
+    def text(self) -> str:
+        """'rank1.jsonl:806 carries 62.4 % of the step's KL'."""
+        return f"{source_line_text(self.source, self.line)} carries {self.share * 100:.1f} % of the step's KL"
+
+
+def kl_top_response(store: RunStore, step: int) -> KlTop | None:
+    """:class:`KlTop` of ``step`` (from the per-step summary: no response is read), or None without KL at the
+    step."""
+    frame = summary_columns(store, STAT_COLUMNS)
+    if "kl_top_sample_id" not in frame.columns:
+        return None
+    frame = frame.filter(pl.col("step") == step).with_columns(kl_top_share())
+    if frame.height == 0 or frame.item(0, "kl_top_share") is None or frame.item(0, "kl_top_line") is None:
+        return None
+    r = frame.row(0, named=True)
+    return KlTop(r["kl_top_source"], int(r["kl_top_line"]), r["kl_top_sample_id"], float(r["kl_top_share"]))
 
 
 def partial_step(store: RunStore) -> PartialStep | None:
@@ -96,9 +134,11 @@ CURVE_COLUMNS = (
     *(f"{c}_{s}" for c in ("reward", "response_length", "response_chars")
       for s in ("mean", "std", "p25", "p75", "p05", "p95")),
     "ref_reward_mean", "kl_token_mean", "log_ratio_token_mean", "win_rate", "tie_rate", "zero_spread_share",
+    *(f"kl_mean_{s}" for s in ("std", "p25", "p75", "p05", "p95", "mean", "max")), "kl_sum_total", "kl_sum_max",
 )  # fmt: skip
 # The per-step summary's columns of :func:`step_stats`.
-STAT_COLUMNS = ("n", "reward_mean", "ref_reward_mean", "win_rate")
+STAT_COLUMNS = ("n", "reward_mean", "ref_reward_mean", "win_rate", "kl_sum_total", "kl_sum_max",
+                "kl_top_source", "kl_top_line", "kl_top_sample_id")  # fmt: skip
 # Those the reward page reads (the curves, the key figures and the range of the bins), read together: each
 # read of the summary parses its footer of 65 columns.
 PAGE_COLUMNS = tuple(

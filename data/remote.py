@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
+from data.remote_keys import MARKER, Lister, bad_key, s3_keys
+
 _URL = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
 # Reading a whole compressed or Parquet file: GETs of this many bytes (a ranged GET per small read of
 # gzip's or zstd's reader would cost a round trip each).
@@ -109,6 +111,8 @@ class _Root:
         from obstore.store import from_url
 
         self.url = url
+        # Keys as the server names them, where a listing holds one obstore cannot name (s3:// only).
+        self.raw_keys = s3_keys(url, options)
         # Opened at a prefix below the bucket (s3://bucket/runs): a prefix with no object is no folder.
         self.prefixed = "/" in url.split("://", 1)[1].strip("/")
         client_options = {"allow_http": True} if options.get("aws_endpoint", "").startswith("http://") else {}
@@ -249,29 +253,66 @@ class RemotePath:
 
     def iterdir(self):
         """The files and folders directly under this folder (a folder: a key prefix); sorted."""
+        return iter(self.list_dir())
+
+    def list_dir(self, skipped: list[tuple[str, str]] | None = None) -> list[RemotePath]:
+        """:meth:`iterdir` as a list; keys below the folder that the client cannot name (see
+        :mod:`data.remote_keys`) are left out and appended to ``skipped`` as ``(path inside it, reason)``."""
         import obstore
 
+        files: list[RemotePath] = []
         try:
             found = obstore.list_with_delimiter(self._root.store, self._prefix())
         except Exception as e:  # noqa: BLE001 - as the OSError a local listing would raise
-            raise _oserror(e, self) from None
+            if bad_key(e) is None:
+                raise _oserror(e, self) from None
+            # A key it cannot name among the children: the folders and files named by a listing of every
+            # key below, past those keys.
+            found = {"common_prefixes": [], "objects": []}
+            folders = set()
+            for rel, st in self.walk_files(skipped):
+                if "/" in rel:
+                    folders.add(self._join(rel.split("/", 1)[0]))
+                elif rel:
+                    files.append(self._child(self._join(rel), st))
+            found["common_prefixes"] = sorted(folders)
         children = [self._child(p, _DIR) for p in found["common_prefixes"]]
-        children += [self._child(o["path"], _stat_of(o)) for o in found["objects"]]
+        children += [self._child(o["path"], _stat_of(o)) for o in found["objects"]] + files
+        children = [c for c in children if c.key != self.key]  # the folder's own marker (``folder/``)
         if not children and (self.key or self._root.prefixed) and not self._meta:
             raise FileNotFoundError(errno.ENOENT, "no such folder", str(self))
-        return iter(sorted(children))
+        return sorted(children)
 
-    def walk_files(self) -> list[tuple[str, RemoteStat]]:
-        """Every object below this folder: ``(path inside it, stat)``, in one listing."""
-        import obstore
+    def _join(self, rel: str) -> str:
+        return f"{self.key}/{rel}" if self.key else rel
 
-        out = []
-        n = len(self.key) + 1 if self.key else 0
+    def walk_files(self, skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, RemoteStat]]:
+        """Every object below this folder: ``(path inside it, stat)``, in one listing, sorted. A key the
+        client cannot name (an empty, ``.`` or ``..`` segment) and a directory marker (a key ending in
+        ``/``, which the client names as the object without it) beside the file of that name are left out
+        and appended to ``skipped`` as ``(path inside the folder, reason)``: one such key costs only itself."""
+        lister = Lister(self._root.store, self._root.raw_keys)
         try:
-            for batch in obstore.list(self._root.store, self._prefix()):
-                out += [(o["path"][n:], _stat_of(o)) for o in batch]
+            listed = lister.all(self.key or None)
         except Exception as e:  # noqa: BLE001 - as the OSError a local listing would raise
             raise _oserror(e, self) from None
+        n = len(self.key) + 1 if self.key else 0
+        out, seen = [], set()
+        for o in listed:
+            rel = o["path"][n:]
+            if not rel or (self.key and not o["path"].startswith(self.key + "/")):
+                continue  # the folder's own marker (``folder/``)
+            if rel in seen:
+                # S3 lists ``name`` before ``name/`` (UTF-8 binary order): the second is the marker.
+                if skipped is not None:
+                    skipped.append((rel + "/", MARKER))
+                continue
+            seen.add(rel)
+            out.append((rel, _stat_of(o)))
+        if skipped is not None:
+            for key, why in lister.skipped:
+                rel = key[n:] if self.key and key.startswith(self.key + "/") else key
+                skipped.append((rel, why))  # "": the folder itself
         return sorted(out, key=lambda item: item[0])
 
     def glob(self, pattern: str):
@@ -302,8 +343,8 @@ class RemotePath:
 
         try:
             found = obstore.list_with_delimiter(self._root.store, self._prefix())
-        except Exception:  # noqa: BLE001 - no folder to say anything of
-            return False
+        except Exception as e:  # noqa: BLE001 - no folder to say anything of
+            return bad_key(e) is not None  # a key below it the client cannot name: a folder all the same
         return bool(found["objects"] or found["common_prefixes"])
 
     def is_dir(self) -> bool:
@@ -340,7 +381,7 @@ class RemotePath:
         try:
             return bytes(obstore.get(self._root.store, self.key).bytes())
         except Exception as e:  # noqa: BLE001
-            raise _oserror(e, self) from None
+            raise self._read_error(e) from None
 
     def get_range(self, start: int, end: int) -> bytes:
         import obstore
@@ -350,7 +391,7 @@ class RemotePath:
         try:
             return obstore.get_range(self._root.store, self.key, start=start, end=end)
         except Exception as e:  # noqa: BLE001
-            raise _oserror(e, self) from None
+            raise self._read_error(e) from None
 
     def get_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """The bytes of several ``(start, end)`` ranges, fetched together (near ones in one GET, the rest
@@ -367,8 +408,27 @@ class RemotePath:
                 )
             )
         except Exception as e:  # noqa: BLE001
-            raise _oserror(e, self) from None
+            raise self._read_error(e) from None
         return [bytes(next(got)) if b > a else b"" for a, b in ranges]
+
+    def _read_error(self, e: Exception) -> OSError:
+        """A failed read as an OSError; a listed object that is not there because the listing named a
+        directory marker (``name/``, which the client lists as ``name``) says so (one more listing, only
+        then)."""
+        err = _oserror(e, self)
+        if not isinstance(err, FileNotFoundError) or self._meta is None or not self.key:
+            return err
+        import obstore
+
+        try:  # a listing below ``name/`` names the marker itself as ``name``
+            marker = any(o["path"] == self.key for b in obstore.list(self._root.store, self.key) for o in b)
+        except Exception:  # noqa: BLE001 - not known: the read's own error
+            return err
+        if marker:
+            return IsADirectoryError(
+                errno.EISDIR, "a directory marker (a key ending in /), not a file", str(self)
+            )
+        return err
 
 
 class _RangeReader(io.RawIOBase):

@@ -17,6 +17,7 @@ from data.config import Settings, load_settings
 from data.ingest import IngestResult, ingest_run
 from data.ingest.options import RUN_FILE
 from data.ingest.run import BIG_CATCH_UP
+from data.looks import all_old, signature
 from data.remote import as_path
 from data.run_context import RunContext, context_of
 from data.store import (
@@ -24,7 +25,6 @@ from data.store import (
     RunStore,
     UnknownRun,
     open_store,
-    run_file_stats,
     scan_root,
     store_dir_for,
 )
@@ -44,15 +44,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Live runs: a run that has been ingested before is read again only once its files have been still for
-# SETTLE_SECONDS, so that a step a trainer is writing (rank files one after the other, a long line in
-# pieces) is committed whole rather than in halves; a run that never stops growing is read anyway every
-# MAX_DEFER_SECONDS.
+# Live runs: a run whose files changed since the last look is read at that look, the last step of each file
+# hidden (a trainer may be writing it: rank files one after the other, a long line in pieces) until the
+# files stay still for SETTLE_SECONDS after that cut (see _ingest): a page is about one look behind.
 SETTLE_SECONDS = 1.0
-MAX_DEFER_SECONDS = 30.0
-# A process's first look at a run takes its files as whole at once when none changed for this long (by this
-# machine's clock); otherwise only after they are seen still for SETTLE_SECONDS (compared between looks).
-OLD_SECONDS = 60.0
+# A look is due this fraction of RLBOARD_REFRESH_SECONDS after the last: the shell polls every period, and a
+# poll a little early (its timer, a slow answer) skipped its look, leaving two periods between looks.
+DUE_FRACTION = 0.75
 # The runs found under the root are reused this long: a page load's layout and callbacks look a run up
 # 5-10 times within a second, and each look listed the root and every run folder (15-19 listings per
 # reward page load). A name not among them is looked for afresh, so a new run is found at once, and a
@@ -69,7 +67,7 @@ class IngestStatus:
     total: int = 0
     error: str | None = None  # why the last ingest failed; kept until one succeeds
     failures: int = 0  # ingests failed in a row (tried again after a back-off, see Board._failures)
-    # A first read whose files may be mid-step: its last steps are hidden until the files are seen still.
+    # A read whose files may be mid-step: its last steps are hidden until the files are seen still.
     settling: bool = False
     # That first read makes the run's store: nothing was committed before it (pages wait for its settle).
     new_store: bool = False
@@ -163,6 +161,7 @@ class Board:
             "dialect": s.dialect,
             "reward_weights": s.reward_weights,
             "tokenizer": s.tokenizer,
+            "root": s.root,  # its rlboard.toml's [fields]
         }
 
     def status(self, run: str) -> IngestStatus:
@@ -189,11 +188,12 @@ class Board:
             t = self._threads.get(run)
             if t is not None and t.is_alive():
                 return
-            if not force and now - self._checked.get(run, -1e9) < self.settings.refresh_seconds:
+            due = DUE_FRACTION * self.settings.refresh_seconds
+            if not force and now - self._checked.get(run, -1e9) < due:
                 return
             if self._failures.pending(("ingest", run)) is not None:
                 return  # the last ingest failed: wait out its back-off, forced or not
-            sig = self._signature(run_dir, split)
+            sig = signature(run_dir, split)
             # Read up to this cut of the files: lines a trainer appends from now on wait for the next
             # ingest, so a step is never committed half-way.
             limits = {name: size for name, size, _, _ in sig}
@@ -202,9 +202,10 @@ class Board:
                 state = self._settled(run, sig, now)
                 if state is None:
                     return
-                # A run that never stops growing is read anyway, with its last step hidden until the files
-                # are still.
+                # Files that changed since the last look are read now, their last steps hidden until the
+                # files are seen still for SETTLE_SECONDS after this cut (see _ingest).
                 complete = state == "still"
+                settle = None if complete else (sig, now)
                 if complete and self._read_at.get(run) == (sig, self._marks(run_dir, split)):
                     # Nothing changed since its last whole read: no file, no commit (by another process or
                     # replica), no settings file. A check would find nothing (~20-40 ms of CPU a run,
@@ -215,7 +216,7 @@ class Board:
                 # This process's first look at the run (or one forced because nothing is committed): its
                 # files may be mid-step as well. Unless they are clearly old, the last step of each file is
                 # hidden until they are seen still for SETTLE_SECONDS after this cut (see _ingest).
-                complete = self._old(sig)
+                complete = all_old(sig)
                 settle = None if complete else (sig, now)
             self._checked[run] = now
             self._files_seen[run] = (sig, now)
@@ -251,13 +252,13 @@ class Board:
 
     def _settled(self, run: str, sig: tuple, now: float) -> str | None:
         """``"still"`` when the run's files (names, sizes, mtimes) have looked the same for SETTLE_SECONDS,
-        ``"deferred"`` when they keep changing but the run has waited MAX_DEFER_SECONDS, else None.
-        Compared between checks, not with the clock, so a file server's clock does not matter."""
+        ``"changed"`` when they differ from the last look, else None (the same, for less time: the read
+        that look started settles them). Compared between looks, not with the clock, so a file server's
+        clock does not matter."""
         prev = self._files_seen.get(run)
         if prev is not None and prev[0] == sig:
             return "still" if now - prev[1] >= SETTLE_SECONDS else None
-        self._files_seen[run] = (sig, now)
-        return "deferred" if now - self._checked[run] >= MAX_DEFER_SECONDS else None
+        return "changed"
 
     def _marks(self, run_dir: Path, split: str) -> tuple | None:
         """What tells that a run's store or settings changed without its files changing: the store's
@@ -281,20 +282,10 @@ class Board:
                 )
         return tuple(out)
 
-    @staticmethod
-    def _old(sig: tuple) -> bool:
-        """True when every file of a signature was last modified at least OLD_SECONDS ago by this clock: a
-        run no trainer writes (a file server's clock may differ by less than that)."""
-        return all(mtime <= time.time_ns() - OLD_SECONDS * 1e9 for _, _, mtime, _ in sig)
-
-    @staticmethod
-    def _signature(run_dir: Path, split: str = "train") -> tuple:
-        try:
-            files = run_file_stats(run_dir, split)
-        except OSError:  # the folder went away or became unreadable: the ingest says so, once per back-off
-            return ()
-        # The change time too: a file made readable again (chmod) is read at the next check.
-        return tuple((name, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for name, st in files)
+    def _hides(self, run_dir: Path, split: str) -> bool:
+        """Whether the run's last commit hides steps until its files are seen still (or has none)."""
+        store = open_store(store_dir_for(self.settings.cache_dir, run_dir, self.settings.pad_tokens, split))
+        return store is None or store.visible_below is not None
 
     def _ingest(
         self,
@@ -327,15 +318,26 @@ class Board:
         try:
             status.last = read(complete)
             whole = complete
-            if settle is not None:
+            for again in (True, False) if settle is not None else ():
                 # The files as read are whole if they stay as they were for SETTLE_SECONDS after the cut:
-                # then their last steps are shown (a commit that reads nothing new); else the next checks
-                # (see _settled) take it from here.
+                # then their last steps are shown (a commit that reads nothing new). Files that grew
+                # meanwhile are read once more at once, up to a new cut (the step the last cut ended in is
+                # whole once the next one is written), and settle again; else the next look takes it on.
                 cut, at = settle
                 time.sleep(max(0.0, at + SETTLE_SECONDS - time.monotonic()))
-                if self._signature(run_dir, reading["split"]) == cut:
-                    status.last = read(True)
+                now_sig = signature(run_dir, reading["split"])
+                if now_sig == cut:
+                    if self._hides(run_dir, reading["split"]):  # (a file only touched hid nothing)
+                        status.last = read(True)
                     whole = True
+                    break
+                if not again:
+                    break
+                settle = (now_sig, time.monotonic())
+                limits, sig = {name: size for name, size, _, _ in now_sig}, now_sig
+                with self._lock:
+                    self._files_seen[run] = settle
+                status.last = read(False)
             r = status.last
             if whole and sig is not None and not (r.skipped_locked or r.lost_commit or r.lost or r.deferred):
                 marks = self._marks(run_dir, reading["split"])

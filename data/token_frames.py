@@ -297,7 +297,7 @@ def neighbours(scalars: pl.DataFrame | pl.LazyFrame, sample: str, step: int | No
         scalars.lazy()
         .filter(pl.col("step") == step)
         .select("sample_id", "source", "line")
-        .sort("source", "line")
+        .sort("source", "line", maintain_order=True)  # a line of several responses: in their order
         .collect()
         .get_column("sample_id")
         .to_list()

@@ -12,7 +12,7 @@ import polars as pl
 
 from data.cache import StoreKey, shared
 from data.metrics import METRICS, label
-from data.metrics.response import source_line_text, strip_pad_text
+from data.metrics.response import strip_pad_text
 from data.metrics.token import (
     INFER_GAP_THRESHOLD,
     INFERENCE_LOGPROB_FIELDS,
@@ -186,12 +186,6 @@ def response_texts(view: TokenView, show_pads: bool, pad_tokens: tuple[str, ...]
     return [(name, (t if show_pads else strip_pad_text(t, pad_tokens)) or "") for name, t in cols]
 
 
-def source_line_of(view: TokenView) -> str:
-    """Where the response is in the run's files: ``rank1.jsonl:1526`` (see
-    :func:`data.metrics.response.source_line`)."""
-    return source_line_text(view.info.get("source"), view.info.get("line"))
-
-
 def key_figures(view: TokenView) -> list[tuple[str, object, str]]:
     """``(label, value, format)`` of the response's :data:`KEY_FIGURES` (format: the registry's ``fmt``)."""
     return [(label(k), view.info.get(k), METRICS[k].fmt) for k in KEY_FIGURES]
@@ -261,7 +255,12 @@ def first_sample(store) -> str | None:
     if steps.height == 0 or "sample_id" not in store.schema():
         return None
     first = steps.get_column("step").min()
-    df = store.scan(["sample_id", "source", "line"], step=first).sort("source", "line").head(1).collect()
+    df = (
+        store.scan(["sample_id", "source", "line"], step=first)
+        .sort("source", "line", maintain_order=True)
+        .head(1)
+        .collect()
+    )
     return df.item(0, "sample_id") if df.height else None
 
 

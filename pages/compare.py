@@ -33,7 +33,7 @@ dash.register_page(__name__, path=paths.COMPARE, name="Compare", title="Compare 
 
 URL, VIEW, NOTICES = "compare-url", "compare-view", "compare-notices"
 SMOOTH, XAXIS, BAND, TRAINER = "compare-smooth", "compare-x", "compare-band", "compare-trainer"
-PAIR_A, PAIR_B, SOLVED = "compare-a", "compare-b", "compare-solved"
+PAIR_A, PAIR_B, SOLVED, GAP = "compare-a", "compare-b", "compare-solved", "compare-gap"
 AT = "compare-at"  # pattern id {"type": AT, "run": name}: the step of a run's distribution
 OPEN = "compare-open"  # pattern id {"type": OPEN, "match": key}: an item of a solved list
 SUMMARY, CURVES, STEP_NOTES = "compare-summary", "compare-curves", "compare-step-notes"
@@ -58,8 +58,8 @@ def _runs(view):
 
 
 def _pair_section(view):
-    ids = (PAIR_A, PAIR_B, SOLVED, PAIR_NOTES, SCATTER, DIFF_HIST, OVER, SOLVED_A, SOLVED_B, CLOSE, OPENED)
-    return cv.pair_section(ids, list(view.runs), view.a, view.b, view.solved)
+    ids = (PAIR_A, PAIR_B, SOLVED, GAP, PAIR_NOTES, SCATTER, DIFF_HIST, OVER, SOLVED_A, SOLVED_B, CLOSE, OPENED)  # fmt: skip
+    return cv.pair_section(ids, list(view.runs), view.a, view.b, view.solved, view.gap)
 
 
 def _shown_at(view: CompareView, run) -> int | None:
@@ -117,12 +117,12 @@ def layout(**query):
 @callback(
     Output(URL, "search"), Output(VIEW, "data"),
     Input(URL, "search"), Input(SMOOTH, "value"), Input(XAXIS, "value"), Input(BAND, "value"),
-    Input(TRAINER, "value"), Input(PAIR_A, "value"), Input(PAIR_B, "value"), Input(SOLVED, "value"),
+    Input(TRAINER, "value"), Input(PAIR_A, "value"), Input(PAIR_B, "value"), Input(SOLVED, "value"), Input(GAP, "value"),
     Input({"type": AT, "run": ALL}, "value"), Input(SCATTER, "clickData"),
     Input({"type": OPEN, "match": ALL}, "n_clicks"), Input(CLOSE, "n_clicks"),
     State({"type": AT, "run": ALL}, "id"), State(VIEW, "data"), State(URL, "pathname"),
 )  # fmt: skip
-def _sync(search, smooth, x, band, key, a, b, solved, steps, click, opens, _close, at_ids, shown, pathname):
+def _sync(search, smooth, x, band, key, a, b, solved, gap, steps, click, opens, _close, at_ids, shown, pathname):  # fmt: skip
     """URL <-> controls: the URL (page load, Back/Forward) gives the view; a control, a click on the
     scatter or a solved list writes the URL. The view store changes only when the view does."""
     if left_page(pathname, paths.COMPARE):
@@ -149,6 +149,7 @@ def _sync(search, smooth, x, band, key, a, b, solved, steps, click, opens, _clos
             smooth=float(smooth or 0), x=x or view.x, band=band or view.band, at=at,
             trainer=None if key == trainer.default_key(keys) else key,
             a=a, b=b if b != a else view.b, solved=float(solved) if isinstance(solved, int | float) else None,
+            gap=float(gap) if isinstance(gap, int | float) else None,
         )  # fmt: skip
         view, _ = _decode(view.to_query())
     q = view.to_query()
@@ -229,7 +230,7 @@ def _pair(view):
     runs = {r.name: r for r in _runs(view)[0]}
     if view.a not in runs or view.b not in runs:
         return None, runs
-    return prompts.pair(view.a, runs[view.a].store, view.b, runs[view.b].store, view.solved), runs
+    return prompts.pair(view.a, runs[view.a].store, view.b, runs[view.b].store, view.solved, view.gap), runs
 
 
 @callback(
@@ -247,13 +248,13 @@ def _pairs(q):
     colors = run_colours(view.runs)
     diff = label("reward_diff").replace("A", p.a, 1).replace("B", p.b, 1)
     rows, left_out = p.scatter_rows()
-    table = rows.select("match", "preview", "a_reward", "b_reward", "diff")
+    table = rows.select("match", "preview", "a_reward", "b_reward", "diff", "a_step", "b_step")
     scatter = cf.paired_scatter(
         table, a=p.a, b=p.b, a_color=colors[p.a], b_color=colors[p.b], threshold=p.threshold
     )
     bars, discrete = prompts.diff_bars(p.table)
     hist = cf.diff_histogram(bars, label=diff, discrete=discrete)
-    over = cf.over_steps_figure(p.over_steps, label="mean difference")
+    over = cf.over_steps_figure(p.over_steps, label="mean difference", runs=(p.a, p.b))
     lists = []
     for first, name, other in (("a", p.a, p.b), ("b", p.b, p.a)):
         rows = p.solved_by(first)

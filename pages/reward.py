@@ -163,7 +163,7 @@ def _step_view(run, step):
         *(figures.step_histogram_figure(h, label(h.kind), label("ref_reward")) for h in hists),
         *(h.title for h in hists),
         *(h.note for h in hists),
-        rp.step_stats(curves.step_stats(store, step)),
+        rp.step_stats(curves.step_stats(store, step), links.kl_sorted(run, step, url_prefix())),
     )
 
 

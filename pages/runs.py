@@ -14,7 +14,7 @@ from components.layout import access_problem, no_runs_state, progress, url_prefi
 from data.access import AGAIN, Unreadable
 from data.runs_overview import run_files_summary, run_headline, run_health
 from data.service import board
-from data.store.reading import understood
+from data.store.reading import mapping_shown, understood
 from data.views import links, paths
 
 dash.register_page(__name__, path=paths.RUNS, name="Runs", title="Runs · RL Logging Board", order=0)
@@ -95,6 +95,8 @@ def runs_overview(picked: list[str] | None = None) -> html.Div:
             u = understood(store)
             read_as = "; ".join(f"{title}: {text}" for title, text in u.read_as) or "–"
             body.append(rc.reading_block(name, read_as, [*u.mapping, *u.notes], u.not_read))
+            shown = mapping_shown(store)
+            body.append(rc.mapping_block(name, shown.toml, shown.unmapped))
             body.append(rc.fields_block(name, health.fields))
             body.append(rc.issues_block(health.errors, health.n_errors, health.notes, health.n_notes))
             if store.unreadable():

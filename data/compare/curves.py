@@ -39,6 +39,7 @@ METRICS = {
     "win_rate": (label("win_rate"), "share"),
     "zero_spread_share": ("share of groups whose responses all got the same reward", "share"),
     "repetition": (label("repetition"), "share"),
+    "truncated_share": (label("truncated_share"), "share"),
 }
 BANDED = ("reward", "ref_reward", "response_length", "response_chars")
 FROM_RESPONSES = ("repetition",)
@@ -56,6 +57,7 @@ MISSING = {
     "win_rate": "no reference reward (ref_reward), so no win rate",
     "zero_spread_share": "no groups of 2+ responses to one prompt at a step",
     "repetition": "no repetition column",
+    "truncated_share": "no response ends with an end token, so a cut one cannot be told from a finished one",
 }
 
 

@@ -8,16 +8,21 @@ count. Two prompts of two runs are the same prompt when their match texts are eq
 128-bit BLAKE2b digest of the UTF-8 text). Prompts formatted by different chat templates are different
 texts and do not match.
 
-**Per run and prompt.** The prompt's *last step* is the last step the run gave it at; its *reward at the
-last step* the mean reward of its responses there (finite rewards). The *paired difference* of a prompt
-shared by runs A and B is A's reward at its last step minus B's. *Over training*: at each step where both
-runs gave the prompt, A's mean reward of the prompt at that step minus B's; per step, the mean (and
-quartiles) of those differences over the prompts shared at that step.
+**Paired at comparable progress.** A prompt shared by runs A and B is compared at one step of each, the
+*paired steps*: of the steps at which A gave it and those at which B gave it, the pair with the smallest
+gap |step_A − step_B| (a tie goes to the largest sum step_A + step_B: the later training). A pair whose gap
+exceeds the *gap limit* is left out of every count (the page says how many in a sentence of its own): two
+runs' rewards for a prompt many steps apart compare two stages of training, not two policies. The limit
+is given (the URL's ``gap=``, in steps) or else 10 % of the longer run's span of steps (last step − first
+step + 1: for steps 1…60, 6); a gap equal to it is kept. A prompt's *reward at its paired step* is the
+mean reward of its responses there (finite rewards); its *paired difference* is A's minus B's. *Over
+training*: at each step where both runs gave the prompt, A's mean reward of the prompt at that step minus
+B's; per step, the mean (and quartiles) of those differences over the prompts shared at that step.
 
-**Solved.** A run *solves* a prompt when its reward at the prompt's last step is at least the threshold
+**Solved.** A run *solves* a prompt when its reward at the prompt's paired step is at least the threshold
 τ. τ is given (the URL's ``solved=``) or else the midpoint of the two runs' reward range, (lowest +
 highest reward of either run) / 2, so that with a verifier's 0 / 1 rewards a prompt is solved when at
-least half of its last responses are right.
+least half of its responses there are right.
 """
 
 from __future__ import annotations
@@ -88,11 +93,13 @@ def run_prompts(store: RunStore) -> RunPrompts:
 
 @dataclass(frozen=True)
 class Paired:
-    """Prompts shared by runs ``a`` and ``b``. ``table``: one row per shared prompt, ``match, preview,
-    a_keys, b_keys, a_last_step, b_last_step, a_reward, b_reward`` (rewards at each run's last step of the
-    prompt), ``diff`` (a − b), ``a_solved``, ``b_solved``, ``a_n``, ``b_n`` (responses), sorted by ``diff``
-    then ``match``; ``over_steps``: ``step, n_prompts, diff_mean, diff_p25, diff_p75`` at every step
-    where both runs gave a shared prompt; ``threshold``: τ; counts of each run's prompts; notes."""
+    """Prompts shared by runs ``a`` and ``b``, each at its paired steps. ``table``: one row per shared
+    prompt paired within the gap limit, ``match, preview, a_keys, b_keys, a_step, b_step, gap, a_reward,
+    b_reward`` (mean rewards at the paired steps), ``diff`` (a − b), ``a_solved``, ``b_solved``, ``a_n``,
+    ``b_n`` (responses at the paired steps), sorted by ``diff`` then ``match``; ``over_steps``: ``step,
+    n_prompts, diff_mean, diff_p25, diff_p75`` at every step where both runs gave a shared prompt;
+    ``threshold``: τ; ``limit``: the gap limit in steps; ``shared``: prompts the runs share, of which
+    ``left_out`` had no pair within the limit; counts of each run's prompts; notes."""
 
     a: str
     b: str
@@ -102,13 +109,18 @@ class Paired:
     a_prompts: int
     b_prompts: int
     notes: tuple[Note, ...]
+    limit: float = math.inf
+    shared: int = 0
+    left_out: int = 0
 
     def headline(self) -> str:
-        """One sentence: how many prompts are shared, of how many, and the solved threshold."""
+        """One sentence: how many prompts are shared, of how many, how they are paired, and the solved
+        threshold."""
         tau = "–" if self.threshold is None else f"{self.threshold:.4g}"
         return (
-            f"{self.table.height} shared prompts ({self.a_prompts} in {self.a}, {self.b_prompts} in {self.b}); "
-            f"solved: mean reward at the prompt's last step ≥ {tau}."
+            f"{self.shared} shared prompts ({self.a_prompts} in {self.a}, {self.b_prompts} in {self.b}), each "
+            f"compared at the steps of the two runs closest to each other (at most {self.limit:g} apart); "
+            f"solved: mean reward at the paired step ≥ {tau}."
         )
 
     def scatter_rows(self, limit: int = MAX_SCATTER) -> tuple[pl.DataFrame, int]:
@@ -137,37 +149,92 @@ def default_threshold(ranges: list[tuple[float, float]]) -> float | None:
     return (min(r[0] for r in ranges) + max(r[1] for r in ranges)) / 2
 
 
-def pair_from(a: str, pa: RunPrompts, b: str, pb: RunPrompts, threshold: float | None) -> Paired:
-    """:class:`Paired` of two runs' :class:`RunPrompts` with the solved threshold ``threshold``."""
+def default_gap(spans: list[int]) -> float:
+    """The gap limit when none is given: 10 % of the longer run's span of steps (see the module)."""
+    return 0.1 * max(spans, default=0)
+
+
+def step_span(steps: list[int]) -> int:
+    """A run's span of steps: last step − first step + 1 (0 without a step)."""
+    return steps[-1] - steps[0] + 1 if steps else 0
+
+
+def nearest_steps(a_steps: pl.DataFrame, b_steps: pl.DataFrame) -> pl.DataFrame:
+    """Per prompt given by both (``a_steps``: ``match, a_step``; ``b_steps``: ``match, b_step``), its
+    paired steps ``match, a_step, b_step, gap``: the smallest gap, then the largest sum. Only A's steps'
+    nearest B step on either side can be such a pair (a pair with a B step further away has a larger gap),
+    so the candidates are two as-of joins, not every pair of steps."""
+    left, right = a_steps.sort("a_step"), b_steps.sort("b_step")
+    candidates = pl.concat(
+        [
+            left.join_asof(
+                right, left_on="a_step", right_on="b_step", by="match", strategy=side, check_sortedness=False
+            )
+            for side in ("backward", "forward")
+        ]
+    ).drop_nulls("b_step")
+    return (
+        candidates.with_columns((pl.col("a_step") - pl.col("b_step")).abs().alias("gap"))
+        .sort(
+            ["match", "gap", pl.col("a_step") + pl.col("b_step")],
+            descending=[False, False, True],
+        )
+        .group_by("match", maintain_order=True)
+        .first()
+        .select("match", "a_step", "b_step", "gap")
+    )
+
+
+def pair_from(
+    a: str, pa: RunPrompts, b: str, pb: RunPrompts, threshold: float | None, limit: float = math.inf
+) -> Paired:
+    """:class:`Paired` of two runs' :class:`RunPrompts` (their ``by_step`` holds the steps a pair may take)
+    with the solved threshold ``threshold`` and the gap limit ``limit``."""
     notes = []
-    left = pa.prompts.select(
-        "match",
-        "preview",
-        pl.col("keys").alias("a_keys"),
-        pl.col("last_step").alias("a_last_step"),
-        pl.col("reward_last").alias("a_reward"),
-        pl.col("n_responses").alias("a_n"),
+    shared = pa.prompts.select("match", "preview", pl.col("keys").alias("a_keys")).join(
+        pb.prompts.select("match", pl.col("keys").alias("b_keys")), on="match", how="inner"
     )
-    right = pb.prompts.select(
-        "match",
-        pl.col("keys").alias("b_keys"),
-        pl.col("last_step").alias("b_last_step"),
-        pl.col("reward_last").alias("b_reward"),
-        pl.col("n_responses").alias("b_n"),
-    )
+    by_a = pa.by_step.join(shared.select("match"), on="match", how="semi")
+    by_b = pb.by_step.join(shared.select("match"), on="match", how="semi")
+    steps = nearest_steps(
+        by_a.select("match", pl.col("step").alias("a_step")),
+        by_b.select("match", pl.col("step").alias("b_step")),
+    ).filter(pl.col("gap") <= limit)
     tau = threshold
     solved = (
         (lambda c: pl.col(c) >= tau) if tau is not None and math.isfinite(tau) else (lambda c: pl.lit(False))
     )
+    side = lambda frame, s: frame.select(  # noqa: E731 - the by_step of one side, named for the table
+        "match", pl.col("step").alias(f"{s}_step"), pl.col("reward").alias(f"{s}_reward"), pl.col("n").alias(f"{s}_n")
+    )  # fmt: skip
     table = (
-        left.join(right, on="match", how="inner")
+        shared.join(steps, on="match", how="inner")
+        .join(side(by_a, "a"), on=["match", "a_step"], how="left")
+        .join(side(by_b, "b"), on=["match", "b_step"], how="left")
         .with_columns(
             (pl.col("a_reward") - pl.col("b_reward")).alias("diff"),
             solved("a_reward").fill_null(False).alias("a_solved"),
             solved("b_reward").fill_null(False).alias("b_solved"),
         )
+        .select(
+            "match",
+            "preview",
+            "a_keys",
+            "b_keys",
+            "a_step",
+            "b_step",
+            "gap",
+            "a_reward",
+            "b_reward",
+            "diff",
+            "a_solved",
+            "b_solved",
+            "a_n",
+            "b_n",
+        )  # fmt: skip
         .sort(["diff", "match"], nulls_last=True)
     )
+    left_out = shared.height - table.height
     over = (
         pa.by_step.join(pb.by_step, on=["match", "step"], how="inner", suffix="_b")
         .with_columns((pl.col("reward") - pl.col("reward_b")).alias("d"))
@@ -184,30 +251,49 @@ def pair_from(a: str, pa: RunPrompts, b: str, pb: RunPrompts, threshold: float |
     if pa.prompts.height == 0 or pb.prompts.height == 0:
         empty = [r for r, p in ((a, pa), (b, pb)) if p.prompts.height == 0]
         notes.append(Note(PROMPTS, tuple(empty), f"{', '.join(empty)}: no prompts to match."))
-    elif table.height == 0:
+    elif shared.height == 0:
         notes.append(Note(PROMPTS, (a, b), f"{a} and {b} share no prompt ({pa.prompts.height} and "
                                            f"{pb.prompts.height} distinct prompts): there is nothing to pair."))  # fmt: skip
+    if left_out:
+        notes.append(Note(PROMPTS, (a, b), f"{left_out} of the {shared.height} shared prompts are left out of "
+                                           f"the counts: {a} and {b} never gave them within {limit:g} steps of "
+                                           "each other (the gap limit, gap= in the URL)."))  # fmt: skip
     elif over.height == 0:
         notes.append(Note(PROMPTS, (a, b), f"The {table.height} shared prompts never come at the same step in "
                                            "both runs: no paired difference over training."))  # fmt: skip
     if (threshold is None or not math.isfinite(threshold)) and table.height:
         notes.append(Note(PROMPTS, (a, b), "No threshold (no finite reward): no prompt counts as solved."))
-    return Paired(a, b, table, over, threshold, pa.prompts.height, pb.prompts.height, tuple(notes))
+    return Paired(
+        a,
+        b,
+        table,
+        over,
+        threshold,
+        pa.prompts.height,
+        pb.prompts.height,
+        tuple(notes),
+        limit,
+        shared.height,
+        left_out,
+    )
 
 
 @functools.lru_cache(maxsize=16)
-def _pair(ka: StoreKey, a: str, kb: StoreKey, b: str, threshold: float | None) -> Paired:
-    # Each run's prompts as its last commit wrote them (read from the scalars for an older store), and
-    # the means per prompt and step only at the steps both runs have: a large run compared with a short
-    # one reads the short one's steps, not every response of its own.
-    pa, pb = (_matches(k) for k in (ka, kb))
-    common = sorted(set(run_curves.step_list(ka.store)) & set(run_curves.step_list(kb.store)))
+def _pair(ka: StoreKey, a: str, kb: StoreKey, b: str, threshold: float | None, limit: float) -> Paired:
+    # Each run's prompts as its last commit wrote them, and the means per prompt and step only at the steps
+    # that can pair within the limit (a step of A further than it from every step of B cannot): a large
+    # run compared with a short one reads about the short one's steps, not every response of its own.
+    sa, sb = run_curves.step_list(ka.store), run_curves.step_list(kb.store)
+    window = lambda steps, other: tuple(  # noqa: E731
+        s for s in steps if other and other[0] - limit <= s <= other[-1] + limit
+    )
     return pair_from(
         a,
-        RunPrompts(pa, _by_step_at(ka, common)),
+        RunPrompts(_matches(ka), _by_step_at(ka, list(window(sa, sb)))),
         b,
-        RunPrompts(pb, _by_step_at(kb, common)),
+        RunPrompts(_matches(kb), _by_step_at(kb, list(window(sb, sa)))),
         threshold,
+        limit,
     )
 
 
@@ -235,12 +321,22 @@ def reward_range(store: RunStore) -> tuple[float, float] | None:
     return None if lo is None or hi is None else (float(lo), float(hi))
 
 
-def pair(a: str, store_a: RunStore, b: str, store_b: RunStore, threshold: float | None = None) -> Paired:
-    """:func:`pair_from` of two stores (cached on both versions and ``threshold``); without a
-    ``threshold``, τ is :func:`default_threshold` of the two runs' :func:`reward_range`."""
+def pair(
+    a: str,
+    store_a: RunStore,
+    b: str,
+    store_b: RunStore,
+    threshold: float | None = None,
+    gap: float | None = None,
+) -> Paired:
+    """:func:`pair_from` of two stores (cached on both versions, ``threshold`` and ``gap``); without a
+    ``threshold``, τ is :func:`default_threshold` of the two runs' :func:`reward_range`; without a ``gap``,
+    the limit is :func:`default_gap` of their spans of steps."""
     if threshold is None:
         threshold = default_threshold([reward_range(store_a), reward_range(store_b)])
-    return _pair(StoreKey(store_a), a, StoreKey(store_b), b, threshold)
+    if gap is None:
+        gap = default_gap([step_span(run_curves.step_list(s)) for s in (store_a, store_b)])
+    return _pair(StoreKey(store_a), a, StoreKey(store_b), b, threshold, float(gap))
 
 
 # ---- responses of one prompt, and their diff ---------------------------------------------------------------
@@ -277,7 +373,7 @@ def prompt_responses(store: RunStore, keys: list[str], step: int, limit: int = M
 
 @dataclass(frozen=True)
 class OpenedPrompt:
-    """A shared prompt opened on the page: its preview, each run's step (its last step of the prompt) and
+    """A shared prompt opened on the page: its preview, each run's step (its paired step) and
     responses there (:func:`prompt_responses` rows as dicts), and the :class:`WordDiff` of the best
     response of each (A's first)."""
 
@@ -296,12 +392,10 @@ def open_prompt(paired: Paired, store_a: RunStore, store_b: RunStore, match: str
     if row.height == 0:
         return None
     r = row.row(0, named=True)
-    a_rows = prompt_responses(store_a, r["a_keys"], r["a_last_step"]).to_dicts()
-    b_rows = prompt_responses(store_b, r["b_keys"], r["b_last_step"]).to_dicts()
+    a_rows = prompt_responses(store_a, r["a_keys"], r["a_step"]).to_dicts()
+    b_rows = prompt_responses(store_b, r["b_keys"], r["b_step"]).to_dicts()
     best = [rows[0]["response"] if rows else "" for rows in (a_rows, b_rows)]
-    return OpenedPrompt(
-        match, r["preview"] or "", r["a_last_step"], r["b_last_step"], a_rows, b_rows, word_diff(*best)
-    )
+    return OpenedPrompt(match, r["preview"] or "", r["a_step"], r["b_step"], a_rows, b_rows, word_diff(*best))
 
 
 def diff_bars(table: pl.DataFrame) -> tuple[pl.DataFrame, bool]:

@@ -10,6 +10,7 @@ import polars as pl
 
 from data.compare.curves import run_frame
 from data.compare.notes import RUN, Note
+from data.signals import can_tell_truncation, truncation_by_step
 from data.store import RunStore, UnknownRun
 
 # At most this many runs on one compare page (one colour each, and every query is per run).
@@ -18,7 +19,8 @@ MAX_RUNS = 8
 
 @dataclass(frozen=True)
 class CompareRun:
-    """One run of a comparison: its name, folder, committed store and :func:`run_frame`."""
+    """One run of a comparison: its name, folder, committed store and :func:`run_frame` (with the
+    truncation share: :func:`with_truncation`)."""
 
     name: str
     run_dir: Path
@@ -51,5 +53,15 @@ def load_runs(board, names: list[str], wait: float = 0.0) -> tuple[list[CompareR
         if store is None:
             notes.append(Note(RUN, (name,), board.reading_text(name)))
             continue
-        out.append(CompareRun(name, run_dir, store, run_frame(store)))
+        out.append(CompareRun(name, run_dir, store, with_truncation(run_frame(store), store, board.settings)))
     return out, notes
+
+
+def with_truncation(frame: pl.DataFrame, store: RunStore, settings) -> pl.DataFrame:
+    """``frame`` with ``truncated_share``, the reward page's per-step share of responses with no end token
+    (:func:`data.signals.truncation_by_step`, the same numbers), where the run's responses can tell it."""
+    pads, ends = settings.pad_tokens, settings.end_tokens
+    if frame.height == 0 or not can_tell_truncation(store, pads, ends):
+        return frame
+    share = truncation_by_step(store, pads, ends).select("step", pl.col("y").alias("truncated_share"))
+    return frame.join(share, on="step", how="left")

@@ -115,6 +115,8 @@ def agreement(store: RunStore, run_dir: Path) -> tuple[Check, ...]:
     """:func:`data.trainer_logs.agreement.checks` of a run (cached on its store version and its trainer
     logs' sizes and times)."""
     t = trainer_scalars(run_dir)
+    if t.reading:  # checked once the TensorBoard events are read (never kept before: the stamps stay)
+        return ()
     stamp = tuple((f.kind, f.stamp) for f in t.files)
     return _checks(StoreKey(store), stamp, run_dir)
 
@@ -123,13 +125,15 @@ def agreement(store: RunStore, run_dir: Path) -> tuple[Check, ...]:
 class RunTrainerView:
     """What the reward page shows of one run's trainer logs: every ``keys``, the ``key`` charted (the one
     asked for when logged, else :func:`default_key`), its :class:`Overlay` (None without any log),
-    ``notes`` and the agreement ``checks``."""
+    ``notes`` and the agreement ``checks``; ``reading``: its TensorBoard folders still being read (see
+    :attr:`~data.trainer_logs.TrainerScalars.reading`)."""
 
     keys: list[str]
     key: str | None
     overlay: Overlay | None
     notes: list[Note]
     checks: tuple[Check, ...]
+    reading: tuple[str, ...] = ()
 
 
 def run_keys(run_dir: Path, key: str | None) -> tuple[list[str], str | None]:
@@ -148,4 +152,5 @@ def run_trainer_view(
     keys, key = run_keys(run_dir, key)
     notes = trainer_notes(run, logs, frame.get_column("step").to_list())
     ov = trainer_overlay({run: logs}, {run: frame}, key) if key is not None else None
-    return RunTrainerView(keys, key, ov, notes + list(ov.notes if ov else ()), agreement(store, run_dir))
+    notes += list(ov.notes if ov else ())
+    return RunTrainerView(keys, key, ov, notes, agreement(store, run_dir), logs.reading)

@@ -18,7 +18,7 @@ import polars as pl
 
 from data.derived.base import Commit, collect_named
 from data.derived.cells import CELLS_KEY, COLUMNS, empty_cells, hist_cells, made_with, widths
-from data.metrics.step import extra_mean, step_summary
+from data.metrics.step import extra_mean, step_summary, step_summary_by_columns
 from data.store.layout import SCALAR_CORE, SCALAR_DTYPES, entry_name
 from data.store.manifest import packed_parts
 
@@ -27,9 +27,11 @@ from data.store.manifest import packed_parts
 # Rows a commit summarises at once (see StepSummaries.refresh): ~650 bytes each in memory.
 REFRESH_ROWS = 100_000
 
-SUMMARY_INPUT = tuple(c for c in SCALAR_CORE if SCALAR_DTYPES[c] != pl.String() or c == "prompt_key") + (
-    "group_id",
-)
+# Of the string columns, the prompt key (groups), and where a step's largest-KL response is (source,
+# sample_id: see data.metrics.step.KL_TOP_COLUMNS).
+SUMMARY_INPUT = tuple(
+    c for c in SCALAR_CORE if SCALAR_DTYPES[c] != pl.String() or c in ("prompt_key", "source", "sample_id")
+) + ("group_id",)
 
 
 def scan_part_scalars(store_dir: Path, data: dict, pids: Iterable[int]) -> list[pl.LazyFrame]:
@@ -162,18 +164,17 @@ class StepSummaries:
                 scans = scan_part_scalars(self.dir, data, pids)
                 if not scans:
                     continue
-                frames = [s.select(c for c in s.collect_schema().names() if c in union) for s in scans]
-                window = stale & pl.col("step").is_between(lo, hi)
-                rows = pl.concat(frames, how="diagonal_relaxed").filter(window).collect()
+                read = _window_reader(scans, stale & pl.col("step").is_between(lo, hi), union)
+                if _rows_in(ranges, lo, hi) > 2 * REFRESH_ROWS:
+                    # A step too large for a window (one step of 3M responses): a few columns at a time.
+                    summary = step_summary_by_columns(read, extras)
+                    if summary.height:
+                        fresh.append(summary)
+                        cell_rows.append(read(["step", *COLUMNS], fill=False))
+                    continue
+                rows = read(list(union), fill=False)
                 if rows.height == 0:
                     continue
-                rows = rows.select(
-                    pl.col(c).cast(t) if c in rows.columns else pl.lit(None, t).alias(c)
-                    for c, t in union.items()
-                )
-                # In part and row order, as a reader of the whole run has them (sums are then added in the
-                # same order, to the last bit).
-                rows = rows.sort("part", "row")
                 absent = [pl.lit(None, t).alias(c) for c, t in SCALAR_DTYPES.items() if c not in rows.columns]
                 summary = step_summary(rows.with_columns(absent).lazy(), extras)
                 fresh.append(summary.collect(engine="in-memory"))
@@ -215,6 +216,36 @@ class StepSummaries:
         want = ("step", *COLUMNS)
         frames = [s.select(c for c in s.collect_schema().names() if c in want) for s in scans]
         self.cells = hist_cells(pl.concat(frames, how="diagonal_relaxed").collect(), width)
+
+
+def _window_reader(scans: list[pl.LazyFrame], window: pl.Expr, union: pl.Schema):
+    """``read(columns, fill=True)``: ``step`` and ``columns`` of the rows of ``scans`` in ``window`` (those of
+    the run's columns ``union``, cast to its types; with ``fill``, a scalar column no part has as nulls),
+    in part and row order, as a reader of the whole run has them (sums are then added in the same order,
+    to the last bit)."""
+
+    def read(columns, fill: bool = True) -> pl.DataFrame:
+        want = [c for c in dict.fromkeys(["step", *columns]) if c in union and c not in ("part", "row")]
+        keep = {*want, "part", "row"}
+        frames = [s.select(c for c in s.collect_schema().names() if c in keep) for s in scans]
+        rows = pl.concat(frames, how="diagonal_relaxed").filter(window).collect()
+        rows = rows.select(
+            pl.col(c).cast(union[c]) if c in rows.columns else pl.lit(None, union[c]).alias(c)
+            for c in ("part", "row", *want)
+        )
+        rows = rows.sort("part", "row").drop("part", "row")
+        if fill:
+            absent = [c for c in columns if c not in rows.columns and c in SCALAR_DTYPES]
+            rows = rows.with_columns(pl.lit(None, SCALAR_DTYPES[c]).alias(c) for c in absent)
+        return rows
+
+    return read
+
+
+def _rows_in(ranges: list[tuple[int, int, int]], lo: int, hi: int) -> float:
+    """About how many rows the parts of ``ranges`` hold from step ``lo`` to ``hi`` (each part's rows
+    counted as spread evenly over its steps, as :func:`step_windows` counts them)."""
+    return sum(n * (min(b, hi) - max(a, lo) + 1) / (b - a + 1) for a, b, n in ranges if a <= hi and lo <= b)
 
 
 def step_windows(ranges: list[tuple[int, int, int]], rows: int) -> list[tuple[int, int]]:

@@ -234,6 +234,46 @@ def _strings_parsed(strings: list[pl.Series], keys: int, marks: _Marks) -> bool:
     return marks.quotes == 2 * (keys + n) + (inner if marks.doubled else marks.escaped)
 
 
+NO_RESPONSE = "a record without a response (such as an episode that failed before any trace): nothing to show"
+
+
+def _line_of_rows(
+    obj,
+    ln: int,
+    note: str | None,
+    step,
+    dialect: schema.Dialect,
+    reading,
+    records: list,
+    rec_lines: list,
+    ignored: set,
+) -> list[dict]:
+    """A line that holds several responses (``Dialect.rows``): each record checked on its own, numbered
+    within the line (``IN_LINE``) and added to ``records``; returns the line's issues (a bad record of the
+    line costs none of the others). Raises BadLine for a line that is no such record."""
+    issues = [{"line": ln, "severity": "note", "reason": note, "detail": ""}] if note else []
+    parts = dialect.rows(obj)
+    if not parts:  # written by the trainer as it is: said, not counted as a bad line
+        issues.append({"line": ln, "severity": "note", "reason": NO_RESPONSE, "detail": ""})
+    for k, part in enumerate(parts):
+        twice: list[str] = []
+        try:
+            rec, ign = schema.validate_record(part, step, twice, dialect, reading)
+        except schema.BadLine as e:
+            issues.append(
+                {"line": ln, "severity": "error", "reason": f"response {k}: {e.reason}", "detail": ""}
+            )
+            continue
+        ignored.update(ign)
+        issues.extend(
+            {"line": ln, "severity": "note", "reason": f"response {k}: {t}", "detail": ""} for t in twice
+        )
+        rec[schema.IN_LINE] = k
+        records.append(rec)
+        rec_lines.append(ln)
+    return issues
+
+
 def parse_rows(
     df: pl.DataFrame, step: int | None, dialect: schema.Dialect, reading: schema.Reading | None
 ) -> ChunkResult:
@@ -241,6 +281,12 @@ def parse_rows(
     for a table whose rows do not go whole, so that exactly its bad rows are named."""
     records, lines, issues, ignored = [], [], [], set()
     for n, row in enumerate(df.iter_rows(named=True), start=1):
+        if dialect.rows is not None:
+            try:
+                issues.extend(_line_of_rows(row, n, None, step, dialect, reading, records, lines, ignored))
+            except schema.BadLine as e:
+                issues.append({"line": n, "severity": "error", "reason": e.reason, "detail": ""})
+            continue
         twice: list[str] = []
         try:
             rec, ign = schema.validate_record(row, step, twice, dialect, reading)

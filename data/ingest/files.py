@@ -4,7 +4,6 @@ whole, and again whole when it changed. Each file is matched to its dialect when
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -16,21 +15,17 @@ import polars as pl
 from data import schema
 from data.config import ReadLimits, read_limits
 from data.ingest.blocks import BOM, SNIPPET_BYTES, Oversized, RawBlock, _next_block, parse_chunk, segments
+from data.ingest.digest import _edited_in_place, _file_changed, _fingerprint, extended
 from data.ingest.fast import ChunkResult, _count_newlines
 from data.ingest.parquet import read_bounded as read_parquet
 from data.ingest.slow import _snippet
 from data.ingest.writer import _Writer
 from data.remote import WHOLE_READ_BYTES, RemotePath
+from data.schema.dialects.mapping import step_of
 
 COMPRESSED = (".jsonl.gz", ".jsonl.zst")
 PARQUET = ".parquet"
 FIRST_RECORD_BYTES = 256 << 20  # read at most this far for a file's first record (its fields: its dialect)
-
-# A file's fingerprint (see _fingerprint): its first and last PRINT_WINDOW bytes up to where it was read, and
-# PRINT_SAMPLES pieces of PRINT_SAMPLE bytes spread between them.
-PRINT_WINDOW = 65536
-PRINT_SAMPLES = 8
-PRINT_SAMPLE = 4096
 
 
 def _read_to_end(entry: dict, path, st) -> None:
@@ -44,56 +39,6 @@ def _read_to_end(entry: dict, path, st) -> None:
         ino=st.st_ino,
         print=_fingerprint(path, st.st_size),
     )
-
-
-def _fingerprint(path: Path, upto: int) -> str:
-    """A hash of what was read of a file (its first ``upto`` bytes): of all of it up to
-    ``2 * PRINT_WINDOW + PRINT_SAMPLES * PRINT_SAMPLE`` bytes, else of its first and last ``PRINT_WINDOW``
-    bytes and ``PRINT_SAMPLES`` pieces between. A file rewritten in place (a trainer restarted with the same
-    seed reopens it with "w"), with the same start and no shorter, differs there, and most often just before
-    where it was read to: the start alone took it as unchanged."""
-    h = hashlib.blake2b(digest_size=16)
-    if isinstance(path, RemotePath):  # the same bytes, fetched together (one GET each is a round trip each)
-        for piece in path.get_ranges(_print_ranges(upto)):
-            h.update(piece)
-        return h.hexdigest()
-    with open(path, "rb") as f:
-        head = min(upto, PRINT_WINDOW)
-        h.update(f.read(head))
-        tail = max(head, upto - PRINT_WINDOW)
-        if tail - head <= PRINT_SAMPLES * PRINT_SAMPLE:
-            h.update(f.read(tail - head))
-        else:
-            for k in range(PRINT_SAMPLES):
-                f.seek(head + (tail - head - PRINT_SAMPLE) * k // (PRINT_SAMPLES - 1))
-                h.update(f.read(PRINT_SAMPLE))
-            f.seek(tail)
-        h.update(f.read(upto - tail))
-    return h.hexdigest()
-
-
-def _print_ranges(upto: int) -> list[tuple[int, int]]:
-    """The ``(start, end)`` ranges :func:`_fingerprint` hashes, in order."""
-    head = min(upto, PRINT_WINDOW)
-    tail = max(head, upto - PRINT_WINDOW)
-    if tail - head <= PRINT_SAMPLES * PRINT_SAMPLE:
-        middle = [(head, tail)]
-    else:
-        starts = [
-            head + (tail - head - PRINT_SAMPLE) * k // (PRINT_SAMPLES - 1) for k in range(PRINT_SAMPLES)
-        ]
-        middle = [(a, a + PRINT_SAMPLE) for a in starts]
-    return [(0, head), *middle, (tail, upto)]
-
-
-def _file_changed(path: Path, st: os.stat_result, prev: dict) -> bool:
-    """True when a file shrank, was replaced or was rewritten since it was last read (it is then read again
-    from 0). Checked at every ingest, whatever its size and time say (see :func:`_fingerprint`)."""
-    if st.st_size < prev["offset"]:
-        return True
-    if (st.st_dev, st.st_ino) != (prev.get("dev"), prev.get("ino")):
-        return True
-    return _fingerprint(path, prev["offset"]) != prev.get("print")
 
 
 def _open_raw(path: Path):
@@ -158,18 +103,29 @@ def _loads(raw: bytes):
 
 def match_file(writer: _Writer, path: Path, rel: str, entry: dict) -> None:
     """Record in a file's manifest entry its dialect (how it was matched) and the step of its lines that
-    have none: its path's, else 0 for an evaluation dump (see ``Dialect.stepless``)."""
+    have none: its path's where the path is laid out as a trainer lays out its steps (see
+    :func:`schema.step_from_path`), else 0 where its first record has no step (an evaluation dump, or a
+    layout the board does not know: step 0, said on every page of the run)."""
+    fields, fm = None, writer.reading.fields
     if "dialect" not in entry:
-        m = schema.detect(rel, _first_fields(path), writer.options.dialect, writer.options.default)
+        fields = _first_fields(path)
+        m = schema.detect(rel, fields, writer.options.dialect, writer.options.default)
+        # The run's own [fields] before any guess; the root's only where no dialect is sure or named.
+        if fm is not None and (fm.where == "run" or m.how == "guessed"):
+            m = schema.Match(schema.MAPPED, "mapped")
         entry.update(dialect=m.dialect.name, matched=m.how, also=list(m.others))
     if "step" not in entry:
-        step = schema.step_from_path(rel)
-        if step is not None:
+        dialect = schema.by_name(entry["dialect"])
+        step, how = step_of(fm, rel) if dialect is schema.MAPPED and fm is not None else (None, "")
+        if how:  # the mapping's: from the path ("fields"), none there ("none": 0), or the lines' own
+            entry.update(step=step, step_from=how if how != "lines" else None)
+        elif (step := schema.step_from_path(rel)) is not None:
             entry.update(step=step, step_from="path")
-        elif schema.by_name(entry["dialect"]).stepless:
-            entry.update(step=0, step_from="none")
-        else:
-            entry.update(step=None, step_from=None)
+        else:  # none in the first record either (an empty file has none yet: its lines decide)
+            fields = _first_fields(path) if fields is None else fields
+            lacks = bool(fields) and "step" not in {*fields, *dialect.renames(fields).values()}
+            entry.update(step=0 if dialect.stepless or lacks else None)
+            entry.update(step_from="none" if dialect.stepless or lacks else None)
 
 
 def ingest_file(
@@ -185,7 +141,7 @@ def ingest_file(
     size = st.st_size if limit is None else min(limit, st.st_size)
     files = writer.m.data["files"]
     prev = files.get(rel)
-    if prev is not None and _file_changed(path, st, prev):
+    if prev is not None and (_file_changed(path, st, prev) or _edited_in_place(path, st, prev)):
         writer.drop_file(rel)
         prev = None
     if prev is not None and prev["size"] == size and (limit is not None or prev["mtime"] == st.st_mtime_ns):
@@ -285,6 +241,7 @@ def ingest_file(
                     "detail": f"{len(tail)} bytes, last modified {age:.0f} s ago",
                 }
     entry.update(size=size, mtime=st.st_mtime_ns)
+    extended(path, entry, entry["offset"])
     files[rel] = entry
 
 

@@ -16,8 +16,10 @@ from data import schema, untrusted
 from data.config import MAX_REWARD_WEIGHT
 from data.remote import RemotePath, as_path
 from data.schema.dialects.base import tokenizer_problem
+from data.schema.dialects.mapping import FieldMap, parse_fields
 
 RUN_FILE = "rlboard.toml"
+ROOT_FILE = "rlboard.toml at the rollout root"  # its [fields] for every run no dialect reads as sure
 # Where TRL's Trainer keeps its log history: trainer_state.json in each checkpoint, or log_history.json
 # saved beside the completions by hand.
 TRL_LOGS = ("log_history.json", "trainer_state.json")
@@ -41,6 +43,11 @@ class RunOptions:
     def key(self) -> list:
         """What the store depends on: a store read with other options is read again."""
         return [self.dialect, self.default, *self.reading.key()]
+
+    @property
+    def fields(self) -> FieldMap | None:
+        """The [fields] mapping the run is read with (its own rlboard.toml's, else the root's), or None."""
+        return self.reading.fields
 
 
 def _weights(value, where: str, problems: list[str]) -> dict[str, float] | None:
@@ -154,10 +161,11 @@ def _tokenizer_path(run_dir: Path, given, where: str, problems: list[str], insid
     return str(path)
 
 
-def _run_file(run_dir: Path, problems: list[str]) -> tuple[dict, bytes | None]:
-    """The run folder's rlboard.toml as ``(table, its bytes)``: ``({}, None)`` where there is none, and
-    ``({}, bytes)`` (with the problem said) where it cannot be used: not a regular file of the run folder,
-    over :data:`untrusted.SETTINGS_BYTES`, nested too deep, not TOML."""
+def _run_file(run_dir: Path, problems: list[str], label: str = RUN_FILE) -> tuple[dict, bytes | None]:
+    """The rlboard.toml of a folder (the run's, or the rollout root's: ``label`` says which) as ``(table,
+    its bytes)``: ``({}, None)`` where there is none, and ``({}, bytes)`` (with the problem said) where it
+    cannot be used: not a regular file of the folder, over :data:`untrusted.SETTINGS_BYTES`, nested too
+    deep, not TOML."""
     path = run_dir / RUN_FILE
     try:
         text = untrusted.read_bounded(
@@ -167,18 +175,31 @@ def _run_file(run_dir: Path, problems: list[str]) -> tuple[dict, bytes | None]:
     except FileNotFoundError:
         return {}, None
     except untrusted.Refused as e:
-        problems.append(f"{RUN_FILE}: not read: {e}")
+        problems.append(f"{label}: not read: {e}")
         return {}, b""
     except OSError as e:
         if not _exists(path):
             return {}, None
-        problems.append(f"{RUN_FILE}: not read ({e.strerror or e})")
+        problems.append(f"{label}: not read ({e.strerror or e})")
         return {}, b""
     try:
         return tomllib.loads(text.decode("utf-8", errors="replace")), text
     except (tomllib.TOMLDecodeError, RecursionError) as e:
-        problems.append(f"{RUN_FILE}: not TOML ({e})")
+        problems.append(f"{label}: not TOML ({e})")
         return {}, text
+
+
+def _field_map(run_dir: Path, root: Path | None, conf: dict, problems: list[str]) -> FieldMap | None:
+    """The [fields] mapping of the run: its own rlboard.toml's (which replaces the root's), else the rollout
+    root's, whose other settings are not read (none when the root is not given or is the run folder)."""
+    if "fields" in conf:
+        return parse_fields(conf["fields"], "run", problems, RUN_FILE)
+    if root is None or str(root) == str(run_dir):
+        return None
+    root_conf, text = _run_file(root, problems, ROOT_FILE)
+    if text is None or "fields" not in root_conf:
+        return None
+    return parse_fields(root_conf["fields"], "root", problems, ROOT_FILE)
 
 
 def _remote(path: Path) -> bool:
@@ -197,9 +218,11 @@ def load_options(
     dialect: str | None = None,
     reward_weights: tuple[tuple[str, float], ...] | None = None,
     tokenizer: Path | None = None,
+    root: Path | None = None,
 ) -> RunOptions:
     """The reading options of ``run_dir``: its ``rlboard.toml``, else the settings (``dialect``,
-    ``reward_weights``, ``tokenizer``); never raises for a file it cannot use (the problem is kept)."""
+    ``reward_weights``, ``tokenizer``), and the ``[fields]`` of the rollout ``root``'s rlboard.toml where
+    the run's own has none; never raises for a file it cannot use (the problem is kept)."""
     opts = RunOptions(default=dialect if dialect in schema.dialects_by_name() else None)
     if dialect and opts.default is None:
         opts.problems.append(f"setting RLBOARD_DIALECT={dialect!r} names no dialect")
@@ -219,6 +242,9 @@ def load_options(
             if given:
                 weights, weights_from = given, RUN_FILE
     opts.reading = schema.Reading(reward_weights=weights, weights_from=weights_from)
+    opts.reading.fields = _field_map(
+        as_path(run_dir), None if root is None else as_path(root), conf, opts.problems
+    )
     if isinstance(conf.get("tokenizer"), str):
         opts.reading.tokenizer = _tokenizer_path(
             as_path(run_dir), conf["tokenizer"], RUN_FILE, opts.problems, True

@@ -63,16 +63,28 @@ def build_part(
         lead = pl.coalesce(schema.PROMPT_LEAD, "prompt")
     template = schema.template_lead(derived.select(lead).to_series(), lead)
     prompt_shown = strip_pads(lead if template is None else pl.coalesce(template, lead), pad_tokens)
+    sample = prefix + pl.lit("-") + pl.col("line").cast(pl.String)
+    if schema.IN_LINE in derived.columns:
+        # The responses of a line that holds several (Dialect.rows): numbered within it, and the line is
+        # their group where the file names none.
+        within = pl.col(schema.IN_LINE)
+        gid = pl.col("group_id").cast(pl.String) if "group_id" in derived.columns else pl.lit(None, pl.String)
+        derived = derived.with_columns(
+            pl.coalesce(gid, pl.when(within.is_not_null()).then(sample)).alias("group_id")
+        )
+        sample = (
+            pl.when(within.is_null()).then(sample).otherwise(sample + pl.lit(".") + within.cast(pl.String))
+        )
     return derived.with_columns(
         repetition_of(clean).alias("repetition"),
-        (prefix + pl.lit("-") + pl.col("line").cast(pl.String)).alias("sample_id"),
+        sample.alias("sample_id"),
         rel.alias("source"),
         part_id.cast(pl.Int64).alias("part"),
         _prompt_keys(key_text).alias("prompt_key"),
         _preview(prompt_shown).alias("prompt_preview"),
         _preview(pl.col(CLEAN_RESPONSE)).alias("response_preview"),
         pl.any_horizontal(*(pl.col(c).is_not_null() for c in schema.TOKEN_FIELDS)).alias("has_tokens"),
-    ).drop(CLEAN_RESPONSE, schema.PROMPT_LEAD, schema.RESPONSE_OWN, strict=False)
+    ).drop(CLEAN_RESPONSE, schema.PROMPT_LEAD, schema.RESPONSE_OWN, schema.IN_LINE, strict=False)
 
 
 def scalar_columns(df: pl.DataFrame) -> list[str]:

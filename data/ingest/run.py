@@ -104,6 +104,7 @@ def ingest_run(
     local_lock: bool = True,
     shared: SharedStores | None = None,
     spread: Spread | None = None,
+    root: Path | None = None,
 ) -> IngestResult:
     """Bring the store of ``run_dir`` up to date with its files and return what it now holds.
 
@@ -116,7 +117,8 @@ def ingest_run(
     folder's files make the run (``"validation"``: its validation files, see data.store.runs);
     ``dialect``, ``reward_weights`` and ``tokenizer``: the settings (see :func:`data.ingest.options.load_options`).
     ``spread``: reads the files instead of :func:`read_files`, in other processes (``ingest --ray``); the
-    commit is made here all the same.
+    commit is made here all the same. ``root``: the rollout root the run folder lies in, whose
+    rlboard.toml ``[fields]`` applies to the run where the run's own has none (None: not read).
 
     The file lock guards one host; writers on several hosts sharing the store are kept apart by the table's
     commit protocol: of two that read the same commit only one commits the next, the other returns with
@@ -144,15 +146,17 @@ def ingest_run(
         _fill_result(result, store_dir)
         return result
     writer = None
+    recovery, rebuilt = None, []
     try:
         if shared is not None:
             shared.pull(store_dir)
+            recovery = shared.recovery(store_dir)  # the bucket lost this copy's commits: a rebuild
             if shared.deferring(store_dir):  # another replica is reading the run: its commits are mirrored
                 result.deferred = True
                 _fill_result(result, store_dir)
                 result.seconds = time.perf_counter() - t0
                 return result
-        options = load_options(run_dir, dialect, reward_weights, tokenizer)
+        options = load_options(run_dir, dialect, reward_weights, tokenizer, root)
         table, draft = _committed(store_dir)
         committed = None if draft is None else draft.data
         # The key as the manifest keeps it (JSON: tuples come back as lists), so that equal options compare equal.
@@ -168,16 +172,25 @@ def ingest_run(
             older = remove_older_formats(store_dir, draft)
             if older is not None:  # said on the runs page (data.store.reading.understood)
                 draft.data[REBUILT_FROM] = older
-        draft.data.update(options=key, split=split, problems=options.problems)
+            if recovery is not None:  # committed above the generations the bucket holds, and said
+                draft.data.update(generation=max(draft.data["generation"], recovery[1]))
+                rebuilt = [recovery[0]]
+        fm = options.fields
+        draft.data.update(options=key, split=split, problems=options.problems + rebuilt)
+        draft.data["fields_map"] = None if fm is None else {"table": fm.table, "where": fm.where}
         writer = _Writer(store_dir, draft, pad_tokens, options, table, committed)
         if shared is not None:
             writer.on_commit = lambda data: shared.publish(store_dir, data)
         if draft.data.get("reward_formed"):
             options.reading.formed.update(draft.data["reward_formed"])
-        paths = run_files(run_dir, split)
+        aside: list[tuple[str, str]] = []
+        paths = run_files(run_dir, split, aside)
+        if aside:  # said on the runs page (data.store.reading.understood), not counted as bad lines
+            draft.data["problems"] = [*options.problems, side_files_note(aside)]
         rels = {p: p.relative_to(run_dir).as_posix() for p in paths}
         on_disk = set(rels.values())
-        changed = False
+        # A note that changed (a side file come or gone) is committed even when no line is new.
+        changed = committed is not None and list(committed.get("problems") or []) != draft.data["problems"]
         for rel in list(draft.data["files"]):
             if rel not in on_disk:
                 writer.drop_file(rel)
@@ -218,6 +231,8 @@ def ingest_run(
             writer.commit(complete=True)
         # (Nothing new while the files keep changing: what is shown stays as it is. Hiding the last step
         # again would change the store's version back and forth for nothing.)
+        if recovery is not None:
+            shared.recovered(store_dir)  # the rebuilt store is committed (and says why on the runs page)
         result.bytes_read = done
         result.new_rows = writer.new_rows
         if progress:
@@ -236,6 +251,7 @@ def ingest_run(
                     writer.remove_written()
             if result.lost:
                 shared.pull(store_dir)  # the winner's commit, in place of what this call wrote
+                shared.recovered(store_dir)
             if result.lost_commit:
                 # The winner copies its manifest to manifest.json only after its commit: read the log's.
                 _committed(store_dir)
@@ -306,6 +322,13 @@ def read_files(
             if progress:
                 progress(done, total)
     return done, unreadable
+
+
+def side_files_note(aside: list[tuple[str, str]], shown: int = 5) -> str:
+    """The runs page's note on a framework's side files in the run folder, which are not read."""
+    items = "; ".join(f"{rel} ({why})" for rel, why in aside[:shown])
+    more = f"; and {len(aside) - shown:,} more" if len(aside) > shown else ""
+    return f"Not rollouts, so not read: {items}{more}."
 
 
 def _fill_result(result: IngestResult, store_dir: Path) -> None:

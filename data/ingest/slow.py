@@ -10,7 +10,7 @@ import orjson
 import polars as pl
 
 from data import schema
-from data.ingest.fast import ChunkResult, _fast_path
+from data.ingest.fast import ChunkResult, _fast_path, _line_of_rows
 
 
 def _parse_line(raw: bytes) -> tuple[object, str | None]:
@@ -108,6 +108,11 @@ def _line_by_line(
     for raw, ln, is_plain in zip(lines, line_nos, plain, strict=True):
         try:
             obj, note = _parse_line(raw)
+            if dialect.rows is not None:
+                issues.extend(
+                    _line_of_rows(obj, ln, note, step, dialect, reading, records, rec_lines, ignored)
+                )
+                continue
             twice: list[str] = []
             rec, ign = schema.validate_record(obj, step, twice, dialect, reading)
         except schema.BadLine as e:
@@ -142,7 +147,12 @@ def _line_by_line(
         rf = schema.records_frame(records).with_columns(pl.Series("line", rec_lines, dtype=pl.Int64))
         frames.append(rf)
     frames = [f for f in frames if f.height]
-    frame = pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else pl.DataFrame()
+    # In order within a line too (the responses of a line that holds several, see Dialect.rows).
+    frame = (
+        pl.concat(frames, how="diagonal_relaxed").sort("line", maintain_order=True)
+        if frames
+        else pl.DataFrame()
+    )
     return ChunkResult(frame, issues, ignored)
 
 
@@ -151,5 +161,6 @@ def _plain_json(raw: bytes) -> bool:
 
 
 def _snippet(raw: bytes, n: int = 120) -> str:
+    """The start of a raw line, kept to show why it could not be read (its secrets' texts masked)."""
     text = raw[: n * 4].decode("utf-8", errors="replace")
-    return text[:n] + ("…" if len(text) > n or len(raw) > n * 4 else "")
+    return schema.mask_text(text[:n]) + ("…" if len(text) > n or len(raw) > n * 4 else "")

@@ -342,6 +342,14 @@ COLUMNS: dict[str, Metric] = {
             fmt="share",
         ),
         Metric(
+            "kl_top_share",
+            "largest response's share of the step's KL",
+            "the k3 sum of the step's response with the largest one, over the k3 sum of all the step's positions",
+            False,
+            "step",
+            fmt="share",
+        ),
+        Metric(
             "truncated_share",
             "truncated (share of responses with no end token)",
             "responses of the step that do not end with an end token, over the step's responses",
@@ -379,7 +387,8 @@ COLUMNS: dict[str, Metric] = {
         Metric(
             "reward_diff",
             "paired reward difference (A − B)",
-            "mean reward of a shared prompt's responses at its last step in run A minus in run B",
+            "mean reward of a shared prompt's responses at its paired step in run A minus at its paired step in run B "
+            "(the two runs' steps closest to each other: see data.compare.prompts)",
             True,
             "prompt",
         ),

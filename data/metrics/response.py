@@ -211,6 +211,8 @@ CLEAN_RESPONSE = "__response_clean"
 # The model's own text of a response given as turns, where ingest set it (data.schema.chat.RESPONSE_OWN):
 # its length, repetition and preview are counted on it rather than on the tool results between its turns.
 RESPONSE_OWN = "__response_own"
+# The response's length in tokens where a dialect knows it without the tokens (data.schema.chat.RESPONSE_LENGTH).
+RESPONSE_LENGTH = "__response_length"
 
 
 def derive_response_metrics(
@@ -220,6 +222,12 @@ def derive_response_metrics(
     text without pads as ``CLEAN_RESPONSE``, for the caller to use and drop): of the model's own text
     (``RESPONSE_OWN``) where a multi-turn response has one."""
     agg = response_list_aggregates(df, pad_tokens)
+    if (
+        RESPONSE_LENGTH in df.columns
+    ):  # a length the file gives (AReaL: seqlen - prompt_len), where no tokens do
+        given = df.get_column(RESPONSE_LENGTH).cast(agg.schema["response_length"])
+        agg = agg.with_columns(pl.coalesce(pl.col("response_length"), given).alias("response_length"))
+        df = df.drop(RESPONSE_LENGTH)
     own = pl.coalesce(RESPONSE_OWN, "response") if RESPONSE_OWN in df.columns else pl.col("response")
     out = pl.concat([df, agg], how="horizontal").with_columns(
         strip_pads(own, pad_tokens).alias(CLEAN_RESPONSE)

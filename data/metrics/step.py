@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -54,50 +54,112 @@ def extra_mean(col: str) -> str:
     return f"{col}_finite_mean"
 
 
+def _aggregations(extras: Sequence[str] = ()) -> list[tuple[tuple[str, ...], list[pl.Expr]]]:
+    """The summary's aggregations over a step's rows in order, each with the columns it reads beside
+    ``step`` (see :func:`step_summary_by_columns`)."""
+    compared = reference.compared().sum()
+    return [
+        ((), [pl.len().alias("n")]),
+        (("reward",), [*_dist("reward"), *_finite_total("reward")]),
+        (("ref_reward",), _dist("ref_reward")),
+        (("reward_gain",), _dist("reward_gain")),
+        (("ref_reward",), [pl.col("ref_reward").is_not_null().sum().alias("n_ref")]),
+        (
+            ("reward", "ref_reward"),
+            [
+                compared.alias("n_both"),
+                reference.rate(reference.win().sum(), compared).alias("win_rate"),
+                reference.rate(reference.tie().sum(), compared).alias("tie_rate"),
+                reference.rate(reference.loss().sum(), compared).alias("loss_rate"),
+            ],
+        ),
+        (
+            ("kl_sum", "log_ratio_sum", "n_kl_tokens", "kl_mean"),
+            [
+                _token_mean("kl_sum").alias("kl_token_mean"),
+                _token_mean("log_ratio_sum").alias("log_ratio_token_mean"),
+                *_dist("kl_mean"),  # the responses' per-token means: the KL curve's band and its largest
+                pl.col("kl_sum").mean().alias("kl_sum_mean"),
+                # The step's k3 over all its positions, and the largest of one response: kl_top_share.
+                pl.col("kl_sum").filter(pl.col("kl_sum").is_finite()).sum().alias("kl_sum_total"),
+                pl.col("kl_sum").filter(pl.col("kl_sum").is_finite()).max().alias("kl_sum_max"),
+                pl.col("log_ratio_sum").mean().alias("log_ratio_sum_mean"),
+                pl.col("n_kl_tokens").sum().alias("n_kl_tokens"),
+            ],
+        ),
+        (("kl_sum", *KL_TOP_COLUMNS), [_kl_top(c).alias(f"kl_top_{c}") for c in KL_TOP_COLUMNS]),
+        (("response_length",), _dist("response_length")),
+        (("response_chars",), _dist("response_chars")),
+        (
+            ("value_error_abs_mean", "value_error_mean"),
+            [
+                pl.col("value_error_abs_mean").mean().alias("value_error_abs_mean"),
+                pl.col("value_error_mean").mean().alias("value_error_mean"),
+            ],
+        ),
+        (("repetition",), [_finite_mean("repetition").alias("repetition_mean")]),
+        *[((c,), [_finite_mean(c).alias(extra_mean(c))]) for c in extras],
+    ]
+
+
+# The columns a summary reads that a frame made by hand may lack: nulls of their type there.
+_ABSENT = {"repetition": pl.Float64, "source": pl.String, "sample_id": pl.String, "line": pl.Int64}
+
+
+def _with_absent(rows: pl.LazyFrame, names) -> pl.LazyFrame:
+    absent = [pl.lit(None, t).alias(c) for c, t in _ABSENT.items() if c not in names]
+    return rows.with_columns(absent) if absent else rows
+
+
+# What the groups' columns of the summary read (see data.metrics.group.group_step_summary).
+GROUP_INPUT = ("reward", "prompt_key", "group_id")
+
+
 def step_summary(scalars: pl.LazyFrame, extras: Sequence[str] = ()) -> pl.LazyFrame:
     """One row per step, sorted by step: counts, reward / ref reward / gain distributions, win rate, KL, length.
 
     ``n_both`` counts the responses compared with their reference, ``win_rate`` / ``tie_rate`` /
     ``loss_rate`` are the shares of wins / ties / losses among them (see :mod:`data.metrics.reference`);
     ``kl_token_mean`` is Σ kl_sum / Σ n_kl_tokens over the step (a mean over all its tokens), while
-    ``kl_mean_mean`` averages the per-response means; ``repetition_mean`` is the mean repetition of the
+    ``kl_mean_*`` are the distribution of the per-response means (``kl_mean_mean`` their mean);
+    ``kl_sum_total`` / ``kl_sum_max`` are the finite k3 sums' total and largest (see :func:`kl_top_share`)
+    and ``kl_top_source`` / ``_line`` / ``_sample_id`` where that largest one is; ``repetition_mean`` is the mean repetition of the
     step's responses that have one (3 words or more), the reward page's degeneration curve;
     ``reward_finite_n`` / ``reward_finite_sum`` count and sum the finite rewards; for each numeric extra
     column ``c`` of ``extras`` (the reward components the compare page draws are among them),
     ``<c>_finite_mean`` (see :func:`extra_mean`) is the mean of its finite values (null when none).
     """
-    # A frame without repetition (one made by hand) summarises to nulls there.
-    if "repetition" not in scalars.collect_schema().names():
-        scalars = scalars.with_columns(pl.lit(None, pl.Float64).alias("repetition"))
+    # A frame without repetition or where a response is (one made by hand) summarises to nulls there.
+    scalars = _with_absent(scalars, scalars.collect_schema().names())
     return (
         scalars.group_by("step")
-        .agg(
-            pl.len().alias("n"),
-            *_dist("reward"),
-            *_finite_total("reward"),
-            *_dist("ref_reward"),
-            *_dist("reward_gain"),
-            pl.col("ref_reward").is_not_null().sum().alias("n_ref"),
-            reference.compared().sum().alias("n_both"),
-            reference.rate(reference.win().sum(), reference.compared().sum()).alias("win_rate"),
-            reference.rate(reference.tie().sum(), reference.compared().sum()).alias("tie_rate"),
-            reference.rate(reference.loss().sum(), reference.compared().sum()).alias("loss_rate"),
-            _token_mean("kl_sum").alias("kl_token_mean"),
-            _token_mean("log_ratio_sum").alias("log_ratio_token_mean"),
-            pl.col("kl_mean").mean().alias("kl_mean_mean"),
-            pl.col("kl_sum").mean().alias("kl_sum_mean"),
-            pl.col("log_ratio_sum").mean().alias("log_ratio_sum_mean"),
-            pl.col("n_kl_tokens").sum().alias("n_kl_tokens"),
-            *_dist("response_length"),
-            *_dist("response_chars"),
-            pl.col("value_error_abs_mean").mean().alias("value_error_abs_mean"),
-            pl.col("value_error_mean").mean().alias("value_error_mean"),
-            _finite_mean("repetition").alias("repetition_mean"),
-            *[_finite_mean(c).alias(extra_mean(c)) for c in extras],
-        )
+        .agg(*[e for _, exprs in _aggregations(extras) for e in exprs])
         .join(group_step_summary(scalars), on="step", how="left")  # n_groups, zero_spread_share
         .sort("step")
     )
+
+
+def step_summary_by_columns(
+    read: Callable[[Sequence[str]], pl.DataFrame], extras: Sequence[str] = ()
+) -> pl.DataFrame:
+    """:func:`step_summary` of the rows that ``read(columns)`` gives (``step`` and those of ``columns`` the
+    rows have; the same rows in the same order at each call), read a few columns at a time: the same
+    frame, to the last bit, holding a few columns of the rows at once instead of all of them (a step of
+    3M responses held 2 GB at once)."""
+    by_input: dict[tuple[str, ...], list[pl.Expr]] = {}
+    for cols, exprs in _aggregations(extras):
+        by_input.setdefault(cols, []).extend(exprs)
+    out: pl.DataFrame | None = None
+    for cols, exprs in by_input.items():
+        rows = read(["step", *cols])
+        rows = _with_absent(rows.lazy(), rows.columns).collect()
+        piece = rows.lazy().group_by("step").agg(exprs).collect()
+        del rows
+        out = piece if out is None else out.join(piece, on="step", how="left")
+    assert out is not None
+    order = [e.meta.output_name() for _, exprs in _aggregations(extras) for e in exprs]
+    groups = group_step_summary(read(["step", *GROUP_INPUT]).lazy()).collect()
+    return out.select("step", *order).join(groups, on="step", how="left").sort("step")
 
 
 @dataclass(frozen=True)
@@ -137,3 +199,27 @@ def partial_last_step(steps: pl.DataFrame) -> PartialStep | None:
     if last >= lo:
         return None
     return PartialStep(int(s.get_column("step")[-1]), last, lo, hi)
+
+
+# Of the step's response with the largest KL (k3 sum; a tie to the first sample id), where it is: the reward
+# page names it without reading the step's responses.
+KL_TOP_COLUMNS = ("source", "line", "sample_id")
+
+
+def _kl_top(col: str) -> pl.Expr:
+    finite = pl.col("kl_sum").is_finite()
+    return (
+        pl.col(col)
+        .filter(finite)
+        .sort_by(
+            [pl.col("kl_sum").filter(finite), pl.col("sample_id").filter(finite)], descending=[True, False]
+        )
+        .first()
+    )
+
+
+def kl_top_share() -> pl.Expr:
+    """``kl_top_share`` of a per-step summary: the step's largest response k3 sum over the k3 sum of all its
+    positions (k3 ≥ 0, so a share in [0, 1]); null without KL or where the step's total is 0."""
+    total = pl.col("kl_sum_total")
+    return pl.when(total > 0).then(pl.col("kl_sum_max") / total).alias("kl_top_share")

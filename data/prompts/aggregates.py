@@ -80,7 +80,9 @@ def search_prompts(store, pattern: str, seconds: float = DEFAULT_SEARCH_SECONDS)
 
 
 def overview(table: pl.DataFrame) -> dict:
-    """Counts for the list header: prompts, recurring ones (2+ steps), per trend, and the most steps."""
+    """Counts for the list header: prompts, recurring ones (2+ steps), per trend, the most steps, and the
+    groups of 2+ responses (``groups``: of one step and one ``group_id`` where the trainer names it, else
+    of one step and one prompt; see data.metrics.group)."""
     counts = dict.fromkeys(TRENDS, 0)
     if table.height:
         for code, n in table.group_by("trend").len().iter_rows():
@@ -92,4 +94,5 @@ def overview(table: pl.DataFrame) -> dict:
         "max_steps": int(table.get_column("n_steps").max() or 0) if table.height else 0,
         "never": int(table.get_column("never_beats").sum()) if table.height else 0,
         "trends": counts,
+        "groups": int(table.get_column("n_groups").sum() or 0) if table.height else 0,
     }

@@ -61,6 +61,7 @@ def list_columns(table: pl.DataFrame) -> list[tuple[str, str, str]]:
         ("trend", "trend", "trend"),
         ("repetition_mean", f"{label('repetition')} · mean", "num"),
         ("length_ratio_mean", f"{label('length_ratio')} · mean", "num"),
+        ("n_groups", "groups", "int"),
         ("zero_spread_groups", "zero-spread groups", "int"),
     ]
     optional = {"gain_mean", "win_rate", "repetition_mean", "length_ratio_mean"}
@@ -68,7 +69,7 @@ def list_columns(table: pl.DataFrame) -> list[tuple[str, str, str]]:
     for c in cols:
         if c[0] in optional and table.get_column(c[0]).null_count() == table.height:
             continue
-        if c[0] == "zero_spread_groups" and int(table.get_column("n_groups").sum() or 0) == 0:
+        if c[0] in ("n_groups", "zero_spread_groups") and int(table.get_column("n_groups").sum() or 0) == 0:
             continue
         keep.append(c)
     return keep
@@ -117,6 +118,8 @@ def prompt_list(store, view: PromptsView, seconds: float = DEFAULT_SEARCH_SECOND
     if page != view.page and rows.height:
         msgs.append(f"Page {view.page} is past the end: showing page {page} of {pages}.")
     info = overview(table)
+    # What a group is in this run: the trainer's own key where its dialect or file names one.
+    info["group_by"] = "group_id" if "group_id" in store.schema() else "prompt"
     return PromptList(
         info, shown, list_columns(table), page, pages, rows.height, run_trend_threshold(store), msgs
     )

@@ -3,13 +3,14 @@
 ``contract``: the known fields, their canonical types, the store's own column names; ``record``: one
 parsed line checked and converted (line-by-line path); ``frame``: a chunk Polars parsed at once checked
 and conformed (fast path); ``chat``: chat messages and chat-template strings as text; ``dialects/``: one
-module per trainer's format. This package's face is what ingest applies to its lines.
+module per trainer's format; ``secrets``: the fields whose texts are masked. This package's face is what ingest applies to its lines.
 """
 
 from data.schema.chat import PROMPT_LEAD, RESPONSE_OWN, template_lead
-from data.schema.contract import CANONICAL, TOKEN_FIELDS, BadLine, trainer_token_fields
+from data.schema.contract import CANONICAL, IN_LINE, TOKEN_FIELDS, BadLine, trainer_token_fields
 from data.schema.dialects import (
     CONTRACT,
+    MAPPED,
     TRAIN,
     VALIDATION,
     Dialect,
@@ -24,10 +25,13 @@ from data.schema.dialects import (
 )
 from data.schema.frame import conform_frame, frame_is_conformant, records_frame
 from data.schema.record import validate_record
+from data.schema.secrets import is_secret, mask_text
 
 __all__ = [
     "CANONICAL",
+    "MAPPED",
     "CONTRACT",
+    "IN_LINE",
     "PROMPT_LEAD",
     "RESPONSE_OWN",
     "TOKEN_FIELDS",
@@ -42,6 +46,8 @@ __all__ = [
     "detect",
     "dialects_by_name",
     "frame_is_conformant",
+    "is_secret",
+    "mask_text",
     "records_frame",
     "split_of",
     "step_from_name",

@@ -61,8 +61,9 @@ MODEL_ROLE = "assistant"
 
 def _turns(value) -> list[tuple[str | None, str]] | None:
     """``[(role, text)]`` of chat messages, or None when ``value`` is not chat messages (see
-    :func:`messages_text`)."""
-    if not isinstance(value, list) or not value or not all(isinstance(m, dict) for m in value):
+    :func:`messages_text`). No message at all is none: an empty conversation (verifiers 0.1.5 writes
+    ``"completion": []`` where the environment asked nothing of the model)."""
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
         return None
     turns = []
     for m in value:
@@ -71,7 +72,7 @@ def _turns(value) -> list[tuple[str | None, str]] | None:
             return None
         calls = _calls_text(m.get("tool_calls"))
         turns.append((role, f"{text}\n{calls}" if text and calls else text or calls))
-    if all(role is None for role, _ in turns) and all(m.get("content") is None for m in value):
+    if turns and all(role is None for role, _ in turns) and all(m.get("content") is None for m in value):
         return None
     return turns
 
@@ -112,14 +113,18 @@ PROMPT_LEAD = "__prompt_lead"
 # The model's own text of a response given as turns (see messages_own): its length, repetition and preview
 # are counted on it. Set at ingest and dropped once the metrics are derived.
 RESPONSE_OWN = "__response_own"
+# The response's length in tokens where a dialect knows it without its tokens (AReaL writes seqlen and
+# prompt_len, not the tokens): the response length metric where no token array gives one.
+RESPONSE_LENGTH = "__response_length"
 
 
 def messages_lead(value) -> str | None:
-    """The content of the last user message (else of the last message) of several chat messages; None
-    for one message or for anything :func:`messages_text` does not take."""
+    """The content of the last user message with text (else of the last message) of several chat
+    messages; None for one message or for anything :func:`messages_text` does not take. A user message
+    without text (an agent's conversation so far may end in one) does not make a blank preview."""
     if messages_text(value) is None or len(value) < 2:
         return None
-    users = [m for m in value if m.get("role") == "user"]
+    users = [m for m in value if m.get("role") == "user" and (_content_text(m.get("content")) or "").strip()]
     return _content_text((users or value)[-1].get("content"))
 
 

@@ -39,11 +39,17 @@ RESERVED = response_columns() | {
     "token_length_mismatch",  # a column of stores before format 5: the name stays apart
     "__prompt_lead",  # chat.PROMPT_LEAD
     "__response_own",  # chat.RESPONSE_OWN
+    "__response_length",  # chat.RESPONSE_LENGTH
+    "__line_notes",  # dialects.base.LINE_NOTES
     # Working columns of ingest and export, named here so that a field of the same name stays apart.
     "__reason",
     "__response_clean",
     "__rank",
+    "__in_line",  # IN_LINE
 }
+# A record's place among the records of its line, for a dialect whose line holds several (see
+# ``Dialect.rows``): set at ingest, it makes their sample ids and group, then is dropped.
+IN_LINE = "__in_line"
 
 SCALAR_EXTRA_DTYPES = (pl.Boolean, pl.String)
 

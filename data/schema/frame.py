@@ -24,6 +24,7 @@ from data.schema.contract import (
 )
 from data.schema.dialects import CONTRACT, Dialect
 from data.schema.dialects.contract import CONVERSATION
+from data.schema.secrets import MASK, is_secret
 
 
 def _family(dtype: pl.DataType) -> str:
@@ -46,10 +47,11 @@ def _family(dtype: pl.DataType) -> str:
 
 
 _ALLOWED = {
-    # A list of objects may be chat messages (conform_frame decides, row by row).
-    "prompt": {"str", "null", "list[object]"},
-    "response": {"str", "null", "list[object]"},
-    "ref_response": {"str", "null", "list[object]"},
+    # A list of objects may be chat messages (conform_frame decides, row by row); a chunk whose lists are
+    # all empty (no message: an empty text) has lists of nulls.
+    "prompt": {"str", "null", "list[object]", "list[null]"},
+    "response": {"str", "null", "list[object]", "list[null]"},
+    "ref_response": {"str", "null", "list[object]", "list[null]"},
     "reward": {"int", "float", "bool", "null"},
     "ref_reward": {"int", "float", "bool", "null"},
     "step": {"int", "float", "null"},
@@ -138,6 +140,8 @@ def conform_frame(
         fam = _family(dtype)
         if fam == "int" and dtype not in _FITS_INT64:  # an integer past 64 bits (a seed, a hash): its digits
             cols.append(expr.cast(pl.String).alias(extra_name(name)))
+        elif fam == "str" and is_secret(name):  # never kept (see data.schema.secrets)
+            cols.append(pl.when(expr.is_not_null()).then(pl.lit(MASK)).alias(extra_name(name)))
         elif fam in ("str", "bool", "int", "float", "null"):
             cols.append(expr.alias(extra_name(name)))
         elif fam in _NUMBER_LISTS:  # a per-token field of the trainer's own (see validate_record)

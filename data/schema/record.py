@@ -5,7 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from data.schema.chat import PROMPT_LEAD, RESPONSE_OWN, messages_lead, messages_own, messages_text
+from data.schema.chat import (
+    PROMPT_LEAD,
+    RESPONSE_LENGTH,
+    RESPONSE_OWN,
+    messages_lead,
+    messages_own,
+    messages_text,
+)
 from data.schema.contract import (
     _STR_OR_NULL,
     CANONICAL,
@@ -22,7 +29,8 @@ from data.schema.contract import (
     extra_name,
     not_text_reason,
 )
-from data.schema.dialects import CONTRACT, Dialect, Reading
+from data.schema.dialects import CONTRACT, LINE_NOTES, Dialect, Reading
+from data.schema.secrets import mask
 
 
 def validate_record(
@@ -39,14 +47,18 @@ def validate_record(
     The record holds the known fields converted to their canonical Python types, the scalar extras
     (renamed with :func:`extra_name` where they collide with store columns; an object's fields as
     ``object.field``, see :func:`_flat_items`) and lists of numbers (per-token fields of the trainer's own);
-    other extras are left out and named in ``ignored_fields``. Two fields that make the same column (see
+    other extras are left out and named in ``ignored_fields``. A secret's text is masked
+    (:mod:`data.schema.secrets`). Two fields that make the same column (see
     :func:`_column_paths`) keep one value; why is appended to ``notes``.
     """
     if not isinstance(obj, dict):
         raise BadLine(f"not a JSON object (got {_type_name(obj)})")
-    given = {k for k in (PROMPT_LEAD, RESPONSE_OWN) if k in obj}  # a file's own fields of those names
+    made = (PROMPT_LEAD, RESPONSE_OWN, RESPONSE_LENGTH, LINE_NOTES)
+    given = {k for k in made if k in obj}  # a file's own fields of those names
     if dialect.line is not None:
         obj = dialect.line(obj, reading or Reading())
+    if LINE_NOTES not in given and isinstance(said := obj.pop(LINE_NOTES, None), list) and notes is not None:
+        notes.extend(said)
     obj = dialect.apply_aliases(obj)
     if step is not None and obj.get("step") is None:
         obj["step"] = step
@@ -55,6 +67,9 @@ def validate_record(
     for key in (PROMPT_LEAD, RESPONSE_OWN):
         if key not in given and isinstance(obj.get(key), str):
             rec[key] = obj.pop(key)
+    length = obj.get(RESPONSE_LENGTH)
+    if RESPONSE_LENGTH not in given and isinstance(length, int) and not isinstance(length, bool):
+        rec[RESPONSE_LENGTH] = obj.pop(RESPONSE_LENGTH)
     for key in REQUIRED:
         if obj.get(key) is None:
             raise BadLine(f"missing required field '{key}'")
@@ -104,7 +119,7 @@ def validate_record(
                 notes.append(given_twice_note(column, taken[column], path))
             continue
         if v is None or isinstance(v, bool | int | float | str):
-            rec[column] = v
+            rec[column] = mask(key, v)  # a secret's text is never kept (see data.schema.secrets)
         elif (numbers := _number_list(v)) is not None:
             # A per-token field of the trainer's own (TRL's PPO `advantages`, `returns`): kept with the
             # token arrays.

@@ -22,7 +22,13 @@ from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
-# readable). 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
+# readable). 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
+# is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
+# (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
+# empty completions; Atropos, prime-rl and miles dialects (a file matched before to the contract is matched
+# again), a line of several responses (sample ids <file>-<line>.<n>, the line their group_id), the steps
+# summary's KL outlier columns (kl_mean_*, kl_sum_total / _max, kl_top_*), each file's full digest in its
+# manifest entry (files[...]["digest"]: a same-size edit whose time moved is found anywhere in the file); 14: nothing pickled (the footers' facts as JSON), no layout of an older format read (zstd or LZ4
 # aggregates, Parquet prompt index, a text index beside the store, counts in manifest entries, …);
 # 13: a Delta Lake table, parts by step block, files named by their writer; 12: dialects (each file's in the manifest), nested folders, Parquet and compressed
 # files, validation files apart, the model's own text of multi-turn responses, template previews; 11: no
@@ -34,7 +40,7 @@ from data.remote import as_path
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 14
+STORE_FORMAT = 15
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token

@@ -1,6 +1,6 @@
-"""The manifest of a store (what it holds: per source file its size, mtime, offset, line count and parts),
-written atomically and last, so that readers only ever see a committed state; and the removal of the
-stores an older format left."""
+"""The manifest of a store (what it holds: per source file its size, mtime, offset, line count, parts and
+full digest), written atomically and last, so that readers only ever see a committed state; and the
+removal of the stores an older format left."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from filelock import FileLock, Timeout
 from data.store.layout import ROW_GROUP_SIZE, STORE_FORMAT
 
 MANIFEST = "manifest.json"
+# The key of a file's entry in ``files`` that holds its full digest (see FileDigest).
+DIGEST = "digest"
 # The format of the store an older version wrote of the run, which this one replaced (said on the runs page).
 REBUILT_FROM = "rebuilt_from"
 
@@ -49,9 +51,48 @@ _DERIVED: dict[str, tuple[str, str, dict[str, str]]] = {
 
 
 @dataclass(frozen=True)
+class FileDigest:
+    """A rollout file's full digest, as its entry in the manifest's ``files`` keeps it (key ``digest``, the
+    JSON list ``[at, chain, upto, hash]``): ``hash`` covers the file's first ``upto`` bytes (those read);
+    ``chain`` is the state after its whole blocks up to ``at``, from which a read on goes on (see
+    data.ingest.digest, which makes it; a same-size file whose time moved is hashed again and compared)."""
+
+    at: int
+    chain: str
+    upto: int
+    hash: str
+
+    @classmethod
+    def of(cls, value) -> FileDigest | None:
+        """The digest of a file entry's ``digest`` value (None: the entry has none); ``ValueError`` for
+        anything else than the list its writer makes."""
+        if value is None:
+            return None
+        ok = isinstance(value, list | tuple) and len(value) == 4
+        at, chain, upto, digest = value if ok else (None,) * 4
+        ints = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (at, upto))
+        if not (ints and at <= upto and _is_hex(chain, (0, 32)) and _is_hex(digest, (32,))):
+            raise ValueError(f"a file's digest is not [at, chain, upto, hash]: {value!r:.200}")
+        return cls(at, chain, upto, digest)
+
+    def to_json(self) -> list:
+        return [self.at, self.chain, self.upto, self.hash]
+
+
+def _is_hex(value, lengths: tuple[int, ...]) -> bool:
+    if not isinstance(value, str) or len(value) not in lengths:
+        return False
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
 class Manifest:
-    """What a committed store holds (read only): per source file its size, offset, lines and parts
-    (``files``), the parts (``parts``: rows, issue counts, steps, blocks, writer's tag), the lines of a
+    """What a committed store holds (read only): per source file its size, offset, lines, parts and full
+    digest (``files``; :meth:`file_digest`), the parts (``parts``: rows, issue counts, steps, blocks, writer's tag), the lines of a
     file held back (``pending``), and each derived kind's files (``derived``, see data.store.layout's list).
     Made from the bytes of ``manifest.json`` (:meth:`from_bytes`); a key it does not know is refused."""
 
@@ -80,6 +121,9 @@ class Manifest:
     token_extras: tuple[str, ...] = ()
     tokenizer: str | None = None
     reward_formed: Mapping[str, Any] | None = None
+    fields_map: Mapping[str, Any] | None = (
+        None  # rlboard.toml's [fields]: {"table": {name: path}, "where": …}
+    )
     ends_with: tuple[str, ...] | None = None  # the end tokens the ends counts were made with
     rebuilt_from: int | None = None  # the format of the older store this one replaced
 
@@ -109,6 +153,8 @@ class Manifest:
             data["ends_with"] = tuple(data["ends_with"])
         for k in ("files", "parts", "pending", "unreadable"):
             data.setdefault(k, {})
+        for entry in data["files"].values():
+            FileDigest.of(entry.get(DIGEST) if isinstance(entry, dict) else None)  # refused when malformed
         return cls(derived=derived, **{k: v for k, v in data.items() if v is not None or k in ("updated",)})
 
     @classmethod
@@ -140,6 +186,11 @@ class Manifest:
     def with_derived(self, kind: str, entry: DerivedEntry) -> Manifest:
         """This manifest with ``entry`` for derived ``kind``."""
         return replace(self, derived={**self.derived, kind: entry})
+
+    def file_digest(self, rel: str) -> FileDigest | None:
+        """The full digest of rollout file ``rel`` as last read (None: not read to its end yet)."""
+        entry = self.files.get(rel)
+        return FileDigest.of(entry.get(DIGEST)) if entry is not None else None
 
     def derived_name(self, kind: str) -> str | None:
         """The file of derived kind ``kind`` (None: this commit wrote none)."""

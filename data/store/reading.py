@@ -7,7 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import polars as pl
+
 from data.schema.dialects import by_name
+from data.schema.dialects.mapping import NAMES, FieldMap, step_of, toml
+from data.schema.secrets import MASK, is_secret
 from data.store.layout import STORE_FORMAT
 from data.store.reader import RunStore
 
@@ -43,18 +47,25 @@ def understood(store: RunStore) -> Understood:
     if guessed:
         rel, e = guessed[0]
         also = ", ".join(by_name(o).title for o in e.get("also", ()))
-        why = f"it also fits {also}" if also else "no dialect recognised its fields"
+        why = f"it also fits {also}" if also else "no trainer's format has its fields for sure"
         notes.append(
             f"{_files(len(guessed))} read as {by_name(e.get('dialect')).title} by a guess ({rel}: {why}); "
-            f'name the dialect in {RUN_FILE} in the run folder (dialect = "…") if that is wrong.'
+            f'name the dialect in {RUN_FILE} in the run folder (dialect = "…") or map its fields ([fields]) if '
+            "that is wrong."
         )
+    mapped = sum(e.get("matched") == "mapped" for e in files.values())
+    if mapped:
+        where = "the rollout root's" if (m.fields_map or {}).get("where") == "root" else "the run folder's"
+        notes.append(f"{_files(mapped)} read by the [fields] of {where} {RUN_FILE} (see the mapping below).")
     named = sum(e.get("matched") == "named" for e in files.values())
     if named:
         notes.append(f"{_files(named)} read as {RUN_FILE} or the setting RLBOARD_DIALECT names.")
     stepless = [rel for rel, e in files.items() if e.get("step_from") == "none"]
     if stepless:
         notes.append(
-            f"No step in {_files(len(stepless))} (an evaluation dump, e.g. {stepless[0]}): read as step 0."
+            f"No step in {_files(len(stepless))} (e.g. {stepless[0]}): not in its lines, and its path is not "
+            f"laid out as a trainer lays out steps (an evaluation dump?): read as step 0. Name the step in "
+            f'{RUN_FILE}: [fields] step = "…" (a field, "folder", "file" or a regex over the path).'
         )
     from_path = [(rel, e["step"]) for rel, e in files.items() if e.get("step_from") == "path"]
     if from_path:
@@ -76,6 +87,13 @@ def understood(store: RunStore) -> Understood:
             f"board (store format {m.rebuilt_from}, now {STORE_FORMAT})."
         )
     notes.extend(m.problems)
+    masked = masked_fields(store)
+    if masked:
+        shown = ", ".join(masked[:10]) + (f" and {len(masked) - 10} more" if len(masked) > 10 else "")
+        notes.append(
+            f"{len(masked):,} field{'s' if len(masked) != 1 else ''} masked as {MASK} ({shown}): named like a "
+            "key or a password, their texts are never stored, shown or exported."
+        )
     ignored = m.ignored_fields
     if ignored:
         shown = ", ".join(ignored[:20]) + (f" and {len(ignored) - 20} more" if len(ignored) > 20 else "")
@@ -90,16 +108,101 @@ def understood(store: RunStore) -> Understood:
     return Understood(read_as, mapping, notes, not_read)
 
 
+def _no_step_why(entry: dict) -> str:
+    """Why a file has no step: its format has none (an evaluation dump), or neither its lines nor its path
+    give one."""
+    if by_name(entry.get("dialect")).stepless:
+        return "an evaluation dump"
+    if entry.get("dialect") == "fields":
+        return "the step that [fields] names is not in its path"
+    return "not in its lines, nor in a known layout of its path"
+
+
+@dataclass(frozen=True)
+class MappingShown:
+    """The mapping a run was read with, as a ready rlboard.toml (``toml``) to copy into the run folder and
+    edit, and what it could not map (``unmapped``: a sentence each)."""
+
+    toml: str
+    unmapped: list[str]
+
+
+_UNNAMED = {
+    "prompt": "prompt: read by the contract's names (prompt, query, question)",
+    "response": "response: read by the contract's names (response, completion)",
+    "reward": "reward: read by the contract's names (reward, score)",
+    "step": "step: each line's own (step, global_step), else its path's where laid out as a trainer lays out steps",
+    "group": "group: none named; a group is the responses of a step with the same prompt",
+}
+
+
+def mapping_shown(store: RunStore) -> MappingShown:
+    """How ``store``'s run was mapped onto prompt, response, reward, step and group (see :class:`MappingShown`):
+    the [fields] it was read with, else its dialect's own fields (a dialect whose reading a mapping cannot
+    say is named instead, ``dialect = "…"``)."""
+    m = store.manifest
+    files = m.files
+    mapped = [e for e in files.values() if e.get("dialect") == "fields"]
+    unmapped: list[str] = []
+    if mapped and m.fields_map:
+        table = dict(m.fields_map.get("table") or {})
+        where = "the rollout root's" if m.fields_map.get("where") == "root" else "the run folder's"
+        unmapped.extend(_UNNAMED[n] for n in NAMES if n not in table)
+        if "group" in table and "group_id" not in m.extra_columns:
+            unmapped.append(f'group = "{table["group"]}": not in any line read')
+        text = f"# [fields] of {where} rlboard.toml\n" + toml(table)
+    else:
+        counts = Counter(e.get("dialect") or "contract" for e in files.values())
+        d = by_name(counts.most_common(1)[0][0] if counts else None)
+        if not d.fields:
+            text = f'dialect = "{d.name}"\n# {d.title}: read by its own rules; [fields] may replace them\n'
+            return MappingShown(text, [])
+        table = dict(d.fields)
+        steps = [(rel, e) for rel, e in files.items() if e.get("step_from") == "path"]
+        if steps and table.get("step") == "step":
+            table["step"] = _path_kind(*steps[0])
+        unmapped.extend(_UNNAMED[n] for n in NAMES if n not in table)
+        text = f"# as the {d.title} dialect read it\n" + toml(table)
+    none = [rel for rel, e in files.items() if e.get("step_from") == "none"]
+    if none:
+        unmapped.append(f"step: none in {_files(len(none))} (e.g. {none[0]}): read as step 0")
+    return MappingShown(text, unmapped)
+
+
+def _path_kind(rel: str, entry: dict) -> str:
+    """How a [fields] table would say the step a file's path gave: ``"file"`` or ``"folder"``."""
+    for kind in ("file", "folder"):
+        if step_of(FieldMap((("step", kind),)), rel) == (entry.get("step"), "fields"):
+            return kind
+    return "folder"
+
+
+def masked_fields(store: RunStore) -> list[str]:
+    """The run's columns whose texts were masked when read (see data.schema.secrets): every text column
+    of a secret's name holds only the mask."""
+    names = set(store.manifest.extra_columns)
+    return sorted(c for c, t in store.schema().items() if c in names and t == pl.String and is_secret(c))
+
+
 def page_notices(store: RunStore) -> list[str]:
     """What every page of the run says about how it was read, where a reader could be misled: steps that
     are no steps (an evaluation dump read as step 0) and a reward summed with weights nobody gave."""
     m = store.manifest
     out = []
+    guessed = [(rel, e) for rel, e in m.files.items() if e.get("matched") == "guessed"]
+    if guessed:
+        rel, e = guessed[0]
+        out.append(
+            f"{rel}{' and other files' if len(guessed) > 1 else ''} read as {by_name(e.get('dialect')).title} "
+            f"by a guess: no trainer's format was recognised for sure. Check the prompt, response, reward and "
+            f"step on the Runs page; name them in {RUN_FILE} ([fields]) if they are wrong."
+        )
     stepless = [rel for rel, e in m.files.items() if e.get("step_from") == "none"]
     if stepless:
+        why = _no_step_why(m.files[stepless[0]])
         out.append(
-            f"No step in {stepless[0]}{' and the other files' if len(stepless) > 1 else ''} (an evaluation "
-            "dump): its responses are shown as step 0."
+            f"No step in {stepless[0]}{' and the other files' if len(stepless) > 1 else ''} ({why}): its "
+            "responses are shown as step 0."
         )
     formed = m.reward_formed
     if formed and "equal weights" in formed.get("weights_from", ""):

@@ -12,7 +12,7 @@ from pathlib import Path
 from data import untrusted
 from data.access import AccessProblem, Backoff, reason_of
 from data.remote import RemotePath, as_path
-from data.schema.dialects import ROLLOUT_SUFFIXES, TRAIN, VALIDATION, split_of
+from data.schema.dialects import ROLLOUT_SUFFIXES, TRAIN, VALIDATION, miles, nemo_gym, split_of
 
 
 class UnknownRun(LookupError):
@@ -28,29 +28,51 @@ _SUBSET_ALL, _SUBSET_EFFECTIVE = "all", "effective"
 VALIDATION_SUFFIX = " (validation)"
 
 
+# Per framework, the files it writes beside its rollouts that are no rollouts: ``(path inside the run, the
+# names of the files in its folder) -> why, or None``.
+_AUXILIARY = (nemo_gym.auxiliary, miles.auxiliary)
+
+
+def auxiliary(rel: str, names) -> str | None:
+    """Why a rollout-named file is a framework's side file (NeMo Gym's materialized inputs, say), not
+    rollouts, or None (see ``_AUXILIARY``)."""
+    return next((why for f in _AUXILIARY if (why := f(rel, names)) is not None), None)
+
+
 def is_rollout_file(name: str) -> bool:
     """A file a run's rollouts may be in: ``*.jsonl``, ``*.jsonl.gz``, ``*.jsonl.zst`` or ``*.parquet``."""
     return any(name.endswith(s) and len(name) > len(s) for s in ROLLOUT_SUFFIXES)
 
 
-def run_files(run_dir: Path, split: str = TRAIN) -> list[Path]:
+def run_files(run_dir: Path, split: str = TRAIN, aside: list[tuple[str, str]] | None = None) -> list[Path]:
     """The rollout files of a run (of its training files, or of its ``"validation"`` ones), sorted by their
-    path inside the run (symlinks that leave the run folder are skipped)."""
+    path inside the run (symlinks that leave the run folder are skipped); a framework's side files are
+    appended to ``aside`` as ``(path inside the run, what it is)``."""
     run_dir = as_path(run_dir)
     if isinstance(run_dir, RemotePath):  # with what the listing said of each (no request a stat)
-        return [run_dir.child(name, st) for name, st in run_file_stats(run_dir, split)]
-    return [run_dir / name for name, _ in run_file_stats(run_dir, split)]
+        return [run_dir.child(name, st) for name, st in run_file_stats(run_dir, split, aside=aside)]
+    return [run_dir / name for name, _ in run_file_stats(run_dir, split, aside=aside)]
 
 
 def run_file_stats(
-    run_dir: Path, split: str = TRAIN, skipped: list[tuple[str, str]] | None = None
+    run_dir: Path,
+    split: str = TRAIN,
+    skipped: list[tuple[str, str]] | None = None,
+    aside: list[tuple[str, str]] | None = None,
 ) -> list[tuple[str, os.stat_result]]:
     """``(path inside the run, stat)`` of each of :func:`run_files` (see :func:`_walk`); what the walk
-    skipped is appended to ``skipped`` as ``(path inside the run, reason)``."""
-    return [(rel, st) for rel, st in _walk(run_dir, skipped) if split_of(rel) == split]
+    skipped is appended to ``skipped`` as ``(path inside the run, reason)``, a framework's side files of
+    the split to ``aside`` (see :func:`auxiliary`)."""
+    found: list[tuple[str, str]] = []
+    out = [(rel, st) for rel, st in _walk(run_dir, skipped, found) if split_of(rel) == split]
+    if aside is not None:
+        aside.extend((rel, why) for rel, why in found if split_of(rel) == split)
+    return out
 
 
-def _walk(run_dir: Path, skipped: list[tuple[str, str]] | None = None) -> list[tuple[str, os.stat_result]]:
+def _walk(
+    run_dir: Path, skipped: list[tuple[str, str]] | None = None, aside: list[tuple[str, str]] | None = None
+) -> list[tuple[str, os.stat_result]]:
     """``(path inside the run, stat)`` of every rollout file of a run folder, in one walk of the folder (a run of one
     file per step has thousands: a ``Path`` and two ``stat`` calls each took a runs page 1-3 s at 10,000
     files). Only a symlink can lead out of the folder: only symlinks are resolved. Sub-folders are looked
@@ -60,9 +82,10 @@ def _walk(run_dir: Path, skipped: list[tuple[str, str]] | None = None) -> list[t
     The folder is untrusted: a link that loops, dangles or leads out of the run folder, a FIFO, a device
     or a socket, and a second way to a folder or file already walked (a link back up, two names of one
     file: its rows would count twice) are skipped, each with its reason in ``skipped``; nothing raises
-    but the listing of ``run_dir`` itself (OSError)."""
+    but the listing of ``run_dir`` itself (OSError). A framework's side files (:func:`auxiliary`) are
+    not rollouts: they go to ``aside``."""
     if isinstance(run_dir, RemotePath):
-        return _walk_remote(run_dir)
+        return _walk_remote(run_dir, skipped, aside)
     run_dir = Path(run_dir)
     out: list[tuple[str, os.stat_result]] = []
     seen_dirs: set[tuple[int, int]] = set()
@@ -106,6 +129,10 @@ def _walk(run_dir: Path, skipped: list[tuple[str, str]] | None = None) -> list[t
                 elif (kind := untrusted.special_kind(st.st_mode)) is not None:
                     skip(rel, kind)
                 elif is_rollout_file(e.name) and stat.S_ISREG(st.st_mode):
+                    if (why := auxiliary(rel, names)) is not None:
+                        if aside is not None:
+                            aside.append((rel, why))
+                        continue
                     first = seen_files.setdefault((st.st_dev, st.st_ino), rel)
                     if first != rel:
                         skip(rel, f"the same file as {first}")
@@ -125,11 +152,21 @@ def _is_link(e: os.DirEntry) -> bool:
         return True
 
 
-def _walk_remote(run_dir: RemotePath) -> list[tuple[str, os.stat_result]]:
+def _walk_remote(
+    run_dir: RemotePath,
+    skipped: list[tuple[str, str]] | None = None,
+    aside: list[tuple[str, str]] | None = None,
+) -> list[tuple[str, os.stat_result]]:
     """:func:`_walk` of a folder on an object store: one listing of every key below it, kept by the same
-    rules (``MAX_DEPTH``, hidden and ``_SKIPPED`` folders, prime-rl's ``effective/`` beside ``all/``)."""
-    listed = run_dir.walk_files()
+    rules (``MAX_DEPTH``, hidden and ``_SKIPPED`` folders, prime-rl's ``effective/`` beside ``all/``, side
+    files to ``aside``). Keys the object store's client cannot name and directory markers beside a file are
+    appended to ``skipped`` (see :meth:`RemotePath.walk_files`)."""
+    listed = run_dir.walk_files(skipped)
     folders = {rel.rsplit("/", 1)[0] for rel, _ in listed if "/" in rel}
+    names_in: dict[str, set[str]] = {}  # folder -> the names of the files in it
+    for rel, _ in listed:
+        folder, _, name = rel.rpartition("/")
+        names_in.setdefault(folder, set()).add(name)
     children: dict[str, set[str]] = {}  # folder -> the names of the folders in it
     for folder in folders:
         parts = folder.split("/")
@@ -146,8 +183,13 @@ def _walk_remote(run_dir: RemotePath) -> list[tuple[str, os.stat_result]]:
             if d.startswith(".") or _SKIPPED.match(d) or (d == _SUBSET_EFFECTIVE and _SUBSET_ALL in siblings):
                 skip = True
                 break
-        if not skip:
-            out.append((rel, st))
+        if skip:
+            continue
+        if (why := auxiliary(rel, names_in.get("/".join(dirs), ()))) is not None:
+            if aside is not None:
+                aside.append((rel, why))
+            continue
+        out.append((rel, st))
     return out
 
 
@@ -233,8 +275,15 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
     remembered = memory.pending(("root", str(root))) if memory is not None else None
     if remembered is not None:
         return RootScan(root, runs, problem=remembered)
+    skipped: dict[str, str] = {}
+    local = not isinstance(root, RemotePath)
     try:
-        entries = sorted(root.iterdir())
+        if local:
+            entries = sorted(root.iterdir())
+        else:  # keys the client cannot name are skipped and said, as a symlink loop is on a disk
+            found: list[tuple[str, str]] = []
+            entries = root.list_dir(found)
+            skipped.update((rel or "./", why) for rel, why in found)
     except OSError as e:
         problem = AccessProblem.of(root, e)
         if memory is not None:
@@ -245,8 +294,6 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
     unreadable: dict[str, str] = {}
     splits: dict[str, str] = {}
     outside: dict[str, str] = {}
-    skipped: dict[str, str] = {}
-    local = not isinstance(root, RemotePath)
     real_root = untrusted.real_path(root)[0] or root if local else root.resolve()
 
     def add(name: str, folder: Path) -> None:
@@ -256,7 +303,7 @@ def scan_root(root: Path, memory: Backoff | None = None) -> RootScan:
             if split != TRAIN:
                 splits[run] = split
         prefix = "" if folder is root else f"{name}/"
-        skipped.update((prefix + rel, why) for rel, why in found)
+        skipped.update((prefix + rel or "./", why) for rel, why in found)
 
     for p in entries:
         if p.name.startswith(".") or p.name in _NOT_RUNS:

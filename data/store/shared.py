@@ -14,10 +14,16 @@ other) and the bucket holds the committed history, per store folder ``<prefix>/<
 A replica that has not ingested a run mirrors the latest commit (:meth:`SharedStores.pull`): the files it
 lacks, then the manifest last, so that its readers only ever see a whole commit. The whole store is
 mirrored (a page's parts are read by row group, and the responses and tokens pages read any part).
+
+The bucket may be deleted and re-created under a running replica: a local copy whose commit the bucket no
+longer holds (gone, or another commit of that generation in its place) is dropped, and the replica mirrors
+what the bucket now holds or, where it holds nothing usable, rebuilds the store from the rollout files above
+the generations seen there; it says so (:meth:`SharedStores.recovery`, shown with the run, and the log).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -30,12 +36,18 @@ from pathlib import Path
 import orjson
 
 from data.remote import _oserror, location
+from data.remote_keys import Lister
 from data.store.manifest import MANIFEST, manifest_bytes, replaced, write_atomic
+
+log = logging.getLogger(__name__)
 
 COMMITS = "_commits"
 OBJECTS = "_objects"
 # The local copy's record of the commit it holds (a hidden file: never published).
 SYNCED = ".synced.json"
+# Why the local copy was dropped and from which generation on it is rebuilt (a hidden file: never
+# published; removed by the ingest that commits the rebuilt store).
+RECOVERED = ".recovered.json"
 # Files transferred at once (each a request of its own; the parts of a run are many and small).
 TRANSFERS = 8
 # A replica that saw another commit a store within this many seconds (by its own clock, between two of its
@@ -83,21 +95,25 @@ class SharedStores:
     # ---- what the bucket holds -----------------------------------------------------------------------
     def latest(self, store_dir: Path, after: int = 0) -> int | None:
         """The last generation committed on the object store after ``after`` (None: none after it)."""
-        import obstore
+        listed = self._listed(store_dir, after)
+        return max(listed) if listed else None
 
+    def _listed(self, store_dir: Path, after: int = 0) -> dict[int, str | None]:
+        """``{generation: ETag of its commit object}`` of the commits on the object store after ``after``."""
         remote = self._root(store_dir)
-        prefix = f"{remote.key}/{COMMITS}/"
         offset = f"{remote.key}/{_commit_key(after)}" if after else None
-        best = None
-        try:
-            for batch in obstore.list(remote._root.store, prefix, offset=offset):
-                for o in batch:
-                    name = o["path"].rsplit("/", 1)[-1]
-                    if name.endswith(".json") and name[:-5].isdigit():
-                        best = max(best or 0, int(name[:-5]))
+        out: dict[int, str | None] = {}
+        try:  # past any key there the client cannot name (the bucket is untrusted too)
+            listed = Lister(remote._root.store, remote._root.raw_keys).all(
+                f"{remote.key}/{COMMITS}", offset=offset
+            )
         except Exception as e:  # noqa: BLE001 - as the OSError a local listing would raise
             raise _oserror(e, remote) from None
-        return best
+        for o in listed:
+            name = o["path"].rsplit("/", 1)[-1]
+            if name.endswith(".json") and name[:-5].isdigit():
+                out[int(name[:-5])] = o.get("e_tag")
+        return out
 
     def commit_object(self, store_dir: Path, generation: int) -> dict:
         return orjson.loads((self._root(store_dir) / _commit_key(generation)).read_bytes())
@@ -118,15 +134,49 @@ class SharedStores:
 
     def pull(self, store_dir: Path) -> int:
         """Make the local copy (``store_dir``) the last commit on the object store; called under the store's
-        lock. Returns the generation it now holds (0: none committed anywhere; the copy is then empty).
-        An object gone while it was fetched (a writer two commits on collected it) is no error: the commit
-        then last is fetched instead."""
+        lock. Returns the generation it now holds (0: none usable on the object store; the copy is then
+        empty, and rebuilt from the rollout files). An object gone while it was fetched (a writer two
+        commits on collected it) is no error: the commit then last is fetched instead; a commit whose
+        objects stay gone (the bucket re-created under a replica that went on committing) is dropped and
+        the store rebuilt above it (see :meth:`recovery`)."""
         for _ in range(3):
             try:
                 return self._pull(store_dir)
             except FileNotFoundError:
                 continue
-        return self._pull(store_dir)
+        try:
+            return self._pull(store_dir)
+        except FileNotFoundError as e:
+            newest = self.latest(store_dir) or 0
+            return self._drop(
+                store_dir,
+                f"the bucket's last commit (generation {newest}) names objects it does not hold ({e.filename})",
+                newest,
+            )
+
+    def recovery(self, store_dir: Path) -> tuple[str, int] | None:
+        """``(what happened, generation)`` when the local copy was dropped and the store is to be rebuilt
+        from the rollout files, its first commit above that generation; else None."""
+        try:
+            data = orjson.loads((store_dir / RECOVERED).read_bytes())
+            return str(data["note"]), int(data["above"])
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return None
+
+    def recovered(self, store_dir: Path) -> None:
+        """The rebuilt store is committed: :meth:`recovery` says nothing more."""
+        (store_dir / RECOVERED).unlink(missing_ok=True)
+
+    def _drop(self, store_dir: Path, why: str, above: int) -> int:
+        """Empty the local copy, say why, and leave the store to be rebuilt above ``above``."""
+        note = (
+            f"Store rebuilt from the rollout files: {why}; the bucket {self.url} was emptied or re-created "
+            "(its commits are no longer those this copy held)."
+        )
+        log.warning("store %s: %s", store_dir.name, note)
+        _clear(store_dir)
+        write_atomic(store_dir / RECOVERED, orjson.dumps({"note": note, "above": above}))
+        return 0
 
     def _pull(self, store_dir: Path) -> int:
         store_dir.mkdir(parents=True, exist_ok=True)
@@ -134,8 +184,27 @@ class SharedStores:
         held = synced["generation"] if synced else 0
         # The copy is as its last pull or publish left it (not past it: a commit another replica won).
         clean = synced is not None and self._local_generation(store_dir) == held
-        newest = self.latest(store_dir, after=held if clean else 0)
-        if newest is None:
+        # From the held commit on (one listing): that the bucket still holds it, as this copy got it.
+        listed = self._listed(store_dir, after=held - 1 if clean and held > 1 else 0)
+        if clean and held:
+            there, mine = listed.get(held, "gone"), synced.get("commit")
+            if there == "gone" or (mine is not None and there is not None and there != mine):
+                what = "is gone" if there == "gone" else "is another commit"
+                _clear(store_dir)
+                listed = self._listed(store_dir)  # what the bucket holds now, from its first commit
+                if not listed:
+                    return self._drop(store_dir, f"generation {held}, which this copy held, {what}", 0)
+                log.warning(
+                    "store %s: generation %d, which this copy held, %s on %s (the bucket was emptied or "
+                    "re-created): the copy is dropped and mirrored again",
+                    store_dir.name,
+                    held,
+                    what,
+                    self.url,
+                )
+                synced, held, clean = None, 0, False
+        newest = max(listed) if listed else None
+        if newest is None or (clean and newest == held):
             if clean:
                 return held  # up to date
             _clear(store_dir)  # the bucket holds none of it (emptied, or never published): start afresh
@@ -150,7 +219,8 @@ class SharedStores:
         for path in _files(store_dir):
             if path.relative_to(store_dir).as_posix() not in keep:
                 path.unlink(missing_ok=True)
-        self._record(store_dir, newest, commit["files"], commit.get("superseded", []))
+        self._record(store_dir, newest, commit["files"], commit.get("superseded", []), listed[newest])
+        self.recovered(store_dir)  # the bucket's store, whole: nothing is to be rebuilt
         return newest
 
     def _saw(self, store_dir: Path, generation: int, by_other: bool = True) -> None:
@@ -196,7 +266,9 @@ class SharedStores:
 
         _each(fetch, wanted)
 
-    def _record(self, store_dir: Path, generation: int, files: dict, superseded: list[str]) -> None:
+    def _record(
+        self, store_dir: Path, generation: int, files: dict, superseded: list[str], commit: str | None
+    ) -> None:
         """Note which commit the local copy holds, the size and time of each file as it is now (a file
         changed since is published again) and the objects that commit no longer names."""
         out = {}
@@ -207,6 +279,7 @@ class SharedStores:
                 continue
             out[rel] = [key, size, st.st_mtime_ns]
         record = {"url": self.url, "generation": generation, "files": out, "superseded": superseded}
+        record["commit"] = commit  # the commit object's ETag: the bucket re-created holds another
         write_atomic(store_dir / SYNCED, orjson.dumps(record))
 
     # ---- committing ----------------------------------------------------------------------------------
@@ -259,7 +332,9 @@ class SharedStores:
             }
         )
         try:
-            obstore.put(remote._root.store, f"{remote.key}/{_commit_key(generation)}", body, mode="create")
+            put = obstore.put(
+                remote._root.store, f"{remote.key}/{_commit_key(generation)}", body, mode="create"
+            )
         except ox.AlreadyExistsError:
             with _SEEN_LOCK:  # the winner is reading the run: this replica leaves it to it
                 _SEEN[(self.url, str(store_dir))] = (generation, time.monotonic())
@@ -281,7 +356,7 @@ class SharedStores:
                 obstore.delete(remote._root.store, f"{remote.key}/{key}")
             except Exception:  # noqa: BLE001, S110 - garbage left in the bucket at worst
                 pass
-        self._record(store_dir, generation, files, superseded)
+        self._record(store_dir, generation, files, superseded, put.get("e_tag"))
         self._saw(store_dir, generation, by_other=False)
 
 
@@ -303,9 +378,9 @@ def _stat(path: Path) -> tuple[int, int] | None:
 
 
 def _clear(store_dir: Path) -> None:
-    """Empty a local copy (its lock stays: it is held)."""
+    """Empty a local copy (its lock stays: it is held; and why it is being rebuilt)."""
     for entry in store_dir.iterdir():
-        if entry.name == ".lock":
+        if entry.name in (".lock", RECOVERED):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)

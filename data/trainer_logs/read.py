@@ -1,6 +1,6 @@
 """Reading one trainer log into long rows ``key, step, value``: a Hugging Face / TRL log history (a JSON
-list of logged dicts, or ``trainer_state.json`` holding one) and TensorBoard event files (through the
-``tensorboard`` package's own reader; scalars only)."""
+list of logged dicts, or ``trainer_state.json`` holding one) and TensorBoard event files (scalars only,
+read as a stream: :mod:`data.trainer_logs.events`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 from data import untrusted
 
@@ -27,14 +28,16 @@ MAX_STEP = 1 << 62
 
 @dataclass
 class Rows:
-    """What one log gave: ``keys``, ``steps``, ``values`` (parallel lists), the final summary, and notes on
-    what was left out (entries without a step, values that are not numbers)."""
+    """What one log gave: ``keys``, ``steps``, ``values`` (parallel lists) or, for TensorBoard's many
+    points, ``frame`` (``key, step, value``: no Python object a point), the final summary, and notes on what
+    was left out (entries without a step, values that are not numbers)."""
 
     keys: list[str] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     summary: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    frame: pl.DataFrame | None = None
 
     def add(self, key: str, step: int, value: float) -> None:
         self.keys.append(key)
@@ -109,50 +112,30 @@ def read_history(path: Path, rel: str) -> Rows:
     return out
 
 
-def read_events(folder: Path, rel: str) -> Rows:
-    """Scalar rows of the TensorBoard event files in ``folder``, read with TensorBoard's own
-    ``plugin_event_accumulator`` (every scalar point kept; histograms, images and text are not loaded
-    beyond one point per tag). Both ways of writing a scalar count: a legacy ``simple_value``
-    (``torch.utils.tensorboard``, tensorboardX, as the Hugging Face Trainer writes) and a TF2 scalar
-    tensor; they are told apart by the ``scalars`` plugin name TensorBoard gives both. A key is the tag as
-    written (the Trainer writes ``train/<name>``)."""
-    # Imported here: TensorBoard's reader takes ~0.5 s to import, and only runs with event files need it.
-    from tensorboard.backend.event_processing import plugin_event_accumulator as pea
-    from tensorboard.util import tensor_util
+def read_events(folder: Path, rel: str, names: list[str] | None = None) -> Rows:
+    """Scalar rows of the TensorBoard event files ``names`` of ``folder`` (by default every
+    ``events.out.tfevents.*`` there, by name), read as a stream in bounded memory (see
+    :func:`data.trainer_logs.events.read_scalars`: scalars only, at most ``ReadLimits.tensorboard_points``
+    of them). Both ways of writing a scalar count: a legacy ``simple_value`` (``torch.utils.tensorboard``,
+    tensorboardX, as the Hugging Face Trainer writes) and a TF2 scalar tensor. A key is the tag as written
+    (the Trainer writes ``train/<name>``). The points are in ``frame``."""
+    from data.trainer_logs.events import read_scalars
 
-    out = Rows()
-    acc = pea.EventAccumulator(
-        str(folder), size_guidance={pea.TENSORS: 1}, tensor_size_guidance={"scalars": 0}
-    )
-    try:
-        acc.Reload()
-    except Exception as e:  # noqa: BLE001 - a corrupt or truncated event file is a note, not a page error
-        out.notes.append(f"{rel}: TensorBoard events not read ({type(e).__name__}: {e}).")
-        return out
-    try:
-        tags = acc.PluginTagToContent("scalars")
-    except KeyError:  # no scalar at all (a file a writer just opened holds only its version record)
-        tags = {}
-    left_out = 0
-    for tag in sorted(tags):
-        for ev in acc.Tensors(tag):
-            try:  # a tensor of a dtype TensorBoard does not know, or contents that do not fit its shape
-                arr = tensor_util.make_ndarray(ev.tensor_proto)
-            except Exception:  # noqa: BLE001 - TypeError, KeyError, ValueError: what a bad proto raises
-                left_out += 1
-                continue
-            if arr.size != 1 or not np.issubdtype(arr.dtype, np.number):
-                continue
-            if np.issubdtype(arr.dtype, np.complexfloating) or abs(ev.step) > MAX_STEP:
-                left_out += 1
-                continue
-            out.add(tag, int(ev.step), float(arr.reshape(-1)[0]))
-    if left_out:
-        out.notes.append(
-            f"{rel}: {left_out} scalar points that are not readable numbers (or at a step beyond ±2^62) were "
-            "left out."
-        )
-    return out
+    if names is None:
+        try:
+            names = sorted(
+                p.name for p in Path(folder).iterdir() if p.name.startswith("events.out.tfevents.")
+            )
+        except OSError as e:
+            return Rows(notes=[f"{rel}: TensorBoard events not read ({type(e).__name__}: {e})."])
+    got = read_scalars(Path(folder), rel, names)
+    frames = [
+        pl.DataFrame(
+            {"step": np.frombuffer(steps, dtype=np.int64), "value": np.frombuffer(values, dtype=np.float64)}
+        ).select(pl.lit(tag).alias("key"), "step", "value")
+        for tag, (steps, values) in sorted(got.tags.items())
+    ]
+    return Rows(notes=got.notes, frame=pl.concat(frames) if frames else None)
 
 
 def finite_or_none(v: float | None) -> float | None:

@@ -3,6 +3,7 @@ dataclass decoded from and encoded to the URL (bad values fall back with a notic
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -37,8 +38,8 @@ class CompareView:
     ``band``: the spread band of the banded curves; ``at``: ``((run, step), …)``, the step whose reward
     distribution is shown for a run (``at=run:step``; default its last step); ``trainer``: the trainer key
     charted; ``a`` / ``b``: the two runs whose prompts are paired (default the first two); ``solved``: the
-    threshold τ (default: see :mod:`data.compare.prompts`); ``prompt``: the shared prompt opened (its match
-    key).
+    threshold τ and ``gap`` the gap limit in steps (defaults: see :mod:`data.compare.prompts`); ``prompt``:
+    the shared prompt opened (its match key).
     """
 
     runs: tuple[str, ...] = ()
@@ -51,6 +52,7 @@ class CompareView:
     b: str | None = None
     solved: float | None = None
     prompt: str | None = None
+    gap: float | None = None
 
     @classmethod
     def from_query(
@@ -97,12 +99,18 @@ class CompareView:
             b = None
         b = b or next((r for r in chosen if r != a), None)
         solved = get_float(query, "solved", msgs, None)
+        gap = get_float(query, "gap", msgs, None)
+        if gap is not None and not (math.isfinite(gap) and gap >= 0):
+            msgs.append(f"Ignored gap={gap!r}: the gap limit is a number of steps, 0 or more.")
+            gap = None
         prompt = single.get("prompt")
         prompt = prompt[0] if isinstance(prompt, list | tuple) else prompt
         if prompt is not None and not MATCH_RE.fullmatch(str(prompt)):
             msgs.append(f"Ignored prompt={prompt!r}: not a prompt's match key.")
             prompt = None
-        view = cls(tuple(chosen), smooth, x, band, tuple(at.items()), trainer, a, b, solved, prompt or None)
+        view = cls(
+            tuple(chosen), smooth, x, band, tuple(at.items()), trainer, a, b, solved, prompt or None, gap
+        )
         return view, msgs
 
     def to_query(self) -> str:
@@ -120,6 +128,7 @@ class CompareView:
                 ("a", None if self.a == a_default else self.a),
                 ("b", None if self.b == b_default else self.b),
                 ("solved", self.solved),
+                ("gap", self.gap),
                 ("prompt", self.prompt),
             ]
         )

@@ -112,6 +112,13 @@ def signal_responses(run: str, step: int, key: str, q: str | None = None, prefix
     return prefix + paths.RESPONSES + view.to_query()
 
 
+def kl_sorted(run: str, step: int, prefix: str = "") -> str:
+    """A step's responses, the largest KL (k3 sum) first: what the reward page's KL figure opens."""
+    return (
+        prefix + paths.RESPONSES + ResponsesView(run=run, step=step, sort="kl_sum", order="desc").to_query()
+    )
+
+
 def export(view: ResponsesView, fmt: str, prefix: str = "") -> str:
     """The download of the rows of ``view`` (its selected row aside) as ``fmt``."""
     base = view.with_(sample=None).to_query()

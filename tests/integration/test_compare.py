@@ -73,13 +73,15 @@ def test_compare203_controls_write_the_url(client, fixtures_dir):
     q = f"?run={PPO}&run={GRPO}"
 
     def sync(search, trigger, **values):
-        v = {"smooth": 0, "x": "step", "band": "std", "trainer": None, "a": PPO, "b": GRPO, "solved": None}
+        v = {"smooth": 0, "x": "step", "band": "std", "trainer": None, "a": PPO, "b": GRPO, "solved": None,
+             "gap": None}  # fmt: skip
         v.update(values)
         inputs = [
             _i("compare-url", "search", search), _i("compare-smooth", "value", v["smooth"]),
             _i("compare-x", "value", v["x"]), _i("compare-band", "value", v["band"]),
             _i("compare-trainer", "value", v["trainer"]), _i("compare-a", "value", v["a"]),
             _i("compare-b", "value", v["b"]), _i("compare-solved", "value", v["solved"]),
+            _i("compare-gap", "value", v["gap"]),
             [_i({"type": "compare-at", "run": r}, "value", None) for r in (PPO, GRPO)],
             _i("compare-scatter", "clickData", None), [], _i("compare-close", "n_clicks", None),
         ]  # fmt: skip
@@ -94,6 +96,8 @@ def test_compare203_controls_write_the_url(client, fixtures_dir):
     assert got["compare-url"]["search"].endswith("&solved=2.0") or got["compare-url"]["search"].endswith(
         "&solved=2"
     )
+    got = sync(q, "compare-gap.value", gap=4)
+    assert got["compare-url"]["search"] == q + "&gap=4.0" or got["compare-url"]["search"] == q + "&gap=4"
 
 
 def test_compare204_sections_on_the_fixture_runs(client, fixtures_dir):
@@ -116,8 +120,13 @@ def test_compare204_sections_on_the_fixture_runs(client, fixtures_dir):
     pairs = _section(client, PAIRS, f"?run={PPO}&run={POEM}")
     assert "share no prompt" in _text(pairs["compare-pair-notes"])
     pairs = _section(client, PAIRS, f"?run={PPO}&run={GRPO}")
-    assert "100 shared prompts" in _text(pairs["compare-pair-notes"])
-    assert pairs["compare-solved-a-title"]["children"] == f"Solved by {PPO}, not by {GRPO} (20)"
+    notes = _text(pairs["compare-pair-notes"])
+    assert "100 shared prompts" in notes and "(at most 2.5 apart)" in notes
+    # At paired steps (test_compare023 computes these by hand from the files): 75 of the 100 shared prompts
+    # are never given within 2.5 steps by both runs; of the rest PPO solves 2 that GRPO does not.
+    assert "75 of the 100 shared prompts are left out of the counts" in notes
+    assert pairs["compare-solved-a-title"]["children"] == f"Solved by {PPO}, not by {GRPO} (2)"
+    assert pairs["compare-solved-b-title"]["children"] == f"Solved by {GRPO}, not by {PPO} (1)"
 
 
 def test_compare205_opened_prompt(client, fixtures_dir):

@@ -212,3 +212,19 @@ def test_gunicorn006_workers_freeze_their_start_up_objects():
         assert gc.get_freeze_count() > 1000
     finally:
         gc.unfreeze()
+
+
+def test_gunicorn007_threads_for_exports_beside_the_pages(monkeypatch):
+    """A worker has RLBOARD_EXPORT_THREADS (default 3) threads beyond RLBOARD_THREADS: an export holds its
+    thread while it streams, and three on one worker left its pages one thread of four."""
+    import runpy
+
+    for name in ("RLBOARD_THREADS", "RLBOARD_EXPORT_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    assert runpy.run_path(str(REPO / "gunicorn.conf.py"))["threads"] == 4 + 3
+    monkeypatch.setenv("RLBOARD_THREADS", "6")
+    monkeypatch.setenv("RLBOARD_EXPORT_THREADS", "0")
+    assert runpy.run_path(str(REPO / "gunicorn.conf.py"))["threads"] == 6
+    monkeypatch.setenv("RLBOARD_EXPORT_THREADS", "-1")
+    with pytest.raises(SystemExit, match="RLBOARD_EXPORT_THREADS must be at least 0"):
+        runpy.run_path(str(REPO / "gunicorn.conf.py"))

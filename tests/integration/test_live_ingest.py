@@ -182,44 +182,52 @@ def _board_of_one_file(tmp_path: Path):
     )
 
 
-def test_live002_board_waits_for_files_to_settle(tmp_path, monkeypatch):
-    """The board re-reads a growing run only once its files have been still for SETTLE_SECONDS (so a step
-    being written is committed whole), and anyway after MAX_DEFER_SECONDS, then hiding the last step."""
+def test_live002_a_growing_run_is_read_at_the_next_look(tmp_path, monkeypatch):
+    """A run whose files changed since the last look is read at that look, its last step hidden (a trainer
+    may still be writing it), and the same read shows that step once the files stay still for
+    SETTLE_SECONDS after its cut; a file that grows during that wait is read again at once, up to a new
+    cut, and settles again. (Before, a growing run was read only once its files had been still between two looks, else after
+    30 s: a page 10 steps behind a writer of one step every 2 s.)"""
 
     from data import service
 
     monkeypatch.setattr(service, "SETTLE_SECONDS", 0.3)
     run_dir, b = _board_of_one_file(tmp_path)
     assert b.store("run", wait=30).scalars().height == 8
+    _wait_idle(b, "run")
+    real, reads = service.ingest_run, []
+    append_during_settle: list[bytes] = []
 
+    def observed(*args, **kw):
+        res = real(*args, **kw)
+        store = open_store(res.store_dir)
+        reads.append((kw["complete"], store.all_scalars().height, store.scalars().height))
+        if append_during_settle:  # the trainer writes on while the read waits for the files to settle
+            with open(run_dir / FILES[0], "ab") as f:
+                f.write(append_during_settle.pop())
+        return res
+
+    monkeypatch.setattr(service, "ingest_run", observed)
     with open(run_dir / FILES[0], "ab") as f:
-        f.write(b"".join(_record(0, i) for i in range(8, 12)))
-    b.refresh("run")  # the files changed since the last read: wait for them to settle
-    assert not b.status("run").running
-    assert b.store("run", wait=0).scalars().height == 8
-    time.sleep(0.35)  # the thing under test: the files still for SETTLE_SECONDS
-    b.refresh("run")
+        f.write(b"".join(_record(0, i) for i in range(8, 12)))  # step 1, half of it
+    b.refresh("run")  # the files changed since the last look: read now, step 1 hidden
     _wait_idle(b, "run")
-    assert b.store("run", wait=0).scalars().height == 12
-    # That look may itself have started a read of the files as they are (still for SETTLE_SECONDS by then):
-    # let it end, or the refresh below finds it running and the line appended next waits for a later one.
-    _wait_idle(b, "run")
+    assert reads == [(False, 12, 8), (True, 12, 12)]
+    assert b.store("run", wait=0).steps().get_column("step").to_list() == [0, 1]
 
-    monkeypatch.setattr(service, "MAX_DEFER_SECONDS", 0.0)
+    reads.clear()
+    append_during_settle.append(_record(0, 13))
     with open(run_dir / FILES[0], "ab") as f:
         f.write(_record(0, 12))
-    b.refresh("run")  # deferred long enough: read although the files just changed ...
-    _wait_idle(b, "run")
-    store = b.store("run", wait=0)
-    # ... so its last step (1: records 8-12) may still be partial and is hidden until the files are still.
-    assert store.all_scalars().height == 13
-    assert store.scalars().height == 8 and store.steps().get_column("step").to_list() == [0]
-    monkeypatch.setattr(service, "MAX_DEFER_SECONDS", 30.0)
-    b.refresh("run")  # first look at the new signature
-    time.sleep(0.35)  # the thing under test: the files still for SETTLE_SECONDS
     b.refresh("run")
     _wait_idle(b, "run")
-    assert b.store("run", wait=0).scalars().height == 13
+    # Still growing after the cut: read again at once up to a new cut (step 1 still the last, hidden),
+    # shown once the files stayed still after that one.
+    assert reads == [(False, 13, 8), (False, 14, 8), (True, 14, 14)]
+    reads.clear()
+    b.refresh("run")  # nothing changed since: no read
+    _wait_idle(b, "run")
+    assert reads == [] and b.store("run", wait=0).scalars().height == 14
 
 
 def test_live003_ingest_reads_a_cut_of_the_files(tmp_path, monkeypatch):
@@ -251,30 +259,30 @@ def test_live003_ingest_reads_a_cut_of_the_files(tmp_path, monkeypatch):
     # (long under load), and a refresh while it lives is skipped: the burst below would then never happen.
     _wait_idle(b, "run")
 
-    bursts = []
+    bursts, seen = [], []
 
     def burst_then_ingest(*args, **kw):
-        bursts.append(1)
-        for r, name in enumerate(FILES):  # the next step lands while the ingest starts
-            with open(run_dir / name, "ab") as f:
-                f.write(b"".join(_record(r, i) for i in range(PER_STEP, 2 * PER_STEP)))
-        return real(*args, **kw)
+        if not bursts:
+            bursts.append(1)
+            for r, name in enumerate(FILES):  # the next step lands while the ingest starts
+                with open(run_dir / name, "ab") as f:
+                    f.write(b"".join(_record(r, i) for i in range(PER_STEP, 2 * PER_STEP)))
+        res = real(*args, **kw)
+        seen.append(open_store(res.store_dir).all_scalars().height)
+        return res
 
     monkeypatch.setattr(service, "ingest_run", burst_then_ingest)
     for (
         name
     ) in FILES:  # touched (a trainer's flush of nothing): a still run read whole is checked on a change
         os.utime(run_dir / name)
-    b.refresh("run")
-    b.refresh("run")  # the files are unchanged since the last look: read them, up to that cut
+    b.refresh("run")  # the files changed since the last look: read them at once, up to that cut
     _wait_idle(b, "run")
     assert bursts == [1]
-    assert b.store("run", wait=0).scalars().height == 2 * PER_STEP
-    monkeypatch.setattr(service, "ingest_run", real)
-    b.refresh("run")
-    b.refresh("run")
-    _wait_idle(b, "run")
-    steps = b.store("run", wait=0).steps()
+    # The read took none of the step written after its cut; the files grew while it settled, so it read
+    # again at once up to a new cut (the new step hidden), and showed that step once the files were still.
+    assert seen == [2 * PER_STEP, 4 * PER_STEP, 4 * PER_STEP]
+    steps = open_store(b.store_dir("run")).steps()
     assert steps.get_column("n").to_list() == [2 * PER_STEP, 2 * PER_STEP]
 
 

@@ -316,7 +316,7 @@ def test_remote009_fingerprint_of_an_object_is_the_files(s3, tmp_path):
     them (its samples)."""
     import numpy as np
 
-    from data.ingest.files import PRINT_WINDOW, _fingerprint
+    from data.ingest.digest import PRINT_WINDOW, _fingerprint
 
     data = np.random.default_rng(0).bytes(3 * PRINT_WINDOW + 12345)
     (tmp_path / "f.jsonl").write_bytes(data)

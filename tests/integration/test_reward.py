@@ -235,7 +235,13 @@ def test_reward008_curves_and_notes(client, fixtures_dir):
     reward = resp["reward-curve-reward"]["figure"]
     names = [t["name"] for t in reward["data"]]
     assert "reward (band: p25–p75)" in names and "reference reward" in names
-    assert len(resp["reward-curve-kl"]["figure"]["data"]) == 2
+    kl = [t["name"] for t in resp["reward-curve-kl"]["figure"]["data"] if t.get("showlegend") is not False]
+    assert kl == [
+        "KL (k3), per-token mean (band: p25–p75 of the responses' per-token means)",
+        "the step's largest response per-token mean",
+        "one response carries over 50% of the step's KL",  # PPO's step 3: 53 %
+        "log-ratio log π − log π_ref, per-token mean",
+    ]
     assert resp["reward-curves-drawn"]["data"] == [PPO, "p25-p75", False]
     poem = _curves(client, POEM, 100)
     assert poem["reward-curve-kl"]["figure"]["data"] == []
@@ -662,3 +668,35 @@ def test_reward023_a_cold_page_builds_no_store_index(client, board_root, tmp_pat
         got = cold()
     assert got == want
     assert got[1]["reward-hist"]["figure"]["data"] and got[3]["reward-heatmap"]["figure"]["data"]
+
+
+TRAINER_CARD = "..reward-trainer-fig.figure...reward-trainer-notes.children...reward-agreement.children.."
+
+
+def test_reward024_trainer_card_says_still_reading_tensorboard(client, board_root, tmp_path, monkeypatch):
+    """A run's TensorBoard events are read in the background: the trainer card's first answer says it is
+    still reading them (its chart and its notes, never "no trainer log"), and once they are read the card
+    draws the logged scalar."""
+    import threading
+
+    from data.demo import write_demo_run
+    from data.trainer_logs import scalars
+    from tests.unit.test_trainer_logs import _events
+
+    run = write_demo_run(tmp_path / "root", "tb-run", steps=4, per_step=8)
+    (run / "runs").mkdir()
+    _events(run / "runs", {"train/loss": [(s, 1.0 / (s + 1)) for s in range(4)]})
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    assert board().store("tb-run", wait=60) is not None
+    release, real = threading.Event(), scalars._events_now
+    monkeypatch.setattr(scalars, "_events_now", lambda f: release.wait(60) and real(f))
+    inputs = [_i("reward-run", "data", "tb-run"), _i("reward-trainer", "value", None)]
+    out = dash_post(client, TRAINER_CARD, inputs)
+    title = out["reward-trainer-fig"]["figure"]["layout"]["annotations"][0]["text"]
+    assert "Still reading the trainer's TensorBoard events" in title
+    assert "still reading its TensorBoard events" in str(out["reward-trainer-notes"]["children"])
+    release.set()
+    scalars.wait_for_events(60)
+    out = dash_post(client, TRAINER_CARD, inputs)
+    traces = out["reward-trainer-fig"]["figure"]["data"]
+    assert traces and "still reading" not in str(out["reward-trainer-notes"]["children"])

@@ -205,33 +205,33 @@ def _two_runs(tmp_path):
 
 
 def test_compare009_paired_differences_by_hand(tmp_path):
-    """Two shared prompts (one written with other white space and a pad): "2+2" A at its last step 2 has
-    1.0, B at step 3 0.25, diff 0.75; "colour" A 0, B 1, diff −1. Over training: step 1 −1 (colour),
-    step 2 +1 (2+2: A 1.0 − B 0)."""
+    """Two shared prompts (one written with other white space and a pad), each compared at its paired
+    steps: "2+2" (A at 1, 2; B at 2, 3) at step 2 of both (gap 0): A 1.0, B 0.0, diff 1.0; "colour" at step
+    1 of both: A 0, B 1, diff −1. The gap limit is 10 % of the longer span (B: 1…3): 0.3. Over training:
+    step 1 −1 (colour), step 2 +1 (2+2: A 1.0 − B 0)."""
     a, b = _two_runs(tmp_path)
     p = prompts.pair("a", a, "b", b)
-    assert (p.a_prompts, p.b_prompts) == (3, 3) and p.notes == ()
-    assert p.threshold == 0.5  # (0 + 1) / 2
+    assert (p.a_prompts, p.b_prompts, p.shared, p.left_out) == (3, 3, 2, 0) and p.notes == ()
+    assert p.threshold == 0.5 and p.limit == pytest.approx(0.3)  # (0 + 1) / 2; 0.1 × 3
     t = p.table
     assert t.get_column("preview").to_list() == ["Name a colour.", "What is 2+2?"]
-    assert t.select("a_last_step", "b_last_step", "a_reward", "b_reward", "diff").rows() == [
-        (1, 1, 0.0, 1.0, -1.0),
-        (2, 3, 1.0, 0.25, 0.75),
+    assert t.select("a_step", "b_step", "gap", "a_reward", "b_reward", "diff").rows() == [
+        (1, 1, 0, 0.0, 1.0, -1.0),
+        (2, 2, 0, 1.0, 0.0, 1.0),
     ]
-    assert t.select("a_n", "b_n").rows() == [(2, 2), (4, 6)]
+    assert t.select("a_n", "b_n").rows() == [(2, 2), (2, 2)]
     assert p.over_steps.select("step", "n_prompts", "diff_mean").rows() == [(1, 1, -1.0), (2, 1, 1.0)]
 
 
 def test_compare010_solved_by_one_not_the_other(tmp_path):
-    """τ = 0.5: A solves 2+2 (1.0) and B does not (0.25); B solves colour (1.0), A does not (0). With τ =
-    0.2, B's 0.25 solves 2+2 too and A has nothing of its own."""
+    """τ = 0.5: A solves 2+2 (1.0 at step 2) and B does not (0.0 at step 2); B solves colour (1.0), A does
+    not (0). With τ = 0, B's 0.0 solves 2+2 and A's 0 solves colour: neither has one of its own."""
     a, b = _two_runs(tmp_path)
     p = prompts.pair("a", a, "b", b)
     assert p.solved_by("a").get_column("preview").to_list() == ["What is 2+2?"]
     assert p.solved_by("b").get_column("preview").to_list() == ["Name a colour."]
-    low = prompts.pair("a", a, "b", b, threshold=0.2)
-    assert low.solved_by("a").height == 0
-    assert low.solved_by("b").get_column("preview").to_list() == ["Name a colour."]
+    low = prompts.pair("a", a, "b", b, threshold=0.0)
+    assert low.solved_by("a").height == 0 and low.solved_by("b").height == 0
 
 
 def test_compare011_no_shared_prompt_is_a_note(tmp_path):
@@ -248,7 +248,7 @@ def test_compare012_prompt_responses_side_by_side(tmp_path):
     a, b = _two_runs(tmp_path)
     p = prompts.pair("a", a, "b", b)
     row = p.table.filter(pl.col("preview") == "What is 2+2?").row(0, named=True)
-    got = prompts.prompt_responses(b, row["b_keys"], row["b_last_step"])
+    got = prompts.prompt_responses(b, row["b_keys"], 3)
     assert got.get_column("reward").to_list() == [1.0, 0.0, 0.0, 0.0]
     assert set(got.get_column("response")) == {"r"}
 
@@ -282,24 +282,20 @@ def test_compare014_load_runs_notes(tmp_path):
 
 
 def test_compare015_diff_bars_and_opened_prompt(tmp_path):
-    """The paired differences (−1 and 0.75) get one bar each; opening "2+2" gives A's step-2 responses,
-    B's step-3 ones (best first) and the word diff of the two best."""
+    """The paired differences (−1 and 1) get one bar each; opening "2+2" gives A's and B's responses at
+    their paired step 2 (best first) and the word diff of the two best."""
     a, b = _two_runs(tmp_path)
     p = prompts.pair("a", a, "b", b)
     bars, discrete = prompts.diff_bars(p.table)
-    assert discrete and bars.select("lo", "count").rows() == [(-1.0, 1), (0.75, 1)]
-    assert p.headline().startswith(
-        "2 shared prompts (3 in a, 3 in b); solved: mean reward at the prompt's last step ≥ 0.5"
+    assert discrete and bars.select("lo", "count").rows() == [(-1.0, 1), (1.0, 1)]
+    assert p.headline() == (
+        "2 shared prompts (3 in a, 3 in b), each compared at the steps of the two runs closest to each other "
+        "(at most 0.3 apart); solved: mean reward at the paired step ≥ 0.5."
     )
     match = p.table.filter(pl.col("preview") == "What is 2+2?").item(0, "match")
     got = prompts.open_prompt(p, a, b, match)
-    assert (got.a_step, got.b_step) == (2, 3)
-    assert [r["reward"] for r in got.a_rows] == [1.0, 1.0] and [r["reward"] for r in got.b_rows] == [
-        1,
-        0,
-        0,
-        0,
-    ]
+    assert (got.a_step, got.b_step) == (2, 2)
+    assert [r["reward"] for r in got.a_rows] == [1.0, 1.0] and [r["reward"] for r in got.b_rows] == [0, 0]
     assert got.diff.segments == (("equal", "r"),)
     assert prompts.open_prompt(p, a, b, "0" * 32) is None
 
@@ -316,10 +312,10 @@ def test_compare016_default_trainer_key():
 
 def test_compare017_scatter_keeps_the_largest_differences(tmp_path):
     """Past the scatter's limit, the prompts with the largest |difference| are drawn and the rest counted."""
-    a, b = _two_runs(tmp_path)
+    a, b = _schedules(tmp_path)
     p = prompts.pair("a", a, "b", b)
     rows, left = p.scatter_rows(limit=1)
-    assert rows.get_column("preview").to_list() == ["Name a colour."] and left == 1  # |−1| > |0.75|
+    assert rows.get_column("preview").to_list() == ["p3"] and left == 2  # |−0.84| > |−0.78| > |−0.2|
     assert p.scatter_rows()[1] == 0
 
 
@@ -430,3 +426,139 @@ def test_compare020_component_means_over_commits_by_hand(tmp_path, monkeypatch):
     assert means() == [(1, 0.5), (2, pytest.approx((0.5 + 1.0 + 0.25) / 3, rel=1e-15)), (3, 0.25)]
     (run / "rank1.jsonl").unlink()
     assert means() == [(1, 0.5), (2, 0.5), (3, 0.0)]
+
+
+def _schedules(tmp_path):
+    """Two runs with different prompt schedules. A: steps 1…60 (span 60), reward step / 100; B: steps
+    1…40, reward 1 − step / 100. "f" at every step of both; p1 at A 10, 50 and B 12, 40; p2 at A 30 and B
+    20, 40; p3 at A 5 and B 11."""
+    a_given = {"f": range(1, 61), "p1": (10, 50), "p2": (30,), "p3": (5,)}
+    b_given = {"f": range(1, 41), "p1": (12, 40), "p2": (20, 40), "p3": (11,)}
+    a = _run(tmp_path, "a", [_rec(p, s, s / 100) for p, steps in a_given.items() for s in steps])
+    b = _run(tmp_path, "b", [_rec(p, s, 1 - s / 100) for p, steps in b_given.items() for s in steps])
+    return a, b
+
+
+def test_compare021_prompts_paired_at_comparable_steps(tmp_path):
+    """Each prompt at the pair of steps with the smallest gap (a tie to the largest sum), by hand: f at
+    (40, 40) (gap 0, the latest of 40 ties), p1 at (10, 12), p3 at (5, 11) (gap 6, equal to the limit:
+    kept); p2's best pairs (30, 20) and (30, 40) are 10 apart, over the limit of 0.1 × 60 = 6: left out
+    of every count, said in a sentence of its own. τ = (0.01 + 0.99) / 2 = 0.5: B solves all three."""
+    a, b = _schedules(tmp_path)
+    p = prompts.pair("a", a, "b", b)
+    assert (p.limit, p.shared, p.left_out) == (6.0, 4, 1) and p.threshold == pytest.approx(0.5)
+    rows = {r["preview"]: r for r in p.table.to_dicts()}
+    assert set(rows) == {"f", "p1", "p3"}
+    got = {k: (r["a_step"], r["b_step"], r["gap"]) for k, r in rows.items()}
+    assert got == {"f": (40, 40, 0), "p1": (10, 12, 2), "p3": (5, 11, 6)}
+    for k, (sa, sb, _) in got.items():
+        assert rows[k]["a_reward"] == pytest.approx(sa / 100) and rows[k]["b_reward"] == pytest.approx(
+            1 - sb / 100
+        )
+        assert rows[k]["diff"] == pytest.approx(sa / 100 - (1 - sb / 100))
+    assert p.solved_by("a").height == 0
+    assert p.solved_by("b").get_column("preview").to_list() == ["p3", "p1", "f"]  # B's largest lead first
+    assert [n.text for n in p.notes] == [
+        "1 of the 4 shared prompts are left out of the counts: a and b never gave them within 6 steps of each "
+        "other (the gap limit, gap= in the URL)."
+    ]
+    wide = prompts.pair("a", a, "b", b, gap=10)  # a gap equal to the limit is kept; the tie to (30, 40)
+    assert wide.left_out == 0 and wide.table.filter(pl.col("preview") == "p2").select(
+        "a_step", "b_step"
+    ).rows() == [(30, 40)]
+    assert prompts.pair("a", a, "b", b, gap=0).table.get_column("preview").to_list() == ["f"]
+
+
+def test_compare022_nearest_steps_against_every_pair():
+    """The as-of pairing equals the definition, every pair of steps tried, on random schedules."""
+    rng = random.Random(7)
+    for _ in range(200):
+        a = {m: sorted(rng.sample(range(0, 40), rng.randint(1, 6))) for m in ("x", "y", "z")}
+        b = {m: sorted(rng.sample(range(0, 40), rng.randint(1, 6))) for m in ("x", "y", "w")}
+        frame = lambda given, col: pl.DataFrame(  # noqa: E731
+            [(m, s) for m, steps in given.items() for s in steps],
+            schema={"match": pl.String, col: pl.Int64},
+            orient="row",
+        )
+        got = prompts.nearest_steps(frame(a, "a_step"), frame(b, "b_step"))
+        want = {
+            m: min(((sa, sb) for sa in a[m] for sb in b[m]), key=lambda p: (abs(p[0] - p[1]), -(p[0] + p[1])))
+            for m in set(a) & set(b)
+        }
+        assert {r[0]: (r[1], r[2]) for r in got.rows()} == want
+        assert all(r[3] == abs(r[1] - r[2]) for r in got.rows())
+
+
+def _by_hand(run_dir) -> dict[str, dict[int, list[float]]]:
+    """A fixture run's rewards by normalised prompt text and step, read from its files without the board."""
+    import re
+    import unicodedata
+
+    out: dict[str, dict[int, list[float]]] = {}
+    for f in sorted(run_dir.glob("rank*.jsonl")):
+        for line in f.read_text().splitlines():
+            r = json.loads(line)
+            p = r["prompt"]
+            for pad in PADS:
+                p = p.replace(pad, "")
+            p = re.sub(r"\s+", " ", unicodedata.normalize("NFC", p)).strip()
+            out.setdefault(p, {}).setdefault(r["step"], []).append(r["reward"])
+    return out
+
+
+def test_compare023_fixture_pairing_equals_the_rule_by_hand(fixtures_dir, tmp_path):
+    """On the real TRL PPO and GRPO runs (different prompt schedules), the pairs, the prompts left out and
+    the solved counts equal those computed by hand from the files with the same rule: of 100 shared
+    prompts, 75 have no pair of steps within 2.5 (10 % of 25 steps) and are left out."""
+    ppo, grpo = (fixtures_dir / n for n in ("trl-ppo-small", "trl-grpo-small"))
+    stores = [open_store(ingest_run(d, tmp_path / "cache", PADS).store_dir) for d in (ppo, grpo)]
+    p = prompts.pair("ppo", stores[0], "grpo", stores[1])
+    a, b = _by_hand(ppo), _by_hand(grpo)
+    rewards = [x for d in (a, b) for per in d.values() for v in per.values() for x in v]
+    tau = (min(rewards) + max(rewards)) / 2
+    limit = 0.1 * max(max(s) - min(s) + 1 for s in ({s for v in d.values() for s in v} for d in (a, b)))
+    kept = {}
+    for text in set(a) & set(b):
+        sa, sb = min(
+            ((x, y) for x in a[text] for y in b[text]), key=lambda t: (abs(t[0] - t[1]), -(t[0] + t[1]))
+        )
+        if abs(sa - sb) <= limit:
+            kept[text] = (sa, sb, sum(a[text][sa]) / len(a[text][sa]), sum(b[text][sb]) / len(b[text][sb]))
+    assert (p.shared, p.left_out, p.limit, p.threshold) == (100, 75, limit, tau) == (100, 75, 2.5, tau)
+    got = {r["preview"]: (r["a_step"], r["b_step"], r["a_reward"], r["b_reward"]) for r in p.table.to_dicts()}
+    assert got.keys() == kept.keys()
+    for text, (sa, sb, ra, rb) in kept.items():
+        assert got[text][:2] == (sa, sb)
+        assert got[text][2] == pytest.approx(ra, abs=1e-12) and got[text][3] == pytest.approx(rb, abs=1e-12)
+    solved = lambda first, other: sum(1 for k in kept.values() if k[first] >= tau > k[other])  # noqa: E731
+    assert (p.solved_by("a").height, p.solved_by("b").height) == (solved(2, 3), solved(3, 2)) == (2, 1)
+
+
+def test_compare024_truncation_share_joins_the_curves(fixtures_dir, tmp_path):
+    """Compare's curves gain the truncation share: per step, the share of responses that do not end with
+    an end token once pads are dropped, equal to the count by hand from the real TRL files; a run whose
+    responses never end with one (the poem run's texts) has no such curve and says why."""
+    import shutil
+
+    from data.compare.curves import MISSING, available, run_curve
+
+    root = tmp_path / "root"
+    for name in ("trl-grpo-small", "trl-ppo-small", "rlloggingboard-eval-poem"):
+        shutil.copytree(fixtures_dir / name, root / name)  # a link out of the root would not be read
+    board = Board(Settings(root=root, cache_dir=tmp_path / "cache", refresh_seconds=1e6))
+    runs, _ = load_runs(board, ["trl-grpo-small", "trl-ppo-small", "rlloggingboard-eval-poem"], wait=60)
+    assert [r.name for r in runs] == ["trl-grpo-small", "trl-ppo-small", "rlloggingboard-eval-poem"]
+    for r in runs[:2]:
+        cut: dict[int, list[bool]] = {}
+        for f in sorted((fixtures_dir / r.name).glob("rank*.jsonl")):
+            for line in f.read_text().splitlines():
+                rec = json.loads(line)
+                text = rec["response"]
+                while text.endswith("<pad>"):
+                    text = text[: -len("<pad>")]
+                cut.setdefault(rec["step"], []).append(not text.endswith("<|endoftext|>"))
+        curve = run_curve(r.frame, "truncated_share")
+        assert dict(curve.select("step", "y").rows()) == {s: sum(v) / len(v) for s, v in cut.items()}
+        assert "truncated_share" in available(r.frame)
+    assert "truncated_share" not in available(runs[2].frame)
+    assert "end token" in MISSING["truncated_share"]

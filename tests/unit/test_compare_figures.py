@@ -37,13 +37,16 @@ def test_comparefig002_scatter_colours_by_sign_and_keeps_text_as_text():
     text (children, no markup)."""
     table = pl.DataFrame(
         {"match": ["m1", "m2", "m3"], "preview": ["<script>x</script>", "p" * 100, None],
-         "a_reward": [1.0, 0.0, 0.5], "b_reward": [0.0, 1.0, 0.5], "diff": [1.0, -1.0, 0.0]}
+         "a_reward": [1.0, 0.0, 0.5], "b_reward": [0.0, 1.0, 0.5], "diff": [1.0, -1.0, 0.0],
+         "a_step": [3, 7, 9], "b_step": [4, 7, 12]}
     )  # fmt: skip
     fig = paired_scatter(table, a="A", b="B", a_color="#111111", b_color="#222222", threshold=0.5)
     go.Figure(fig.to_dict())
     t = fig.data[0]
     assert list(t.marker.color) == [1, -1, 0] and t.marker.colorscale[0][1] == "#222222"
     assert [c[0] for c in t.customdata] == ["m1", "m2", "m3"]
+    assert [list(c[1:]) for c in t.customdata] == [[3, 4], [7, 7], [9, 12]]  # each run's paired step
+    assert "A: %{y:" in t.hovertemplate and "at step %{customdata[1]}" in t.hovertemplate
     assert (
         t.hovertext[0] == "&lt;script&gt;x&lt;/script&gt;"
         and len(t.hovertext[1]) == 81

@@ -14,7 +14,7 @@ from data import curve_panels, curves, heatmaps, histograms, thinning
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
 from data.metrics import label
-from data.metrics.step import step_summary
+from data.metrics.step import kl_top_share, step_summary
 from data.queries import ResponseFilter, bar_interval
 from data.store import open_store
 
@@ -532,8 +532,8 @@ def test_curves027_step_list_reads_the_step_column_alone(tmp_path, monkeypatch):
 
 def test_curves028_reward_page_reads_its_summary_columns_alone(tmp_path, monkeypatch):
     """The curves, the bins, one step's key figures and histograms read the summary's columns they draw
-    (at most 32 of its 65 and more, in one read), and give what the whole summary gives; the curves are
-    not kept in the results cache."""
+    (at most 46 of its 82 and more, in one read: the KL curve's band, largest response and flagged steps
+    take 9, the step's largest-KL response 3 more), and give what the whole summary gives; the curves are not kept in the results cache."""
     from data.demo import write_demo_run
     from data.store.reader import RunStore
 
@@ -557,7 +557,7 @@ def test_curves028_reward_page_reads_its_summary_columns_alone(tmp_path, monkeyp
         assert list(curves.run_bins(store, "reward").edges) == want[1]
         stats = curves.step_stats(store, 5)
         curves.histogram_panels(store, 5)
-    assert len(read) == 1 and len(read[0]) == 1 + len(curves.PAGE_COLUMNS) <= 32 < whole.width  # of 65+
+    assert len(read) == 1 and len(read[0]) == 1 + len(curves.PAGE_COLUMNS) <= 46 < whole.width  # of 82+
     assert [(p.key, p.title, p.note, [s.key for s in p.series]) for p in got] == [
         (p.key, p.title, p.note, [s.key for s in p.series]) for p in want[0]
     ]
@@ -642,3 +642,41 @@ def test_curves030_panels_thinned_together_as_one_by_one():
                 {*by_loop(s.frame, k), *(i for i, x in enumerate(s.frame["step"]) if x == steps[40])}
             )
             assert t.frame.equals(s.frame[want])
+
+
+def test_curves040_kl_outliers_by_hand(fixtures_dir, tmp_path):
+    """On the real TRL GRPO run, per step: the share of the step's KL (k3 summed over every position with
+    both log-probs) that its largest response carries, the largest response's per-token mean, and the
+    response the page names (file:line from 1), each equal to the value computed by hand from the file;
+    the KL curve flags exactly the steps where one response carries over half; a step without KL (the
+    first: the policy is its reference) has no share and names no response."""
+    run = fixtures_dir / "trl-grpo-small"
+    store = open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
+    sums: dict[int, list[tuple[float, float, str]]] = {}
+    for f in sorted(run.glob("rank*.jsonl")):
+        for i, line in enumerate(f.read_text().splitlines(), start=1):
+            r = json.loads(line)
+            lp, ref = r["logprobs"], r["ref_logprobs"]
+            k3 = [math.exp(b - a) - 1 + (a - b) for a, b in zip(lp, ref, strict=True)]  # lr = a − b
+            sums.setdefault(r["step"], []).append((sum(k3), sum(k3) / len(k3), f"{f.name}:{i}"))
+    steps = curves.run_steps(store).with_columns(kl_top_share())
+    flagged = []
+    for step, rows in sorted(sums.items()):
+        top = max(rows, key=lambda t: t[0])
+        row = steps.filter(pl.col("step") == step).row(0, named=True)
+        if sum(t[0] for t in rows) == 0:  # the first step: the policy is the reference, no share at all
+            assert row["kl_top_share"] is None and curves.kl_top_response(store, step) is None
+            continue
+        share = top[0] / sum(t[0] for t in rows)
+        assert row["kl_top_share"] == pytest.approx(share, rel=1e-9)
+        assert row["kl_mean_max"] == pytest.approx(max(t[1] for t in rows), rel=1e-9)
+        got = curves.kl_top_response(store, step)
+        assert got.text() == f"{top[2]} carries {share * 100:.1f} % of the step's KL"
+        assert got.flagged == (share > 0.5)
+        if share > 0.5:
+            flagged.append(step)
+    kl = next(p for p in curves.run_panels(store, "p25-p75") if p.key == "kl")
+    assert [s.key for s in kl.series][:2] == ["kl_token_mean", "kl_mean_max"]
+    marks = [s for s in kl.series if s.flags]
+    got_flagged = marks[0].frame.drop_nulls("y").get_column("step").to_list() if marks else []
+    assert got_flagged == flagged

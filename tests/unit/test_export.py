@@ -200,3 +200,43 @@ def test_export007_rows_held_or_written_at_each_part_give_the_same_export(store,
     assert got.equals(definitional(store, flt, "reward", False))
     buckets = -(-(got.height - min(export.HEAD_ROWS, 5)) // 8)
     assert len(batches) > buckets if spill_bytes == 1 else len(batches) == buckets
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_export008_a_served_export_takes_turns_and_rests(store, monkeypatch, fmt):
+    """A server's export (``shared=True``) has the bytes of the plain one; two of them in one process never
+    make a batch at the same time, and each rests after a batch as long as the batch took (EXPORT_REST 1),
+    at most MAX_REST."""
+    import threading
+    import time
+
+    monkeypatch.setattr(export, "BATCH", 7)  # several batches
+    plain = b"".join(export.export_stream(store, ResponseFilter(), fmt, "reward", True))
+    assert b"".join(export.export_stream(store, ResponseFilter(), fmt, "reward", True, shared=True)) == plain
+
+    busy, overlaps, rests = [], [], []
+
+    def chunks(name):
+        for k in range(5):
+            busy.append(name)
+            if len(busy) > 1:
+                overlaps.append(list(busy))
+            threading.Event().wait(0.01)  # a batch's work (time.sleep is the spy below)
+            busy.remove(name)
+            yield f"{name}{k}".encode()
+
+    real_sleep = time.sleep
+    monkeypatch.setattr(export.time, "sleep", lambda s: rests.append(s) or real_sleep(min(s, 0.001)))
+    out: dict[str, bytes] = {}
+
+    def run(name):
+        out[name] = b"".join(export.taking_turns(chunks(name)))
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == {"a": b"a0a1a2a3a4", "b": b"b0b1b2b3b4"}
+    assert overlaps == []
+    assert len(rests) >= 8 and all(0.009 <= r <= export.MAX_REST for r in rests)

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import shutil
+import threading
 import time
 
 import polars as pl
@@ -18,6 +19,7 @@ from data.store import open_store
 from data.trainer_logs import align, aligned, find_logs, read_logs, trainer_scalars
 from data.trainer_logs.agreement import AGREES, DISAGREES, NOT_COMPARABLE, checks
 from data.trainer_logs.read import SUMMARY_KEYS
+from data.trainer_logs.scalars import wait_for_events
 
 PADS = ("<pad>", "<|endoftext|>")
 
@@ -210,8 +212,10 @@ def test_trainerlogs006_tensorboard_corrupt_file_is_a_note(tmp_path):
     path = next(run.glob("events.out.tfevents.*"))
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 7])  # the last record cut mid-way
+    assert trainer_scalars(run).reading == (".",)  # read in the background (see trainerlogs010)
+    wait_for_events(60)
     t = trainer_scalars(run)
-    assert t.series("train/loss").height == 4
+    assert t.series("train/loss").height == 4 and t.reading == ()
 
 
 # ---- where logs are looked for ------------------------------------------------------------------------------
@@ -282,3 +286,117 @@ def test_trainerlogs009_alignment_with_rollout_steps(tmp_path):
     assert notes == ["1 logged steps have no rollouts (1).", "2 rollout steps have no trainer log (5, 6)."]
     assert aligned(t, "loss", [6, 2, 3]).rows() == [(2, 2.0), (3, 3.0), (6, None)]
     assert align(t, [100]).notes()[0].startswith("No step of the trainer's logs")
+
+
+# ---- TensorBoard events: in the background, bounded ---------------------------------------------------------
+
+
+def test_trainerlogs010_tensorboard_read_in_the_background(tmp_path, monkeypatch):
+    """A run's TensorBoard events are never read in the request that asks for its scalars: the answer comes
+    at once, says they are still being read (the trainer card shows that note), and is not kept; the read
+    runs on the background reader's thread, and later answers hold every point (then kept)."""
+    from data.compare.trainer import trainer_notes
+    from data.trainer_logs import scalars
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _events(run, {"train/loss": [(s, s / 4) for s in range(1, 9)]})
+    threads, release = [], threading.Event()
+    real = scalars._events_now
+
+    def held(f):  # the read waits for the test, so the answer before it is seen for sure
+        threads.append(threading.current_thread().name)
+        release.wait(60)
+        return real(f)
+
+    monkeypatch.setattr(scalars, "_events_now", held)
+    first = trainer_scalars(run)
+    assert first.reading == (".",) and first.empty
+    notes = [n.text for n in trainer_notes("run", first, [1, 2])]
+    assert any("still reading its TensorBoard events" in n for n in notes), notes
+    assert trainer_scalars(run) is not first and trainer_scalars(run).reading == (".",)
+    release.set()
+    wait_for_events(60)
+    assert threads == [threads[0]] and threads[0].startswith("tensorboard")
+    done = trainer_scalars(run)
+    assert done.reading == () and done.series("train/loss").rows() == [(s, s / 4) for s in range(1, 9)]
+    assert trainer_scalars(run) is done
+
+
+def test_trainerlogs011_tensorboard_points_capped_by_a_setting(tmp_path, monkeypatch):
+    """No more scalar points are read than RLBOARD_MAX_TENSORBOARD_POINTS; the note names the setting and
+    the points kept are the first ones written."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _events(run, {"a": [(s, float(s)) for s in range(10)], "b": [(s, -float(s)) for s in range(10)]})
+    monkeypatch.setenv("RLBOARD_MAX_TENSORBOARD_POINTS", "13")
+    t = read_logs(find_logs(run))
+    assert t.frame.height == 13
+    assert t.series("a").height == 10 and t.series("b").rows() == [(0, 0.0), (1, -1.0), (2, -2.0)]
+    assert any("13 scalar points" in n and "RLBOARD_MAX_TENSORBOARD_POINTS" in n for n in t.notes), t.notes
+
+
+def test_trainerlogs012_checksums_as_tensorboard_computes_them():
+    """The checksums computed many records at once equal TensorBoard's own ``masked_crc32c``
+    (tensorboard/compat/tensorflow_stub/pywrap_tensorflow.py, ``masked_crc32c``, which
+    ``PyRecordReader_New.GetNext`` checks each record's length and data against)."""
+    import numpy as np
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as tb_crc
+
+    from data.trainer_logs.events import masked_crc32c
+
+    rng = np.random.default_rng(7)
+    for length in (0, 1, 8, 37, 300):
+        rows = rng.integers(0, 256, size=(5, length), dtype=np.uint8)
+        assert masked_crc32c(rows).tolist() == [tb_crc(r.tobytes()) for r in rows]
+    assert tb_crc(b"123456789") == masked_crc32c(np.frombuffer(b"123456789", np.uint8).reshape(1, 9))[0]
+
+
+def test_trainerlogs013_damaged_and_oversized_records(tmp_path, monkeypatch):
+    """A record whose bytes fail their checksum ends the file's reading there (the points before it kept,
+    a note says so); a record too long to be a scalar (an image, a graph) is passed over unread."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from data.trainer_logs import events
+
+    run = tmp_path / "run"
+    run.mkdir()
+    w = EventFileWriter(str(run))
+    for step in range(6):
+        v = summary_pb2.Summary.Value(tag="loss", simple_value=step / 2)
+        w.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(value=[v])))
+        if step == 2:  # a big non-scalar record between the scalars
+            img = summary_pb2.Summary.Image(encoded_image_string=b"x" * 5000)
+            big = summary_pb2.Summary.Value(tag="img", image=img)
+            w.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(value=[big])))
+    w.close()
+    monkeypatch.setattr(events, "MAX_SCALAR_RECORD", 1000)
+    t = read_logs(find_logs(run))
+    assert t.series("loss").rows() == [(s, s / 2) for s in range(6)] and t.keys() == ["loss"]
+    assert t.notes == ()
+    path = next(run.glob("events.out.tfevents.*"))
+    data = bytearray(path.read_bytes())
+    at = data.rindex(b"loss") - 1  # inside the last record's data
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    t = read_logs(find_logs(run))
+    assert t.series("loss").rows() == [(s, s / 2) for s in range(5)]
+    assert any("damaged" in n and "checksum" in n for n in t.notes), t.notes
+
+
+def test_trainerlogs014_merge_keeps_the_last_of_each_key_and_step():
+    """Of two logs giving the same key at the same step the later in merge order wins (and within one log
+    its later entry), lists and TensorBoard frames alike; the frame is sorted by key then step."""
+    from data.trainer_logs.read import Rows
+    from data.trainer_logs.scalars import merge
+
+    a = Rows(keys=["loss", "loss", "kl", "loss"], steps=[2, 1, 1, 2], values=[0.5, 0.9, 0.1, 0.4])
+    b = Rows(frame=pl.DataFrame({"key": ["loss", "lr"], "step": [1, 1], "value": [0.8, 1e-5]}))
+    got = merge([("trainer_state.json", a), ("runs", b)])
+    assert got.rows() == [
+        ("kl", 1, 0.1, "trainer_state.json"),
+        ("loss", 1, 0.8, "runs"),
+        ("loss", 2, 0.4, "trainer_state.json"),
+        ("lr", 1, 1e-5, "runs"),
+    ]

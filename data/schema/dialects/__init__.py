@@ -1,5 +1,5 @@
 """Trainers' files as they lie on disk: one module per dialect (this project's contract, TRL, veRL, NeMo-RL,
-NeMo Gym, verifiers / prime-rl, OpenRLHF-style dumps), each a :class:`Dialect`: how its files are
+NeMo Gym, verifiers / prime-rl, AReaL, OpenRLHF-style dumps), each a :class:`Dialect`: how its files are
 recognised (name, folders, fields), how its records map onto the contract, and a one-line description
 that the runs page shows.
 
@@ -13,9 +13,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from data.schema.dialects import contract, nemo_gym, nemo_rl, openrlhf, trl, verifiers, verl
+from data.schema.dialects import (
+    areal,
+    atropos,
+    contract,
+    mapping,
+    miles,
+    nemo_gym,
+    nemo_rl,
+    openrlhf,
+    prime_rl,
+    trl,
+    verifiers,
+    verl,
+)
 from data.schema.dialects.base import (
+    LINE_NOTES,
     ROLLOUT_SUFFIXES,
+    SURE,
     TRAIN,
     VALIDATION,
     Dialect,
@@ -35,6 +50,10 @@ _CONTRACT = replace(
 )
 # In the order a tie is decided (the contract last: the fallback).
 DIALECTS: tuple[Dialect, ...] = (
+    areal.DIALECT,
+    atropos.DIALECT,
+    prime_rl.DIALECT,
+    miles.DIALECT,
     nemo_rl.DIALECT,
     nemo_gym.DIALECT,
     verifiers.DIALECT,
@@ -45,13 +64,15 @@ DIALECTS: tuple[Dialect, ...] = (
 )
 BY_NAME: dict[str, Dialect] = {d.name: d for d in DIALECTS}
 CONTRACT = _CONTRACT
+MAPPED = mapping.DIALECT  # rlboard.toml's [fields]: never guessed nor named, used where a mapping is given
+_READERS: dict[str, Dialect] = {**BY_NAME, MAPPED.name: MAPPED}
 
 
 @dataclass(frozen=True)
 class Match:
-    """The dialect a file was matched to, and how: ``"named"`` (rlboard.toml or the setting), ``"sure"``
-    (one dialect recognised it best), ``"guessed"`` (several equally, or none: the first of them, or the
-    contract)."""
+    """The dialect a file was matched to, and how: ``"named"`` (rlboard.toml or the setting), ``"mapped"``
+    (rlboard.toml's ``[fields]``), ``"sure"`` (one dialect recognised it best, by what is unique to it:
+    :data:`SURE`), ``"guessed"`` (several equally, or none surely: the best of them, or the contract)."""
 
     dialect: Dialect
     how: str
@@ -67,11 +88,12 @@ def detect(rel: str, fields: frozenset[str], named: str | None = None, default: 
     scores = [(d.recognise(rel, fields), d) for d in DIALECTS]
     best = max(score for score, _ in scores)
     top = [d for score, d in scores if score == best and score > 0]
-    if len(top) == 1:
+    if len(top) == 1 and best >= SURE:
         return Match(top[0], "sure")
     if default in BY_NAME:
         return Match(BY_NAME[default], "named")
-    return Match(top[0] if top else CONTRACT, "guessed", tuple(d.name for d in top[1:]))
+    others = [d.name for score, d in sorted(scores, key=lambda s: -s[0]) if score > 0]
+    return Match(top[0] if top else CONTRACT, "guessed", tuple(others[1:]))
 
 
 def dialects_by_name() -> dict[str, Dialect]:
@@ -80,13 +102,17 @@ def dialects_by_name() -> dict[str, Dialect]:
 
 
 def by_name(name: str | None) -> Dialect:
-    """The dialect of that name (a file's, as its manifest entry records it); the contract for None."""
-    return BY_NAME.get(name or "", CONTRACT)
+    """The dialect of that name (a file's, as its manifest entry records it, the [fields] mapping's
+    included); the contract for None."""
+    return _READERS.get(name or "", CONTRACT)
 
 
 __all__ = [
     "BY_NAME",
+    "LINE_NOTES",
+    "MAPPED",
     "ROLLOUT_SUFFIXES",
+    "SURE",
     "CONTRACT",
     "DIALECTS",
     "TRAIN",

@@ -14,6 +14,46 @@ import polars as pl
 from data import untrusted
 from data.schema.contract import INT64_MAX
 
+# How sure a dialect's ``recognise`` must be for its match to count as sure: a dialect scores this much only
+# on fields or a layout unique to it. Less (names any logger may use: prompt, completion, input, output) is
+# a guess, and every page of the run says so.
+SURE = 25
+# A key a dialect's ``line`` may set on a record: notes about that line (a list of texts), kept with it as
+# data-quality notes (a mapped optional field that the line lacks).
+LINE_NOTES = "__line_notes"
+
+
+# rlboard.toml's [fields] (see data.schema.dialects.mapping): the names it maps and the step's two words.
+NAMES = ("prompt", "response", "reward", "step", "group")
+FOLDER, FILE = "folder", "file"
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """A ``[fields]`` table that can be used: ``given`` the names and paths as written (those that could be
+    used), ``where`` the rlboard.toml it came from (``"run"``: the run folder's, ``"root"``: the rollout
+    root's, which applies only to files no dialect reads as sure)."""
+
+    given: tuple[tuple[str, str], ...]
+    where: str = "run"
+
+    def key(self) -> list:
+        return [list(map(list, self.given)), self.where]
+
+    @property
+    def table(self) -> dict[str, str]:
+        return dict(self.given)
+
+    @property
+    def step_kind(self) -> str | None:
+        """``"folder"``, ``"file"``, ``"regex"``, ``"path"`` (a field) or None (not named)."""
+        step = self.table.get("step")
+        if step is None:
+            return None
+        if step in (FOLDER, FILE):
+            return step
+        return "regex" if "(" in step else "path"
+
 
 @dataclass
 class Reading:
@@ -27,10 +67,17 @@ class Reading:
     parts_from: str = ""
     formed: dict = field(default_factory=dict)
     tokenizer: str | None = None  # a local tokenizer.json naming token ids (see token_names)
+    fields: FieldMap | None = None  # a [fields] mapping of rlboard.toml (see data.schema.dialects.mapping)
 
     def key(self) -> list:
-        """What the store depends on (a store read with other weights is read again)."""
-        return [sorted((self.reward_weights or {}).items()), list(self.reward_parts or ()), self.tokenizer]
+        """What the store depends on (a store read with other weights or another mapping is read again)."""
+        mapped = None if self.fields is None else self.fields.key()
+        return [
+            sorted((self.reward_weights or {}).items()),
+            list(self.reward_parts or ()),
+            self.tokenizer,
+            mapped,
+        ]
 
     def token_names(self, ids: list) -> list[str]:
         """Token ids as the tokens they stand for, by the tokenizer (``id_to_token``; an id it does not
@@ -39,6 +86,17 @@ class Reading:
         if tok is None:
             return [str(i) for i in ids]
         return [(tok.id_to_token(i) if isinstance(i, int) and i >= 0 else None) or str(i) for i in ids]
+
+    def decode(self, ids: list) -> str | None:
+        """Token ids as the text they decode to (special tokens kept) by the local tokenizer; None
+        without one, or for ids it cannot decode."""
+        tok = _tokenizer(self.tokenizer) if self.tokenizer else None
+        if tok is None or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+            return None
+        try:
+            return tok.decode(ids, skip_special_tokens=False)
+        except Exception:  # noqa: BLE001 - an id past its vocabulary: the ids are shown instead
+            return None
 
 
 _TOKENIZERS: dict[str, tuple[object, str | None]] = {}  # path -> (tokenizer or None, why not)
@@ -76,8 +134,14 @@ class Dialect:
     messages, see :mod:`data.schema.chat`); ``frame``: the same for a chunk Polars parsed whole, or None
     when only ``line`` can do it (the chunk then goes line by line). ``recognise(path, fields)``: how sure
     it is that a file (its path inside the run, the fields of its first record) is of this dialect, 0 for
-    not at all. ``stepless``: its files are evaluation dumps with no step (step 0, said on the runs page).
-    ``mapping``: how fields were mapped, a phrase each, for the runs page.
+    not at all (:data:`SURE` and more only on what is unique to it). ``stepless``: its files are evaluation
+    dumps with no step (step 0, said on the runs page). ``rows``: for a dialect whose line holds several
+    responses (Atropos' scored group), the line's records, one per response, each then mapped by ``line``
+    (raises :class:`BadLine` for a line that is no such record); ingest numbers them within their line and
+    takes the line as their group. ``mapping``: how fields were mapped, a phrase each, for the runs page.
+    ``fields``: the same as an rlboard.toml ``[fields]`` table would say it (prompt, response, reward, step,
+    group: dotted paths, ``"folder"``, ``"file"``), shown on the runs page as a mapping to copy and edit;
+    empty where the dialect does more than a mapping can (chat turns, batches).
     """
 
     name: str
@@ -89,6 +153,8 @@ class Dialect:
     line: Callable[[dict, Reading], dict] | None = None
     frame: Callable[[pl.DataFrame, Reading], pl.DataFrame] | None = None
     stepless: bool = False
+    fields: dict[str, str] = field(default_factory=dict)
+    rows: Callable[[dict], list[dict]] | None = None
 
     def renames(self, columns) -> dict[str, str]:
         """Which columns stand for a known field under this dialect's name (see ``aliases``)."""
@@ -121,6 +187,8 @@ def merge_aliases(*tables: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, .
 # `train_data_step12`), not after a letter (`substep3` is not one); or a name that is only a number
 # (veRL's rollout_data_dir writes `120.jsonl`).
 _NAME_STEP = re.compile(r"(?<![a-z])step[_=-]?(\d+)(?!.*(?<![a-z])step[_=-]?\d)|^(\d+)$", re.IGNORECASE)
+_STEP_WORD = re.compile(r"(?<![a-z])step[_=-]?(\d+)(?!.*(?<![a-z])step[_=-]?\d)", re.IGNORECASE)
+_NUMBER = re.compile(r"\d+")
 ROLLOUT_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".parquet")
 
 
@@ -143,14 +211,31 @@ def step_from_name(name: str) -> int | None:
 
 
 def step_from_path(rel: str) -> int | None:
-    """The step of a file's lines that have none, from its path inside the run: its name's
-    (:func:`step_from_name`), else the innermost folder's that gives one (prime-rl's
-    ``rollouts/step_12/train_rollouts.jsonl``)."""
-    for part in reversed(rel.split("/")):
-        step = step_from_name(part)
-        if step is not None:
-            return step
-    return None
+    """The step of a file's lines that have none, from its path inside the run, read only where the path
+    is laid out as a known trainer lays out its steps (else None: the caller reads the file as step 0 and
+    says so). In this order:
+
+    1. "step" and a number in the file's name (NeMo-RL's ``train_data_step3.jsonl``, ``step_12.jsonl``);
+    2. a parent folder that is only a number: that folder is the step and the file's name is something
+       else (AReaL's ``rollout/{version}/{task_id}.jsonl``: ``rollout/0/13.jsonl`` is step 0, task 13);
+    3. "step" and a number in a folder's name, the innermost first (prime-rl's ``rollouts/step_12/…``);
+    4. a file name that is only a number, in a folder that is not (veRL's flat ``{step}.jsonl``).
+    """
+    *folders, name = rel.split("/")
+    name = base_name(name)
+    if (m := _STEP_WORD.search(name)) is not None:
+        return _in_range(m.group(1))
+    if folders and _NUMBER.fullmatch(folders[-1]):
+        return _in_range(folders[-1])
+    for folder in reversed(folders):
+        if (m := _STEP_WORD.search(folder)) is not None:
+            return _in_range(m.group(1))
+    return _in_range(name) if _NUMBER.fullmatch(name) else None
+
+
+def _in_range(digits: str) -> int | None:
+    step = int(digits)
+    return step if step <= INT64_MAX else None
 
 
 # Validation and evaluation dumps written beside the training ones: NeMo-RL's val_data_step{N}.jsonl,

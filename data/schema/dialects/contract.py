@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from data.schema.chat import messages_text
-from data.schema.dialects.base import Dialect
+from data.schema.dialects.base import SURE, Dialect
 
 # Names that several trainers and hand-written loggers use for the contract's fields.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -56,6 +56,10 @@ def frame(df: pl.DataFrame, reading=None) -> pl.DataFrame:
 
 
 def recognise(rel: str, fields: frozenset[str]) -> int:
+    """Sure on the contract's own names (no trainer writes ``response`` beside ``prompt`` and ``reward``);
+    a guess on the names other loggers use too (query, completion, score)."""
+    if {"prompt", "response", "reward"} <= fields:
+        return SURE
     names = lambda canon: {canon, *ALIASES.get(canon, ())}  # noqa: E731
     if fields & names("prompt") and fields & names("response"):
         return 10
@@ -74,4 +78,5 @@ DIALECT = Dialect(
     ),
     line=line,
     frame=frame,
+    fields={"prompt": "prompt", "response": "response", "reward": "reward", "step": "step"},
 )

@@ -11,6 +11,31 @@ from data.schema.dialects.base import Dialect, merge_aliases
 from data.schema.dialects.contract import ALIASES as CONTRACT_ALIASES
 
 REQUEST, RESPONSE = "responses_create_params", "response"
+# The task a rollout is of (nemo_gym/global_config.py: TASK_INDEX_KEY_NAME, stamped on every row by
+# ng_collect_rollouts, beside _ng_rollout_index): its rollouts are one group.
+TASK_INDEX = "_ng_task_index"
+GROUP = "group_id"
+
+# What ng_collect_rollouts writes beside its output ``<out>.jsonl``, each named from the output's stem:
+# nemo_gym/rollout_collection.py (materialized_jsonl_fpath), nemo_gym/reward_profile.py (write_to_disk) and
+# nemo_gym/path_utils.py (failures_path_for). None of them is a rollout of the run.
+SIDE_FILES = {
+    "_materialized_inputs.jsonl": "NeMo Gym's materialized inputs of {out}, the requests before rollout",
+    "_reward_profiling.jsonl": "NeMo Gym's reward profile of {out}, one summary per task",
+    "_failures.jsonl": "NeMo Gym's failed attempts of {out}, kept out of its rollouts and retried",
+}
+
+
+def auxiliary(rel: str, names) -> str | None:
+    """Why the file at ``rel`` (its path inside the run) is one of the files ng_collect_rollouts writes
+    beside its rollouts and not rollouts itself, or None. ``names``: the names of the files in its folder;
+    a file is one only beside the rollouts file it is named from."""
+    folder, _, name = rel.rpartition("/")
+    for suffix, what in SIDE_FILES.items():
+        out = name[: -len(suffix)] + ".jsonl"
+        if name.endswith(suffix) and len(name) > len(suffix) and out in names:
+            return what.format(out=f"{folder}/{out}" if folder else out)
+    return None
 
 
 def _text(content) -> str:
@@ -22,31 +47,43 @@ def _text(content) -> str:
     return ""
 
 
-def output_messages(items) -> list[dict] | None:
-    """A Responses API ``output`` as chat messages: the model's reasoning (its summary or text), messages
-    and function calls as its turns, each function call's output as the tool's."""
-    if not isinstance(items, list):
+def _item_message(item: dict, role: str) -> dict | None:
+    """One Responses API item as a chat message (None for an item that shows nothing): a message as its
+    role's (``role`` where it names none), the model's reasoning (its summary or text) and its calls
+    (``function_call``, and the API's other ``…_call`` items: by their tool's name, else their type) as its
+    turns, each call's output (``…_call_output``) as the tool's."""
+    kind = item.get("type")
+    if kind == "reasoning":
+        text = _text(item.get("content")) or _text(item.get("summary"))
+        return {"role": "assistant", "content": f"[reasoning]\n{text}"} if text else None
+    if kind == "message" or (kind is None and ("role" in item or "content" in item)):
+        return {"role": item.get("role") or role, "content": _text(item.get("content"))}
+    if not isinstance(kind, str):
         return None
-    out = []
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type")
-        if kind == "reasoning":
-            text = _text(item.get("content")) or _text(item.get("summary"))
-            if text:
-                out.append({"role": "assistant", "content": f"[reasoning]\n{text}"})
-        elif kind == "message" or (kind is None and "role" in item):
-            out.append({"role": item.get("role") or "assistant", "content": _text(item.get("content"))})
-        elif kind == "function_call":
-            out.append({"role": "assistant", "content": call_text(item.get("name"), item.get("arguments"))})
-        elif kind == "function_call_output":
-            out.append({"role": "tool", "content": _text(item.get("output"))})
-    return out
+    if kind.endswith("_call_output"):
+        return {"role": "tool", "content": _text(item.get("output"))}
+    if kind.endswith("_call"):
+        name = item.get("name") if isinstance(item.get("name"), str) else kind  # a web search has none
+        args = item.get("arguments", item.get("input", item.get("action")))
+        return {"role": "assistant", "content": call_text(name, args)}
+    return None
+
+
+def _items_messages(items: list, role: str) -> list[dict]:
+    return [m for item in items if isinstance(item, dict) and (m := _item_message(item, role)) is not None]
+
+
+def output_messages(items) -> list[dict] | None:
+    """A Responses API ``output`` as chat messages (see :func:`_item_message`; a message without a role
+    is the model's)."""
+    return _items_messages(items, "assistant") if isinstance(items, list) else None
 
 
 def input_messages(request) -> list[dict] | None:
-    """The request's chat messages (``input``; a string is one user message), after its ``instructions``."""
+    """The request's ``input`` as chat messages, after its ``instructions``: a string is one user message;
+    items are rendered as the output's are (an agent's conversation so far, such as tau2's, holds the
+    earlier ``function_call`` and ``function_call_output`` items, which have no role), a message without a
+    role is the user's."""
     if not isinstance(request, dict):
         return None
     given = request.get("input")
@@ -54,11 +91,7 @@ def input_messages(request) -> list[dict] | None:
         given = [{"role": "user", "content": given}]
     if not isinstance(given, list):
         return None
-    msgs = [
-        {"role": m.get("role") or "user", "content": _text(m.get("content"))}
-        for m in given
-        if isinstance(m, dict)
-    ]
+    msgs = _items_messages(given, "user")
     if isinstance(request.get("instructions"), str) and request["instructions"]:
         msgs.insert(0, {"role": "system", "content": request["instructions"]})
     return msgs or None
@@ -85,6 +118,8 @@ def line(obj: dict, reading=None) -> dict:
     ):
         if value is not None and key not in obj:
             obj[key] = value
+    if obj.get(GROUP) is None and obj.get(TASK_INDEX) is not None:
+        obj[GROUP] = obj[TASK_INDEX]
     return obj
 
 
@@ -99,9 +134,11 @@ DIALECT = Dialect(
     recognise=recognise,
     aliases=merge_aliases(CONTRACT_ALIASES),
     mapping=(
-        "responses_create_params.input (after instructions) → prompt",
-        "response.output[] → response: reasoning, messages and function calls as the model's turns, "
+        "responses_create_params.input (after instructions) → prompt, previewed by its last user message",
+        "response.output[] → response",
+        "the items of both alike: reasoning, messages and function calls as the model's turns, "
         "function_call_output as the tool's",
+        "_ng_task_index → group_id: the rollouts of one task are a group",
         "response.model, usage.output_tokens, reasoning_tokens, status → columns",
         "no step: step 0",
     ),

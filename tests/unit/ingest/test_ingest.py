@@ -953,7 +953,9 @@ def test_ingest041_messages_text_by_hand():
     ]
     assert messages_text(calls) == 'Let me see.\n[call f({"a": [1]})]\n[call g()]'
     assert messages_text([{"role": "assistant", "tool_calls": [{"id": "no function"}]}]) == ""
-    for not_messages in ([], ["a"], [{"x": 1}], [{"role": 1, "content": "a"}], [{"content": 5}], "a", None):
+    # No message at all is an empty text (verifiers 0.1.5's "completion": []), not something else.
+    assert (messages_text([]), messages_lead([])) == ("", None)
+    for not_messages in (["a"], [{"x": 1}], [{"role": 1, "content": "a"}], [{"content": 5}], "a", None):
         assert messages_text(not_messages) is None, not_messages
         assert messages_lead(not_messages) is None, not_messages
     # The preview's source: the last user message of several, else the last message; none for one.

@@ -93,3 +93,94 @@ def test_rewrite003_a_growing_file_is_not_read_again(tmp_path):
     store = open_store(res.store_dir)
     assert store.scalars().height == 45 * 16
     assert store.scalars().select(pl.col("sample_id").n_unique()).item() == 45 * 16
+
+
+def _unsampled_line(data: bytes) -> tuple[int, int]:
+    """The start and end of a whole line of ``data`` that no range of the fingerprint covers."""
+    from data.ingest.digest import _print_ranges
+
+    ranges = _print_ranges(len(data))
+    start = 0
+    while (end := data.index(b"\n", start) + 1) < len(data):
+        if all(end <= a or start >= b for a, b in ranges):
+            return start, end
+        start = end
+    raise AssertionError("every line touches a sampled range")
+
+
+def test_rewrite004_same_size_edit_between_samples_is_read_again(tmp_path):
+    """One line between the fingerprint's samples is edited in place to the same size and the file's
+    modification time moves: the full digest tells the edit (before: never picked up, the store kept the
+    old line), and the store holds exactly the file's rows."""
+    run = tmp_path / "run"
+    run.mkdir()
+    path = run / "rank0.jsonl"
+    data = _lines(range(0, 60), "aaa")
+    path.write_bytes(data)
+    st = path.stat()
+    cache = tmp_path / "cache"
+    ingest_run(run, cache, PADS)
+    start, end = _unsampled_line(data)
+    edited = data[start:end].replace(b'"aaa ', b'"bbb ')
+    assert edited != data[start:end] and len(edited) == end - start
+    with open(path, "r+b") as f:
+        f.seek(start)
+        f.write(edited)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert path.stat().st_size == st.st_size
+    res = ingest_run(run, cache, PADS)
+    rows = _rows(open_store(res.store_dir))
+    assert rows == _fresh(tmp_path, run)
+    assert [r[0] for r in rows if r[2].startswith("bbb")] == [data[:start].count(b"\n") + 1]
+
+
+def test_rewrite005_full_digest_only_when_the_time_moved_at_the_same_size(tmp_path, monkeypatch):
+    """The whole file is hashed again only when its size is the same and its time moved: not for a file
+    left alone nor for one that grew; a file only touched (same bytes, new time) is not read again."""
+    from data.ingest import digest
+
+    run = tmp_path / "run"
+    run.mkdir()
+    path = run / "rank0.jsonl"
+    path.write_bytes(_lines(range(0, 40), "a"))
+    cache = tmp_path / "cache"
+    ingest_run(run, cache, PADS)
+    checks = []
+    real = digest.unchanged
+    monkeypatch.setattr(digest, "unchanged", lambda p, e: checks.append(p) or real(p, e))
+    assert ingest_run(run, cache, PADS).bytes_read == 0
+    with open(path, "ab") as f:
+        f.write(_lines(range(40, 42), "a"))
+    assert ingest_run(run, cache, PADS).bytes_read == len(_lines(range(40, 42), "a"))
+    assert checks == []
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    res = ingest_run(run, cache, PADS)
+    assert checks == [path] and res.bytes_read == 0
+    assert open_store(res.store_dir).scalars().height == 42 * 16
+    assert ingest_run(run, cache, PADS).bytes_read == 0 and checks == [path]
+
+
+def test_rewrite006_digest_read_on_equals_digest_of_the_whole(tmp_path, monkeypatch):
+    """The digest brought up to date a piece at a time (across block boundaries and inside one block) is
+    the digest of the whole, and another byte anywhere gives another digest."""
+    from data.ingest import digest
+    from data.store.manifest import FileDigest
+
+    monkeypatch.setattr(digest, "BLOCK", 1000)
+    path = tmp_path / "f"
+    data = bytes(range(256)) * 20  # 5,120 bytes: five whole blocks and a part
+    path.write_bytes(data)
+    entry: dict = {}
+    for upto in (0, 10, 999, 1000, 1001, 3500, 5120):
+        digest.extended(path, entry, upto)
+        whole: dict = {}
+        digest.extended(path, whole, upto)
+        assert entry == whole
+        state = FileDigest.of(entry["digest"])
+        assert (state.at, state.upto) == (upto // 1000 * 1000, upto)
+    assert digest.unchanged(path, entry)
+    for at in (0, 1500, 5119):
+        path.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
+        assert not digest.unchanged(path, entry)
+    assert not digest.unchanged(path, {})

@@ -213,3 +213,73 @@ def test_summary009_a_check_that_finds_nothing_new_reads_no_summary(tmp_path, mo
     monkeypatch.setattr(pl, "scan_parquet", lambda *a, **k: pytest.fail(f"scanned: {a}"))
     third = ingest_run(run, cache, PADS)
     assert (third.steps, third.samples, third.tokens) == (first.steps, first.samples, first.tokens)
+
+
+def test_summary011_a_step_larger_than_a_window_by_columns_as_at_once():
+    """step_summary_by_columns (a few columns of a step's rows at a time) gives step_summary's frame to the
+    last bit: columns, order, counts, quantiles, win rate, groups and an extra column's mean, with a
+    column the rows lack (repetition) summarised to nulls as step_summary does."""
+    import random
+
+    import polars as pl
+
+    from data.metrics.step import step_summary, step_summary_by_columns
+    from data.store.layout import SCALAR_DTYPES
+
+    rng = random.Random(11)
+    n = 5000
+    df = pl.DataFrame(
+        {
+            "step": [1 + (k % 3 == 0) for k in range(n)],
+            "reward": [rng.gauss(0, 1) if k % 97 else float("nan") for k in range(n)],
+            "ref_reward": [rng.gauss(0, 1) if k % 5 else None for k in range(n)],
+            "prompt_key": [f"p{k % 40}" for k in range(n)],
+            "response_length": [rng.randrange(1, 300) for _ in range(n)],
+            "kl_sum": [rng.random() for _ in range(n)],
+            "n_kl_tokens": [rng.randrange(0, 9) for _ in range(n)],
+            "score": [rng.random() for _ in range(n)],
+        }
+    ).with_columns((pl.col("reward") - pl.col("ref_reward")).alias("reward_gain"))
+    absent = [pl.lit(None, t).alias(c) for c, t in SCALAR_DTYPES.items() if c not in df.columns]
+    at_once = step_summary(df.with_columns(absent).drop("repetition").lazy(), ["score"]).collect()
+    reads: list[list[str]] = []
+
+    def read(columns):
+        reads.append(list(columns))
+        have = [c for c in dict.fromkeys(columns) if c in df.columns]
+        filled = [c for c in columns if c not in df.columns and c in SCALAR_DTYPES and c != "repetition"]
+        return df.select(have).with_columns(pl.lit(None, SCALAR_DTYPES[c]).alias(c) for c in filled)
+
+    by_columns = step_summary_by_columns(read, ["score"])
+    assert_frame_equal(by_columns, at_once)
+    assert max(len(r) for r in reads) <= 5  # never every column at once
+    assert by_columns.get_column("repetition_mean").to_list() == [None, None]
+
+
+def test_summary012_one_step_over_the_window_read_by_columns(tmp_path, monkeypatch):
+    """A step of more rows than a window holds (REFRESH_ROWS) is summarised a few columns at a time, and the
+    steps table and histogram cells are those of a store summarised whole."""
+    from data.metrics import step as step_metrics
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "r0.jsonl").write_bytes(
+        b"".join(_line(1, k, 0) for k in range(300)) + b"".join(_line(2, k, 0) for k in range(7))
+    )
+    once = open_store(ingest_run(run, tmp_path / "once", PADS).store_dir)
+    used: list[list[int]] = []
+    real = step_metrics.step_summary_by_columns
+
+    def spy(read, extras=()):
+        out = real(read, extras)
+        used.append(out.get_column("step").to_list())
+        return out
+
+    monkeypatch.setattr(ingest_summary, "step_summary_by_columns", spy)
+    monkeypatch.setattr(ingest_summary, "REFRESH_ROWS", 50)
+    big = open_store(ingest_run(run, tmp_path / "big", PADS).store_dir)
+    # Step 1 (300 rows) by columns (step 2 too, when its part's rows are counted as spread over both steps).
+    assert [1] in used and all(len(steps) == 1 for steps in used)
+    assert_frame_equal(big.steps(), once.steps())
+    assert big.steps().get_column("n").to_list() == [300, 7]
+    assert_frame_equal(read_hist_cells(big), read_hist_cells(once))

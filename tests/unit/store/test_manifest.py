@@ -60,3 +60,24 @@ def test_manifest003_an_unknown_key_is_refused(store):
     data = orjson.loads((store.dir / MANIFEST).read_bytes())
     with pytest.raises(ValueError, match="not known"):
         Manifest.from_dict({**data, "from_the_future": 1})
+
+
+def test_manifest004_every_file_has_its_typed_digest(store):
+    """Each rollout file read to its end has its full digest in its entry, typed (``file_digest``), covering
+    the bytes read of it; a malformed digest is refused, not guessed at."""
+    from data.ingest.digest import _run
+    from data.store.manifest import FileDigest
+
+    m = store.manifest
+    assert m.files
+    run_dir = store.manifest.run_path
+    for rel, entry in m.files.items():
+        d = m.file_digest(rel)
+        assert isinstance(d, FileDigest) and d.upto == entry["offset"] == entry["size"]
+        assert _run(f"{run_dir}/{rel}", 0, b"", d.upto) == d
+    data = orjson.loads((store.dir / MANIFEST).read_bytes())
+    rel = next(iter(data["files"]))
+    for bad in ([1, "zz", 2, "00" * 16], [3, "", 2, "00" * 16], "abc", [0, "", 0]):
+        files = {**data["files"], rel: {**data["files"][rel], "digest": bad}}
+        with pytest.raises(ValueError, match="digest"):
+            Manifest.from_dict({**data, "files": files})

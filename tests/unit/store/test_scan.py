@@ -255,3 +255,35 @@ def test_scan008_a_state_whose_files_a_commit_collected(tmp_path, monkeypatch):
     assert int(curves.step_bars(old, "reward", 0).get_column("count").sum()) == 6
     assert prompts.prompt_table(old).height == 5
     assert tokens.token_view(old, first, PADS) is not None
+
+
+def test_scan009_read_keys_reads_each_file_once(tmp_path, monkeypatch):
+    """A run of many one-step files (written together, several parts to one file of parts/): the rows of
+    keys over every part are read opening each file once (9,990 rows of 10,000 files were a read per
+    part), and equal the rows read part by part, in the keys' order."""
+    from data.store import rows as row_reads
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for step in range(1, 61):
+        (run / f"{step}.jsonl").write_bytes(lines(step, 0, per=2))
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    assert store.shares_files()
+    whole = store.scan(["part", "row", "sample_id"]).collect()
+    keys = whole.select("part", "row").sample(fraction=1.0, seed=9, shuffle=True)
+    cols = ["sample_id", "step", "reward", "prompt", "response", "mixed"]
+    by_part = pl.concat(
+        [store.read_rows(int(p), [int(r)], cols) for p, r in keys.iter_rows()], how="diagonal_relaxed"
+    ).select(cols)
+    opened: list[Path] = []
+    real = row_reads._read_file_rows
+    monkeypatch.setattr(row_reads, "_read_file_rows", lambda path, *a: opened.append(path) or real(path, *a))
+    got = store.read_keys(keys, cols)
+    assert len(opened) == len(set(opened)) == len(store.part_files()) < keys.height / 4
+    assert got.select(cols).equals(by_part.cast(got.schema))
+    assert (
+        got.get_column("sample_id").to_list()
+        == keys.join(whole, on=["part", "row"], how="left", maintain_order="left")
+        .get_column("sample_id")
+        .to_list()
+    )

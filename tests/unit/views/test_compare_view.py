@@ -16,3 +16,13 @@ def test_compare_view001_unreadable_run_named():
         "Run 'closed' cannot be read: permission denied. The runs page says what to do.",
         "Unknown run 'nope': it is not one of the runs under the rollout root.",
     ]
+
+
+def test_compare_view002_gap_limit_in_the_url():
+    """gap= is the pairing's gap limit in steps: kept through the URL; a negative or non-number value is
+    ignored with a notice (the default limit then applies)."""
+    view, msgs = CompareView.from_query({"run": ["a", "b"], "gap": "4"}, ["a", "b"])
+    assert view.gap == 4.0 and msgs == [] and view.to_query() == "?run=a&run=b&gap=4"
+    for bad, said in (("-1", "the gap limit is a number of steps, 0 or more"), ("x", "not a number")):
+        view, msgs = CompareView.from_query({"run": ["a", "b"], "gap": bad}, ["a", "b"])
+        assert view.gap is None and len(msgs) == 1 and said in msgs[0]

@@ -1,0 +1,148 @@
+"""A rollout file's full digest: a hash of every byte read of it, kept in its manifest entry (``digest``)
+as a :class:`data.store.manifest.FileDigest`, and brought up to date as ingest reads on, so that it costs the new bytes only (and at most one block
+read again); the whole file is hashed again only to check it, when its size is unchanged but its
+modification time moved (an in-place edit of the same size, anywhere: the fingerprint samples only
+some of the bytes, see _fingerprint below).
+
+The digest is chained over blocks of :data:`BLOCK` bytes (``chain = blake2b(chain + block)``), so the
+state kept between two reads is one hash and the offset of the last whole block (``at``, ``chain``);
+``hash`` is the chain finished with the bytes from ``at`` to ``upto`` and the length ``upto``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from data.remote import RemotePath
+from data.store.manifest import DIGEST, FileDigest
+
+BLOCK = 1 << 20  # bytes: what a read on re-hashes at most of what the last one hashed
+_GET = 8 * BLOCK  # bytes per ranged GET of a file on an object store
+
+
+def _pieces(path: Path, start: int, end: int):
+    """The bytes of ``path`` from ``start`` to ``end``, in pieces of at most :data:`BLOCK` (a file that
+    ends early yields less)."""
+    if isinstance(path, RemotePath):
+        for a in range(start, end, _GET):
+            (data,) = path.get_ranges([(a, min(end, a + _GET))])
+            for i in range(0, len(data), BLOCK):
+                yield data[i : i + BLOCK]
+        return
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        while left > 0 and (data := f.read(min(BLOCK, left))):
+            left -= len(data)
+            yield data
+
+
+def _step(chain: bytes, block: bytes) -> bytes:
+    h = hashlib.blake2b(chain, digest_size=16)
+    h.update(block)
+    return h.digest()
+
+
+def _run(path: Path, at: int, chain: bytes, upto: int) -> FileDigest:
+    """The digest of ``path``'s first ``upto`` bytes, hashed on from ``at`` (a block boundary, with the chain
+    there)."""
+    tail = b""
+    for piece in _pieces(path, at, upto):
+        if not tail and len(piece) == BLOCK:  # (the pieces are whole blocks but the last: no copy)
+            chain = _step(chain, piece)
+            at += BLOCK
+            continue
+        tail += piece
+        while len(tail) >= BLOCK:
+            chain, tail = _step(chain, tail[:BLOCK]), tail[BLOCK:]
+            at += BLOCK
+    final = hashlib.blake2b(chain + tail, digest_size=16)
+    final.update(upto.to_bytes(8, "little"))
+    return FileDigest(at, chain.hex(), upto, final.hexdigest())
+
+
+def extended(path: Path, entry: dict, upto: int) -> None:
+    """Bring the digest in a file's manifest ``entry`` up to its first ``upto`` bytes: only the bytes past
+    the last whole block it hashed are read (all of them when it has none)."""
+    state = FileDigest.of(entry.get(DIGEST))
+    if state is None or state.at > upto:
+        state = _run(path, 0, b"", upto)
+    else:
+        state = _run(path, state.at, bytes.fromhex(state.chain), upto)
+    entry[DIGEST] = state.to_json()
+
+
+def unchanged(path: Path, entry: dict) -> bool:
+    """Whether ``path``'s first bytes still hash to the digest in its manifest ``entry`` (False without one:
+    nothing vouches for them). Reads all it covers: called only when a file's size is the same and its
+    time moved."""
+    state = FileDigest.of(entry.get(DIGEST))
+    return state is not None and _run(path, 0, b"", state.upto).hash == state.hash
+
+
+# A file's fingerprint (see _fingerprint): its first and last PRINT_WINDOW bytes up to where it was read, and
+# PRINT_SAMPLES pieces of PRINT_SAMPLE bytes spread between them.
+PRINT_WINDOW = 65536
+PRINT_SAMPLES = 8
+PRINT_SAMPLE = 4096
+
+
+def _fingerprint(path: Path, upto: int) -> str:
+    """A hash of what was read of a file (its first ``upto`` bytes): of all of it up to
+    ``2 * PRINT_WINDOW + PRINT_SAMPLES * PRINT_SAMPLE`` bytes, else of its first and last ``PRINT_WINDOW``
+    bytes and ``PRINT_SAMPLES`` pieces between. A file rewritten in place (a trainer restarted with the same
+    seed reopens it with "w"), with the same start and no shorter, differs there, and most often just before
+    where it was read to: the start alone took it as unchanged."""
+    h = hashlib.blake2b(digest_size=16)
+    if isinstance(path, RemotePath):  # the same bytes, fetched together (one GET each is a round trip each)
+        for piece in path.get_ranges(_print_ranges(upto)):
+            h.update(piece)
+        return h.hexdigest()
+    with open(path, "rb") as f:
+        head = min(upto, PRINT_WINDOW)
+        h.update(f.read(head))
+        tail = max(head, upto - PRINT_WINDOW)
+        if tail - head <= PRINT_SAMPLES * PRINT_SAMPLE:
+            h.update(f.read(tail - head))
+        else:
+            for k in range(PRINT_SAMPLES):
+                f.seek(head + (tail - head - PRINT_SAMPLE) * k // (PRINT_SAMPLES - 1))
+                h.update(f.read(PRINT_SAMPLE))
+            f.seek(tail)
+        h.update(f.read(upto - tail))
+    return h.hexdigest()
+
+
+def _print_ranges(upto: int) -> list[tuple[int, int]]:
+    """The ``(start, end)`` ranges :func:`_fingerprint` hashes, in order."""
+    head = min(upto, PRINT_WINDOW)
+    tail = max(head, upto - PRINT_WINDOW)
+    if tail - head <= PRINT_SAMPLES * PRINT_SAMPLE:
+        middle = [(head, tail)]
+    else:
+        starts = [
+            head + (tail - head - PRINT_SAMPLE) * k // (PRINT_SAMPLES - 1) for k in range(PRINT_SAMPLES)
+        ]
+        middle = [(a, a + PRINT_SAMPLE) for a in starts]
+    return [(0, head), *middle, (tail, upto)]
+
+
+def _file_changed(path: Path, st: os.stat_result, prev: dict) -> bool:
+    """True when a file shrank, was replaced or was rewritten since it was last read (it is then read again
+    from 0). Checked at every ingest, whatever its size and time say (see :func:`_fingerprint`)."""
+    if st.st_size < prev["offset"]:
+        return True
+    if (st.st_dev, st.st_ino) != (prev.get("dev"), prev.get("ino")):
+        return True
+    return _fingerprint(path, prev["offset"]) != prev.get("print")
+
+
+def _edited_in_place(path: Path, st: os.stat_result, prev: dict) -> bool:
+    """True when a file read to its end before has the same size but another modification time, and what
+    was read of it no longer hashes the same (an edit of the same size between the fingerprint's samples).
+    Only then is the whole file hashed: a file that grew or was left alone costs nothing here."""
+    if prev.get("size") != st.st_size or prev.get("mtime") in (None, st.st_mtime_ns):
+        return False
+    return not unchanged(path, prev)
