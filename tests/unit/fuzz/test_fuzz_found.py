@@ -125,9 +125,10 @@ def test_found004_an_events_file_without_scalars_is_no_error(tmp_path):
 def test_found005_an_unreadable_scalar_point_is_left_out_and_said(tmp_path):
     """An events file whose scalars plugin holds tensors of dtypes TensorBoard does not know (24, 20), a
     complex number, and a point at step 2^63 - 1, beside a good point (before: make_ndarray's TypeError, or
-    KeyError, went out of read_events: no scalar of the run was read). The good point is read; the four are
-    left out and counted in a note, the step by the rule of the JSON logs (within ±2^62). Found by
-    test_fuzz009 (its long budget found the KeyError)."""
+    KeyError, went out of the events reader: no scalar of the run was read). The good point is read; the
+    other four are left out and counted in notes, the step by the rule of the JSON logs (within ±2^62).
+    Found by test_fuzz009 (its long budget found the KeyError); the streaming reader merged from main had
+    the same fault, and ValueError on a tensor's contents too."""
     import numpy as np
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -155,7 +156,8 @@ def test_found005_an_unreadable_scalar_point_is_left_out_and_said(tmp_path):
     logs = read_logs(find_logs(tmp_path / "run"))
     assert logs.frame.select("key", "step", "value").rows() == [("train/loss", 1, 0.5)]
     assert logs.notes == (
-        "runs/host: 4 scalar points that are not readable numbers (or at a step beyond ±2^62) were left out.",
+        "runs/host: 1 events with a step beyond ±2^62 were left out.",
+        "runs/host: 3 scalar points that are not readable numbers were left out.",
     )
 
 
