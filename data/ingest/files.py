@@ -17,6 +17,7 @@ from data.config import ReadLimits, read_limits
 from data.ingest.blocks import BOM, SNIPPET_BYTES, Oversized, RawBlock, _next_block, parse_chunk, segments
 from data.ingest.digest import _edited_in_place, _file_changed, _fingerprint, extended
 from data.ingest.fast import ChunkResult, _count_newlines
+from data.ingest.parquet import read_bounded as read_parquet
 from data.ingest.slow import _snippet
 from data.ingest.writer import _Writer
 from data.remote import WHOLE_READ_BYTES, RemotePath
@@ -271,18 +272,6 @@ def _refused_whole(
     writer.m.data["files"][rel] = entry
 
 
-def _decoded_bytes(path: Path) -> int:
-    """A Parquet file's decoded size as its footer gives it (the row groups' total byte sizes)."""
-    import pyarrow.parquet as pq
-
-    if isinstance(path, RemotePath):
-        with path.open("rb") as f:
-            meta = pq.read_metadata(f)
-    else:
-        meta = pq.read_metadata(path)
-    return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-
-
 def _unreadable_whole(writer: _Writer, rel: str, entry: dict, st: os.stat_result, path: Path, error) -> None:
     """A whole file that cannot be read to its end (a Parquet or compressed file still being written, or
     damaged): :func:`_refused_whole` with the reason and the error."""
@@ -313,20 +302,17 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
     limits = read_limits()
     d = schema.by_name(entry["dialect"])
     if path.name.endswith(PARQUET):
-        import polars as pl
-
         from data.ingest.fast import conform_chunk, parse_rows
 
         try:
-            decoded = _decoded_bytes(path)
-            if decoded > limits.parquet_bytes:
+            df, decoded = read_parquet(path, limits.parquet_bytes)
+            if df is None:
                 reason = (
-                    f"decodes to {decoded:,} bytes, over the limit of {limits.parquet_bytes:,} "
+                    f"decodes to {decoded:,} bytes or more, over the limit of {limits.parquet_bytes:,} "
                     f"({ReadLimits.NAMES['parquet_bytes']}): not read"
                 )
                 _refused_whole(writer, rel, entry, st, path, reason)
                 return
-            df = pl.read_parquet(path.read_bytes() if isinstance(path, RemotePath) else path)
         except Exception as e:  # noqa: BLE001 - a file still being written, or damaged: said, read again once changed
             _unreadable_whole(writer, rel, entry, st, path, e)
             return
@@ -388,7 +374,9 @@ def _read_compressed(
         rest = b""
         while True:
             try:
-                piece = f.read(chunk_bytes)
+                # Never inflated past the cap (a byte beyond it tells that there is more): a piece of
+                # chunk_bytes read whole first held up to 30 MB past a cap of any size.
+                piece = f.read(min(chunk_bytes, cap + 1 - inflated))
             except errors as e:  # cut short (being written) or damaged
                 if isinstance(e, OSError) and getattr(e, "filename", None) is not None:
                     raise

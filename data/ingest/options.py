@@ -75,8 +75,9 @@ def fit_reward_weights(history: list, names: tuple[str, ...]) -> tuple[dict[str,
     ``rewards/{name}/mean``; so ``reward = Σ wᵢ · meanᵢ`` at every logged step. The weights are the least-
     squares solution over the steps with every value finite, rounded to 6 decimals (weights are set by
     hand: 1.0, 0.5), taken only when there are more such steps than weights, the means are independent,
-    and the rounded weights reproduce every logged reward to :data:`FIT_TOLERANCE` (a function that
-    returned None for some responses breaks the identity: TRL sums with ``nansum``)."""
+    every weight is within ±MAX_REWARD_WEIGHT (as a setting's is), and the rounded weights reproduce
+    every logged reward to :data:`FIT_TOLERANCE` (a function that returned None for some responses breaks
+    the identity: TRL sums with ``nansum``)."""
     rows, ys = [], []
     for entry in history:
         if not isinstance(entry, dict):
@@ -91,6 +92,8 @@ def fit_reward_weights(history: list, names: tuple[str, ...]) -> tuple[dict[str,
     if np.linalg.matrix_rank(x) < len(names):
         return None
     w = np.round(np.linalg.lstsq(x, y, rcond=None)[0], 6)
+    if not np.all(np.abs(w) <= MAX_REWARD_WEIGHT):  # means near 0 fit any weight: no weight, as a setting's
+        return None
     worst = float(np.max(np.abs(x @ w - y)))
     if worst > FIT_TOLERANCE * max(1.0, float(np.max(np.abs(y)))):
         return None

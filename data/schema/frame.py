@@ -198,6 +198,8 @@ def conform_frame(
         *(pl.lit(v).alias(k) for k, v in working.items()),
         reason.alias("__reason"),
     )
+    if out.height != df.height:  # lines of no field ({}): literals alone make one row, not one per line
+        raise pl.exceptions.ShapeError(f"{df.height} rows conformed to {out.height}")
     reasons = out.get_column("__reason")
     return out.drop("__reason"), reasons, ignored
 

@@ -163,7 +163,7 @@ def read_scalars(folder: Path, rel: str, names: list[str], limits: ReadLimits | 
     cap = (limits or read_limits()).tensorboard_points
     out = Scalars()
     plugins: dict[str, str] = {}
-    bad_steps = 0
+    bad_steps = bad_points = 0
     for name in names:
         try:
             for raw in records(folder / name):
@@ -183,23 +183,31 @@ def read_scalars(folder: Path, rel: str, names: list[str], limits: ReadLimits | 
                     if kind == "simple_value":
                         out.add(v.tag, ev.step, float(v.simple_value))
                     elif kind == "tensor" and plugins.get(v.tag) == SCALARS_PLUGIN:
-                        arr = tensor_util.make_ndarray(v.tensor)
-                        if arr.size == 1 and np.issubdtype(arr.dtype, np.number):
+                        try:  # a dtype TensorBoard does not know, or contents that do not fit the shape
+                            arr = tensor_util.make_ndarray(v.tensor)
+                        except Exception:  # noqa: BLE001 - TypeError, KeyError, ValueError: a bad proto's
+                            bad_points += 1
+                            continue
+                        if arr.size == 1 and np.issubdtype(arr.dtype, np.complexfloating):
+                            bad_points += 1
+                        elif arr.size == 1 and np.issubdtype(arr.dtype, np.number):
                             out.add(v.tag, ev.step, float(arr.reshape(-1)[0]))
                 if out.points >= cap:
                     out.notes.append(
                         f"{rel}: TensorBoard events read up to {cap:,} scalar points, the limit "
                         f"({ReadLimits.NAMES['tensorboard_points']}); the rest was not read."
                     )
-                    return _with_steps_note(out, rel, bad_steps)
+                    return _with_steps_note(out, rel, bad_steps, bad_points)
         except Damaged as e:
             out.notes.append(f"{rel}/{name}: TensorBoard events damaged ({e}); read up to there.")
         except OSError as e:
             out.notes.append(f"{rel}/{name}: not read ({type(e).__name__}: {e}).")
-    return _with_steps_note(out, rel, bad_steps)
+    return _with_steps_note(out, rel, bad_steps, bad_points)
 
 
-def _with_steps_note(out: Scalars, rel: str, bad_steps: int) -> Scalars:
+def _with_steps_note(out: Scalars, rel: str, bad_steps: int, bad_points: int = 0) -> Scalars:
     if bad_steps:
         out.notes.append(f"{rel}: {bad_steps} events with a step beyond ±2^62 were left out.")
+    if bad_points:
+        out.notes.append(f"{rel}: {bad_points} scalar points that are not readable numbers were left out.")
     return out

@@ -70,7 +70,15 @@ def frame(df: pl.DataFrame, reading: Reading) -> pl.DataFrame:
 
 def line(obj: dict, reading: Reading) -> dict:
     """A record of the same table read line by line (a chunk whose types do not go whole)."""
-    df = frame(pl.DataFrame([obj], infer_schema_length=None), reading) if "completion" in obj else None
+    df = None
+    if "completion" in obj:
+        # The reward is summed from scalar columns: lists and objects (chat messages) only hold their place,
+        # as a line's list of mixed types ([false, 0]) is no column Polars can make.
+        row = {k: None if isinstance(v, list | dict) else v for k, v in obj.items()}
+        try:
+            df = frame(pl.DataFrame([row], infer_schema_length=None), reading)
+        except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
+            df = None  # an integer past 64 bits: no sum made here (validate_record says what is missing)
     if df is not None and "reward" in df.columns and "reward" not in obj:
         obj = DIALECT.apply_aliases(obj)
         obj["reward"] = df.get_column("reward")[0]
