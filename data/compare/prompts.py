@@ -289,26 +289,25 @@ def _pair(ka: StoreKey, a: str, kb: StoreKey, b: str, threshold: float | None, l
     )
     return pair_from(
         a,
-        RunPrompts(_matches(ka), _by_step_at(ka, list(window(sa, sb)))),
+        RunPrompts(_matches(ka), _by_step_shared(ka, kb, window(sa, sb))),
         b,
-        RunPrompts(_matches(kb), _by_step_at(kb, list(window(sb, sa)))),
+        RunPrompts(_matches(kb), _by_step_shared(kb, ka, window(sb, sa))),
         threshold,
         limit,
     )
 
 
+@shared(16)
+def _by_step_shared(key: StoreKey, other: StoreKey, steps: tuple[int, ...]) -> pl.DataFrame:
+    """:func:`by_step_at` of run ``key`` at ``steps``, of the prompts it shares with run ``other`` only (the
+    others' rows are never paired): a large run's means per prompt and step are grouped over a few keys."""
+    shared_prompts = _matches(key).join(_matches(other).select("match"), on="match", how="semi")
+    return by_step_at(key.store, shared_prompts, list(steps))
+
+
 def _matches(key: StoreKey) -> pl.DataFrame:
     written = read_prompt_matches(key.store)
     return written if written is not None else _run_prompts(key).prompts
-
-
-@shared(16)
-def _by_step_step_list(key: StoreKey, steps: tuple[int, ...]) -> pl.DataFrame:
-    return by_step_at(key.store, _matches(key), list(steps))
-
-
-def _by_step_at(key: StoreKey, steps: list[int]) -> pl.DataFrame:
-    return _by_step_step_list(key, tuple(steps))
 
 
 def reward_range(store: RunStore) -> tuple[float, float] | None:

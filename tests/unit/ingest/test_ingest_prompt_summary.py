@@ -206,7 +206,7 @@ def test_promptsum007_pair_reads_only_the_steps_both_runs_have(tmp_path, monkeyp
 
     compare_prompts._run_prompts.cache_clear()
     compare_prompts._pair.cache_clear()
-    compare_prompts._by_step_step_list.cache_clear()
+    compare_prompts._by_step_shared.cache_clear()
     with monkeypatch.context() as m:
         m.setattr(RunStore, "scan", spy)
         got = compare_prompts.pair("a", a, "b", b, threshold=0.5)
