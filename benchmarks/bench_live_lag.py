@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
 from benchmarks.generate import append_step  # noqa: E402
-from benchmarks.load_test import free_port  # noqa: E402
+from benchmarks.load_test import start_gunicorn, stop_gunicorn  # noqa: E402
 
 RUN = "live-run"
 GEN = {"per_step": 32, "tokens": 40, "ranks": 2}
@@ -77,51 +76,8 @@ def last_step(base: str, tick: int) -> int | None:
 
 
 def start(src: Path, root: Path, cache: Path, refresh: float, log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RLBOARD_")}
-    env.update(
-        RLBOARD_ROOT=str(root),
-        RLBOARD_CACHE_DIR=str(cache),
-        RLBOARD_HOST="127.0.0.1",
-        RLBOARD_PORT=str(port),
-        RLBOARD_DEMO="0",
-        RLBOARD_WORKERS="1",
-        RLBOARD_THREADS="4",
-        RLBOARD_LOG_LEVEL="warning",
-        RLBOARD_REFRESH_SECONDS=str(refresh),
-    )
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", str(src / "gunicorn.conf.py"), "app:server"],
-            cwd=src,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"gunicorn exited ({proc.returncode}); see {log}")
-        try:
-            if requests.get(base + "/healthz", timeout=2).status_code == 200:
-                return proc, base
-        except requests.RequestException:
-            pass
-        time.sleep(0.3)
-    stop(proc)
-    raise SystemExit(f"gunicorn not healthy in 120 s; see {log}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+    """One gunicorn worker of 4 threads (load_test's) looking every ``refresh`` seconds."""
+    return start_gunicorn(root, cache, 1, 4, log, src, {"RLBOARD_REFRESH_SECONDS": str(refresh)})
 
 
 def _lags(written: dict[int, float], polls: list[tuple[float, int | None]]) -> list[float | None]:
@@ -210,7 +166,7 @@ def main() -> None:
             t.join(timeout=60)
     finally:
         for proc, _ in servers.values():
-            stop(proc)
+            stop_gunicorn(proc)
     result = {
         "every_s": args.every,
         "refresh_s": args.refresh,

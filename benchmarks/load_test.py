@@ -122,9 +122,16 @@ def free_port() -> int:
 
 
 def start_gunicorn(
-    root: Path, cache: Path, workers: int, threads: int, log: Path, src: Path = ROOT
+    root: Path,
+    cache: Path,
+    workers: int,
+    threads: int,
+    log: Path,
+    src: Path = ROOT,
+    env_extra: dict | None = None,
 ) -> tuple[subprocess.Popen, str]:
-    """gunicorn as deployed (``src``'s ``gunicorn.conf.py``, serving the app of source tree ``src``)."""
+    """gunicorn as deployed (``src``'s ``gunicorn.conf.py``, serving the app of source tree ``src``), with
+    ``env_extra`` settings on top (e.g. ``RLBOARD_REFRESH_SECONDS``)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLBOARD_")}
     env.update(
@@ -137,6 +144,7 @@ def start_gunicorn(
         RLBOARD_THREADS=str(threads),
         RLBOARD_LOG_LEVEL="warning",
     )
+    env.update(env_extra or {})
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", str(src / "gunicorn.conf.py"), "app:server"],
