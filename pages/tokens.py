@@ -133,7 +133,7 @@ def _body(state: TokensState, notes: list[str]) -> list:
             ),
         ]
     if not chosen:
-        notes = [*notes, "No response chosen: showing the first response of the run."]
+        notes = [*notes, tokens.default_note(view)]
     return _response(state, view, notes, back_href)
 
 

@@ -46,13 +46,18 @@ def carried_step(path: str, query: Mapping, ctx) -> str | None:
     return None
 
 
+# Pages a carried step goes to: the token page opens that step's response of the largest KL (see
+# data.views.tokens.resolve), not the run's first response.
+STEP_TARGETS = (*STEP_PAGES, paths.TOKENS)
+
+
 def nav(path: str, run: str | None, prefix: str = "", step: str | None = None) -> str:
-    """A navbar link: page ``path`` keeping the run shown (the runs page takes no run) and, between the pages
+    """A navbar link: page ``path`` keeping the run shown (the runs page takes no run) and, to the pages
     that take a step, ``step`` (see :func:`carried_step`): from the reward page at step 20, the responses
-    of step 20, not of the run's last step."""
+    of step 20, not of the run's last step; the token page, step 20's response of the largest KL."""
     if path == paths.RUNS or not run:
         return prefix + path
-    return prefix + path + encode([("run", run), ("step", step if path in STEP_PAGES else None)])
+    return prefix + path + encode([("run", run), ("step", step if path in STEP_TARGETS else None)])
 
 
 def tokens(

@@ -1,0 +1,92 @@
+"""GRPO first (issue 35, item 4) on the real TRL GRPO fixture (``../shared/fixtures/trl-grpo-small``: TRL
+1.16.0's GRPOTrainer, 4 prompts × 4 completions a step, rank files split each group 2/2; see its README):
+which response the token page opens by itself, the group of a response side by side, the learning-signal
+column, the responses page's columns and its "ended only" filter, each against the file read by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from data.config import DEFAULT_PAD_TOKENS
+from data.ingest import ingest_run
+from data.store import open_store, sample_id
+
+RUN = "trl-grpo-small"
+
+
+@pytest.fixture(scope="module")
+def grpo(fixtures_dir, tmp_path_factory):
+    """The fixture's store and its records as the files hold them (``file``, ``line`` added)."""
+    src = fixtures_dir / RUN
+    if not src.is_dir():
+        pytest.skip(f"fixture {RUN} is not in {fixtures_dir}")
+    store = open_store(ingest_run(src, tmp_path_factory.mktemp("cache"), DEFAULT_PAD_TOKENS).store_dir)
+    records = []
+    for name in ("rank0.jsonl", "rank1.jsonl"):
+        with open(src / name, encoding="utf-8") as f:
+            for i, line in enumerate(f, start=1):
+                records.append({**json.loads(line), "file": name, "line": i})
+    return store, records
+
+
+def k3_sum(rec: dict) -> float:
+    """Σ_t exp(r_t) − 1 − r_t, r_t = ref_logprob_t − logprob_t (docs/metrics.md), by hand."""
+    return sum(
+        math.exp(r - p) - 1 - (r - p) for p, r in zip(rec["logprobs"], rec["ref_logprobs"], strict=False)
+    )
+
+
+def test_grpo001_token_page_opens_the_steps_largest_kl(grpo):
+    """With no response named, the token page opens the step's response of the largest KL sum (the navbar
+    carries the step): at step 25 and step 3, the record whose k3 sum computed by hand is largest, not the
+    run's first response; the run's last step when no step is given."""
+    from data.tokens import default_sample, first_sample
+
+    store, records = grpo
+    for step in (3, 25):
+        recs = [r for r in records if r["step"] == step]
+        top = max(recs, key=k3_sum)
+        assert sorted(k3_sum(r) for r in recs)[-2] < k3_sum(top)  # no tie: the answer is one record
+        assert default_sample(store, step) == sample_id(top["file"], top["line"])
+    assert first_sample(store) == sample_id("rank0.jsonl", 1)
+    assert default_sample(store, 3) != first_sample(store)
+
+
+class _Board:
+    """What :func:`data.views.tokens.resolve` asks of the app's board: the runs, a store, the settings."""
+
+    def __init__(self, store):
+        self._store = store
+        self.settings = type("S", (), {"pad_tokens": DEFAULT_PAD_TOKENS})()
+
+    def runs(self):
+        return [RUN]
+
+    def store(self, run, wait):
+        return self._store
+
+
+def test_grpo002_token_url_with_a_step_resolves_and_says_so(grpo):
+    """``/tokens?run=R&step=S`` (what the navbar's Tokens link opens from a page at step S) shows step S's
+    largest-KL response and says so; a step the run lacks goes by the one step rule (the step before);
+    ``step`` round-trips in the URL and a bad one is noticed."""
+    from data.tokens import default_note, default_sample
+    from data.views.tokens import TokensState, resolve
+
+    store, _ = grpo
+    state, notes = TokensState.from_query({"run": [RUN], "step": ["7"]})
+    assert notes == [] and state.to_query() == f"?run={RUN}&step=7"
+    shown, view, problem = resolve(state, _Board(store), 1.0)
+    assert problem is None and shown.sample == default_sample(store, 7) and view.info["step"] == 7
+    assert default_note(view) == (
+        "No response chosen: showing the response of step 7 with the largest KL sum (k3)."
+    )
+    shown, _, _ = resolve(TokensState(run=RUN, step=99), _Board(store), 1.0)
+    assert shown.sample == default_sample(store, 25)
+    shown, _, _ = resolve(TokensState(run=RUN), _Board(store), 1.0)
+    assert shown.sample == default_sample(store, 25)
+    _, notes = TokensState.from_query({"run": [RUN], "step": ["x"]})
+    assert notes == ["Ignored step='x': not a whole number."]
