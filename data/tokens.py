@@ -20,6 +20,7 @@ from data.metrics.token import (
     file_column,
     infer_gap_summary,
 )
+from data.signals import END_LABELS, ENDS, row_ends
 from data.token_frames import (
     HOVER_METRICS,
     MARKERS,
@@ -279,6 +280,17 @@ def default_sample(store, step: int, by_kl: bool = True) -> str | None:
     return df.item(0, "sample_id") if df.height else None
 
 
+def view_end(store, view: TokenView, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]) -> str | None:
+    """How the response of ``view`` ended: ``"ended"``, ``"truncated"`` (see :func:`data.signals.row_ends`,
+    the definition of the responses page's filters) or None where that cannot be told."""
+    info = view.info
+    if info.get("part") is None or info.get("row") is None:
+        return None
+    keys = pl.DataFrame({"part": [int(info["part"])], "row": [int(info["row"])]})
+    ended = row_ends(store, keys, pad_tokens, end_tokens).item(0, ENDS)
+    return None if ended is None else END_LABELS[ended]
+
+
 def default_note(view: TokenView) -> str:
     """What the page says of a response it chose itself (:func:`default_sample`): which and why."""
     info = view.info
@@ -310,6 +322,7 @@ __all__ = [
     "default_note",
     "default_sample",
     "first_sample",
+    "view_end",
     "hover_metrics",
     "infer_gap_figures",
     "is_file_metric",

@@ -90,3 +90,34 @@ def test_grpo002_token_url_with_a_step_resolves_and_says_so(grpo):
     assert shown.sample == default_sample(store, 25)
     _, notes = TokensState.from_query({"run": [RUN], "step": ["x"]})
     assert notes == ["Ignored step='x': not a whole number."]
+
+
+def _keys(store):
+    """``part, row, sample_id`` of every response of ``store``."""
+    return store.scan(["part", "row", "sample_id"]).collect()
+
+
+def test_grpo003_ends_of_rows_agree_with_the_trainer(grpo, fixtures_dir):
+    """How each of the 400 responses ended (``row_ends``, the ``truncated`` filter's definition) equals TRL's
+    own ``ends_with_eos`` of the file (369 ended, 31 cut: the README), row for row; the token page's badge
+    says "truncated" of a cut response and "ended" of the others. A run whose texts carry no end token at
+    all (the poem fixture has no token strings and no end tokens) cannot tell: null, no badge."""
+    from data.config import DEFAULT_END_TOKENS
+    from data.signals import ENDS, row_ends
+    from data.tokens import token_view, view_end
+
+    store, records = grpo
+    keys = _keys(store)
+    ends = row_ends(store, keys.select("part", "row"), DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)
+    got = dict(zip(keys.get_column("sample_id"), ends.get_column(ENDS), strict=True))
+    want = {sample_id(r["file"], r["line"]): r["ends_with_eos"] for r in records}
+    assert got == want and sum(want.values()) == 369
+    cut = next(r for r in records if not r["ends_with_eos"])
+    done = next(r for r in records if r["ends_with_eos"])
+    for rec, label in ((cut, "truncated"), (done, "ended")):
+        view = token_view(store, sample_id(rec["file"], rec["line"]), DEFAULT_PAD_TOKENS)
+        assert view_end(store, view, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS) == label
+    poem = fixtures_dir / "rlloggingboard-eval-poem"
+    other = open_store(ingest_run(poem, store.dir.parent / "poem", DEFAULT_PAD_TOKENS).store_dir)
+    k = _keys(other).head(3).select("part", "row")
+    assert row_ends(other, k, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS).get_column(ENDS).to_list() == [None] * 3
