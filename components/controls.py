@@ -246,11 +246,12 @@ def responses_filters(
     loses: bool,
     ids: Mapping[str, str],
     truncated: bool = False,
+    ended: bool = False,
 ) -> dbc.Card:
     """The responses page's filters: the step (``all_steps`` for every step, else one of ``steps``), one
     ``min <= x < max`` pair per range (``(label, available, lo, hi, (min id, max id))``), the text search,
-    the "loses to the reference" and "no end token" switches and "Clear filters". ``ids``: ``step``,
-    ``q``, ``q_error``, ``loses``, ``truncated``, ``clear``."""
+    the "loses to the reference" switch, the "no end token" and "ended" switches side by side, and "Clear
+    filters". ``ids``: ``step``, ``q``, ``q_error``, ``loses``, ``truncated``, ``ended``, ``clear``."""
     picker = html.Div(
         [
             html.Div("step", className="small text-muted"),
@@ -288,11 +289,22 @@ def responses_filters(
                 value=loses,
                 className="small mb-0",
             ),
-            dbc.Switch(
-                id=ids["truncated"],
-                label="only responses with no end token (truncated)",
-                value=truncated,
-                className="small mb-0",
+            html.Div(
+                [
+                    dbc.Switch(
+                        id=ids["truncated"],
+                        label="only responses with no end token (truncated)",
+                        value=truncated,
+                        className="small mb-0 me-3",
+                    ),
+                    dbc.Switch(
+                        id=ids["ended"],
+                        label="only responses that ended (end token)",
+                        value=ended,
+                        className="small mb-0",
+                    ),
+                ],
+                className="d-flex flex-wrap",
             ),
         ],
         className="me-3 align-self-center pt-1",

@@ -227,13 +227,14 @@ def view_on(query: Mapping, ctx: RunContext, settings) -> tuple[ResponsesView, l
 
 
 def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[ResponsesView, list[str]]:
-    """``view`` without its ``truncated`` filter, and a notice, on a run none of whose responses ends with
-    an end token (see :func:`data.signals.can_tell_truncation`): there every response would count as
-    cut. ``settings``: the board's (pad and end tokens)."""
-    if view.truncated and not can_tell_truncation(store, settings.pad_tokens, settings.end_tokens):
+    """``view`` without its ``truncated`` or ``ended`` filter, and a notice, on a run none of whose
+    responses ends with an end token (see :func:`data.signals.can_tell_truncation`): there every response
+    would count as cut. ``settings``: the board's (pad and end tokens)."""
+    key = "truncated" if view.truncated else "ended" if view.ended else None
+    if key and not can_tell_truncation(store, settings.pad_tokens, settings.end_tokens):
         ends = ", ".join(settings.end_tokens)
-        return view.with_(truncated=False), [
-            f"Ignored truncated=1: no response of this run ends with an end token ({ends}), so a cut "
+        return view.with_(truncated=False, ended=False), [
+            f"Ignored {key}=1: no response of this run ends with an end token ({ends}), so a cut "
             "response cannot be told from one that ended (texts decoded without special tokens?)."
         ]
     return view, []

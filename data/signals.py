@@ -56,10 +56,9 @@ def _ends_frames(store: RunStore, pad_tokens: tuple, end_tokens: tuple, step: in
 
 
 @functools.lru_cache(maxsize=16)
-def _truncated_rows(key: StoreKey, pads: tuple, ends: tuple, step: int | None) -> pl.DataFrame:
-    frames = [
-        f.filter(pl.col(ENDS).not_()).select("part", "row") for f in _ends_frames(key.store, pads, ends, step)
-    ]
+def _rows_ending(key: StoreKey, pads: tuple, ends: tuple, step: int | None, ended: bool) -> pl.DataFrame:
+    keep = pl.col(ENDS) if ended else pl.col(ENDS).not_()
+    frames = [f.filter(keep).select("part", "row") for f in _ends_frames(key.store, pads, ends, step)]
     return pl.concat(frames) if frames else pl.DataFrame(schema={"part": pl.UInt32, "row": pl.UInt32})
 
 
@@ -68,7 +67,16 @@ def truncated_rows(
 ) -> pl.DataFrame:
     """``part, row`` of the responses that do not end with an end token (of ``step`` only, when given):
     what the responses page's ``truncated=1`` keeps."""
-    return _truncated_rows(StoreKey(store), tuple(pad_tokens), tuple(end_tokens), step)
+    return _rows_ending(StoreKey(store), tuple(pad_tokens), tuple(end_tokens), step, False)
+
+
+def ended_rows(
+    store: RunStore, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...], step: int | None = None
+) -> pl.DataFrame:
+    """``part, row`` of the responses that end with an end token (of ``step`` only, when given): what the
+    responses page's ``ended=1`` keeps. With :func:`truncated_rows`, every response but those of pads only
+    (which cannot be told), each once."""
+    return _rows_ending(StoreKey(store), tuple(pad_tokens), tuple(end_tokens), step, True)
 
 
 @shared(16)

@@ -32,7 +32,7 @@ URL = ly.page_url(paths.RESPONSES)  # the page's own Location: the shell listens
 VIEW = "responses-view"  # canonical query string of the view
 FILTER = "responses-filter"  # the part of the view that selects rows: the grid reloads when it changes
 NOTICES, STEP, Q, Q_ERROR = "responses-notices", "responses-step", "responses-q", "responses-q-error"
-LOSES, TRUNCATED, CLEAR = "responses-loses", "responses-truncated", "responses-clear"
+LOSES, TRUNCATED, ENDED, CLEAR = (f"responses-{k}" for k in ("loses", "truncated", "ended", "clear"))
 GRID, SUMMARY, TEXT = "responses-grid", "responses-summary", "responses-text"
 DRAWER, CLOSE = "responses-drawer", "responses-text-close"
 EXPORT_CSV, EXPORT_JSONL = "responses-export-csv", "responses-export-jsonl"
@@ -40,7 +40,7 @@ COUNT_POLL = "responses-count-poll"  # while a search over every step counts its
 # How often the page asks how far the count got (ms).
 POLL_MS = 800
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
-FILTER_IDS = dict(step=STEP, q=Q, q_error=Q_ERROR, loses=LOSES, truncated=TRUNCATED, clear=CLEAR)
+FILTER_IDS = dict(step=STEP, q=Q, q_error=Q_ERROR, loses=LOSES, truncated=TRUNCATED, ended=ENDED, clear=CLEAR)
 HEADER_IDS = {"summary": SUMMARY, "csv": EXPORT_CSV, "jsonl": EXPORT_JSONL}
 STORE_WAIT = 10.0
 
@@ -88,6 +88,7 @@ def layout(**query):
                 view.loses,
                 FILTER_IDS,
                 view.truncated,
+                view.ended,
             ),  # fmt: skip
             html.Div(
                 [
@@ -119,18 +120,19 @@ def _changed(new, old):
 
 @callback(
     Output(URL, "search"), Output(STEP, "value"), *(Output(i, "value") for i in RANGE_IDS.values()),
-    *(Output(i, "value") for i in (Q, LOSES, TRUNCATED)), Output(GRID, "columnState"), Output(VIEW, "data"),
-    Output(FILTER, "data"), Output(NOTICES, "children"),
+    *(Output(i, "value") for i in (Q, LOSES, TRUNCATED, ENDED)), Output(GRID, "columnState"),
+    Output(VIEW, "data"), Output(FILTER, "data"), Output(NOTICES, "children"),
     Input(URL, "search"), Input(STEP, "value"), *(Input(i, "value") for i in RANGE_IDS.values()),
-    *(Input(i, "value") for i in (Q, LOSES, TRUNCATED)), Input(CLEAR, "n_clicks"), Input(GRID, "columnState"),
-    Input(GRID, "selectedRows"), State(VIEW, "data"), State(FILTER, "data"), State(URL, "pathname"),
+    *(Input(i, "value") for i in (Q, LOSES, TRUNCATED, ENDED)), Input(CLEAR, "n_clicks"),
+    Input(GRID, "columnState"), Input(GRID, "selectedRows"), State(VIEW, "data"), State(FILTER, "data"),
+    State(URL, "pathname"),
 )  # fmt: skip
 def _sync(search, step, *args):
     """The one URL <-> controls sync: the URL seeds the controls; a control, a header sort or a row
     selection writes the URL. Returns no_update for whatever did not change."""
     n = len(RANGE_IDS)
     ranges = dict(zip(RANGE_IDS, args[:n], strict=True))
-    q, loses, truncated, _clear, column_state, selected, view_data, filter_data, pathname = args[n:]
+    q, loses, truncated, ended, _clear, column_state, selected, view_data, filter_data, pathname = args[n:]
     if ly.left_page(pathname, paths.RESPONSES):
         raise PreventUpdate
     url_view, store, steps, msgs = _decode(search)
@@ -145,6 +147,7 @@ def _sync(search, step, *args):
             _changed(view.q or "", q or ""),
             _changed(view.loses, bool(loses)),
             _changed(view.truncated, bool(truncated)),
+            _changed(view.ended, bool(ended)),
             no_update if grid_state is None else grid_state,
             _changed(view.to_query(), view_data),
             _changed(view.filter_key(), filter_data),
@@ -152,13 +155,15 @@ def _sync(search, step, *args):
         )
     if trigger == CLEAR:
         view = url_view.cleared()
-        controls = [no_update, *([None] * n), "", False, False]
+        controls = [no_update, *([None] * n), "", False, False, False]
     else:
-        view = url_view.from_controls(steps, step, ranges, q, loses, tb.grid_sort(column_state), truncated)
+        sort = tb.grid_sort(column_state)
+        view = url_view.from_controls(steps, step, ranges, q, loses, sort, truncated, ended)
         if f"{GRID}.selectedRows" in ctx.triggered_prop_ids:
             # A row clicked, or none (the drawer closed): the URL names the selected response.
             view = view.with_(sample=selected[0].get("sample_id") if selected else None)
-        controls = [no_update] * (1 + n + 3)  # step, ranges, q, loses, truncated
+        ends = [_changed(view.truncated, bool(truncated)), _changed(view.ended, bool(ended))]  # exclusive
+        controls = [*[no_update] * (1 + n + 2), *ends]  # step, ranges, q, loses, the two end switches
     query = view.to_query()
     return (
         _changed(query, search or ""),

@@ -27,7 +27,8 @@ class ResponsesView:
     ``step`` is None for the run's last step (the default), ``"all"`` for every step, or a step number.
     Ranges are half-open (``min <= x < max``), as in :class:`data.queries.ResponseFilter`; ``q`` is a
     regular expression over prompt and response; ``loses`` keeps responses below their reference reward;
-    ``truncated`` those that do not end with an end token; ``sample`` is the selected response (its texts
+    ``truncated`` those that do not end with an end token, ``ended`` those that do (the two exclude each
+    other: ``ended`` with ``truncated`` is ignored); ``sample`` is the selected response (its texts
     shown over the table).
     """
 
@@ -49,6 +50,7 @@ class ResponsesView:
     loses: bool = False
     truncated: bool = False
     sample: str | None = None
+    ended: bool = False
 
     @classmethod
     def from_query(
@@ -85,6 +87,10 @@ class ResponsesView:
         q, _ = get_regex(query, "q", notices)  # an invalid one is kept (the search box shows it), not applied
         loses = get_bool(query, "loses", notices)
         truncated = get_bool(query, "truncated", notices)
+        ended = get_bool(query, "ended", notices)
+        if ended and truncated:
+            notices.append("Ignored ended=1: truncated=1 keeps the responses that did not end.")
+            ended = False
         sample = first(query, "sample") or None
         view = cls(
             run=run,
@@ -95,6 +101,7 @@ class ResponsesView:
             loses=loses,
             truncated=truncated,
             sample=sample,
+            ended=ended,
             **ranges,
         )
         return view, notices
@@ -111,6 +118,7 @@ class ResponsesView:
                 ("q", self.q),
                 ("loses", True if self.loses else None),
                 ("truncated", True if self.truncated else None),
+                ("ended", True if self.ended else None),
                 ("sample", self.sample),
             ]
         )
@@ -131,7 +139,7 @@ class ResponsesView:
         self, steps: list[int], ends: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     ) -> ResponseFilter:
         """The filter of this view (an invalid regex is left out: the page says so). ``ends``: the pad and
-        end tokens that define a truncated response (the settings'), for ``truncated``."""
+        end tokens that define a truncated response (the settings'), for ``truncated`` and ``ended``."""
         q = self.q
         if q is not None and regex_error(q) is not None:
             q = None
@@ -150,6 +158,7 @@ class ResponsesView:
             q=q,
             loses_only=self.loses,
             truncated=(tuple(ends[0]), tuple(ends[1])) if self.truncated else None,
+            ended=(tuple(ends[0]), tuple(ends[1])) if self.ended else None,
         )
 
     def filter_key(self) -> str:
@@ -186,6 +195,8 @@ class ResponsesView:
             parts.append("losing to the reference")
         if self.truncated:
             parts.append("with no end token (truncated)")
+        if self.ended:
+            parts.append("ended with an end token")
         first = "highest" if self.descending else "lowest"
         parts.append(f"sorted by {label(self.sort)}, {first} first")
         return " · ".join(parts)
@@ -199,21 +210,28 @@ class ResponsesView:
         loses,
         sort: tuple[str, str] | None,
         truncated=None,
+        ended=None,
     ) -> ResponsesView:
         """This view after its controls changed: the step picker's ``step``, the range inputs' ``ranges``
-        (``<key>_min`` / ``_max``: a number, or None / '' for no bound), the search ``q``, the ``loses``
-        and ``truncated`` switches (``truncated`` None: the view's) and the grid's ``sort`` (``(column, order)``; None: the view's). Choosing the last step while
-        the URL follows the last step keeps following it."""
+        (``<key>_min`` / ``_max``: a number, or None / '' for no bound), the search ``q``, the ``loses``,
+        ``truncated`` and ``ended`` switches (None: the view's; the one turned on turns the other off) and the
+        grid's ``sort`` (``(column, order)``; None: the view's). Choosing the last step while the URL follows
+        the last step keeps following it."""
         if step == (steps[-1] if steps else None) and self.step is None:
             step = None
         sort_col, order = sort if sort else (self.sort, self.order)
+        cut = self.truncated if truncated is None else bool(truncated)
+        done = self.ended if ended is None else bool(ended)
+        if cut and done:  # the two exclude each other: the one just turned on wins
+            cut, done = (False, True) if not self.ended else (True, False)
         return self.with_(
             step=step,
             sort=sort_col,
             order=order,
             q=(q or None),
             loses=bool(loses),
-            truncated=self.truncated if truncated is None else bool(truncated),
+            truncated=cut,
+            ended=done,
             **{k: (None if v is None or v == "" else float(v)) for k, v in ranges.items()},
         )
 

@@ -131,7 +131,8 @@ SYNC_OUT = (
     + URL
     + ".search...responses-step.value"
     + "".join(f"...responses-{k}-{e}.value" for k in RANGE_KEYS for e in ("min", "max"))
-    + "...responses-q.value...responses-loses.value...responses-truncated.value...responses-grid.columnState"
+    + "...responses-q.value...responses-loses.value...responses-truncated.value"
+    + "...responses-ended.value...responses-grid.columnState"
     + "...responses-view.data...responses-filter.data...responses-notices.children.."
 )
 
@@ -143,6 +144,7 @@ def sync(client, search, changed, **values):
         "responses-q": "",
         "responses-loses": False,
         "responses-truncated": False,
+        "responses-ended": False,
     }
     controls.update(values)
     inputs = [{"id": URL, "property": "search", "value": search}]
@@ -155,6 +157,7 @@ def sync(client, search, changed, **values):
         {"id": "responses-q", "property": "value", "value": controls["responses-q"]},
         {"id": "responses-loses", "property": "value", "value": controls["responses-loses"]},
         {"id": "responses-truncated", "property": "value", "value": controls["responses-truncated"]},
+        {"id": "responses-ended", "property": "value", "value": controls["responses-ended"]},
         {"id": "responses-clear", "property": "n_clicks", "value": controls.get("responses-clear")},
         {"id": "responses-grid", "property": "columnState", "value": controls.get("columnState")},
         {"id": "responses-grid", "property": "selectedRows", "value": controls.get("selectedRows")},
@@ -277,6 +280,39 @@ def test_responses108_truncated_filter_keeps_responses_with_no_end_token(client,
     assert find(lay, "responses-truncated").value is False
     bad = client.get("/export?run=rlloggingboard-eval-poem&truncated=1")
     assert bad.status_code == 400 and b"truncated=1" in bad.data
+
+
+def test_responses118_ended_filter_keeps_responses_with_an_end_token(client, page, fixtures_dir):
+    """ended=1, beside truncated=1, keeps the responses that ended: on TRL's PPO run exactly the 378 lines
+    whose trainer-written ends_with_eos is true (over all steps and step by step), in the grid and the
+    export; turning it on turns "truncated" off (they exclude each other) and both in a URL keep
+    "truncated", saying so; a run whose texts hold no end token ignores it, saying why."""
+    import json
+
+    lines = [
+        json.loads(line)
+        for f in ("rank0.jsonl", "rank1.jsonl")
+        for line in (fixtures_dir / RUN / f).read_text().splitlines()
+    ]
+    done = [r for r in lines if r["ends_with_eos"]]
+    assert rows_request(client, f"?run={RUN}&step=all&ended=1")["rowCount"] == len(done) == 378
+    for step in (1, 5, 25):
+        want = sum(1 for r in done if r["step"] == step)
+        assert rows_request(client, f"?run={RUN}&step={step}&ended=1")["rowCount"] == want
+    csv = client.get(f"/export?run={RUN}&step=all&ended=1&format=csv").data.decode()
+    assert csv.count("\n") == 1 + 378
+    url = f"?run={RUN}&step=3&truncated=1"
+    out = sync(client, url, "responses-ended.value", **{"responses-ended": True, "responses-truncated": True})
+    assert out[URL]["search"] == f"?run={RUN}&step=3&ended=1"
+    assert out["responses-truncated"]["value"] is False and "responses-ended" not in out
+    lay = page.layout(run=RUN, ended="1", truncated="1")
+    assert find(lay, "responses-truncated").value is True and find(lay, "responses-ended").value is False
+    notes = [a.children for a in find(lay, "responses-notices").children]
+    assert "Ignored ended=1: truncated=1 keeps the responses that did not end." in notes
+    lay = page.layout(run="rlloggingboard-eval-poem", ended="1")
+    notes = [a.children for a in find(lay, "responses-notices").children]
+    assert notes[0].startswith("Ignored ended=1: no response of this run ends with an end token")
+    assert client.get("/export?run=rlloggingboard-eval-poem&ended=1").status_code == 400
 
 
 def test_responses109_a_url_without_run_shows_the_first_run(client, fixtures_dir):
