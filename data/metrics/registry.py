@@ -333,6 +333,16 @@ COLUMNS: dict[str, Metric] = {
             level="response",
             fmt="text",
         ),
+        # Groups (see data/metrics/group.py)
+        Metric(
+            "learning_signal",
+            "learning signal (group rewards differ)",
+            "whether the rewards of the response's group (the responses of one step that share a group id, "
+            "else a prompt) differ: a group whose rewards are all equal has every advantage 0 and teaches "
+            "GRPO / RLOO nothing; none for a group of one",
+            level="group",
+            fmt="text",
+        ),
         Metric(
             "repetition_mean",
             "repetition, step mean (share of repeated word 3-grams)",

@@ -121,3 +121,38 @@ def test_grpo003_ends_of_rows_agree_with_the_trainer(grpo, fixtures_dir):
     other = open_store(ingest_run(poem, store.dir.parent / "poem", DEFAULT_PAD_TOKENS).store_dir)
     k = _keys(other).head(3).select("part", "row")
     assert row_ends(other, k, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS).get_column(ENDS).to_list() == [None] * 3
+
+
+def test_grpo004_learning_signal_of_each_group_by_hand(grpo):
+    """The learning-signal column (``data.metrics.group.learning_signal``) of every response is whether the
+    rewards of its group (step, group_id) in the files differ: the 11 groups of 4 equal rewards (the README's
+    44 records of advantage exactly 0) have none; the prompt grid's column says so in words for each row."""
+    import polars as pl
+
+    from components.prompt_views import SIGNAL_TEXT, Column, history_rows
+    from data.metrics import label
+    from data.metrics.group import with_advantage
+    from data.prompts import history
+
+    store, records = grpo
+    rewards: dict = {}
+    for r in records:
+        rewards.setdefault((r["step"], r["group_id"]), []).append(r["reward"])
+    want = {sample_id(r["file"], r["line"]): len(set(rewards[r["step"], r["group_id"]])) > 1 for r in records}
+    flat_ids = {k for k, v in want.items() if not v}
+    assert len(flat_ids) == 24 and sum(r["advantage"] == 0 for r in records) == 44
+    assert all(r["advantage"] == 0 for r in records if sample_id(r["file"], r["line"]) in flat_ids)
+    rows = with_advantage(store.scan(["sample_id", "step", "reward", "prompt_key", "group_id"]), True)
+    got = dict(rows.select("sample_id", "learning_signal").collect().iter_rows())
+    assert got == want
+    flat = next(r for r in records if not want[sample_id(r["file"], r["line"])])
+    key = (
+        store.scan(["sample_id", "prompt_key"])
+        .filter(pl.col("sample_id") == sample_id(flat["file"], flat["line"]))
+        .collect()
+        .item(0, "prompt_key")
+    )
+    hist = history(store, key)
+    cols = [Column("learning_signal", label("learning_signal"), "text")]
+    cells = history_rows(hist.to_dicts(), cols, [""] * hist.height)
+    assert {c["learning_signal"] for c in cells} == {SIGNAL_TEXT[False]}
