@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import html
+from dash import dcc, html
 
 from components.format import grid_formatter, num, signed
 from components.theme import GRID_THEME_JS, SIGN_STYLE_JS
@@ -249,8 +249,17 @@ def _text_block(title, value, pieces: list[tuple[str, bool]] | None, block_id: s
     return html.Div([html.Div(head, className="small mb-1"), body], className="mb-2")
 
 
+def sentence(text: str) -> str:
+    """``text`` as a sentence (capital first, a full stop): why a search was stopped, under the search box."""
+    return f"{text[:1].upper()}{text[1:]}."
+
+
 def text_panel(
-    sample: dict | None, labels: dict[str, str], tokens_href: str | None, matches_note: str | None = None
+    sample: dict | None,
+    labels: dict[str, str],
+    tokens_href: str | None,
+    matches_note: str | None = None,
+    group_href: str | None = None,
 ) -> html.Div | None:
     """The selected response as plain text (newlines kept): prompt, response and reference response, the
     search's matches marked; None when nothing is selected (the panel is then hidden).
@@ -258,7 +267,8 @@ def text_panel(
     ``sample``: dict with ``sample_id, source_line, step, reward, ref_reward, reward_gain`` and ``pieces``:
     per text (``prompt``, ``response``, ``ref_response``) its ``(piece, matched)`` pairs, None for a text
     the file does not have. ``labels``: UI labels of reward, ref_reward and reward_gain. ``matches_note``:
-    what the marks are (the search), shown above the texts.
+    what the marks are (the search), shown above the texts. ``group_href``: the response's group side by
+    side ("its group"), None for none.
     """
     if sample is None:
         return None
@@ -275,13 +285,16 @@ def text_panel(
             html.Span(f"{labels['reward_gain']}: {signed(gain)}", className="small text-muted me-2")
             if gain is not None
             else None,
+            dcc.Link("its group", href=group_href, className="small ms-auto me-3", id="responses-open-group")
+            if group_href
+            else None,
             dbc.Button(
                 [html.I(className="bi bi-box-arrow-up-right me-1"), "tokens"],
                 href=tokens_href,
                 size="sm",
                 color="primary",
                 outline=True,
-                className="ms-auto py-0 me-4",
+                className=("" if group_href else "ms-auto ") + "py-0 me-4",
                 id="responses-open-tokens",
                 external_link=True,
             )

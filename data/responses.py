@@ -349,6 +349,8 @@ def sample_texts(
         "source": row.get("source"),
         "line": row.get("line"),
         "source_line": source_line_text(row.get("source"), row.get("line")),
+        "prompt_key": row.get("prompt_key"),
+        "group_id": row.get("group_id"),
     }
 
 

@@ -230,11 +230,6 @@ def _rows(request, view_data):
     return {"rowData": rows} if count is None else {"rowData": rows, "rowCount": count}
 
 
-def _sentence(stopped: str) -> str:
-    """Why a search was stopped, as a sentence under the search box."""
-    return f"{stopped[:1].upper()}{stopped[1:]}."
-
-
 def _summary(view, store, steps):
     """``(summary line, stopped message or None, whether a count is still under way)`` of the view."""
     settings = board().settings
@@ -270,12 +265,13 @@ def _render(view_data):
     q = view.q if view.q and not error else None
     texts = responses.sample_texts(store, view.sample, settings.pad_tokens, q) if view.sample else None
     href = links.row_tokens(view, view.sample, prefix) if texts else None
-    panel = tb.text_panel(texts, responses.text_labels(), href, responses.matches_note(q))
+    group = links.group_of(view.run, texts, prefix)
+    panel = tb.text_panel(texts, responses.text_labels(), href, responses.matches_note(q), group)
     return (
         summary,
         links.export(view, "csv", prefix),
         links.export(view, "jsonl", prefix),
-        f"{error}: not applied." if error else (_sentence(stopped) if stopped else ""),
+        f"{error}: not applied." if error else (tb.sentence(stopped) if stopped else ""),
         panel,
         panel is None,
         not counting,
@@ -297,4 +293,4 @@ def _poll(_n, view_data):
     if store is None:
         return no_update, no_update, True
     summary, stopped, counting = _summary(view, store, steps)
-    return summary, (_sentence(stopped) if stopped else no_update), not counting
+    return summary, (tb.sentence(stopped) if stopped else no_update), not counting

@@ -152,7 +152,13 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
     where = f"{state.run} · step {info.get('step')}"
     out = [
         notices([*notes, *board().failure_notices(state.run)], NOTICES),
-        tp.header(f"{info.get('source')}:{info.get('line')}", state.sample, where, end),
+        tp.header(
+            f"{info.get('source')}:{info.get('line')}",
+            state.sample,
+            where,
+            end,
+            links.group_of(state.run, info, prefix),
+        ),  # fmt: skip
         tp.nav(neighbour(nav.prev), neighbour(nav.next), nav.text, back_href, NAV_IDS),
         tp.key_figures(tokens.key_figures(view), STATS),
         tp.texts(tokens.response_texts(view, state.pads, board().settings.pad_tokens), TEXT),

@@ -133,3 +133,25 @@ def export(view: ResponsesView, fmt: str, prefix: str = "") -> str:
 def prompts(view: PromptsView, prefix: str = "") -> str:
     """The prompts page showing ``view`` (the list, or one prompt with the list's state kept)."""
     return prefix + paths.PROMPTS + view.to_query()
+
+
+def group(run: str | None, prompt_key: str | None, step, group_id=None, prefix: str = "") -> str | None:
+    """The group of a response side by side: its prompt's group at ``step`` (``group_id`` the file's group
+    id, None for a run that groups by prompt). None without a prompt key or a step (no group to show)."""
+    if not prompt_key or step is None:
+        return None
+    gid = None if group_id is None else str(group_id)
+    return prompts(PromptsView(run=run, prompt=prompt_key, step=int(step), group=gid), prefix)
+
+
+def group_of(run: str | None, row: Mapping | None, prefix: str = "") -> str | None:
+    """:func:`group` of one response ``row`` (its ``prompt_key``, ``step`` and ``group_id`` where it has one):
+    the link "its group" of the responses and token pages. None for no row."""
+    if not row:
+        return None
+    return group(run, row.get("prompt_key"), row.get("step"), row.get("group_id"), prefix)
+
+
+def groups(run: str | None, prompt_key: str, found: Iterable[Mapping], prefix: str = "") -> list[str | None]:
+    """:func:`group` of each of a prompt's groups ``found`` (``step``, ``group_id``)."""
+    return [group(run, prompt_key, g["step"], g.get("group_id"), prefix) for g in found]

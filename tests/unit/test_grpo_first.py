@@ -156,3 +156,111 @@ def test_grpo004_learning_signal_of_each_group_by_hand(grpo):
     cols = [Column("learning_signal", label("learning_signal"), "text")]
     cells = history_rows(hist.to_dicts(), cols, [""] * hist.height)
     assert {c["learning_signal"] for c in cells} == {SIGNAL_TEXT[False]}
+
+
+def _group_records(records, step, group_id):
+    return [r for r in records if r["step"] == step and r["group_id"] == group_id]
+
+
+def test_grpo005_a_group_side_by_side_by_hand(grpo):
+    """``/prompts?run=R&prompt=KEY&step=S&group=G``'s data: step 25's group 99 (four rewards of 2: no learning
+    signal) and group 96 (rewards 1, 2, 2, 1.5), each completion with the file's reward, advantage, text
+    (its end token, a pad, removed) and TRL's ends_with_eos; mean, sample std and spread by hand; the
+    group is found by prompt and step without a group id too, and an unknown group is empty."""
+    import statistics
+
+    import polars as pl
+
+    from data.config import DEFAULT_END_TOKENS
+    from data.prompts import group_views, prompt_groups
+
+    store, records = grpo
+    for gid, signal in ((99, False), (96, True)):
+        recs = _group_records(records, 25, gid)
+        first = sample_id(recs[0]["file"], recs[0]["line"])
+        keys = store.scan(["sample_id", "prompt_key"]).collect()
+        key = keys.filter(pl.col("sample_id") == first).item(0, "prompt_key")
+        (g,) = group_views(store, key, 25, str(gid), DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)
+        rewards = [r["reward"] for r in recs]
+        assert (g.step, g.group_id, g.n, g.total, g.signal, g.recomputed) == (
+            25,
+            str(gid),
+            4,
+            4,
+            signal,
+            False,
+        )
+        assert g.mean == pytest.approx(statistics.mean(rewards), abs=1e-12)
+        assert g.std == pytest.approx(statistics.stdev(rewards), abs=1e-12)
+        assert g.spread == max(rewards) - min(rewards) and g.prompt == recs[0]["prompt"].strip()
+        by_id = {sample_id(r["file"], r["line"]): r for r in recs}
+        assert {c["sample_id"] for c in g.cards} == set(by_id)
+        assert [c["reward"] for c in g.cards] == sorted(rewards, reverse=True)  # highest first
+        for c in g.cards:
+            rec = by_id[c["sample_id"]]
+            assert c["advantage"] == pytest.approx(rec["advantage"], rel=1e-12)
+            assert c["text"] == rec["response"].replace("<|endoftext|>", "")
+            assert c["end"] == ("ended" if rec["ends_with_eos"] else "truncated")
+            assert c["source_line"] == f"{rec['file']}:{rec['line']}"
+            kept = [t for t in rec["response_tokens"] if t not in DEFAULT_PAD_TOKENS]  # pads excluded
+            assert (c["length"], c["length_unit"]) == (len(kept), "tokens")
+        assert [
+            x.group_id for x in group_views(store, key, 25, None, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)
+        ] == [str(gid)]
+        assert group_views(store, key, 25, "7", DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS) == []
+        assert group_views(store, key, 3, None, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS) == []
+        assert prompt_groups(store, key) == [{"step": 25, "group_id": str(gid), "n": 4, "signal": signal}]
+
+
+def test_grpo006_group_urls_and_links():
+    """The group view's URL keeps prompt, step and group (and drops them, with a notice, where they name no
+    group); the links "its group" of a response row and of a prompt's groups."""
+    from data.views import links
+    from data.views.prompts import PromptsView
+
+    key = "1b3d14969cab0edb"
+    view, notes = PromptsView.from_query({"run": [RUN], "prompt": [key], "step": ["25"], "group": ["99"]})
+    assert notes == [] and view.to_query() == f"?run={RUN}&prompt={key}&step=25&group=99"
+    view, notes = PromptsView.from_query({"run": [RUN], "step": ["25"], "group": ["99"]})
+    assert (view.step, view.group) == (None, None)
+    assert notes == ["Ignored step= and group=: they name a group of one prompt (prompt=KEY)."]
+    view, notes = PromptsView.from_query({"run": [RUN], "prompt": [key], "group": ["99"]})
+    assert view.group is None and notes == ["Ignored group='99': a group is of one step (step=S)."]
+    _, notes = PromptsView.from_query({"prompt": [key], "step": ["25"], "group": ["x" * 201]})
+    assert notes == ["Ignored group=…: a group id of more than 200 characters."]
+    row = {"prompt_key": key, "step": 25, "group_id": 99}
+    assert links.group_of(RUN, row, "/p") == f"/p/prompts?run={RUN}&prompt={key}&step=25&group=99"
+    assert links.group_of(RUN, {"prompt_key": key, "step": 0}) == f"/prompts?run={RUN}&prompt={key}&step=0"
+    assert links.group_of(RUN, None) is None and links.group_of(RUN, {"step": 3}) is None
+    found = [{"step": 25, "group_id": "99"}, {"step": 2, "group_id": None}]
+    assert links.groups(RUN, key, found) == [
+        f"/prompts?run={RUN}&prompt={key}&step=25&group=99",
+        f"/prompts?run={RUN}&prompt={key}&step=2",
+    ]
+
+
+def test_grpo007_group_cards_are_text_side_by_side():
+    """The group view's builder: one card per completion in a grid of cards at least CARD_MIN_PX wide (four
+    to a row at 1440 px), its text as the child of a <pre> (never markup), the zero-spread group flagged,
+    a badge for a truncated completion and none where the end cannot be told."""
+    from components.group_view import CARD_MIN_PX, group_page, group_section
+    from data.prompts import Group
+
+    cards = [
+        {"sample_id": f"s-{i}", "source_line": f"rank0.jsonl:{i}", "reward": 1.0, "advantage": 0.0,
+         "end": end, "length": 3, "length_unit": "tokens", "text": "<script>alert(1)</script> **bold**"}
+        for i, end in enumerate(["ended", "truncated", None, "ended"])
+    ]  # fmt: skip
+    g = Group(25, "99", 4, 1.0, 0.0, 0.0, False, False, cards, 4, "the staff")
+    sec = group_section(g, ["/t"] * 4, "grp-0")
+    grid = sec.children[-1]
+    assert grid.style["gridTemplateColumns"] == f"repeat(auto-fill, minmax({CARD_MIN_PX}px, 1fr))"
+    assert 4 * CARD_MIN_PX < 1440 - 40 < 5 * CARD_MIN_PX  # four to a row at 1440 px, page padding aside
+    assert len(grid.children) == 4
+    body = grid.children[1].children.children
+    assert body[2].children == cards[1]["text"] and type(body[2]).__name__ == "Pre"
+    assert body[0].children[1].children == "truncated" and body[0].children[1].color == "warning"
+    assert grid.children[2].children.children[0].children[1] is None  # cannot be told: no badge
+    assert sec.children[0].children[1].children == "no learning signal: every reward equal"
+    page = group_page([], [], "/back", (25, "7"), {"back": "b", "prompt": "p", "groups": "g"})
+    assert "This prompt has no response at step 25, group '7'." in str(page)
