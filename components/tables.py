@@ -5,6 +5,8 @@ response and reference response as plain text.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import dcc, html
@@ -36,6 +38,8 @@ def column_defs(
     pinned: tuple[str, ...] = (),
     id_chars: int = 16,
     lines: int = 3,
+    shown: Collection[str] | None = None,
+    unsortable: Collection[str] = (),
 ) -> list[dict]:
     """AG Grid column definitions for the responses table.
 
@@ -46,7 +50,8 @@ def column_defs(
     4 significant digits, whole numbers without decimals); ``signed`` fields are coloured by sign;
     ``pinned`` ones stay in view on the left with the id. ``previews``: ``(field, header)`` of the text
     previews (not sortable), wrapped on at most ``lines`` lines and pinned on the right. ``sort``/``order``
-    set the column sorted initially.
+    set the column sorted initially. ``shown``: the value columns shown (the others hidden, a click of the
+    column chooser away; None: all); ``unsortable``: value columns read for the rows on screen only.
     """
     defs: list[dict] = [
         {
@@ -67,8 +72,9 @@ def column_defs(
             "field": field,
             "headerName": header,
             "headerTooltip": tooltip,
-            "sortable": True,
+            "sortable": field not in unsortable,
             "width": 60 if field == "step" else 84,
+            "hide": shown is not None and field not in shown,
         }
         if field in pinned:
             col["pinned"] = "left"
@@ -111,13 +117,17 @@ def column_kind(dtype) -> str:
     return "text"
 
 
-def spec_column_defs(spec, previews: list[tuple[str, str]], sort: str | None, order: str) -> list[dict]:
+def spec_column_defs(
+    spec, previews: list[tuple[str, str]], sort: str | None, order: str, shown: Collection[str] | None = None
+) -> list[dict]:
     """:func:`column_defs` of a table ``spec`` (``columns``, ``dtypes``, ``signed``, ``pinned``,
-    ``id_chars``: the responses table's, ``data.responses.table_spec``), its kinds told by dtype."""
+    ``id_chars``, ``unsortable``: the responses table's, ``data.responses.table_spec``), its kinds told by
+    dtype, showing the value columns ``shown`` (None: all)."""
     kinds = {c: column_kind(t) for c, t in spec.dtypes.items()}
     return column_defs(
-        list(spec.columns), kinds, set(spec.signed), previews, sort, order, spec.pinned, spec.id_chars
-    )
+        list(spec.columns), kinds, set(spec.signed), previews, sort, order, spec.pinned, spec.id_chars,
+        shown=shown, unsortable=spec.unsortable,
+    )  # fmt: skip
 
 
 def responses_grid(
@@ -396,6 +406,26 @@ function (cell) {
     });
 }
 """
+
+
+# The column chooser shows its columns and hides the others it offers (the file:line and the previews stay).
+COLUMNS_JS = """
+function (cols, options) {
+    if (!options || !window.dash_ag_grid) { return; }
+    var on = new Set(cols || []);
+    var all = options.map(function (o) { return o.value; });
+    window.dash_ag_grid.getApiAsync("__GRID__").then(function (api) {
+        api.setColumnsVisible(all.filter(function (c) { return on.has(c); }), true);
+        api.setColumnsVisible(all.filter(function (c) { return !on.has(c); }), false);
+        api.sizeColumnsToFit();
+    });
+}
+"""
+
+
+def columns_js(grid_id: str) -> str:
+    """:data:`COLUMNS_JS` for grid ``grid_id`` (a clientside callback on the column chooser)."""
+    return COLUMNS_JS.replace("__GRID__", grid_id)
 
 
 def purge_js(grid_id: str) -> str:

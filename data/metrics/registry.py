@@ -16,7 +16,8 @@ from dataclasses import dataclass
 class Metric:
     """One column or metric. ``signed`` metrics get a diverging colour scale centred at 0; ``fmt`` is the
     kind of number the UI's formatter shows (``num``, ``int``, ``share``, ``step``, ``text``); ``level``
-    is ``token``, ``response`` or ``step`` for a metric and ``row`` for a column that only identifies or
+    is ``token``, ``response``, ``group``, ``step`` or ``prompt`` for a metric, ``shown`` for one a page
+    computes for the rows on screen (never stored), and ``row`` for a column that only identifies or
     previews a response. ``stored``: a column of the store's scalars; ``exported``: its place among the
     export's columns (1 first; 0 not exported); ``range_key``: the URL prefix of its range filter
     (``<key>_min`` / ``<key>_max``), ``range_at`` that filter's place among the filters; ``table``: its
@@ -341,6 +342,15 @@ COLUMNS: dict[str, Metric] = {
             "else a prompt) differ: a group whose rewards are all equal has every advantage 0 and teaches "
             "GRPO / RLOO nothing; none for a group of one",
             level="group",
+            fmt="text",
+        ),
+        # Shown only (read for the rows on screen, never stored: see data/response_columns.py)
+        Metric(
+            "end",
+            "end (ended / truncated)",
+            "ended: the response ends with an end token; truncated: it does not (cut at the length limit); "
+            "empty where a run cannot tell (none of its responses ends with one)",
+            level="shown",
             fmt="text",
         ),
         Metric(

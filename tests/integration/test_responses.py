@@ -132,7 +132,7 @@ SYNC_OUT = (
     + ".search...responses-step.value"
     + "".join(f"...responses-{k}-{e}.value" for k in RANGE_KEYS for e in ("min", "max"))
     + "...responses-q.value...responses-loses.value...responses-truncated.value"
-    + "...responses-ended.value...responses-grid.columnState"
+    + "...responses-ended.value...responses-cols.value...responses-grid.columnState"
     + "...responses-view.data...responses-filter.data...responses-notices.children.."
 )
 
@@ -158,6 +158,7 @@ def sync(client, search, changed, **values):
         {"id": "responses-loses", "property": "value", "value": controls["responses-loses"]},
         {"id": "responses-truncated", "property": "value", "value": controls["responses-truncated"]},
         {"id": "responses-ended", "property": "value", "value": controls["responses-ended"]},
+        {"id": "responses-cols", "property": "value", "value": controls.get("responses-cols")},
         {"id": "responses-clear", "property": "n_clicks", "value": controls.get("responses-clear")},
         {"id": "responses-grid", "property": "columnState", "value": controls.get("columnState")},
         {"id": "responses-grid", "property": "selectedRows", "value": controls.get("selectedRows")},
@@ -330,3 +331,45 @@ def test_responses109_a_url_without_run_shows_the_first_run(client, fixtures_dir
     want = rows_request(client, f"?run={first_run}&step=all")
     assert got["rowCount"] == want["rowCount"] > 0
     assert [r["sample_id"] for r in got["rowData"]] == [r["sample_id"] for r in want["rowData"]]
+
+
+def test_responses119_grpo_columns_and_their_chooser(client, page, fixtures_dir):
+    """On TRL's GRPO run the table shows by default step, reward, advantage, group_id, end, KL sum and
+    length (the rest hidden, a click of the chooser away): the rows carry the file's advantage and group
+    and how each ended, equal to TRL's ends_with_eos; a choice in the chooser writes cols= (the defaults
+    write nothing) and seeds the chooser and the grid back from the URL; PPO's table keeps every column."""
+    import json
+
+    grpo = "trl-grpo-small"
+    recs = {
+        sample_id(f, i): json.loads(line)
+        for f in ("rank0.jsonl", "rank1.jsonl")
+        for i, line in enumerate((fixtures_dir / grpo / f).read_text().splitlines(), start=1)
+    }
+    lay = page.layout(run=grpo)
+    want = ["step", "reward", "response_length", "kl_sum", "advantage", "group_id", "end"]
+    assert find(lay, "responses-cols").value == want
+    defs = {d["field"]: d for d in find(lay, "responses-grid").columnDefs}
+    assert [f for f in defs if f in want] == want and defs["reward_gain"]["hide"] is True
+    assert not any(defs[f].get("hide") for f in want) and defs["end"]["sortable"] is False
+    rows = rows_request(client, f"?run={grpo}&step=all")["rowData"]
+    assert len(rows) == 100
+    for r in rows:
+        rec = recs[r["sample_id"]]
+        assert r["end"] == ("ended" if rec["ends_with_eos"] else "truncated")
+        assert (r["advantage"], r["group_id"]) == (pytest.approx(rec["advantage"]), rec["group_id"])
+    cut = rows_request(client, f"?run={grpo}&step=all&truncated=1")["rowData"]
+    assert {r["end"] for r in cut} == {"truncated"}
+    picked = ["reward", "advantage", "end"]
+    out = sync(client, f"?run={grpo}&step=3", "responses-cols.value", **{"responses-cols": picked})
+    assert out[URL]["search"] == f"?run={grpo}&step=3&cols=reward&cols=advantage&cols=end"
+    out = sync(client, f"?run={grpo}&step=3", "responses-cols.value", **{"responses-cols": want[::-1]})
+    assert out == {} or URL not in out  # the defaults, in any order: nothing to write
+    lay = page.layout(run=grpo, cols=["end", "reward", "nope"])
+    assert find(lay, "responses-cols").value == ["reward", "end"]
+    notes = [a.children for a in find(lay, "responses-notices").children]
+    assert "Ignored cols='nope': not a column of this run's table." in notes
+    rows = rows_request(client, f"?run={RUN}&step=all")["rowData"]
+    assert "end" not in rows[0]  # not shown: not read
+    defs = find(page.layout(run=RUN), "responses-grid").columnDefs
+    assert not any(d.get("hide") for d in defs if d["field"] != "end")

@@ -264,3 +264,22 @@ def test_grpo007_group_cards_are_text_side_by_side():
     assert sec.children[0].children[1].children == "no learning signal: every reward equal"
     page = group_page([], [], "/back", (25, "7"), {"back": "b", "prompt": "p", "groups": "g"})
     assert "This prompt has no response at step 25, group '7'." in str(page)
+
+
+def test_grpo008_responses_columns_of_a_run_with_groups(grpo):
+    """A run with groups shows by default its advantage, group and end beside step, reward, KL sum and
+    length (in the table's order); the chooser's value reads back as the URL's ``cols``: None for the
+    defaults in any order, else the run's columns among it in the table's order."""
+    from data import response_columns as rc
+    from data.views.responses import ResponsesView
+
+    store, _ = grpo
+    default = ("step", "reward", "response_length", "kl_sum", "advantage", "group_id", "end")
+    assert rc.has_groups(store) and rc.shown(store, ResponsesView(run=RUN)) == default
+    assert [c for c, _ in rc.column_choices(store)][-3:] == ["group_id", "ends_with_eos", "end"]
+    assert rc.chosen(store, list(reversed(default))) is None and rc.chosen(store, []) is None
+    assert rc.chosen(store, ["end", "reward", "zzz"]) == ("reward", "end")
+    view = ResponsesView(run=RUN, cols=("reward", "end"))
+    assert rc.shown(store, view) == ("reward", "end")
+    assert rc.chooser_value(store, view, ["end", "reward"]) is None
+    assert rc.chooser_value(store, view, list(default)) == ["reward", "end"]
