@@ -23,7 +23,7 @@ SIGNAL_BADGES = {
 END_BADGES = {"ended": ("ended", "light"), "truncated": ("truncated", "warning")}
 # Cards of at least this width side by side: four to a row in a 1440 px window, two on a laptop's half.
 CARD_MIN_PX = 300
-TEXT_MAX_REM = 18  # a long completion scrolls inside its card: the group stays readable at once
+TEXT_MAX_REM = 14  # a long completion scrolls inside its card: a group of 8 fits one 1440 x 900 screen
 
 
 def _badge(text: str, colour: str, id_: str | None = None) -> dbc.Badge:
