@@ -97,6 +97,9 @@ END = "end"
 UNSIGNED_IN_TABLE = ("reward", "ref_reward")
 # The columns that stay in view, left, whatever the horizontal scroll (a row click must never hide them).
 PINNED = ("step", "reward")
+# The files' own fields coloured by sign where a run has them: a GRPO / RLOO advantage (above or below its
+# group's mean).
+SIGNED_FIELDS = ("advantage",)
 # The labels of the selected response's texts panel.
 TEXT_LABELS = ("reward", "ref_reward", "reward_gain")
 
@@ -128,7 +131,7 @@ def table_spec(store: RunStore) -> TableSpec:
     )
     signed = frozenset(
         c for c in metrics if c in METRICS and METRICS[c].signed and c not in UNSIGNED_IN_TABLE
-    )
+    ) | (set(SIGNED_FIELDS) & set(extras))
     pinned = tuple(c for c in PINNED if c in metrics)
     dtypes = {**{c: schema[c] for c in metrics + extras}, END: pl.String}
     return TableSpec(cols, dtypes, signed, pinned, longest, lines)

@@ -271,11 +271,13 @@ def test_grpo008_responses_columns_of_a_run_with_groups(grpo):
     length (in the table's order); the chooser's value reads back as the URL's ``cols``: None for the
     defaults in any order, else the run's columns among it in the table's order."""
     from data import response_columns as rc
+    from data.responses import table_spec
     from data.views.responses import ResponsesView
 
     store, _ = grpo
     default = ("step", "reward", "response_length", "kl_sum", "advantage", "group_id", "end")
     assert rc.has_groups(store) and rc.shown(store, ResponsesView(run=RUN)) == default
+    assert "advantage" in table_spec(store).signed  # the file's advantage, coloured by sign
     assert [c for c, _ in rc.column_choices(store)][-3:] == ["group_id", "ends_with_eos", "end"]
     assert rc.chosen(store, list(reversed(default))) is None and rc.chosen(store, []) is None
     assert rc.chosen(store, ["end", "reward", "zzz"]) == ("reward", "end")
