@@ -20,6 +20,7 @@ from data.metrics.token import (
     file_column,
     infer_gap_summary,
 )
+from data.signals import END_LABELS, ENDS, row_ends
 from data.token_frames import (
     HOVER_METRICS,
     MARKERS,
@@ -250,18 +251,56 @@ def token_view(store, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | N
 
 
 def first_sample(store) -> str | None:
-    """The first response of the run by (step, source, line): shown when the URL names none."""
+    """The first response of the run by (step, source, line)."""
     steps = store.steps()
     if steps.height == 0 or "sample_id" not in store.schema():
         return None
-    first = steps.get_column("step").min()
-    df = (
-        store.scan(["sample_id", "source", "line"], step=first)
-        .sort("source", "line", maintain_order=True)
-        .head(1)
-        .collect()
-    )
+    return default_sample(store, int(steps.get_column("step").min()), by_kl=False)
+
+
+def default_sample(store, step: int, by_kl: bool = True) -> str | None:
+    """The response shown when the URL names none, of ``step``: the one of the largest KL sum (k3, finite;
+    ties by file and line), the most informative to look at token by token; the step's first response
+    by file and line when none of its responses has a KL (or ``by_kl`` is False). None for an empty step."""
+    names = store.schema()
+    if "sample_id" not in names:
+        return None
+    kl = by_kl and "kl_sum" in names
+    lf = store.scan(["sample_id", "source", "line", *(["kl_sum"] if kl else [])], step=step)
+    if kl:
+        top = (
+            lf.filter(pl.col("kl_sum").is_finite())
+            .sort(["kl_sum", "source", "line"], descending=[True, False, False], maintain_order=True)
+            .head(1)
+            .collect()
+        )
+        if top.height:
+            return top.item(0, "sample_id")
+    df = lf.sort("source", "line", maintain_order=True).head(1).collect()
     return df.item(0, "sample_id") if df.height else None
+
+
+def view_end(store, view: TokenView, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]) -> str | None:
+    """How the response of ``view`` ended: ``"ended"``, ``"truncated"`` (see :func:`data.signals.row_ends`,
+    the definition of the responses page's filters) or None where that cannot be told."""
+    info = view.info
+    if info.get("part") is None or info.get("row") is None:
+        return None
+    keys = pl.DataFrame({"part": [int(info["part"])], "row": [int(info["row"])]})
+    ended = row_ends(store, keys, pad_tokens, end_tokens).item(0, ENDS)
+    return None if ended is None else END_LABELS[ended]
+
+
+def default_note(view: TokenView) -> str:
+    """What the page says of a response it chose itself (:func:`default_sample`): which and why."""
+    info = view.info
+    kl = info.get("kl_sum")
+    if isinstance(kl, int | float) and kl == kl and abs(kl) != float("inf"):
+        return (
+            f"No response chosen: showing the response of step {info.get('step')} with the largest "
+            f"{label('kl_sum')}."
+        )
+    return f"No response chosen: showing the first response of step {info.get('step')} (it has no KL)."
 
 
 __all__ = [
@@ -280,7 +319,10 @@ __all__ = [
     "file_field_of",
     "file_fields",
     "file_label",
+    "default_note",
+    "default_sample",
     "first_sample",
+    "view_end",
     "hover_metrics",
     "infer_gap_figures",
     "is_file_metric",

@@ -133,7 +133,7 @@ def _body(state: TokensState, notes: list[str]) -> list:
             ),
         ]
     if not chosen:
-        notes = [*notes, "No response chosen: showing the first response of the run."]
+        notes = [*notes, tokens.default_note(view)]
     return _response(state, view, notes, back_href)
 
 
@@ -147,11 +147,18 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
         sample, back = link
         return links.tokens(state.run, sample, back, metric=state.metric, pads=state.pads, prefix=prefix)
 
+    settings, store = board().settings, board().store(state.run, wait=STORE_WAIT)
+    end = tokens.view_end(store, view, settings.pad_tokens, settings.end_tokens)
+    where = f"{state.run} · step {info.get('step')}"
     out = [
         notices([*notes, *board().failure_notices(state.run)], NOTICES),
         tp.header(
-            f"{info.get('source')}:{info.get('line')}", state.sample, f"{state.run} · step {info.get('step')}"
-        ),
+            f"{info.get('source')}:{info.get('line')}",
+            state.sample,
+            where,
+            end,
+            links.group_of(state.run, info, prefix),
+        ),  # fmt: skip
         tp.nav(neighbour(nav.prev), neighbour(nav.next), nav.text, back_href, NAV_IDS),
         tp.key_figures(tokens.key_figures(view), STATS),
         tp.texts(tokens.response_texts(view, state.pads, board().settings.pad_tokens), TEXT),

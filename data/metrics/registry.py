@@ -16,7 +16,8 @@ from dataclasses import dataclass
 class Metric:
     """One column or metric. ``signed`` metrics get a diverging colour scale centred at 0; ``fmt`` is the
     kind of number the UI's formatter shows (``num``, ``int``, ``share``, ``step``, ``text``); ``level``
-    is ``token``, ``response`` or ``step`` for a metric and ``row`` for a column that only identifies or
+    is ``token``, ``response``, ``group``, ``step`` or ``prompt`` for a metric, ``shown`` for one a page
+    computes for the rows on screen (never stored), and ``row`` for a column that only identifies or
     previews a response. ``stored``: a column of the store's scalars; ``exported``: its place among the
     export's columns (1 first; 0 not exported); ``range_key``: the URL prefix of its range filter
     (``<key>_min`` / ``<key>_max``), ``range_at`` that filter's place among the filters; ``table``: its
@@ -331,6 +332,25 @@ COLUMNS: dict[str, Metric] = {
             "the response does not end with an end token (RLBOARD_END_TOKENS): its last token that is not a "
             "pad, else its text's end, pads and trailing white space aside; it was cut at the length limit",
             level="response",
+            fmt="text",
+        ),
+        # Groups (see data/metrics/group.py)
+        Metric(
+            "learning_signal",
+            "learning signal (group rewards differ)",
+            "whether the rewards of the response's group (the responses of one step that share a group id, "
+            "else a prompt) differ: a group whose rewards are all equal has every advantage 0 and teaches "
+            "GRPO / RLOO nothing; none for a group of one",
+            level="group",
+            fmt="text",
+        ),
+        # Shown only (read for the rows on screen, never stored: see data/response_columns.py)
+        Metric(
+            "end",
+            "end (ended / truncated)",
+            "ended: the response ends with an end token; truncated: it does not (cut at the length limit); "
+            "empty where a run cannot tell (none of its responses ends with one)",
+            level="shown",
             fmt="text",
         ),
         Metric(
