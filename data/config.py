@@ -61,6 +61,16 @@ DEFAULT_SEARCH_SECONDS = 10.0
 DEFAULT_EXPORT_SECONDS = 600.0
 
 
+# |trainer − inference log-prob| (nats) above which a token is in the inference–trainer gap's tail: ln 2, a
+# ratio exp(Δ) beyond ½ or 2. The one threshold of the per-response columns (infer_gap_tail_share,
+# infer_gap_first_tail, counted at ingest), the per-step curves and the token page's summary line. A constant
+# and not an environment variable: ingest counts with it, and a store is keyed on nothing it could change.
+INFER_GAP_TAIL = math.log(2.0)
+INFER_GAP_TAIL_TEXT = (
+    "ln 2" if INFER_GAP_TAIL == math.log(2.0) else f"{INFER_GAP_TAIL:g}"
+)  # how labels name it
+
+
 def configure_regex_limit(environ=None) -> None:
     """Set :data:`REGEX_SIZE_LIMIT` (always: a limit inherited from elsewhere must not lift the board's)."""
     environ = os.environ if environ is None else environ

@@ -11,10 +11,10 @@ from __future__ import annotations
 import polars as pl
 
 from data.cache import StoreKey, shared
+from data.config import INFER_GAP_TAIL_TEXT
 from data.metrics import METRICS, label
 from data.metrics.response import strip_pad_text
 from data.metrics.token import (
-    INFER_GAP_THRESHOLD,
     INFERENCE_LOGPROB_FIELDS,
     TOKEN_COLUMNS,
     file_column,
@@ -195,7 +195,7 @@ def infer_gap_figures(view: TokenView) -> list[tuple[str, object, str]]:
     """``(label, value, format)`` of the response's inference–trainer mismatch (see
     :func:`data.metrics.token.infer_gap_summary`; format as in :func:`key_figures`): mean and max |gap|,
     where the max is (position and token text), the share of tokens with |gap| over
-    :data:`INFER_GAP_THRESHOLD`, how many tokens have a gap. Empty when the response has none to show."""
+    :data:`data.config.INFER_GAP_TAIL`, how many tokens have a gap. Empty when the response has none to show."""
     s = infer_gap_summary(view.tokens)
     if s is None:
         return []
@@ -205,7 +205,7 @@ def infer_gap_figures(view: TokenView) -> list[tuple[str, object, str]]:
         ("mean |gap|", s["mean_abs"], "num"),
         ("max |gap|", s["max_abs"], "num"),
         ("at position", f"{s['max_pos']:,} ({text!r})", "text"),
-        (f"|gap| > {INFER_GAP_THRESHOLD:g}", s["over"], "share"),
+        (f"|gap| > {INFER_GAP_TAIL_TEXT}", s["over"], "share"),
         ("tokens compared", s["n"], "int"),
     ]
 
