@@ -11,6 +11,8 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from data.metrics.registry import INFER_GAP_TAIL as _INFER_GAP_TAIL
+from data.metrics.registry import INFER_GAP_TAIL_TEXT as _INFER_GAP_TAIL_TEXT
 from data.remote import RemotePath, is_url, location
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -61,14 +63,10 @@ DEFAULT_SEARCH_SECONDS = 10.0
 DEFAULT_EXPORT_SECONDS = 600.0
 
 
-# |trainer − inference log-prob| (nats) above which a token is in the inference–trainer gap's tail: ln 2, a
-# ratio exp(Δ) beyond ½ or 2. The one threshold of the per-response columns (infer_gap_tail_share,
-# infer_gap_first_tail, counted at ingest), the per-step curves and the token page's summary line. A constant
-# and not an environment variable: ingest counts with it, and a store is keyed on nothing it could change.
-INFER_GAP_TAIL = math.log(2.0)
-INFER_GAP_TAIL_TEXT = (
-    "ln 2" if INFER_GAP_TAIL == math.log(2.0) else f"{INFER_GAP_TAIL:g}"
-)  # how labels name it
+# The tail of the inference–trainer gap, |Δ| > INFER_GAP_TAIL (ln 2), is defined beside its columns in
+# data/metrics/registry.py (data.metrics may not import this module: it reaches data.store, which reads the
+# registry) and named here with the other settings; pages read it from here.
+INFER_GAP_TAIL, INFER_GAP_TAIL_TEXT = _INFER_GAP_TAIL, _INFER_GAP_TAIL_TEXT
 
 
 def configure_regex_limit(environ=None) -> None:

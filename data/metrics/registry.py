@@ -9,7 +9,16 @@ a new metric is one entry here plus its expression (in :mod:`data.metrics.respon
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+# |trainer − inference log-prob| (nats) above which a token is in the inference–trainer gap's tail: ln 2, a
+# ratio exp(Δ) beyond ½ or 2. The one threshold of the per-response columns below (counted at ingest), the
+# per-step curves and the token page's summary line; data.config names it with the settings
+# (data.config.INFER_GAP_TAIL). A constant, not an environment variable: ingest counts with it, and no store
+# is keyed on it.
+INFER_GAP_TAIL = math.log(2.0)
+INFER_GAP_TAIL_TEXT = _T = "ln 2"  # how labels name it
 
 
 @dataclass(frozen=True)
@@ -40,10 +49,7 @@ class Metric:
 
 ROW = "row"
 # The inference–trainer gap Δ_t = infer_gap_t over the positions with both log-probs (finite) that the loss mask
-# keeps where the response has one (data/metrics/token.py); its tail: |Δ_t| > data.config.INFER_GAP_TAIL (ln 2).
-_T = (
-    "ln 2"  # data.config.INFER_GAP_TAIL_TEXT (not imported: config reaches the store, which reads this table)
-)
+# keeps where the response has one (data/metrics/token.py); its tail: |Δ_t| > INFER_GAP_TAIL (ln 2).
 # fmt: off
 _GAP_COLUMNS = (  # key, label, description, fmt, signed, exported, table, from_tokens, range filter (key, at)
     ("infer_gap_n", "tokens with both log-probs (trainer, inference)", "positions Δ counts", "int", False, 0, 0, 10, None),

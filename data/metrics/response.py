@@ -9,8 +9,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from data.config import INFER_GAP_TAIL
-from data.metrics.registry import COLUMNS, token_aggregates
+from data.metrics.registry import COLUMNS, INFER_GAP_TAIL, token_aggregates
 from data.metrics.token import inference_field, loss_mask_field
 
 
