@@ -67,6 +67,9 @@ DEFAULT_EXPORT_SECONDS = 600.0
 # data/metrics/registry.py (data.metrics may not import this module: it reaches data.store, which reads the
 # registry) and named here with the other settings; pages read it from here.
 INFER_GAP_TAIL, INFER_GAP_TAIL_TEXT = _INFER_GAP_TAIL, _INFER_GAP_TAIL_TEXT
+# Positions (Δ_t) a correction preview counts from the token arrays for its token shares (data/infer_gap.py):
+# the steps nearest the selected one whose positions fit, the others not drawn (said in the panel).
+GAP_PREVIEW_TOKENS = 4_000_000
 
 
 def configure_regex_limit(environ=None) -> None:

@@ -14,6 +14,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from data.ingest import ingest_run
@@ -144,3 +145,81 @@ def test_infer_gap002_real_nemo_rl_dumps_by_hand(tmp_path):
         pytest.skip(f"no real NeMo-RL dump (train_data_step*.jsonl) under {FIXTURES_DIR}")
     for k, run in enumerate(runs):
         assert_gap_columns_by_hand(run, tmp_path / f"cache{k}")
+
+
+def _hand_deltas(run: Path) -> dict[int, list[np.ndarray]]:
+    """Per step, each response's Δ over its counted positions, by hand from the files (as :func:`hand_gap`)."""
+    out: dict[int, list[np.ndarray]] = {}
+    for path in sorted(run.glob("train_data_step*.jsonl")):
+        step = int(path.stem.removeprefix("train_data_step"))
+        for line in _lines(path):
+            one = {k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in line.items()}
+            keep = np.flatnonzero(np.array(one["token_loss_mask"])[: int(one["input_lengths"])] == 1)
+            d = (
+                np.array(one["prev_logprobs"], float)[keep]
+                - np.array(one["generation_logprobs"], float)[keep]
+            )
+            out.setdefault(step, []).append(d[np.isfinite(d)])
+    return out
+
+
+def test_infer_gap003_correction_shares_at_c2_by_hand(tmp_path):
+    """At C = 2, per step: truncated IS clips the tokens with ratio > 2 (Δ > ln 2), masked IS masks those
+    with ratio outside [½, 2], sequence masking drops the responses whose geometric-mean ratio is outside
+    [½, 2]; the shares of tokens and of responses equal numpy's count from the files. A token budget of one
+    step counts the token shares only at the step nearest the one asked, and says so."""
+    from data.infer_gap import correction_preview, gap_steps
+
+    run = tmp_path / "root" / "nemo"
+    write_nemo_rl_run(run, seed=3)
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    deltas = _hand_deltas(run)
+    for c in (2.0, 1.2):  # C = 2 (the done-when), and 1.2 where the sequence rule drops responses too
+        lc = math.log(c)
+        hits = {
+            "tis": lambda d, lc=lc: d > lc,
+            "mis": lambda d, lc=lc: (d > lc) | (d < -lc),  # ratio < 1/C or > C
+            "seq": lambda d, lc=lc: np.full(len(d), abs(d.mean()) > lc),
+        }
+        for rule, hit in hits.items():
+            got = correction_preview(store, rule, c, None).frame
+            assert got.get_column("step").to_list() == sorted(deltas)
+            for step, ds in deltas.items():
+                row = got.filter(got["step"] == step).row(0, named=True)
+                tokens = sum(len(d) for d in ds)
+                touched_tokens = sum(int(hit(d).sum()) for d in ds)
+                touched = sum(bool(hit(d).any()) for d in ds)
+                assert (row["tokens"], row["tokens_touched"]) == (tokens, touched_tokens), (rule, step)
+                assert (row["responses"], row["responses_touched"]) == (len(ds), touched), (rule, step)
+                assert row["token_share"] == pytest.approx(touched_tokens / tokens, rel=1e-12)
+                assert row["response_share"] == pytest.approx(touched / len(ds), rel=1e-12)
+            if rule != "seq" or c < 2:
+                assert got.get_column("tokens_touched").sum() > 0, (rule, c)  # something to clip or mask
+    tails = gap_steps(store)
+    for step, ds in deltas.items():
+        n, tail = sum(len(d) for d in ds), sum(int((np.abs(d) > TAIL).sum()) for d in ds)
+        assert tails.filter(tails["step"] == step).item(0, "infer_gap_tail_pooled") == pytest.approx(tail / n)
+
+
+def test_infer_gap004_token_shares_bounded_and_a_response_touched(tmp_path, monkeypatch):
+    """With a budget of one step's positions, the token shares are counted at the asked step only (null at
+    the other, said in the note); the tokens each rule touches on the response by hand."""
+    import data.infer_gap as gap
+    from data.metrics.token import explode_tokens, token_metrics
+
+    run = tmp_path / "root" / "nemo"
+    write_nemo_rl_run(run)
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS).store_dir)
+    monkeypatch.setattr(gap, "GAP_PREVIEW_TOKENS", 1)
+    p = gap.correction_preview(store, "mis", 2.0, 2)
+    assert p.counted == (2,) and not p.all_steps
+    assert p.frame.get_column("token_share").is_null().to_list() == [True, False]
+    assert "counted from the token arrays (exact) at the selected step (2), within 1 positions" in p.note()
+    one = store.scan_parts().filter((pl.col("line") == 1) & (pl.col("step") == 1)).collect().head(1)
+    tokens = token_metrics(explode_tokens(one.with_columns(row=0), PADS, ["generation_logprobs"]))
+    # Δ = 0, −0.25, 0, 1.0, 0.9 (mean 0.33): at C = 2 (ln 2 = 0.69), at C = 1.2 (ln 1.2 = 0.18)
+    assert gap.touched_positions(tokens, "tis", 2.0) == [3, 4] == gap.touched_positions(tokens, "mis", 2.0)
+    assert gap.touched_positions(tokens, "seq", 2.0) == []
+    assert gap.touched_positions(tokens, "tis", 1.2) == [3, 4]
+    assert gap.touched_positions(tokens, "mis", 1.2) == [1, 3, 4]
+    assert gap.touched_positions(tokens, "seq", 1.2) == [0, 1, 2, 3, 4]
