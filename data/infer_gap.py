@@ -60,9 +60,13 @@ def check_c(c: float) -> str | None:
 
 # ---- curves of the gap (the steps summary) --------------------------------------------------------------
 
+_STATS = ("mean", "std", "min", "max", "p05", "p25", "p50", "p75", "p95")  # data.metrics.step's distributions
 CURVE_COLUMNS = (
-    *(f"infer_gap_abs_mean_{s}" for s in ("p25", "p50", "p75", "mean")),
-    *(f"infer_gap_abs_max_{s}" for s in ("p25", "p50", "p75")),
+    *(
+        f"{c}_{s}"
+        for c in ("infer_gap_abs_mean", "infer_gap_abs_max", "infer_gap_tail_share")
+        for s in _STATS
+    ),
     "infer_gap_tail_pooled",
     "infer_gap_n_total",
     "infer_gap_tail_n_total",
@@ -257,3 +261,20 @@ def touched_positions(tokens: pl.DataFrame, rule: str, c: float) -> list[int]:
         return sorted(g.get_column("pos").to_list()) if abs(mean) > log_c else []
     hit = d > log_c if rule == "tis" else d.abs() > log_c
     return sorted(g.filter(hit).get_column("pos").to_list())
+
+
+def with_touched(tokens: pl.DataFrame, rule: str, c: float) -> pl.DataFrame:
+    """``tokens`` (a response's token frame) with ``touched``: whether ``rule`` at ``c`` clips or masks the
+    position (see :func:`touched_positions`)."""
+    at = touched_positions(tokens, rule, c)
+    return tokens.with_columns(pl.col("pos").is_in(at).alias("touched"))
+
+
+def touched_text(tokens: pl.DataFrame, rule: str, c: float) -> tuple[str, str]:
+    """``(label, text)`` of what ``rule`` at ``c`` does to one response: "masked IS at C = 2", "2 of 5 tokens
+    masked (wavy underline)" (of the positions the gap counts)."""
+    r = RULES[rule]
+    n = tokens.filter(pl.col("gap_valid").fill_null(False)).height if "gap_valid" in tokens.columns else 0
+    k = len(touched_positions(tokens, rule, c))
+    verb = "clipped" if rule == "tis" else "masked"
+    return f"{r.name} at C = {c:g}", f"{k:,} of {n:,} tokens {verb} (wavy underline)"

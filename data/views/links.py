@@ -119,6 +119,11 @@ def kl_sorted(run: str, step: int, prefix: str = "") -> str:
     )
 
 
+def gap_sorted(run: str, step: int, sort: str, prefix: str = "") -> str:
+    """A step's responses sorted by gap column ``sort``, the largest first: what a gap page point opens."""
+    return prefix + paths.RESPONSES + ResponsesView(run=run, step=step, sort=sort, order="desc").to_query()
+
+
 def export(view: ResponsesView, fmt: str, prefix: str = "") -> str:
     """The download of the rows of ``view`` (its selected row aside) as ``fmt``."""
     base = view.with_(sample=None).to_query()
