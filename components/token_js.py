@@ -28,6 +28,7 @@ function strip(store) {
     var tries = 0;
     function tip(d, i) {
         var t = 'position ' + d.pos[i] + ' · token "' + d.raw[i] + '"' + (d.pad[i] ? ' · pad' : '');
+        if (d.touched && d.touched[i]) { t += ' · clipped or masked by the correction in the URL'; }
         for (var j = 0; j < d.labels.length; j++) {
             var v = d.values[j][i];
             t += '\n' + d.labels[j] + ': ' + (v === null ? '–' : v);
@@ -57,6 +58,10 @@ function strip(store) {
                 if (data.fg[c]) { s.style.color = data.fg[c]; }
             }
             if (data.pad[i]) { s.className = 'token-pad'; }
+            if (data.touched && data.touched[i]) {
+                s.style.textDecoration = 'underline wavy __TOUCHED__';
+                s.setAttribute('data-touched', '1');
+            }
             frag.appendChild(s);
         }
         if (first) {
@@ -186,6 +191,7 @@ def strip_js(
         .replace("__DATA__", data_id)
         .replace("__DONE__", done_id)
         .replace("__OUTLINE__", theme.TEXT)
+        .replace("__TOUCHED__", theme.METRIC_COLOURS["correction_tokens"])
     )
 
 

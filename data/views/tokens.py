@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 from data.tokens import STRIP_METRICS, TokenView, first_sample, is_file_metric, token_view
 from data.views import paths
 from data.views.codec import encode, first, get_bool, get_choice, key_notices, parse_search
+from data.views.gap import correction
 from data.views.paths import shown_run
 
 DEFAULT_METRIC = "kl"
@@ -23,6 +24,8 @@ class TokensState:
     metric: str = DEFAULT_METRIC
     pads: bool = False
     back: str = ""
+    rule: str | None = None  # a correction whose tokens the strip marks (data.infer_gap.RULES), at C = c
+    c: float | None = None
 
     @classmethod
     def from_query(cls, query) -> tuple[TokensState, list[str]]:
@@ -36,7 +39,9 @@ class TokensState:
         pads = get_bool(query, "pads", notes, False)
         # Re-encoded so that only a query string ever follows "/responses" in the link back.
         back = urlencode(parse_search(first(query, "back") or ""), doseq=True)
-        return cls(first(query, "run") or None, first(query, "sample") or None, metric, pads, back), notes
+        rule, c = correction(query, notes) if first(query, "rule") or first(query, "c") else (None, None)
+        run, sample = first(query, "run") or None, first(query, "sample") or None
+        return cls(run, sample, metric, pads, back, rule, c), notes
 
     def to_query(self) -> str:
         """``?run=…&sample=…`` with defaults left out ('' for the default state)."""
@@ -47,8 +52,14 @@ class TokensState:
                 ("metric", None if self.metric == DEFAULT_METRIC else self.metric),
                 ("pads", True if self.pads else None),
                 ("back", self.back or None),
+                ("rule", self.rule),
+                ("c", self.c),
             ]
         )
+
+    def correction(self) -> tuple[str, float] | None:
+        """The correction whose tokens the strip marks, ``(rule, C)``, or None."""
+        return None if self.rule is None or self.c is None else (self.rule, self.c)
 
 
 # Why the page shows no response: no runs, the URL's run is not under the root, the run is still being
