@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import dash_bootstrap_components as dbc
-from dash import html
+from dash import dcc, html
 
 from components.layout import card, graph
 
@@ -59,10 +59,11 @@ def formulas(rules, rule: str, c: float) -> html.Div:
 def page(ids: Mapping, head: Sequence, controls_row, formula_box) -> html.Div:
     """The page below its ``head`` (stores, title, notices): the controls, the formulas, the gap and tail
     charts side by side and the correction's chart below. ``ids``: ``curve`` / ``curve_title`` /
-    ``curve_note`` by chart key (``gap``, ``tail``, ``correction``) and ``formulas``."""
+    ``curve_note`` by chart key (``gap``, ``tail``, ``correction``), ``formulas`` and ``token_link`` (the
+    correction's card: a link to a response's tokens with the correction marked, see :func:`token_link`)."""
 
-    def panel(key):
-        return card(ids["curve_title"][key], "", [graph(ids["curve"][key])], ids["curve_note"][key])
+    def panel(key, extra=()):
+        return card(ids["curve_title"][key], "", [*extra, graph(ids["curve"][key])], ids["curve_note"][key])
 
     return html.Div(
         [
@@ -71,7 +72,8 @@ def page(ids: Mapping, head: Sequence, controls_row, formula_box) -> html.Div:
             dbc.Row([dbc.Col(panel(k), lg=6, className="mb-3") for k in ("gap", "tail")], className="g-3"),
             dbc.Row(
                 [
-                    dbc.Col(panel("correction"), lg=8, className="mb-3"),
+                    dbc.Col(panel("correction", (html.Div(id=ids["token_link"], className="small mb-1"),)), lg=8,
+                            className="mb-3"),
                     dbc.Col(dbc.Card(dbc.CardBody(html.Div(formula_box, id=ids["formulas"]), className="p-2"),
                                      className="h-100 shadow-sm"), lg=4, className="mb-3"),
                 ],
@@ -79,3 +81,13 @@ def page(ids: Mapping, head: Sequence, controls_row, formula_box) -> html.Div:
             ),
         ]
     )  # fmt: skip
+
+
+def token_link(step, href: str | None):
+    """A link to the tokens of ``step``'s response with the largest |Δ|, the correction's tokens marked."""
+    if href is None:
+        return None
+    return dcc.Link(
+        f"Step {step:,}: the response with the largest |Δ|, its tokens with this correction marked →",
+        href=href,
+    )

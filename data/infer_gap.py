@@ -278,3 +278,17 @@ def touched_text(tokens: pl.DataFrame, rule: str, c: float) -> tuple[str, str]:
     k = len(touched_positions(tokens, rule, c))
     verb = "clipped" if rule == "tis" else "masked"
     return f"{r.name} at C = {c:g}", f"{k:,} of {n:,} tokens {verb} (wavy underline)"
+
+
+def largest_gap_sample(store: RunStore, step: int | None, column: str = "infer_gap_abs_max") -> str | None:
+    """The sample id of ``step``'s response with the largest ``column`` (a tie: the first sample id), or None."""
+    if step is None or not store.has_column(column):
+        return None
+    top = (
+        store.scan(["sample_id", column], step=step)
+        .filter(pl.col(column).is_not_null())
+        .sort([column, "sample_id"], descending=[True, False])
+        .head(1)
+        .collect()
+    )
+    return top.item(0, "sample_id") if top.height else None

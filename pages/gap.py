@@ -32,6 +32,7 @@ IDS = {
     "curve_title": {k: f"gap-curve-{k}-title" for k in KEYS},
     "curve_note": {k: f"gap-curve-{k}-note" for k in KEYS},
     "formulas": "gap-formulas",
+    "token_link": "gap-token-link",
 }
 STORE_WAIT_SECONDS = 10.0
 
@@ -90,21 +91,26 @@ def _sync(search, step, band, rule, c, pathname):
 @callback(
     *(Output(IDS["curve"][k], "figure") for k in KEYS),
     *(Output(IDS[f"curve_{part}"][k], "children") for part in ("title", "note") for k in KEYS),
-    Output(IDS["formulas"], "children"), Input(URL, "search"), State(URL, "pathname"),
+    Output(IDS["formulas"], "children"), Output(IDS["token_link"], "children"), Input(URL, "search"),
+    State(URL, "pathname"),
 )  # fmt: skip
 def _curves(search, pathname):
-    """The gap's two charts and the correction's, with their titles and notes, and the formulas."""
+    """The gap's two charts and the correction's, with their titles and notes, the formulas, and a link to the
+    selected step's response with the largest |Δ| with the correction's tokens marked."""
     if left_page(pathname, paths.GAP):
         raise PreventUpdate
     view, _, run_ctx = _decode(search)
     store = run_ctx.store
     if store is None:
-        return *rp.no_data(3, 6), no_update
+        return *rp.no_data(3, 6), no_update, None
     step = view.shown_step(run_ctx.step_list)
+    sample = infer_gap.largest_gap_sample(store, step)
+    href = sample and links.tokens_corrected(view.run, sample, view.rule, view.c, url_prefix())
     panels = gap_panels.gap_panels(infer_gap.gap_steps(store), view.band)
     preview = infer_gap.correction_preview(store, view.rule, view.c, step)
     panels.append(gap_panels.correction_panel(preview))
-    return *rp.panel_outputs(panels, step, pick=True), gp.formulas(infer_gap.RULES, view.rule, view.c)
+    formulas = gp.formulas(infer_gap.RULES, view.rule, view.c)
+    return *rp.panel_outputs(panels, step, pick=True), formulas, gp.token_link(step, href)
 
 
 @callback(

@@ -69,6 +69,13 @@ def tokens(
     return prefix + paths.TOKENS + TokensState(run, sample, metric, pads, back).to_query()
 
 
+def tokens_corrected(run: str, sample: str, rule: str, c: float, prefix: str = "") -> str:
+    """The token page of one response coloured by the gap, the tokens a correction ``rule`` at ``c`` touches
+    marked."""
+    state = TokensState(run, sample, "infer_gap", rule=rule, c=c)
+    return prefix + paths.TOKENS + state.to_query()
+
+
 def tokens_many(run: str, samples: Iterable[str], prefix: str = "") -> list[str]:
     """:func:`tokens` of many responses of one run (its part encoded once: a prompt may have thousands)."""
     base = tokens(run, "", prefix=prefix)  # ends with "sample="

@@ -18,7 +18,7 @@ URL = page_url_key("/gap")
 OUT = "..gap-curve-gap.figure...gap-curve-tail.figure...gap-curve-correction.figure"
 OUT += "...gap-curve-gap-title.children...gap-curve-tail-title.children...gap-curve-correction-title.children"
 OUT += "...gap-curve-gap-note.children...gap-curve-tail-note.children...gap-curve-correction-note.children"
-OUT += "...gap-formulas.children.."
+OUT += "...gap-formulas.children...gap-token-link.children.."
 
 
 @pytest.fixture
@@ -79,6 +79,10 @@ def test_gap102_curves_and_the_correction_at_c2(client, nemo):
     assert resp["gap-curve-correction-title"]["children"] == "masked IS at C = 2: masked: ratio_t ∉ [1/C, C]"
     formulas = str(resp["gap-formulas"]["children"])
     assert formulas.index("masked IS") < formulas.index("truncated IS") and "min(ratio_t, C)" in formulas
+    link = resp["gap-token-link"]["children"]["props"]
+    assert "Step 2: the response with the largest |Δ|" in link["children"]
+    q = parse_qs(urlsplit(link["href"]).query)
+    assert q["rule"] == ["mis"] and q["c"] == ["2"] and q["metric"] == ["infer_gap"] and q["run"] == [nemo]
 
 
 def test_gap103_a_point_opens_its_steps_responses_sorted(client, nemo):
@@ -124,3 +128,31 @@ def test_gap104_token_page_marks_the_tokens_a_correction_touches(dash_app, nemo)
     data, line = strip()
     assert "touched" not in data and "masked IS" not in line
     assert strip(rule="seq", c="1.2")[0]["touched"] == [1, 1, 1, 1, 1]
+
+
+def test_gap105_export_has_the_four_columns_and_filters_on_them(client, nemo, tmp_path):
+    """/export of a step holds the four gap columns with the values computed by hand from the file, and
+    gap_min / tail_min keep exactly the responses at or above them."""
+    import csv
+    import io
+    import json
+
+    from tests.unit.metrics.test_infer_gap import hand_gap
+
+    lines = (tmp_path / "root" / "nemo" / "train_data_step2.jsonl").read_text().splitlines()
+    hand = {i: hand_gap(json.loads(x)) for i, x in enumerate(lines, start=1)}
+    r = client.get(f"/export?run={nemo}&step=2&format=csv")
+    assert r.status_code == 200
+    rows = list(csv.DictReader(io.StringIO(r.data.decode())))
+    assert len(rows) == len(hand) == 8
+    for row in rows:
+        h = hand[int(row["line"])]
+        assert float(row["infer_gap_abs_mean"]) == pytest.approx(h["abs_mean"], rel=1e-6)
+        assert float(row["infer_gap_abs_max"]) == pytest.approx(h["abs_max"], rel=1e-6)
+        assert float(row["infer_gap_tail_share"]) == pytest.approx(h["share"])
+        assert row["infer_gap_first_tail"] == ("" if h["first"] is None else str(h["first"]))
+    for key, col in (("gap", "abs_mean"), ("tail", "share")):
+        cut = sorted(h[col] for h in hand.values())[4]
+        r = client.get(f"/export?run={nemo}&step=2&format=csv&{key}_min={cut!r}")
+        kept = {int(row["line"]) for row in csv.DictReader(io.StringIO(r.data.decode()))}
+        assert kept == {i for i, h in hand.items() if h[col] >= cut}, key
