@@ -63,7 +63,7 @@ def gap_panels(steps: pl.DataFrame, band: str) -> list[Panel]:
 def correction_panel(preview: Preview) -> Panel:
     """A correction's shares per step: of the tokens it clips or masks and of the responses it touches."""
     r = preview.rule
-    title = f"{r.name} at C = {preview.c:g}: {r.touches}"
+    title = f"{r.name} at C = {preview.c:g} ({r.touches})"
     if preview.frame.height == 0:
         return Panel("correction", title, "", (), NO_GAP, empty=NO_GAP)
     f = preview.frame.sort("step")

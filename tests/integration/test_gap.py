@@ -76,7 +76,7 @@ def test_gap102_curves_and_the_correction_at_c2(client, nemo):
     tokens = next(t for t in corr if t["name"] == "tokens masked")
     want = correction_preview(store, "mis", 2.0, 2).frame.get_column("token_share").to_list()
     assert _values(tokens["y"]) == pytest.approx(want) and max(want) > 0
-    assert resp["gap-curve-correction-title"]["children"] == "masked IS at C = 2: masked: ratio_t ∉ [1/C, C]"
+    assert resp["gap-curve-correction-title"]["children"] == "masked IS at C = 2 (masked: ratio_t ∉ [1/C, C])"
     formulas = str(resp["gap-formulas"]["children"])
     assert formulas.index("masked IS") < formulas.index("truncated IS") and "min(ratio_t, C)" in formulas
     link = resp["gap-token-link"]["children"]["props"]
