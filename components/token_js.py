@@ -59,7 +59,9 @@ function strip(store) {
             }
             if (data.pad[i]) { s.className = 'token-pad'; }
             if (data.touched && data.touched[i]) {
-                s.style.textDecoration = 'underline wavy __TOUCHED__';
+                // Below the token's background, in the page's text colour: seen on any colour of the scale.
+                s.style.textDecoration = 'underline wavy 2px __OUTLINE__';
+                s.style.textUnderlineOffset = '3px';
                 s.setAttribute('data-touched', '1');
             }
             frag.appendChild(s);
@@ -191,7 +193,6 @@ def strip_js(
         .replace("__DATA__", data_id)
         .replace("__DONE__", done_id)
         .replace("__OUTLINE__", theme.TEXT)
-        .replace("__TOUCHED__", theme.METRIC_COLOURS["correction_tokens"])
     )
 
 
