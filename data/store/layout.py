@@ -24,7 +24,8 @@ from data.remote import as_path
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
 # readable). 16: the inference–trainer gap per response (infer_gap_n, _tail_n, _abs_mean, _abs_max,
 # _tail_share, _first_tail, _mean, _max: positions the loss mask keeps, tail |Δ| > ln 2) and per step in the
-# steps summary (the tail pooled from the counts); 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
+# steps summary (the tail pooled from the counts), NeMo-RL's sample_loss_mask kept as its generated tokens'
+# token_loss_mask (the gap leaves a sample out of the loss out); 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
 # is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
 # (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
 # empty completions; Atropos, prime-rl and miles dialects (a file matched before to the contract is matched

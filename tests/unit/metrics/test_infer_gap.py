@@ -27,10 +27,13 @@ TAIL = math.log(2)
 
 def hand_gap(line: dict) -> dict:
     """By hand from one NeMo-RL line: the generated positions (token_loss_mask 1 within input_lengths), Δ =
-    prev_logprobs − generation_logprobs there, those finite counted; the four columns and the counts."""
+    prev_logprobs − generation_logprobs there, those finite counted unless sample_loss_mask is 0 (the loss's
+    mask is their product); the four columns and the counts."""
     one = {k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in line.items()}
     mask, n = np.array(one["token_loss_mask"]), int(one["input_lengths"])
     keep = np.flatnonzero(mask[:n] == 1)
+    if one.get("sample_loss_mask", 1) == 0:
+        keep = keep[:0]
     d = np.array(one["prev_logprobs"], float)[keep] - np.array(one["generation_logprobs"], float)[keep]
     pos = np.arange(len(keep))[np.isfinite(d)]
     d = d[np.isfinite(d)]
@@ -82,7 +85,9 @@ def assert_gap_columns_by_hand(run: Path, cache: Path) -> None:
         assert s["infer_gap_tail_pooled"] == (pytest.approx(tail / n, rel=1e-12) if n else None)
 
 
-def nemo_rl_line(idx: int, prompt: int, prev: list[float], gen: list[float], width: int) -> dict:
+def nemo_rl_line(
+    idx: int, prompt: int, prev: list[float], gen: list[float], width: int, sample_mask: float = 1.0
+) -> dict:
     """One GRPO sample as NeMo-RL logs it: a batch of one, ``content`` (prompt, the model's turn, the
     environment's), full-sequence arrays over prompt and response right-padded to ``width``, the loss mask 1
     on the model's tokens, log-probs 0 on the prompt."""
@@ -94,7 +99,7 @@ def nemo_rl_line(idx: int, prompt: int, prev: list[float], gen: list[float], wid
         "input_lengths": [n],
         "token_ids": [list(range(100, 100 + n)) + [0] * pad],
         "token_loss_mask": [[0] * prompt + [1] * len(prev) + [0] * pad],
-        "sample_loss_mask": [1.0],
+        "sample_loss_mask": [sample_mask],
         "advantages": [[0.0] * width],
         "generation_logprobs": [[0.0] * prompt + gen + [0.0] * pad],
         "prev_logprobs": [[0.0] * prompt + prev + [0.0] * pad],
@@ -108,7 +113,8 @@ BY_HAND_GEN = [-0.5, -1.0, -0.25, -2.5, -1.0]
 
 
 def write_nemo_rl_run(run: Path, seed: int = 0) -> None:
-    """Two steps of 8 samples: the response by hand first, then random gaps, a few far (the tail)."""
+    """Two steps of 8 samples: the response by hand first, then random gaps, a few far (the tail); the last
+    one out of the loss (sample_loss_mask 0: no position of it counts)."""
     rng = random.Random(seed)
     run.mkdir(parents=True)
     for step in (1, 2):
@@ -117,7 +123,7 @@ def write_nemo_rl_run(run: Path, seed: int = 0) -> None:
             k = rng.randrange(1, 12)
             prev = [round(rng.uniform(-4, -0.01), 4) for _ in range(k)]
             gen = [p - rng.choice([0.0, 0.01, -0.02, 0.3, -0.8, 1.2 * step]) for p in prev]
-            lines.append(nemo_rl_line(i, 3, prev, gen, 16))
+            lines.append(nemo_rl_line(i, 3, prev, gen, 16, 0.0 if i == 7 else 1.0))  # 7: out of the loss
         (run / f"train_data_step{step}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
@@ -159,7 +165,8 @@ def _hand_deltas(run: Path) -> dict[int, list[np.ndarray]]:
                 np.array(one["prev_logprobs"], float)[keep]
                 - np.array(one["generation_logprobs"], float)[keep]
             )
-            out.setdefault(step, []).append(d[np.isfinite(d)])
+            if one.get("sample_loss_mask", 1) != 0:
+                out.setdefault(step, []).append(d[np.isfinite(d)])
     return out
 
 
