@@ -98,7 +98,7 @@ def _aggregations(extras: Sequence[str] = ()) -> list[tuple[tuple[str, ...], lis
             ],
         ),
         (("repetition",), [_finite_mean("repetition").alias("repetition_mean")]),
-        (GAP_INPUT, _gap_step()),
+        *_gap_step(),
         *[((c,), [_finite_mean(c).alias(extra_mean(c))]) for c in extras],
     ]
 
@@ -112,20 +112,19 @@ GAP_INPUT = (
 )
 
 
-def _gap_step() -> list[pl.Expr]:
-    """The inference–trainer gap of a step: the responses' mean |Δ|, max |Δ| and tail share as distributions
-    (the curves' bands), and the tail pooled over the step's positions, exactly, from the responses' counts:
-    ``infer_gap_n_total`` positions, ``infer_gap_tail_n_total`` in the tail, ``infer_gap_tail_pooled`` their
-    ratio (null without a position)."""
+def _gap_step() -> list[tuple[tuple[str, ...], list[pl.Expr]]]:
+    """The inference–trainer gap of a step (as :func:`_aggregations`' items, a few columns each): the
+    responses' mean |Δ|, max |Δ| and tail share as distributions (the curves' bands), and the tail pooled
+    over the step's positions, exactly, from the responses' counts: ``infer_gap_n_total`` positions,
+    ``infer_gap_tail_n_total`` in the tail, ``infer_gap_tail_pooled`` their ratio (null without one)."""
     n, tail = pl.col("infer_gap_n").sum(), pl.col("infer_gap_tail_n").sum()
-    return [
-        *_dist("infer_gap_abs_mean"),
-        *_dist("infer_gap_abs_max"),
-        *_dist("infer_gap_tail_share"),
+    counts = [
         n.alias("infer_gap_n_total"),
         tail.alias("infer_gap_tail_n_total"),
         pl.when(n > 0).then(tail / n).alias("infer_gap_tail_pooled"),
     ]
+    dists = [((c,), _dist(c)) for c in ("infer_gap_abs_mean", "infer_gap_abs_max", "infer_gap_tail_share")]
+    return [*dists, (("infer_gap_n", "infer_gap_tail_n"), counts)]
 
 
 # The columns a summary reads that a frame made by hand may lack: nulls of their type there.

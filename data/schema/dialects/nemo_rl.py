@@ -121,6 +121,7 @@ DIALECT = Dialect(
         "token_ids, prev_logprobs, generation_logprobs, advantages → cut to the generated tokens "
         "(token_loss_mask 1 within input_lengths): tokens (their ids, or their text with a tokenizer.json), "
         "logprobs (the trainer's), generation_logprobs (the inference engine's), advantages",
+        "sample_loss_mask → the generated tokens' token_loss_mask (the loss's mask: token mask × sample mask)",
         "val_data_step{N}.jsonl → the run's validation",
     ),
     line=line,
