@@ -63,6 +63,10 @@ class ResponseFilter:
     len_max: float | None = None
     ref_min: float | None = None
     ref_max: float | None = None
+    gap_min: float | None = None
+    gap_max: float | None = None
+    tail_min: float | None = None
+    tail_max: float | None = None
     q: str | None = None
     loses_only: bool = False
     truncated: tuple[tuple[str, ...], tuple[str, ...]] | None = None

@@ -11,10 +11,11 @@ from __future__ import annotations
 import polars as pl
 
 from data.cache import StoreKey, shared
+from data.config import INFER_GAP_TAIL_TEXT
+from data.infer_gap import touched_text, with_touched
 from data.metrics import METRICS, label
 from data.metrics.response import strip_pad_text
 from data.metrics.token import (
-    INFER_GAP_THRESHOLD,
     INFERENCE_LOGPROB_FIELDS,
     TOKEN_COLUMNS,
     file_column,
@@ -154,13 +155,15 @@ def strip_metric(view: TokenView, metric: str) -> tuple[str | None, list[str]]:
 
 
 def strip(
-    view: TokenView, metric: str, show_pads: bool
+    view: TokenView, metric: str, show_pads: bool, correction: tuple[str, float] | None = None
 ) -> tuple[str | None, list[str], pl.DataFrame, tuple[float, float, bool] | None]:
     """``(metric, notes, visible tokens, (lo, hi, signed))`` the strip of ``view`` is drawn with: the metric
-    and notes of :func:`strip_metric`, the positions :func:`visible_tokens` shows, and the colour scale over
-    them (None when no metric is allowed)."""
+    and notes of :func:`strip_metric`, the positions :func:`visible_tokens` shows (with ``touched``, the
+    positions a ``correction`` ``(rule, C)`` clips or masks, when given), and the colour scale over them
+    (None when no metric is allowed)."""
     metric, lacks = strip_metric(view, metric)
-    shown = visible_tokens(view.tokens, show_pads)
+    all_tokens = view.tokens if correction is None else with_touched(view.tokens, *correction)
+    shown = visible_tokens(all_tokens, show_pads)
     scale = (*scale_range(metric, shown.get_column(metric)), metric_signed(metric)) if metric else None
     return metric, lacks, shown, scale
 
@@ -192,11 +195,13 @@ def key_figures(view: TokenView) -> list[tuple[str, object, str]]:
     return [(label(k), view.info.get(k), METRICS[k].fmt) for k in KEY_FIGURES]
 
 
-def infer_gap_figures(view: TokenView) -> list[tuple[str, object, str]]:
+def infer_gap_figures(
+    view: TokenView, correction: tuple[str, float] | None = None
+) -> list[tuple[str, object, str]]:
     """``(label, value, format)`` of the response's inference–trainer mismatch (see
     :func:`data.metrics.token.infer_gap_summary`; format as in :func:`key_figures`): mean and max |gap|,
     where the max is (position and token text), the share of tokens with |gap| over
-    :data:`INFER_GAP_THRESHOLD`, how many tokens have a gap. Empty when the response has none to show."""
+    :data:`data.config.INFER_GAP_TAIL`, how many tokens have a gap. Empty when the response has none to show."""
     s = infer_gap_summary(view.tokens)
     if s is None:
         return []
@@ -206,8 +211,9 @@ def infer_gap_figures(view: TokenView) -> list[tuple[str, object, str]]:
         ("mean |gap|", s["mean_abs"], "num"),
         ("max |gap|", s["max_abs"], "num"),
         ("at position", f"{s['max_pos']:,} ({text!r})", "text"),
-        (f"|gap| > {INFER_GAP_THRESHOLD:g}", s["over"], "share"),
+        (f"|gap| > {INFER_GAP_TAIL_TEXT}", s["over"], "share"),
         ("tokens compared", s["n"], "int"),
+        *([(*touched_text(view.tokens, *correction), "text")] if correction else []),
     ]
 
 

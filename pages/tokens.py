@@ -169,14 +169,14 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
             _controls(state),
             html.P(tokens.NO_TOKEN_FIELDS, className="small text-muted", id=MISSING_NOTE),
         ]
-    metric, lacks, shown, scale = tokens.strip(view, state.metric, state.pads)
+    metric, lacks, shown, scale = tokens.strip(view, state.metric, state.pads, state.correction())
     label = tokens.metric_label(metric) if metric else ""
     hidden = view.tokens.height - shown.height
     hover, controls = tokens.hover_columns(view), _controls(state, view)
     strip = tp.strip_card(shown, metric, label, scale, hidden, hover, controls, STRIP_IDS)
     top_ids = {"log_ratio": TOP_LOG_RATIO, "kl": TOP_KL}
     tables = [(rows, title, top_ids[by]) for by, rows, title in tokens.top_tables(view)]
-    gap = tokens.infer_gap_figures(view)
+    gap = tokens.infer_gap_figures(view, state.correction())
     return [
         *out,
         tp.notes(lacks, MISSING_NOTE),
@@ -249,7 +249,7 @@ def _more_tokens(want, shown):
     state, view, _ = views.resolve(state, board(), STORE_WAIT)
     if view is None or not view.fields:
         return no_update
-    metric, _, visible, scale = tokens.strip(view, state.metric, state.pads)
+    metric, _, visible, scale = tokens.strip(view, state.metric, state.pads, state.correction())
     upto = want.get("upto") if isinstance(want.get("upto"), int) else None
     hover = tokens.hover_columns(view)
     return tp.strip_window(visible, metric, scale, hover, str(want.get("key")), want["start"], upto)

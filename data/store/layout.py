@@ -22,7 +22,10 @@ from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
-# readable). 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
+# readable). 16: the inference–trainer gap per response (infer_gap_n, _tail_n, _abs_mean, _abs_max,
+# _tail_share, _first_tail, _mean, _max: positions the loss mask keeps, tail |Δ| > ln 2) and per step in the
+# steps summary (the tail pooled from the counts), NeMo-RL's sample_loss_mask kept as its generated tokens'
+# token_loss_mask (the gap leaves a sample out of the loss out); 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
 # is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
 # (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
 # empty completions; Atropos, prime-rl and miles dialects (a file matched before to the contract is matched
@@ -41,7 +44,7 @@ from data.remote import as_path
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 15
+STORE_FORMAT = 16
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token
@@ -53,7 +56,9 @@ SCALAR_CORE = stored_columns()
 SCALAR_DTYPES: dict[str, pl.DataType] = {
     **dict.fromkeys(("sample_id", "source", "prompt_key", "prompt_preview", "response_preview"), pl.String()),
     **dict.fromkeys(
-        ("line", "part", "row", "step", "response_length", "response_chars", "n_kl_tokens"), pl.Int64()
+        ("line", "part", "row", "step", "response_length", "response_chars", "n_kl_tokens")
+        + ("infer_gap_n", "infer_gap_tail_n", "infer_gap_first_tail"),
+        pl.Int64(),
     ),
     "has_tokens": pl.Boolean(),
 }

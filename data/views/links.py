@@ -74,6 +74,13 @@ def tokens(
     return prefix + paths.TOKENS + TokensState(run, sample, metric, pads, back).to_query()
 
 
+def tokens_corrected(run: str, sample: str, rule: str, c: float, prefix: str = "") -> str:
+    """The token page of one response coloured by the gap, the tokens a correction ``rule`` at ``c`` touches
+    marked."""
+    state = TokensState(run, sample, "infer_gap", rule=rule, c=c)
+    return prefix + paths.TOKENS + state.to_query()
+
+
 def tokens_many(run: str, samples: Iterable[str], prefix: str = "") -> list[str]:
     """:func:`tokens` of many responses of one run (its part encoded once: a prompt may have thousands)."""
     base = tokens(run, "", prefix=prefix)  # ends with "sample="
@@ -122,6 +129,11 @@ def kl_sorted(run: str, step: int, prefix: str = "") -> str:
     return (
         prefix + paths.RESPONSES + ResponsesView(run=run, step=step, sort="kl_sum", order="desc").to_query()
     )
+
+
+def gap_sorted(run: str, step: int, sort: str, prefix: str = "") -> str:
+    """A step's responses sorted by gap column ``sort``, the largest first: what a gap page point opens."""
+    return prefix + paths.RESPONSES + ResponsesView(run=run, step=step, sort=sort, order="desc").to_query()
 
 
 def export(view: ResponsesView, fmt: str, prefix: str = "") -> str:

@@ -47,6 +47,10 @@ class ResponsesView:
     len_max: float | None = None
     ref_min: float | None = None
     ref_max: float | None = None
+    gap_min: float | None = None
+    gap_max: float | None = None
+    tail_min: float | None = None
+    tail_max: float | None = None
     q: str | None = None
     loses: bool = False
     truncated: bool = False
@@ -163,6 +167,10 @@ class ResponsesView:
             len_max=self.len_max,
             ref_min=self.ref_min,
             ref_max=self.ref_max,
+            gap_min=self.gap_min,
+            gap_max=self.gap_max,
+            tail_min=self.tail_min,
+            tail_max=self.tail_max,
             q=q,
             loses_only=self.loses,
             truncated=(tuple(ends[0]), tuple(ends[1])) if self.truncated else None,

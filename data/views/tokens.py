@@ -10,6 +10,7 @@ from data.run_context import step_at_or_before
 from data.tokens import STRIP_METRICS, TokenView, default_sample, is_file_metric, token_view
 from data.views import paths
 from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices, parse_search
+from data.views.gap import correction
 from data.views.paths import shown_run
 
 DEFAULT_METRIC = "kl"
@@ -26,6 +27,8 @@ class TokensState:
     pads: bool = False
     back: str = ""
     step: int | None = None
+    rule: str | None = None  # a correction whose tokens the strip marks (data.infer_gap.RULES), at C = c
+    c: float | None = None
 
     @classmethod
     def from_query(cls, query) -> tuple[TokensState, list[str]]:
@@ -40,8 +43,9 @@ class TokensState:
         # Re-encoded so that only a query string ever follows "/responses" in the link back.
         back = urlencode(parse_search(first(query, "back") or ""), doseq=True)
         step = get_int(query, "step", notes, None)
+        rule, c = correction(query, notes) if first(query, "rule") or first(query, "c") else (None, None)
         run, sample = first(query, "run") or None, first(query, "sample") or None
-        return cls(run, sample, metric, pads, back, step), notes
+        return cls(run, sample, metric, pads, back, step, rule, c), notes
 
     def to_query(self) -> str:
         """``?run=…&sample=…`` with defaults left out ('' for the default state)."""
@@ -53,8 +57,14 @@ class TokensState:
                 ("pads", True if self.pads else None),
                 ("back", self.back or None),
                 ("step", self.step),
+                ("rule", self.rule),
+                ("c", self.c),
             ]
         )
+
+    def correction(self) -> tuple[str, float] | None:
+        """The correction whose tokens the strip marks, ``(rule, C)``, or None."""
+        return None if self.rule is None or self.c is None else (self.rule, self.c)
 
 
 # Why the page shows no response: no runs, the URL's run is not under the root, the run is still being
