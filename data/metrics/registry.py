@@ -9,36 +9,18 @@ a new metric is one entry here plus its expression (in :mod:`data.metrics.respon
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from data.metrics.metric import ROW, Metric
 
-
-@dataclass(frozen=True)
-class Metric:
-    """One column or metric. ``signed`` metrics get a diverging colour scale centred at 0; ``fmt`` is the
-    kind of number the UI's formatter shows (``num``, ``int``, ``share``, ``step``, ``text``); ``level``
-    is ``token``, ``response`` or ``step`` for a metric and ``row`` for a column that only identifies or
-    previews a response. ``stored``: a column of the store's scalars; ``exported``: its place among the
-    export's columns (1 first; 0 not exported); ``range_key``: the URL prefix of its range filter
-    (``<key>_min`` / ``<key>_max``), ``range_at`` that filter's place among the filters; ``table``: its
-    place among the responses table's columns (0: not a column of it); ``from_tokens``: its place among
-    the per-response aggregates computed from the token arrays at ingest (0: not one of them)."""
-
-    key: str
-    label: str
-    description: str
-    signed: bool = False
-    level: str = "response"
-    unit: str = ""
-    fmt: str = "num"
-    stored: bool = False
-    exported: int = 0
-    range_key: str | None = None
-    range_at: int = 0
-    table: int = 0
-    from_tokens: int = 0
-
-
-ROW = "row"
+# The critic's sums of a response (key: label): its positions with a finite value error, those of them whose
+# return is the file's own (``returns``, not γ = 1), and the sums of r = return and e = value − return there.
+_CRITIC_SUMS = {
+    **{
+        "critic_n": "positions with a value and a return",
+        "critic_file_n": "of them, with the file's returns",
+    },
+    **{"return_sum": "Σ r", "return_sq_sum": "Σ r²", "value_error_sum": "Σ e", "value_error_sq_sum": "Σ e²"},
+    "value_error_abs_sum": "Σ |e|",
+}
 
 COLUMNS: dict[str, Metric] = {
     m.key: m
@@ -69,9 +51,20 @@ COLUMNS: dict[str, Metric] = {
             "token",
             unit="nats",
         ),
-        Metric("return", "return (γ = 1)", "sum of token rewards from this token to the end", True, "token"),
         Metric(
-            "value_error", "value error (value − return)", "critic value minus return (γ = 1)", True, "token"
+            "return",
+            "return",
+            "the trainer's own return of the token where the file has one (its `returns`), else the sum of the "
+            "token rewards from this token to the end (γ = 1); see return_label",
+            True,
+            "token",
+        ),
+        Metric(
+            "value_error",
+            "value error (value − return)",
+            "critic value minus return (the trainer's returns where given, else γ = 1)",
+            True,
+            "token",
         ),
         # The columns of one response, in the order of the store's scalars
         Metric(
@@ -263,6 +256,20 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             from_tokens=9,
         ),
+        # The critic's sums of one response over its positions with both a value and a return (value_error_t
+        # = value_t − return_t finite), so that a step's critic health pools every position exactly.
+        *[
+            Metric(
+                k,
+                lab,
+                f"{lab}: a critic's sum of the response (see data/metrics/critic.py)",
+                level=ROW,
+                fmt="int" if k.endswith("_n") else "num",
+                stored=True,
+                from_tokens=at,
+            )
+            for at, (k, lab) in enumerate(_CRITIC_SUMS.items(), start=10)
+        ],
         Metric(
             "repetition",
             "repetition (share of repeated word 3-grams)",
@@ -340,6 +347,21 @@ COLUMNS: dict[str, Metric] = {
             False,
             "step",
             fmt="share",
+        ),
+        Metric(
+            "explained_variance",
+            "explained variance",
+            "1 − Var(return − value) / Var(return), pooled over every position of the step's responses with both "
+            "a value and a return (population variances; null under 2 positions or where the returns do not vary)",
+            True,
+            "step",
+        ),
+        Metric(
+            "value_error_abs_pooled",
+            "mean |value − return|",
+            "Σ |value_t − return_t| / n over every position of the step's responses with both a value and a return",
+            False,
+            "step",
         ),
         Metric(
             "kl_top_share",

@@ -97,13 +97,30 @@ def _aggregations(extras: Sequence[str] = ()) -> list[tuple[tuple[str, ...], lis
                 pl.col("value_error_mean").mean().alias("value_error_mean"),
             ],
         ),
+        # A few columns at a time (step_summary_by_columns reads each group's columns at once).
+        *[
+            (cols, [pl.col(c).sum().alias(c) for c in cols])
+            for cols in (CRITIC_SUMS[:2], CRITIC_SUMS[2:4], CRITIC_SUMS[4:])
+        ],
         (("repetition",), [_finite_mean("repetition").alias("repetition_mean")]),
         *[((c,), [_finite_mean(c).alias(extra_mean(c))]) for c in extras],
     ]
 
 
+# The critic's sums of each response (see data.metrics.registry), summed per step: its pooled critic health.
+CRITIC_SUMS = (
+    *("critic_n", "critic_file_n", "return_sum", "return_sq_sum"),
+    *("value_error_sum", "value_error_sq_sum", "value_error_abs_sum"),
+)
+
 # The columns a summary reads that a frame made by hand may lack: nulls of their type there.
-_ABSENT = {"repetition": pl.Float64, "source": pl.String, "sample_id": pl.String, "line": pl.Int64}
+_ABSENT = {
+    "repetition": pl.Float64,
+    "source": pl.String,
+    "sample_id": pl.String,
+    "line": pl.Int64,
+    **{c: pl.Int64 if c.endswith("_n") else pl.Float64 for c in CRITIC_SUMS},
+}
 
 
 def _with_absent(rows: pl.LazyFrame, names) -> pl.LazyFrame:
@@ -127,7 +144,8 @@ def step_summary(scalars: pl.LazyFrame, extras: Sequence[str] = ()) -> pl.LazyFr
     step's responses that have one (3 words or more), the reward page's degeneration curve;
     ``reward_finite_n`` / ``reward_finite_sum`` count and sum the finite rewards; for each numeric extra
     column ``c`` of ``extras`` (the reward components the compare page draws are among them),
-    ``<c>_finite_mean`` (see :func:`extra_mean`) is the mean of its finite values (null when none).
+    ``<c>_finite_mean`` (see :func:`extra_mean`) is the mean of its finite values (null when none);
+    :data:`CRITIC_SUMS` are the step's sums of its responses' critic sums (:func:`critic_health` reads them).
     """
     # A frame without repetition or where a response is (one made by hand) summarises to nulls there.
     scalars = _with_absent(scalars, scalars.collect_schema().names())
@@ -223,3 +241,17 @@ def kl_top_share() -> pl.Expr:
     positions (k3 ≥ 0, so a share in [0, 1]); null without KL or where the step's total is 0."""
     total = pl.col("kl_sum_total")
     return pl.when(total > 0).then(pl.col("kl_sum_max") / total).alias("kl_top_share")
+
+
+def critic_health() -> list[pl.Expr]:
+    """``explained_variance`` and ``value_error_abs_pooled`` of a per-step summary, pooled exactly from its
+    critic sums over every position of the step with a value and a return (e = value − return, r = return):
+    1 − Var(e) / Var(r) with population variances (Σx² / n − (Σx / n)²), and Σ|e| / n. Explained variance is
+    null under 2 positions or where the returns do not vary; both are null without a position."""
+    n = pl.col("critic_n").cast(pl.Float64)
+    var_r = pl.col("return_sq_sum") / n - (pl.col("return_sum") / n) ** 2
+    var_e = pl.col("value_error_sq_sum") / n - (pl.col("value_error_sum") / n) ** 2
+    return [
+        pl.when((n >= 2) & (var_r > 0)).then(1.0 - var_e / var_r).alias("explained_variance"),
+        pl.when(n > 0).then(pl.col("value_error_abs_sum") / n).alias("value_error_abs_pooled"),
+    ]
