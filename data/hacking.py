@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from data import critic_curves
 from data.curve_panels import Panel, Series
 from data.metrics import label
 from data.queries import QueryError, SearchStopped, regex_error
@@ -60,19 +61,22 @@ def degeneration_panel(store: RunStore, pad_tokens: tuple[str, ...], end_tokens:
                  " ".join(notes), percent=True)  # fmt: skip
 
 
-def panels(store: RunStore, settings, q: str | None) -> tuple[Panel, Panel]:
-    """The :func:`degeneration_panel` and the :func:`search_panel` of ``q``; ``settings``: the board's (pad
-    and end tokens, a search's time). A run without responses (yet) says so in both."""
+def panels(store: RunStore, settings, q: str | None, run_dir=None) -> tuple[Panel, Panel, Panel]:
+    """The :func:`degeneration_panel`, the :func:`search_panel` of ``q`` and the critic's health
+    (:func:`data.critic_curves.run_critic_panel`, with the trainer's logs in ``run_dir``); ``settings``: the
+    board's (pad and end tokens, a search's time). A run without responses (yet) says so in each."""
     if not truncation_by_step(store, settings.pad_tokens, settings.end_tokens).height:  # no response
         return (
             Panel(
                 "degeneration", DEGENERATION_TITLE, "share", (), NOTE_EMPTY, percent=True, empty=NOTE_EMPTY
             ),
             Panel("search", SEARCH_TITLE, "share", (), NOTE_EMPTY, percent=True, empty=NOTE_EMPTY),
+            Panel("critic", critic_curves.TITLE, "", (), NOTE_EMPTY, empty=NOTE_EMPTY),
         )
     return (
         degeneration_panel(store, settings.pad_tokens, settings.end_tokens),
         search_panel(store, q, settings.search_seconds),
+        critic_curves.run_critic_panel(store, run_dir),
     )
 
 
