@@ -10,14 +10,15 @@ import polars as pl
 from data import critic_curves
 from data.curve_panels import Panel, Series
 from data.metrics import label
+from data.metrics.degeneration import with_units
 from data.queries import QueryError, SearchStopped, regex_error
 from data.responses import match_share_by_step
-from data.signals import can_tell_truncation, repetition_by_step, truncation_by_step
+from data.signals import can_tell_truncation, repetition_by_step, repetition_units, truncation_by_step
 from data.store import RunStore
 
 # The curves of the degeneration panel, in this order; a click on a point opens its responses.
 DEGENERATION = ("repetition_mean", "truncated_share")
-NOTE_NO_REPETITION = "No response of this run has 3 words or more: no repetition to show."
+NOTE_NO_REPETITION = "No response of this run has 3 tokens or words or more: no repetition to show."
 NOTE_NO_SEARCH = (
     "Type a regular expression (Rust syntax, (?i) for any case) to chart the share of each step's responses "
     "whose prompt or response it matches; click a point for those responses."
@@ -47,7 +48,8 @@ def degeneration_panel(store: RunStore, pad_tokens: tuple[str, ...], end_tokens:
     series, notes = [], []
     rep = repetition_by_step(store)
     if rep.height and rep.get_column("y").drop_nulls().len():
-        series.append(Series("repetition_mean", label("repetition_mean"), _frame(rep)))
+        name = with_units(label("repetition_mean"), repetition_units(store))
+        series.append(Series("repetition_mean", name, _frame(rep)))
     else:
         notes.append(NOTE_NO_REPETITION)
     if can_tell_truncation(store, pad_tokens, end_tokens):

@@ -124,5 +124,15 @@ def _repetition(key: StoreKey) -> pl.DataFrame:
 
 def repetition_by_step(store: RunStore) -> pl.DataFrame:
     """Per step: ``y`` = the mean :func:`~data.metrics.degeneration.repetition` of its responses that have
-    one (3 words or more); null for a step with none (cached on the store version)."""
+    one (3 units or more); null for a step with none (cached on the store version)."""
     return _repetition(StoreKey(store))
+
+
+def repetition_units(store: RunStore) -> list[str]:
+    """The units the run's repetitions were counted in (tokens, characters, words: see
+    :func:`data.metrics.degeneration.response_repetition`), from the per-step summary."""
+    steps = store.steps_columns(("step", "repetition_units"))
+    if "repetition_units" not in steps.columns:
+        return []
+    joined = steps.get_column("repetition_units").drop_nulls().to_list()
+    return sorted({u for text in joined for u in text.split(", ")})

@@ -272,10 +272,19 @@ COLUMNS: dict[str, Metric] = {
         ],
         Metric(
             "repetition",
-            "repetition (share of repeated word 3-grams)",
-            "1 − distinct word 3-grams / word 3-grams of the response (see data/metrics/degeneration.py)",
+            "repetition (share of repeated 3-grams)",
+            "1 − distinct 3-grams / 3-grams of the response, of its tokens, else characters (scripts without "
+            "spaces) or words: repetition_unit says which (see data/metrics/degeneration.py)",
             stored=True,
             table=11,  # a reward-hacking point opens its step sorted by it
+        ),
+        Metric(
+            "repetition_unit",
+            "repetition counted in",
+            "tokens, characters or words",
+            ROW,
+            fmt="text",
+            stored=True,
         ),
         Metric(
             "length_ratio",
@@ -342,8 +351,8 @@ COLUMNS: dict[str, Metric] = {
         ),
         Metric(
             "repetition_mean",
-            "repetition, step mean (share of repeated word 3-grams)",
-            "mean repetition of the step's responses of 3 words or more",
+            "repetition, step mean (share of repeated 3-grams)",
+            "mean repetition of the step's responses of 3 units or more (their units: the summary's repetition_units)",
             False,
             "step",
             fmt="share",

@@ -36,6 +36,13 @@ def _finite_total(col: str) -> list[pl.Expr]:
     ]
 
 
+def _units() -> pl.Expr:
+    """The units the step's repetitions were counted in, sorted and joined ('tokens', 'characters, words');
+    null where none has one."""
+    u = pl.col("repetition_unit").drop_nulls().unique().sort()
+    return pl.when(u.len() > 0).then(u.str.join(", "))
+
+
 def _token_mean(sum_col: str) -> pl.Expr:
     """Σ sum_col / Σ n_kl_tokens over a group: a mean over all its tokens (null when it has none)."""
     n = pl.col("n_kl_tokens").sum()
@@ -103,6 +110,7 @@ def _aggregations(extras: Sequence[str] = ()) -> list[tuple[tuple[str, ...], lis
             for cols in (CRITIC_SUMS[:2], CRITIC_SUMS[2:4], CRITIC_SUMS[4:])
         ],
         (("repetition",), [_finite_mean("repetition").alias("repetition_mean")]),
+        (("repetition_unit",), [_units().alias("repetition_units")]),
         *[((c,), [_finite_mean(c).alias(extra_mean(c))]) for c in extras],
     ]
 
@@ -116,6 +124,7 @@ CRITIC_SUMS = (
 # The columns a summary reads that a frame made by hand may lack: nulls of their type there.
 _ABSENT = {
     "repetition": pl.Float64,
+    "repetition_unit": pl.String,
     "source": pl.String,
     "sample_id": pl.String,
     "line": pl.Int64,
@@ -141,7 +150,8 @@ def step_summary(scalars: pl.LazyFrame, extras: Sequence[str] = ()) -> pl.LazyFr
     ``kl_mean_*`` are the distribution of the per-response means (``kl_mean_mean`` their mean);
     ``kl_sum_total`` / ``kl_sum_max`` are the finite k3 sums' total and largest (see :func:`kl_top_share`)
     and ``kl_top_source`` / ``_line`` / ``_sample_id`` where that largest one is; ``repetition_mean`` is the mean repetition of the
-    step's responses that have one (3 words or more), the reward page's degeneration curve;
+    step's responses that have one (3 units or more), the reward page's degeneration curve, and
+    ``repetition_units`` the units they were counted in;
     ``reward_finite_n`` / ``reward_finite_sum`` count and sum the finite rewards; for each numeric extra
     column ``c`` of ``extras`` (the reward components the compare page draws are among them),
     ``<c>_finite_mean`` (see :func:`extra_mean`) is the mean of its finite values (null when none);

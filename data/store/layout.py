@@ -24,7 +24,9 @@ from data.remote import as_path
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
 # readable). 16: the critic's sums per response and per step (critic_n, critic_file_n, return_sum,
 # return_sq_sum, value_error_sum / _sq_sum / _abs_sum: a step's explained variance pooled exactly), the value
-# error against the file's own returns where it has them (else γ = 1); 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
+# error against the file's own returns where it has them (else γ = 1); repetition over the response's tokens
+# where it has them, else characters (scripts without spaces) or words, the unit kept (repetition_unit, the
+# steps summary's repetition_units); 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
 # is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
 # (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
 # empty completions; Atropos, prime-rl and miles dialects (a file matched before to the contract is matched
@@ -53,7 +55,10 @@ SCALAR_CORE = stored_columns()
 # exports read an empty table with every column rather than fail on a missing one. A test compares them
 # with what ingest derives.
 SCALAR_DTYPES: dict[str, pl.DataType] = {
-    **dict.fromkeys(("sample_id", "source", "prompt_key", "prompt_preview", "response_preview"), pl.String()),
+    **dict.fromkeys(
+        ("sample_id", "source", "prompt_key", "prompt_preview", "response_preview", "repetition_unit"),
+        pl.String(),
+    ),
     **dict.fromkeys(
         (
             *("line", "part", "row", "step", "response_length", "response_chars", "n_kl_tokens"),

@@ -478,7 +478,8 @@ def test_reward016_reward_hacking_curves_by_hand(client, fixtures_dir):
     out = _signals(client, PPO, 25, "?run=trl-ppo-small&q=(?i)very%20%5Cw%2B")
     deg = out["reward-signal-degeneration"]["figure"]
     names = [t["name"] for t in deg["data"]]
-    assert names == ["repetition, step mean (share of repeated word 3-grams)",
+    # Issue 35: repetition counted on the response tokens the PPO run has, and the label says so.
+    assert names == ["repetition, step mean (share of repeated token 3-grams)",
                      "truncated (share of responses with no end token)"]  # fmt: skip
     cut = _by_step(lines, lambda r: not r["ends_with_eos"])
     trace = deg["data"][1]
@@ -497,7 +498,10 @@ def test_reward016_reward_hacking_curves_by_hand(client, fixtures_dir):
     assert search["name"] == "share of responses matching the search '(?i)very \\\\w+'"
 
     poem = _signals(client, POEM, 2300, f"?run={POEM}")
-    assert [t["name"] for t in poem["reward-signal-degeneration"]["figure"]["data"]] == [names[0]]
+    # The poem run is Chinese without tokens: character 3-grams.
+    assert [t["name"] for t in poem["reward-signal-degeneration"]["figure"]["data"]] == [
+        "repetition, step mean (share of repeated character 3-grams)"
+    ]
     assert (
         "No response of this run ends with an end token"
         in poem["reward-signal-degeneration-note"]["children"]

@@ -20,6 +20,7 @@ def test_registry001_derived_lists():
         *("sample_id", "source", "line", "part", "row", "step", "reward", "ref_reward", "reward_gain"),
         *("response_length", "response_chars", "n_kl_tokens", "log_ratio_sum", "log_ratio_mean", "kl_sum"),
         *("kl_mean", "value_error_mean", "value_error_abs_mean", "token_reward_sum", *CRITIC, "repetition"),
+        "repetition_unit",
         *("prompt_key", "prompt_preview", "response_preview", "has_tokens"),
     )
     assert EXPORT_COLUMNS == (
