@@ -15,7 +15,8 @@ from data.cache import StoreKey, shared
 from data.compare.notes import METRIC, STEPS, Note
 from data.compare.smoothing import ema
 from data.metrics import label
-from data.metrics.step import extra_mean
+from data.metrics.critic import return_label
+from data.metrics.step import CRITIC_SUMS, critic_health, extra_mean
 from data.store import RunStore
 
 # x-axes: the training step, or "samples seen": the responses of the run up to and including the step
@@ -40,6 +41,8 @@ METRICS = {
     "zero_spread_share": ("share of groups whose responses all got the same reward", "share"),
     "repetition": (label("repetition"), "share"),
     "truncated_share": (label("truncated_share"), "share"),
+    # Pooled from the summary's critic sums (data.metrics.step.critic_health); each run's own returns.
+    "explained_variance": (return_label("explained_variance", "mixed"), "explained variance"),
 }
 BANDED = ("reward", "ref_reward", "response_length", "response_chars")
 FROM_RESPONSES = ("repetition",)
@@ -58,6 +61,7 @@ MISSING = {
     "zero_spread_share": "no groups of 2+ responses to one prompt at a step",
     "repetition": "no repetition column",
     "truncated_share": "no response ends with an end token, so a cut one cannot be told from a finished one",
+    "explained_variance": "no critic values (values)",
 }
 
 
@@ -107,6 +111,8 @@ def _run_frame(v: StoreKey) -> pl.DataFrame:
     out = steps.sort("step").with_columns(pl.col("n").cum_sum().cast(pl.Int64).alias("samples"))
     kept = _summary_means(v.store, out)
     out = out.with_columns(pl.col(src).alias(key) for key, src in kept.items())
+    if set(CRITIC_SUMS) <= set(out.columns):
+        out = out.with_columns(critic_health())
     # The summary's means of the extra columns are read under the keys above (or not at all).
     return out.drop([extra_mean(c) for c in v.store.extra_columns()], strict=False)
 
