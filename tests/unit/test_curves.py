@@ -707,3 +707,18 @@ def test_curves040_std_band_clipped_to_the_observed_range():
     assert panels(steps, "p25-p75")[0].series[0].band_label == "p25–p75"
     inside = steps.with_columns(pl.col("reward_std") * 0.25)
     assert panels(inside, "std")[0].series[0].band_label == "±1 std"
+
+
+def test_curves041_ppo_band_clipped_on_the_page(tmp_path, fixtures_dir):
+    """On the real TRL PPO run (rewards 0 to 3 by its rule; mean + std passes 3 at some steps) the reward
+    page's band is cut at the highest reward seen, its legend saying so."""
+    from data import curves
+
+    store = open_store(
+        ingest_run(fixtures_dir / "trl-ppo-small", tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir
+    )
+    steps = store.steps()
+    assert (steps["reward_mean"] + steps["reward_std"]).max() > 3.0 == steps["reward_max"].max()
+    reward = curves.run_panels(store, "std")[0].series[0]
+    assert reward.band_label == "±1 std, clipped to the observed range 0 – 3"
+    assert reward.frame["hi"].max() == 3.0 and reward.frame["lo"].min() >= 0.0
