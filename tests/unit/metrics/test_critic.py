@@ -116,3 +116,23 @@ def test_critic003_small_case_by_hand():
     long = token_metrics(explode_tokens(df, (), ["returns"]))
     assert long.get_column("return").to_list() == [2.0, 2.0, 3.0, 3.0, 3.0]
     assert long.get_column("value_error").to_list() == [-1.0, 0.0, -3.0, -2.0, -2.0]
+
+
+def test_critic004_token_page_uses_and_names_the_trainer_returns(fixtures_dir):
+    """The token page of a real TRL PPO response: each position's return is the file's own `returns`, its
+    value error value − that return, and both labels say 'trainer returns'; without the field they say γ = 1."""
+    from data.token_frames import file_fields, metric_label, token_frame
+    from data.tokens import metric_labels
+
+    rec = json.loads((fixtures_dir / PPO / "rank0.jsonl").read_text().splitlines()[3])
+    row = pl.DataFrame([rec])
+    fields = file_fields(row)
+    assert "returns" in fields
+    t = token_frame(row, DEFAULT_PAD_TOKENS, fields)
+    n = len(rec["returns"])
+    assert t.get_column("return").to_list()[:n] == pytest.approx(rec["returns"])
+    ve = [v - r for v, r in zip(rec["values"], rec["returns"], strict=False)]
+    assert t.get_column("value_error").to_list()[: len(ve)] == pytest.approx(ve)
+    assert metric_labels(fields)["return"] == "return (trainer returns)"
+    assert metric_label("value_error", fields) == "value error (value − return) (trainer returns)"
+    assert metric_labels(())["return"] == "return (γ = 1 returns)"
