@@ -45,6 +45,8 @@ METRICS = {
     "explained_variance": (return_label("explained_variance", "mixed"), "explained variance"),
 }
 BANDED = ("reward", "ref_reward", "response_length", "response_chars")
+# Those whose ±1 std band is clipped to the run's observed range, as on the reward page (a note says so).
+CLIPPED = ("reward",)
 FROM_RESPONSES = ("repetition",)
 # A reward component: an extra column of the run's own named ``rewards.<fn>`` (a file's ``{"rewards":
 # {"<fn>": …}}``) or ``reward_<fn>`` / ``<fn>_reward``, or one the reward was summed from at ingest (TRL's
@@ -147,7 +149,8 @@ def run_curve(frame: pl.DataFrame, key: str, band: str | None = None) -> pl.Data
     if col not in frame.columns:
         return pl.DataFrame(schema={"step": pl.Int64, "samples": pl.Int64, "y": pl.Float64})
     if key in BANDED:
-        curve = curve_panels.curve(frame, key, band if band else None)
+        clip = curve_panels.band_clipped(frame, key, band) if band and key in CLIPPED else None
+        curve = curve_panels.curve(frame, key, band if band else None, clip=clip)
     else:
         curve = curve_panels.curve(frame, col, None, mean=False)
     return curve.join(frame.select("step", "samples"), on="step", how="left").select(
@@ -203,6 +206,10 @@ def overlay(
             notes.append(Note(METRIC, (run,), f"{run}: {why}; no {metric_label(key)} line."))
             continue
         c = run_curve(frame, key, band)
+        if band and key in CLIPPED and (rng := curve_panels.band_clipped(frame, key, band)) is not None:
+            span = f"{rng[0]:.4g} – {rng[1]:.4g}"
+            text = f"{run}: its {curve_panels.BANDS[band]} band is clipped to its observed range {span}."
+            notes.append(Note(METRIC, (run,), text))
         smooth = ema(c.get_column("y").to_list(), smoothing) if smoothing else c.get_column("y").to_numpy()
         c = c.with_columns(
             pl.col("samples" if x == "samples" else "step").cast(pl.Float64).alias("x"),

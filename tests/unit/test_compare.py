@@ -599,3 +599,16 @@ def test_compare040_explained_variance_joins_the_curves(fixtures_dir, tmp_path):
     assert (
         metric_label("explained_variance") == "explained variance (trainer returns where given, else γ = 1)"
     )
+
+
+def test_compare041_reward_band_clipped_to_each_runs_range(tmp_path):
+    """Compare's ±1 std reward band is cut to each run's observed reward range, with a note naming the run:
+    rewards 0, 1 at step 1 (mean 0.5, std 0.707) and 3, 3 at step 2: the band's low edge at step 1 is 0, not
+    −0.207; its high edge at step 2 stays 3 (std 0)."""
+    store = _run(tmp_path, "a", [_rec("p", 1, 0.0), _rec("q", 1, 1.0), _rec("p", 2, 3.0), _rec("q", 2, 3.0)])
+    frame = curves.run_frame(store)
+    ov = curves.overlay({"a": frame}, "reward", band="std")
+    got = ov.lines[0].frame.select("step", "lo", "hi").rows()
+    assert got[0] == (1, 0.0, pytest.approx(0.5 + 0.5**0.5, abs=1e-5)) and got[1] == (2, 3.0, 3.0)
+    assert [n.text for n in ov.notes] == ["a: its ±1 std band is clipped to its observed range 0 – 3."]
+    assert curves.overlay({"a": frame}, "reward", band="p25-p75").notes == ()
