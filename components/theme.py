@@ -27,6 +27,10 @@ METRIC_COLOURS = {
     "repetition": "#b8860b",
     "truncated_share": "#dc3545",
     "match_share": "#0dcaf0",
+    # The critic's health per step (data/critic_curves.py).
+    "explained_variance": "#9467bd",
+    "value_error_abs_pooled": "#2ca02c",
+    "value_loss": "#8c564b",
     # A step flagged on the KL curve (one response carries most of its KL).
     "kl_top_share": "#dc3545",
     # The inference–trainer gap (the gap page) and a correction's shares.

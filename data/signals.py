@@ -132,7 +132,7 @@ def _repetition(key: StoreKey) -> pl.DataFrame:
 
 def repetition_by_step(store: RunStore) -> pl.DataFrame:
     """Per step: ``y`` = the mean :func:`~data.metrics.degeneration.repetition` of its responses that have
-    one (3 words or more); null for a step with none (cached on the store version)."""
+    one (3 units or more); null for a step with none (cached on the store version)."""
     return _repetition(StoreKey(store))
 
 
@@ -158,3 +158,13 @@ def row_ends(
         got = got.with_columns(pl.col("response").cast(pl.String))
     expr = ends_with_end_token(tuple(pad_tokens), tuple(end_tokens)).alias(ENDS)
     return keys.with_columns(got.select(expr).get_column(ENDS))
+
+
+def repetition_units(store: RunStore) -> list[str]:
+    """The units the run's repetitions were counted in (tokens, characters, words: see
+    :func:`data.metrics.degeneration.response_repetition`), from the per-step summary."""
+    steps = store.steps_columns(("step", "repetition_units"))
+    if "repetition_units" not in steps.columns:
+        return []
+    joined = steps.get_column("repetition_units").drop_nulls().to_list()
+    return sorted({u for text in joined for u in text.split(", ")})

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from data.metrics import METRICS, label
+from data.metrics.critic import RETURN_FIELD, return_label
 from data.metrics.token import (
     INFERENCE_LOGPROB_FIELDS,
     TOKEN_COLUMNS,
@@ -158,10 +159,15 @@ def metric_signed(metric: str) -> bool:
     return METRICS[metric].signed if metric in METRICS else True
 
 
-def metric_label(metric: str) -> str:
-    """The label of a metric of the token page, a field of the trainer's own included."""
+def metric_label(metric: str, file_fields=()) -> str:
+    """The label of a metric of the token page, a field of the trainer's own included; the return and the
+    value error say which returns (the file's ``returns`` among ``file_fields``, else γ = 1)."""
     name = file_field_of(metric)
-    return label(metric) if name is None else file_label(name)
+    if name is not None:
+        return file_label(name)
+    if metric in ("return", "value_error"):
+        return return_label(metric, "file" if RETURN_FIELD in file_fields else "gamma1")
+    return label(metric)
 
 
 def pad_shown_expr() -> pl.Expr:

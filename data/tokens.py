@@ -73,9 +73,10 @@ NO_TOKEN_FIELDS = (
 KEY_FIGURES = ("reward", "ref_reward", "reward_gain", "kl_mean", "kl_sum", "response_length")
 
 
-def metric_labels() -> dict[str, str]:
-    """The labels of every metric a token's hover text may show (:data:`HOVER_METRICS`)."""
-    return {k: label(k) for k in HOVER_METRICS}
+def metric_labels(file_fields=()) -> dict[str, str]:
+    """The labels of every metric a token's hover text may show (:data:`HOVER_METRICS`) for a response whose
+    fields of the trainer's own are ``file_fields`` (see :func:`data.token_frames.metric_label`)."""
+    return {k: metric_label(k, file_fields) for k in HOVER_METRICS}
 
 
 def file_field_columns(names) -> list[tuple[str, str]]:
@@ -86,9 +87,9 @@ def file_field_columns(names) -> list[tuple[str, str]]:
 def hover_columns(view: TokenView) -> list[tuple[str, str]]:
     """``(column, label)`` of what a token's hover text shows: the metrics its fields allow, then the
     trainer's own fields."""
-    return [(m, label(m)) for m in hover_metrics(view.fields, view.file_fields)] + file_field_columns(
-        view.file_fields
-    )
+    return [
+        (m, metric_label(m, view.file_fields)) for m in hover_metrics(view.fields, view.file_fields)
+    ] + file_field_columns(view.file_fields)
 
 
 def metric_options(
@@ -103,9 +104,9 @@ def metric_options(
     has longer than its tokens: ``overlong``) stays listed, disabled, saying why."""
     options = [
         {
-            "label": label(m)
+            "label": metric_label(m, file_fields)
             if fields is None or metric_available(m, fields, file_fields)
-            else f"{label(m)} ({_lacks(m, fields)})",
+            else f"{metric_label(m, file_fields)} ({_lacks(m, fields)})",
             "value": m,
             "disabled": fields is not None and not metric_available(m, fields, file_fields),
         }

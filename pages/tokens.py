@@ -170,7 +170,7 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
             html.P(tokens.NO_TOKEN_FIELDS, className="small text-muted", id=MISSING_NOTE),
         ]
     metric, lacks, shown, scale = tokens.strip(view, state.metric, state.pads, state.correction())
-    label = tokens.metric_label(metric) if metric else ""
+    label = tokens.metric_label(metric, view.file_fields) if metric else ""
     hidden = view.tokens.height - shown.height
     hover, controls = tokens.hover_columns(view), _controls(state, view)
     strip = tp.strip_card(shown, metric, label, scale, hidden, hover, controls, STRIP_IDS)
@@ -185,7 +185,7 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
         # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
         # drawing three 4,000-point charts would otherwise hold the strip back.
         html.Div(id=CHARTS, style={"minHeight": f"{POSITION_FIGURE_HEIGHT + 10}px"}),
-        tp.top_tables(tables, tokens.metric_labels()),
+        tp.top_tables(tables, tokens.metric_labels(view.file_fields)),
     ]
 
 
@@ -232,7 +232,7 @@ def _fill_charts(_done, shown):
         return None
     visible = tokens.visible_tokens(view.tokens, state.pads)
     fields_of_file = tokens.file_field_columns(view.file_fields)
-    return tp.charts(visible, view.fields, tokens.metric_labels(), fields_of_file, CHART)
+    return tp.charts(visible, view.fields, tokens.metric_labels(view.file_fields), fields_of_file, CHART)
 
 
 @callback(
@@ -276,7 +276,7 @@ def _zoom(relayout, shown):
     fields_of_file = tokens.file_field_columns(view.file_fields)
     x_range = None if asked == RESET else asked
     name = ctx.triggered_id["name"]
-    return tp.chart_figure(name, visible, tokens.metric_labels(), fields_of_file, x_range)
+    return tp.chart_figure(name, visible, tokens.metric_labels(view.file_fields), fields_of_file, x_range)
 
 
 clientside_callback(

@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from data.metrics.critic import RETURN_FIELD
 from data.metrics.registry import COLUMNS, INFER_GAP_TAIL, token_aggregates
 from data.metrics.token import inference_field, loss_mask_field
 
@@ -145,6 +146,46 @@ def _suffix_sums(f: _Flat) -> np.ndarray:
     return out
 
 
+def file_returns(df: pl.DataFrame) -> bool:
+    """Whether a chunk has the trainer's own returns as a list of numbers (:data:`RETURN_FIELD`)."""
+    dtype = df.schema.get(RETURN_FIELD)
+    return isinstance(dtype, pl.List) and dtype.inner.is_numeric()
+
+
+def _returns(df: pl.DataFrame, tr: _Flat) -> tuple[_Flat, np.ndarray]:
+    """Each row's returns as one flat array, and per row whether they are the file's own: the trainer's
+    ``returns`` where the row has a value there (a non-null element), else the suffix sums of its token
+    rewards (γ = 1; a position without a token reward has no return)."""
+    gamma1 = _Flat(tr.lens, tr.starts, _suffix_sums(tr), tr.present)
+    if not file_returns(df):
+        return gamma1, np.zeros(df.height, bool)
+    rf = _flat(df, RETURN_FIELD)
+    given = rf.segments.sum(np.ones(len(rf.values), bool), rf.present) > 0
+    lens = np.where(given, rf.lens, tr.lens)
+    starts = _starts(lens)
+    rows = np.repeat(np.arange(len(lens)), lens)
+    pos = np.arange(len(rows)) - starts[rows]
+    mine = given[rows]
+    # One element more at each array's end: where a row takes the other array (its index lands there).
+    fv = np.append(rf.values.astype(np.float64), 0.0)
+    gv = np.append(gamma1.values, 0.0)
+    values = np.where(
+        mine,
+        fv[np.where(mine, rf.starts[rows] + pos, len(fv) - 1)],
+        gv[np.where(mine, len(gv) - 1, tr.starts[rows] + pos)],
+    )
+    present = None
+    if rf.present is not None or tr.present is not None:
+        fp = np.append(np.ones(len(rf.values), bool) if rf.present is None else rf.present, True)
+        tp = np.append(np.ones(len(tr.values), bool) if tr.present is None else tr.present, True)
+        present = np.where(
+            mine,
+            fp[np.where(mine, rf.starts[rows] + pos, len(fp) - 1)],
+            tp[np.where(mine, len(tp) - 1, tr.starts[rows] + pos)],
+        )
+    return _Flat(lens, starts, values, present), given
+
+
 def _nulls_where(values: np.ndarray, mask: np.ndarray) -> pa.Array:
     return pa.array(values, mask=mask)
 
@@ -247,13 +288,24 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
         valid = _both(_both(lp.where_present(ia), ref.where_present(ib)), np.isfinite(kl))
         n_kl = seg.sum(valid)
         lr_sum, kl_sum = seg.sum(lr, valid), seg.sum(kl, valid)
-        # Value error against the return (the suffix sum of the token rewards) where both are present.
-        seg_v, iv, it = _pair(val, tr)
-        ve = np.subtract(val.values[iv], _suffix_sums(tr)[it], dtype=np.float64)
-        ve_ok = _both(_both(val.where_present(iv), tr.where_present(it)), np.isfinite(ve))
+        # Value error against the return (the file's returns, else the suffix sum of the token rewards)
+        # where both are present, and the sums a step pools its critic health from.
+        ret, given = _returns(df, tr)
+        seg_v, iv, it = _pair(val, ret)
+        r = np.asarray(ret.values[it], dtype=np.float64)
+        ve = np.subtract(val.values[iv], r, dtype=np.float64)
+        ve_ok = _both(_both(val.where_present(iv), ret.where_present(it)), np.isfinite(ve))
         n_ve = seg_v.sum(ve_ok)
-        ve_sum = seg_v.sum(ve, ve_ok)
-        ve_abs = seg_v.sum(np.abs(ve, out=ve), ve_ok)
+        critic = {
+            "critic_n": n_ve,
+            "critic_file_n": np.where(given, n_ve, 0),
+            "return_sum": seg_v.sum(r, ve_ok),
+            "return_sq_sum": seg_v.sum(r * r, ve_ok),
+            "value_error_sum": seg_v.sum(ve, ve_ok),
+            "value_error_sq_sum": seg_v.sum(ve * ve, ve_ok),
+        }
+        ve_sum = critic["value_error_sum"]
+        ve_abs = critic["value_error_abs_sum"] = seg_v.sum(np.abs(ve, out=ve), ve_ok)
         n_tr = tr.segments.sum(np.ones(len(tr.values), bool), tr.present)
         tr_sum = tr.segments.sum(tr.values, tr.present)
         # Length: tokens present and not pads; for a response without token strings, its log-probs.
@@ -276,6 +328,7 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
                 "value_error_mean": _nulls_where(ve_mean, n_ve == 0),
                 "value_error_abs_mean": _nulls_where(ve_abs_mean, n_ve == 0),
                 "token_reward_sum": _nulls_where(tr_sum, n_tr == 0),
+                **{k: _nulls_where(v, n_ve == 0) for k, v in critic.items()},
                 **_gap_aggregates(df),
             }
         )

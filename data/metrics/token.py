@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from data.metrics.critic import RETURN_FIELD
 from data.metrics.registry import INFER_GAP_TAIL
 
 # Long (one row per token) column names, from the list fields of the contract.
@@ -88,10 +89,17 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
     ``infer_gap = logprob − inference log-prob`` where the frame has an inference engine's log-prob column
     (``file_column`` of one of :data:`INFERENCE_LOGPROB_FIELDS`; null without one). Like the log-ratio it is
     the plain difference: a NaN or infinite side gives a NaN or infinite gap, left to the summaries to skip."""
-    # Suffix sum within each response; positions without a token reward have no return.
+    # The return: the trainer's own (its `returns`, a field of the file) where the response has one, else the
+    # suffix sum within the response (γ = 1), where positions without a token reward have no return.
     suffix = pl.col("token_reward").fill_null(0.0).reverse().cum_sum().reverse().over("row")
     own = [c[len(file_column("")) :] for c in long.columns if c.startswith(file_column(""))]
     inference = inference_field(own)
+    gamma1 = pl.when(pl.col("token_reward").is_not_null()).then(suffix)
+    given = pl.lit(False)
+    ret = gamma1
+    if file_column(RETURN_FIELD) in long.columns:
+        given = pl.col(file_column(RETURN_FIELD)).is_not_null().any().over("row")
+        ret = pl.when(given).then(pl.col(file_column(RETURN_FIELD))).otherwise(gamma1)
     gap = pl.col("logprob") - pl.col(file_column(inference)) if inference else pl.lit(None, dtype=pl.Float64)
     return (
         long.with_columns(
@@ -100,7 +108,8 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
             _loss_kept(loss_mask_field(own)).alias("loss_kept"),
             pl.col("logprob").exp().alias("prob"),
             pl.col("ref_logprob").exp().alias("ref_prob"),
-            pl.when(pl.col("token_reward").is_not_null()).then(suffix).alias("return"),
+            ret.cast(pl.Float64).alias("return"),
+            given.alias("return_from_file"),
         )
         .with_columns(
             _k3(pl.col("log_ratio")).alias("kl"),
@@ -175,6 +184,7 @@ def response_token_aggregates(long: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("token_reward").is_not_null().any())
         .then(pl.col("token_reward").sum())
         .alias("token_reward_sum"),
+        *_critic_sums(),
         # The inference–trainer gap (data.metrics.registry: infer_gap_*), null without a position it counts.
         pl.when(n_gap > 0).then(n_gap).cast(pl.Int64).alias("infer_gap_n"),
         pl.when(n_gap > 0).then(tail.sum()).cast(pl.Int64).alias("infer_gap_tail_n"),
@@ -185,3 +195,22 @@ def response_token_aggregates(long: pl.DataFrame) -> pl.DataFrame:
         gap.mean().alias("infer_gap_mean"),
         gap.max().alias("infer_gap_max"),
     )
+
+
+def _critic_sums() -> list[pl.Expr]:
+    """The critic's sums of one response over its positions where the value error is finite (see
+    ``critic_n`` … ``value_error_abs_sum`` in the registry); null for a response without one."""
+    ve = pl.col("value_error")
+    ok = ve.is_not_null() & ve.is_finite()
+    n = ok.sum()
+    r, e = pl.col("return").filter(ok), ve.filter(ok)
+    sums = {
+        "critic_n": n.cast(pl.Int64),
+        "critic_file_n": pl.col("return_from_file").filter(ok).sum().cast(pl.Int64),
+        "return_sum": r.sum(),
+        "return_sq_sum": (r * r).sum(),
+        "value_error_sum": e.sum(),
+        "value_error_sq_sum": (e * e).sum(),
+        "value_error_abs_sum": e.abs().sum(),
+    }
+    return [pl.when(n > 0).then(x).alias(k) for k, x in sums.items()]

@@ -112,6 +112,10 @@ SIGNAL_VIEWS = {
     "repetition_mean": {"sort": "repetition"},  # its mean: every response, the most repetitive first
     "truncated_share": {"truncated": True},  # exactly the responses with no end token
     "match_share": {},  # exactly the responses the search matches (q)
+    # The critic's health (data/critic_curves.py): every response, the largest mean |value − return| first.
+    **dict.fromkeys(
+        ("explained_variance", "value_error_abs_pooled", "value_loss"), {"sort": "value_error_abs_mean"}
+    ),
 }
 
 

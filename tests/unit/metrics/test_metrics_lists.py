@@ -31,11 +31,10 @@ def _array(rng: random.Random, n: int, specials: bool) -> list | None:
     return out
 
 
-def _random_frame(seed: int, rows: int = 300, specials: bool = True) -> pl.DataFrame:
+def _random_frame(seed: int, rows: int = 300, specials: bool = True, returns: bool = False) -> pl.DataFrame:
     rng = random.Random(seed)
-    cols: dict[str, list] = {
-        c: [] for c in ("response_tokens", "logprobs", "ref_logprobs", "values", "token_rewards")
-    }
+    lists = ("logprobs", "ref_logprobs", "values", "token_rewards") + (("returns",) if returns else ())
+    cols: dict[str, list] = {c: [] for c in ("response_tokens", *lists)}
     for _ in range(rows):
         n = rng.choice([0, 1, 2, 5, 17])
         uneven = rng.random() < 0.3  # arrays of different lengths (e.g. PPO's trailing pad entry)
@@ -44,8 +43,10 @@ def _random_frame(seed: int, rows: int = 300, specials: bool = True) -> pl.DataF
             for _ in range(n + (uneven and rng.random() < 0.5))
         ]
         cols["response_tokens"].append(None if rng.random() < 0.15 else toks)
-        for c in ("logprobs", "ref_logprobs", "values", "token_rewards"):
+        for c in lists:
             cols[c].append(_array(rng, max(0, n + (rng.choice([-1, 1]) if uneven else 0)), specials))
+        if returns and not cols["values"][-1]:  # a trainer writes its returns beside its values
+            cols["returns"][-1] = None
     return (
         pl.DataFrame(cols, schema_overrides={c: F32 for c in cols if c != "response_tokens"})
         .with_row_index("row")
@@ -54,7 +55,7 @@ def _random_frame(seed: int, rows: int = 300, specials: bool = True) -> pl.DataF
 
 
 def _reference(df: pl.DataFrame) -> pl.DataFrame:
-    extras = [c for c in (*INFERENCE_LOGPROB_FIELDS, *LOSS_MASK_FIELDS) if c in df.columns]
+    extras = [c for c in (*INFERENCE_LOGPROB_FIELDS, *LOSS_MASK_FIELDS, "returns") if c in df.columns]
     agg = response_token_aggregates(token_metrics(explode_tokens(df, PADS, extras)))
     return df.select("row").join(agg, on="row", how="left", maintain_order="left").drop("row")
 
@@ -78,6 +79,13 @@ def _assert_same(df: pl.DataFrame) -> None:
 def test_metrics_lists001_same_as_per_token_definition(seed):
     """Random arrays with NaN, infinities, nulls, pads, empty and unequal lengths: every aggregate agrees."""
     _assert_same(_random_frame(seed))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_metrics_lists005_trainer_returns_same_as_definition(seed):
+    """With the trainer's own `returns` (absent, null or of another length in some rows): the value error and
+    the critic's sums agree with the per-token definition, which takes the file's returns where a row has one."""
+    _assert_same(_random_frame(100 + seed, returns=True))
 
 
 def test_metrics_lists002_missing_columns_and_all_null():

@@ -9,13 +9,17 @@ from data.queries import COMPUTED, RANGE_COLUMNS
 from data.schema.contract import KNOWN, RESERVED
 from data.store.layout import SCALAR_CORE
 
+# The critic's sums of a response (issue 35: a step's explained variance pooled exactly from them).
+CRITIC = ("critic_n", "critic_file_n", "return_sum", "return_sq_sum")
+CRITIC += ("value_error_sum", "value_error_sq_sum", "value_error_abs_sum")
+
 
 def test_registry001_derived_lists():
     """The store's scalars, the export's columns and the range filters come from the registry, in order."""
     assert SCALAR_CORE == (
         *("sample_id", "source", "line", "part", "row", "step", "reward", "ref_reward", "reward_gain"),
         *("response_length", "response_chars", "n_kl_tokens", "log_ratio_sum", "log_ratio_mean", "kl_sum"),
-        *("kl_mean", "value_error_mean", "value_error_abs_mean", "token_reward_sum"),
+        *("kl_mean", "value_error_mean", "value_error_abs_mean", "token_reward_sum", *CRITIC),
         *(
             "infer_gap_n",
             "infer_gap_tail_n",
@@ -23,7 +27,8 @@ def test_registry001_derived_lists():
             "infer_gap_abs_max",
             "infer_gap_tail_share",
         ),
-        *("infer_gap_first_tail", "infer_gap_mean", "infer_gap_max", "repetition"),
+        *("infer_gap_first_tail", "infer_gap_mean", "infer_gap_max"),
+        *("repetition", "repetition_unit"),
         *("prompt_key", "prompt_preview", "response_preview", "has_tokens"),
     )
     assert EXPORT_COLUMNS == (
@@ -88,6 +93,7 @@ def test_registry004_table_aggregates_ranges_and_history():
         "n_kl_tokens": pl.Int64,
         **dict.fromkeys(("log_ratio_sum", "kl_sum", "log_ratio_mean", "kl_mean"), pl.Float64),
         **dict.fromkeys(("value_error_mean", "value_error_abs_mean", "token_reward_sum"), pl.Float64),
+        **{c: pl.Int64 if c.endswith("_n") else pl.Float64 for c in CRITIC},
         **dict.fromkeys(("infer_gap_n", "infer_gap_tail_n"), pl.Int64),
         **dict.fromkeys(("infer_gap_abs_mean", "infer_gap_abs_max", "infer_gap_tail_share"), pl.Float64),
         "infer_gap_first_tail": pl.Int64,
@@ -95,7 +101,7 @@ def test_registry004_table_aggregates_ranges_and_history():
     }
     assert list(AGGREGATE_COLUMNS) == [  # the order response_list_aggregates writes them in
         *("response_length", "n_kl_tokens", "log_ratio_sum", "kl_sum", "log_ratio_mean", "kl_mean"),
-        *("value_error_mean", "value_error_abs_mean", "token_reward_sum"),
+        *("value_error_mean", "value_error_abs_mean", "token_reward_sum", *CRITIC),
         *(
             "infer_gap_n",
             "infer_gap_tail_n",
