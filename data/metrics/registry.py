@@ -19,7 +19,9 @@ class Metric:
     is ``token``, ``response`` or ``step`` for a metric and ``row`` for a column that only identifies or
     previews a response. ``stored``: a column of the store's scalars; ``exported``: its place among the
     export's columns (1 first; 0 not exported); ``range_key``: the URL prefix of its range filter
-    (``<key>_min`` / ``<key>_max``), ``range_at`` that filter's place among the filters; ``table``: its
+    (``<key>_min`` / ``<key>_max``), ``range_at`` that filter's place among the filters (every one but the
+    step's is an axis the scatter page can draw), ``range_input`` whether the responses page always shows its inputs
+    (False: only while the URL sets one of its bounds, e.g. a box brushed on the scatter); ``table``: its
     place among the responses table's columns (0: not a column of it); ``from_tokens``: its place among
     the per-response aggregates computed from the token arrays at ingest (0: not one of them)."""
 
@@ -34,6 +36,7 @@ class Metric:
     exported: int = 0
     range_key: str | None = None
     range_at: int = 0
+    range_input: bool = True
     table: int = 0
     from_tokens: int = 0
 
@@ -119,6 +122,9 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             exported=2,
             table=1,
+            range_key="step",
+            range_at=13,
+            range_input=False,
         ),
         Metric(
             "reward",
@@ -201,6 +207,9 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             exported=8,
             from_tokens=3,
+            range_key="log_ratio_sum",
+            range_at=8,
+            range_input=False,
         ),
         Metric(
             "log_ratio_mean",
@@ -212,6 +221,9 @@ COLUMNS: dict[str, Metric] = {
             exported=7,
             table=9,
             from_tokens=5,
+            range_key="log_ratio",
+            range_at=7,
+            range_input=False,
         ),
         Metric(
             "kl_sum",
@@ -223,6 +235,9 @@ COLUMNS: dict[str, Metric] = {
             exported=10,
             table=8,
             from_tokens=4,
+            range_key="kl_sum",
+            range_at=6,
+            range_input=False,
         ),
         Metric(
             "kl_mean",
@@ -244,6 +259,9 @@ COLUMNS: dict[str, Metric] = {
             True,
             stored=True,
             from_tokens=7,
+            range_key="value_error",
+            range_at=10,
+            range_input=False,
         ),
         Metric(
             "value_error_abs_mean",
@@ -254,6 +272,9 @@ COLUMNS: dict[str, Metric] = {
             exported=11,
             table=10,
             from_tokens=8,
+            range_key="value_error_abs",
+            range_at=9,
+            range_input=False,
         ),
         Metric(
             "token_reward_sum",
@@ -262,6 +283,9 @@ COLUMNS: dict[str, Metric] = {
             True,
             stored=True,
             from_tokens=9,
+            range_key="token_reward",
+            range_at=11,
+            range_input=False,
         ),
         Metric(
             "repetition",
@@ -269,6 +293,9 @@ COLUMNS: dict[str, Metric] = {
             "1 − distinct word 3-grams / word 3-grams of the response (see data/metrics/degeneration.py)",
             stored=True,
             table=11,  # a reward-hacking point opens its step sorted by it
+            range_key="repetition",
+            range_at=12,
+            range_input=False,
         ),
         Metric(
             "length_ratio",
@@ -421,6 +448,18 @@ def _placed(attr: str) -> tuple[str, ...]:
 def range_columns() -> dict[str, str]:
     """The range filters in their order: URL prefix (``<prefix>_min`` / ``<prefix>_max``) -> column."""
     return {COLUMNS[k].range_key: k for k in _placed("range_at")}
+
+
+def range_inputs() -> tuple[str, ...]:
+    """The URL prefixes of the range filters whose inputs the responses page always shows, in order (the
+    others' only while the URL sets one of their bounds)."""
+    return tuple(COLUMNS[k].range_key for k in _placed("range_at") if COLUMNS[k].range_input)
+
+
+def scatter_axes() -> tuple[str, ...]:
+    """The columns the scatter page can draw against each other, in the range filters' order: those of a
+    range filter but the step (a box brushed on two of them is two range filters)."""
+    return tuple(k for k in _placed("range_at") if COLUMNS[k].level != ROW)
 
 
 # The starts of the prompt and the response that the responses grid shows beside the table's values.

@@ -28,7 +28,18 @@ def test_registry001_derived_lists():
         "kl": "kl_mean",
         "len": "length",  # tokens, or characters where a response has no token arrays
         "ref": "ref_reward",  # a reference-reward bar of the reward page opens its responses
+        # The scatter's other axes: a box brushed on two of them is two range filters.
+        "kl_sum": "kl_sum",
+        "log_ratio": "log_ratio_mean",
+        "log_ratio_sum": "log_ratio_sum",
+        "value_error_abs": "value_error_abs_mean",
+        "value_error": "value_error_mean",
+        "token_reward": "token_reward_sum",
+        "repetition": "repetition",
+        "step": "step",  # a box brushed over a range of steps
     }
+    assert registry.range_inputs() == ("reward", "gain", "kl", "len", "ref")
+    assert registry.scatter_axes() == tuple(c for c in RANGE_COLUMNS.values() if c != "step")
 
 
 def test_registry002_entries_complete():
@@ -81,6 +92,6 @@ def test_registry004_table_aggregates_ranges_and_history():
         *("response_length", "n_kl_tokens", "log_ratio_sum", "kl_sum", "log_ratio_mean", "kl_mean"),
         *("value_error_mean", "value_error_abs_mean", "token_reward_sum"),
     ]
-    assert RANGE_KEYS == ("reward", "gain", "kl", "len", "ref")
+    assert RANGE_KEYS[:5] == ("reward", "gain", "kl", "len", "ref")
     assert set(HISTORY_COLUMNS) >= {"sample_id", "source", "line", "part", "row", "step", "reward", "kl_sum"}
     assert set(HISTORY_COLUMNS) - set(SCALAR_CORE) == {"group_id", "advantage"}
