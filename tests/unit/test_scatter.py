@@ -1,0 +1,198 @@
+"""The scatter's data (data/scatter.py) and view (data/views/scatter.py) on the real TRL GRPO run, checked
+against the rollout files read by hand: each response's KL sum is Σ_t k3_t over its positions with both
+log-probs (k3 = exp(r) − 1 − r, r = ref_logprob − logprob), as TRL's GRPOTrainer logged them."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from data import scatter as sd
+from data.config import DEFAULT_PAD_TOKENS
+from data.ingest import ingest_run
+from data.search.order import matching
+from data.store import open_store
+from data.views.scatter import ScatterView, box_responses
+
+RUN = "trl-grpo-small"
+
+
+class _Ctx:
+    """A stand-in RunContext: the run, its steps, the step rule (the nearest step at or below)."""
+
+    def __init__(self, run, steps):
+        self.run, self.step_list, self.notices = run, steps, []
+
+    def step(self, asked):
+        below = [s for s in self.step_list if s <= asked]
+        got = below[-1] if below else self.step_list[0]
+        return got, ([] if got == asked else [f"step {asked} -> {got}"])
+
+
+def hand_rows(run_dir: Path) -> list[dict]:
+    """Every response of the run's files: file, line (from 1), step, reward and the KL sum by hand."""
+    rows = []
+    for f in sorted(run_dir.glob("*.jsonl")):
+        for i, line in enumerate(f.read_text().splitlines(), 1):
+            r = json.loads(line)
+            kl = 0.0
+            for lp, ref in zip(r["logprobs"], r["ref_logprobs"], strict=False):
+                d = ref - lp
+                kl += math.exp(d) - 1 - d
+            rows.append({"source": f.name, "line": i, "step": r["step"], "reward": r["reward"], "kl_sum": kl})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def grpo(fixtures_dir, tmp_path_factory):
+    run = fixtures_dir / RUN
+    res = ingest_run(run, tmp_path_factory.mktemp("cache"), DEFAULT_PAD_TOKENS)
+    return open_store(res.store_dir), hand_rows(run)
+
+
+def test_scatter001_points_are_the_files_values(grpo):
+    """At one step every response is a point at its (KL sum, reward) computed by hand from the file."""
+    store, rows = grpo
+    got = sd.scatter(store, "kl_sum", "reward", sd.Steps(7, 7))
+    want = sorted((r["kl_sum"], r["reward"]) for r in rows if r["step"] == 7)
+    assert not got.density and (got.n, got.missing) == (16, 0)
+    pts = sorted(zip(got.points["x"].to_list(), got.points["y"].to_list(), strict=True))
+    assert [p[1] for p in pts] == [w[1] for w in want]
+    assert [p[0] for p in pts] == pytest.approx([w[0] for w in want], rel=1e-9, abs=1e-12)
+    assert set(got.points["step"].to_list()) == {7}
+    assert got.note(sd.Steps(7, 7)).startswith("16 responses at step 7: one point each")
+
+
+def test_scatter002_density_counts_are_exact(grpo):
+    """Past max_points the run is a 2-D histogram whose every cell holds exactly the responses a hand
+    binning of the file's values puts there (bar k: edges[k] <= v < edges[k+1], the last one closed)."""
+    store, rows = grpo
+    got = sd.scatter(store, "kl_sum", "reward", sd.Steps(3, 20), max_points=50)
+    assert got.density and got.n == sum(3 <= r["step"] <= 20 for r in rows) == 288
+
+    def bar(v, edges):
+        for k in range(len(edges) - 1):
+            if edges[k] <= v < edges[k + 1] or (k == len(edges) - 2 and v == edges[-1]):
+                return k
+        raise AssertionError(v)
+
+    want: dict[tuple[int, int], int] = {}
+    for r in rows:
+        if 3 <= r["step"] <= 20:
+            cell = (bar(r["kl_sum"], got.x_edges), bar(r["reward"], got.y_edges))
+            want[cell] = want.get(cell, 0) + 1
+    cells = {(a, b): c for a, b, c in got.cells.iter_rows()}
+    assert cells == want and sum(cells.values()) == 288
+    assert got.x_edges[0] <= min(r["kl_sum"] for r in rows if 3 <= r["step"] <= 20)
+    assert "more than 50, so drawn as a" in got.note(sd.Steps(3, 20))
+
+
+def test_scatter003_no_values_is_said(fixtures_dir, tmp_path):
+    """A run without log-probs (an evaluation dump) has no KL sum: nothing drawn, every response counted
+    as missing."""
+    store = open_store(
+        ingest_run(fixtures_dir / "rlloggingboard-eval-poem", tmp_path, DEFAULT_PAD_TOKENS).store_dir
+    )
+    got = sd.scatter(store, "kl_sum", "reward", sd.Steps())
+    assert (got.n, got.missing) == (0, 3000)
+    assert "3,000 more have no finite KL sum (k3) or reward" in got.note(sd.Steps())
+    lengths = sd.scatter(store, "length", "reward", sd.Steps(0, 0))
+    assert lengths.n == 128 and lengths.missing == 0  # the length in characters where there are no tokens
+
+
+def test_scatter004_snap_widens_to_the_lattice():
+    """A box side snaps out to lattice points: the largest <= its low end, the smallest > its high end,
+    written exactly (no 0.30000000000000004 in a URL)."""
+    assert sd.snap(0.31, 0.62, (0.0, 0.05)) == (0.3, 0.65)
+    assert sd.snap(0.3, 0.65, (0.0, 0.05)) == (0.3, 0.7)  # a high end on the lattice: the next point
+    assert sd.snap(2.2, -1.1, (0.25, 0.5)) == (-1.25, 2.25)  # cell edges at 0.25 + k / 2, either way round
+    assert sd.snap(1e-7, 3e-7, (0.0, 2e-8)) == (1e-7, 3.2e-7)
+
+
+def test_scatter005_box_opens_exactly_the_files_rows(grpo):
+    """A box dragged over steps 5-20 becomes the KL sum's and reward's range filters and the step's range
+    (step_max = last + 1): the responses it opens are exactly those a hand filter of the files keeps."""
+    store, rows = grpo
+    ctx = _Ctx(RUN, sorted({r["step"] for r in rows}))
+    view, msgs = ScatterView.from_query({"run": [RUN], "step": ["5-20"]}, ctx)
+    assert msgs == [] and view.steps(ctx.step_list) == sd.Steps(5, 20)
+    drawn = sd.scatter(store, view.x, view.y, view.steps(ctx.step_list))
+    box = sd.brushed(drawn, (0.31, 6.07), (0.93, 2.61))
+    assert box.x_min <= 0.31 and box.x_max > 6.07 and box.y_min <= 0.93 and box.y_max > 2.61
+    resp = box_responses(ScatterView(RUN, span=(5, 20), box=box), ctx.step_list)
+    assert (resp.step, resp.step_min, resp.step_max) == ("all", 5, 21)
+    flt = resp.response_filter(ctx.step_list)
+    got = matching(store, flt, ["source", "line"]).collect()
+    want = {
+        (r["source"], r["line"])
+        for r in rows
+        if 5 <= r["step"] <= 20
+        and box.x_min <= r["kl_sum"] < box.x_max
+        and box.y_min <= r["reward"] < box.y_max
+    }
+    assert 20 < len(want) < 280  # the box holds some responses of those steps, not all
+    assert set(zip(got["source"].to_list(), got["line"].to_list(), strict=True)) == want
+    assert got.height == len(want)
+
+
+def test_scatter006_view_round_trip_and_notices():
+    """The URL's steps (one, a range, all), columns and box decode and encode back; a bad value falls back
+    with a notice."""
+    ctx = _Ctx(RUN, [1, 2, 3, 10])
+    q = "?run=trl-grpo-small&step=2-3&x=repetition&y=gain"
+    view, msgs = ScatterView.from_query(
+        {"run": [RUN], "step": ["2-3"], "x": ["repetition"], "y": ["reward_gain"]}, ctx
+    )
+    assert msgs == [] and view.span == (2, 3) and (view.x, view.y) == ("repetition", "reward_gain")
+    assert view.to_query() == q.replace("gain", "reward_gain")
+    view, msgs = ScatterView.from_query(
+        {
+            "run": [RUN],
+            "step": ["7"],
+            "kl_sum_min": ["1"],
+            "kl_sum_max": ["2"],
+            "reward_min": ["0"],
+            "reward_max": ["3"],
+        },
+        ctx,
+    )
+    assert view.step == 3 and msgs == ["step 7 -> 3"] and view.box == sd.Box(1.0, 2.0, 0.0, 3.0)
+    assert view.to_query() == f"?run={RUN}&step=3&kl_sum_min=1&kl_sum_max=2&reward_min=0&reward_max=3"
+    assert box_responses(view, ctx.step_list).to_query() == (
+        f"?run={RUN}&step=3&reward_min=0&reward_max=3&kl_sum_min=1&kl_sum_max=2"
+    )
+    every, _ = ScatterView.from_query({"run": [RUN], "step": ["all"]}, ctx)
+    assert every.steps(ctx.step_list) == sd.Steps() and every.steps_text([1]) == "all"
+    assert ScatterView(RUN).steps([1, 2, 3, 10]) == sd.Steps(10, 10)
+    bad, msgs = ScatterView.from_query(
+        {
+            "run": [RUN],
+            "step": ["9-2"],
+            "x": ["prompt"],
+            "y": ["kl_sum"],
+            "reward_min": ["1"],
+            "len_max": ["4"],
+        },
+        ctx,
+    )
+    assert (bad.step, bad.span, bad.x, bad.y, bad.box) == (None, None, "kl_sum", "reward", None)
+    assert any(m.startswith("Ignored step='9-2'") for m in msgs)
+    assert any(m.startswith("Ignored x='prompt'") for m in msgs)
+    assert any(m.startswith("Ignored y='kl_sum'") for m in msgs)
+    assert any(m.startswith("Ignored len_max") for m in msgs) and any(
+        m.startswith("Ignored the box") for m in msgs
+    )
+
+
+def test_scatter007_new_steps_drop_the_box():
+    """Typing other steps (or a bad text, which changes nothing and says why) keeps the box only while the
+    steps stay the same."""
+    ctx = _Ctx(RUN, [1, 2, 3])
+    view = ScatterView(RUN, step=2, box=sd.Box(0, 1, 0, 1))
+    assert view.with_steps("2", ctx) == (view, [])
+    assert view.with_steps("1-3", ctx) == (ScatterView(RUN, span=(1, 3)), [])
+    same, msgs = view.with_steps("x", ctx)
+    assert same == view and msgs[0].startswith("Ignored step='x'")
