@@ -18,7 +18,7 @@ from data.cache import StoreKey, shared
 from data.derived.cells import _nice, lattice_edges
 from data.metrics import label
 from data.metrics.registry import COLUMNS, scatter_axes
-from data.queries import COMPUTED, RANGE_COLUMNS, bar_indices, histogram_edges
+from data.queries import COMPUTED, RANGE_COLUMNS, histogram_edges
 from data.store.reader import RunStore
 
 AXES = scatter_axes()
@@ -171,13 +171,33 @@ def _points(store, exprs, inputs, absent, steps: Steps) -> pl.DataFrame:
     return df.filter(pl.col("x").is_finite() & pl.col("y").is_finite()).sort("sample_id")
 
 
+def lattice_indices(values: np.ndarray, edges: list[float]) -> np.ndarray:
+    """:func:`data.queries.bar_indices` of finite ``values`` on evenly spaced ``edges`` (a lattice of
+    :func:`histogram_edges`), in O(n): each value's bar from its offset over the width, then moved by one
+    where a rounded edge says otherwise (the binary search costs 5x more on 2.56M values; a test holds
+    the two equal, values on the edges too)."""
+    n = len(edges) - 1
+    if n <= 1:
+        return np.zeros(len(values), np.int64)
+    e = np.asarray(edges, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        k = np.floor((values - e[0]) / ((e[-1] - e[0]) / n))
+    k = np.clip(k, 0, n - 1).astype(np.int64)
+    k -= (k > 0) & (values < e[k])
+    k += (k < n - 1) & (values >= e[np.minimum(k + 1, n)])
+    return k
+
+
 def density_cells(xs: np.ndarray, ys: np.ndarray, x_edges: list[float], y_edges: list[float]) -> pl.DataFrame:
     """``xbin, ybin, count`` of the non-empty cells of finite ``xs`` x ``ys`` on the bars of ``x_edges`` and
-    ``y_edges`` (:func:`data.queries.bar_indices`: the bars of the reward page's histograms), by ``xbin``
-    then ``ybin``: exact counts."""
-    ny = max(len(y_edges) - 1, 1)
-    flat = bar_indices(xs, x_edges).astype(np.int64) * ny + bar_indices(ys, y_edges)
-    idx, counts = np.unique(flat, return_counts=True)
+    ``y_edges`` (:func:`lattice_indices`: the bars of :func:`data.queries.bar_indices`, as the reward page's
+    histograms), by ``xbin`` then ``ybin``: exact counts."""
+    nx, ny = max(len(x_edges) - 1, 1), max(len(y_edges) - 1, 1)
+    flat = lattice_indices(xs, x_edges) * ny + lattice_indices(ys, y_edges)
+    # Counted in one pass (np.unique sorts: 5x slower on 2.56M responses).
+    every = np.bincount(flat, minlength=nx * ny)
+    idx = np.flatnonzero(every)
+    counts = every[idx]
     return pl.DataFrame(
         {"xbin": (idx // ny).astype(np.int32), "ybin": (idx % ny).astype(np.int32), "count": counts},
         schema={"xbin": pl.Int32, "ybin": pl.Int32, "count": pl.Int64},

@@ -196,3 +196,24 @@ def test_scatter007_new_steps_drop_the_box():
     assert view.with_steps("1-3", ctx) == (ScatterView(RUN, span=(1, 3)), [])
     same, msgs = view.with_steps("x", ctx)
     assert same == view and msgs[0].startswith("Ignored step='x'")
+
+
+def test_scatter008_lattice_indices_are_the_binary_searchs():
+    """The O(n) binning of the density gives every value the bar the reward page's binary search gives
+    (data.queries.bar_indices), on random ranges and on values lying exactly on the edges."""
+    import numpy as np
+
+    from data.queries import bar_indices
+
+    rng = np.random.default_rng(35)
+    for _ in range(200):
+        lo = float(rng.choice([0.0, -1.0, 1e-7, -3e5, 0.35])) * float(rng.uniform(0.5, 2))
+        hi = lo + float(rng.choice([1e-6, 0.3, 1.0, 7.0, 2e4])) * float(rng.uniform(0.1, 3))
+        values = rng.uniform(lo, hi, 2000)
+        values[:2] = lo, hi
+        for col in ("kl_sum", "length"):
+            edges = sd.axis_edges(col, values)
+            on = np.concatenate(
+                [values, np.asarray(edges)[(np.asarray(edges) >= lo) & (np.asarray(edges) <= hi)]]
+            )
+            assert np.array_equal(sd.lattice_indices(on, edges), bar_indices(on, edges)), (lo, hi, col)
