@@ -28,7 +28,7 @@ from components.layout import (
 from components.live import shown_store
 from components.token_figures import POSITION_FIGURE_HEIGHT, RESET, relayout_range
 from components.token_js import highlight_js, strip_js
-from data import live, token_nav, tokens
+from data import live, token_nav, token_scale, tokens
 from data.service import board
 from data.views import links, paths
 from data.views import tokens as views
@@ -137,6 +137,12 @@ def _body(state: TokensState, notes: list[str]) -> list:
     return _response(state, view, notes, back_href)
 
 
+def _run_scale(run: str | None):
+    """The run's per-token quantiles the strip's colours are clipped at (see data.token_scale)."""
+    store = board().store(run, wait=STORE_WAIT) if run else None
+    return None if store is None else token_scale.run_scale(store, board().settings.pad_tokens)
+
+
 def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back_href: str) -> list:
     info, prefix = view.info, url_prefix()
     nav = token_nav.navigation(state, view, board(), board().settings.search_seconds)
@@ -162,7 +168,7 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
             _controls(state),
             html.P(tokens.NO_TOKEN_FIELDS, className="small text-muted", id=MISSING_NOTE),
         ]
-    metric, lacks, shown, scale = tokens.strip(view, state.metric, state.pads)
+    metric, lacks, shown, scale = tokens.strip(view, state.metric, state.pads, _run_scale(state.run))
     label = tokens.metric_label(metric) if metric else ""
     hidden = view.tokens.height - shown.height
     hover, controls = tokens.hover_columns(view), _controls(state, view)
@@ -242,7 +248,7 @@ def _more_tokens(want, shown):
     state, view, _ = views.resolve(state, board(), STORE_WAIT)
     if view is None or not view.fields:
         return no_update
-    metric, _, visible, scale = tokens.strip(view, state.metric, state.pads)
+    metric, _, visible, scale = tokens.strip(view, state.metric, state.pads, _run_scale(state.run))
     upto = want.get("upto") if isinstance(want.get("upto"), int) else None
     hover = tokens.hover_columns(view)
     return tp.strip_window(visible, metric, scale, hover, str(want.get("key")), want["start"], upto)
