@@ -142,3 +142,27 @@ def test_scatter203_controls_write_the_url(client, fixtures_dir):
     assert out[URL]["search"] == f"?run={RUN}&step=7"
     out = _sync(client, boxed, "scatter-x.value", "reward")
     assert URL not in out and "pick two different columns" in str(out["scatter-notices"]["children"])
+
+
+def test_scatter204_clicked_point_links_to_its_tokens(dash_app, client, fixtures_dir):
+    """A click on a point renders a link to that response's token page (it does not navigate); a click on
+    anything else (a density cell) does nothing."""
+    # allow_duplicate (the URL sync clears the line): the output's key carries a hash.
+    key = next(k for k in dash_app.callback_map if k.startswith("scatter-point.children@"))
+
+    def click(data):
+        return dash_post(
+            client,
+            key,
+            [{"id": "scatter-figure", "property": "clickData", "value": data}],
+            [{"id": "scatter-run", "property": "data", "value": RUN}],
+        )
+
+    out = click({"points": [{"x": 1.2, "y": 2.0, "customdata": ["f5e51425-142", 18]}]})
+    (children,) = out.values()
+    (href,) = _links(children["children"])
+    assert href == f"/tokens?run={RUN}&sample=f5e51425-142"
+    assert "f5e51425-142 at step 18" in _text(children["children"])
+    assert not click(
+        {"points": [{"x": 1.2, "y": 2.0, "z": 0.3, "customdata": [3, 0, 1, 2, 3]}]}
+    )  # nothing updated
