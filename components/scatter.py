@@ -17,6 +17,20 @@ from components.format import D3_INT, D3_NUM
 from components.layout import GRAPH_CONFIG
 
 HEIGHT = 560
+# Unlike the other figures, the mode bar is shown: dragging draws a box, so zooming into a dense corner (one
+# response of KL 500 squeezes the rest against the axis) is its zoom button or the mouse wheel. No lasso:
+# only a box is two ranges.
+CONFIG = {
+    **GRAPH_CONFIG,
+    "displayModeBar": True,
+    "displaylogo": False,
+    "scrollZoom": True,
+    "doubleClick": "reset",
+    # Plotly's "Share chart" (sendChartToCloud) would upload the figure's data to Plotly Cloud: never.
+    "modeBarButtonsToRemove": [
+        *("lasso2d", "toImage", "autoScale2d", "toggleSpikelines", "sendDataToCloud", "sendChartToCloud")
+    ],
+}
 # Points are drawn see-through, so that piled points read darker.
 POINT_ALPHA = 0.55
 BOX_COLOUR = "#d62728"
@@ -79,7 +93,7 @@ def body(ids: Mapping[str, str]) -> list:
         dcc.Graph(
             id=ids["figure"],
             figure=empty_figure("Loading…", HEIGHT),
-            config={**GRAPH_CONFIG, "doubleClick": "reset"},
+            config=CONFIG,
             style={"height": f"{HEIGHT}px"},
         ),
         type="circle",

@@ -61,3 +61,11 @@ def test_scatter103_events_are_read():
     )
     assert sv.clicked_sample({"points": [{"customdata": ["abc-3", 7]}]}) == ("abc-3", 7)
     assert sv.clicked_sample({"points": [{"z": 3}]}) is None and sv.clicked_sample(None) is None
+
+
+def test_scatter104_mode_bar_zooms_and_never_shares():
+    """The scatter's mode bar zooms (and the wheel does) but has no lasso and no "Share chart", which would
+    upload the figure's data to Plotly Cloud."""
+    removed = sv.CONFIG["modeBarButtonsToRemove"]
+    assert sv.CONFIG["displayModeBar"] and sv.CONFIG["scrollZoom"]
+    assert {"sendChartToCloud", "sendDataToCloud", "lasso2d"} <= set(removed)
