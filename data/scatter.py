@@ -260,9 +260,19 @@ class Box:
 
 
 def brushed(sc: Scatter, x_range: tuple[float, float], y_range: tuple[float, float]) -> Box:
-    """The box of a selection's ranges (as Plotly gives them) snapped outward to the scatter's lattice."""
-    (x0, x1), (y0, y1) = snap(*x_range, sc.lattice[0]), snap(*y_range, sc.lattice[1])
+    """The box of a selection's ranges (as Plotly gives them) snapped outward to the scatter's lattice. A
+    side that ends on a density's top edge goes one cell further: the last cell also holds a value equal
+    to that edge, which ``v < max`` would leave out."""
+    (x0, x1), (y0, y1) = (_side(sc, r, i) for i, r in enumerate((x_range, y_range)))
     return Box(x0, x1, y0, y1)
+
+
+def _side(sc: Scatter, rng: tuple[float, float], axis: int) -> tuple[float, float]:
+    lo, hi = snap(*rng, sc.lattice[axis])
+    edges = (sc.x_edges, sc.y_edges)[axis]
+    if sc.density and len(edges) >= 2 and hi == edges[-1]:
+        hi = snap(hi, hi, sc.lattice[axis])[1]
+    return lo, hi
 
 
 def is_axis(col: str) -> bool:

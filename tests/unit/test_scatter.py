@@ -217,3 +217,18 @@ def test_scatter008_lattice_indices_are_the_binary_searchs():
                 [values, np.asarray(edges)[(np.asarray(edges) >= lo) & (np.asarray(edges) <= hi)]]
             )
             assert np.array_equal(sd.lattice_indices(on, edges), bar_indices(on, edges)), (lo, hi, col)
+
+
+def test_scatter009_a_box_to_the_top_edge_holds_the_largest_value():
+    """A density whose largest value lies on its top edge (reward 2.225 on cells 0.05 wide, edges at odd
+    multiples of 0.025): a box ending in the top cell goes one cell further, so that ``v < max`` keeps it."""
+    import numpy as np
+
+    xs = np.array([0.0, 1.0, 2.225] * 10)
+    edges = sd.axis_edges("reward", xs)
+    assert edges[-1] == 2.225  # the top edge is the largest value itself
+    sc = sd.Scatter("kl_sum", "reward", 30, 0, None, sd.density_cells(xs, xs, edges, edges), tuple(edges), tuple(edges),
+                    (sd._cell_lattice(edges), sd._cell_lattice(edges)))  # fmt: skip
+    box = sd.brushed(sc, (0.9, 2.2), (0.9, 2.2))
+    assert (box.x_min, box.x_max) == (0.875, 2.275)
+    assert box.x_min <= 2.225 < box.x_max
