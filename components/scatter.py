@@ -33,7 +33,7 @@ CONFIG = {
 }
 # Points are drawn see-through, so that piled points read darker.
 POINT_ALPHA = 0.55
-BOX_COLOUR = "#d62728"
+BOX_COLOUR = theme.SELECTION
 
 
 def controls(ids: Mapping[str, str], steps_text: str, x: str, y: str, axes: Mapping[str, str]) -> dbc.Card:
