@@ -409,7 +409,7 @@ def test_responses045_all_steps_count_and_mean_from_the_steps(tmp_path):
     assert search_order.all_steps_reward(old) is None
 
 
-def test_responses046_step_and_repetition_ranges(store):
+def test_responses047_step_and_repetition_ranges(store):
     """The range filters added for the scatter: over every step, ``step_min`` / ``step_max`` keep the steps
     ``min <= step < max`` (and only the files that can hold them are read); a range on a column the
     responses page does not always show (the repetition's) filters as any other; the summary says both."""
