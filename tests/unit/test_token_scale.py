@@ -86,3 +86,13 @@ def test_tokenscale003_a_sample_says_so(fixtures_dir, tmp_path, monkeypatch):
         f"the 99.9th percentile of {got.tokens:,} tokens of {got.responses:,} responses"
     )
     assert got.source().endswith("spread over the run's 400") and got.values["kl"] > 0
+
+
+def test_tokenscale004_a_run_without_token_arrays_clips_nothing(fixtures_dir, tmp_path):
+    """An evaluation dump (no token arrays) has no per-token values: nothing to clip at, no error."""
+    store = open_store(
+        ingest_run(fixtures_dir / "rlloggingboard-eval-poem", tmp_path, DEFAULT_PAD_TOKENS).store_dir
+    )
+    got = ts.run_scale(store, DEFAULT_PAD_TOKENS)
+    assert (got.values, got.tokens, got.total) == ({}, 0, 3000)
+    assert ts.clipped_scale("kl", 0.0, 3.0, got) == (0.0, 3.0, None)
