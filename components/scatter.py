@@ -4,6 +4,7 @@ brushed on it and the line that opens the box's responses. Pure: values, labels 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import dash_bootstrap_components as dbc
@@ -36,9 +37,11 @@ POINT_ALPHA = 0.55
 BOX_COLOUR = theme.SELECTION
 
 
-def controls(ids: Mapping[str, str], steps_text: str, x: str, y: str, axes: Mapping[str, str]) -> dbc.Card:
-    """The steps box (``51``, ``40-60``, ``all``), the x and y columns (``axes``: column -> label) and
-    "Clear box". ``ids``: ``steps``, ``x``, ``y``, ``clear``."""
+def controls(
+    ids: Mapping[str, str], steps_text: str, x: str, y: str, axes: Mapping[str, str], logs=(False, False)
+) -> dbc.Card:
+    """The steps box (``51``, ``40-60``, ``all``), the x and y columns (``axes``: column -> label), a log
+    scale on each and "Clear box". ``ids``: ``steps``, ``x``, ``y``, ``xlog``, ``ylog``, ``clear``."""
     options = [{"label": text, "value": col} for col, text in axes.items()]
 
     def picker(text: str, id_: str, value: str) -> html.Div:
@@ -71,13 +74,20 @@ def controls(ids: Mapping[str, str], steps_text: str, x: str, y: str, axes: Mapp
         ],
         className="me-3",
     )
+    scales = html.Div(
+        [
+            dbc.Switch(id=ids["xlog"], label="log x", value=logs[0], className="small mb-0"),
+            dbc.Switch(id=ids["ylog"], label="log y", value=logs[1], className="small mb-0"),
+        ],
+        className="me-3 align-self-center pt-1",
+    )
     clear = dbc.Button(
         "Clear box", id=ids["clear"], size="sm", color="link", className="align-self-center pt-3 px-0"
     )
     return dbc.Card(
         dbc.CardBody(
             html.Div(
-                [steps, picker("x", ids["x"], x), picker("y", ids["y"], y), clear],
+                [steps, picker("x", ids["x"], x), picker("y", ids["y"], y), scales, clear],
                 className="d-flex flex-wrap align-items-start gap-1",
             ),
             className="py-2",
@@ -107,75 +117,110 @@ def body(ids: Mapping[str, str]) -> list:
     ]
 
 
-def _box_shape(box) -> list[dict]:
+def _at(values, log: bool) -> np.ndarray:
+    """Where ``values`` are drawn: themselves, or their log10 on a log axis (drawn on a linear axis of
+    log10 with the decades labelled, so that a box's range is in the figure's own coordinates)."""
+    v = np.asarray(values, dtype=np.float64)
+    if not log:
+        return v
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log10(v)
+
+
+def _log_axis(values) -> dict:
+    """A linear axis of log10 values labelled in decades (1, 10, 100 … and 0.1, 0.01 …)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {}
+    lo, hi = math.floor(v.min()), math.ceil(v.max())
+    ticks = list(range(lo, hi + 1))
+    return dict(tickvals=ticks, ticktext=[f"{10.0**k:g}" for k in ticks], zeroline=False)
+
+
+def _box_shape(box, logs=(False, False)) -> list[dict]:
     if box is None:
         return []
+    (x0, x1), (y0, y1) = _at(box[:2], logs[0]), _at(box[2:], logs[1])
     return [
         dict(
             type="rect",
             xref="x",
             yref="y",
-            x0=box[0],
-            x1=box[1],
-            y0=box[2],
-            y1=box[3],
+            x0=float(x0),
+            x1=float(x1),
+            y0=float(y0),
+            y1=float(y1),
             line=dict(color=BOX_COLOUR, width=1.5, dash="dash"),
             fillcolor=theme.rgba(BOX_COLOUR, 0.06),
         )
     ]
 
 
-def _layout(x_label: str, y_label: str, box) -> dict:
+def _layout(x_label: str, y_label: str, box, logs=(False, False), drawn=((), ())) -> dict:
+    """``drawn``: the values drawn on each axis (log10 on a log axis), for its decade labels."""
+    titles = [t + (" (log scale)" if log else "") for t, log in zip((x_label, y_label), logs, strict=True)]
+    xaxis = dict(title=dict(text=titles[0]), zeroline=True) | (_log_axis(drawn[0]) if logs[0] else {})
+    yaxis = dict(title=dict(text=titles[1], standoff=8), zeroline=True, automargin=True)
     return dict(
         height=HEIGHT,
         dragmode="select",
         selectdirection="any",
         clickmode="event",
-        shapes=_box_shape(box),
-        xaxis=dict(title=dict(text=x_label), zeroline=True),
-        yaxis=dict(title=dict(text=y_label, standoff=8), zeroline=True, automargin=True),
+        shapes=_box_shape(box, logs),
+        xaxis=xaxis,
+        yaxis=yaxis | (_log_axis(drawn[1]) if logs[1] else {}),
         margin=dict(l=64, r=16, t=16, b=48),
         # A new figure of the same axes keeps the user's zoom (Plotly's uirevision).
-        uirevision=f"{x_label}|{y_label}",
+        uirevision=f"{titles[0]}|{titles[1]}",
     )
 
 
-def points_figure(x, y, steps, samples, *, x_label: str, y_label: str, box=None, colour: str) -> go.Figure:
+def points_figure(
+    x, y, steps, samples, *, x_label: str, y_label: str, box=None, colour: str, logs=(False, False)
+) -> go.Figure:
     """One point per response (``x``, ``y``, their ``steps`` and sample ids ``samples``): hover says its step
-    and values; each point's ``customdata`` is ``[sample id, step]`` (:func:`clicked_sample` reads a
-    click). ``box``: ``(x_min, x_max, y_min, y_max)`` drawn dashed, or None."""
+    and values; each point's ``customdata`` is ``[sample id, step, x, y]`` (:func:`clicked_sample` reads a
+    click). ``box``: ``(x_min, x_max, y_min, y_max)`` drawn dashed, or None. ``logs``: a log scale on x, on
+    y (every value > 0 there): the log10 is drawn, the decades labelled."""
     if len(x) == 0:
         return empty_figure("No response has a value of both columns here.", HEIGHT)
-    custom = np.stack([np.asarray(samples, dtype=object), np.asarray(steps, dtype=object)], axis=-1)
+    xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    custom = np.stack([np.asarray(c, dtype=object) for c in (samples, steps, xs, ys)], axis=-1)
+    px, py = _at(xs, logs[0]), _at(ys, logs[1])
     trace = dict(
         type="scatter",
         mode="markers",
-        x=np.asarray(x, dtype=np.float64),
-        y=np.asarray(y, dtype=np.float64),
+        x=px,
+        y=py,
         customdata=custom,
         marker=dict(size=7, color=theme.rgba(colour, POINT_ALPHA), line=dict(width=0)),
         selected=dict(marker=dict(color=colour)),
         unselected=dict(marker=dict(opacity=0.35)),
         hovertemplate=(
-            f"step %{{customdata[1]}}<br>{x_label}: %{{x:{D3_NUM}}}<br>{y_label}: %{{y:{D3_NUM}}}"
-            "<br><i>click for its tokens</i><extra></extra>"
+            f"step %{{customdata[1]}}<br>{x_label}: %{{customdata[2]:{D3_NUM}}}<br>"
+            f"{y_label}: %{{customdata[3]:{D3_NUM}}}<br><i>click for its tokens</i><extra></extra>"
         ),
     )
-    return _figure([trace], _layout(x_label, y_label, box))
+    return _figure([trace], _layout(x_label, y_label, box, logs, (px, py)))
 
 
-def density_figure(x_edges, y_edges, xbin, ybin, count, *, x_label: str, y_label: str, box=None) -> go.Figure:
+def density_figure(
+    x_edges, y_edges, xbin, ybin, count, *, x_label: str, y_label: str, box=None, logs=(False, False)
+) -> go.Figure:
     """A 2-D histogram: cell ``(xbin, ybin)`` covers ``x_edges[i] <= x < x_edges[i+1]`` and likewise on y,
     coloured by the log of its ``count`` (a colour bar in counts); hover gives the cell's exact intervals
     and count, its ``customdata`` ``[count, x lo, x hi, y lo, y hi]``. Empty cells are blank. An invisible
     point at each non-empty cell's centre lets Plotly's box select run over a heatmap (which has no points
-    of its own to select); only the box's range is read (:func:`selected_range`)."""
+    of its own to select); only the box's range is read (:func:`selected_range`). ``logs``: a log scale on
+    x, on y (edges > 0 there; drawn at their log10, the decades labelled)."""
     xe, ye = np.asarray(x_edges, dtype=np.float64), np.asarray(y_edges, dtype=np.float64)
     nx, ny = max(len(xe) - 1, 1), max(len(ye) - 1, 1)
-    if len(xe) < 2:
-        xe = np.array([xe[0] - 0.5, xe[0] + 0.5])
-    if len(ye) < 2:
-        ye = np.array([ye[0] - 0.5, ye[0] + 0.5])
+    if len(xe) < 2 or xe[-1] <= xe[0]:
+        xe = np.array([xe[0] * 0.9, xe[0] * 1.1]) if logs[0] else np.array([xe[0] - 0.5, xe[0] + 0.5])
+    if len(ye) < 2 or ye[-1] <= ye[0]:
+        ye = np.array([ye[0] * 0.9, ye[0] * 1.1]) if logs[1] else np.array([ye[0] - 0.5, ye[0] + 0.5])
+    pxe, pye = _at(xe, logs[0]), _at(ye, logs[1])  # the edges where they are drawn
     xbin, ybin, count = (np.asarray(a) for a in (xbin, ybin, count))
     if count.size == 0:
         return empty_figure("No response has a value of both columns here.", HEIGHT)
@@ -190,8 +235,8 @@ def density_figure(x_edges, y_edges, xbin, ybin, count, *, x_label: str, y_label
     ticks = [10**k for k in range(0, len(str(top))) if 10**k <= top]
     heat = dict(
         type="heatmap",
-        x=(xe[:-1] + xe[1:]) / 2,
-        y=(ye[:-1] + ye[1:]) / 2,
+        x=pxe,  # one more than the columns: the cells' edges (on a log axis, not evenly spaced in value)
+        y=pye,
         z=z,
         customdata=custom,
         colorscale=theme.HEATMAP_SCALE,
@@ -214,13 +259,13 @@ def density_figure(x_edges, y_edges, xbin, ybin, count, *, x_label: str, y_label
     centres = dict(
         type="scatter",
         mode="markers",
-        x=((xe[:-1] + xe[1:]) / 2)[xbin],
-        y=((ye[:-1] + ye[1:]) / 2)[ybin],
+        x=((pxe[:-1] + pxe[1:]) / 2)[xbin],
+        y=((pye[:-1] + pye[1:]) / 2)[ybin],
         marker=dict(size=2, opacity=0),
         hoverinfo="skip",
         showlegend=False,
     )
-    return _figure([heat, centres], _layout(x_label, y_label, box))
+    return _figure([heat, centres], _layout(x_label, y_label, box, logs, (pxe, pye)))
 
 
 def box_line(text: str, count: int | None, href: str | None) -> list:

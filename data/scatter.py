@@ -18,7 +18,7 @@ from data.cache import StoreKey, shared
 from data.derived.cells import _nice, lattice_edges
 from data.metrics import label
 from data.metrics.registry import COLUMNS, scatter_axes
-from data.queries import COMPUTED, RANGE_COLUMNS, histogram_edges
+from data.queries import COMPUTED, RANGE_COLUMNS, bar_indices, histogram_edges
 from data.store.reader import RunStore
 
 AXES = scatter_axes()
@@ -85,6 +85,8 @@ class Scatter:
     y_edges: tuple[float, ...]
     lattice: tuple[tuple[float, float], tuple[float, float]]
     limit: int = MAX_POINTS  # the most responses drawn as points
+    logs: tuple[bool, bool] = (False, False)  # a log scale on x, on y
+    off_log: int = 0  # responses with a value <= 0 on a log axis: not drawn
 
     @property
     def density(self) -> bool:
@@ -106,13 +108,23 @@ class Scatter:
             if self.missing
             else ""
         )
+        if self.off_log:
+            left += f" {self.off_log:,} with a value ≤ 0 on a log axis are not drawn."
         return f"{what}: {how}.{left}"
 
 
-def scatter(store: RunStore, x: str, y: str, steps: Steps, max_points: int = MAX_POINTS) -> Scatter:
+def scatter(
+    store: RunStore,
+    x: str,
+    y: str,
+    steps: Steps,
+    max_points: int = MAX_POINTS,
+    logs: tuple[bool, bool] = (False, False),
+) -> Scatter:
     """The scatter of columns ``x`` and ``y`` (of :data:`AXES`) of the responses of ``steps``: points up to
-    ``max_points`` responses, else a density."""
-    return _scatter(StoreKey(store), x, y, steps, max_points)
+    ``max_points`` responses, else a density; ``logs``: a log scale on x, on y (its cells evenly wide in
+    log10, a value <= 0 left out and counted)."""
+    return _scatter(StoreKey(store), x, y, steps, max_points, tuple(bool(v) for v in logs))
 
 
 def _scan(store: RunStore, columns: list[str], steps: Steps) -> pl.LazyFrame:
@@ -123,7 +135,9 @@ def _scan(store: RunStore, columns: list[str], steps: Steps) -> pl.LazyFrame:
 
 
 @shared(32)
-def _scatter(key: StoreKey, x: str, y: str, steps: Steps, max_points: int) -> Scatter:
+def _scatter(
+    key: StoreKey, x: str, y: str, steps: Steps, max_points: int, logs: tuple[bool, bool]
+) -> Scatter:
     store = key.store
     if x == y:
         raise ValueError(f"a scatter of {x!r} against itself")
@@ -138,37 +152,65 @@ def _scatter(key: StoreKey, x: str, y: str, steps: Steps, max_points: int) -> Sc
     xs = both.get_column(x).to_numpy()
     ys = both.get_column(y).to_numpy()
     finite = np.isfinite(xs) & np.isfinite(ys)
-    xs, ys = xs[finite], ys[finite]
-    n, missing = int(xs.size), int(both.height - xs.size)
+    drawn = finite & _on_axis(xs, logs[0]) & _on_axis(ys, logs[1])
+    missing, off_log = int(both.height - finite.sum()), int(finite.sum() - drawn.sum())
+    xs, ys = xs[drawn], ys[drawn]
+    n = int(xs.size)
     if n == 0:
-        return Scatter(x, y, 0, missing, None, None, (), (), ((0.0, 1.0), (0.0, 1.0)), max_points)
-    xe, ye = axis_edges(x, xs), axis_edges(y, ys)
+        lattice = ((0.0, 1.0), (0.0, 1.0))
+        return Scatter(x, y, 0, missing, None, None, (), (), lattice, max_points, logs, off_log)
+    xe, ye = axis_edges(x, xs, logs[0]), axis_edges(y, ys, logs[1])
     if n <= max_points:
-        points = _points(store, exprs, inputs, absent, steps)
+        points = _points(store, exprs, inputs, absent, steps, logs)
         lattice = (_fine_lattice(xe), _fine_lattice(ye))
-        return Scatter(x, y, n, missing, points, None, tuple(xe), tuple(ye), lattice, max_points)
-    cells = density_cells(xs, ys, xe, ye)
+        return Scatter(
+            x, y, n, missing, points, None, tuple(xe), tuple(ye), lattice, max_points, logs, off_log
+        )
+    cells = density_cells(xs, ys, xe, ye, logs)
     lattice = (_cell_lattice(xe), _cell_lattice(ye))
-    return Scatter(x, y, n, missing, None, cells, tuple(xe), tuple(ye), lattice, max_points)
+    return Scatter(x, y, n, missing, None, cells, tuple(xe), tuple(ye), lattice, max_points, logs, off_log)
 
 
-def axis_edges(col: str, values: np.ndarray) -> list[float]:
+def _on_axis(values: np.ndarray, log: bool) -> np.ndarray | bool:
+    """Where ``values`` can be drawn on their axis: all of them, only those > 0 on a log axis."""
+    if not log:
+        return True
+    with np.errstate(invalid="ignore"):
+        return values > 0
+
+
+def axis_edges(col: str, values: np.ndarray, log: bool = False) -> list[float]:
     """The density's bars on axis ``col`` for its finite ``values``: :func:`data.queries.histogram_edges`
     (:data:`DENSITY_BINS` of a nice width), at least 1 wide for a column of whole numbers (a length), so
-    that no bar falls between two of them."""
+    that no bar falls between two of them. On a log axis (``values`` > 0) the bars are evenly wide in
+    log10, their edges ``10 ** e`` written to 6 significant digits (the floats a box's range keeps)."""
     lo, hi = float(values.min()), float(values.max())
+    if log:
+        edges = [_sig(10.0**e) for e in histogram_edges(math.log10(lo), math.log10(hi), DENSITY_BINS)]
+        # Written to 6 digits, the outer edges could pass the values they hold: they are at most those.
+        edges[0], edges[-1] = min(edges[0], lo), max(edges[-1], hi)
+        return edges
     if COLUMNS[col].fmt != "int" or hi <= lo:
         return histogram_edges(lo, hi, DENSITY_BINS)
     return lattice_edges(lo, hi, max(_nice((hi - lo) / DENSITY_BINS), 1.0))
 
 
-def _points(store, exprs, inputs, absent, steps: Steps) -> pl.DataFrame:
-    """``x, y, step, sample_id`` of the responses with both values finite, sorted by sample id."""
+def _sig(v: float, digits: int = 6) -> float:
+    return float(f"{v:.{digits}g}")
+
+
+def _points(store, exprs, inputs, absent, steps: Steps, logs: tuple[bool, bool]) -> pl.DataFrame:
+    """``x, y, step, sample_id`` of the responses with both values finite (and > 0 on a log axis), sorted
+    by sample id."""
     lf = _scan(store, [*inputs, "step", "sample_id"], steps)
     if absent:
         lf = lf.with_columns(pl.lit(None, pl.Float64).alias(c) for c in absent)
     df = lf.select(exprs[0].alias("x"), exprs[1].alias("y"), pl.col("step"), pl.col("sample_id")).collect()
-    return df.filter(pl.col("x").is_finite() & pl.col("y").is_finite()).sort("sample_id")
+    keep = pl.col("x").is_finite() & pl.col("y").is_finite()
+    for c, log in zip(("x", "y"), logs, strict=True):
+        if log:
+            keep &= pl.col(c) > 0
+    return df.filter(keep).sort("sample_id")
 
 
 def lattice_indices(values: np.ndarray, edges: list[float]) -> np.ndarray:
@@ -188,12 +230,21 @@ def lattice_indices(values: np.ndarray, edges: list[float]) -> np.ndarray:
     return k
 
 
-def density_cells(xs: np.ndarray, ys: np.ndarray, x_edges: list[float], y_edges: list[float]) -> pl.DataFrame:
+def density_cells(
+    xs: np.ndarray,
+    ys: np.ndarray,
+    x_edges: list[float],
+    y_edges: list[float],
+    logs: tuple[bool, bool] = (False, False),
+) -> pl.DataFrame:
     """``xbin, ybin, count`` of the non-empty cells of finite ``xs`` x ``ys`` on the bars of ``x_edges`` and
     ``y_edges`` (:func:`lattice_indices`: the bars of :func:`data.queries.bar_indices`, as the reward page's
     histograms), by ``xbin`` then ``ybin``: exact counts."""
     nx, ny = max(len(x_edges) - 1, 1), max(len(y_edges) - 1, 1)
-    flat = lattice_indices(xs, x_edges) * ny + lattice_indices(ys, y_edges)
+    # A log axis's edges are not evenly spaced in value: its bars by the binary search.
+    xi, yi = ((bar_indices(v, e).astype(np.int64) if log else lattice_indices(v, e))
+              for v, e, log in ((xs, x_edges, logs[0]), (ys, y_edges, logs[1])))  # fmt: skip
+    flat = xi * ny + yi
     # Counted in one pass (np.unique sorts: 5x slower on 2.56M responses).
     every = np.bincount(flat, minlength=nx * ny)
     idx = np.flatnonzero(every)
@@ -268,11 +319,32 @@ def brushed(sc: Scatter, x_range: tuple[float, float], y_range: tuple[float, flo
 
 
 def _side(sc: Scatter, rng: tuple[float, float], axis: int) -> tuple[float, float]:
-    lo, hi = snap(*rng, sc.lattice[axis])
     edges = (sc.x_edges, sc.y_edges)[axis]
+    if sc.logs[axis]:
+        return _log_side(sc, rng, edges)
+    lo, hi = snap(*rng, sc.lattice[axis])
     if sc.density and len(edges) >= 2 and hi == edges[-1]:
         hi = snap(hi, hi, sc.lattice[axis])[1]
     return lo, hi
+
+
+def _log_side(sc: Scatter, rng: tuple[float, float], edges) -> tuple[float, float]:
+    """A side drawn on a log axis (``rng`` in log10, as Plotly gives the figure's coordinates): over a
+    density, out to the cells' edges (one more edge above the top one); over points, out to 3 significant
+    digits (the low end down, the high end to the next such number above it)."""
+    lo, hi = sorted(10.0 ** np.asarray(rng, dtype=np.float64))
+    if sc.density and len(edges) >= 2:
+        e = list(edges)
+        step = math.log10(e[-1]) - math.log10(e[-2])
+        e.append(_sig(10.0 ** (math.log10(e[-1]) + step)))
+        below = [v for v in e if v <= lo]
+        top = next((v for v in e if v > hi), e[-1])
+        # The top cell also holds a value equal to its top edge: a box ending there goes one cell further.
+        return (below[-1] if below else e[0]), (e[-1] if top == edges[-1] else top)
+    k = math.floor(math.log10(lo)) - 2
+    low = math.floor(lo / 10.0**k) * 10.0**k
+    k = math.floor(math.log10(hi)) - 2
+    return _sig(low, 3), _sig((math.floor(hi / 10.0**k) + 1) * 10.0**k, 4)
 
 
 def is_axis(col: str) -> bool:

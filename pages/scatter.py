@@ -32,6 +32,7 @@ dash.register_page(
 URL = page_url(paths.SCATTER)  # the page's own Location: the shell listens to it
 RUN, HEADER, NOTICES = "scatter-run", "scatter-header", "scatter-notices"
 STEPS, X, Y, CLEAR = "scatter-steps", "scatter-x", "scatter-y", "scatter-clear"
+XLOG, YLOG = "scatter-xlog", "scatter-ylog"
 FIGURE, NOTE, BOX, POINT = "scatter-figure", "scatter-note", "scatter-box", "scatter-point"
 TITLE = "scatter-title"
 STORE_WAIT = 10.0
@@ -50,7 +51,7 @@ def layout(**query):
     view, msgs, run_ctx = _decode(query)
     store = run_ctx.store
     msgs += board().failure_notices(view.run) if store is not None else [board().reading_text(view.run)]
-    ids = {"steps": STEPS, "x": X, "y": Y, "clear": CLEAR}
+    ids = {"steps": STEPS, "x": X, "y": Y, "xlog": XLOG, "ylog": YLOG, "clear": CLEAR}
     title = _title(view.x, view.y)
     return html.Div(
         [
@@ -59,7 +60,7 @@ def layout(**query):
             shown_store("scatter", live.shown(view.run, store)),
             page_title("Scatter", view.run, HEADER),
             notices(msgs, NOTICES),
-            sv.controls(ids, view.steps_text(run_ctx.step_list), view.x, view.y, sd.axis_labels()),
+            sv.controls(ids, view.steps_text(run_ctx.step_list), view.x, view.y, sd.axis_labels(), view.logs),
             card(
                 "scatter-title", title, sv.body({"note": NOTE, "figure": FIGURE, "box": BOX, "point": POINT})
             ),
@@ -71,14 +72,14 @@ def layout(**query):
 
 
 @callback(
-    Output(URL, "search"), Output(STEPS, "value"), Output(X, "value"), Output(Y, "value"),
-    Output(NOTICES, "children"), Output(POINT, "children"),
-    Input(URL, "search"), Input(STEPS, "value"), Input(X, "value"), Input(Y, "value"), Input(CLEAR, "n_clicks"),
-    Input(FIGURE, "selectedData"), State(URL, "pathname"),
+    Output(URL, "search"), Output(STEPS, "value"), Output(X, "value"), Output(Y, "value"), Output(XLOG, "value"),
+    Output(YLOG, "value"), Output(NOTICES, "children"), Output(POINT, "children"),
+    Input(URL, "search"), Input(STEPS, "value"), Input(X, "value"), Input(Y, "value"), Input(XLOG, "value"),
+    Input(YLOG, "value"), Input(CLEAR, "n_clicks"), Input(FIGURE, "selectedData"), State(URL, "pathname"),
 )  # fmt: skip
-def _sync(search, steps_text, x, y, _clear, selected, pathname):
+def _sync(search, steps_text, x, y, xlog, ylog, _clear, selected, pathname):
     """URL <-> controls. The URL (page load, Back / Forward) sets the controls; the steps box, the columns,
-    "Clear box" and a box dragged over the figure write the URL. Unchanged -> no_update."""
+    the log scales, "Clear box" and a box dragged over the figure write the URL. Unchanged -> no_update."""
     if left_page(pathname, paths.SCATTER):
         raise PreventUpdate
     view, msgs, run_ctx = _decode(search)
@@ -90,6 +91,8 @@ def _sync(search, steps_text, x, y, _clear, selected, pathname):
             no_update if shown == (steps_text or "") else shown,
             no_update if view.x == x else view.x,
             no_update if view.y == y else view.y,
+            no_update if view.xlog == bool(xlog) else view.xlog,
+            no_update if view.ylog == bool(ylog) else view.ylog,
             notices(msgs + board().failure_notices(view.run)).children if trigger == URL else no_update,
             [] if trigger == URL else no_update,
         )
@@ -99,18 +102,20 @@ def _sync(search, steps_text, x, y, _clear, selected, pathname):
         new, more = view.with_steps(steps_text, run_ctx)
     elif trigger in (X, Y):
         new, more = _columns(view, x, y)
+    elif trigger in (XLOG, YLOG):
+        new = replace(view, xlog=bool(xlog), ylog=bool(ylog))
     elif trigger == CLEAR:
         new = replace(view, box=None)
     elif trigger == FIGURE:
         rng = sv.selected_range(selected)
         if rng is None or run_ctx.store is None:
             raise PreventUpdate
-        drawn = sd.scatter(run_ctx.store, view.x, view.y, view.steps(run_ctx.step_list))
+        drawn = sd.scatter(run_ctx.store, view.x, view.y, view.steps(run_ctx.step_list), logs=view.logs)
         new = replace(view, box=sd.brushed(drawn, *rng))
     query = new.to_query()
     return (
         no_update if query == (search or "") else query,
-        *(no_update,) * 3,
+        *(no_update,) * 5,
         notices(more).children if more else no_update,
         no_update,
     )
@@ -143,20 +148,21 @@ def _draw(search, pathname):
     if store is None:
         return empty_figure("No data for this run yet.", sv.HEIGHT), "", "", no_update
     steps = view.steps(run_steps)
-    drawn = sd.scatter(store, view.x, view.y, steps)
+    drawn = sd.scatter(store, view.x, view.y, steps, logs=view.logs)
     xl, yl = label(view.x), label(view.y)
     b = view.box
     box = None if b is None else (b.x_min, b.x_max, b.y_min, b.y_max)
     if drawn.density:
         c = drawn.cells
         fig = sv.density_figure(
-            drawn.x_edges, drawn.y_edges, c["xbin"], c["ybin"], c["count"], x_label=xl, y_label=yl, box=box
-        )
+            drawn.x_edges, drawn.y_edges, c["xbin"], c["ybin"], c["count"], x_label=xl, y_label=yl, box=box,
+            logs=view.logs,
+        )  # fmt: skip
     else:
         p = drawn.points
         fig = sv.points_figure(
             *(p[k] if p is not None else [] for k in ("x", "y", "step", "sample_id")),
-            x_label=xl, y_label=yl, box=box, colour=colour("reward"),
+            x_label=xl, y_label=yl, box=box, colour=colour("reward"), logs=view.logs,
         )  # fmt: skip
     return fig, drawn.note(steps), _box_line(view, store, run_steps), _title(view.x, view.y)
 

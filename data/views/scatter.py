@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from data.metrics import label
 from data.scatter import AXES, DEFAULT_X, DEFAULT_Y, Box, Steps, range_key
-from data.views.codec import encode, first, get_float, key_notices
+from data.views.codec import encode, first, get_bool, get_float, key_notices
 from data.views.responses import ResponsesView
 
 ALL_STEPS = "all"
@@ -22,7 +22,8 @@ _ONE = re.compile(r"-?\d+")
 class ScatterView:
     """What the URL says: the run; one ``step`` (None: the run's last), or a ``span`` of steps (first,
     last), or ``every`` step; the columns drawn on ``x`` and ``y`` (two of :data:`data.scatter.AXES`); the
-    ``box`` brushed (``x_min <= x < x_max`` and ``y_min <= y < y_max``, or None)."""
+    ``box`` brushed (``x_min <= x < x_max`` and ``y_min <= y < y_max``, or None); a log scale on x
+    (``xlog=1``), on y (``ylog=1``)."""
 
     run: str | None = None
     step: int | None = None
@@ -31,13 +32,19 @@ class ScatterView:
     x: str = DEFAULT_X
     y: str = DEFAULT_Y
     box: Box | None = None
+    xlog: bool = False
+    ylog: bool = False
+
+    @property
+    def logs(self) -> tuple[bool, bool]:
+        return self.xlog, self.ylog
 
     @classmethod
     def from_query(cls, query: Mapping, ctx) -> tuple[ScatterView, list[str]]:
         """Decode a query (parsed or ``layout(**query)``); bad values fall back with a notice each. ``ctx``:
         the run's :class:`data.run_context.RunContext` (a step the run lacks is resolved by its rule)."""
         box_keys = [f"{range_key(c)}_{e}" for c in AXES for e in ("min", "max")]
-        msgs = key_notices(query, ("run", "step", "x", "y", *box_keys))
+        msgs = key_notices(query, ("run", "step", "x", "y", "xlog", "ylog", *box_keys))
         msgs += ctx.notices
         step, span, every = _steps(first(query, "step"), ctx, msgs)
         x = _axis(query, "x", DEFAULT_X, msgs)
@@ -47,7 +54,8 @@ class ScatterView:
             msgs.append(f"Ignored y={y!r}: the same column as x; showing {label(other)}.")
             y = other
         box = _box(query, x, y, box_keys, msgs)
-        return cls(ctx.run, step, span, every, x, y, box), msgs
+        logs = get_bool(query, "xlog", msgs), get_bool(query, "ylog", msgs)
+        return cls(ctx.run, step, span, every, x, y, box, *logs), msgs
 
     def to_query(self) -> str:
         """``?run=R&step=S&x=…&y=…`` and the box's four bounds, defaults left out."""
@@ -57,6 +65,8 @@ class ScatterView:
             ("step", step),
             ("x", None if self.x == DEFAULT_X else self.x),
             ("y", None if self.y == DEFAULT_Y else self.y),
+            ("xlog", True if self.xlog else None),
+            ("ylog", True if self.ylog else None),
         ]
         if self.box is not None:
             kx, ky = range_key(self.x), range_key(self.y)

@@ -15,11 +15,14 @@ from tests.conftest import dash_post, find, page_url_key
 URL = page_url_key("/scatter")
 RUN = "trl-grpo-small"
 OUTS = (
-    "scatter-steps.value",
-    "scatter-x.value",
-    "scatter-y.value",
-    "scatter-notices.children",
-    "scatter-point.children",
+    *(
+        "scatter-steps.value",
+        "scatter-x.value",
+        "scatter-y.value",
+        "scatter-xlog.value",
+        "scatter-ylog.value",
+    ),
+    *("scatter-notices.children", "scatter-point.children"),
 )
 SYNC = f"..{URL}.search..." + "...".join(OUTS) + ".."
 DRAW = "..scatter-figure.figure...scatter-note.children...scatter-box.children...scatter-title.children.."
@@ -36,6 +39,8 @@ def _sync(client, search, trigger, value):
         "scatter-steps.value": None,
         "scatter-x.value": "kl_sum",
         "scatter-y.value": "reward",
+        "scatter-xlog.value": False,
+        "scatter-ylog.value": False,
         "scatter-clear.n_clicks": None,
         "scatter-figure.selectedData": None,
     }
@@ -132,12 +137,15 @@ def test_scatter202_box_opens_exactly_the_responses_inside(client, fixtures_dir)
 
 
 def test_scatter203_controls_write_the_url(client, fixtures_dir):
-    """Other steps drop the box; other columns drop it too; "Clear box" clears it; x = y is refused."""
+    """Other steps drop the box; other columns drop it too; a log scale keeps it; "Clear box" clears it;
+    x = y is refused."""
     boxed = f"?run={RUN}&step=7&kl_sum_min=0&kl_sum_max=5&reward_min=1&reward_max=3"
     out = _sync(client, boxed, "scatter-steps.value", "3-9")
     assert out[URL]["search"] == f"?run={RUN}&step=3-9"
     out = _sync(client, boxed, "scatter-y.value", "reward_gain")
     assert out[URL]["search"] == f"?run={RUN}&step=7&y=reward_gain"
+    out = _sync(client, boxed, "scatter-xlog.value", True)  # a scale changes how, not what: the box stays
+    assert out[URL]["search"] == boxed.replace("step=7", "step=7&xlog=1")
     out = _sync(client, boxed, "scatter-clear.n_clicks", 1)
     assert out[URL]["search"] == f"?run={RUN}&step=7"
     out = _sync(client, boxed, "scatter-x.value", "reward")

@@ -232,3 +232,54 @@ def test_scatter009_a_box_to_the_top_edge_holds_the_largest_value():
     box = sd.brushed(sc, (0.9, 2.2), (0.9, 2.2))
     assert (box.x_min, box.x_max) == (0.875, 2.275)
     assert box.x_min <= 2.225 < box.x_max
+
+
+def test_scatter010_log_axis_counts_and_box_are_exact(grpo):
+    """On a log KL-sum axis the density's cells are evenly wide in log10, their edges written to 6 digits;
+    every cell holds exactly the responses a hand binning of the files' values on those edges puts there;
+    a value <= 0 is left out and counted; a box dragged in log10 coordinates snaps out to the cells' edges
+    and opens exactly the responses a hand filter keeps."""
+    store, rows = grpo
+    got = sd.scatter(store, "kl_sum", "reward", sd.Steps(), max_points=50, logs=(True, False))
+    kls = [r["kl_sum"] for r in rows]
+    assert got.density and got.n + got.off_log + got.missing == 400
+    assert got.off_log == sum(k <= 0 for k in kls) and got.n == sum(k > 0 for k in kls)
+    e = got.x_edges
+    assert all(float(f"{v:.6g}") == v for v in e[1:-1]) and e[0] <= min(k for k in kls if k > 0)
+    steps = {round(math.log10(b) - math.log10(a), 3) for a, b in zip(e[1:-2], e[2:-1], strict=False)}
+    assert len(steps) == 1  # evenly wide in log10
+
+    def bar(v, edges):
+        return next(
+            k for k in range(len(edges) - 1) if edges[k] <= v < edges[k + 1] or v == edges[-1] == edges[k + 1]
+        )
+
+    want: dict[tuple[int, int], int] = {}
+    for r in rows:
+        if r["kl_sum"] > 0:
+            cell = (bar(r["kl_sum"], e), bar(r["reward"], got.y_edges))
+            want[cell] = want.get(cell, 0) + 1
+    assert {(a, b): c for a, b, c in got.cells.iter_rows()} == want
+    box = sd.brushed(got, (math.log10(0.5), math.log10(20.0)), (0.9, 2.1))
+    assert box.x_min in e and box.x_max in e and box.x_min <= 0.5 and box.x_max > 20.0
+    resp = box_responses(ScatterView(RUN, every=True, box=box, xlog=True), sorted({r["step"] for r in rows}))
+    hits = matching(store, resp.response_filter([]), ["source", "line"]).collect()
+    hand = {
+        (r["source"], r["line"])
+        for r in rows
+        if box.x_min <= r["kl_sum"] < box.x_max and box.y_min <= r["reward"] < box.y_max
+    }
+    assert set(zip(hits["source"].to_list(), hits["line"].to_list(), strict=True)) == hand and len(hand) > 20
+    points = sd.scatter(store, "kl_sum", "reward", sd.Steps(7, 7), logs=(True, True))
+    assert not points.density and (points.points["x"] > 0).all() and (points.points["y"] > 0).all()
+    pbox = sd.brushed(points, (math.log10(0.123456), math.log10(4.56789)), (0.0, 0.3))
+    assert (pbox.x_min, pbox.x_max, pbox.y_min, pbox.y_max) == (0.123, 4.57, 1.0, 2.0)
+
+
+def test_scatter011_log_scales_in_the_url():
+    """xlog=1 / ylog=1 decode and encode back; a bad value is noticed."""
+    ctx = _Ctx(RUN, [1, 2])
+    view, msgs = ScatterView.from_query({"run": [RUN], "xlog": ["1"]}, ctx)
+    assert msgs == [] and view.logs == (True, False) and view.to_query() == f"?run={RUN}&xlog=1"
+    _, msgs = ScatterView.from_query({"run": [RUN], "ylog": ["maybe"]}, ctx)
+    assert any("ylog" in m for m in msgs)
