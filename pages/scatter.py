@@ -61,9 +61,7 @@ def layout(**query):
             page_title("Scatter", view.run, HEADER),
             notices(msgs, NOTICES),
             sv.controls(ids, view.steps_text(run_ctx.step_list), view.x, view.y, sd.axis_labels(), view.logs),
-            card(
-                "scatter-title", title, sv.body({"note": NOTE, "figure": FIGURE, "box": BOX, "point": POINT})
-            ),
+            card(TITLE, title, sv.body({"note": NOTE, "figure": FIGURE, "box": BOX, "point": POINT})),
         ]
     )
 
