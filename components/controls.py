@@ -177,8 +177,9 @@ def reward_controls(
 # ---- the responses page's filters ------------------------------------------------------------------------
 
 
-def _range_input(text: str, available: bool, lo, hi, ids: tuple[str, str]) -> html.Div:
-    """min <= x < max inputs of one metric; disabled when the run has no value of it (and no bound is set)."""
+def _range_input(text: str, available: bool, lo, hi, ids: tuple[str, str], shown: bool = True) -> html.Div:
+    """min <= x < max inputs of one metric; disabled when the run has no value of it (and no bound is set);
+    hidden unless ``shown`` (the inputs stay in the page: the page's one sync callback reads them all)."""
     common = {
         "type": "number",
         "step": "any",
@@ -204,6 +205,7 @@ def _range_input(text: str, available: bool, lo, hi, ids: tuple[str, str]) -> ht
             ),
         ],
         className="me-3",
+        style=None if shown else {"display": "none"},
     )
 
 
@@ -241,7 +243,7 @@ def responses_filters(
     steps: Sequence[int],
     all_steps: str,
     step,
-    ranges: Sequence[tuple[str, bool, object, object, tuple[str, str]]],
+    ranges: Sequence[tuple[str, bool, object, object, tuple[str, str], bool]],
     q: str | None,
     loses: bool,
     ids: Mapping[str, str],
@@ -250,10 +252,10 @@ def responses_filters(
     columns: tuple[Sequence[tuple[str, str]], Sequence[str]] | None = None,
 ) -> dbc.Card:
     """The responses page's filters: the step (``all_steps`` for every step, else one of ``steps``), one
-    ``min <= x < max`` pair per range (``(label, available, lo, hi, (min id, max id))``), the text search,
-    the "loses to the reference" switch, the "no end token" and "ended" switches side by side, and "Clear
-    filters"; with ``columns`` (``(choices, shown)``: ``(column, label)`` pairs and the columns shown) a
-    column chooser on a line of its own. ``ids``: ``step``, ``q``, ``q_error``, ``loses``, ``truncated``,
+    ``min <= x < max`` pair per range (``(label, available, lo, hi, (min id, max id), shown)``), the text
+    search, the "loses to the reference" switch, the "no end token" and "ended" switches side by side, and
+    "Clear filters"; with ``columns`` (``(choices, shown)``: ``(column, label)`` pairs and the columns shown)
+    a column chooser on a line of its own. ``ids``: ``step``, ``q``, ``q_error``, ``loses``, ``truncated``,
     ``ended``, ``clear``, ``cols``."""
     picker = html.Div(
         [

@@ -115,6 +115,7 @@ GRID = "#e9ecef"
 ZERO_LINE = "#ced4da"
 AXIS_LINE = "#adb5bd"
 MARKER = "#495057"  # the selected step's dotted line
+SELECTION = "#d62728"  # a box brushed on the scatter, drawn dashed
 HIGHLIGHT = "#fff3cd"  # a selected grid row, a group without learning signal
 ON_DARK = "#fff"  # text on a dark background (a token of the strip)
 

@@ -126,7 +126,7 @@ def _scale(metric: str | None, scale: tuple[float, float, bool] | None):
     """``(data metric, lo, hi, stops, signed)`` the strip is coloured with (no metric: a neutral scale)."""
     if metric is None:
         return NO_METRIC, 0.0, 1.0, colour_stops("prob", False), False
-    lo, hi, signed = scale
+    lo, hi, signed = scale[:3]
     return metric, lo, hi, colour_stops(metric, signed), signed
 
 
@@ -145,7 +145,8 @@ def strip_card(
     next ones as the strip is scrolled (:func:`strip_window`), and a line saying how many are shown.
 
     ``shown``: the visible positions; ``metric`` the column they are coloured by (None: no colour) on
-    ``scale`` = ``(lo, hi, signed)``; ``hidden`` the pad positions left out; ``hover`` the ``(column,
+    ``scale`` = ``(lo, hi, signed[, clip])`` (``clip``: ``(largest value, note)`` of a clipped scale, see
+    :func:`components.token_strip.legend`); ``hidden`` the pad positions left out; ``hover`` the ``(column,
     label)`` pairs of a token's hover text. ``ids``: ``count``, ``data`` (the strip's store), ``strip``,
     ``status``.
     """
@@ -154,7 +155,7 @@ def strip_card(
     if metric is None:
         key_legend = html.Span("no metric to colour by", className="small text-muted")
     else:
-        key_legend = legend(metric_label, lo, hi, stops, signed)
+        key_legend = legend(metric_label, lo, hi, stops, signed, scale[3] if len(scale) > 3 else None)
     key = uuid.uuid4().hex[:12]  # which strip div the browser fills: a re-render mounts a new one
     return dbc.Card(
         [

@@ -129,13 +129,28 @@ def strip_data(
     return {"key": key, "n": df.height, "json": orjson.dumps(out).decode()}
 
 
-def legend(title: str, lo: float, hi: float, stops, signed: bool) -> html.Div:
-    """The scale's colour bar with its range (and 0 in the middle for a diverging scale)."""
+def legend(title: str, lo: float, hi: float, stops, signed: bool, clip=None) -> html.Div:
+    """The scale's colour bar with its range (and 0 in the middle for a diverging scale). ``clip``: ``(the
+    response's largest value, a note)`` when the scale stops short of it: the bar's ends then read "≥ hi"
+    and a line "clipped at hi (max peak)" follows, the note as its hover text."""
     gradient = ", ".join(f"rgb{tuple(c)} {p * 100:.0f}%" for p, c in stops)
-    ticks = [html.Span(num(lo, 3))]
+    edge = "≥ " if clip else ""
+    ticks = [html.Span(("≤ " if clip and signed else "") + num(lo, 3))]
     if signed:
         ticks.append(html.Span("0"))
-    ticks.append(html.Span(num(hi, 3)))
+    ticks.append(html.Span(edge + num(hi, 3)))
+    clipped = []
+    if clip:
+        peak, note = clip
+        bound = f"±{num(hi, 3)}" if signed else num(hi, 3)
+        clipped = [
+            html.Span(
+                f"clipped at {bound} (max {num(peak, 3)})",
+                title=note,
+                className="small text-muted ms-2 text-decoration-underline",
+                style={"textDecorationStyle": "dotted", "cursor": "help"},
+            )
+        ]
     return html.Div(
         [
             html.Span(title, className="small text-muted me-2"),
@@ -153,6 +168,7 @@ def legend(title: str, lo: float, hi: float, stops, signed: bool) -> html.Div:
                 ],
                 style={"width": "14rem"},
             ),
+            *clipped,
         ],
         className="d-flex align-items-center",
     )

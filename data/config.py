@@ -11,8 +11,8 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from data.metrics.registry import INFER_GAP_TAIL as _INFER_GAP_TAIL
-from data.metrics.registry import INFER_GAP_TAIL_TEXT as _INFER_GAP_TAIL_TEXT
+from data.metrics.families import INFER_GAP_TAIL as _INFER_GAP_TAIL
+from data.metrics.families import INFER_GAP_TAIL_TEXT as _INFER_GAP_TAIL_TEXT
 from data.remote import RemotePath, is_url, location
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -67,6 +67,22 @@ class ResponseFilter:
     gap_max: float | None = None
     tail_min: float | None = None
     tail_max: float | None = None
+    kl_sum_min: float | None = None
+    kl_sum_max: float | None = None
+    log_ratio_min: float | None = None
+    log_ratio_max: float | None = None
+    log_ratio_sum_min: float | None = None
+    log_ratio_sum_max: float | None = None
+    value_error_abs_min: float | None = None
+    value_error_abs_max: float | None = None
+    value_error_min: float | None = None
+    value_error_max: float | None = None
+    token_reward_min: float | None = None
+    token_reward_max: float | None = None
+    repetition_min: float | None = None
+    repetition_max: float | None = None
+    step_min: float | None = None
+    step_max: float | None = None
     q: str | None = None
     loses_only: bool = False
     truncated: tuple[tuple[str, ...], tuple[str, ...]] | None = None
@@ -93,6 +109,15 @@ class ResponseFilter:
         if self.loses_only:
             cond &= pl.col("reward") < pl.col("ref_reward")
         return cond
+
+    def step_span(self) -> tuple[int | None, int | None] | None:
+        """The steps ``lo <= step <= hi`` the ``step_min`` / ``step_max`` range holds (None: no bound), for a
+        scan to open only the files that can hold them; None without that range."""
+        if self.step_min is None and self.step_max is None:
+            return None
+        lo = None if self.step_min is None else math.ceil(self.step_min)
+        hi = None if self.step_max is None else math.ceil(self.step_max) - 1
+        return lo, hi
 
     def is_default(self) -> bool:
         return all(getattr(self, f.name) == f.default for f in fields(self) if f.name != "step")

@@ -54,6 +54,7 @@ from data.token_frames import (
     top_tokens,
     visible_tokens,
 )
+from data.token_scale import RunScale, clipped_scale, legend_note
 
 # ---- what the page shows of one response ---------------------------------------------------------------
 
@@ -156,17 +157,26 @@ def strip_metric(view: TokenView, metric: str) -> tuple[str | None, list[str]]:
 
 
 def strip(
-    view: TokenView, metric: str, show_pads: bool, correction: tuple[str, float] | None = None
-) -> tuple[str | None, list[str], pl.DataFrame, tuple[float, float, bool] | None]:
-    """``(metric, notes, visible tokens, (lo, hi, signed))`` the strip of ``view`` is drawn with: the metric
-    and notes of :func:`strip_metric`, the positions :func:`visible_tokens` shows (with ``touched``, the
-    positions a ``correction`` ``(rule, C)`` clips or masks, when given), and the colour scale over them
-    (None when no metric is allowed)."""
+    view: TokenView,
+    metric: str,
+    show_pads: bool,
+    correction: tuple[str, float] | None = None,
+    run: RunScale | None = None,
+) -> tuple[str | None, list[str], pl.DataFrame, tuple | None]:
+    """``(metric, notes, visible tokens, (lo, hi, signed, clip))`` the strip of ``view`` is drawn with: the
+    metric and notes of :func:`strip_metric`, the positions :func:`visible_tokens` shows (with ``touched``,
+    the positions a ``correction`` ``(rule, C)`` clips or masks, when given), and the colour scale over them
+    (None when no metric is allowed), clipped at the run's quantile of the metric (``run``, see
+    :mod:`data.token_scale`) when the response goes past it: ``clip`` is then ``(its largest value, the
+    legend's note)``, else None."""
     metric, lacks = strip_metric(view, metric)
     all_tokens = view.tokens if correction is None else with_touched(view.tokens, *correction)
     shown = visible_tokens(all_tokens, show_pads)
-    scale = (*scale_range(metric, shown.get_column(metric)), metric_signed(metric)) if metric else None
-    return metric, lacks, shown, scale
+    if not metric:
+        return metric, lacks, shown, None
+    lo, hi, peak = clipped_scale(metric, *scale_range(metric, shown.get_column(metric)), run)
+    clip = None if peak is None else (peak, legend_note(metric, hi, peak, run))
+    return metric, lacks, shown, (lo, hi, metric_signed(metric), clip)
 
 
 def top_tables(view: TokenView) -> list[tuple[str, pl.DataFrame, str]]:

@@ -1,9 +1,6 @@
-"""Token page (``/tokens?run=R&sample=ID&metric=M&pads=1&back=...``): one response, token by token.
-
-Texts and rewards of the response, the token strip coloured by one per-token metric, per-position charts,
-the top tokens by |log-ratio| and by KL. Previous / next go through the responses of the same step in
-(source file, line) order; ``back`` is the responses view's query string, kept for the link back to it.
-"""
+"""Token page (``/tokens?run=R&sample=ID&metric=M&pads=1&back=...``): one response, token by token: its
+texts and rewards, the strip coloured by one per-token metric, per-position charts, the top tokens by
+|log-ratio| and by KL; previous / next walk the responses view ``back`` (its query string) it came from."""
 
 from __future__ import annotations
 
@@ -28,7 +25,7 @@ from components.layout import (
 from components.live import shown_store
 from components.token_figures import POSITION_FIGURE_HEIGHT, RESET, relayout_range
 from components.token_js import highlight_js, strip_js
-from data import live, token_nav, tokens
+from data import live, token_nav, token_scale, tokens
 from data.service import board
 from data.views import links, paths
 from data.views import tokens as views
@@ -137,6 +134,13 @@ def _body(state: TokensState, notes: list[str]) -> list:
     return _response(state, view, notes, back_href)
 
 
+def _strip(state: TokensState, view: tokens.TokenView):
+    """:func:`data.tokens.strip` of the page, clipped at the run's per-token quantiles (data.token_scale)."""
+    store = board().store(state.run, wait=STORE_WAIT) if state.run else None
+    run = None if store is None else token_scale.run_scale(store, board().settings.pad_tokens)
+    return tokens.strip(view, state.metric, state.pads, state.correction(), run)
+
+
 def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back_href: str) -> list:
     info, prefix = view.info, url_prefix()
     nav = token_nav.navigation(state, view, board(), board().settings.search_seconds)
@@ -169,7 +173,7 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
             _controls(state),
             html.P(tokens.NO_TOKEN_FIELDS, className="small text-muted", id=MISSING_NOTE),
         ]
-    metric, lacks, shown, scale = tokens.strip(view, state.metric, state.pads, state.correction())
+    metric, lacks, shown, scale = _strip(state, view)
     label = tokens.metric_label(metric, view.file_fields) if metric else ""
     hidden = view.tokens.height - shown.height
     hover, controls = tokens.hover_columns(view), _controls(state, view)
@@ -249,7 +253,7 @@ def _more_tokens(want, shown):
     state, view, _ = views.resolve(state, board(), STORE_WAIT)
     if view is None or not view.fields:
         return no_update
-    metric, _, visible, scale = tokens.strip(view, state.metric, state.pads, state.correction())
+    metric, _, visible, scale = _strip(state, view)
     upto = want.get("upto") if isinstance(want.get("upto"), int) else None
     hover = tokens.hover_columns(view)
     return tp.strip_window(visible, metric, scale, hover, str(want.get("key")), want["start"], upto)

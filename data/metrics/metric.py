@@ -13,7 +13,10 @@ class Metric:
     computes for the rows on screen (never stored), and ``row`` for a column that only identifies or
     previews a response. ``stored``: a column of the store's scalars; ``exported``: its place among the
     export's columns (1 first; 0 not exported); ``range_key``: the URL prefix of its range filter
-    (``<key>_min`` / ``<key>_max``), ``range_at`` that filter's place among the filters; ``table``: its
+    (``<key>_min`` / ``<key>_max``), ``range_at`` that filter's place among the filters (every one but the
+    step's is an axis the scatter page can draw), ``range_input`` whether the responses page always shows
+    its inputs (False: only while the URL sets one of its bounds, e.g. a box brushed on the scatter);
+    ``table``: its
     place among the responses table's columns (0: not a column of it); ``from_tokens``: its place among
     the per-response aggregates computed from the token arrays at ingest (0: not one of them)."""
 
@@ -28,6 +31,7 @@ class Metric:
     exported: int = 0
     range_key: str | None = None
     range_at: int = 0
+    range_input: bool = True
     table: int = 0
     from_tokens: int = 0
 

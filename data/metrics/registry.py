@@ -9,57 +9,9 @@ a new metric is one entry here plus its expression (in :mod:`data.metrics.respon
 
 from __future__ import annotations
 
-import math
-
+from data.metrics.families import CRITIC_SUM_METRICS, GAP_METRICS
+from data.metrics.group_step import GROUP_STEP_METRICS
 from data.metrics.metric import ROW, Metric
-
-# |trainer − inference log-prob| (nats) above which a token is in the inference–trainer gap's tail: ln 2, a
-# ratio exp(Δ) beyond ½ or 2. The one threshold of the per-response columns below (counted at ingest), the
-# per-step curves and the token page's summary line; data.config names it with the settings
-# (data.config.INFER_GAP_TAIL). A constant, not an environment variable: ingest counts with it, and no store
-# is keyed on it.
-INFER_GAP_TAIL = math.log(2.0)
-INFER_GAP_TAIL_TEXT = _T = "ln 2"  # how labels name it
-
-
-# The inference–trainer gap Δ_t = infer_gap_t over the positions with both log-probs (finite) that the loss mask
-# keeps where the response has one (data/metrics/token.py); its tail: |Δ_t| > INFER_GAP_TAIL (ln 2).
-# fmt: off
-_GAP_COLUMNS = (  # key, label, description, fmt, signed, exported, table, from_tokens, range filter (key, at)
-    ("infer_gap_n", "tokens with both log-probs (trainer, inference)", "positions Δ counts", "int", False, 0, 0, 17, None),
-    ("infer_gap_tail_n", "tokens in the gap's tail", f"positions with |Δ_t| > {_T}", "int", False, 0, 0, 18, None),
-    ("infer_gap_abs_mean", "gap mean |Δ| (trainer − inference)", "mean_t |Δ_t|", "num", False, 14, 12, 19, ("gap", 6)),
-    ("infer_gap_abs_max", "gap max |Δ| (trainer − inference)", "max_t |Δ_t|", "num", False, 15, 13, 20, None),
-    ("infer_gap_tail_share", f"gap tail share (|Δ| > {_T})", f"share of positions with |Δ_t| > {_T}",
-     "share", False, 16, 14, 21, ("tail", 7)),
-    ("infer_gap_first_tail", "first gap tail token (position, from 0)",
-     f"first position with |Δ_t| > {_T} among the response's tokens; null when none", "int", False, 17, 15, 22, None),
-    ("infer_gap_mean", "gap mean Δ (log of the geometric-mean ratio)", "mean_t Δ_t", "num", True, 0, 0, 23, None),
-    ("infer_gap_max", "gap max Δ (largest log-ratio)", "max_t Δ_t", "num", True, 0, 0, 24, None),
-)
-# fmt: on
-
-
-def _gap_metric(key, label, description, fmt, signed, exported, table, from_tokens, range_filter) -> Metric:
-    """One row of :data:`_GAP_COLUMNS`: a stored per-response column (the counts only identify)."""
-    unit = {"int": "tokens", "num": "nats"}.get(fmt, "") if key != "infer_gap_first_tail" else ""
-    level = ROW if key.endswith("_n") else "response"
-    rk, at = range_filter or (None, 0)
-    return Metric(
-        key, label, description, signed, level, unit, fmt, True, exported, rk, at, table, from_tokens
-    )
-
-
-# The critic's sums of a response (key: label): its positions with a finite value error, those of them whose
-# return is the file's own (``returns``, not γ = 1), and the sums of r = return and e = value − return there.
-_CRITIC_SUMS = {
-    **{
-        "critic_n": "positions with a value and a return",
-        "critic_file_n": "of them, with the file's returns",
-    },
-    **{"return_sum": "Σ r", "return_sq_sum": "Σ r²", "value_error_sum": "Σ e", "value_error_sq_sum": "Σ e²"},
-    "value_error_abs_sum": "Σ |e|",
-}
 
 COLUMNS: dict[str, Metric] = {
     m.key: m
@@ -151,6 +103,9 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             exported=2,
             table=1,
+            range_key="step",
+            range_at=13,
+            range_input=False,
         ),
         Metric(
             "reward",
@@ -233,6 +188,9 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             exported=8,
             from_tokens=3,
+            range_key="log_ratio_sum",
+            range_at=8,
+            range_input=False,
         ),
         Metric(
             "log_ratio_mean",
@@ -244,6 +202,9 @@ COLUMNS: dict[str, Metric] = {
             exported=7,
             table=9,
             from_tokens=5,
+            range_key="log_ratio",
+            range_at=7,
+            range_input=False,
         ),
         Metric(
             "kl_sum",
@@ -255,6 +216,9 @@ COLUMNS: dict[str, Metric] = {
             exported=10,
             table=8,
             from_tokens=4,
+            range_key="kl_sum",
+            range_at=6,
+            range_input=False,
         ),
         Metric(
             "kl_mean",
@@ -276,6 +240,9 @@ COLUMNS: dict[str, Metric] = {
             True,
             stored=True,
             from_tokens=7,
+            range_key="value_error",
+            range_at=10,
+            range_input=False,
         ),
         Metric(
             "value_error_abs_mean",
@@ -286,6 +253,9 @@ COLUMNS: dict[str, Metric] = {
             exported=11,
             table=10,
             from_tokens=8,
+            range_key="value_error_abs",
+            range_at=9,
+            range_input=False,
         ),
         Metric(
             "token_reward_sum",
@@ -294,22 +264,12 @@ COLUMNS: dict[str, Metric] = {
             True,
             stored=True,
             from_tokens=9,
+            range_key="token_reward",
+            range_at=11,
+            range_input=False,
         ),
-        # The critic's sums of one response over its positions with both a value and a return (value_error_t
-        # = value_t − return_t finite), so that a step's critic health pools every position exactly.
-        *[
-            Metric(
-                k,
-                lab,
-                f"{lab}: a critic's sum of the response (see data/metrics/critic.py)",
-                level=ROW,
-                fmt="int" if k.endswith("_n") else "num",
-                stored=True,
-                from_tokens=at,
-            )
-            for at, (k, lab) in enumerate(_CRITIC_SUMS.items(), start=10)
-        ],
-        *(_gap_metric(*row) for row in _GAP_COLUMNS),
+        *CRITIC_SUM_METRICS,
+        *GAP_METRICS,
         Metric(
             "repetition",
             "repetition (share of repeated 3-grams)",
@@ -317,6 +277,9 @@ COLUMNS: dict[str, Metric] = {
             "spaces) or words: repetition_unit says which (see data/metrics/degeneration.py)",
             stored=True,
             table=11,  # a reward-hacking point opens its step sorted by it
+            range_key="repetition",
+            range_at=12,
+            range_input=False,
         ),
         Metric(
             "repetition_unit",
@@ -363,23 +326,6 @@ COLUMNS: dict[str, Metric] = {
             fmt="text",
             stored=True,
         ),
-        # Against the reference (per step and per prompt; see data/metrics/reference.py)
-        Metric(
-            "win_rate",
-            "win rate (reward > reference reward)",
-            "share of the responses compared with their reference (both rewards finite) whose reward is higher",
-            False,
-            "step",
-            fmt="share",
-        ),
-        Metric(
-            "tie_rate",
-            "tie rate (reward = reference reward)",
-            "share of the responses compared with their reference (both rewards finite) whose reward is equal",
-            False,
-            "step",
-            fmt="share",
-        ),
         # Reward-hacking aids (see data/metrics/degeneration.py and data/signals.py)
         Metric(
             "truncated",
@@ -387,16 +333,6 @@ COLUMNS: dict[str, Metric] = {
             "the response does not end with an end token (RLBOARD_END_TOKENS): its last token that is not a "
             "pad, else its text's end, pads and trailing white space aside; it was cut at the length limit",
             level="response",
-            fmt="text",
-        ),
-        # Groups (see data/metrics/group.py)
-        Metric(
-            "learning_signal",
-            "learning signal (group rewards differ)",
-            "whether the rewards of the response's group (the responses of one step that share a group id, "
-            "else a prompt) differ: a group whose rewards are all equal has every advantage 0 and teaches "
-            "GRPO / RLOO nothing; none for a group of one",
-            level="group",
             fmt="text",
         ),
         # Shown only (read for the rows on screen, never stored: see data/response_columns.py)
@@ -408,80 +344,7 @@ COLUMNS: dict[str, Metric] = {
             level="shown",
             fmt="text",
         ),
-        Metric(
-            "repetition_mean",
-            "repetition, step mean (share of repeated 3-grams)",
-            "mean repetition of the step's responses of 3 units or more (their units: the summary's repetition_units)",
-            False,
-            "step",
-            fmt="share",
-        ),
-        Metric(
-            "explained_variance",
-            "explained variance",
-            "1 − Var(return − value) / Var(return), pooled over every position of the step's responses with both "
-            "a value and a return (population variances; null under 2 positions or where the returns do not vary)",
-            True,
-            "step",
-        ),
-        Metric(
-            "value_error_abs_pooled",
-            "mean |value − return|",
-            "Σ |value_t − return_t| / n over every position of the step's responses with both a value and a return",
-            False,
-            "step",
-        ),
-        Metric(
-            "kl_top_share",
-            "largest response's share of the step's KL",
-            "the k3 sum of the step's response with the largest one, over the k3 sum of all the step's positions",
-            False,
-            "step",
-            fmt="share",
-        ),
-        Metric(
-            "truncated_share",
-            "truncated (share of responses with no end token)",
-            "responses of the step that do not end with an end token, over the step's responses",
-            False,
-            "step",
-            fmt="share",
-        ),
-        Metric(
-            "match_share",
-            "share of responses matching the search",
-            "responses of the step whose prompt or response the search (q=) matches, over the step's responses",
-            False,
-            "step",
-            fmt="share",
-        ),
-        Metric(
-            "partial_step",
-            "partial step",
-            "the run's last step when it holds fewer responses than every other step of the run (a run "
-            "stopped, or still being written, in the middle of a step; see data/metrics/step.py)",
-            False,
-            "step",
-            fmt="text",
-        ),
-        # Comparing runs (see data/compare/)
-        Metric(
-            "samples_seen",
-            "responses seen (cumulative)",
-            "responses of the run up to and including the step, in step order",
-            False,
-            "step",
-            unit="responses",
-            fmt="int",
-        ),
-        Metric(
-            "reward_diff",
-            "paired reward difference (A − B)",
-            "mean reward of a shared prompt's responses at its paired step in run A minus at its paired step in run B "
-            "(the two runs' steps closest to each other: see data.compare.prompts)",
-            True,
-            "prompt",
-        ),
+        *GROUP_STEP_METRICS,
     ]
 }
 
@@ -511,6 +374,18 @@ def _placed(attr: str) -> tuple[str, ...]:
 def range_columns() -> dict[str, str]:
     """The range filters in their order: URL prefix (``<prefix>_min`` / ``<prefix>_max``) -> column."""
     return {COLUMNS[k].range_key: k for k in _placed("range_at")}
+
+
+def range_inputs() -> tuple[str, ...]:
+    """The URL prefixes of the range filters whose inputs the responses page always shows, in order (the
+    others' only while the URL sets one of their bounds)."""
+    return tuple(COLUMNS[k].range_key for k in _placed("range_at") if COLUMNS[k].range_input)
+
+
+def scatter_axes() -> tuple[str, ...]:
+    """The columns the scatter page can draw against each other, in the range filters' order: those of a
+    range filter but the step (a box brushed on two of them is two range filters)."""
+    return tuple(k for k in _placed("range_at") if COLUMNS[k].level != ROW)
 
 
 # The starts of the prompt and the response that the responses grid shows beside the table's values.

@@ -10,7 +10,8 @@ import polars as pl
 import pyarrow as pa
 
 from data.metrics.critic import RETURN_FIELD
-from data.metrics.registry import COLUMNS, INFER_GAP_TAIL, token_aggregates
+from data.metrics.families import INFER_GAP_TAIL
+from data.metrics.registry import COLUMNS, token_aggregates
 from data.metrics.token import inference_field, loss_mask_field
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from data.metrics.critic import RETURN_FIELD
-from data.metrics.registry import INFER_GAP_TAIL
+from data.metrics.families import INFER_GAP_TAIL
 
 # Long (one row per token) column names, from the list fields of the contract.
 TOKEN_COLUMNS = {
@@ -137,7 +137,7 @@ def infer_gap_summary(long: pl.DataFrame) -> dict | None:
     """The inference–trainer mismatch of one response from the ``pos``, ``infer_gap`` and ``gap_valid`` of
     its :func:`token_metrics` frame, over the positions the gap counts (``gap_valid``: finite, kept by the
     loss mask): ``n`` (those positions), ``mean_abs`` (mean |gap|), ``max_abs`` (largest |gap|), ``max_pos``
-    (its position; the first on a tie), ``over`` (share of them with |gap| > :data:`data.metrics.registry.INFER_GAP_TAIL`, the tail).
+    (its position; the first on a tie), ``over`` (share of them with |gap| > :data:`data.metrics.families.INFER_GAP_TAIL`, the tail).
     None when no position has one."""
     if "infer_gap" not in long.columns:
         return None

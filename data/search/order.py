@@ -58,7 +58,7 @@ def matching(
     used = cond.meta.root_names()
     cols = list(dict.fromkeys([*columns, *used, "part", "row"]))
     names = store.schema()
-    lf = store.scan(cols, step=flt.step, steps=steps, files=files)
+    lf = store.scan(cols, step=flt.step, steps=steps or flt.step_span(), files=files)
     absent = [c for c in dict.fromkeys(used) if c not in names]
     if absent:  # a column no part has: null, as a whole-run frame would have had it missing
         lf = lf.with_columns(pl.lit(None, pl.Float64).alias(c) for c in absent)

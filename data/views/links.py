@@ -14,6 +14,7 @@ from data.views import paths
 from data.views.codec import encode, first
 from data.views.prompts import PromptsView
 from data.views.responses import ResponsesView
+from data.views.scatter import ScatterView, box_responses
 from data.views.tokens import DEFAULT_METRIC, TokensState
 
 
@@ -29,7 +30,7 @@ def compare(runs: Iterable[str], prefix: str = "") -> str:
 
 
 # Pages that show one step of a run: going from one to the other keeps the step.
-STEP_PAGES = (paths.REWARD, paths.RESPONSES)
+STEP_PAGES = (paths.REWARD, paths.SCATTER, paths.RESPONSES)
 _STEP = re.compile(r"-?[0-9]+")
 
 
@@ -138,6 +139,13 @@ def kl_sorted(run: str, step: int, prefix: str = "") -> str:
 def gap_sorted(run: str, step: int, sort: str, prefix: str = "") -> str:
     """A step's responses sorted by gap column ``sort``, the largest first: what a gap page point opens."""
     return prefix + paths.RESPONSES + ResponsesView(run=run, step=step, sort=sort, order="desc").to_query()
+
+
+def scatter_box(view: ScatterView, run_steps: list[int], prefix: str = "") -> str | None:
+    """The responses inside the box brushed on the scatter ``view`` (None without a box): its steps and the
+    box's two ranges as the responses page's range filters (see :func:`data.views.scatter.box_responses`)."""
+    resp = box_responses(view, run_steps)
+    return None if resp is None else prefix + paths.RESPONSES + resp.to_query()
 
 
 def export(view: ResponsesView, fmt: str, prefix: str = "") -> str:

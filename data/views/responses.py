@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
 from data.metrics import label
-from data.metrics.registry import LENGTH_TOKENS, length_column
+from data.metrics.registry import LENGTH_TOKENS, length_column, range_inputs
 from data.queries import RANGE_COLUMNS, ResponseFilter, regex_error
 from data.views.codec import encode, first, get_bool, get_choice, get_float, get_regex, key_notices
 
@@ -51,6 +51,22 @@ class ResponsesView:
     gap_max: float | None = None
     tail_min: float | None = None
     tail_max: float | None = None
+    kl_sum_min: float | None = None
+    kl_sum_max: float | None = None
+    log_ratio_min: float | None = None
+    log_ratio_max: float | None = None
+    log_ratio_sum_min: float | None = None
+    log_ratio_sum_max: float | None = None
+    value_error_abs_min: float | None = None
+    value_error_abs_max: float | None = None
+    value_error_min: float | None = None
+    value_error_max: float | None = None
+    token_reward_min: float | None = None
+    token_reward_max: float | None = None
+    repetition_min: float | None = None
+    repetition_max: float | None = None
+    step_min: float | None = None
+    step_max: float | None = None
     q: str | None = None
     loses: bool = False
     truncated: bool = False
@@ -157,20 +173,7 @@ class ResponsesView:
             q = None
         return ResponseFilter(
             step=self.resolved_step(steps),
-            reward_min=self.reward_min,
-            reward_max=self.reward_max,
-            gain_min=self.gain_min,
-            gain_max=self.gain_max,
-            kl_min=self.kl_min,
-            kl_max=self.kl_max,
-            len_min=self.len_min,
-            len_max=self.len_max,
-            ref_min=self.ref_min,
-            ref_max=self.ref_max,
-            gap_min=self.gap_min,
-            gap_max=self.gap_max,
-            tail_min=self.tail_min,
-            tail_max=self.tail_max,
+            **{f"{k}_{e}": getattr(self, f"{k}_{e}") for k in RANGE_KEYS for e in ("min", "max")},
             q=q,
             loses_only=self.loses,
             truncated=(tuple(ends[0]), tuple(ends[1])) if self.truncated else None,
@@ -255,18 +258,16 @@ class ResponsesView:
 
     def range_controls(self, filters: Iterable[tuple[str, str, bool]], ids: Mapping[str, str]) -> list[tuple]:
         """The range inputs of ``filters`` (``(key, text, available)``, see ``data.responses.range_filters``):
-        ``(text, available, low, high, (min id, max id))`` with this view's bounds; ``ids``: the inputs' ids
-        by ``<key>_min`` / ``<key>_max``."""
-        return [
-            (
-                text,
-                ok,
-                getattr(self, f"{k}_min"),
-                getattr(self, f"{k}_max"),
-                (ids[f"{k}_min"], ids[f"{k}_max"]),
-            )
-            for k, text, ok in filters
-        ]
+        ``(text, available, low, high, (min id, max id), shown)`` with this view's bounds; ``ids``: the
+        inputs' ids by ``<key>_min`` / ``<key>_max``; ``shown``: always for the filters of
+        :func:`data.metrics.registry.range_inputs`, else while a bound is set (a box brushed on the scatter)."""
+        always = set(range_inputs())
+        out = []
+        for k, text, ok in filters:
+            lo, hi = getattr(self, f"{k}_min"), getattr(self, f"{k}_max")
+            shown = k in always or lo is not None or hi is not None
+            out.append((text, ok, lo, hi, (ids[f"{k}_min"], ids[f"{k}_max"]), shown))
+        return out
 
     def cleared(self) -> ResponsesView:
         """This view without its filters: the run, step, sort and columns kept."""

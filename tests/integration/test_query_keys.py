@@ -11,7 +11,7 @@ import pytest
 from data.views.codec import MAX_KEY_NOTICES
 from tests.integration.test_security import _page_text
 
-PAGES = ("/reward", "/responses", "/tokens", "/prompts")
+PAGES = ("/reward", "/scatter", "/responses", "/tokens", "/prompts")
 A, B = "trl-ppo-small", "trl-grpo-small"
 
 

@@ -18,7 +18,7 @@ from data.service import UnknownRun
 from tests.conftest import page_url_key, router_body
 from tests.waiting import wait_until
 
-PAGES = ("/reward", "/responses", "/tokens", "/prompts")
+PAGES = ("/reward", "/scatter", "/responses", "/tokens", "/prompts")
 
 # Raw query-string values of `run=` (already percent-encoded where the attack is in the encoding).
 TRAVERSALS = {

@@ -39,7 +39,7 @@ def test_shell002_healthz_counts_runs(client, fixtures_dir):
 
 
 SHELL_OUT = (
-    "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-responses.href"
+    "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-scatter.href...app-nav-responses.href"
     "...app-nav-tokens.href...app-nav-prompts.href...app-nav-compare.href...app-nav-gap.href.."
 )
 
@@ -74,7 +74,10 @@ def test_shell004_picker_shows_the_run_the_page_shows(client, fixtures_dir):
     first = "rlloggingboard-eval-poem"
     for path in ("/reward", "/responses", "/tokens", "/prompts"):
         assert _shell(client, path, "")["app-run"]["value"] == first, path
-    for path, shown in (("/reward", first), ("/prompts", first), ("/responses", None), ("/tokens", None)):
+    for path, shown in (
+        *(("/reward", first), ("/scatter", first), ("/prompts", first)),
+        *(("/responses", None), ("/tokens", None)),
+    ):
         resp = _shell(client, path, "?run=../../etc")
         assert resp["app-run"]["value"] == shown, path
         assert resp["app-nav-reward"]["href"] == ("/reward" if shown is None else f"/reward?run={first}")
@@ -190,6 +193,7 @@ def test_shell008_links_keep_the_step_the_page_shows(client, fixtures_dir):
     resp = _shell(client, "/reward", f"?run={ppo}&step=5", page_search=f"?run={ppo}&step=6")
     assert resp["app-nav-responses"]["href"] == f"/responses?run={ppo}&step=6"
     assert resp["app-nav-reward"]["href"] == f"/reward?run={ppo}&step=6"
+    assert resp["app-nav-scatter"]["href"] == f"/scatter?run={ppo}&step=6"
     assert resp["app-nav-tokens"]["href"] == f"/tokens?run={ppo}&step=6"
     assert resp["app-nav-runs"]["href"] == "/" and resp["app-run"]["value"] == ppo
     back = _shell(client, "/responses", f"?run={ppo}&step=6")

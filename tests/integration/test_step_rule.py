@@ -76,12 +76,12 @@ def test_steprule002_responses_page(dash_app, client, gaps):
 
 
 SHELL_OUT = (
-    "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-responses.href"
+    "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-scatter.href...app-nav-responses.href"
     "...app-nav-tokens.href...app-nav-prompts.href...app-nav-compare.href...app-nav-gap.href.."
 )
 
 
-@pytest.mark.parametrize("path", ["/reward", "/responses"])
+@pytest.mark.parametrize("path", ["/reward", "/scatter", "/responses"])
 def test_steprule003_navbar_carries_the_step_shown(client, gaps, path):
     """The navbar's links from a page at step=4 carry step 2, the step the page shows (the token page's
     too)."""
@@ -97,6 +97,7 @@ def test_steprule003_navbar_carries_the_step_shown(client, gaps, path):
     assert resp["app-nav-reward"]["href"] == f"/reward?run={RUN}&step=2"
     assert resp["app-nav-responses"]["href"] == f"/responses?run={RUN}&step=2"
     assert resp["app-nav-tokens"]["href"] == f"/tokens?run={RUN}&step=2"  # that step's largest-KL response
+    assert resp["app-nav-scatter"]["href"] == f"/scatter?run={RUN}&step=2"
 
 
 def test_steprule004_export(client, gaps):

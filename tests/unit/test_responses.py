@@ -410,3 +410,24 @@ def test_responses045_all_steps_count_and_mean_from_the_steps(tmp_path):
     assert search_order.all_steps_reward(st.steps().drop("reward_finite_sum")) is None
     old = st.steps().with_columns(pl.lit(None, pl.UInt32).alias("reward_finite_n"))
     assert search_order.all_steps_reward(old) is None
+
+
+def test_responses047_step_and_repetition_ranges(store):
+    """The range filters added for the scatter: over every step, ``step_min`` / ``step_max`` keep the steps
+    ``min <= step < max`` (and only the files that can hold them are read); a range on a column the
+    responses page does not always show (the repetition's) filters as any other; the summary says both."""
+    view = ResponsesView(run="hand", step=ALL_STEPS, step_min=2, step_max=3)
+    assert view.response_filter(run_steps(store)).step_span() == (2, 2)
+    assert sorted(lines_of(store, view)) == [11, 12]
+    both = view.with_(step_min=1, step_max=2, reward_min=1.0, reward_max=2.0, repetition_min=0.0)
+    assert sorted(lines_of(store, view.with_(step_min=1, step_max=2, reward_min=1.0, reward_max=2.0))) == [
+        1,
+        3,
+        6,
+        8,
+        10,
+    ]
+    # Of those, only line 3 has 3 words or more: the others have no repetition, so no range holds them.
+    assert sorted(lines_of(store, both)) == [3]
+    assert sorted(lines_of(store, both.with_(repetition_min=0.01))) == []
+    assert "1 ≤ step < 2" in both.describe([1, 2]) and "0 ≤ repetition" in both.describe([1, 2])

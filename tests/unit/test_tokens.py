@@ -452,9 +452,9 @@ def test_tokens022_strip_and_top_tables_of_the_page():
     metric, notes, shown, scale = strip(view, "log_ratio", False)
     assert (metric, notes) == strip_metric(view, "log_ratio")
     assert shown.get_column("pos").to_list() == [0, 1]
-    assert scale == (*scale_range("log_ratio", shown.get_column("log_ratio")), True)
+    assert scale == (*scale_range("log_ratio", shown.get_column("log_ratio")), True, None)  # not clipped
     assert strip(view, "log_ratio", True)[2].height == 3
-    assert strip(view, "prob", False)[3] == (0.0, 1.0, False)
+    assert strip(view, "prob", False)[3] == (0.0, 1.0, False, None)
     tables = top_tables(view)
     assert [(by, title) for by, _, title in tables] == [
         ("log_ratio", f"Top {TOP_K} tokens by |log-ratio log π − log π_ref|"),

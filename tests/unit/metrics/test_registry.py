@@ -42,9 +42,20 @@ def test_registry001_derived_lists():
         "kl": "kl_mean",
         "len": "length",  # tokens, or characters where a response has no token arrays
         "ref": "ref_reward",  # a reference-reward bar of the reward page opens its responses
+        # The scatter's other axes: a box brushed on two of them is two range filters.
+        "kl_sum": "kl_sum",
+        "log_ratio": "log_ratio_mean",
+        "log_ratio_sum": "log_ratio_sum",
+        "value_error_abs": "value_error_abs_mean",
+        "value_error": "value_error_mean",
+        "token_reward": "token_reward_sum",
+        "repetition": "repetition",
+        "step": "step",  # a box brushed over a range of steps
         "gap": "infer_gap_abs_mean",
         "tail": "infer_gap_tail_share",
     }
+    assert registry.range_inputs() == ("reward", "gain", "kl", "len", "ref", "gap", "tail")
+    assert registry.scatter_axes() == tuple(c for c in RANGE_COLUMNS.values() if c != "step")
 
 
 def test_registry002_entries_complete():
@@ -81,7 +92,6 @@ def test_registry004_table_aggregates_ranges_and_history():
     from data.metrics.response import AGGREGATE_COLUMNS
     from data.prompts import HISTORY_COLUMNS
     from data.responses import METRIC_COLUMNS
-    from data.views.responses import RANGE_KEYS
 
     assert METRIC_COLUMNS == (
         *("step", "reward", "ref_reward", "reward_gain", "response_length", "response_chars", "kl_mean"),
@@ -111,7 +121,6 @@ def test_registry004_table_aggregates_ranges_and_history():
         ),
         *("infer_gap_first_tail", "infer_gap_mean", "infer_gap_max"),
     ]
-    assert RANGE_KEYS == ("reward", "gain", "kl", "len", "ref", "gap", "tail")
     assert set(HISTORY_COLUMNS) >= {"sample_id", "source", "line", "part", "row", "step", "reward", "kl_sum"}
     assert set(HISTORY_COLUMNS) - set(SCALAR_CORE) == {"group_id", "advantage"}
 

@@ -109,11 +109,16 @@ def test_responses034_view_after_its_controls():
 
 
 def test_responses037_range_controls_carry_the_views_bounds():
-    """Each range filter's input gets the view's bounds and its ids, in the filters' order."""
-    view = ResponsesView(reward_min=0.5, kl_max=0.2)
-    ids = {f"{k}_{e}": f"{k}-{e}" for k in ("reward", "kl") for e in ("min", "max")}
-    got = view.range_controls([("reward", "reward", True), ("kl", "KL", False)], ids)
+    """Each range filter's input gets the view's bounds and its ids, in the filters' order; the inputs of a
+    filter the page does not always show (the KL sum's) are shown while one of its bounds is set."""
+    view = ResponsesView(reward_min=0.5, kl_max=0.2, kl_sum_min=3.0)
+    keys = ("reward", "kl", "kl_sum", "repetition")
+    ids = {f"{k}_{e}": f"{k}-{e}" for k in keys for e in ("min", "max")}
+    filters = [("reward", "reward", True), ("kl", "KL", False), ("kl_sum", "KL sum", True)]
+    got = view.range_controls([*filters, ("repetition", "rep", True)], ids)
     assert got == [
-        ("reward", True, 0.5, None, ("reward-min", "reward-max")),
-        ("KL", False, None, 0.2, ("kl-min", "kl-max")),
+        ("reward", True, 0.5, None, ("reward-min", "reward-max"), True),
+        ("KL", False, None, 0.2, ("kl-min", "kl-max"), True),
+        ("KL sum", True, 3.0, None, ("kl_sum-min", "kl_sum-max"), True),
+        ("rep", True, None, None, ("repetition-min", "repetition-max"), False),
     ]

@@ -1,0 +1,158 @@
+"""The token strip's colour scale against one extreme token: the run's 99.9th percentile of each per-token
+metric (of |value| for a signed one), from the token arrays of its responses, or of a sample of them spread
+over the run (whole row groups of its parts, evenly spaced) beyond :data:`SAMPLE_ROWS`; once per committed
+state of the store (cached on its version). The strip clips its scale there and its legend says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from data.cache import StoreKey, shared
+from data.metrics import label
+from data.metrics.token import INFERENCE_LOGPROB_FIELDS, TOKEN_COLUMNS, explode_tokens, token_metrics
+from data.token_frames import MIN_SCALE, metric_signed
+
+QUANTILE = 0.999
+# The metrics whose scale is clipped: those without natural bounds (a probability's scale is 0 to 1).
+CLIPPED = ("kl", "log_ratio", "token_reward", "value", "value_error", "infer_gap")
+# Responses read at most: every response of a smaller run (its quantile exact); a larger one is sampled by
+# whole row groups (one read each) spread evenly over its parts. At 2.56M responses of 60 tokens, 4,096
+# responses are ~250,000 tokens: the 99.9th percentile is then the 250th largest value.
+SAMPLE_ROWS = 4096
+
+
+@dataclass(frozen=True)
+class RunScale:
+    """``values``: metric -> its run-level quantile (``QUANTILE`` of |v| for a signed metric), over the
+    finite values of ``tokens`` positions of ``responses`` responses, of the run's ``total``; ``exact``:
+    every response was read (no sample)."""
+
+    values: dict[str, float]
+    tokens: int
+    responses: int
+    total: int
+    exact: bool
+
+    def of(self, metric: str | None) -> float | None:
+        return self.values.get(metric) if metric else None
+
+    def source(self) -> str:
+        """Where the quantile comes from, in words."""
+        pct = f"{QUANTILE * 100:g}th percentile"
+        if self.exact:
+            return f"the run's {pct} ({self.tokens:,} tokens)"
+        return f"the {pct} of {self.tokens:,} tokens of {self.responses:,} responses spread over the run's {self.total:,}"
+
+
+def clipped_scale(
+    metric: str, lo: float, hi: float, run: RunScale | None
+) -> tuple[float, float, float | None]:
+    """``(lo, hi, peak)``: the strip's scale ``lo..hi`` (``data.token_frames.scale_range`` of the response)
+    clipped at the run's quantile of ``metric`` when the response goes past it, with the response's largest
+    value ``peak`` (None when not clipped). Never narrower than the metric's ``MIN_SCALE``."""
+    q = run.of(metric) if run is not None and metric in CLIPPED else None
+    if q is None or not math.isfinite(q) or q <= 0:
+        return lo, hi, None
+    q = max(q, MIN_SCALE.get(metric, 0.0))
+    if hi <= q:
+        return lo, hi, None
+    return (-q if metric_signed(metric) else lo), q, hi
+
+
+def legend_note(metric: str, q: float, peak: float, run: RunScale) -> str:
+    """The legend's hover text: why the scale stops where it does."""
+    what = f"|{label(metric)}|" if metric_signed(metric) else label(metric)
+    return (
+        f"Colours are clipped at {what} = {q:.4g}, {run.source()}: this response goes to {peak:.4g}, and a "
+        "scale to its largest token would wash out every other one. Hover a token for its value."
+    )
+
+
+def run_scale(store, pad_tokens: tuple[str, ...]) -> RunScale:
+    """The :class:`RunScale` of the store's committed state."""
+    return _run_scale(StoreKey(store), tuple(pad_tokens))
+
+
+def _groups_of(path) -> list[tuple[str, int, int]]:
+    md = pq.ParquetFile(path).metadata
+    return [(str(path), i, md.row_group(i).num_rows) for i in range(md.num_row_groups)]
+
+
+def _pick(files: list, total: int, want: int) -> list[tuple[str, int, int]]:
+    """``(file, row group, rows)`` to read: every row group of ``files`` when the run's ``total`` responses
+    are at most ``want``; else row groups spread evenly over the files (the middle ones of files evenly
+    spaced, several a file when there are few files), as many as hold ``want`` rows at the first file's
+    row-group size: only the footers of the files read are opened (600 at 2.56M responses)."""
+    if total <= want or not files:
+        return [g for f in files for g in _groups_of(f)]
+    first = _groups_of(files[0])
+    per_group = max(1, first[0][2]) if first else 1
+    k = max(1, math.ceil(want / per_group))
+    n_files = min(k, len(files))
+    per_file = math.ceil(k / n_files)
+    out = []
+    for f in (files[int(i * len(files) / n_files)] for i in range(n_files)):
+        groups = _groups_of(f)
+        m = min(per_file, len(groups))
+        out += [groups[int((j + 0.5) * len(groups) / m)] for j in range(m)] if m else []
+    return out
+
+
+@shared(16)
+def _run_scale(key: StoreKey, pad_tokens: tuple[str, ...]) -> RunScale:
+    store = key.store
+    files = store.part_files()
+    total = _shown(store)
+    picked = _pick(files, total, SAMPLE_ROWS)
+    names = set(store.schema()) | _list_columns(picked)
+    lists = [c for c in TOKEN_COLUMNS if c in names]
+    extras = [f for f in INFERENCE_LOGPROB_FIELDS if f in names][:1]
+    exact = total <= SAMPLE_ROWS
+    if not lists:
+        return RunScale({}, 0, 0, total, exact)
+    keep = set(store.part_ids()) if store.shares_files() else None
+    below = store.visible_below
+    frames = []
+    for path, i, _ in picked:
+        pf = pq.ParquetFile(path)
+        have = set(pf.schema_arrow.names)
+        cols = [c for c in [*lists, *extras, "part", "step"] if c in have]
+        df = pl.from_arrow(pf.read_row_group(i, columns=cols))
+        if keep is not None and "part" in df.columns:
+            df = df.filter(pl.col("part").is_in(list(keep)))
+        if below is not None and "step" in df.columns:
+            df = df.filter(pl.col("step") < below)
+        frames.append(df.select(c for c in [*lists, *extras] if c in df.columns))
+    sample = pl.concat(frames, how="diagonal_relaxed").with_row_index("row") if frames else None
+    if sample is None or sample.height == 0:
+        return RunScale({}, 0, 0, total, exact)
+    long = token_metrics(explode_tokens(sample, pad_tokens, [e for e in extras if e in sample.columns]))
+    values = {}
+    for m in CLIPPED:
+        if m not in long.columns:
+            continue
+        v = pl.col(m).cast(pl.Float64)
+        v = v.abs() if metric_signed(m) else v
+        q = long.select(v.filter(v.is_finite()).quantile(QUANTILE, "higher")).item()
+        if q is not None:
+            values[m] = float(q)
+    return RunScale(values, long.height, sample.height, _shown(store), exact)
+
+
+def _shown(store) -> int:
+    """The responses the pages show (the steps summary's counts)."""
+    n = store.steps_columns(["n"])
+    return int(n.get_column("n").sum()) if "n" in n.columns else 0
+
+
+def _list_columns(picked) -> set[str]:
+    """The columns of the picked row groups' files (a run's first parts may lack a field later ones have)."""
+    names: set[str] = set()
+    for path in dict.fromkeys(p for p, _, _ in picked):
+        names |= set(pq.ParquetFile(path).schema_arrow.names)
+    return names
