@@ -97,8 +97,10 @@ function strip(store) {
             if (root.scrollTop + root.clientHeight >= root.scrollHeight - 400) { root.__more(); }
         } : null;
         if (done < data.total && root.scrollHeight <= root.clientHeight) { root.__more(); }
-        // A chart's point hovered beyond the tokens shown: outline it once its window is here.
+        // A chart's point hovered beyond the tokens shown: outline it once its window is here (or, at
+        // first, the position the page's URL opens at: pos=).
         var want = window.__tokensHighlight;
+        if (first && store.select !== undefined && store.select !== null) { want = store.select; }
         if (want !== undefined && want !== null) {
             var el = root.querySelector('span[data-pos="' + want + '"]');
             if (el) {

@@ -49,6 +49,9 @@ class ResponseFilter:
     below their reference reward; ``truncated`` (the ``(pad tokens, end tokens)`` of its definition) keeps
     the responses that do not end with an end token (see
     :func:`data.metrics.degeneration.ends_with_end_token`; applied where texts are read, as ``q`` is).
+    ``tok`` keeps the responses holding a token whose string, as the file gives it (``Ġ.``), matches that
+    regular expression and whose per-token ``tok_metric`` is within ``tok_min <= x <= tok_max`` (bounds
+    inclusive, either optional; see :mod:`data.search.tokens`).
     """
 
     step: int | None = None
@@ -65,6 +68,10 @@ class ResponseFilter:
     q: str | None = None
     loses_only: bool = False
     truncated: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    tok: str | None = None
+    tok_metric: str = "kl"
+    tok_min: float | None = None
+    tok_max: float | None = None
 
     def ranges(self):
         for prefix, col in RANGE_COLUMNS.items():

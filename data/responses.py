@@ -37,8 +37,10 @@ from data.run_context import RunContext
 from data.search.engine import engine
 from data.search.order import _head, _summary, _whole_order, background_case, fast_keys, order_keys, ordered
 from data.search.texts import _fast_head, _top_rows
+from data.search.tokens import HIT_COLUMNS, HIT_SCHEMA, hit_columns, token_hits
 from data.signals import can_tell_truncation
 from data.store import RunStore, UnknownRun
+from data.token_frames import metric_label
 from data.views import paths
 from data.views.codec import REGEX_FALLBACK, first
 from data.views.responses import RANGE_KEYS, ResponsesView
@@ -111,9 +113,10 @@ class TableSpec:
     preview_lines: int = 3  # lines a row gives its previews (see :func:`preview_lines`)
 
 
-def table_spec(store: RunStore) -> TableSpec:
+def table_spec(store: RunStore, token_metric: str | None = None) -> TableSpec:
     """The :class:`TableSpec` of the run's responses table: its metric columns (registry labels and
-    descriptions), then the files' extra fields."""
+    descriptions), then the files' extra fields; with a token filter on ``token_metric``, where its token
+    is and its value first (see :func:`data.search.tokens.hit_columns`)."""
     longest, lines = _row_layout(StoreKey(store))
     metrics, extras = table_columns(store)
     schema = store.schema()
@@ -125,7 +128,11 @@ def table_spec(store: RunStore) -> TableSpec:
         c for c in metrics if c in METRICS and METRICS[c].signed and c not in UNSIGNED_IN_TABLE
     )
     pinned = tuple(c for c in PINNED if c in metrics)
-    return TableSpec(cols, {c: schema[c] for c in metrics + extras}, signed, pinned, longest, lines)
+    dtypes = {c: schema[c] for c in metrics + extras}
+    if token_metric is not None:
+        cols = (*hit_columns(metric_label(token_metric)), *cols)
+        dtypes = {**{c: HIT_SCHEMA[c] for c, _, _ in hit_columns("")}, **dtypes}
+    return TableSpec(cols, dtypes, signed, pinned, longest, lines)
 
 
 @shared(32)
@@ -294,7 +301,13 @@ def _block(
         rows = topk.first_rows(store, keys, want)
     if rows is None:
         rows = store.read_keys(keys, want)
-    return rows.select(source_line(), *cols)
+    rows = rows.select(source_line(), *cols)
+    if flt.tok:  # where each row's token is, and its value (the filter's hits are cached)
+        hits = token_hits(store, flt, seconds).frame
+        at = keys.select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32))
+        at = at.join(hits, on=["part", "row"], how="left", maintain_order="left")
+        rows = rows.hstack(at.select(HIT_COLUMNS))
+    return rows
 
 
 def mark_previews(rows: list[dict], q: str | None) -> list[dict]:

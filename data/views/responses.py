@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields, replace
 from data.metrics import label
 from data.metrics.registry import LENGTH_TOKENS, length_column
 from data.queries import RANGE_COLUMNS, ResponseFilter, regex_error
+from data.token_frames import HOVER_METRICS, metric_label
 from data.views.codec import encode, first, get_bool, get_choice, get_float, get_regex, key_notices
 
 ALL_STEPS = "all"
@@ -18,6 +19,10 @@ ORDERS = ("desc", "asc")
 RANGE_KEYS = tuple(RANGE_COLUMNS)  # the range filters' URL prefixes, in order (see data.metrics.registry)
 # Hand-typed URLs may use the short names of the design notes (``sort=kl``).
 SORT_ALIASES = {"kl": "kl_mean", "gain": "reward_gain", "len": "response_length", "length": "response_length"}
+# The token filter's per-token metrics (those of a token's hover text on the token page) and its default.
+TOKEN_METRICS = HOVER_METRICS
+DEFAULT_TOKEN_METRIC = "kl"
+TOKEN_KEYS = ("tok", "tok_metric", "tok_min", "tok_max")
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,9 @@ class ResponsesView:
     Ranges are half-open (``min <= x < max``), as in :class:`data.queries.ResponseFilter`; ``q`` is a
     regular expression over prompt and response; ``loses`` keeps responses below their reference reward;
     ``truncated`` those that do not end with an end token; ``sample`` is the selected response (its texts
-    shown over the table).
+    shown over the table). ``tok`` is the token filter: a regular expression over each token's string as the
+    file gives it, with ``tok_min <= tok_metric <= tok_max`` at that token (bounds inclusive; see
+    :mod:`data.search.tokens`).
     """
 
     run: str | None = None
@@ -49,6 +56,10 @@ class ResponsesView:
     loses: bool = False
     truncated: bool = False
     sample: str | None = None
+    tok: str | None = None
+    tok_metric: str = DEFAULT_TOKEN_METRIC
+    tok_min: float | None = None
+    tok_max: float | None = None
 
     @classmethod
     def from_query(
@@ -86,6 +97,9 @@ class ResponsesView:
         loses = get_bool(query, "loses", notices)
         truncated = get_bool(query, "truncated", notices)
         sample = first(query, "sample") or None
+        tok, _ = get_regex(query, "tok", notices)  # kept when invalid (the filter box shows it), not applied
+        tok_metric = get_choice(query, "tok_metric", TOKEN_METRICS, notices, DEFAULT_TOKEN_METRIC)
+        tok_min, tok_max = (get_float(query, f"tok_{e}", notices) for e in ("min", "max"))
         view = cls(
             run=run,
             step=step,
@@ -95,6 +109,10 @@ class ResponsesView:
             loses=loses,
             truncated=truncated,
             sample=sample,
+            tok=tok,
+            tok_metric=tok_metric,
+            tok_min=tok_min,
+            tok_max=tok_max,
             **ranges,
         )
         return view, notices
@@ -112,6 +130,10 @@ class ResponsesView:
                 ("loses", True if self.loses else None),
                 ("truncated", True if self.truncated else None),
                 ("sample", self.sample),
+                ("tok", self.tok),
+                ("tok_metric", None if self.tok_metric == DEFAULT_TOKEN_METRIC else self.tok_metric),
+                ("tok_min", self.tok_min),
+                ("tok_max", self.tok_max),
             ]
         )
 
@@ -135,6 +157,7 @@ class ResponsesView:
         q = self.q
         if q is not None and regex_error(q) is not None:
             q = None
+        tok = self.token_pattern()
         return ResponseFilter(
             step=self.resolved_step(steps),
             reward_min=self.reward_min,
@@ -150,7 +173,24 @@ class ResponsesView:
             q=q,
             loses_only=self.loses,
             truncated=(tuple(ends[0]), tuple(ends[1])) if self.truncated else None,
+            tok=tok,
+            tok_metric=self.tok_metric if tok else DEFAULT_TOKEN_METRIC,
+            tok_min=self.tok_min if tok else None,
+            tok_max=self.tok_max if tok else None,
         )
+
+    def token_pattern(self) -> str | None:
+        """The token filter's pattern when it applies (None without one, or for an invalid one)."""
+        return self.tok if self.tok and regex_error(self.tok) is None else None
+
+    def token_words(self) -> str | None:
+        """The token filter in words: 'a token matching '^Ġ\\.$' with 100 ≤ KL (k3)' (None without one)."""
+        if not self.token_pattern():
+            return None
+        lo = f"{self.tok_min:g} ≤ " if self.tok_min is not None else ""
+        hi = f" ≤ {self.tok_max:g}" if self.tok_max is not None else ""
+        bound = f" with {lo}{metric_label(self.tok_metric)}{hi}" if (lo or hi) else ""
+        return f"a token matching {self.tok!r}{bound}"
 
     def filter_key(self) -> str:
         """The query of what selects and orders rows (not the selected sample): the grid reloads on change."""
@@ -186,6 +226,8 @@ class ResponsesView:
             parts.append("losing to the reference")
         if self.truncated:
             parts.append("with no end token (truncated)")
+        if self.token_words():
+            parts.append(f"holding {self.token_words()}")
         first = "highest" if self.descending else "lowest"
         parts.append(f"sorted by {label(self.sort)}, {first} first")
         return " · ".join(parts)

@@ -1,5 +1,5 @@
-"""The token page's view state (``/tokens?run=R&sample=ID&metric=M&pads=1&back=...``) and the response it
-resolves to."""
+"""The token page's view state (``/tokens?run=R&sample=ID&metric=M&pads=1&pos=P&back=...``) and the response
+it resolves to."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from data.tokens import STRIP_METRICS, TokenView, first_sample, is_file_metric, token_view
 from data.views import paths
-from data.views.codec import encode, first, get_bool, get_choice, key_notices, parse_search
+from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices, parse_search
 from data.views.paths import shown_run
 
 DEFAULT_METRIC = "kl"
@@ -16,13 +16,15 @@ DEFAULT_METRIC = "kl"
 
 @dataclass(frozen=True)
 class TokensState:
-    """The token page's URL state; ``back`` is the responses view's query string (without ``?``)."""
+    """The token page's URL state; ``back`` is the responses view's query string (without ``?``); ``pos`` the
+    position the strip opens at, outlined (what a row of the token filter opens)."""
 
     run: str | None = None
     sample: str | None = None
     metric: str = DEFAULT_METRIC
     pads: bool = False
     back: str = ""
+    pos: int | None = None
 
     @classmethod
     def from_query(cls, query) -> tuple[TokensState, list[str]]:
@@ -36,7 +38,12 @@ class TokensState:
         pads = get_bool(query, "pads", notes, False)
         # Re-encoded so that only a query string ever follows "/responses" in the link back.
         back = urlencode(parse_search(first(query, "back") or ""), doseq=True)
-        return cls(first(query, "run") or None, first(query, "sample") or None, metric, pads, back), notes
+        pos = get_int(query, "pos", notes)
+        if pos is not None and pos < 0:
+            notes.append(f"Ignored pos={pos}: a position counts from 0.")
+            pos = None
+        run, sample = first(query, "run") or None, first(query, "sample") or None
+        return cls(run, sample, metric, pads, back, pos), notes
 
     def to_query(self) -> str:
         """``?run=…&sample=…`` with defaults left out ('' for the default state)."""
@@ -46,6 +53,7 @@ class TokensState:
                 ("sample", self.sample),
                 ("metric", None if self.metric == DEFAULT_METRIC else self.metric),
                 ("pads", True if self.pads else None),
+                ("pos", self.pos),
                 ("back", self.back or None),
             ]
         )

@@ -1,0 +1,203 @@
+"""The token filter (``tok=<regex>&tok_metric=kl&tok_min=…&tok_max=…``): the responses holding a token whose
+string, as the file gives it (``Ġ.``, not the displayed `` .``), matches a regular expression and whose
+per-token metric is within ``tok_min <= x <= tok_max`` (bounds inclusive, either optional), each with where
+its first such token is (its position, 0-based as on the token page), that token's value and how many of
+its tokens match.
+
+The parts' token arrays are read a chunk of files at a time, each chunk in the search helper
+(:mod:`data.bounded`: the pattern is the user's, its cost bounded as the text search's is) and within the
+search's time limit in all: only the matches' ``part, row, tok_pos, tok_value, tok_hits`` come back to
+the worker, whatever the run's size. A filter that runs out of time keeps the matches of the files it read
+and says so (:attr:`TokenHits.cut`). The per-token metrics are those of :mod:`data.metrics.token`, the
+token page's, computed by its own functions over the candidate responses only (those holding a matching
+token string at all).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import polars as pl
+
+from data import bounded
+from data.cache import StoreKey, shared
+from data.config import DEFAULT_SEARCH_SECONDS
+from data.metrics.token import INFERENCE_LOGPROB_FIELDS, explode_tokens, token_metrics
+from data.queries import QueryError, ResponseFilter, check_regex
+from data.store import RunStore
+from data.token_frames import METRIC_FIELDS
+
+# Files of parts/ read at once in the helper (at 2.56M responses, a file holds ~4,000 responses of 60
+# tokens): the helper holds one chunk's candidate responses exploded, the worker only the matches.
+CHUNK_FILES = 16
+HIT_SCHEMA = {
+    "part": pl.UInt32,
+    "row": pl.UInt32,
+    "tok_pos": pl.Int64,
+    "tok_value": pl.Float64,
+    "tok_hits": pl.UInt32,
+}
+# The columns the filter adds to each row it keeps (the responses table and /export show them).
+HIT_COLUMNS = ("tok_pos", "tok_value", "tok_hits")
+
+
+def hit_columns(metric_label: str) -> list[tuple[str, str, str]]:
+    """``(column, header, description)`` of :data:`HIT_COLUMNS` for a filter on the metric ``metric_label``."""
+    return [
+        ("tok_pos", "token at", "position of the response's first token the token filter keeps (from 0)"),
+        ("tok_value", f"token {metric_label}", f"{metric_label} of that token"),
+        ("tok_hits", "tokens kept", "how many of the response's tokens the token filter keeps"),
+    ]
+
+
+@dataclass(frozen=True)
+class TokenHits:
+    """The matches of a token filter (``frame``: :data:`HIT_SCHEMA`, one row per response) found in
+    ``files_read`` of the ``files`` of ``parts/`` it had to read, within ``seconds``."""
+
+    frame: pl.DataFrame
+    files_read: int
+    files: int
+    seconds: float
+
+    @property
+    def cut(self) -> bool:
+        return self.files_read < self.files
+
+    def notice(self, pattern: str) -> str | None:
+        """What a cut filter shows: which share of the run it read (None when it read every file)."""
+        if not self.cut:
+            return None
+        return (
+            f"The token filter {pattern!r} was cut off after {self.seconds:g} s (the search's time limit): "
+            f"the rows shown are the matches in {self.files_read:,} of the run's {self.files:,} part files, "
+            "not all of them. Narrow it to one step, or make the pattern more specific."
+        )
+
+
+def token_metric_fields(metric: str) -> tuple[str, ...]:
+    """The list fields of a response the filter reads for ``metric`` (beside ``response_tokens``)."""
+    return METRIC_FIELDS.get(metric, ())
+
+
+def hits_query(
+    paths: list[str],
+    pattern: str,
+    metric: str,
+    lo: float | None,
+    hi: float | None,
+    names: dict,
+    step: int | None = None,
+    parts: list[int] | None = None,
+) -> pl.LazyFrame:
+    """The lazy :data:`HIT_SCHEMA` frame of the part files ``paths`` (``names``: the store's schema; ``step``
+    only that step; ``parts`` only those parts' rows, for files written with others)."""
+    lists = [c for c in ("response_tokens", *token_metric_fields(metric)) if c in names]
+    extras = [c for c in INFERENCE_LOGPROB_FIELDS if c in names] if metric == "infer_gap" else []
+    lf = pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore")
+    if parts is not None:
+        lf = lf.filter(pl.col("part").is_in(parts))
+    if step is not None:
+        lf = lf.filter(pl.col("step") == step)
+    # Only the responses holding a matching token string at all are exploded into one row per position.
+    holds = pl.col("response_tokens").list.eval(pl.element().str.contains(pattern)).list.any()
+    # One key per response over every part (explode_tokens and token_metrics group by ``row``).
+    key = (pl.col("part").cast(pl.Int64) * (1 << 32) + pl.col("row").cast(pl.Int64)).alias("row")
+    lf = lf.filter(holds.fill_null(False)).select(key, *lists, *extras)
+    long = token_metrics(explode_tokens(lf, (), extras))
+    value = pl.col(metric).cast(pl.Float64)
+    keep = pl.col("token").str.contains(pattern).fill_null(False)
+    if lo is not None or hi is not None:
+        keep &= value.is_not_null() & value.is_finite()  # NaN and infinities are in no range
+    if lo is not None:
+        keep &= value >= lo
+    if hi is not None:
+        keep &= value <= hi
+    return (
+        long.filter(keep)
+        .group_by("row")
+        .agg(
+            pl.col("pos").min().alias("tok_pos"),
+            value.sort_by("pos").first().alias("tok_value"),
+            pl.len().alias("tok_hits"),
+        )
+        .select(
+            (pl.col("row") // (1 << 32)).cast(pl.UInt32).alias("part"),
+            (pl.col("row") % (1 << 32)).cast(pl.UInt32).alias("row"),
+            pl.col("tok_pos").cast(pl.Int64),
+            pl.col("tok_value"),
+            pl.col("tok_hits").cast(pl.UInt32),
+        )
+    )
+
+
+def part_files(store: RunStore, step: int | None) -> tuple[list[str], list[int] | None]:
+    """The files of ``parts/`` that hold the rows of ``step`` (of every step for None), and the parts to keep
+    of them where some files hold rows of parts dropped since (else None), as
+    :meth:`data.store.part_scans.PartScans.scan_parts` reads them."""
+    steps = None if step is None else (step, step)
+    ids = store.part_ids() if step is None else [p for s in store.index().select(step, step) for p in s.parts]
+    entries = store.manifest.parts
+    files = dict.fromkeys(
+        str(f) for i in ids if entries[str(i)]["rows"] for f in store.part_files_of(i, steps)
+    )
+    keep = ids if (step is not None or store.shares_files()) else None
+    return list(files), keep
+
+
+def token_hits(store: RunStore, flt: ResponseFilter, seconds: float = DEFAULT_SEARCH_SECONDS) -> TokenHits:
+    """The :class:`TokenHits` of ``flt``'s token filter over its step (every step for None), cached per
+    store version; raises :class:`data.queries.QueryError` for a pattern that cannot run."""
+    if not flt.tok:
+        raise ValueError("no token filter")
+    check_regex(flt.tok)
+    return _hits(StoreKey(store), flt.tok, flt.tok_metric, flt.tok_min, flt.tok_max, flt.step, seconds)
+
+
+@shared(16)
+def _hits(
+    key: StoreKey,
+    pattern: str,
+    metric: str,
+    lo: float | None,
+    hi: float | None,
+    step: int | None,
+    seconds: float,
+) -> TokenHits:
+    files, parts = part_files(key.store, step)
+    deadline = time.monotonic() + seconds
+    found, read = [], 0
+    for i in range(0, len(files), CHUNK_FILES):
+        chunk = files[i : i + CHUNK_FILES]
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        # The chunk's list fields (the scalars' schema has none; a file may lack some): footers only.
+        names = {c: t for f in chunk for c, t in pl.read_parquet_schema(f).items()}
+        if "response_tokens" not in names:  # no token strings to match in these files
+            read += len(chunk)
+            continue
+        lf = hits_query(chunk, pattern, metric, lo, hi, names, step, parts)
+        try:
+            found.append(bounded.collect(lf, left).cast(HIT_SCHEMA))
+        except bounded.Stopped:
+            break
+        except bounded.Failed as e:
+            raise QueryError(
+                f"the token filter {pattern!r} failed: {str(e).strip().splitlines()[0]}"
+            ) from None
+        read += len(chunk)
+    frame = pl.concat(found) if found else pl.DataFrame(schema=HIT_SCHEMA)
+    return TokenHits(frame.sort("part", "row"), read, len(files), seconds)
+
+
+def token_note(store: RunStore, flt: ResponseFilter, seconds: float = DEFAULT_SEARCH_SECONDS) -> str | None:
+    """What the responses page says of ``flt``'s token filter: why it stopped short (cut off at the
+    search's time limit, or a pattern that cannot run); None when it read every file, or there is none."""
+    if not flt.tok:
+        return None
+    try:
+        return token_hits(store, flt, seconds).notice(flt.tok)
+    except QueryError as e:
+        return str(e)
