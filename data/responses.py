@@ -37,7 +37,7 @@ from data.run_context import RunContext
 from data.search.engine import engine
 from data.search.order import _head, _summary, _whole_order, background_case, fast_keys, order_keys, ordered
 from data.search.texts import _fast_head, _top_rows
-from data.search.tokens import HIT_COLUMNS, HIT_SCHEMA, hit_columns, token_hits
+from data.search.tokens import HIT_COLUMNS, HIT_SCHEMA, hit_columns, token_hits, token_note
 from data.signals import can_tell_truncation
 from data.store import RunStore, UnknownRun
 from data.token_frames import metric_label
@@ -111,6 +111,7 @@ class TableSpec:
     pinned: tuple[str, ...] = PINNED  # kept in view on the left, beside the response's file:line
     id_chars: int = 16  # the longest file:line of the run, in characters
     preview_lines: int = 3  # lines a row gives its previews (see :func:`preview_lines`)
+    unsortable: tuple[str, ...] = ()  # shown, not a sort: a token filter's columns
 
 
 def table_spec(store: RunStore, token_metric: str | None = None) -> TableSpec:
@@ -132,7 +133,7 @@ def table_spec(store: RunStore, token_metric: str | None = None) -> TableSpec:
     if token_metric is not None:
         cols = (*hit_columns(metric_label(token_metric)), *cols)
         dtypes = {**{c: HIT_SCHEMA[c] for c, _, _ in hit_columns("")}, **dtypes}
-    return TableSpec(cols, dtypes, signed, pinned, longest, lines)
+    return TableSpec(cols, dtypes, signed, pinned, longest, lines, HIT_COLUMNS if token_metric else ())
 
 
 @shared(32)
@@ -202,6 +203,16 @@ def matches_note(q: str | None) -> str | None:
 def text_labels() -> dict[str, str]:
     """The labels of the rewards shown beside a response's texts."""
     return {k: label(k) for k in TEXT_LABELS}
+
+
+def summary_note(store: RunStore, view: ResponsesView, steps: list[int], seconds: float) -> str | None:
+    """The warning beside the summary line: the step is a partial last step (:func:`partial_note`), the
+    token filter was cut off at the search's time limit (:func:`data.search.tokens.token_note`)."""
+    notes = [
+        partial_note(store, view.resolved_step(steps)),
+        token_note(store, view.response_filter(steps), seconds),
+    ]
+    return " ".join(n for n in notes if n) or None
 
 
 def partial_note(store: RunStore, step: int | None) -> str | None:

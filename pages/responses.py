@@ -12,6 +12,7 @@ from dash.exceptions import PreventUpdate
 
 from components import layout as ly
 from components import tables as tb
+from components import token_filter as tf
 from components.controls import MAX_STEP_OPTIONS, responses_filters, step_options
 from components.live import shown_store
 from data import live, responses
@@ -42,6 +43,7 @@ POLL_MS = 800
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
 FILTER_IDS = dict(step=STEP, q=Q, q_error=Q_ERROR, loses=LOSES, truncated=TRUNCATED, clear=CLEAR)
 HEADER_IDS = {"summary": SUMMARY, "csv": EXPORT_CSV, "jsonl": EXPORT_JSONL}
+TOK_IDS = {k: f"responses-tok-{k}" for k in ("pattern", "metric", "min", "max", "apply", "words")}
 STORE_WAIT = 10.0
 
 
@@ -68,8 +70,8 @@ def layout(**query):
     view, msgs = responses.view_on(query, ctx, board().settings)
     steps = ctx.step_list
     search_engine.warm_text_index(store)  # a first regex search over all steps need not build it
-    spec = responses.table_spec(store)
-    defs = tb.spec_column_defs(spec, responses.previews(), view.sort, view.order)
+    spec = responses.table_spec(store, view.tok_metric if view.token_pattern() else None)
+    defs = tf.unsortable(tb.spec_column_defs(spec, responses.previews(), view.sort, view.order), spec)
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
@@ -89,6 +91,7 @@ def layout(**query):
                 FILTER_IDS,
                 view.truncated,
             ),  # fmt: skip
+            tf.token_filter_row(*view.token_controls(), TOK_IDS),
             html.Div(
                 [
                     tb.responses_grid(GRID, defs, view.sort, lines=spec.preview_lines),
@@ -189,6 +192,8 @@ def _step_options(typed, step, view_data):
 clientside_callback(tb.purge_js(GRID), Input(FILTER, "data"), prevent_initial_call=True)
 clientside_callback(tb.open_row_js(GRID), Input(GRID, "cellDoubleClicked"), prevent_initial_call=True)
 clientside_callback(tb.unselect_js(GRID), Input(CLOSE, "n_clicks"), prevent_initial_call=True)
+clientside_callback(tf.apply_js(), Input(TOK_IDS["apply"], "n_clicks"), Input(TOK_IDS["pattern"], "n_submit"),
+                    *(State(TOK_IDS[k], "value") for k in ("pattern", "metric", "min", "max")), prevent_initial_call=True)  # fmt: skip
 # The page opens at its top, as after following a link: Dash keeps the scroll position of the page it
 # replaces, and a drill from far down the reward page would land below the summary.
 clientside_callback(
@@ -220,7 +225,7 @@ def _rows(request, view_data):
         return {"rowData": [], "rowCount": 0}
     rows, prefix = responses.mark_previews(responses.json_rows(df), view.q), ly.url_prefix()
     for row in rows:
-        row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix)
+        row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix, row.get("tok_pos"))
     # A search's first matches come before its count: the grid is then told no last row (it asks for more).
     return {"rowData": rows} if count is None else {"rowData": rows, "rowCount": count}
 
@@ -244,7 +249,7 @@ def _summary(view, store, steps):
     where = view.where(steps)
     if isinstance(got, search_order.Counting):
         return tb.counting_line(got.share, got.scope, where), None, True
-    partial = responses.partial_note(store, view.resolved_step(steps))
+    partial = responses.summary_note(store, view, steps, settings.search_seconds)
     line = tb.summary_line(got.count, got.scope, where, got.mean_reward, label("reward"), partial)
     return line, None, False
 

@@ -22,7 +22,11 @@ SORT_ALIASES = {"kl": "kl_mean", "gain": "reward_gain", "len": "response_length"
 # The token filter's per-token metrics (those of a token's hover text on the token page) and its default.
 TOKEN_METRICS = HOVER_METRICS
 DEFAULT_TOKEN_METRIC = "kl"
-TOKEN_KEYS = ("tok", "tok_metric", "tok_min", "tok_max")
+
+
+def token_metric_options() -> list[tuple[str, str]]:
+    """``(metric, label)`` of the token filter's per-token metrics, in the token page's order."""
+    return [(m, metric_label(m)) for m in TOKEN_METRICS]
 
 
 @dataclass(frozen=True)
@@ -183,14 +187,20 @@ class ResponsesView:
         """The token filter's pattern when it applies (None without one, or for an invalid one)."""
         return self.tok if self.tok and regex_error(self.tok) is None else None
 
+    def token_controls(self) -> tuple:
+        """The token filter's inputs: ``(pattern, metric, at least, at most, the metrics as (value, label),
+        the filter in words or None)``."""
+        words = self.token_words()
+        return self.tok, self.tok_metric, self.tok_min, self.tok_max, token_metric_options(), words
+
     def token_words(self) -> str | None:
-        """The token filter in words: 'a token matching '^Ġ\\.$' with 100 ≤ KL (k3)' (None without one)."""
+        """The token filter in words: 'a token matching “^Ġ\\.$” with 100 ≤ KL (k3)' (None without one)."""
         if not self.token_pattern():
             return None
         lo = f"{self.tok_min:g} ≤ " if self.tok_min is not None else ""
         hi = f" ≤ {self.tok_max:g}" if self.tok_max is not None else ""
         bound = f" with {lo}{metric_label(self.tok_metric)}{hi}" if (lo or hi) else ""
-        return f"a token matching {self.tok!r}{bound}"
+        return f"a token matching “{self.tok}”{bound}"
 
     def filter_key(self) -> str:
         """The query of what selects and orders rows (not the selected sample): the grid reloads on change."""

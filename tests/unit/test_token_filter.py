@@ -155,7 +155,7 @@ def test_tokfilter006_url_keys():
         2.5,
     )
     assert ResponsesView.from_query(parse_search(view.to_query()))[0] == view
-    assert view.token_words() == "a token matching '^Ġ\\\\.$' with -1 ≤ log-ratio log π − log π_ref ≤ 2.5"
+    assert view.token_words() == "a token matching “^Ġ\\.$” with -1 ≤ log-ratio log π − log π_ref ≤ 2.5"
     bad, notes = ResponsesView.from_query(parse_search("tok=(&tok_metric=nope"))
     assert len(notes) == 2 and bad.response_filter([1]).tok is None
 
