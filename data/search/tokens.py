@@ -26,7 +26,7 @@ from data.config import DEFAULT_SEARCH_SECONDS
 from data.metrics.token import INFERENCE_LOGPROB_FIELDS, explode_tokens, token_metrics
 from data.queries import QueryError, ResponseFilter, check_regex
 from data.store import RunStore
-from data.token_frames import METRIC_FIELDS
+from data.token_scan import part_files, token_metric_fields
 
 # Files of parts/ read at once in the helper (at 2.56M responses, a file holds ~4,000 responses of 60
 # tokens): the helper holds one chunk's candidate responses exploded, the worker only the matches.
@@ -74,11 +74,6 @@ class TokenHits:
             f"the rows shown are the matches in {self.files_read:,} of the run's {self.files:,} part files, "
             "not all of them. Narrow it to one step, or make the pattern more specific."
         )
-
-
-def token_metric_fields(metric: str) -> tuple[str, ...]:
-    """The list fields of a response the filter reads for ``metric`` (beside ``response_tokens``)."""
-    return METRIC_FIELDS.get(metric, ())
 
 
 def hits_query(
@@ -130,20 +125,6 @@ def hits_query(
             pl.col("tok_hits").cast(pl.UInt32),
         )
     )
-
-
-def part_files(store: RunStore, step: int | None) -> tuple[list[str], list[int] | None]:
-    """The files of ``parts/`` that hold the rows of ``step`` (of every step for None), and the parts to keep
-    of them where some files hold rows of parts dropped since (else None), as
-    :meth:`data.store.part_scans.PartScans.scan_parts` reads them."""
-    steps = None if step is None else (step, step)
-    ids = store.part_ids() if step is None else [p for s in store.index().select(step, step) for p in s.parts]
-    entries = store.manifest.parts
-    files = dict.fromkeys(
-        str(f) for i in ids if entries[str(i)]["rows"] for f in store.part_files_of(i, steps)
-    )
-    keep = ids if (step is not None or store.shares_files()) else None
-    return list(files), keep
 
 
 def token_hits(store: RunStore, flt: ResponseFilter, seconds: float = DEFAULT_SEARCH_SECONDS) -> TokenHits:

@@ -138,3 +138,15 @@ def export(view: ResponsesView, fmt: str, prefix: str = "") -> str:
 def prompts(view: PromptsView, prefix: str = "") -> str:
     """The prompts page showing ``view`` (the list, or one prompt with the list's state kept)."""
     return prefix + paths.PROMPTS + view.to_query()
+
+
+def token_responses(run: str, step: int | str, pattern: str, metric: str, prefix: str = "") -> str:
+    """The responses of ``step`` (``all``: of every step) holding a token that ``pattern`` matches, each with
+    that token's ``metric``: what a row of the drifting-tokens board opens."""
+    view = ResponsesView(run=run, step=step, tok=pattern, tok_metric=metric)
+    return prefix + paths.RESPONSES + view.to_query()
+
+
+def drift(view, prefix: str = "") -> str:
+    """The drifting-tokens page of ``view`` (a :class:`data.views.drift.DriftView`)."""
+    return prefix + paths.DRIFT + view.to_query()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from urllib.parse import quote
 
 import pytest
@@ -39,3 +40,19 @@ def test_tokfilter102_export_refuses_bad_token_parameters(client):
     assert r.status_code == 400 and b"regular expression" in r.data
     r = client.get(f"/export?run={RUN}&tok=x&tok_metric=nope&format=csv")
     assert r.status_code == 400 and b"tok_metric" in r.data
+
+
+def test_tokfilter103_drift_page_served(client, fixtures_dir):
+    """``/drift?run=…&a=1&b=60`` through the pages router: the step rule's notice, the board's first token
+    the hand computation's first, and its links to the responses holding it (the token filter of exactly
+    it, at step 25)."""
+    from tests.conftest import router_body
+    from tests.unit.test_token_drift import by_hand as drift_by_hand
+
+    body = router_body("/drift", f"?run={RUN}&a=1&b=60&min_n=2")
+    page = client.post("/_dash-update-component", json=body).get_json()
+    text = json.dumps(page, ensure_ascii=False)
+    first = drift_by_hand(fixtures_dir, 1, 25, 2)[0][0]
+    assert "has no step 60: showing step 25" in text
+    assert text.index(f'"{first}"') < text.index('"Ġ."')  # ranked above the final " ." (third by hand)
+    assert f"/responses?run={RUN}&step=25&tok=%5E%C4%A0%5C.%24&tok_metric=log_ratio" in text
