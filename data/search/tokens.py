@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 
 from data import bounded
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_SEARCH_SECONDS
+from data.derived import tokens as token_index
 from data.metrics.token import INFERENCE_LOGPROB_FIELDS, explode_tokens, token_metrics
 from data.queries import QueryError, ResponseFilter, check_regex
 from data.store import RunStore
@@ -86,8 +88,9 @@ def hits_query(
     step: int | None = None,
     parts: list[int] | None = None,
 ) -> pl.LazyFrame:
-    """The lazy :data:`HIT_SCHEMA` frame of the part files ``paths`` (``names``: the store's schema; ``step``
-    only that step; ``parts`` only those parts' rows, for files written with others)."""
+    """The lazy :data:`HIT_SCHEMA` frame of the part files ``paths`` (``names``: their schema; ``step``
+    only that step; ``parts`` only those parts' rows, for files written with others), decoding every token
+    string: what a store without the token index is searched with."""
     lists = [c for c in ("response_tokens", *token_metric_fields(metric)) if c in names]
     extras = [c for c in INFERENCE_LOGPROB_FIELDS if c in names] if metric == "infer_gap" else []
     lf = pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore")
@@ -97,10 +100,22 @@ def hits_query(
         lf = lf.filter(pl.col("step") == step)
     # Only the responses holding a matching token string at all are exploded into one row per position.
     holds = pl.col("response_tokens").list.eval(pl.element().str.contains(pattern)).list.any()
+    return hits_of(
+        lf.filter(holds.fill_null(False)).select("part", "row", *lists, *extras), pattern, metric, lo, hi
+    )
+
+
+def hits_of(lf: pl.LazyFrame, pattern: str, metric: str, lo: float | None, hi: float | None) -> pl.LazyFrame:
+    """The :data:`HIT_SCHEMA` frame of candidate responses ``lf`` (``part, row``, their token lists): the
+    positions whose token string matches ``pattern`` and whose ``metric`` (computed by
+    :func:`data.metrics.token.token_metrics`) is in ``lo <= x <= hi``, per response the first, its value
+    and how many."""
+    names = lf.collect_schema()
+    extras = [c for c in INFERENCE_LOGPROB_FIELDS if c in names]
+    lists = [c for c in names if c not in ("part", "row", *extras)]
     # One key per response over every part (explode_tokens and token_metrics group by ``row``).
     key = (pl.col("part").cast(pl.Int64) * (1 << 32) + pl.col("row").cast(pl.Int64)).alias("row")
-    lf = lf.filter(holds.fill_null(False)).select(key, *lists, *extras)
-    long = token_metrics(explode_tokens(lf, (), extras))
+    long = token_metrics(explode_tokens(lf.select(key, *lists, *extras), (), extras))
     value = pl.col(metric).cast(pl.Float64)
     keep = pl.col("token").str.contains(pattern).fill_null(False)
     if lo is not None or hi is not None:
@@ -127,6 +142,41 @@ def hits_query(
     )
 
 
+def indexed_hits(
+    store: RunStore,
+    src: str,
+    index: Path,
+    pattern: str,
+    metric: str,
+    lo: float | None,
+    hi: float | None,
+    step: int | None = None,
+    parts: list[int] | None = None,
+) -> pl.DataFrame:
+    """The :data:`HIT_SCHEMA` rows of the file ``src`` of ``parts/`` through its token file ``index`` (see
+    :mod:`data.derived.tokens`): the pattern is matched against the file's vocabulary, the numbers of its
+    rows are scanned for the matching ones, and only the rows holding one are read from the parts (their
+    token lists, from the row groups that hold them) for their positions and values."""
+    vocab = pl.Series(token_index.vocabulary(index), dtype=pl.String)
+    wanted = [i for i, hit in enumerate(vocab.str.contains(pattern).to_list()) if hit]
+    if not wanted:
+        return pl.DataFrame(schema=HIT_SCHEMA)
+    lf = pl.scan_ipc(index)
+    if parts is not None:
+        lf = lf.filter(pl.col("part").is_in(parts))
+    if step is not None:
+        lf = lf.filter(pl.col("step") == step)
+    holds = pl.col("ids").list.eval(pl.element().is_in(wanted)).list.any().fill_null(False)
+    keys = lf.filter(holds).select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32)).collect()
+    if keys.height == 0:
+        return pl.DataFrame(schema=HIT_SCHEMA)
+    names = pl.read_parquet_schema(src)
+    lists = [c for c in ("response_tokens", *token_metric_fields(metric)) if c in names]
+    extras = [c for c in INFERENCE_LOGPROB_FIELDS if c in names] if metric == "infer_gap" else []
+    rows = store.read_keys(keys, ["part", "row", *lists, *extras])
+    return hits_of(rows.lazy(), pattern, metric, lo, hi).collect().cast(HIT_SCHEMA)
+
+
 def token_hits(store: RunStore, flt: ResponseFilter, seconds: float = DEFAULT_SEARCH_SECONDS) -> TokenHits:
     """The :class:`TokenHits` of ``flt``'s token filter over its step (every step for None), cached per
     store version; raises :class:`data.queries.QueryError` for a pattern that cannot run."""
@@ -149,6 +199,16 @@ def _hits(
     files, parts = part_files(key.store, step)
     deadline = time.monotonic() + seconds
     found, read = [], 0
+    index = token_index.token_files(key.store.dir, files)
+    if index is not None:  # the token index: a file at a time, in this process (the pattern meets only the
+        # vocabularies and the candidates' token strings), within the time limit in all
+        for src, tokens_file in zip(files, index, strict=True):
+            if time.monotonic() >= deadline:
+                break
+            found.append(indexed_hits(key.store, src, tokens_file, pattern, metric, lo, hi, step, parts))
+            read += 1
+        frame = pl.concat(found) if found else pl.DataFrame(schema=HIT_SCHEMA)
+        return TokenHits(frame.sort("part", "row"), read, len(files), seconds)
     for i in range(0, len(files), CHUNK_FILES):
         chunk = files[i : i + CHUNK_FILES]
         left = deadline - time.monotonic()

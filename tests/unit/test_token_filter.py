@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from data import export, responses
@@ -169,3 +170,44 @@ def test_tokfilter007_row_opens_token_page_at_position():
     assert notes == [] and state.pos == 12 and state.sample == "s1" and state.metric == "kl"
     assert "tok=" in state.back and "sample=s1" in state.back
     assert TokensState.from_query({"pos": "-1"})[0].pos is None
+
+
+def test_tokfilter008_without_the_index_the_same(store, fixtures_dir, monkeypatch):
+    """A store whose token files are missing decodes the parts' strings in the search helper instead: the
+    same responses, positions and values as by hand."""
+    monkeypatch.setattr(token_filter.token_index, "token_files", lambda *a: None)
+    view, _ = ResponsesView.from_query(parse_search("step=all&tok=%5E%C4%A0%5C.%24&tok_min=5"))
+    hits = token_filter.token_hits(store, view.response_filter(responses.run_steps(store)), 30.5)
+    assert not hits.cut
+    keys = store.read_keys(hits.frame.select("part", "row"), ["source", "line"])
+    got = {
+        (s, ln): (p, v)
+        for s, ln, p, v in zip(
+            keys["source"], keys["line"], hits.frame["tok_pos"], hits.frame["tok_value"], strict=True
+        )
+    }
+    same(got, by_hand(fixtures_dir, FINAL_DOT, 5, None))
+
+
+def test_tokfilter009_token_files_hold_the_files_tokens(store, fixtures_dir):
+    """Each token file numbers its rows' token strings into its vocabulary: read back, they are the file's
+    ``response_tokens`` line by line (and the vocabulary is the file's distinct strings, sorted)."""
+    from data.derived import tokens as token_index
+
+    want = {(s, ln): rec["response_tokens"] for s, ln, rec in records(fixtures_dir)}
+    files = store.part_files()
+    index = token_index.token_files(store.dir, files)
+    assert index is not None and len(index) == len(files) == 2
+    seen = 0
+    for src, path in zip(files, index, strict=True):
+        vocab = token_index.vocabulary(path)
+        assert vocab == sorted(set(vocab))
+        table = pl.read_ipc(path)
+        lines = pl.read_parquet(src, columns=["part", "row", "source", "line"])
+        for (part, row, ids), (part2, row2, source, line) in zip(
+            table.select("part", "row", "ids").iter_rows(), lines.iter_rows(), strict=True
+        ):
+            assert (part, row) == (part2, row2)
+            assert [vocab[i] for i in ids] == want[(source, line)]
+            seen += 1
+    assert seen == 400
