@@ -100,16 +100,17 @@ def hits_query(
         lf = lf.filter(pl.col("step") == step)
     # Only the responses holding a matching token string at all are exploded into one row per position.
     holds = pl.col("response_tokens").list.eval(pl.element().str.contains(pattern)).list.any()
-    return hits_of(
-        lf.filter(holds.fill_null(False)).select("part", "row", *lists, *extras), pattern, metric, lo, hi
-    )
+    candidates = lf.filter(holds.fill_null(False)).select("part", "row", *lists, *extras)
+    return hits_of(candidates, pl.col("token").str.contains(pattern), metric, lo, hi)
 
 
-def hits_of(lf: pl.LazyFrame, pattern: str, metric: str, lo: float | None, hi: float | None) -> pl.LazyFrame:
+def hits_of(
+    lf: pl.LazyFrame, match: pl.Expr, metric: str, lo: float | None, hi: float | None
+) -> pl.LazyFrame:
     """The :data:`HIT_SCHEMA` frame of candidate responses ``lf`` (``part, row``, their token lists): the
-    positions whose token string matches ``pattern`` and whose ``metric`` (computed by
-    :func:`data.metrics.token.token_metrics`) is in ``lo <= x <= hi``, per response the first, its value
-    and how many."""
+    positions where ``match`` holds of the token (``token``: its string, or its number in the token index)
+    and whose ``metric`` (computed by :func:`data.metrics.token.token_metrics`) is in ``lo <= x <= hi``,
+    per response the first, its value and how many."""
     names = lf.collect_schema()
     extras = [c for c in INFERENCE_LOGPROB_FIELDS if c in names]
     lists = [c for c in names if c not in ("part", "row", *extras)]
@@ -117,7 +118,7 @@ def hits_of(lf: pl.LazyFrame, pattern: str, metric: str, lo: float | None, hi: f
     key = (pl.col("part").cast(pl.Int64) * (1 << 32) + pl.col("row").cast(pl.Int64)).alias("row")
     long = token_metrics(explode_tokens(lf.select(key, *lists, *extras), (), extras))
     value = pl.col(metric).cast(pl.Float64)
-    keep = pl.col("token").str.contains(pattern).fill_null(False)
+    keep = match.fill_null(False)
     if lo is not None or hi is not None:
         keep &= value.is_not_null() & value.is_finite()  # NaN and infinities are in no range
     if lo is not None:
@@ -155,8 +156,9 @@ def indexed_hits(
 ) -> pl.DataFrame:
     """The :data:`HIT_SCHEMA` rows of the file ``src`` of ``parts/`` through its token file ``index`` (see
     :mod:`data.derived.tokens`): the pattern is matched against the file's vocabulary, the numbers of its
-    rows are scanned for the matching ones, and only the rows holding one are read from the parts (their
-    token lists, from the row groups that hold them) for their positions and values."""
+    rows are scanned for the matching ones, and of the rows holding one only the metric's lists are read from
+    the parts (from the row groups that hold them; never a token string): the numbers say which positions
+    match."""
     vocab = pl.Series(token_index.vocabulary(index), dtype=pl.String)
     wanted = [i for i, hit in enumerate(vocab.str.contains(pattern).to_list()) if hit]
     if not wanted:
@@ -167,14 +169,16 @@ def indexed_hits(
     if step is not None:
         lf = lf.filter(pl.col("step") == step)
     holds = pl.col("ids").list.eval(pl.element().is_in(wanted)).list.any().fill_null(False)
-    keys = lf.filter(holds).select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32)).collect()
-    if keys.height == 0:
+    cast = (pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32), pl.col("ids"))
+    found = lf.filter(holds).select(*cast).collect()
+    if found.height == 0:
         return pl.DataFrame(schema=HIT_SCHEMA)
     names = pl.read_parquet_schema(src)
-    lists = [c for c in ("response_tokens", *token_metric_fields(metric)) if c in names]
+    lists = [c for c in token_metric_fields(metric) if c in names]
     extras = [c for c in INFERENCE_LOGPROB_FIELDS if c in names] if metric == "infer_gap" else []
-    rows = store.read_keys(keys, ["part", "row", *lists, *extras])
-    return hits_of(rows.lazy(), pattern, metric, lo, hi).collect().cast(HIT_SCHEMA)
+    rows = store.read_keys(found.select("part", "row"), ["part", "row", *lists, *extras])  # in keys' order
+    rows = rows.with_columns(found.get_column("ids").alias("response_tokens"))
+    return hits_of(rows.lazy(), pl.col("token").is_in(wanted), metric, lo, hi).collect().cast(HIT_SCHEMA)
 
 
 def token_hits(store: RunStore, flt: ResponseFilter, seconds: float = DEFAULT_SEARCH_SECONDS) -> TokenHits:
