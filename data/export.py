@@ -209,7 +209,8 @@ def _file_order_batches(
         else:
             windows.append((step, step, n))
     sent = False
-    window = replace(flt, step=None)
+    # (A token filter keeps its step: its matches are found over the step asked for, as the page finds them.)
+    window = flt if flt.tok and flt.step is not None else replace(flt, step=None)
     for lo, hi, _ in windows:
         _check(deadline)
         keys = store.retrying(

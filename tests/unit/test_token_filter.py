@@ -131,6 +131,13 @@ def test_tokfilter004_one_step_no_bounds(store, fixtures_dir):
     want = by_hand(fixtures_dir, r"^Ġgood$", None, None, step=7)
     assert want
     same(page(store, "step=7&tok=%5E%C4%A0good%24"), want)
+    same(exported(store, "step=7&tok=%5E%C4%A0good%24"), want)
+    # In file order (no sort), the export reads windows of steps: the step's matches still, all of them.
+    view, _ = ResponsesView.from_query(parse_search("step=7&tok=%5E%C4%A0good%24"))
+    flt = view.response_filter(responses.run_steps(store))
+    body = b"".join(export.export_stream(store, flt, "csv", None, False, 30.0, 120.0)).decode()
+    rows = list(csv.DictReader(io.StringIO(body)))
+    assert {(r["source"], int(r["line"])) for r in rows} == set(want)
 
 
 def test_tokfilter005_cut_off(store):
