@@ -33,6 +33,11 @@ from data.token_scan import part_files, token_metric_fields
 # Files of parts/ read at once in the helper (at 2.56M responses, a file holds ~4,000 responses of 60
 # tokens): the helper holds one chunk's candidate responses exploded, the worker only the matches.
 CHUNK_FILES = 16
+# Files of parts/ whose matching rows are read and measured together through the token index (one read and
+# one pass of the metrics for them all; the time limit is looked at between such chunks). One: at 256k
+# responses under load 11-15, 8 files at once were no faster within the machine's noise, and held the
+# worker at 491 MB after the broadest filter against 272 MB a file at a time.
+INDEX_CHUNK = 1
 HIT_SCHEMA = {
     "part": pl.UInt32,
     "row": pl.UInt32,
@@ -145,8 +150,8 @@ def hits_of(
 
 def indexed_hits(
     store: RunStore,
-    src: str,
-    index: Path,
+    srcs: list[str],
+    indexes: list[Path],
     pattern: str,
     metric: str,
     lo: float | None,
@@ -154,31 +159,36 @@ def indexed_hits(
     step: int | None = None,
     parts: list[int] | None = None,
 ) -> pl.DataFrame:
-    """The :data:`HIT_SCHEMA` rows of the file ``src`` of ``parts/`` through its token file ``index`` (see
-    :mod:`data.derived.tokens`): the pattern is matched against the file's vocabulary, the numbers of its
-    rows are scanned for the matching ones, and of the rows holding one only the metric's lists are read from
-    the parts (from the row groups that hold them; never a token string): the numbers say which positions
-    match."""
-    vocab = pl.Series(token_index.vocabulary(index), dtype=pl.String)
-    wanted = [i for i, hit in enumerate(vocab.str.contains(pattern).to_list()) if hit]
-    if not wanted:
+    """The :data:`HIT_SCHEMA` rows of the files ``srcs`` of ``parts/`` through their token files ``indexes``
+    (see :mod:`data.derived.tokens`): the pattern is matched against each file's vocabulary, the numbers of
+    its rows are scanned for the matching ones, and of the rows holding one only the metric's lists are read
+    from the parts (from the row groups that hold them; never a token string), all the files' at once: the
+    numbers say which positions match."""
+    found, names = [], {}
+    for src, index in zip(srcs, indexes, strict=True):
+        vocab = pl.Series(token_index.vocabulary(index), dtype=pl.String)
+        wanted = [i for i, hit in enumerate(vocab.str.contains(pattern).to_list()) if hit]
+        if not wanted:  # no token of this file matches: none of its rows is read
+            continue
+        lf = pl.scan_ipc(index)
+        if parts is not None:
+            lf = lf.filter(pl.col("part").is_in(parts))
+        if step is not None:
+            lf = lf.filter(pl.col("step") == step)
+        # Per position, whether its token matches (the file's own numbers): what stands for the token.
+        matched = pl.col("ids").list.eval(pl.element().is_in(wanted))
+        got = lf.select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32), matched.alias("m"))
+        found.append(got.filter(pl.col("m").list.any().fill_null(False)).collect())
+        names.update(pl.read_parquet_schema(src))
+    found = [f for f in found if f.height]
+    if not found:
         return pl.DataFrame(schema=HIT_SCHEMA)
-    lf = pl.scan_ipc(index)
-    if parts is not None:
-        lf = lf.filter(pl.col("part").is_in(parts))
-    if step is not None:
-        lf = lf.filter(pl.col("step") == step)
-    holds = pl.col("ids").list.eval(pl.element().is_in(wanted)).list.any().fill_null(False)
-    cast = (pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32), pl.col("ids"))
-    found = lf.filter(holds).select(*cast).collect()
-    if found.height == 0:
-        return pl.DataFrame(schema=HIT_SCHEMA)
-    names = pl.read_parquet_schema(src)
+    keys = pl.concat(found)
     lists = [c for c in token_metric_fields(metric) if c in names]
     extras = [c for c in INFERENCE_LOGPROB_FIELDS if c in names] if metric == "infer_gap" else []
-    rows = store.read_keys(found.select("part", "row"), ["part", "row", *lists, *extras])  # in keys' order
-    rows = rows.with_columns(found.get_column("ids").alias("response_tokens"))
-    return hits_of(rows.lazy(), pl.col("token").is_in(wanted), metric, lo, hi).collect().cast(HIT_SCHEMA)
+    rows = store.read_keys(keys.select("part", "row"), ["part", "row", *lists, *extras])  # in keys' order
+    rows = rows.with_columns(keys.get_column("m").alias("response_tokens"))
+    return hits_of(rows.lazy(), pl.col("token"), metric, lo, hi).collect().cast(HIT_SCHEMA)
 
 
 def token_hits(store: RunStore, flt: ResponseFilter, seconds: float = DEFAULT_SEARCH_SECONDS) -> TokenHits:
@@ -206,11 +216,12 @@ def _hits(
     index = token_index.token_files(key.store.dir, files)
     if index is not None:  # the token index: a file at a time, in this process (the pattern meets only the
         # vocabularies and the candidates' token strings), within the time limit in all
-        for src, tokens_file in zip(files, index, strict=True):
+        for i in range(0, len(files), INDEX_CHUNK):
             if time.monotonic() >= deadline:
                 break
-            found.append(indexed_hits(key.store, src, tokens_file, pattern, metric, lo, hi, step, parts))
-            read += 1
+            srcs, indexes = files[i : i + INDEX_CHUNK], index[i : i + INDEX_CHUNK]
+            found.append(indexed_hits(key.store, srcs, indexes, pattern, metric, lo, hi, step, parts))
+            read += len(srcs)
         frame = pl.concat(found) if found else pl.DataFrame(schema=HIT_SCHEMA)
         return TokenHits(frame.sort("part", "row"), read, len(files), seconds)
     for i in range(0, len(files), CHUNK_FILES):
