@@ -77,7 +77,7 @@ class TokenHits:
         if not self.cut:
             return None
         return (
-            f"The token filter {pattern!r} was cut off after {self.seconds:g} s (the search's time limit): "
+            f"The token filter “{pattern}” was cut off after {self.seconds:g} s (the search's time limit): "
             f"the rows shown are the matches in {self.files_read:,} of the run's {self.files:,} part files, "
             "not all of them. Narrow it to one step, or make the pattern more specific."
         )
@@ -241,7 +241,7 @@ def _hits(
             break
         except bounded.Failed as e:
             raise QueryError(
-                f"the token filter {pattern!r} failed: {str(e).strip().splitlines()[0]}"
+                f"the token filter “{pattern}” failed: {str(e).strip().splitlines()[0]}"
             ) from None
         read += len(chunk)
     frame = pl.concat(found) if found else pl.DataFrame(schema=HIT_SCHEMA)

@@ -218,3 +218,12 @@ def test_tokfilter009_token_files_hold_the_files_tokens(store, fixtures_dir):
             assert [vocab[i] for i in ids] == want[(source, line)]
             seen += 1
     assert seen == 400
+
+
+def test_tokfilter010_summary_says_cut(store):
+    """The warning beside the page's count names a token filter cut off at the time limit, and nothing for
+    one that read every file."""
+    view, _ = ResponsesView.from_query(parse_search("step=all&tok=%5E%C4%A0%5C.%24&tok_min=5"))
+    steps = responses.run_steps(store)
+    assert "was cut off after 0 s" in responses.summary_note(store, view, steps, 0.0)
+    assert responses.summary_note(store, view, steps, 30.0) is None
