@@ -38,6 +38,7 @@ from data.search.engine import engine
 from data.search.order import _head, _summary, _whole_order, background_case, fast_keys, order_keys, ordered
 from data.search.texts import _fast_head, _top_rows
 from data.search.tokens import HIT_COLUMNS, HIT_SCHEMA, hit_columns, token_hits, token_note
+from data.search.tokens import _hits as token_hits_cache
 from data.signals import can_tell_truncation
 from data.store import RunStore, UnknownRun
 from data.token_frames import metric_label
@@ -259,7 +260,7 @@ def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[Res
 
 def clear_caches() -> None:
     """Forget every cached order, summary and search hit (tests and benchmarks time the work itself)."""
-    for fn in (_summary, _head, _whole_order, _block, _fast_head):
+    for fn in (_summary, _head, _whole_order, _block, _fast_head, token_hits_cache):
         fn.cache_clear()
     engine().clear_hits()
 
