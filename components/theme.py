@@ -29,6 +29,13 @@ METRIC_COLOURS = {
     "match_share": "#0dcaf0",
     # A step flagged on the KL curve (one response carries most of its KL).
     "kl_top_share": "#dc3545",
+    # The inference–trainer gap (the gap page) and a correction's shares.
+    "infer_gap": "#d63384",
+    "infer_gap_abs_mean": "#d63384",
+    "infer_gap_abs_max": "#6610f2",
+    "infer_gap_tail_share": "#e8590c",
+    "correction_tokens": "#dc3545",
+    "correction_responses": "#0d6efd",
 }
 # Columns of the per-step summary shown as a metric's curve: the metric they summarise.
 STEP_COLUMNS = {

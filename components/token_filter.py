@@ -97,9 +97,3 @@ def token_filter_row(
         ),
         className="mb-2",
     )
-
-
-def unsortable(defs: list[dict], spec) -> list[dict]:
-    """``defs`` with the columns of ``spec.unsortable`` (a table spec's) not sortable: the token filter's
-    columns are the filter's own, not a sort of the run's rows."""
-    return [{**d, "sortable": False} if d.get("field") in spec.unsortable else d for d in defs]

@@ -28,6 +28,7 @@ function strip(store) {
     var tries = 0;
     function tip(d, i) {
         var t = 'position ' + d.pos[i] + ' · token "' + d.raw[i] + '"' + (d.pad[i] ? ' · pad' : '');
+        if (d.touched && d.touched[i]) { t += ' · clipped or masked by the correction in the URL'; }
         for (var j = 0; j < d.labels.length; j++) {
             var v = d.values[j][i];
             t += '\n' + d.labels[j] + ': ' + (v === null ? '–' : v);
@@ -57,6 +58,12 @@ function strip(store) {
                 if (data.fg[c]) { s.style.color = data.fg[c]; }
             }
             if (data.pad[i]) { s.className = 'token-pad'; }
+            if (data.touched && data.touched[i]) {
+                // Below the token's background, in the page's text colour: seen on any colour of the scale.
+                s.style.textDecoration = 'underline wavy 2px __OUTLINE__';
+                s.style.textUnderlineOffset = '3px';
+                s.setAttribute('data-touched', '1');
+            }
             frag.appendChild(s);
         }
         if (first) {

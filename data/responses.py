@@ -37,7 +37,7 @@ from data.run_context import RunContext
 from data.search.engine import engine
 from data.search.order import _head, _summary, _whole_order, background_case, fast_keys, order_keys, ordered
 from data.search.texts import _fast_head, _top_rows
-from data.search.tokens import HIT_COLUMNS, HIT_SCHEMA, hit_columns, token_hits, token_note
+from data.search.tokens import HIT_COLUMNS, HIT_SCHEMA, hit_columns, token_note, with_hits
 from data.search.tokens import _hits as token_hits_cache
 from data.signals import can_tell_truncation
 from data.store import RunStore, UnknownRun
@@ -93,10 +93,16 @@ def _steps(key: StoreKey) -> tuple[int, ...]:
     return tuple(int(s) for s in steps.get_column("step").to_list()) if steps.height else ()
 
 
+# The column of how a response ended (``ended`` / ``truncated``, see data.response_columns): read for the
+# rows on screen only, so it is not sortable.
+END = "end"
 # The metrics whose sign a table colours: a gain, a log-ratio, a value error; not the rewards themselves.
 UNSIGNED_IN_TABLE = ("reward", "ref_reward")
 # The columns that stay in view, left, whatever the horizontal scroll (a row click must never hide them).
 PINNED = ("step", "reward")
+# The files' own fields coloured by sign where a run has them: a GRPO / RLOO advantage (above or below its
+# group's mean).
+SIGNED_FIELDS = ("advantage",)
 # The labels of the selected response's texts panel.
 TEXT_LABELS = ("reward", "ref_reward", "reward_gain")
 
@@ -104,7 +110,8 @@ TEXT_LABELS = ("reward", "ref_reward", "reward_gain")
 @dataclass(frozen=True)
 class TableSpec:
     """The responses table of a run: its value ``columns`` as ``(field, header, tooltip)`` in order, their
-    Polars ``dtypes``, and the ``signed`` ones (coloured by sign)."""
+    Polars ``dtypes``, the ``signed`` ones (coloured by sign) and the ``unsortable`` ones (read for the
+    rows on screen only: how a response ended, :data:`data.response_columns.END`)."""
 
     columns: tuple[tuple[str, str, str], ...]
     dtypes: dict
@@ -112,29 +119,31 @@ class TableSpec:
     pinned: tuple[str, ...] = PINNED  # kept in view on the left, beside the response's file:line
     id_chars: int = 16  # the longest file:line of the run, in characters
     preview_lines: int = 3  # lines a row gives its previews (see :func:`preview_lines`)
-    unsortable: tuple[str, ...] = ()  # shown, not a sort: a token filter's columns
+    unsortable: frozenset[str] = frozenset({END})
 
 
 def table_spec(store: RunStore, token_metric: str | None = None) -> TableSpec:
     """The :class:`TableSpec` of the run's responses table: its metric columns (registry labels and
-    descriptions), then the files' extra fields; with a token filter on ``token_metric``, where its token
-    is and its value first (see :func:`data.search.tokens.hit_columns`)."""
+    descriptions), then the files' extra fields, then how each response ended (:data:`END`); with a token
+    filter on ``token_metric``, where its token is and its value first (see
+    :func:`data.search.tokens.hit_columns`)."""
     longest, lines = _row_layout(StoreKey(store))
     metrics, extras = table_columns(store)
     schema = store.schema()
     cols = tuple(
         (c, label(c), METRICS[c].description if c in METRICS else "extra field of the files")
-        for c in metrics + extras
+        for c in [*metrics, *extras, END]
     )
     signed = frozenset(
         c for c in metrics if c in METRICS and METRICS[c].signed and c not in UNSIGNED_IN_TABLE
-    )
+    ) | (set(SIGNED_FIELDS) & set(extras))
     pinned = tuple(c for c in PINNED if c in metrics)
-    dtypes = {c: schema[c] for c in metrics + extras}
-    if token_metric is not None:
-        cols = (*hit_columns(metric_label(token_metric)), *cols)
-        dtypes = {**{c: HIT_SCHEMA[c] for c, _, _ in hit_columns("")}, **dtypes}
-    return TableSpec(cols, dtypes, signed, pinned, longest, lines, HIT_COLUMNS if token_metric else ())
+    dtypes = {**{c: schema[c] for c in metrics + extras}, END: pl.String}
+    if token_metric is None:
+        return TableSpec(cols, dtypes, signed, pinned, longest, lines)
+    cols = (*hit_columns(metric_label(token_metric)), *cols)
+    dtypes = {**{c: HIT_SCHEMA[c] for c in HIT_COLUMNS}, **dtypes}
+    return TableSpec(cols, dtypes, signed, pinned, longest, lines, frozenset({END, *HIT_COLUMNS}))
 
 
 @shared(32)
@@ -207,8 +216,7 @@ def text_labels() -> dict[str, str]:
 
 
 def summary_note(store: RunStore, view: ResponsesView, steps: list[int], seconds: float) -> str | None:
-    """The warning beside the summary line: the step is a partial last step (:func:`partial_note`), the
-    token filter was cut off at the search's time limit (:func:`data.search.tokens.token_note`)."""
+    """The warning beside the summary line: a partial last step, a token filter cut off at its time limit."""
     notes = [
         partial_note(store, view.resolved_step(steps)),
         token_note(store, view.response_filter(steps), seconds),
@@ -240,19 +248,22 @@ def resolve(
 def view_on(query: Mapping, ctx: RunContext, settings) -> tuple[ResponsesView, list[str]]:
     """``(view, notices)`` of a parsed query shown on the run of ``ctx`` (the run set on the view, also
     where the URL names none): the page's layout and its callbacks read the same view."""
-    view, msgs = ResponsesView.from_query(query, ctx, sortable_columns(ctx.store))
+    metrics, extras = table_columns(ctx.store)
+    columns = [*metrics, *extras, END]  # what the column chooser offers (data.response_columns.choices)
+    view, msgs = ResponsesView.from_query(query, ctx, sortable_columns(ctx.store), columns=columns)
     view, more = check_truncated(view, ctx.store, settings)
     return view.with_(run=ctx.run), msgs + more
 
 
 def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[ResponsesView, list[str]]:
-    """``view`` without its ``truncated`` filter, and a notice, on a run none of whose responses ends with
-    an end token (see :func:`data.signals.can_tell_truncation`): there every response would count as
-    cut. ``settings``: the board's (pad and end tokens)."""
-    if view.truncated and not can_tell_truncation(store, settings.pad_tokens, settings.end_tokens):
+    """``view`` without its ``truncated`` or ``ended`` filter, and a notice, on a run none of whose
+    responses ends with an end token (see :func:`data.signals.can_tell_truncation`): there every response
+    would count as cut. ``settings``: the board's (pad and end tokens)."""
+    key = "truncated" if view.truncated else "ended" if view.ended else None
+    if key and not can_tell_truncation(store, settings.pad_tokens, settings.end_tokens):
         ends = ", ".join(settings.end_tokens)
-        return view.with_(truncated=False), [
-            f"Ignored truncated=1: no response of this run ends with an end token ({ends}), so a cut "
+        return view.with_(truncated=False, ended=False), [
+            f"Ignored {key}=1: no response of this run ends with an end token ({ends}), so a cut "
             "response cannot be told from one that ended (texts decoded without special tokens?)."
         ]
     return view, []
@@ -305,7 +316,7 @@ def _block(
     metrics, extras = table_columns(store)
     names = store.schema()
     cols = [c for c in ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS] if c in names]
-    want = list(dict.fromkeys(["source", "line", *cols]))
+    want = list(dict.fromkeys(["source", "line", "part", "row", *cols]))
     rows = None
     if fast is not None:  # the first matches' columns, kept beside their texts at ingest
         rows = _top_rows(store, keys, want)
@@ -313,13 +324,9 @@ def _block(
         rows = topk.first_rows(store, keys, want)
     if rows is None:
         rows = store.read_keys(keys, want)
-    rows = rows.select(source_line(), *cols)
-    if flt.tok:  # where each row's token is, and its value (the filter's hits are cached)
-        hits = token_hits(store, flt, seconds).frame
-        at = keys.select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32))
-        at = at.join(hits, on=["part", "row"], how="left", maintain_order="left")
-        rows = rows.hstack(at.select(HIT_COLUMNS))
-    return rows
+    # part and row: where a row's token strings are, to tell how it ended (data.response_columns.add_ends)
+    rows = rows.select(source_line(), *cols, pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64))
+    return with_hits(rows, keys, store, flt, seconds) if flt.tok else rows  # where its token is, its value
 
 
 def mark_previews(rows: list[dict], q: str | None) -> list[dict]:
@@ -373,6 +380,8 @@ def sample_texts(
         "source": row.get("source"),
         "line": row.get("line"),
         "source_line": source_line_text(row.get("source"), row.get("line")),
+        "prompt_key": row.get("prompt_key"),
+        "group_id": row.get("group_id"),
     }
 
 

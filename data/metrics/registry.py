@@ -9,14 +9,24 @@ a new metric is one entry here plus its expression (in :mod:`data.metrics.respon
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+# |trainer − inference log-prob| (nats) above which a token is in the inference–trainer gap's tail: ln 2, a
+# ratio exp(Δ) beyond ½ or 2. The one threshold of the per-response columns below (counted at ingest), the
+# per-step curves and the token page's summary line; data.config names it with the settings
+# (data.config.INFER_GAP_TAIL). A constant, not an environment variable: ingest counts with it, and no store
+# is keyed on it.
+INFER_GAP_TAIL = math.log(2.0)
+INFER_GAP_TAIL_TEXT = _T = "ln 2"  # how labels name it
 
 
 @dataclass(frozen=True)
 class Metric:
     """One column or metric. ``signed`` metrics get a diverging colour scale centred at 0; ``fmt`` is the
     kind of number the UI's formatter shows (``num``, ``int``, ``share``, ``step``, ``text``); ``level``
-    is ``token``, ``response`` or ``step`` for a metric and ``row`` for a column that only identifies or
+    is ``token``, ``response``, ``group``, ``step`` or ``prompt`` for a metric, ``shown`` for one a page
+    computes for the rows on screen (never stored), and ``row`` for a column that only identifies or
     previews a response. ``stored``: a column of the store's scalars; ``exported``: its place among the
     export's columns (1 first; 0 not exported); ``range_key``: the URL prefix of its range filter
     (``<key>_min`` / ``<key>_max``), ``range_at`` that filter's place among the filters; ``table``: its
@@ -39,6 +49,33 @@ class Metric:
 
 
 ROW = "row"
+# The inference–trainer gap Δ_t = infer_gap_t over the positions with both log-probs (finite) that the loss mask
+# keeps where the response has one (data/metrics/token.py); its tail: |Δ_t| > INFER_GAP_TAIL (ln 2).
+# fmt: off
+_GAP_COLUMNS = (  # key, label, description, fmt, signed, exported, table, from_tokens, range filter (key, at)
+    ("infer_gap_n", "tokens with both log-probs (trainer, inference)", "positions Δ counts", "int", False, 0, 0, 10, None),
+    ("infer_gap_tail_n", "tokens in the gap's tail", f"positions with |Δ_t| > {_T}", "int", False, 0, 0, 11, None),
+    ("infer_gap_abs_mean", "gap mean |Δ| (trainer − inference)", "mean_t |Δ_t|", "num", False, 14, 12, 12, ("gap", 6)),
+    ("infer_gap_abs_max", "gap max |Δ| (trainer − inference)", "max_t |Δ_t|", "num", False, 15, 13, 13, None),
+    ("infer_gap_tail_share", f"gap tail share (|Δ| > {_T})", f"share of positions with |Δ_t| > {_T}",
+     "share", False, 16, 14, 14, ("tail", 7)),
+    ("infer_gap_first_tail", "first gap tail token (position, from 0)",
+     f"first position with |Δ_t| > {_T} among the response's tokens; null when none", "int", False, 17, 15, 15, None),
+    ("infer_gap_mean", "gap mean Δ (log of the geometric-mean ratio)", "mean_t Δ_t", "num", True, 0, 0, 16, None),
+    ("infer_gap_max", "gap max Δ (largest log-ratio)", "max_t Δ_t", "num", True, 0, 0, 17, None),
+)
+# fmt: on
+
+
+def _gap_metric(key, label, description, fmt, signed, exported, table, from_tokens, range_filter) -> Metric:
+    """One row of :data:`_GAP_COLUMNS`: a stored per-response column (the counts only identify)."""
+    unit = {"int": "tokens", "num": "nats"}.get(fmt, "") if key != "infer_gap_first_tail" else ""
+    level = ROW if key.endswith("_n") else "response"
+    rk, at = range_filter or (None, 0)
+    return Metric(
+        key, label, description, signed, level, unit, fmt, True, exported, rk, at, table, from_tokens
+    )
+
 
 COLUMNS: dict[str, Metric] = {
     m.key: m
@@ -263,6 +300,7 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             from_tokens=9,
         ),
+        *(_gap_metric(*row) for row in _GAP_COLUMNS),
         Metric(
             "repetition",
             "repetition (share of repeated word 3-grams)",
@@ -331,6 +369,25 @@ COLUMNS: dict[str, Metric] = {
             "the response does not end with an end token (RLBOARD_END_TOKENS): its last token that is not a "
             "pad, else its text's end, pads and trailing white space aside; it was cut at the length limit",
             level="response",
+            fmt="text",
+        ),
+        # Groups (see data/metrics/group.py)
+        Metric(
+            "learning_signal",
+            "learning signal (group rewards differ)",
+            "whether the rewards of the response's group (the responses of one step that share a group id, "
+            "else a prompt) differ: a group whose rewards are all equal has every advantage 0 and teaches "
+            "GRPO / RLOO nothing; none for a group of one",
+            level="group",
+            fmt="text",
+        ),
+        # Shown only (read for the rows on screen, never stored: see data/response_columns.py)
+        Metric(
+            "end",
+            "end (ended / truncated)",
+            "ended: the response ends with an end token; truncated: it does not (cut at the length limit); "
+            "empty where a run cannot tell (none of its responses ends with one)",
+            level="shown",
             fmt="text",
         ),
         Metric(

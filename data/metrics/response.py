@@ -9,7 +9,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from data.metrics.registry import COLUMNS, token_aggregates
+from data.metrics.registry import COLUMNS, INFER_GAP_TAIL, token_aggregates
+from data.metrics.token import inference_field, loss_mask_field
 
 
 def strip_pads(expr: pl.Expr, pad_tokens: tuple[str, ...]) -> pl.Expr:
@@ -148,6 +149,79 @@ def _nulls_where(values: np.ndarray, mask: np.ndarray) -> pa.Array:
     return pa.array(values, mask=mask)
 
 
+def _reduce(seg: _Segments, values: np.ndarray, ufunc: np.ufunc, fill) -> np.ndarray:
+    """Per row: ``ufunc.reduce`` of its run of ``values`` (``fill`` for an empty row)."""
+    out = np.full(len(seg.lens), fill, values.dtype)
+    full = seg.lens > 0
+    if full.any():
+        out[full] = ufunc.reduceat(values, seg.starts[full])
+    return out
+
+
+def _own(df: pl.DataFrame, name: str | None) -> str | None:
+    return name if name is not None and isinstance(df.schema[name], pl.List) else None
+
+
+class GapPositions(NamedTuple):
+    """The inference–trainer gap of a frame's responses as flat arrays over the positions both log-probs
+    cover (aligned from the first): ``seg`` (each row's run of them), ``pos`` (the position in its response,
+    from 0), ``d`` (Δ = trainer − inference log-prob) and ``ok`` (Δ finite and the loss mask keeping it)."""
+
+    seg: _Segments
+    pos: np.ndarray
+    d: np.ndarray
+    ok: np.ndarray
+
+
+def gap_positions(df: pl.DataFrame) -> GapPositions:
+    """:class:`GapPositions` of ``df``'s rows from its ``logprobs``, the first of the inference engine's
+    log-prob fields it has (:func:`data.metrics.token.inference_field`) and its loss mask
+    (:func:`~data.metrics.token.loss_mask_field`: where a response has one, a position is kept when its mask
+    is present and not 0), as :func:`data.metrics.token.token_metrics` defines ``gap_valid``."""
+    lp = _flat(df, "logprobs")
+    inf_name = _own(df, inference_field(df.columns))
+    inf = _flat(df, inf_name) if inf_name else _flat(df, "")
+    seg, ia, ib = _pair(lp, inf)
+    with np.errstate(all="ignore"):
+        d = np.subtract(lp.values[ia], inf.values[ib], dtype=np.float64)
+    ok = np.isfinite(d)
+    rows = np.repeat(np.arange(df.height), seg.lens)
+    pos = np.arange(len(rows)) - seg.starts[rows]
+    mask_name = _own(df, loss_mask_field(df.columns))
+    if mask_name is not None:
+        m = _flat(df, mask_name)
+        has = (m.segments.sum(np.ones(len(m.values), bool), m.present) > 0)[rows]
+        inside = pos < m.lens[rows]
+        at = np.where(inside, m.starts[rows] + pos, 0)
+        kept = inside & (m.values[at] != 0) if len(m.values) else np.zeros(len(pos), bool)
+        if m.present is not None and len(m.values):
+            kept &= m.present[at]
+        ok &= ~has | kept
+    return GapPositions(seg, pos, d, ok)
+
+
+def _gap_aggregates(df: pl.DataFrame) -> dict[str, pa.Array]:
+    """The ``infer_gap_*`` aggregates of :func:`data.metrics.token.response_token_aggregates` on the list
+    columns (see :func:`gap_positions`)."""
+    seg, pos, d, ok = gap_positions(df)
+    absd = np.abs(d)
+    tail = ok & (absd > INFER_GAP_TAIL)
+    n = seg.sum(ok)
+    n_tail = seg.sum(tail)
+    none, no_tail = n == 0, n_tail == 0
+    first = _reduce(seg, np.where(tail, pos, np.iinfo(np.int64).max), np.minimum, 0)
+    return {
+        "infer_gap_n": _nulls_where(n, none),
+        "infer_gap_tail_n": _nulls_where(n_tail, none),
+        "infer_gap_abs_mean": _nulls_where(seg.sum(absd, ok) / np.maximum(n, 1), none),
+        "infer_gap_abs_max": _nulls_where(_reduce(seg, np.where(ok, absd, -np.inf), np.maximum, 0.0), none),
+        "infer_gap_tail_share": _nulls_where(n_tail / np.maximum(n, 1), none),
+        "infer_gap_first_tail": _nulls_where(first, no_tail),
+        "infer_gap_mean": _nulls_where(seg.sum(d, ok) / np.maximum(n, 1), none),
+        "infer_gap_max": _nulls_where(_reduce(seg, np.where(ok, d, -np.inf), np.maximum, 0.0), none),
+    }
+
+
 def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
     """:func:`response_token_aggregates` computed on the list columns directly, without one row per token.
 
@@ -202,6 +276,7 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
                 "value_error_mean": _nulls_where(ve_mean, n_ve == 0),
                 "value_error_abs_mean": _nulls_where(ve_abs_mean, n_ve == 0),
                 "token_reward_sum": _nulls_where(tr_sum, n_tr == 0),
+                **_gap_aggregates(df),
             }
         )
     ).cast(AGGREGATE_COLUMNS)

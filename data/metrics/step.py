@@ -98,12 +98,43 @@ def _aggregations(extras: Sequence[str] = ()) -> list[tuple[tuple[str, ...], lis
             ],
         ),
         (("repetition",), [_finite_mean("repetition").alias("repetition_mean")]),
+        *_gap_step(),
         *[((c,), [_finite_mean(c).alias(extra_mean(c))]) for c in extras],
     ]
 
 
+GAP_INPUT = (
+    "infer_gap_n",
+    "infer_gap_tail_n",
+    "infer_gap_abs_mean",
+    "infer_gap_abs_max",
+    "infer_gap_tail_share",
+)
+
+
+def _gap_step() -> list[tuple[tuple[str, ...], list[pl.Expr]]]:
+    """The inference–trainer gap of a step (as :func:`_aggregations`' items, a few columns each): the
+    responses' mean |Δ|, max |Δ| and tail share as distributions (the curves' bands), and the tail pooled
+    over the step's positions, exactly, from the responses' counts: ``infer_gap_n_total`` positions,
+    ``infer_gap_tail_n_total`` in the tail, ``infer_gap_tail_pooled`` their ratio (null without one)."""
+    n, tail = pl.col("infer_gap_n").sum(), pl.col("infer_gap_tail_n").sum()
+    counts = [
+        n.alias("infer_gap_n_total"),
+        tail.alias("infer_gap_tail_n_total"),
+        pl.when(n > 0).then(tail / n).alias("infer_gap_tail_pooled"),
+    ]
+    dists = [((c,), _dist(c)) for c in ("infer_gap_abs_mean", "infer_gap_abs_max", "infer_gap_tail_share")]
+    return [*dists, (("infer_gap_n", "infer_gap_tail_n"), counts)]
+
+
 # The columns a summary reads that a frame made by hand may lack: nulls of their type there.
-_ABSENT = {"repetition": pl.Float64, "source": pl.String, "sample_id": pl.String, "line": pl.Int64}
+_ABSENT = {
+    "repetition": pl.Float64,
+    "source": pl.String,
+    "sample_id": pl.String,
+    "line": pl.Int64,
+    **{c: pl.Int64 if c.endswith("_n") else pl.Float64 for c in GAP_INPUT},
+}
 
 
 def _with_absent(rows: pl.LazyFrame, names) -> pl.LazyFrame:

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from data.metrics.registry import INFER_GAP_TAIL
+
 # Long (one row per token) column names, from the list fields of the contract.
 TOKEN_COLUMNS = {
     "response_tokens": "token",
@@ -56,8 +58,15 @@ def explode_tokens(df: pl.DataFrame, pad_tokens: tuple[str, ...], extras: Sequen
 # batches / experiences, as hand-written loggers dump them), prime-rl's inference_logprobs (its trainer's
 # batches). The first a response has is the one its gap is taken against.
 INFERENCE_LOGPROB_FIELDS = ("generation_logprobs", "rollout_log_probs", "inference_logprobs")
-# |trainer − inference log-prob| above which a token counts as mismatched in :func:`infer_gap_summary` (nats).
-INFER_GAP_THRESHOLD = 0.1
+# A loss mask of the response's tokens (1 where the loss counts them, 0 where not), as trainers name it: miles'
+# loss_mask, NeMo-RL's token_loss_mask (its dialect already cuts the arrays to mask 1), veRL's response_mask,
+# OpenRLHF's action_mask. The first a response has decides which of its positions the gap counts.
+LOSS_MASK_FIELDS = ("loss_mask", "token_loss_mask", "response_mask", "action_mask")
+
+
+def loss_mask_field(names) -> str | None:
+    """The loss mask among a response's per-token fields of the trainer's own (``names``), else None."""
+    return next((f for f in LOSS_MASK_FIELDS if f in names), None)
 
 
 def inference_field(names) -> str | None:
@@ -83,14 +92,14 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
     the plain difference: a NaN or infinite side gives a NaN or infinite gap, left to the summaries to skip."""
     # Suffix sum within each response; positions without a token reward have no return.
     suffix = pl.col("token_reward").fill_null(0.0).reverse().cum_sum().reverse().over("row")
-    inference = inference_field(
-        [c[len(file_column("")) :] for c in long.collect_schema() if c.startswith(file_column(""))]
-    )
+    own = [c[len(file_column("")) :] for c in long.collect_schema() if c.startswith(file_column(""))]
+    inference = inference_field(own)
     gap = pl.col("logprob") - pl.col(file_column(inference)) if inference else pl.lit(None, dtype=pl.Float64)
     return (
         long.with_columns(
             (pl.col("logprob") - pl.col("ref_logprob")).alias("log_ratio"),
             gap.cast(pl.Float64).alias("infer_gap"),
+            _loss_kept(loss_mask_field(own)).alias("loss_kept"),
             pl.col("logprob").exp().alias("prob"),
             pl.col("ref_logprob").exp().alias("ref_prob"),
             pl.when(pl.col("token_reward").is_not_null()).then(suffix).alias("return"),
@@ -103,19 +112,30 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
             (
                 pl.col("log_ratio").is_not_null() & pl.col("log_ratio").is_finite() & pl.col("kl").is_finite()
             ).alias("kl_valid"),
+            (pl.col("infer_gap").is_finite().fill_null(False) & pl.col("loss_kept")).alias("gap_valid"),
         )
     )
 
 
+def _loss_kept(mask: str | None) -> pl.Expr:
+    """Whether the loss mask keeps each position: where the response has a mask (any position of it present),
+    a position whose mask is present and not 0; everywhere for a response without one."""
+    if mask is None:
+        return pl.lit(True)
+    m = pl.col(file_column(mask))
+    return ~m.is_not_null().any().over("row") | (m.is_not_null() & (m != 0)).fill_null(False)
+
+
 def infer_gap_summary(long: pl.DataFrame) -> dict | None:
-    """The inference–trainer mismatch of one response from the ``pos`` and ``infer_gap`` of its
-    :func:`token_metrics` frame, over the positions where the gap is finite: ``n`` (those positions),
-    ``mean_abs`` (mean |gap|), ``max_abs`` (largest |gap|), ``max_pos`` (its position; the first on a tie),
-    ``over`` (share of them with |gap| > :data:`INFER_GAP_THRESHOLD`). None when no position has one."""
+    """The inference–trainer mismatch of one response from the ``pos``, ``infer_gap`` and ``gap_valid`` of
+    its :func:`token_metrics` frame, over the positions the gap counts (``gap_valid``: finite, kept by the
+    loss mask): ``n`` (those positions), ``mean_abs`` (mean |gap|), ``max_abs`` (largest |gap|), ``max_pos``
+    (its position; the first on a tie), ``over`` (share of them with |gap| > :data:`data.metrics.registry.INFER_GAP_TAIL`, the tail).
+    None when no position has one."""
     if "infer_gap" not in long.columns:
         return None
-    g = long.select("pos", pl.col("infer_gap").cast(pl.Float64))
-    g = g.filter(pl.col("infer_gap").is_not_null() & pl.col("infer_gap").is_finite())
+    valid = pl.col("gap_valid") if "gap_valid" in long.columns else pl.col("infer_gap").is_finite()
+    g = long.filter(valid.fill_null(False)).select("pos", pl.col("infer_gap").cast(pl.Float64))
     if g.height == 0:
         return None
     g = g.with_columns(pl.col("infer_gap").abs().alias("abs")).sort(["abs", "pos"], descending=[True, False])
@@ -124,7 +144,7 @@ def infer_gap_summary(long: pl.DataFrame) -> dict | None:
         "mean_abs": g.get_column("abs").mean(),
         "max_abs": g.item(0, "abs"),
         "max_pos": g.item(0, "pos"),
-        "over": (g.get_column("abs") > INFER_GAP_THRESHOLD).mean(),
+        "over": (g.get_column("abs") > INFER_GAP_TAIL).mean(),
     }
 
 
@@ -138,6 +158,9 @@ def response_token_aggregates(long: pl.DataFrame) -> pl.DataFrame:
     valid = pl.col("kl_valid")
     n_kl = valid.sum()
     ve = pl.col("value_error")
+    gap = pl.col("infer_gap").filter(pl.col("gap_valid"))
+    tail = pl.col("gap_valid") & (pl.col("infer_gap").abs() > INFER_GAP_TAIL)
+    n_gap = pl.col("gap_valid").sum()
     return long.group_by("row").agg(
         pl.when(pl.col("token").is_not_null().any())
         .then((pl.col("token").is_not_null() & ~pl.col("is_pad")).sum())
@@ -154,4 +177,13 @@ def response_token_aggregates(long: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("token_reward").is_not_null().any())
         .then(pl.col("token_reward").sum())
         .alias("token_reward_sum"),
+        # The inference–trainer gap (data.metrics.registry: infer_gap_*), null without a position it counts.
+        pl.when(n_gap > 0).then(n_gap).cast(pl.Int64).alias("infer_gap_n"),
+        pl.when(n_gap > 0).then(tail.sum()).cast(pl.Int64).alias("infer_gap_tail_n"),
+        gap.abs().mean().alias("infer_gap_abs_mean"),
+        gap.abs().max().alias("infer_gap_abs_max"),
+        pl.when(n_gap > 0).then(tail.sum() / n_gap).alias("infer_gap_tail_share"),
+        pl.col("pos").filter(tail).min().cast(pl.Int64).alias("infer_gap_first_tail"),
+        gap.mean().alias("infer_gap_mean"),
+        gap.max().alias("infer_gap_max"),
     )

@@ -257,3 +257,11 @@ def token_note(store: RunStore, flt: ResponseFilter, seconds: float = DEFAULT_SE
         return token_hits(store, flt, seconds).notice(flt.tok)
     except QueryError as e:
         return str(e)
+
+
+def with_hits(rows: pl.DataFrame, keys: pl.DataFrame, store: RunStore, flt: ResponseFilter, seconds: float):
+    """``rows`` (read for ``keys``: ``part, row``, in their order) with where each one's token is, its value
+    and how many (:data:`HIT_COLUMNS`) from ``flt``'s token filter (its hits are cached)."""
+    at = keys.select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32))
+    at = at.join(token_hits(store, flt, seconds).frame, on=["part", "row"], how="left", maintain_order="left")
+    return rows.hstack(at.select(HIT_COLUMNS))

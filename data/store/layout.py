@@ -22,8 +22,12 @@ from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
-# readable). 16: the token index (tokens/<block>.<part>.arrow: each response's token strings as numbers
-# into its file's vocabulary, what the responses page's token filter scans).
+# readable). 16: the inference–trainer gap per response (infer_gap_n, _tail_n, _abs_mean, _abs_max,
+# _tail_share, _first_tail, _mean, _max: positions the loss mask keeps, tail |Δ| > ln 2) and per step in the
+# steps summary (the tail pooled from the counts), NeMo-RL's sample_loss_mask kept as its generated tokens'
+# token_loss_mask (the gap leaves a sample out of the loss out); the token index (tokens/<block>.<part>.arrow:
+# each response's token strings as numbers into its file's vocabulary, what the responses page's token
+# filter scans).
 # 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
 # is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
 # (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
@@ -55,7 +59,9 @@ SCALAR_CORE = stored_columns()
 SCALAR_DTYPES: dict[str, pl.DataType] = {
     **dict.fromkeys(("sample_id", "source", "prompt_key", "prompt_preview", "response_preview"), pl.String()),
     **dict.fromkeys(
-        ("line", "part", "row", "step", "response_length", "response_chars", "n_kl_tokens"), pl.Int64()
+        ("line", "part", "row", "step", "response_length", "response_chars", "n_kl_tokens")
+        + ("infer_gap_n", "infer_gap_tail_n", "infer_gap_first_tail"),
+        pl.Int64(),
     ),
     "has_tokens": pl.Boolean(),
 }

@@ -9,7 +9,13 @@ import polars as pl
 import pytest
 
 from data.metrics.response import AGGREGATE_COLUMNS, response_list_aggregates
-from data.metrics.token import explode_tokens, response_token_aggregates, token_metrics
+from data.metrics.token import (
+    INFERENCE_LOGPROB_FIELDS,
+    LOSS_MASK_FIELDS,
+    explode_tokens,
+    response_token_aggregates,
+    token_metrics,
+)
 
 PADS = ("<pad>", "<|endoftext|>")
 F32 = pl.List(pl.Float32)
@@ -48,7 +54,8 @@ def _random_frame(seed: int, rows: int = 300, specials: bool = True) -> pl.DataF
 
 
 def _reference(df: pl.DataFrame) -> pl.DataFrame:
-    agg = response_token_aggregates(token_metrics(explode_tokens(df, PADS)))
+    extras = [c for c in (*INFERENCE_LOGPROB_FIELDS, *LOSS_MASK_FIELDS) if c in df.columns]
+    agg = response_token_aggregates(token_metrics(explode_tokens(df, PADS, extras)))
     return df.select("row").join(agg, on="row", how="left", maintain_order="left").drop("row")
 
 
@@ -134,3 +141,48 @@ def test_metrics_lists003_ppo_trailing_pad_by_hand():
     assert agg["token_reward_sum"] == pytest.approx(0.98)
     assert agg["value_error_mean"] == pytest.approx((-0.48 - 0.23 + 0.0 + 0.25) / 4)
     assert agg["value_error_abs_mean"] == pytest.approx((0.48 + 0.23 + 0.0 + 0.25) / 4)
+
+
+def _with_gap(df: pl.DataFrame, seed: int, inference: str, mask: str | None) -> pl.DataFrame:
+    """``df`` with an inference engine's log-probs near the trainer's (some far: the tail) and a loss mask."""
+    rng = random.Random(seed)
+    gen, masks = [], []
+    for lp in df.get_column("logprobs").to_list():
+        if not lp or rng.random() < 0.1:  # (a response of the trainer's own arrays only has no length here)
+            gen.append(None)
+            masks.append(None)
+            continue
+        else:
+            n = len(lp) + rng.choice([0, 0, 0, -1, 1])
+            far = [rng.choice([0.0, 0.0, 0.05, -0.3, 0.8, -1.5]) for _ in range(max(n, 0))]
+            gen.append(
+                [(x if x is not None else -1.0) - g for x, g in zip(lp + [-2.0] * n, far, strict=False)]
+            )
+            if rng.random() < 0.2 and gen[-1]:
+                gen[-1][rng.randrange(len(gen[-1]))] = rng.choice([None, math.nan, math.inf])
+        k = len(lp) + rng.choice([0, 0, -1, 1])
+        masks.append(
+            None if rng.random() < 0.3 else [rng.choice([1, 1, 1, 0, None]) for _ in range(max(k, 0))]
+        )
+    out = df.with_columns(pl.Series(inference, gen, F32))
+    return out.with_columns(pl.Series(mask, masks, pl.List(pl.Int64))) if mask else out
+
+
+@pytest.mark.parametrize(
+    "seed,inference,mask",
+    [
+        (20, "generation_logprobs", None),
+        (21, "rollout_log_probs", "response_mask"),
+        (22, "inference_logprobs", "loss_mask"),
+        (23, "generation_logprobs", "action_mask"),
+    ],
+)
+def test_metrics_lists005_inference_gap_same_as_per_token_definition(seed, inference, mask):
+    """The infer_gap_* aggregates (count, tail count, mean / max |Δ|, tail share, first tail position, mean
+    and max Δ) agree with the per-token definition: unequal lengths, NaN, infinities, nulls in the inference
+    log-probs and in the loss mask, responses with and without a mask."""
+    df = _with_gap(_random_frame(seed, specials=False), seed, inference, mask)
+    fast = response_list_aggregates(df, PADS)
+    assert fast.get_column("infer_gap_n").drop_nulls().len() > 100
+    assert fast.get_column("infer_gap_first_tail").drop_nulls().len() > 20
+    _assert_same(df)
