@@ -104,8 +104,13 @@ function strip(store) {
             if (root.scrollTop + root.clientHeight >= root.scrollHeight - 400) { root.__more(); }
         } : null;
         if (done < data.total && root.scrollHeight <= root.clientHeight) { root.__more(); }
-        // A chart's point hovered beyond the tokens shown: outline it once its window is here.
+        // A chart's point hovered beyond the tokens shown: outline it once its window is here (or, at
+        // first, the position the page's URL opens at: pos=).
         var want = window.__tokensHighlight;
+        if (first && store.select !== undefined && store.select !== null) {
+            want = store.select;
+            root.__select = store.select;  // outlined again when a chart's hover leaves
+        }
         if (want !== undefined && want !== null) {
             var el = root.querySelector('span[data-pos="' + want + '"]');
             if (el) {
@@ -158,7 +163,12 @@ function(hovers) {
     var old = root.querySelector('span.token-hl');
     if (old) { old.classList.remove('token-hl'); old.style.outline = ''; }
     var hit = ctx.triggered && ctx.triggered.length ? ctx.triggered[0].value : null;
-    if (!hit || !hit.points || !hit.points.length) { return null; }
+    if (!hit || !hit.points || !hit.points.length) {
+        // No chart hovered: the position the page was opened at (pos=) stays outlined.
+        var at = root.__select === undefined ? null : root.querySelector('span[data-pos="' + root.__select + '"]');
+        if (at) { at.classList.add('token-hl'); at.style.outline = '2px solid __OUTLINE__'; }
+        return null;
+    }
     var pos = hit.points[0].x;
     var el = root.querySelector('span[data-pos="' + pos + '"]');
     if (!el) {

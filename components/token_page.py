@@ -139,6 +139,7 @@ def strip_card(
     hover: Sequence[tuple[str, str]],
     controls,
     ids: Mapping[str, str],
+    select: int | None = None,
 ) -> dbc.Card:
     """The token strip's card: token count, ``controls``, the colour legend and the strip, filled in the
     browser from its data (see :func:`components.token_strip.strip_data`): the first window of tokens, the
@@ -148,7 +149,7 @@ def strip_card(
     ``scale`` = ``(lo, hi, signed[, clip])`` (``clip``: ``(largest value, note)`` of a clipped scale, see
     :func:`components.token_strip.legend`); ``hidden`` the pad positions left out; ``hover`` the ``(column,
     label)`` pairs of a token's hover text. ``ids``: ``count``, ``data`` (the strip's store), ``strip``,
-    ``status``.
+    ``status``. ``select``: a position the strip opens at (its first window reaches it), outlined.
     """
     count = f"{shown.height:,} tokens" + (f", {hidden:,} pad position(s) hidden" if hidden else "")
     data_metric, lo, hi, stops, signed = _scale(metric, scale)
@@ -157,6 +158,8 @@ def strip_card(
     else:
         key_legend = legend(metric_label, lo, hi, stops, signed, scale[3] if len(scale) > 3 else None)
     key = uuid.uuid4().hex[:12]  # which strip div the browser fills: a re-render mounts a new one
+    end = window_end(shown, 0, select) if select is not None else None
+    first = {**strip_data(shown, data_metric, lo, hi, stops, key, hover, 0, end), "select": select}
     return dbc.Card(
         [
             dbc.CardHeader(
@@ -172,7 +175,7 @@ def strip_card(
             ),
             dbc.CardBody(
                 [
-                    dcc.Store(id=ids["data"], data=strip_data(shown, data_metric, lo, hi, stops, key, hover)),
+                    dcc.Store(id=ids["data"], data=first),
                     html.Div(
                         id=ids["strip"],
                         className="token-strip text-block",

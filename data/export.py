@@ -30,6 +30,7 @@ from data.metrics.registry import exported_columns
 from data.queries import ResponseFilter, sort_rows
 from data.search.engine import text_hits
 from data.search.order import matching
+from data.search.tokens import HIT_COLUMNS, TokenHits, token_hits
 from data.store import RunStore
 
 EXPORT_COLUMNS = exported_columns()  # beside the texts; see data.metrics.registry
@@ -142,18 +143,42 @@ def export_batches(
     each (the first one even when no row matches). Raises :class:`ExportCut` past ``deadline`` (a
     ``time.monotonic()`` value) and what a text search raises, before the first frame; ``hits``: the
     search's (see :func:`data.responses.text_hits`), when it ran already."""
-    wanted = export_names(store)
     if flt.q and hits is None:  # the search runs (or fails) before the first frame, once
         hits = text_hits(store, flt.q, flt.step, seconds)
+    if not flt.tok:
+        wanted = export_names(store)
+        if sort:
+            yield from _sorted_batches(store, flt, sort, descending, seconds, wanted, deadline, hits)
+        else:
+            yield from _file_order_batches(store, flt, seconds, wanted, deadline, hits)
+        return
+    # A token filter: each row also says where its token is and its value (the page's columns).
+    tok = token_hits(store, flt, seconds).frame
+    names = export_names(store, flt)
+    wanted = [c for c in names if c not in HIT_COLUMNS] + ["part", "row"]
     if sort:
-        yield from _sorted_batches(store, flt, sort, descending, seconds, wanted, deadline, hits)
+        inner = _sorted_batches(store, flt, sort, descending, seconds, wanted, deadline, hits)
     else:
-        yield from _file_order_batches(store, flt, seconds, wanted, deadline, hits)
+        inner = _file_order_batches(store, flt, seconds, wanted, deadline, hits)
+    try:
+        for batch in inner:
+            keys = batch.select(pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32))
+            at = keys.join(tok, on=["part", "row"], how="left", maintain_order="left")
+            yield batch.hstack(at.select(HIT_COLUMNS)).select(names)
+    finally:
+        inner.close()
 
 
-def export_names(store: RunStore) -> list[str]:
-    """The export's columns in order: :func:`export_columns`, then the texts."""
-    return [*export_columns(store), *TEXT_COLUMNS]
+def export_names(store: RunStore, flt: ResponseFilter | None = None) -> list[str]:
+    """The export's columns in order: :func:`export_columns`, where a token filter's token is and its value
+    (``tok_pos, tok_value, tok_hits``, with one), then the texts."""
+    hit = list(HIT_COLUMNS) if flt is not None and flt.tok else []
+    return [*export_columns(store), *hit, *TEXT_COLUMNS]
+
+
+def token_cut(hits: TokenHits | None, pattern: str | None) -> str | None:
+    """Why an export of a token filter lacks some matches: the filter was cut off (None when it was not)."""
+    return None if hits is None or pattern is None else hits.notice(pattern)
 
 
 def _read(store: RunStore, keys: pl.DataFrame, wanted: list[str]) -> pl.DataFrame:
@@ -184,7 +209,8 @@ def _file_order_batches(
         else:
             windows.append((step, step, n))
     sent = False
-    window = replace(flt, step=None)
+    # (A token filter keeps its step: its matches are found over the step asked for, as the page finds them.)
+    window = flt if flt.tok and flt.step is not None else replace(flt, step=None)
     for lo, hi, _ in windows:
         _check(deadline)
         keys = store.retrying(
@@ -395,17 +421,19 @@ def _export_stream(
 ) -> Iterator[bytes]:
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r} (choose csv, jsonl or parquet)")
-    incomplete = incomplete_reason(store)
     deadline = None if limit is None else time.monotonic() + limit
-    # A text search runs (or is stopped: the caller answers 400) before the first byte.
+    # A text search runs (or is stopped: the caller answers 400) before the first byte; a token filter too
+    # (cut off at its time, it says so in the export's last line).
     hits = text_hits(store, flt.q, flt.step, seconds) if flt.q else None
+    tok = token_hits(store, flt, seconds) if flt.tok else None
+    incomplete = "; ".join(filter(None, [incomplete_reason(store), token_cut(tok, flt.tok)])) or None
     batches = export_batches(store, flt, sort, descending, seconds, deadline, hits)
     if fmt == "parquet":
         yield from _parquet(batches, incomplete, limit)
         return
     stopped = False
     if fmt == "csv":  # the header at once: the download starts before the rows are found
-        names = pl.DataFrame(schema={c: pl.String for c in export_names(store)})
+        names = pl.DataFrame(schema={c: pl.String for c in export_names(store, flt)})
         yield csv_safe(names).write_csv(include_header=True).encode()
     try:
         for batch in batches:

@@ -50,6 +50,9 @@ class ResponseFilter:
     the responses that do not end with an end token (see
     :func:`data.metrics.degeneration.ends_with_end_token`; applied where texts are read, as ``q`` is);
     ``ended`` (the same pair) those that do.
+    ``tok`` keeps the responses holding a token whose string, as the file gives it (``Ġ.``), matches that
+    regular expression and whose per-token ``tok_metric`` is within ``tok_min <= x <= tok_max`` (bounds
+    inclusive, either optional; see :mod:`data.search.tokens`).
     """
 
     step: int | None = None
@@ -87,6 +90,10 @@ class ResponseFilter:
     loses_only: bool = False
     truncated: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     ended: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    tok: str | None = None
+    tok_metric: str = "kl"
+    tok_min: float | None = None
+    tok_max: float | None = None
 
     def ranges(self):
         for prefix, col in RANGE_COLUMNS.items():

@@ -12,6 +12,7 @@ import polars as pl
 from data.metrics import label
 from data.metrics.registry import length_column
 from data.responses import END, table_columns
+from data.search.tokens import HIT_COLUMNS
 from data.signals import END_LABELS, ENDS, row_ends
 from data.store import RunStore
 from data.views.responses import ResponsesView
@@ -93,6 +94,12 @@ def shown(store: RunStore, view: ResponsesView) -> tuple[str, ...]:
     :func:`data.response_columns.default_columns`: a run with groups shows its advantage, group and end)."""
     metrics, extras = table_columns(store)
     return shown_columns(store, [*metrics, *extras], view.cols)
+
+
+def with_hits(view: ResponsesView, shown: tuple[str, ...]) -> tuple[str, ...]:
+    """The grid's value columns: ``shown``, after where a token filter's token is and its value (see
+    :data:`data.search.tokens.HIT_COLUMNS`) when ``view`` has one; they are not the chooser's."""
+    return (*HIT_COLUMNS, *shown) if view.token_pattern() else shown
 
 
 def chooser_value(store: RunStore | None, view: ResponsesView, current) -> list[str] | None:

@@ -37,8 +37,11 @@ from data.run_context import RunContext
 from data.search.engine import engine
 from data.search.order import _head, _summary, _whole_order, background_case, fast_keys, order_keys, ordered
 from data.search.texts import _fast_head, _top_rows
+from data.search.tokens import HIT_COLUMNS, HIT_SCHEMA, hit_columns, token_note, with_hits
+from data.search.tokens import _hits as token_hits_cache
 from data.signals import can_tell_truncation
 from data.store import RunStore, UnknownRun
+from data.token_frames import metric_label
 from data.views import paths
 from data.views.codec import REGEX_FALLBACK, first
 from data.views.responses import RANGE_KEYS, ResponsesView
@@ -119,9 +122,11 @@ class TableSpec:
     unsortable: frozenset[str] = frozenset({END})
 
 
-def table_spec(store: RunStore) -> TableSpec:
+def table_spec(store: RunStore, token_metric: str | None = None) -> TableSpec:
     """The :class:`TableSpec` of the run's responses table: its metric columns (registry labels and
-    descriptions), then the files' extra fields, then how each response ended (:data:`END`)."""
+    descriptions), then the files' extra fields, then how each response ended (:data:`END`); with a token
+    filter on ``token_metric``, where its token is and its value first (see
+    :func:`data.search.tokens.hit_columns`)."""
     longest, lines = _row_layout(StoreKey(store))
     metrics, extras = table_columns(store)
     schema = store.schema()
@@ -134,7 +139,11 @@ def table_spec(store: RunStore) -> TableSpec:
     ) | (set(SIGNED_FIELDS) & set(extras))
     pinned = tuple(c for c in PINNED if c in metrics)
     dtypes = {**{c: schema[c] for c in metrics + extras}, END: pl.String}
-    return TableSpec(cols, dtypes, signed, pinned, longest, lines)
+    if token_metric is None:
+        return TableSpec(cols, dtypes, signed, pinned, longest, lines)
+    cols = (*hit_columns(metric_label(token_metric)), *cols)
+    dtypes = {**{c: HIT_SCHEMA[c] for c in HIT_COLUMNS}, **dtypes}
+    return TableSpec(cols, dtypes, signed, pinned, longest, lines, frozenset({END, *HIT_COLUMNS}))
 
 
 @shared(32)
@@ -206,6 +215,15 @@ def text_labels() -> dict[str, str]:
     return {k: label(k) for k in TEXT_LABELS}
 
 
+def summary_note(store: RunStore, view: ResponsesView, steps: list[int], seconds: float) -> str | None:
+    """The warning beside the summary line: a partial last step, a token filter cut off at its time limit."""
+    notes = [
+        partial_note(store, view.resolved_step(steps)),
+        token_note(store, view.response_filter(steps), seconds),
+    ]
+    return " ".join(n for n in notes if n) or None
+
+
 def partial_note(store: RunStore, step: int | None) -> str | None:
     """'partial step: 56 responses, where …' when ``step`` is the run's partial last step (see
     :func:`data.metrics.step.partial_last_step`), else None."""
@@ -253,7 +271,7 @@ def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[Res
 
 def clear_caches() -> None:
     """Forget every cached order, summary and search hit (tests and benchmarks time the work itself)."""
-    for fn in (_summary, _head, _whole_order, _block, _fast_head):
+    for fn in (_summary, _head, _whole_order, _block, _fast_head, token_hits_cache):
         fn.cache_clear()
     engine().clear_hits()
 
@@ -307,7 +325,8 @@ def _block(
     if rows is None:
         rows = store.read_keys(keys, want)
     # part and row: where a row's token strings are, to tell how it ended (data.response_columns.add_ends)
-    return rows.select(source_line(), *cols, pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64))
+    rows = rows.select(source_line(), *cols, pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64))
+    return with_hits(rows, keys, store, flt, seconds) if flt.tok else rows  # where its token is, its value
 
 
 def mark_previews(rows: list[dict], q: str | None) -> list[dict]:

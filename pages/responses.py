@@ -12,6 +12,7 @@ from dash.exceptions import PreventUpdate
 
 from components import layout as ly
 from components import tables as tb
+from components import token_filter as tf
 from components.controls import MAX_STEP_OPTIONS, responses_filters, step_options
 from components.live import shown_store
 from data import live, responses
@@ -25,9 +26,7 @@ from data.views import links, paths
 from data.views.codec import first, parse_search
 from data.views.responses import ALL_STEPS, RANGE_KEYS
 
-dash.register_page(
-    __name__, path=paths.RESPONSES, name="Responses", title="Responses · RL Logging Board", order=2
-)
+dash.register_page(__name__, path=paths.RESPONSES, name="Responses", title="Responses · RL Logging Board", order=2)  # fmt: skip
 
 URL = ly.page_url(paths.RESPONSES)  # the page's own Location: the shell listens to it
 VIEW = "responses-view"  # canonical query string of the view
@@ -44,6 +43,7 @@ RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min
 FILTER_IDS = dict(step=STEP, q=Q, q_error=Q_ERROR, loses=LOSES, clear=CLEAR)
 FILTER_IDS |= dict(truncated=TRUNCATED, ended=ENDED, cols=COLS)
 HEADER_IDS = {"summary": SUMMARY, "csv": EXPORT_CSV, "jsonl": EXPORT_JSONL}
+TOK_IDS = {k: f"responses-tok-{k}" for k in ("pattern", "metric", "min", "max", "apply", "words")}
 STORE_WAIT = 10.0
 
 
@@ -70,8 +70,8 @@ def layout(**query):
     view, msgs = responses.view_on(query, ctx, board().settings)
     steps = ctx.step_list
     search_engine.warm_text_index(store)  # a first regex search over all steps need not build it
-    spec, shown = responses.table_spec(store), rc.shown(store, view)
-    defs = tb.spec_column_defs(spec, responses.previews(), view.sort, view.order, shown)
+    spec, shown = responses.table_spec(store, view.token_metric()), rc.shown(store, view)
+    defs = tb.spec_column_defs(spec, responses.previews(), view.sort, view.order, rc.with_hits(view, shown))
     ranges = view.range_controls(responses.range_filters(store), RANGE_IDS)
     chooser = (rc.column_choices(store), shown)
     filters = (view.q, view.loses, FILTER_IDS, view.truncated, view.ended, chooser)
@@ -85,6 +85,7 @@ def layout(**query):
             ly.notices([*msgs, *board().failure_notices(run)], NOTICES),
             tb.responses_header(run, HEADER_IDS),
             responses_filters(steps, ALL_STEPS, view.step_value(steps), ranges, *filters),
+            tf.token_filter_row(*view.token_controls(), TOK_IDS),
             html.Div(
                 [
                     tb.responses_grid(GRID, defs, view.sort, lines=spec.preview_lines),
@@ -192,11 +193,10 @@ def _step_options(typed, step, view_data):
 
 
 clientside_callback(tb.purge_js(GRID), Input(FILTER, "data"), prevent_initial_call=True)
-clientside_callback(
-    tb.columns_js(GRID), Input(COLS, "value"), State(COLS, "options"), prevent_initial_call=True
-)
+clientside_callback(tb.columns_js(GRID), Input(COLS, "value"), State(COLS, "options"), prevent_initial_call=True)  # fmt: skip
 clientside_callback(tb.open_row_js(GRID), Input(GRID, "cellDoubleClicked"), prevent_initial_call=True)
 clientside_callback(tb.unselect_js(GRID), Input(CLOSE, "n_clicks"), prevent_initial_call=True)
+clientside_callback(tf.apply_js(), Input(TOK_IDS["apply"], "n_clicks"), Input(TOK_IDS["pattern"], "n_submit"), *(State(TOK_IDS[k], "value") for k in ("pattern", "metric", "min", "max")), prevent_initial_call=True)  # fmt: skip
 # The page opens at its top, as after following a link: Dash keeps the scroll position of the page it
 # replaces, and a drill from far down the reward page would land below the summary.
 clientside_callback(
@@ -229,7 +229,7 @@ def _rows(request, view_data):
     rows, prefix = responses.mark_previews(responses.json_rows(df), view.q), ly.url_prefix()
     rows = rc.with_ends(store, rows, view, board().settings)
     for row in rows:
-        row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix)
+        row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix, row.get("tok_pos"))
     # A search's first matches come before its count: the grid is then told no last row (it asks for more).
     return {"rowData": rows} if count is None else {"rowData": rows, "rowCount": count}
 
@@ -248,7 +248,7 @@ def _summary(view, store, steps):
     where = view.where(steps)
     if isinstance(got, search_order.Counting):
         return tb.counting_line(got.share, got.scope, where), None, True
-    partial = responses.partial_note(store, view.resolved_step(steps))
+    partial = responses.summary_note(store, view, steps, settings.search_seconds)
     line = tb.summary_line(got.count, got.scope, where, got.mean_reward, label("reward"), partial)
     return line, None, False
 

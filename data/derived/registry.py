@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.derived import cells, ends, facts, matches, pidx, prompts, steps, text, topk
+from data.derived import cells, ends, facts, matches, pidx, prompts, steps, text, tokens, topk
 from data.derived.base import Commit
 
 
@@ -37,6 +37,14 @@ KINDS: tuple[Kind, ...] = (
     Kind("matches", "matches-g*.parquet", "Parquet", None, matches.collect, "compare two runs' prompts"),
     Kind("facts", "facts-g*.json", "JSON", facts.build, facts.collect, "a fresh worker reads no footer"),
     Kind("text", "text/*.arrow", "Arrow IPC", text.build, text.collect, "regex over every step"),
+    Kind(
+        "tokens",
+        "tokens/*.arrow",
+        "Arrow IPC",
+        tokens.build,
+        tokens.collect,
+        "a token filter over every step",
+    ),
     Kind(
         "texttop", "texttop-g*.arrow", "Arrow IPC", text.build_top, text.collect_top, "a search's first block"
     ),

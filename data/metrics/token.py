@@ -29,20 +29,22 @@ def explode_tokens(df: pl.DataFrame, pad_tokens: tuple[str, ...], extras: Sequen
     shifted. A response with no token fields has no rows. ``extras``: per-token fields of the trainer's
     own (lists of numbers) aligned the same way, as Float64 columns named ``file_column(name)``.
     """
-    lists = [c for c in TOKEN_COLUMNS if c in df.columns]
+    schema = df.collect_schema()  # a DataFrame, or a LazyFrame (the token filter runs it in a helper)
+    lists = [c for c in TOKEN_COLUMNS if c in schema]
     names = {**{c: TOKEN_COLUMNS[c] for c in lists}, **{c: file_column(c) for c in extras}}
     lengths = [pl.col(c).list.len().fill_null(0) for c in names]
     n = pl.max_horizontal(*lengths) if lengths else pl.lit(0)
     base = df.select("row", *names).with_columns(n.cast(pl.Int64).alias("__n")).filter(pl.col("__n") > 0)
     idx = pl.int_ranges(0, pl.col("__n"))
     aligned = [
-        pl.col(c).fill_null(pl.lit([], dtype=df.schema[c])).list.gather(idx, null_on_oob=True).alias(short)
+        pl.col(c).fill_null(pl.lit([], dtype=schema[c])).list.gather(idx, null_on_oob=True).alias(short)
         for c, short in names.items()
     ]
     long = base.select("row", idx.alias("pos"), *aligned).explode(["pos", *names.values()])
     long = long.with_columns(pl.col(file_column(c)).cast(pl.Float64) for c in extras)
+    have = long.collect_schema()
     for c, short in TOKEN_COLUMNS.items():
-        if short not in long.columns:
+        if short not in have:
             dtype = pl.String if c == "response_tokens" else pl.Float32
             long = long.with_columns(pl.lit(None, dtype=dtype).alias(short))
     pads = list(pad_tokens)
@@ -92,7 +94,7 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
     # The return: the trainer's own (its `returns`, a field of the file) where the response has one, else the
     # suffix sum within the response (γ = 1), where positions without a token reward have no return.
     suffix = pl.col("token_reward").fill_null(0.0).reverse().cum_sum().reverse().over("row")
-    own = [c[len(file_column("")) :] for c in long.columns if c.startswith(file_column(""))]
+    own = [c[len(file_column("")) :] for c in long.collect_schema() if c.startswith(file_column(""))]
     inference = inference_field(own)
     gamma1 = pl.when(pl.col("token_reward").is_not_null()).then(suffix)
     given = pl.lit(False)

@@ -20,6 +20,7 @@ from data.derived import topk
 from data.queries import QueryError, ResponseFilter, check_regex, sort_rows
 from data.search.engine import Job, engine
 from data.search.texts import KEYS, fast_case
+from data.search.tokens import token_hits
 from data.signals import ended_rows, truncated_rows
 from data.store import RunStore
 from data.views.responses import ResponsesView
@@ -72,6 +73,9 @@ def matching(
     if flt.ended:
         done = ended_rows(store, *flt.ended, flt.step)
         lf = lf.join(done.lazy(), on=["part", "row"], how="semi")
+    if flt.tok:
+        held = token_hits(store, flt, seconds).frame.select("part", "row")
+        lf = lf.join(held.lazy(), on=["part", "row"], how="semi")
     return lf.select(c for c in dict.fromkeys([*columns, "part", "row"]) if c in names)
 
 
@@ -155,7 +159,7 @@ def pruned_head(
     holding NaN in ``sort`` (NaN sorts before every number), or a filter on texts.
 
     The rows read are sorted together as :func:`_sorted_keys` sorts them, so the order is the same."""
-    if flt.q or flt.truncated or flt.ended:
+    if flt.q or flt.truncated or flt.ended or flt.tok:
         return None
     segments = store.segments(flt.step)
     bound: dict[str, float | None] = {}

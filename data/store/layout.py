@@ -29,7 +29,10 @@ from data.remote import as_path
 # (critic_n, critic_file_n, return_sum, return_sq_sum, value_error_sum / _sq_sum / _abs_sum: a step's explained
 # variance pooled exactly), the value error against the file's own returns where it has them (else γ = 1);
 # repetition over the response's tokens where it has them, else characters (scripts without spaces) or words,
-# the unit kept (repetition_unit, the steps summary's repetition_units); 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
+# the unit kept (repetition_unit, the steps summary's repetition_units); the token index (tokens/<block>.<part>.arrow:
+# each response's token strings as numbers into its file's vocabulary, what the responses page's token
+# filter scans).
+# 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
 # is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
 # (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
 # empty completions; Atropos, prime-rl and miles dialects (a file matched before to the contract is matched

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote_plus, urlencode
 
+from data.token_frames import STRIP_METRICS
 from data.views import paths
 from data.views.codec import encode, first
 from data.views.prompts import PromptsView
@@ -69,10 +70,12 @@ def tokens(
     metric: str = DEFAULT_METRIC,
     pads: bool = False,
     prefix: str = "",
+    pos: int | None = None,
 ) -> str:
     """The token page of one response; ``back`` is the responses view to return to (its query string
-    without ``?``), ``metric`` and ``pads`` the token page's own settings (left out at their defaults)."""
-    return prefix + paths.TOKENS + TokensState(run, sample, metric, pads, back).to_query()
+    without ``?``), ``metric`` and ``pads`` the token page's own settings (left out at their defaults),
+    ``pos`` the position it opens at."""
+    return prefix + paths.TOKENS + TokensState(run, sample, metric, pads, back, pos=pos).to_query()
 
 
 def tokens_corrected(run: str, sample: str, rule: str, c: float, prefix: str = "") -> str:
@@ -88,11 +91,18 @@ def tokens_many(run: str, samples: Iterable[str], prefix: str = "") -> list[str]
     return [base + quote_plus(s, safe="") for s in samples]
 
 
-def row_tokens(view: ResponsesView, sample: str, prefix: str = "") -> str:
+def row_tokens(view: ResponsesView, sample: str, prefix: str = "", pos: int | None = None) -> str:
     """The token page of a row of the responses view ``view``, with the way back to that view with the row
-    selected."""
+    selected; a row of a token filter opens at its token (``pos``), coloured by the filter's metric."""
     back = view.with_(sample=sample).to_query().lstrip("?")
+    if view.token_pattern() and pos is not None:
+        return tokens(view.run, sample, back, metric=_strip_metric(view.tok_metric), prefix=prefix, pos=pos)
     return tokens(view.run, sample, back, prefix=prefix)
+
+
+def _strip_metric(metric: str) -> str:
+    """The token page's colour for a token filter's metric: itself where the strip offers it, else KL."""
+    return metric if metric in STRIP_METRICS else DEFAULT_METRIC
 
 
 def responses_back(back: str, run: str | None, prefix: str = "") -> str:
@@ -179,3 +189,15 @@ def group_of(run: str | None, row: Mapping | None, prefix: str = "") -> str | No
 def groups(run: str | None, prompt_key: str, found: Iterable[Mapping], prefix: str = "") -> list[str | None]:
     """:func:`group` of each of a prompt's groups ``found`` (``step``, ``group_id``)."""
     return [group(run, prompt_key, g["step"], g.get("group_id"), prefix) for g in found]
+
+
+def token_responses(run: str, step: int | str, pattern: str, metric: str, prefix: str = "") -> str:
+    """The responses of ``step`` (``all``: of every step) holding a token that ``pattern`` matches, each with
+    that token's ``metric``: what a row of the drifting-tokens board opens."""
+    view = ResponsesView(run=run, step=step, tok=pattern, tok_metric=metric)
+    return prefix + paths.RESPONSES + view.to_query()
+
+
+def drift(view, prefix: str = "") -> str:
+    """The drifting-tokens page of ``view`` (a :class:`data.views.drift.DriftView`)."""
+    return prefix + paths.DRIFT + view.to_query()

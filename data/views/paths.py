@@ -13,14 +13,15 @@ TOKENS = "/tokens"
 PROMPTS = "/prompts"
 COMPARE = "/compare"
 GAP = "/gap"  # the inference–trainer gap and what a correction would do
+DRIFT = "/drift"  # the tokens whose mean log-ratio moved most between two steps
 EXPORT = "/export"  # a download route of the server, not a page
 
 # Pages that show one run: the first run when the URL names none. Of these, the reward, scatter and prompts
 # pages also show the first run (with a notice) when the URL names a run that is not under the root; the
 # responses and token pages show an error instead. Each page decides with shown_run, and so does the
 # shell's run picker.
-RUN_PAGES = (REWARD, SCATTER, RESPONSES, TOKENS, PROMPTS, GAP)
-FALLBACK_PAGES = (REWARD, SCATTER, PROMPTS, GAP)
+RUN_PAGES = (REWARD, SCATTER, RESPONSES, TOKENS, PROMPTS, GAP, DRIFT)
+FALLBACK_PAGES = (REWARD, SCATTER, PROMPTS, GAP, DRIFT)
 
 
 def shown_run(path: str, run: str | None, runs: Collection[str]) -> str | None:

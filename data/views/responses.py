@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields, replace
 from data.metrics import label
 from data.metrics.registry import LENGTH_TOKENS, length_column, range_inputs
 from data.queries import RANGE_COLUMNS, ResponseFilter, regex_error
+from data.token_frames import HOVER_METRICS, metric_label
 from data.views.codec import encode, first, get_bool, get_choice, get_float, get_regex, key_notices
 
 ALL_STEPS = "all"
@@ -18,6 +19,14 @@ ORDERS = ("desc", "asc")
 RANGE_KEYS = tuple(RANGE_COLUMNS)  # the range filters' URL prefixes, in order (see data.metrics.registry)
 # Hand-typed URLs may use the short names of the design notes (``sort=kl``).
 SORT_ALIASES = {"kl": "kl_mean", "gain": "reward_gain", "len": "response_length", "length": "response_length"}
+# The token filter's per-token metrics (those of a token's hover text on the token page) and its default.
+TOKEN_METRICS = HOVER_METRICS
+DEFAULT_TOKEN_METRIC = "kl"
+
+
+def token_metric_options() -> list[tuple[str, str]]:
+    """``(metric, label)`` of the token filter's per-token metrics, in the token page's order."""
+    return [(m, metric_label(m)) for m in TOKEN_METRICS]
 
 
 @dataclass(frozen=True)
@@ -30,7 +39,9 @@ class ResponsesView:
     ``truncated`` those that do not end with an end token, ``ended`` those that do (the two exclude each
     other: ``ended`` with ``truncated`` is ignored); ``cols`` the value columns shown, in the table's order
     (``cols=`` repeated; None: the run's defaults, see :mod:`data.response_columns`); ``sample`` is the selected response (its texts
-    shown over the table).
+    shown over the table). ``tok`` is the token filter: a regular expression over
+    each token's string as the file gives it, with ``tok_min <= tok_metric <= tok_max`` at that token (bounds
+    inclusive; see :mod:`data.search.tokens`).
     """
 
     run: str | None = None
@@ -73,6 +84,10 @@ class ResponsesView:
     sample: str | None = None
     ended: bool = False
     cols: tuple[str, ...] | None = None
+    tok: str | None = None
+    tok_metric: str = DEFAULT_TOKEN_METRIC
+    tok_min: float | None = None
+    tok_max: float | None = None
 
     @classmethod
     def from_query(
@@ -118,6 +133,9 @@ class ResponsesView:
             ended = False
         sample = first(query, "sample") or None
         cols = _parse_cols(query, columns, notices)
+        tok, _ = get_regex(query, "tok", notices)  # kept when invalid (the filter box shows it), not applied
+        tok_metric = get_choice(query, "tok_metric", TOKEN_METRICS, notices, DEFAULT_TOKEN_METRIC)
+        tok_min, tok_max = (get_float(query, f"tok_{e}", notices) for e in ("min", "max"))
         view = cls(
             cols=cols,
             run=run,
@@ -129,6 +147,10 @@ class ResponsesView:
             truncated=truncated,
             sample=sample,
             ended=ended,
+            tok=tok,
+            tok_metric=tok_metric,
+            tok_min=tok_min,
+            tok_max=tok_max,
             **ranges,
         )
         return view, notices
@@ -148,6 +170,10 @@ class ResponsesView:
                 ("ended", True if self.ended else None),
                 *(("cols", c) for c in self.cols or ()),
                 ("sample", self.sample),
+                ("tok", self.tok),
+                ("tok_metric", None if self.tok_metric == DEFAULT_TOKEN_METRIC else self.tok_metric),
+                ("tok_min", self.tok_min),
+                ("tok_max", self.tok_max),
             ]
         )
 
@@ -171,6 +197,7 @@ class ResponsesView:
         q = self.q
         if q is not None and regex_error(q) is not None:
             q = None
+        tok = self.token_pattern()
         return ResponseFilter(
             step=self.resolved_step(steps),
             **{f"{k}_{e}": getattr(self, f"{k}_{e}") for k in RANGE_KEYS for e in ("min", "max")},
@@ -178,7 +205,34 @@ class ResponsesView:
             loses_only=self.loses,
             truncated=(tuple(ends[0]), tuple(ends[1])) if self.truncated else None,
             ended=(tuple(ends[0]), tuple(ends[1])) if self.ended else None,
+            tok=tok,
+            tok_metric=self.tok_metric if tok else DEFAULT_TOKEN_METRIC,
+            tok_min=self.tok_min if tok else None,
+            tok_max=self.tok_max if tok else None,
         )
+
+    def token_metric(self) -> str | None:
+        """The token filter's per-token metric when a filter applies (None without one)."""
+        return self.tok_metric if self.token_pattern() else None
+
+    def token_pattern(self) -> str | None:
+        """The token filter's pattern when it applies (None without one, or for an invalid one)."""
+        return self.tok if self.tok and regex_error(self.tok) is None else None
+
+    def token_controls(self) -> tuple:
+        """The token filter's inputs: ``(pattern, metric, at least, at most, the metrics as (value, label),
+        the filter in words or None)``."""
+        words = self.token_words()
+        return self.tok, self.tok_metric, self.tok_min, self.tok_max, token_metric_options(), words
+
+    def token_words(self) -> str | None:
+        """The token filter in words: 'a token matching “^Ġ\\.$” with 100 ≤ KL (k3)' (None without one)."""
+        if not self.token_pattern():
+            return None
+        lo = f"{self.tok_min:g} ≤ " if self.tok_min is not None else ""
+        hi = f" ≤ {self.tok_max:g}" if self.tok_max is not None else ""
+        bound = f" with {lo}{metric_label(self.tok_metric)}{hi}" if (lo or hi) else ""
+        return f"a token matching “{self.tok}”{bound}"
 
     def filter_key(self) -> str:
         """The query of what selects and orders rows (not the selected sample): the grid reloads on change."""
@@ -216,6 +270,8 @@ class ResponsesView:
             parts.append("with no end token (truncated)")
         if self.ended:
             parts.append("ended with an end token")
+        if self.token_words():
+            parts.append(f"holding {self.token_words()}")
         first = "highest" if self.descending else "lowest"
         parts.append(f"sorted by {label(self.sort)}, {first} first")
         return " · ".join(parts)

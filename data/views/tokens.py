@@ -1,5 +1,5 @@
-"""The token page's view state (``/tokens?run=R&sample=ID&metric=M&pads=1&back=...``, or ``&step=S`` and no
-sample: that step's response of the largest KL) and the response it resolves to."""
+"""The token page's view state (``/tokens?run=R&sample=ID&metric=M&pads=1&pos=P&back=...``, or ``&step=S`` and
+no sample: that step's response of the largest KL) and the response it resolves to."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ DEFAULT_METRIC = "kl"
 @dataclass(frozen=True)
 class TokensState:
     """The token page's URL state; ``back`` is the responses view's query string (without ``?``); ``step``
-    chooses the response when ``sample`` is None (see :func:`resolve`; the navbar's link carries it)."""
+    chooses the response when ``sample`` is None (see :func:`resolve`; the navbar's link carries it); ``pos``
+    the position the strip opens at, outlined (what a row of the token filter opens)."""
 
     run: str | None = None
     sample: str | None = None
@@ -29,6 +30,7 @@ class TokensState:
     step: int | None = None
     rule: str | None = None  # a correction whose tokens the strip marks (data.infer_gap.RULES), at C = c
     c: float | None = None
+    pos: int | None = None
 
     @classmethod
     def from_query(cls, query) -> tuple[TokensState, list[str]]:
@@ -44,8 +46,12 @@ class TokensState:
         back = urlencode(parse_search(first(query, "back") or ""), doseq=True)
         step = get_int(query, "step", notes, None)
         rule, c = correction(query, notes) if first(query, "rule") or first(query, "c") else (None, None)
+        pos = get_int(query, "pos", notes)
+        if pos is not None and pos < 0:
+            notes.append(f"Ignored pos={pos}: a position counts from 0.")
+            pos = None
         run, sample = first(query, "run") or None, first(query, "sample") or None
-        return cls(run, sample, metric, pads, back, step, rule, c), notes
+        return cls(run, sample, metric, pads, back, step, rule, c, pos), notes
 
     def to_query(self) -> str:
         """``?run=…&sample=…`` with defaults left out ('' for the default state)."""
@@ -59,6 +65,7 @@ class TokensState:
                 ("step", self.step),
                 ("rule", self.rule),
                 ("c", self.c),
+                ("pos", self.pos),
             ]
         )
 

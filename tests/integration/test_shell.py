@@ -40,7 +40,7 @@ def test_shell002_healthz_counts_runs(client, fixtures_dir):
 
 SHELL_OUT = (
     "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-scatter.href...app-nav-responses.href"
-    "...app-nav-tokens.href...app-nav-prompts.href...app-nav-compare.href...app-nav-gap.href.."
+    "...app-nav-tokens.href...app-nav-drift.href...app-nav-prompts.href...app-nav-compare.href...app-nav-gap.href.."
 )
 
 

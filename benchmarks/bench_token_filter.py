@@ -1,0 +1,204 @@
+"""The token filter and the drifting-tokens board on a large store: cold, with the token index and without it.
+
+    uv run python benchmarks/bench_token_filter.py --store STORE_DIR --work DIR [--rounds 3] [--seconds 10]
+
+``STORE_DIR`` is a run's store as ingest wrote it (e.g. the 2.56M-response run of ``bench_scale.py``, kept
+with ``--keep``). Nothing is written there: ``DIR`` gets a store of links to its files (its own
+``manifest.json``, with this version's ``STORE_FORMAT`` when the store's is older, which the files' layout
+does not depend on, said in the output), and the token files (``tokens/``) a commit of this version writes
+are built there once, timed (what ingest adds), their bytes given beside the parts' and the text index's.
+
+Each query then runs in a fresh child process with an empty results cache (cold: nothing of the run cached
+but the operating system's page cache, which the first round warms), with the index (``index``) and without
+it (``scan``: the parts' token strings decoded in the search helper, the fallback), the two alternating
+within a round, their order turned every other round; the figure is the median of the rounds. Each child
+also gives its resident memory before and after the query (the worker's, not the helper's).
+
+Queries: ``absent`` a token the run never holds (``^Ġ\\.$``, k3 >= 100): present in 0 % of responses;
+``rare`` the run's least frequent token with k3 >= 1; ``rare_all`` the same token, no bound (every response
+holding it); ``broad`` any token (``.``, k3 >= 0.5), which the time limit cuts off; ``drift`` the board of the
+run's first and last steps. Prints one JSON object, and a Markdown table on stderr. The machine's load
+average is given beside each figure: figures taken under load are not comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+QUERIES = {
+    "absent": {"tok": r"^Ġ\.$", "tok_min": 100.0},
+    "rare": {"tok": None, "tok_min": 1.0},  # the run's least frequent token (found at setup)
+    "rare_all": {"tok": None, "tok_min": None},
+    "broad": {"tok": ".", "tok_min": 0.5},
+}
+
+CHILD = r"""
+import json, os, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+store_dir, mode, query, seconds = sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), float(sys.argv[5])
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+from data.store import open_store
+from data.queries import ResponseFilter
+from data.search import tokens
+from data.derived import tokens as token_index
+from data.token_drift import drifting_tokens
+if mode == "scan":
+    token_index.token_files = lambda *a: None
+store = open_store(store_dir)
+steps = store.steps().get_column("step").to_list()
+before = rss_mb()
+t = time.monotonic()
+if query.get("drift"):
+    out = {"rows": drifting_tokens(store, steps[0], steps[-1]).height}
+else:
+    flt = ResponseFilter(tok=query["tok"], tok_metric="kl", tok_min=query["tok_min"])
+    hits = tokens.token_hits(store, flt, seconds)
+    out = {"rows": hits.frame.height, "files_read": hits.files_read, "files": hits.files, "cut": hits.cut}
+out.update(seconds=round(time.monotonic() - t, 3), rss_before_mb=round(before, 1), rss_after_mb=round(rss_mb(), 1))
+print(json.dumps(out))
+"""
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def linked_store(src: Path, work: Path) -> tuple[Path, dict]:
+    """A store in ``work`` of links to ``src``'s files, its own manifest (format set to this version's)."""
+    from data.store.layout import STORE_FORMAT
+
+    dst = work / src.name
+    dst.mkdir(parents=True, exist_ok=True)
+    for p in src.iterdir():
+        if p.name in ("manifest.json", ".lock", "tokens") or (dst / p.name).exists():
+            continue
+        (dst / p.name).symlink_to(p)
+    manifest = json.loads((src / "manifest.json").read_text())
+    note = {"store_format": manifest["format"]}
+    if manifest["format"] != STORE_FORMAT:
+        note["format_set_to"] = STORE_FORMAT  # the parts' layout is the same; only the token files are new
+        manifest["format"] = STORE_FORMAT
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    return dst, note
+
+
+def build_index(store_dir: Path) -> dict:
+    """The token files of every committed file of parts/ (what ingest's commits write), timed."""
+    from data.derived import tokens as token_index
+    from data.store.table import table_files
+
+    manifest = json.loads((store_dir / "manifest.json").read_text())
+    rels = list(table_files(manifest))
+    t = time.monotonic()
+    written = token_index.index_new_parts(store_dir, rels)
+    took = time.monotonic() - t
+
+    def size(folder: str) -> int:
+        return sum(f.stat().st_size for f in (store_dir / folder).resolve().rglob("*") if f.is_file())
+
+    return {
+        "part_files": len(rels),
+        "written": len(written),
+        "build_seconds": round(took, 2),
+        "tokens_mb": round(size("tokens") / 2**20, 1),
+        "parts_mb": round(size("parts") / 2**20, 1),
+        "text_mb": round(size("text") / 2**20, 1) if (store_dir / "text").exists() else None,
+        "load": load(),
+    }
+
+
+def rarest_token(store_dir: Path) -> tuple[str, float]:
+    """The least frequent token string of the run and the share of responses holding it (from the index)."""
+    import polars as pl
+
+    from data.derived import tokens as token_index
+
+    counts: dict[str, int] = {}
+    rows = 0
+    for f in sorted((store_dir / token_index.FOLDER).glob("*.arrow")):
+        vocab = token_index.vocabulary(f)
+        ids = pl.read_ipc(f, columns=["ids"]).with_row_index("r")
+        per = ids.explode("ids").drop_nulls().unique().group_by("ids").len()
+        for i, n in per.iter_rows():
+            counts[vocab[i]] = counts.get(vocab[i], 0) + n
+        rows += ids.height
+    token = min(counts, key=lambda t: (counts[t], t))
+    return token, counts[token] / rows
+
+
+def run_child(store_dir: Path, mode: str, query: dict, seconds: float) -> dict:
+    shutil.rmtree(store_dir.parent / "results-cache", ignore_errors=True)
+    args = [sys.executable, "-c", CHILD, str(REPO), str(store_dir), mode, json.dumps(query), str(seconds)]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    return {**json.loads(out.strip().splitlines()[-1]), "load": load()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", type=Path, required=True)
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=10.0, help="the search's time limit")
+    args = ap.parse_args()
+    store_dir, note = linked_store(args.store.resolve(), args.work)
+    out = {"store": str(args.store), **note, "index": build_index(store_dir)}
+    from data.token_drift import exact_token_pattern
+
+    token, share = rarest_token(store_dir)
+    out["rare_token"] = {"token": token, "share_of_responses": round(share, 4)}
+    queries = {k: dict(v) for k, v in QUERIES.items()}
+    for k in ("rare", "rare_all"):
+        queries[k]["tok"] = exact_token_pattern(token)
+    queries["drift"] = {"drift": True}
+    results: dict[str, dict[str, list[dict]]] = {k: {"index": [], "scan": []} for k in queries}
+    for r in range(args.rounds):
+        for name, query in queries.items():
+            modes = ("index", "scan") if r % 2 == 0 else ("scan", "index")
+            if name == "drift":
+                modes = ("index",)  # reads two steps' token lists: no index involved
+            for mode in modes:
+                results[name][mode].append(run_child(store_dir, mode, query, args.seconds))
+    out["queries"] = {}
+    for name, by_mode in results.items():
+        row = {}
+        for mode, runs in by_mode.items():
+            if runs:
+                last = runs[-1]
+                row[mode] = {
+                    "median_seconds": statistics.median(x["seconds"] for x in runs),
+                    "runs": [x["seconds"] for x in runs],
+                    "loads": [x["load"] for x in runs],
+                    **{k: v for k, v in last.items() if k not in ("seconds", "load")},
+                }
+        out["queries"][name] = {"query": queries[name], **row}
+    print(json.dumps(out, indent=1, ensure_ascii=False))
+    print("| query | index s | scan s | rows | files read | worker RSS MB before → after |", file=sys.stderr)
+    print("|---|---|---|---|---|---|", file=sys.stderr)
+    for name, row in out["queries"].items():
+        i, s = row.get("index", {}), row.get("scan", {})
+        print(
+            f"| {name} | {i.get('median_seconds')} | {s.get('median_seconds', '–')} | {i.get('rows')} | "
+            f"{i.get('files_read', '–')} / {i.get('files', '–')} | {i.get('rss_before_mb')} → "
+            f"{i.get('rss_after_mb')} |",
+            file=sys.stderr,
+        )
+
+
+if __name__ == "__main__":
+    main()
