@@ -64,6 +64,8 @@ def guard_callbacks(app) -> None:
     from flask import request
     from werkzeug.exceptions import HTTPException
 
+    from data.export import PAGES
+
     server = app.server
     endpoint = next(
         r.endpoint for r in server.url_map.iter_rules() if r.rule.endswith("_dash-update-component")
@@ -80,7 +82,8 @@ def guard_callbacks(app) -> None:
         if problem is not None:
             return bad(problem)
         try:
-            return dispatch(*args, **kwargs)
+            with PAGES:  # an export in this process rests while a page is answered (data.export)
+                return dispatch(*args, **kwargs)
         except (HTTPException, PreventUpdate):  # PreventUpdate: Dash's own handler answers 204
             raise
         except Exception as e:  # noqa: BLE001 - any failure on an input the renderer would not send

@@ -203,10 +203,10 @@ def test_export007_rows_held_or_written_at_each_part_give_the_same_export(store,
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
-def test_export008_a_served_export_takes_turns_and_rests(store, monkeypatch, fmt):
+def test_export008_a_served_export_takes_turns_and_rests_while_pages_are_answered(store, monkeypatch, fmt):
     """A server's export (``shared=True``) has the bytes of the plain one; two of them in one process never
-    make a batch at the same time, and each rests after a batch as long as the batch took (EXPORT_REST 1),
-    at most MAX_REST."""
+    make a batch at the same time, and while a page is answered (export.PAGES) each rests after a batch as
+    long as the batch took (EXPORT_REST 1), at most MAX_REST; with no page to give way to, none rests."""
     import threading
     import time
 
@@ -232,11 +232,21 @@ def test_export008_a_served_export_takes_turns_and_rests(store, monkeypatch, fmt
     def run(name):
         out[name] = b"".join(export.taking_turns(chunks(name)))
 
-    threads = [threading.Thread(target=run, args=(n,)) for n in "ab"]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    def both() -> None:
+        threads = [threading.Thread(target=run, args=(n,)) for n in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    with export.PAGES:  # a page's request under way
+        both()
     assert out == {"a": b"a0a1a2a3a4", "b": b"b0b1b2b3b4"}
     assert overlaps == []
     assert len(rests) >= 8 and all(0.009 <= r <= export.MAX_REST for r in rests)
+    assert not export.PAGES.busy()
+    rests.clear()
+    out.clear()
+    both()  # no page: no rest
+    assert out == {"a": b"a0a1a2a3a4", "b": b"b0b1b2b3b4"}
+    assert overlaps == [] and rests == []
