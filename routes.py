@@ -64,6 +64,8 @@ def guard_callbacks(app) -> None:
     from flask import request
     from werkzeug.exceptions import HTTPException
 
+    from data.export_turns import PAGES
+
     server = app.server
     endpoint = next(
         r.endpoint for r in server.url_map.iter_rules() if r.rule.endswith("_dash-update-component")
@@ -80,7 +82,8 @@ def guard_callbacks(app) -> None:
         if problem is not None:
             return bad(problem)
         try:
-            return dispatch(*args, **kwargs)
+            with PAGES:  # an export in this process rests while a page is answered (data.export)
+                return dispatch(*args, **kwargs)
         except (HTTPException, PreventUpdate):  # PreventUpdate: Dash's own handler answers 204
             raise
         except Exception as e:  # noqa: BLE001 - any failure on an input the renderer would not send
@@ -169,7 +172,7 @@ def register(server: Flask, prefix: str) -> None:
 
         try:
             plan = export_plan(service.board(), request.args.to_dict(flat=False), FORMATS)
-            # At a lower priority than the pages (data.export.taking_turns).
+            # At a lower priority than the pages (data.export_turns.taking_turns).
             chunks = export_stream(
                 plan.store,
                 plan.flt,

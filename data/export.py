@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import math
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -26,6 +25,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
+from data.export_turns import taking_turns
 from data.metrics.registry import exported_columns
 from data.queries import ResponseFilter, sort_rows
 from data.search.engine import text_hits
@@ -60,15 +60,6 @@ NOTICE_HEADER = "X-RLBoard-Notice"
 # An export cut off at its time limit ends the same way, with these.
 STOPPED_MARK = "# export stopped:"
 STOPPED_KEY = "export_stopped"
-# A served export shares its worker with the pages (three full exports of a 1M-response run took the pages'
-# p95 from 159 to 890 ms, issue 33 row 15), so it runs at a lower priority: in one process one export at a
-# time makes its next batch (the others wait their turn, holding no CPU), and after each batch it rests
-# EXPORT_REST times as long as the batch took (at most MAX_REST seconds). Pages never wait for a turn. A
-# worker so spends at most 1 / (1 + EXPORT_REST) of a core on exports, however many it serves; an export
-# on its own takes about (1 + EXPORT_REST) times as long.
-EXPORT_REST = 1.0
-MAX_REST = 0.5
-_TURN = threading.Lock()
 
 
 class ExportCut(Exception):
@@ -388,26 +379,9 @@ def export_stream(
     search is given ``seconds`` (see :func:`select_rows`), before the first bytes. Past ``limit`` seconds
     (None: none) the export ends with a last line saying it was cut off (in Parquet, the key
     ``export_stopped`` in the file's metadata). ``shared``: a server's export, at a lower priority than
-    the pages (see :func:`taking_turns`); the same bytes."""
+    the pages (see :func:`data.export_turns.taking_turns`); the same bytes."""
     chunks = _export_stream(store, flt, fmt, sort, descending, seconds, limit)
     return taking_turns(chunks) if shared else chunks
-
-
-def taking_turns(chunks: Iterator[bytes], rest: float = EXPORT_REST) -> Iterator[bytes]:
-    """``chunks``, each made while holding this process's export turn (one export at a time makes a
-    batch), with a rest of ``rest`` times as long as it took after each (see :data:`EXPORT_REST`)."""
-    try:
-        while True:
-            with _TURN:
-                started = time.monotonic()
-                chunk = next(chunks, None)
-                took = time.monotonic() - started
-            if chunk is None:
-                return
-            yield chunk
-            time.sleep(min(took * rest, MAX_REST))
-    finally:
-        chunks.close()
 
 
 def _export_stream(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import polars as pl
@@ -161,7 +162,8 @@ def step_span(steps: list[int]) -> int:
 
 def nearest_steps(a_steps: pl.DataFrame, b_steps: pl.DataFrame) -> pl.DataFrame:
     """Per prompt given by both (``a_steps``: ``match, a_step``; ``b_steps``: ``match, b_step``), its
-    paired steps ``match, a_step, b_step, gap``: the smallest gap, then the largest sum. Only A's steps'
+    paired steps ``match, a_step, b_step, gap``: the smallest gap, then the largest sum (then the smaller
+    A step: of two pairs that swap the same two steps, the first the definition tries). Only A's steps'
     nearest B step on either side can be such a pair (a pair with a B step further away has a larger gap),
     so the candidates are two as-of joins, not every pair of steps."""
     left, right = a_steps.sort("a_step"), b_steps.sort("b_step")
@@ -176,8 +178,8 @@ def nearest_steps(a_steps: pl.DataFrame, b_steps: pl.DataFrame) -> pl.DataFrame:
     return (
         candidates.with_columns((pl.col("a_step") - pl.col("b_step")).abs().alias("gap"))
         .sort(
-            ["match", "gap", pl.col("a_step") + pl.col("b_step")],
-            descending=[False, False, True],
+            ["match", "gap", pl.col("a_step") + pl.col("b_step"), "a_step"],
+            descending=[False, False, True, False],
         )
         .group_by("match", maintain_order=True)
         .first()
@@ -281,20 +283,73 @@ def pair_from(
 @functools.lru_cache(maxsize=16)
 def _pair(ka: StoreKey, a: str, kb: StoreKey, b: str, threshold: float | None, limit: float) -> Paired:
     # Each run's prompts as its last commit wrote them, and the means per prompt and step only at the steps
-    # that can pair within the limit (a step of A further than it from every step of B cannot): a large
+    # that can pair within the limit (a step of A further than it from every step of B cannot); of the run
+    # with more such steps, only those near enough the other's to hold a prompt's pair (near_rows): a large
     # run compared with a short one reads about the short one's steps, not every response of its own.
     sa, sb = run_curves.step_list(ka.store), run_curves.step_list(kb.store)
     window = lambda steps, other: tuple(  # noqa: E731
         s for s in steps if other and other[0] - limit <= s <= other[-1] + limit
     )
-    return pair_from(
-        a,
-        RunPrompts(_matches(ka), _by_step_shared(ka, kb, window(sa, sb))),
-        b,
-        RunPrompts(_matches(kb), _by_step_shared(kb, ka, window(sb, sa))),
-        threshold,
-        limit,
-    )
+    wa, wb = window(sa, sb), window(sb, sa)
+    if len(wa) <= len(wb):
+        by_a = _by_step_shared(ka, kb, wa)
+        by_b = near_rows(by_a, list(wb), limit, lambda at, todo: by_step_at(kb.store, todo, at), _matches(kb))
+    else:
+        by_b = _by_step_shared(kb, ka, wb)
+        by_a = near_rows(by_b, list(wa), limit, lambda at, todo: by_step_at(ka.store, todo, at), _matches(ka))
+    return pair_from(a, RunPrompts(_matches(ka), by_a), b, RunPrompts(_matches(kb), by_b), threshold, limit)
+
+
+def near_rows(
+    near: pl.DataFrame,
+    steps: list[int],
+    limit: float,
+    read: Callable[[list[int], pl.DataFrame], pl.DataFrame],
+    prompts: pl.DataFrame,
+) -> pl.DataFrame:
+    """A run's ``by_step`` rows (``match, step, n, reward``) at enough of its ``steps`` (sorted) that every
+    prompt of the other run's ``near`` (its ``by_step``) finds the same paired steps (gap at most ``limit``)
+    and the same rows at common steps as with all of them. ``read(at, todo)`` gives the rows at steps
+    ``at`` (one range of ``steps``) of the prompts ``todo`` (rows of ``prompts``: ``match, keys``).
+
+    The steps are read in windows around ``near``'s, doubled until each prompt is settled: a prompt whose
+    ``near`` steps run from ``lo`` to ``hi`` and whose best pair so far has gap ``g`` (none: infinite) is
+    settled when no step left unread can give a gap of at most ``g`` (a step below the window, at ``L``,
+    gives at least ``lo - L + 1``; above it, at ``R``, ``R + 1 - hi``), or none within ``limit``. Further
+    windows read only the prompts not settled. Rows are sorted by match and step, as ``by_step_at``'s."""
+    if not steps or near.height == 0:
+        return pl.DataFrame(schema=_BY_STEP_SCHEMA)
+    own = near.group_by("match").agg(pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi"))
+    todo = prompts.join(own.select("match"), on="match", how="semi")
+    first, last = int(own.get_column("lo").min()), int(own.get_column("hi").max())
+    radius = last - first + 1
+    frames: list[pl.DataFrame] = []
+    done: tuple[int, int] | None = None
+    while True:
+        lo, hi = first - radius, last + radius
+        ranges = [(lo, hi)] if done is None else [(lo, done[0] - 1), (done[1] + 1, hi)]
+        for x, y in ranges:
+            at = [s for s in steps if x <= s <= y]
+            if at and todo.height:
+                frames.append(read(at, todo))
+        done = (lo, hi)
+        rows = pl.concat(frames) if frames else pl.DataFrame(schema=_BY_STEP_SCHEMA)
+        rows = rows.sort("match", "step")
+        below, above = lo <= steps[0], hi >= steps[-1]
+        if below and above:
+            return rows
+        pairs = nearest_steps(
+            near.select("match", pl.col("step").alias("a_step")),
+            rows.select("match", pl.col("step").alias("b_step")),
+        )
+        g = pl.col("gap").cast(pl.Float64).fill_null(math.inf)
+        down, up = pl.col("lo") - lo + 1, hi + 1 - pl.col("hi")  # the least gap of a step below / above
+        settled = (pl.lit(below) | (g < down) | (down > limit)) & (pl.lit(above) | (g < up) | (up > limit))
+        left = own.join(pairs, on="match", how="left").filter(~settled).select("match")
+        if left.height == 0:
+            return rows
+        todo = todo.join(left, on="match", how="semi")
+        radius *= 2
 
 
 @shared(16)

@@ -26,6 +26,8 @@ from data.store.layout import rows_at
 from data.store.manifest import replaced
 
 COLUMNS = ("part", "row", "step", "prompt", "response")
+# part and row as 32-bit (what a search answers, data.search.texts.KEYS): 2 MB of the 104 at 256k responses.
+KEY_TYPES = {"part": pl.UInt32, "row": pl.UInt32}
 FOLDER = "text"  # in the store
 
 
@@ -41,7 +43,8 @@ def in_store(store_dir: Path, part_file: Path) -> Path:
 
 def _write(src: Path, dst: Path) -> None:
     """Write ``src``'s texts to ``dst`` so that a reader sees a whole file or none."""
-    _write_ipc(pl.read_parquet(src, columns=list(COLUMNS)), dst)
+    df = pl.read_parquet(src, columns=list(COLUMNS))
+    _write_ipc(df.with_columns(pl.col(c).cast(t) for c, t in KEY_TYPES.items()), dst)
 
 
 def _write_ipc(df: pl.DataFrame, dst: Path) -> None:
@@ -155,7 +158,7 @@ def _top_of_parts(parts: list[str], index: list[str]) -> tuple[pl.DataFrame, boo
     for f in index:  # one file at a time, each kept row's texts copied out of the file's buffers
         got = (
             pl.scan_ipc(f)
-            .select("part", "row", "prompt", "response")
+            .select(pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64), "prompt", "response")
             .join(want, on=["part", "row"], how="semi")
         )
         got = got.collect()

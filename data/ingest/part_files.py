@@ -25,6 +25,7 @@ from data.store.layout import (
     ISSUE_SCHEMA,
     PACK_AT,
     PACK_ROWS,
+    SCALAR_COMPRESSION_LEVEL,
     entry_name,
     file_prefix,
     pack_name,
@@ -163,7 +164,9 @@ class PartFiles:
             full, blocks = self.write_blocks(full, pid)
             scal = full.select(scalar_columns(full))
             self._written.append(self.dir / "scalars" / name)
-            scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
+            scal.write_parquet(
+                self.dir / "scalars" / name, compression="zstd", compression_level=SCALAR_COMPRESSION_LEVEL
+            )
         if issues.height:  # readers open the issues file only of a part whose entry counts some
             self._written.append(self.dir / "issues" / name)
             issues.write_parquet(self.dir / "issues" / name)
@@ -251,7 +254,9 @@ class PartFiles:
         }
         name = pack_name(pids, self.tag)
         self._written += [self.dir / "scalars" / name, self.dir / "issues" / name]
-        scal.write_parquet(self.dir / "scalars" / name, compression="zstd", compression_level=1)
+        scal.write_parquet(
+            self.dir / "scalars" / name, compression="zstd", compression_level=SCALAR_COMPRESSION_LEVEL
+        )
         issues.write_parquet(self.dir / "issues" / name)
         return [
             _Written(
@@ -298,7 +303,7 @@ class PartFiles:
             for sub, frame in frames.items():
                 self._written.append(self.dir / sub / name)
                 buf = io.BytesIO()
-                frame.write_parquet(buf, compression="zstd", compression_level=1)
+                frame.write_parquet(buf, compression="zstd", compression_level=SCALAR_COMPRESSION_LEVEL)
                 write_atomic(self.dir / sub / name, buf.getvalue())
             packs.append({"name": name, "parts": small})
         if packs or "packs" in data:

@@ -180,8 +180,10 @@ def _path_kind(rel: str, entry: dict) -> str:
 def masked_fields(store: RunStore) -> list[str]:
     """The run's columns whose texts were masked when read (see data.schema.secrets): every text column
     of a secret's name holds only the mask."""
-    names = set(store.manifest.extra_columns)
-    return sorted(c for c, t in store.schema().items() if c in names and t == pl.String and is_secret(c))
+    names = {c for c in store.manifest.extra_columns if is_secret(c)}
+    if not names:  # the common case: no column to look at, and the runs page builds no index for it
+        return []
+    return sorted(c for c, t in store.schema().items() if c in names and t == pl.String)
 
 
 def page_notices(store: RunStore) -> list[str]:

@@ -81,3 +81,31 @@ def test_cache002_bounded_and_optional(tmp_path):
     assert cache.results(store_dir.parent) is None
     table = prompts.prompt_table(open_store(store_dir))
     assert sorted(table.get_column("n_responses").to_list()) == [1, 1, 1]
+
+
+def test_cache003_a_store_key_argument_is_stored_as_its_name(tmp_path):
+    """A StoreKey among a cached function's arguments goes into the results cache's key as the tuple that
+    names the store's state (folder, version, commit time), never with its store; a StoreKey of the same
+    state opened again finds the entry, one of another state misses it."""
+    import pickle
+
+    from data.store import open_store
+
+    a = _run(tmp_path / "a", [0.0, 1.0, 0.5])
+    b = _run(tmp_path / "b", [1.0, 1.0])
+    key = cache.StoreKey(open_store(b))
+    assert pickle.loads(pickle.dumps(key)) == key.key
+    assert len(pickle.dumps(key)) < 400
+    calls: list = []
+
+    @cache.shared(0)
+    def pair_of(k, other):
+        calls.append(other)
+        return 1
+
+    pair_of(cache.StoreKey(open_store(a)), key)
+    pair_of(cache.StoreKey(open_store(a)), cache.StoreKey(open_store(b)))
+    assert len(calls) == 1
+    _run(tmp_path / "b", [1.0, 1.0, 0.0, 1.0, 1.0])  # b's next commit: another state
+    pair_of(cache.StoreKey(open_store(a)), cache.StoreKey(open_store(b)))
+    assert len(calls) == 2

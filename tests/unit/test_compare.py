@@ -612,3 +612,48 @@ def test_compare041_reward_band_clipped_to_each_runs_range(tmp_path):
     assert got[0] == (1, 0.0, pytest.approx(0.5 + 0.5**0.5, abs=1e-5)) and got[1] == (2, 3.0, 3.0)
     assert [n.text for n in ov.notes] == ["a: its ±1 std band is clipped to its observed range 0 – 3."]
     assert curves.overlay({"a": frame}, "reward", band="p25-p75").notes == ()
+
+
+def test_compare025_near_rows_pair_as_every_step():
+    """The long run read in windows around the short run's steps (near_rows) gives, on random schedules
+    and gap limits, the same paired steps, rewards and common-step rows as the long run read whole, and
+    reads fewer steps when the short run's prompts recur near its own steps."""
+    rng = random.Random(11)
+    fewer = 0
+    for _ in range(400):
+        long_steps = sorted(rng.sample(range(0, 120), rng.randint(1, 100)))
+        short_lo = rng.randint(-10, 100)
+        short_steps = list(range(short_lo, short_lo + rng.randint(1, 6)))
+        matches = [f"m{i}" for i in range(rng.randint(1, 5))]
+
+        def rows(steps, p, matches=matches):
+            out = [(m, s, rng.randint(1, 4), rng.choice([0.0, 0.5, 1.0])) for s in steps for m in matches]
+            frame = pl.DataFrame(
+                [x for x in out if rng.random() < p], schema=prompts._BY_STEP_SCHEMA, orient="row"
+            )
+            return frame.sort("match", "step")
+
+        long_all = rows(long_steps, rng.choice([0.05, 0.2, 0.5, 1.0]))
+        short = rows(short_steps, 0.5)
+        limit = rng.choice([0.5, 1, 2, 3, 5, 10, 40, 1000])
+        names = pl.DataFrame({"match": matches, "preview": matches, "keys": [[m] for m in matches]})
+        read_steps: list[int] = []
+
+        def read(at, todo, long_all=long_all, read_steps=read_steps):
+            read_steps.extend(at)
+            keep = pl.col("step").is_in(at) & pl.col("match").is_in(todo.get_column("match").implode())
+            return long_all.filter(keep)
+
+        got = prompts.near_rows(short, long_steps, limit, read, names)
+        assert len(read_steps) == len(set(read_steps))  # no step read twice
+        fewer += len(read_steps) < len(long_steps)
+        runs = [
+            prompts.pair_from(
+                "s", prompts.RunPrompts(names, short), "l", prompts.RunPrompts(names, by), 0.5, limit
+            )
+            for by in (got, long_all)
+        ]
+        assert_frame_equal(runs[0].table, runs[1].table)
+        assert_frame_equal(runs[0].over_steps, runs[1].over_steps)
+        assert runs[0].left_out == runs[1].left_out
+    assert fewer > 100

@@ -682,7 +682,7 @@ def test_curves040_kl_outliers_by_hand(fixtures_dir, tmp_path):
     assert got_flagged == flagged
 
 
-def test_curves040_std_band_clipped_to_the_observed_range():
+def test_curves042_std_band_clipped_to_the_observed_range():
     """The ±1 std reward band is cut to the run's observed reward range (min / max over its steps) and its
     legend says so: means 0.5 and 2.5, std 1, rewards seen from 0 to 3: bands [0, 1.5] and [1.5, 3] (not
     [-0.5, 1.5] and [1.5, 3.5]). A quantile band, and a std band inside the range, are left as they are."""
@@ -709,7 +709,7 @@ def test_curves040_std_band_clipped_to_the_observed_range():
     assert panels(inside, "std")[0].series[0].band_label == "±1 std"
 
 
-def test_curves041_ppo_band_clipped_on_the_page(tmp_path, fixtures_dir):
+def test_curves043_ppo_band_clipped_on_the_page(tmp_path, fixtures_dir):
     """On the real TRL PPO run (rewards 0 to 3 by its rule; mean + std passes 3 at some steps) the reward
     page's band is cut at the highest reward seen, its legend saying so."""
     from data import curves

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from data import export
+from data import export, export_turns
 from data.config import SettingsError, load_settings
 from data.ingest import ingest_run
 from data.queries import ResponseFilter
@@ -203,10 +203,10 @@ def test_export007_rows_held_or_written_at_each_part_give_the_same_export(store,
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
-def test_export008_a_served_export_takes_turns_and_rests(store, monkeypatch, fmt):
+def test_export008_a_served_export_takes_turns_and_rests_while_pages_are_answered(store, monkeypatch, fmt):
     """A server's export (``shared=True``) has the bytes of the plain one; two of them in one process never
-    make a batch at the same time, and each rests after a batch as long as the batch took (EXPORT_REST 1),
-    at most MAX_REST."""
+    make a batch at the same time, and while a page is answered (export_turns.PAGES) each rests after a batch as
+    long as the batch took (EXPORT_REST 1), at most MAX_REST; with no page to give way to, none rests."""
     import threading
     import time
 
@@ -230,13 +230,23 @@ def test_export008_a_served_export_takes_turns_and_rests(store, monkeypatch, fmt
     out: dict[str, bytes] = {}
 
     def run(name):
-        out[name] = b"".join(export.taking_turns(chunks(name)))
+        out[name] = b"".join(export_turns.taking_turns(chunks(name)))
 
-    threads = [threading.Thread(target=run, args=(n,)) for n in "ab"]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    def both() -> None:
+        threads = [threading.Thread(target=run, args=(n,)) for n in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    with export_turns.PAGES:  # a page's request under way
+        both()
     assert out == {"a": b"a0a1a2a3a4", "b": b"b0b1b2b3b4"}
     assert overlaps == []
-    assert len(rests) >= 8 and all(0.009 <= r <= export.MAX_REST for r in rests)
+    assert len(rests) >= 8 and all(0.009 <= r <= export_turns.MAX_REST for r in rests)
+    assert not export_turns.PAGES.busy()
+    rests.clear()
+    out.clear()
+    both()  # no page: no rest
+    assert out == {"a": b"a0a1a2a3a4", "b": b"b0b1b2b3b4"}
+    assert overlaps == [] and rests == []

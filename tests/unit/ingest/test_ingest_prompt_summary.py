@@ -245,3 +245,37 @@ def test_promptsum009_compare_prompts_in_passes_as_at_once(tmp_path, monkeypatch
     again = compare_prompts._store_prompts(store)
     assert_frame_equal(again.prompts, once.prompts)
     assert_frame_equal(again.by_step, once.by_step)
+
+
+def test_promptsum010_wide_gap_reads_the_long_run_near_the_short_one(tmp_path, monkeypatch):
+    """With a gap limit wider than both runs (every step may pair), a 14-step run against a 4-step one is
+    paired as from both runs' whole scans, and the long run is read only near the short run's steps
+    first (windows around them, doubled while a prompt's pair may lie beyond: compare_prompts.near_rows),
+    each step once."""
+    a = open_store(ingest_run(write_demo_run(tmp_path / "ra", "a", 14, 16), tmp_path / "ca", PADS).store_dir)
+    b = open_store(
+        ingest_run(write_demo_run(tmp_path / "rb", "b", 4, 16, seed=1), tmp_path / "cb", PADS).store_dir
+    )
+    compare_prompts._run_prompts.cache_clear()
+    full_a = compare_prompts.run_prompts(_unwritten(a))
+    full_b = compare_prompts.run_prompts(_unwritten(b))
+    expected = compare_prompts.pair_from("a", full_a, "b", full_b, 0.5, limit=100.0)
+    seen: list = []
+    real = RunStore.scan
+
+    def spy(self, columns=None, step=None, steps=None, hidden=False):
+        seen.append((self.dir, steps))
+        return real(self, columns, step, steps, hidden)
+
+    compare_prompts._run_prompts.cache_clear()
+    compare_prompts._pair.cache_clear()
+    compare_prompts._by_step_shared.cache_clear()
+    with monkeypatch.context() as m:
+        m.setattr(RunStore, "scan", spy)
+        got = compare_prompts.pair("a", a, "b", b, threshold=0.5, gap=100)
+    assert_frame_equal(got.table, expected.table)
+    assert_frame_equal(got.over_steps, expected.over_steps)
+    reads_a = [s for d, s in seen if d == a.dir]
+    # First the window of the short run's span around its steps 1-4, then only steps not read yet.
+    assert reads_a[0] == (1, 8), reads_a
+    assert all(lo > hi_before for (_, hi_before), (lo, _) in zip(reads_a, reads_a[1:], strict=False)), reads_a

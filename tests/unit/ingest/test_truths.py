@@ -557,3 +557,24 @@ def test_truths006_secret_names(name, secret):
     last = name.rsplit(".", 1)[-1]
     raw = json.dumps({last: "v4lue", "n": 1})
     assert ("v4lue" not in mask_text(raw)) is secret
+
+
+def test_truths009_no_secret_column_no_index(tmp_path, monkeypatch):
+    """A run without a column of a secret's name says nothing masked, and the runs page learns it from the
+    manifest alone (it builds no store index for it); with one, its masked columns are named."""
+    from data.store.reader import RunStore
+    from data.store.reading import masked_fields
+
+    run = tmp_path / "run"
+    _write(run / "rank0.jsonl", [{"prompt": "p", "response": "r", "reward": 1, "step": 1, "note": "x"}])
+    _, store = _ingest(run, tmp_path / "cache")
+
+    def no_schema(self):
+        raise AssertionError("the store's schema was built")
+
+    with monkeypatch.context() as m:
+        m.setattr(RunStore, "schema", no_schema)
+        assert masked_fields(store) == []
+    _write(run / "rank0.jsonl", [{"prompt": "p", "response": "r", "reward": 1, "step": 1, "api_key": "sk-1"}])
+    _, store = _ingest(run, tmp_path / "cache2")
+    assert masked_fields(store) == ["api_key"]

@@ -82,7 +82,7 @@ def test_metrics_lists001_same_as_per_token_definition(seed):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_metrics_lists005_trainer_returns_same_as_definition(seed):
+def test_metrics_lists006_trainer_returns_same_as_definition(seed):
     """With the trainer's own `returns` (absent, null or of another length in some rows): the value error and
     the critic's sums agree with the per-token definition, which takes the file's returns where a row has one."""
     _assert_same(_random_frame(100 + seed, returns=True))

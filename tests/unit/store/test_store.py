@@ -30,6 +30,41 @@ def test_store_part_encodings(tmp_path):
     assert pl.read_parquet(tmp_path / "p.parquet").equals(df)
 
 
+def test_store_part_floats_split(tmp_path):
+    """A part's floats (float columns and float arrays' values, NaN, infinities and -0.0 among them) are
+    written BYTE_STREAM_SPLIT and read back bit for bit; integers and texts are not."""
+    import math
+    import random
+
+    rng = random.Random(3)
+    specials = [math.nan, math.inf, -math.inf, -0.0, 5e-324, 1.7976931348623157e308]
+    values = [rng.uniform(-30, 0) for _ in range(997)] + specials
+    df = pl.DataFrame(
+        {
+            "reward": values,
+            "logprobs": [values[i : i + 7] for i in range(len(values))],
+            "half": pl.Series(values, dtype=pl.Float32),
+            "line": list(range(len(values))),
+            "response": [f"r{i}" for i in range(len(values))],
+        }
+    )
+    write_part_file(df, tmp_path / "p.parquet", 256)
+    md = pq.ParquetFile(tmp_path / "p.parquet").metadata
+    enc = {md.row_group(0).column(i).path_in_schema: md.row_group(0).column(i).encodings for i in range(5)}
+    for c in ("reward", "logprobs.list.element", "half"):
+        assert "BYTE_STREAM_SPLIT" in enc[c], (c, enc[c])
+    assert all("BYTE_STREAM_SPLIT" not in enc[c] for c in ("line", "response"))
+    back = pl.read_parquet(tmp_path / "p.parquet")
+    bits = lambda frame: frame.select(  # noqa: E731 - the floats' bits, NaN and -0.0 included
+        pl.col("reward").reinterpret(signed=False),
+        pl.col("logprobs").list.eval(pl.element().reinterpret(signed=False)),
+        pl.col("half").reinterpret(signed=False),
+    )
+    assert bits(back).equals(bits(df)) and back.drop("reward", "logprobs", "half").equals(
+        df.drop("reward", "logprobs", "half")
+    )
+
+
 def test_store_replaced_whole_file_or_none(tmp_path):
     """A file written through ``replaced`` takes the old one's place only once whole: an error half-way
     leaves the old file and no temporary one beside it."""
