@@ -17,7 +17,7 @@ from components.format import value
 from components.layout import inline_stats, stat
 from components.theme import colour_stops
 from components.token_figures import file_fields_figure, logprob_figure, token_reward_figure, value_figure
-from components.token_strip import legend, strip_data, window_end
+from components.token_strip import legend, strip_data, strip_keys, window_end
 from components.token_tables import top_table
 
 NO_METRIC = "__none__"  # the strip's data when there is no metric to colour by
@@ -122,6 +122,7 @@ def strip_card(
     hover: Sequence[tuple[str, str]],
     controls,
     ids: Mapping[str, str],
+    keys: Sequence[tuple[str, str]] = (),
 ) -> dbc.Card:
     """The token strip's card: token count, ``controls``, the colour legend and the strip, filled in the
     browser from its data (see :func:`components.token_strip.strip_data`): the first window of tokens, the
@@ -130,7 +131,7 @@ def strip_card(
     ``shown``: the visible positions; ``metric`` the column they are coloured by (None: no colour) on
     ``scale`` = ``(lo, hi, signed)``; ``hidden`` the pad positions left out; ``hover`` the ``(column,
     label)`` pairs of a token's hover text. ``ids``: ``count``, ``data`` (the strip's store), ``strip``,
-    ``status``.
+    ``status``. ``keys``: the legend's other entries (see :func:`components.token_strip.strip_keys`).
     """
     count = f"{shown.height:,} tokens" + (f", {hidden:,} pad position(s) hidden" if hidden else "")
     data_metric, lo, hi, stops, signed = _scale(metric, scale)
@@ -154,6 +155,7 @@ def strip_card(
             ),
             dbc.CardBody(
                 [
+                    strip_keys(keys),
                     dcc.Store(id=ids["data"], data=strip_data(shown, data_metric, lo, hi, stops, key, hover)),
                     html.Div(
                         id=ids["strip"],

@@ -17,6 +17,8 @@ from data.metrics.token import (
     explode_tokens,
     file_column,
     inference_field,
+    loss_mask_field,
+    masked_expr,
     token_metrics,
 )
 from data.schema import trainer_token_fields
@@ -56,6 +58,10 @@ HOVER_METRICS = (
 MARKERS = {"Ġ": " ", "▁": " ", "Ċ": "\n", "ĉ": "\t"}
 # Shown for a position that has values but no token string (``response_tokens`` shorter or absent).
 NO_TOKEN = "□"
+# A token given as its id (a file of token ids read without a tokenizer.json) is shown as ⟨id⟩, so that
+# ids never run together on the strip ("100010011002").
+ID_OPEN, ID_CLOSE = "\u27e8", "\u27e9"
+_ID = r"^-?\d+$"
 TOP_K = 10
 # Narrowest half-width of a colour scale: a response whose log-probs equal the reference's up to float noise
 # (PPO's first step) stays white instead of painting 1e-13 as the darkest colour. KL 5e-7 is the k3 of a
@@ -97,6 +103,11 @@ class TokenView:
     file_fields: tuple[str, ...] = ()
     # Those left out for being longer than the response's tokens: (name, values, tokens).
     overlong: tuple[tuple[str, int, int], ...] = ()
+    # The loss mask among them (see data.metrics.token.LOSS_MASK_FIELDS), whose dropped positions the strip
+    # marks (``masked`` in ``tokens``); None without one.
+    mask_field: str | None = None
+    # Whether the response's tokens are token ids (shown as ⟨id⟩, see :func:`tokens_are_ids`).
+    token_ids: bool = False
 
 
 # ---- pure functions ----------------------------------------------------------------------------------
@@ -214,24 +225,42 @@ def file_label(name: str) -> str:
     return f"{name} (from the file)"
 
 
+def tokens_are_ids(tokens: pl.Series) -> bool:
+    """Whether a response's token strings are token ids: every one a whole number, and at least one. The
+    dialects of files that give ids (NeMo-RL, Atropos, prime-rl, miles) write them as their numbers where no
+    tokenizer.json names them; a text token is a number alone too rarely for a whole response to be numbers."""
+    given = tokens.drop_nulls()
+    return given.len() > 0 and bool(given.str.contains(_ID).all())
+
+
 def token_frame(
     row: pl.DataFrame, pad_tokens: tuple[str, ...], fields_of_file: tuple[str, ...] | None = None
 ) -> pl.DataFrame:
     """One row per position of a one-row response frame, sorted by ``pos``.
 
-    Columns: ``pos, token, text, is_pad, keep, logprob, ref_logprob, value, token_reward, log_ratio, kl, prob,
+    Columns: ``pos, token, text, is_pad, keep, masked, logprob, ref_logprob, value, token_reward, log_ratio, kl, prob,
     ref_prob, return, value_error, kl_valid``, and ``file_column(name)`` for each of :func:`file_fields`
     (``fields_of_file``: those, when already known). Arrays of unequal lengths are aligned from the first
     token (a position beyond a shorter array is null there, never shifted). ``keep`` is False for a pad
-    position hidden by default (see :func:`pad_shown_expr`). A response without token fields has no rows.
+    position hidden by default (see :func:`pad_shown_expr`); ``masked`` True where the response's loss mask
+    drops the position (see :func:`data.metrics.token.masked_expr`). ``text`` is ``⟨id⟩`` for tokens given
+    as ids (:func:`tokens_are_ids`). A response without token fields has no rows.
     """
     one = row.head(1).with_columns(pl.lit(0, dtype=pl.Int64).alias("row"))
     if fields_of_file is None:
         fields_of_file = file_fields(one)
     long = token_metrics(explode_tokens(one, pad_tokens, fields_of_file)).drop("row").sort("pos")
+    text = decode_expr("token")
+    if tokens_are_ids(long.get_column("token")):
+        text = (
+            pl.when(pl.col("token").is_null())
+            .then(text)
+            .otherwise(pl.concat_str(pl.lit(ID_OPEN), "token", pl.lit(ID_CLOSE)))
+        )
     return long.with_columns(
-        decode_expr("token").alias("text"),
+        text.alias("text"),
         (~pl.col("is_pad") | pad_shown_expr()).alias("keep"),
+        masked_expr(loss_mask_field(fields_of_file)).alias("masked"),
     )
 
 

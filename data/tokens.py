@@ -16,9 +16,11 @@ from data.metrics.response import strip_pad_text
 from data.metrics.token import (
     INFER_GAP_THRESHOLD,
     INFERENCE_LOGPROB_FIELDS,
+    LOSS_MASK_FIELDS,
     TOKEN_COLUMNS,
     file_column,
     infer_gap_summary,
+    loss_mask_field,
 )
 from data.token_frames import (
     HOVER_METRICS,
@@ -49,6 +51,7 @@ from data.token_frames import (
     present_fields,
     scale_range,
     token_frame,
+    tokens_are_ids,
     top_tokens,
     visible_tokens,
 )
@@ -164,6 +167,28 @@ def strip(
     return metric, lacks, shown, scale
 
 
+def strip_keys(view: TokenView) -> list[tuple[str, str]]:
+    """``(kind, text)`` of what the strip's legend says beside its colour scale: ``"masked"`` where the
+    response's loss mask drops positions (hatched on the strip, whatever the metric), ``"ids"`` where its
+    tokens are token ids (shown as ⟨id⟩)."""
+    keys = []
+    if view.mask_field is not None:
+        n = int(view.tokens.get_column("masked").sum())
+        dropped = LOSS_MASK_FIELDS[view.mask_field]
+        keys.append(
+            (
+                "masked",
+                f"hatched: dropped by the loss ({view.mask_field} = {dropped:g}), {n:,} of "
+                f"{view.tokens.height:,} positions",
+            )
+        )
+    if view.token_ids:
+        keys.append(
+            ("ids", "⟨id⟩: token ids, as the file gives them (no tokenizer.json was given to name them)")
+        )
+    return keys
+
+
 def top_tables(view: TokenView) -> list[tuple[str, pl.DataFrame, str]]:
     """``(by, rows, title)`` of the top-token tables: the :data:`TOP_K` positions by |log-ratio|, then by KL
     (see :func:`top_tokens`); none for a response without what KL needs."""
@@ -224,7 +249,16 @@ def build_view(
     of_file, overlong = _sort_file_fields(row)
     tokens = token_frame(row, pad_tokens, of_file)
     nav = neighbours(scalars, info.get("sample_id"), info.get("step"))
-    return TokenView(info=info, tokens=tokens, fields=fields, nav=nav, file_fields=of_file, overlong=overlong)
+    return TokenView(
+        info=info,
+        tokens=tokens,
+        fields=fields,
+        nav=nav,
+        file_fields=of_file,
+        overlong=overlong,
+        mask_field=loss_mask_field(of_file),
+        token_ids=tokens.height > 0 and tokens_are_ids(tokens.get_column("token")),
+    )
 
 
 @shared(32)
@@ -295,6 +329,7 @@ __all__ = [
     "present_fields",
     "scale_range",
     "strip",
+    "strip_keys",
     "strip_pad_text",
     "token_frame",
     "token_view",

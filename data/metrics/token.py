@@ -64,6 +64,28 @@ def inference_field(names) -> str | None:
     return next((f for f in INFERENCE_LOGPROB_FIELDS if f in names), None)
 
 
+# The trainer's loss mask among a response's per-token fields of its own, and the value that drops a position
+# from the loss: miles' loss_mask (miles/utils/types.py, Sample.loss_mask: 1 trained, 0 not, such as a tool's
+# result inside a multi-turn response) and NeMo-RL's token_loss_mask (1 trained); prime-rl's is_masked
+# (prime_rl/trainer/rl/annotations.py: true where the loss masked the token out), kept as 1 / 0 by its
+# dialect. The first of these a response has is the one the token page shows.
+LOSS_MASK_FIELDS = {"loss_mask": 0.0, "token_loss_mask": 0.0, "is_masked": 1.0}
+
+
+def loss_mask_field(names) -> str | None:
+    """The loss mask among a response's per-token fields of the trainer's own (``names``): the first of
+    :data:`LOSS_MASK_FIELDS` there, else None."""
+    return next((f for f in LOSS_MASK_FIELDS if f in names), None)
+
+
+def masked_expr(field: str | None) -> pl.Expr:
+    """True at the positions the loss mask ``field`` (a :data:`LOSS_MASK_FIELDS` name, in a token frame as
+    ``file_column(field)``) drops from the loss; False elsewhere, where it has no value, and without one."""
+    if field is None:
+        return pl.lit(False)
+    return (pl.col(file_column(field)) == LOSS_MASK_FIELDS[field]).fill_null(False)
+
+
 def file_column(name: str) -> str:
     """The column of a per-token field of the trainer's own in a token frame (apart from the metrics')."""
     return f"file:{name}"
