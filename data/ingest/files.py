@@ -14,6 +14,7 @@ import polars as pl
 
 from data import schema
 from data.config import ReadLimits, read_limits
+from data.ingest import companions
 from data.ingest.blocks import BOM, SNIPPET_BYTES, Oversized, RawBlock, _next_block, parse_chunk, segments
 from data.ingest.digest import _edited_in_place, _file_changed, _fingerprint, extended
 from data.ingest.fast import ChunkResult, _count_newlines
@@ -144,11 +145,15 @@ def ingest_file(
     if prev is not None and (_file_changed(path, st, prev) or _edited_in_place(path, st, prev)):
         writer.drop_file(rel)
         prev = None
+    if prev is not None and companions.changed(run_dir, rel, prev):  # its lines are joined to it again
+        writer.drop_file(rel)
+        prev = None
     if prev is not None and prev["size"] == size and (limit is not None or prev["mtime"] == st.st_mtime_ns):
         return
     entry = prev or {"offset": 0, "lines": 0, "parts": [], "tail_open": False}
     match_file(writer, path, rel, entry)
     limits = read_limits()
+    companions.load(writer.reading, run_dir, rel, entry, limits)
     name_step, dialect = entry["step"], entry["dialect"]  # for its lines without a step; its dialect
     # size/mtime say "read up to here" only once the whole file is read: a commit made mid-file (or a
     # crash after it) must not make the rest look already read.
@@ -224,7 +229,9 @@ def ingest_file(
                     obj = None
             if isinstance(obj, dict):
                 d = schema.by_name(dialect)
-                result = parse_chunk([raw], line_no, step=name_step, dialect=d, reading=writer.reading)
+                result = parse_chunk(
+                    [raw], line_no, step=name_step, dialect=d, reading=writer.reading.for_file(rel)
+                )
                 entry["parts"].append(writer.write_chunk(rel, result))
                 entry["lines"] = line_no
                 entry["tail_open"] = True
@@ -319,7 +326,7 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
         lines = range(1, df.height + 1)
         result = None if d.frame is None else conform_chunk(df, lines, entry["step"], d, writer.reading)
         entry["parts"].append(
-            writer.write_chunk(rel, result or parse_rows(df, entry["step"], d, writer.reading))
+            writer.write_chunk(rel, result or parse_rows(df, entry["step"], d, writer.reading.for_file(rel)))
         )
         entry["lines"] = df.height
     else:

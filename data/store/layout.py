@@ -22,7 +22,8 @@ from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
-# readable). 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
+# readable). 16: miles' per-token Parquet joined to its trajectory lines (a companion file, files[...]["companion"]
+# in the manifest), prime-rl's trace stream and its annotations; 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
 # is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
 # (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
 # empty completions; Atropos, prime-rl and miles dialects (a file matched before to the contract is matched
@@ -41,7 +42,7 @@ from data.remote import as_path
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 15
+STORE_FORMAT = 16
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token

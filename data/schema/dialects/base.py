@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -55,6 +55,40 @@ class FieldMap:
         return "regex" if "(" in step else "path"
 
 
+@dataclass(frozen=True)
+class Companion:
+    """A file that a dialect's rollout file has beside it, holding more fields of its rows (miles' per-token
+    Parquet beside its trajectory lines). ``path``: the companion of a rollout file (its path inside the run
+    to the companion's; None for none); ``key``: the record field that names a row in it; ``table``: its
+    rows (a frame, read by ingest within the read limits) as key -> the fields its row adds; ``what``: what
+    it holds and why a row of it may have no line, as the runs page says it. Ingest reads it each time the
+    rollout file is read, and reads the rollout file again from its start when the companion changed (see
+    :mod:`data.ingest.companions`); the dialect's ``line`` takes a record's fields with
+    ``reading.joined.take(key)``."""
+
+    path: Callable[[str], str | None]
+    key: str
+    table: Callable[[pl.DataFrame], dict]
+    what: str
+
+
+@dataclass
+class Joined:
+    """A companion's rows as ingest read them for one rollout file (``file``: the companion's path inside
+    the run; ``rows``: key -> fields), and the keys its lines took (``used``)."""
+
+    file: str
+    rows: dict
+    used: set = field(default_factory=set)
+
+    def take(self, key) -> dict | None:
+        """The fields the companion holds for ``key`` (None: it has no row of that key)."""
+        got = self.rows.get(key)
+        if got is not None:
+            self.used.add(key)
+        return got
+
+
 @dataclass
 class Reading:
     """How a run's files are read beyond their dialect: the reward functions' weights (a setting,
@@ -68,6 +102,20 @@ class Reading:
     formed: dict = field(default_factory=dict)
     tokenizer: str | None = None  # a local tokenizer.json naming token ids (see token_names)
     fields: FieldMap | None = None  # a [fields] mapping of rlboard.toml (see data.schema.dialects.mapping)
+    # The companions read for this run's files (rollout file -> Joined; see Companion), and the one of the
+    # file being read (set on the copy for_file gives).
+    companions: dict[str, Joined] = field(default_factory=dict)
+    joined: Joined | None = None
+    _per_file: dict[str, Reading] = field(default_factory=dict)
+
+    def for_file(self, rel: str) -> Reading:
+        """This reading for the lines of the rollout file ``rel``: with its companion's rows as ``joined``
+        where it has one (one copy a file, sharing everything else), else this reading itself."""
+        if rel not in self.companions:
+            return self
+        if rel not in self._per_file:
+            self._per_file[rel] = replace(self, joined=self.companions[rel], _per_file={})
+        return self._per_file[rel]
 
     def key(self) -> list:
         """What the store depends on (a store read with other weights or another mapping is read again)."""
@@ -141,7 +189,8 @@ class Dialect:
     takes the line as their group. ``mapping``: how fields were mapped, a phrase each, for the runs page.
     ``fields``: the same as an rlboard.toml ``[fields]`` table would say it (prompt, response, reward, step,
     group: dotted paths, ``"folder"``, ``"file"``), shown on the runs page as a mapping to copy and edit;
-    empty where the dialect does more than a mapping can (chat turns, batches).
+    empty where the dialect does more than a mapping can (chat turns, batches). ``companion``: a file beside
+    each rollout file whose rows add fields to its lines (see :class:`Companion`).
     """
 
     name: str
@@ -155,6 +204,7 @@ class Dialect:
     stepless: bool = False
     fields: dict[str, str] = field(default_factory=dict)
     rows: Callable[[dict], list[dict]] | None = None
+    companion: Companion | None = None
 
     def renames(self, columns) -> dict[str, str]:
         """Which columns stand for a known field under this dialect's name (see ``aliases``)."""
