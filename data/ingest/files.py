@@ -60,9 +60,14 @@ def _open_text(path: Path):
 
         return gzip.open(source, "rb")
     if path.name.endswith(".zst"):
+        import io
+
         import zstandard
 
-        return zstandard.open(source, "rb")
+        # Buffered: zstandard's reader has no readline (the first record's fields were never read, so a
+        # compressed file of any dialect was guessed the contract); it reads on across frames (prime-rl's
+        # sealed chunks are seekable zstd, one frame per 4 MiB).
+        return io.BufferedReader(zstandard.open(source, "rb"))
     return open(path, "rb") if source is path else source
 
 
