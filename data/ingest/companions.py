@@ -6,7 +6,10 @@ joined and what could not be is kept in the file's manifest entry (``companion``
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import orjson
 
 from data import schema, untrusted
 from data.config import ReadLimits
@@ -21,24 +24,84 @@ def spec(entry: dict) -> schema.Companion | None:
     return schema.by_name(entry.get("dialect")).companion if "dialect" in entry else None
 
 
-def _signature(path: Path) -> list | None:
-    """What tells a companion changed: its size and modification time; None where there is none."""
+class RunFileReader:
+    """A run's other files as a dialect reads them (:class:`schema.RunFiles`): each read once per ingest of
+    the run and kept, within the read limits (a file past ``parquet_bytes``, or a ``.zst`` inflating past
+    its cap, is as absent, and ``refused`` says why)."""
+
+    def __init__(self, run_dir: Path, limits: ReadLimits):
+        self.run_dir, self.limits = run_dir, limits
+        self._bytes: dict[str, bytes | None] = {}
+        self.refused: dict[str, str] = {}
+
+    def read(self, rel: str) -> bytes | None:
+        if rel not in self._bytes:
+            self._bytes[rel] = self._read(rel)
+        return self._bytes[rel]
+
+    def _read(self, rel: str) -> bytes | None:
+        path = self.run_dir / rel
+        try:
+            raw = untrusted.read_bounded(path, self.limits.parquet_bytes, self.run_dir, rel)
+        except FileNotFoundError:
+            return None
+        except (OSError, untrusted.Refused) as e:
+            self.refused[rel] = str(e)[:200]
+            return None
+        if not rel.endswith(".zst"):
+            return raw
+        import zstandard
+
+        cap = self.limits.inflate_cap(len(raw))
+        with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as f:
+            try:
+                out = f.read(cap + 1)
+            except zstandard.ZstdError as e:
+                self.refused[rel] = f"not decompressed: {e}"
+                return None
+        if len(out) > cap:
+            self.refused[rel] = f"inflates past {cap:,} bytes ({ReadLimits.NAMES['inflated_bytes']})"
+            return None
+        return out
+
+    def listdir(self, rel: str) -> list[str]:
+        folder = self.run_dir / rel
+        try:
+            names = sorted(e.name for e in os.scandir(folder) if e.is_file(follow_symlinks=False))
+        except OSError:
+            return []
+        return [f"{rel}/{n}" for n in names]
+
+    def files(self) -> schema.RunFiles:
+        return schema.RunFiles(read=self.read, listdir=self.listdir)
+
+
+def _reader(reading: schema.Reading, run_dir: Path, limits: ReadLimits) -> RunFileReader:
+    """The run's file reader of this ingest (one per reading: a reading is made for each ingest)."""
+    if not isinstance(reading.run_files, RunFileReader):
+        reading.run_files = RunFileReader(run_dir, limits)
+    return reading.run_files
+
+
+def _signature(c: schema.Companion, files: RunFileReader, rel: str, other: str):
+    """What tells a companion changed: the dialect's signature, else its file's size and time (None: none)."""
+    if c.signature is not None:
+        return c.signature(files.files(), rel)
     try:
-        st = path.stat()
+        st = (files.run_dir / other).stat()
     except OSError:
         return None
     return [st.st_size, st.st_mtime_ns]
 
 
-def changed(run_dir: Path, rel: str, entry: dict) -> bool:
+def changed(reading: schema.Reading, run_dir: Path, rel: str, entry: dict, limits: ReadLimits) -> bool:
     """Whether the companion of the rollout file ``rel`` (its manifest ``entry`` as last read) is not the
-    one its lines were joined to: come, gone or rewritten since."""
+    one its lines were joined to: come, gone or changed since."""
     c = spec(entry)
-    if c is None:
+    if c is None or (other := c.path(rel)) is None:
         return False
-    other = c.path(rel)
-    now = None if other is None else _signature(run_dir / other)
-    return now != (entry.get(COMPANION) or {}).get("sig")
+    now = _signature(c, _reader(reading, run_dir, limits), rel, other)
+    return orjson.loads(orjson.dumps(now)) != (entry.get(COMPANION) or {}).get("sig")
 
 
 def load(reading: schema.Reading, run_dir: Path, rel: str, entry: dict, limits: ReadLimits) -> None:
@@ -48,10 +111,25 @@ def load(reading: schema.Reading, run_dir: Path, rel: str, entry: dict, limits: 
     c = spec(entry)
     if c is None or (other := c.path(rel)) is None:
         return
-    path = run_dir / other
+    files = _reader(reading, run_dir, limits)
     info = entry.setdefault(COMPANION, {"joined": 0})
-    info.update(file=other, sig=_signature(path), rows=0, problem=None)
-    if info["sig"] is None:
+    sig = _signature(c, files, rel, other)
+    info.update(file=other, sig=orjson.loads(orjson.dumps(sig)), rows=0, problem=None)
+    if c.gather is not None:
+        try:
+            rows = c.gather(files.files(), rel)
+        except Exception as e:  # noqa: BLE001 - records of another shape than the trainer writes
+            info["problem"] = f"not read: {type(e).__name__}: {str(e)[:160]}"
+            return
+        if files.refused:
+            info["problem"] = "partly read: " + "; ".join(
+                f"{k}: {v}" for k, v in list(files.refused.items())[:2]
+            )
+        info["rows"] = len(rows)
+        reading.companions[rel] = Joined(other, rows)
+        return
+    path = run_dir / other
+    if sig is None:
         info["problem"] = "absent"
         return
     ok, why = untrusted.inside(path, run_dir)
@@ -70,7 +148,7 @@ def load(reading: schema.Reading, run_dir: Path, rel: str, entry: dict, limits: 
         )
         return
     try:
-        rows = c.table(frame)
+        rows = c.table(frame) if c.table is not None else {}
     except Exception as e:  # noqa: BLE001 - columns of another shape than the trainer writes
         info["problem"] = f"not read: {type(e).__name__}: {str(e)[:160]}"
         return
@@ -84,12 +162,13 @@ def count_joined(reading: schema.Reading, files: dict) -> None:
         info = (files.get(rel) or {}).get(COMPANION)
         if info is not None:
             info["joined"] = info.get("joined", 0) + len(joined.used)
+            info["asked"] = info.get("asked", 0) + len(joined.asked)
 
 
 def notes(files: dict, shown: int = 3) -> list[str]:
     """The runs page's notes on the run's companions: per dialect's companion, how many lines were joined
     and how many of its rows found no line; then the files whose companion is absent or was not read."""
-    joined, rows, files_with, spare, missing = 0, 0, 0, [], []
+    joined, asked, rows, files_with, spare, missing = 0, 0, 0, 0, [], []
     what = ""
     for rel in sorted(files):
         info = (files[rel] or {}).get(COMPANION)
@@ -102,12 +181,15 @@ def notes(files: dict, shown: int = 3) -> list[str]:
             continue
         files_with += 1
         joined += info.get("joined", 0)
+        asked += info.get("asked", 0)
         rows += info.get("rows", 0)
         if info.get("rows", 0) > info.get("joined", 0):
             spare.append(f"{info['file']}: {info['rows'] - info['joined']:,} of {info['rows']:,}")
     out = []
     if files_with:
-        text = f"Joined {joined:,} lines of {files_with:,} files to their companions ({what})"
+        text = (
+            f"Joined {joined:,} of {asked:,} lines' keys in {files_with:,} files to their companions ({what})"
+        )
         if spare:
             more = f"; and {len(spare) - shown:,} more" if len(spare) > shown else ""
             text += f"; rows of a companion with no line: {'; '.join(spare[:shown])}{more}"

@@ -123,7 +123,9 @@ def match_file(writer: _Writer, path: Path, rel: str, entry: dict) -> None:
     if "step" not in entry:
         dialect = schema.by_name(entry["dialect"])
         step, how = step_of(fm, rel) if dialect is schema.MAPPED and fm is not None else (None, "")
-        if how:  # the mapping's: from the path ("fields"), none there ("none": 0), or the lines' own
+        if dialect.own_steps is not None and dialect.own_steps(rel):
+            entry.update(step=None, step_from=None)
+        elif how:  # the mapping's: from the path ("fields"), none there ("none": 0), or the lines' own
             entry.update(step=step, step_from=how if how != "lines" else None)
         elif (step := schema.step_from_path(rel)) is not None:
             entry.update(step=step, step_from="path")
@@ -140,17 +142,17 @@ def ingest_file(
     """Read what is new in one file, up to byte ``limit`` when given, yielding the bytes each chunk
     consumed (so that several files can be read a chunk at a time, in turn)."""
     rel = path.relative_to(run_dir).as_posix()
+    files = writer.m.data["files"]
+    if rel in files and companions.changed(writer.reading, run_dir, rel, files[rel], read_limits()):
+        writer.drop_file(rel)  # its lines are read again, joined to the companion as it is now
     if path.name.endswith(PARQUET) or path.name.endswith(COMPRESSED):
-        yield from ingest_whole_file(writer, path, rel, chunk_bytes)
+        yield from ingest_whole_file(writer, path, rel, chunk_bytes, run_dir)
         return
     st = path.stat()
     size = st.st_size if limit is None else min(limit, st.st_size)
     files = writer.m.data["files"]
     prev = files.get(rel)
     if prev is not None and (_file_changed(path, st, prev) or _edited_in_place(path, st, prev)):
-        writer.drop_file(rel)
-        prev = None
-    if prev is not None and companions.changed(run_dir, rel, prev):  # its lines are joined to it again
         writer.drop_file(rel)
         prev = None
     if prev is not None and prev["size"] == size and (limit is not None or prev["mtime"] == st.st_mtime_ns):
@@ -291,7 +293,9 @@ def _unreadable_whole(writer: _Writer, rel: str, entry: dict, st: os.stat_result
     _refused_whole(writer, rel, entry, st, path, reason, f"{type(error).__name__}: {error}"[:200])
 
 
-def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -> Iterator[int]:
+def ingest_whole_file(
+    writer: _Writer, path: Path, rel: str, chunk_bytes: int, run_dir: Path | None = None
+) -> Iterator[int]:
     """A Parquet file (its rows, read with their types) or a compressed JSON-lines file (decompressed a
     block at a time), read whole: again from its start whenever its size, time or fingerprint changed
     (neither can be read on from an offset)."""
@@ -312,6 +316,8 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
     entry = {"offset": 0, "lines": 0, "parts": [], "tail_open": False, "whole": True}
     match_file(writer, path, rel, entry)
     limits = read_limits()
+    if run_dir is not None:
+        companions.load(writer.reading, run_dir, rel, entry, limits)
     d = schema.by_name(entry["dialect"])
     if path.name.endswith(PARQUET):
         from data.ingest.fast import conform_chunk, parse_rows

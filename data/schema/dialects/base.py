@@ -56,34 +56,56 @@ class FieldMap:
 
 
 @dataclass(frozen=True)
+class RunFiles:
+    """What a dialect may read of a run's other files while its rollout files are read, every read bounded
+    by ingest's read limits and kept for the rest of the read (see :mod:`data.ingest.companions`): ``read``
+    a file's bytes by its path inside the run (decompressed where it ends in ``.zst``; None where there is no
+    such file or it cannot be read within the limits), ``listdir`` the files under a folder of the run
+    (their paths inside the run, sorted; none where there is no folder)."""
+
+    read: Callable[[str], bytes | None]
+    listdir: Callable[[str], list[str]]
+
+
+@dataclass(frozen=True)
 class Companion:
-    """A file that a dialect's rollout file has beside it, holding more fields of its rows (miles' per-token
-    Parquet beside its trajectory lines). ``path``: the companion of a rollout file (its path inside the run
-    to the companion's; None for none); ``key``: the record field that names a row in it; ``table``: its
-    rows (a frame, read by ingest within the read limits) as key -> the fields its row adds; ``what``: what
-    it holds and why a row of it may have no line, as the runs page says it. Ingest reads it each time the
-    rollout file is read, and reads the rollout file again from its start when the companion changed (see
-    :mod:`data.ingest.companions`); the dialect's ``line`` takes a record's fields with
-    ``reading.joined.take(key)``."""
+    """What a dialect's rollout file has beside it that adds fields to its rows: miles' per-token Parquet
+    beside its trajectory lines, prime-rl's annotation streams beside its trace stream.
+
+    ``path``: the companion of a rollout file (its path inside the run to the companion's, a file or a
+    folder; None for none); ``key``: the record field that names a row in it; ``what``: what it holds and
+    why a row of it may have no line, as the runs page says it. A Parquet file's rows are ``table(frame)``;
+    a companion of several files has its rows for a rollout file gathered by ``gather(files, rel)``, and
+    whether they changed told by ``signature(files, rel)`` (a JSON value; without it, the companion file's
+    size and time). Either way the rows are a dict key -> the fields the row adds. Ingest reads them each
+    time the rollout file is read, and reads the rollout file again from its start when its companion's
+    signature changed; the dialect's ``line`` takes a record's fields with ``reading.joined.take(key)``."""
 
     path: Callable[[str], str | None]
     key: str
-    table: Callable[[pl.DataFrame], dict]
     what: str
+    table: Callable[[pl.DataFrame], dict] | None = None
+    gather: Callable[[RunFiles, str], dict] | None = None
+    signature: Callable[[RunFiles, str], object] | None = None
 
 
 @dataclass
 class Joined:
     """A companion's rows as ingest read them for one rollout file (``file``: the companion's path inside
-    the run; ``rows``: key -> fields), and the keys its lines took (``used``)."""
+    the run; ``rows``: key -> fields), the keys its lines took (``used``) and looked up (``asked``)."""
 
     file: str
     rows: dict
     used: set = field(default_factory=set)
+    asked: set = field(default_factory=set)  # every key looked up, found or not
 
     def take(self, key) -> dict | None:
         """The fields the companion holds for ``key`` (None: it has no row of that key)."""
-        got = self.rows.get(key)
+        try:
+            got = self.rows.get(key)
+            self.asked.add(key)
+        except TypeError:  # a key of a type no dict holds (a list): no row
+            return None
         if got is not None:
             self.used.add(key)
         return got
@@ -106,6 +128,7 @@ class Reading:
     # file being read (set on the copy for_file gives).
     companions: dict[str, Joined] = field(default_factory=dict)
     joined: Joined | None = None
+    run_files: object = None  # the run's other files as companions read them (data.ingest.companions)
     _per_file: dict[str, Reading] = field(default_factory=dict)
 
     def for_file(self, rel: str) -> Reading:
@@ -190,7 +213,9 @@ class Dialect:
     ``fields``: the same as an rlboard.toml ``[fields]`` table would say it (prompt, response, reward, step,
     group: dotted paths, ``"folder"``, ``"file"``), shown on the runs page as a mapping to copy and edit;
     empty where the dialect does more than a mapping can (chat turns, batches). ``companion``: a file beside
-    each rollout file whose rows add fields to its lines (see :class:`Companion`).
+    each rollout file whose rows add fields to its lines (see :class:`Companion`). ``own_steps``: whether a
+    file's lines carry their own step whatever its path says (prime-rl's trace stream: a chunk's number is
+    no step); its lines without one are then bad lines that say so.
     """
 
     name: str
@@ -205,6 +230,7 @@ class Dialect:
     fields: dict[str, str] = field(default_factory=dict)
     rows: Callable[[dict], list[dict]] | None = None
     companion: Companion | None = None
+    own_steps: Callable[[str], bool] | None = None
 
     def renames(self, columns) -> dict[str, str]:
         """Which columns stand for a known field under this dialect's name (see ``aliases``)."""

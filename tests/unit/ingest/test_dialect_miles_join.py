@@ -102,7 +102,7 @@ def test_miles_join001_parquet_fields_on_each_line(tmp_path):
     note = issues.filter(pl.col("line") == 3).get_column("reason").to_list()
     assert any("no row of sample_index 6 in dashboard_columns/rollout_3.parquet" in n for n in note)
     said = " ".join(store.manifest.problems)
-    assert "Joined 2 lines of 1 files to their companions" in said
+    assert "Joined 2 of 3 lines' keys in 1 files to their companions" in said
     assert "dashboard_columns/rollout_3.parquet: 1 of 3" in said
     assert "torch pickle" in said
     assert understood(store) is not None
