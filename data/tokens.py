@@ -183,9 +183,7 @@ def strip_keys(view: TokenView) -> list[tuple[str, str]]:
             )
         )
     if view.token_ids:
-        keys.append(
-            ("ids", "⟨id⟩: token ids, as the file gives them (no tokenizer.json was given to name them)")
-        )
+        keys.append(("ids", "token ids, as the file gives them (no tokenizer.json was given to name them)"))
     return keys
 
 

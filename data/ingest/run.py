@@ -331,10 +331,11 @@ def read_files(
 
 
 def side_files_note(aside: list[tuple[str, str]], shown: int = 5) -> str:
-    """The runs page's note on a framework's side files in the run folder, which are not read."""
+    """The runs page's note on a framework's side files in the run folder, which are not read as rollouts (a
+    companion among them is read to join its rollout file's lines: data.ingest.companions)."""
     items = "; ".join(f"{rel} ({why})" for rel, why in aside[:shown])
     more = f"; and {len(aside) - shown:,} more" if len(aside) > shown else ""
-    return f"Not rollouts, so not read: {items}{more}."
+    return f"Not read as rollouts: {items}{more}."
 
 
 def _fill_result(result: IngestResult, store_dir: Path) -> None:

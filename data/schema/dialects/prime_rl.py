@@ -341,7 +341,7 @@ def auxiliary(rel: str, names=()) -> str | None:
 
 DIALECT = Dialect(
     name="prime_rl",
-    title="prime-rl file monitor (rollouts/step_{n}/…/traces.jsonl)",
+    title="prime-rl file monitor (traces/stream/{n}.jsonl[.zst] with annotations, or rollouts/step_{n}/…/traces.jsonl)",
     description="one line a verifiers episode: its traces' message graphs with tokens, rewards; a response "
     "per path of each trace",
     recognise=recognise,
