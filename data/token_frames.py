@@ -24,7 +24,21 @@ from data.metrics.token import (
 from data.schema import trainer_token_fields
 
 # Metrics a token can be coloured by, in the order of the metric picker.
-STRIP_METRICS = ("token_reward", "value", "prob", "ref_prob", "log_ratio", "kl", "infer_gap", "value_error")
+STRIP_METRICS = (
+    "token_reward",
+    "value",
+    "prob",
+    "ref_prob",
+    "log_ratio",
+    "kl",
+    "infer_gap",
+    "imp_ratio",
+    "mismatch_kl",
+    "value_error",
+)
+# The metrics of the trainer's log-prob against the inference engine's: they also need one of
+# INFERENCE_LOGPROB_FIELDS among the response's fields of the trainer's own.
+INFERENCE_METRICS = ("infer_gap", "imp_ratio", "mismatch_kl")
 # The file fields each per-token metric needs (the inference–trainer gap also needs an inference engine's
 # log-probs: one of INFERENCE_LOGPROB_FIELDS among the response's fields of the trainer's own).
 METRIC_FIELDS: dict[str, tuple[str, ...]] = {
@@ -37,6 +51,8 @@ METRIC_FIELDS: dict[str, tuple[str, ...]] = {
     "log_ratio": ("logprobs", "ref_logprobs"),
     "kl": ("logprobs", "ref_logprobs"),
     "infer_gap": ("logprobs",),
+    "imp_ratio": ("logprobs",),
+    "mismatch_kl": ("logprobs",),
     "return": ("token_rewards",),
     "value_error": ("values", "token_rewards"),
 }
@@ -53,6 +69,8 @@ HOVER_METRICS = (
     "log_ratio",
     "kl",
     "infer_gap",
+    "imp_ratio",
+    "mismatch_kl",
 )
 # Byte-level BPE glyphs (GPT-2 `Ġ` space, `Ċ` newline, `ĉ` tab) and SentencePiece's `▁` space.
 MARKERS = {"Ġ": " ", "▁": " ", "Ċ": "\n", "ĉ": "\t"}
@@ -68,7 +86,7 @@ TOP_K = 10
 # log-ratio of 1e-3.
 # The trainer's and the inference engine's log-probs agree to that float noise too when both run the same
 # kernels.
-MIN_SCALE = {"log_ratio": 1e-3, "kl": 5e-7, "infer_gap": 1e-3}
+MIN_SCALE = {"log_ratio": 1e-3, "kl": 5e-7, "infer_gap": 1e-3, "mismatch_kl": 5e-7}
 # What the inference–trainer gap needs besides logprobs, as the page says it.
 INFERENCE_NEEDS = "the inference engine's log-probs (" + ", ".join(INFERENCE_LOGPROB_FIELDS) + ")"
 
@@ -140,7 +158,7 @@ def metric_available(metric: str, fields: frozenset[str], file_fields: tuple[str
     trainer's own, ``file_column(name)``: whether the response has it)."""
     if is_file_metric(metric):
         return file_field_of(metric) in file_fields
-    if metric == "infer_gap" and inference_field(file_fields) is None:
+    if metric in INFERENCE_METRICS and inference_field(file_fields) is None:
         return False
     return all(f in fields for f in METRIC_FIELDS.get(metric, ()))
 
@@ -148,7 +166,7 @@ def metric_available(metric: str, fields: frozenset[str], file_fields: tuple[str
 def metric_needs(metric: str) -> str:
     """What a per-token metric of the contract's needs, as the page says it (``logprobs, ref_logprobs``)."""
     needs = ", ".join(METRIC_FIELDS[metric])
-    return f"{needs} and {INFERENCE_NEEDS}" if metric == "infer_gap" else needs
+    return f"{needs} and {INFERENCE_NEEDS}" if metric in INFERENCE_METRICS else needs
 
 
 def file_field_of(metric: str | None) -> str | None:

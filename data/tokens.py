@@ -24,6 +24,7 @@ from data.metrics.token import (
 )
 from data.token_frames import (
     HOVER_METRICS,
+    INFERENCE_METRICS,
     MARKERS,
     METRIC_FIELDS,
     MIN_SCALE,
@@ -121,7 +122,7 @@ def metric_options(
 
 def _lacks(metric: str, fields: frozenset[str]) -> str:
     """Why a strip metric is not in a response whose contract fields are ``fields``, as its option says."""
-    if metric == "infer_gap" and metric_available(metric, fields, INFERENCE_LOGPROB_FIELDS):
+    if metric in INFERENCE_METRICS and metric_available(metric, fields, INFERENCE_LOGPROB_FIELDS):
         return "no inference log-probs in this response"
     return "not in this response"
 

@@ -69,6 +69,22 @@ COLUMNS: dict[str, Metric] = {
             "token",
             unit="nats",
         ),
+        Metric(
+            "imp_ratio",
+            "importance ratio π_trainer / π_inference",
+            "exp(trainer − inference log-prob): miles' imp_ratio (miles/dashboard/dump_reader.py), prime-rl's "
+            "importance_ratio (prime_rl/trainer/rl/loss.py)",
+            False,
+            "token",
+        ),
+        Metric(
+            "mismatch_kl",
+            "mismatch KL (trainer ‖ inference)",
+            "ratio − log ratio − 1 with ratio = exp(trainer − inference log-prob): prime-rl's mismatch_kl "
+            "(prime_rl/trainer/rl/loss.py compute_importance_ratio_and_mismatch_kl)",
+            False,
+            "token",
+        ),
         Metric("return", "return (γ = 1)", "sum of token rewards from this token to the end", True, "token"),
         Metric(
             "value_error", "value error (value − return)", "critic value minus return (γ = 1)", True, "token"

@@ -99,7 +99,9 @@ def _k3(log_ratio: pl.Expr) -> pl.Expr:
 def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
     """Add the per-token metrics of the module docstring to an :func:`explode_tokens` frame, and
     ``infer_gap = logprob − inference log-prob`` where the frame has an inference engine's log-prob column
-    (``file_column`` of one of :data:`INFERENCE_LOGPROB_FIELDS`; null without one). Like the log-ratio it is
+    (``file_column`` of one of :data:`INFERENCE_LOGPROB_FIELDS`; null without one), with what the trainers
+    derive from it: ``imp_ratio = exp(infer_gap)`` (miles' imp_ratio) and ``mismatch_kl = imp_ratio −
+    infer_gap − 1`` (prime-rl's mismatch_kl). Like the log-ratio it is
     the plain difference: a NaN or infinite side gives a NaN or infinite gap, left to the summaries to skip."""
     # Suffix sum within each response; positions without a token reward have no return.
     suffix = pl.col("token_reward").fill_null(0.0).reverse().cum_sum().reverse().over("row")
@@ -118,6 +120,8 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             _k3(pl.col("log_ratio")).alias("kl"),
             (pl.col("value") - pl.col("return")).alias("value_error"),
+            pl.col("infer_gap").exp().alias("imp_ratio"),
+            (pl.col("infer_gap").exp() - pl.col("infer_gap") - 1.0).alias("mismatch_kl"),
         )
         .with_columns(
             (

@@ -4,8 +4,11 @@ saying both (issue 36 item 3, issue 34)."""
 
 from __future__ import annotations
 
+import math
+
 import orjson
 import polars as pl
+import pytest
 
 from components.token_strip import strip_data
 from data.tokens import build_view, metric_options, strip_keys, token_frame, tokens_are_ids
@@ -87,3 +90,29 @@ def test_channels006_picker_lists_every_channel_by_its_name():
     assert own == [
         f"{n} (from the file)" for n in ("entropy", "advantages", "loss_mask", "rollout_log_probs")
     ]
+
+
+def test_channels007_importance_ratio_and_mismatch_kl_by_hand():
+    """imp_ratio = exp(Δ) and mismatch_kl = exp(Δ) − Δ − 1 with Δ = trainer − inference log-prob (prime-rl's
+    trainer/rl/loss.py compute_importance_ratio_and_mismatch_kl), by hand: Δ = ln 2 → 2 and 2 − ln 2 − 1
+    = 0.30685…; Δ = 0 → 1 and 0; Δ = −ln 2 → 0.5 and 0.5 + ln 2 − 1 = 0.19315…; no inference log-prob → null."""
+    row = _row(["a", "b", "c", "d"], generation_logprobs=[-1.0, -0.5, -0.25, None])
+    row = row.with_columns(
+        pl.Series(
+            "logprobs", [[-1.0 + math.log(2), -0.5, -0.25 - math.log(2), -3.0]], dtype=pl.List(pl.Float64)
+        )
+    )
+    view = build_view(row, _scalars(), ())
+    got = view.tokens.select("imp_ratio", "mismatch_kl").rows()
+    want = [(2.0, 1.0 - math.log(2)), (1.0, 0.0), (0.5, math.log(2) - 0.5), (None, None)]
+    for (r, k), (wr, wk) in zip(got, want, strict=True):
+        assert (r is None) == (wr is None) and (k is None) == (wk is None)
+        if wr is not None:
+            assert r == pytest.approx(wr, rel=1e-6) and k == pytest.approx(wk, rel=1e-5, abs=1e-7)
+    options = {o["value"]: o for o in metric_options("mismatch_kl", view.fields, view.file_fields)}
+    assert not options["mismatch_kl"]["disabled"] and not options["imp_ratio"]["disabled"]
+    plain = build_view(
+        _row(["a"], advantages=[1.0]).with_columns(pl.Series("logprobs", [[-1.0]])), _scalars(), ()
+    )
+    options = {o["value"]: o for o in metric_options("kl", plain.fields, plain.file_fields)}
+    assert options["mismatch_kl"]["disabled"] and "no inference log-probs" in options["mismatch_kl"]["label"]
