@@ -294,8 +294,19 @@ def positions_near(tokens: pl.DataFrame, x0: float, x1: float) -> pl.DataFrame:
     return tokens.filter(pl.col("pos").is_between(x0 - width, x1 + width))
 
 
-def scale_range(metric: str, values: pl.Series | list) -> tuple[float, float]:
-    """Colour-scale range of a metric over the finite ``values`` shown.
+def strip_signed(metric: str, values: pl.Series) -> bool:
+    """Whether the strip colours ``metric`` on a diverging scale: the registry's sign for the contract's
+    metrics; for a field of the trainer's own, whether any finite value shown is below 0 (entropies, a loss
+    mask, a probability ratio get a sequential scale from 0; advantages of both signs a diverging one)."""
+    if not is_file_metric(metric):
+        return metric_signed(metric)
+    s = values.cast(pl.Float64).drop_nulls()
+    return bool((s.filter(s.is_finite()) < 0).any())
+
+
+def scale_range(metric: str, values: pl.Series | list, signed: bool | None = None) -> tuple[float, float]:
+    """Colour-scale range of a metric over the finite ``values`` shown (``signed``: as
+    :func:`strip_signed` says, else the metric's sign).
 
     Signed metrics: symmetric ``(-m, m)`` with ``m = max |v|`` (centred at 0); probabilities: ``(0, 1)``;
     other unsigned metrics (KL): ``(0, max)``. A degenerate range (no values, all zero) becomes width 1;
@@ -306,7 +317,7 @@ def scale_range(metric: str, values: pl.Series | list) -> tuple[float, float]:
     s = pl.Series("v", values, dtype=pl.Float64) if not isinstance(values, pl.Series) else values
     s = s.cast(pl.Float64).drop_nulls()
     s = s.filter(s.is_finite())
-    signed = metric_signed(metric)
+    signed = metric_signed(metric) if signed is None else signed
     if signed:
         m = float(s.abs().max()) if s.len() else 0.0
         m = m if m > 0 and math.isfinite(m) else 1.0

@@ -51,6 +51,7 @@ from data.token_frames import (
     positions_near,
     present_fields,
     scale_range,
+    strip_signed,
     token_frame,
     tokens_are_ids,
     top_tokens,
@@ -164,7 +165,10 @@ def strip(
     them (None when no metric is allowed)."""
     metric, lacks = strip_metric(view, metric)
     shown = visible_tokens(view.tokens, show_pads)
-    scale = (*scale_range(metric, shown.get_column(metric)), metric_signed(metric)) if metric else None
+    scale = None
+    if metric:
+        signed = strip_signed(metric, shown.get_column(metric))
+        scale = (*scale_range(metric, shown.get_column(metric), signed), signed)
     return metric, lacks, shown, scale
 
 
@@ -329,6 +333,7 @@ __all__ = [
     "scale_range",
     "strip",
     "strip_keys",
+    "strip_signed",
     "strip_pad_text",
     "token_frame",
     "token_view",

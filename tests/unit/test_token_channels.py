@@ -116,3 +116,13 @@ def test_channels007_importance_ratio_and_mismatch_kl_by_hand():
     )
     options = {o["value"]: o for o in metric_options("kl", plain.fields, plain.file_fields)}
     assert options["mismatch_kl"]["disabled"] and "no inference log-probs" in options["mismatch_kl"]["label"]
+
+
+def test_channels008_trainers_field_scale_by_its_values():
+    """A field of the trainer's own with no value below 0 (entropies 0.5, 2.0) is coloured on a sequential
+    scale from 0 to its max, 0..2; one with both signs (advantages -1, 3) on a diverging one, -3..3."""
+    from data.tokens import strip
+
+    view = build_view(_row(["a", "b"], entropies=[0.5, 2.0], advantages=[-1.0, 3.0]), _scalars(), ())
+    assert strip(view, "file:entropies", False)[3] == (0.0, 2.0, False)
+    assert strip(view, "file:advantages", False)[3] == (-3.0, 3.0, True)
