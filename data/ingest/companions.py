@@ -72,8 +72,14 @@ class RunFileReader:
             return []
         return [f"{rel}/{n}" for n in names]
 
+    def size(self, rel: str) -> int | None:
+        try:
+            return (self.run_dir / rel).stat().st_size
+        except OSError:
+            return None
+
     def files(self) -> schema.RunFiles:
-        return schema.RunFiles(read=self.read, listdir=self.listdir)
+        return schema.RunFiles(read=self.read, listdir=self.listdir, size=self.size)
 
 
 def _reader(reading: schema.Reading, run_dir: Path, limits: ReadLimits) -> RunFileReader:
@@ -100,8 +106,20 @@ def changed(reading: schema.Reading, run_dir: Path, rel: str, entry: dict, limit
     c = spec(entry)
     if c is None or (other := c.path(rel)) is None:
         return False
-    now = _signature(c, _reader(reading, run_dir, limits), rel, other)
-    return orjson.loads(orjson.dumps(now)) != (entry.get(COMPANION) or {}).get("sig")
+    files, info = _reader(reading, run_dir, limits), entry.get(COMPANION) or {}
+    stamp = None if c.stamp is None else _json(c.stamp(files.files(), rel))
+    if stamp is not None and stamp == info.get("stamp"):
+        return False  # nothing its signature is made of has changed: not computed
+    now = _json(_signature(c, files, rel, other))
+    if now == info.get("sig") and COMPANION in entry:
+        entry[COMPANION]["stamp"] = stamp  # others' companions changed, not this one's: cheap next time
+        return False
+    return True
+
+
+def _json(value):
+    """A value as the manifest gives it back (JSON: tuples become lists)."""
+    return orjson.loads(orjson.dumps(value))
 
 
 def load(reading: schema.Reading, run_dir: Path, rel: str, entry: dict, limits: ReadLimits) -> None:
@@ -113,8 +131,8 @@ def load(reading: schema.Reading, run_dir: Path, rel: str, entry: dict, limits: 
         return
     files = _reader(reading, run_dir, limits)
     info = entry.setdefault(COMPANION, {"joined": 0})
-    sig = _signature(c, files, rel, other)
-    info.update(file=other, sig=orjson.loads(orjson.dumps(sig)), rows=0, problem=None)
+    stamp = None if c.stamp is None else _json(c.stamp(files.files(), rel))
+    info.update(file=other, sig=_json(_signature(c, files, rel, other)), stamp=stamp, rows=0, problem=None)
     if c.gather is not None:
         try:
             rows = c.gather(files.files(), rel)
@@ -129,7 +147,7 @@ def load(reading: schema.Reading, run_dir: Path, rel: str, entry: dict, limits: 
         reading.companions[rel] = Joined(other, rows)
         return
     path = run_dir / other
-    if sig is None:
+    if info["sig"] is None:
         info["problem"] = "absent"
         return
     ok, why = untrusted.inside(path, run_dir)

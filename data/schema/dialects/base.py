@@ -61,10 +61,11 @@ class RunFiles:
     by ingest's read limits and kept for the rest of the read (see :mod:`data.ingest.companions`): ``read``
     a file's bytes by its path inside the run (decompressed where it ends in ``.zst``; None where there is no
     such file or it cannot be read within the limits), ``listdir`` the files under a folder of the run
-    (their paths inside the run, sorted; none where there is no folder)."""
+    (their paths inside the run, sorted; none where there is no folder), ``size`` a file's size."""
 
     read: Callable[[str], bytes | None]
     listdir: Callable[[str], list[str]]
+    size: Callable[[str], int | None]  # a file's size (None: no such file), without reading it
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,9 @@ class Companion:
     whether they changed told by ``signature(files, rel)`` (a JSON value; without it, the companion file's
     size and time). Either way the rows are a dict key -> the fields the row adds. Ingest reads them each
     time the rollout file is read, and reads the rollout file again from its start when its companion's
-    signature changed; the dialect's ``line`` takes a record's fields with ``reading.joined.take(key)``."""
+    signature changed; the dialect's ``line`` takes a record's fields with ``reading.joined.take(key)``.
+    ``stamp(files, rel)``: a cheap value (sizes, no reading) that changes whenever the signature may; where it
+    is as last recorded, the signature is not computed (a run's every look at its files stays cheap)."""
 
     path: Callable[[str], str | None]
     key: str
@@ -87,6 +90,7 @@ class Companion:
     table: Callable[[pl.DataFrame], dict] | None = None
     gather: Callable[[RunFiles, str], dict] | None = None
     signature: Callable[[RunFiles, str], object] | None = None
+    stamp: Callable[[RunFiles, str], object] | None = None
 
 
 @dataclass

@@ -293,6 +293,18 @@ def _producers(files: RunFiles, folder: str) -> list[str]:
     return [f[len(folder) + 1 : -len(suffix)] for f in files.listdir(folder) if f.endswith(suffix)]
 
 
+def annotations_stamp(files: RunFiles, rel: str) -> list:
+    """The sizes of the stream's index and of the producers' annotation indexes: what
+    :func:`annotations_signature` is computed from (appended to, never rewritten)."""
+    m = _STREAM.search(rel)
+    traces = rel[: m.start() + len(m.group(1))] + "traces"
+    folder = f"{traces}/annotations"
+    names = [f"{traces}/stream.index.jsonl"] + [
+        f"{folder}/{p}.index.jsonl" for p in _producers(files, folder)
+    ]
+    return [[name, files.size(name)] for name in names]
+
+
 def annotations_signature(files: RunFiles, rel: str) -> list:
     """What tells a stream chunk's annotations changed: how many updates the producers' indexes list for its
     traces and a digest of where they are (every update when the stream has no index)."""
@@ -371,5 +383,6 @@ DIALECT = Dialect(
         "trained on yet (or never will: evaluation, filtered)",
         gather=annotations_rows,
         signature=annotations_signature,
+        stamp=annotations_stamp,
     ),
 )

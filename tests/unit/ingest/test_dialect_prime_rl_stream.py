@@ -179,7 +179,8 @@ def test_prime_rl_stream001_chunks_and_annotations(tmp_path):
 
 def test_prime_rl_stream002_later_annotations_read_again(tmp_path):
     """Annotations that arrive after a chunk was read (the trainer trains on tC later) make that chunk read
-    again and its response joined; the sealed chunk, whose traces got nothing new, is not read again."""
+    again and its response joined; the sealed chunk, whose traces got nothing new, is not read again, and
+    its stamp (the sizes of the indexes) is recorded anew so that the next look reads no index."""
     run = tmp_path / "run"
     _layout(run)
     first = open_store(ingest_run(run, tmp_path / "c", PADS).store_dir).manifest.files
@@ -198,6 +199,12 @@ def test_prime_rl_stream002_later_annotations_read_again(tmp_path):
     live = before.manifest.files[f"{TRACES}/stream/00001.jsonl"]
     assert sealed["companion"]["joined"] == 1 and live["companion"]["joined"] == 2
     assert sealed["parts"] == first[f"{TRACES}/stream/00000.jsonl.zst"]["parts"]  # not read again
+    # Its stamp (the indexes' sizes) is brought up to date, so the next look computes no signature.
+    sizes = [
+        (run / TRACES / n).stat().st_size for n in ("stream.index.jsonl", "annotations/orch.index.jsonl")
+    ]
+    assert [size for _, size in sealed["companion"]["stamp"]][:2] == sizes
+    assert sealed["companion"]["stamp"] == live["companion"]["stamp"]
     assert live["parts"] != first[f"{TRACES}/stream/00001.jsonl"]["parts"]  # read again
 
 
