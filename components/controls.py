@@ -246,11 +246,15 @@ def responses_filters(
     loses: bool,
     ids: Mapping[str, str],
     truncated: bool = False,
+    ended: bool = False,
+    columns: tuple[Sequence[tuple[str, str]], Sequence[str]] | None = None,
 ) -> dbc.Card:
     """The responses page's filters: the step (``all_steps`` for every step, else one of ``steps``), one
     ``min <= x < max`` pair per range (``(label, available, lo, hi, (min id, max id))``), the text search,
-    the "loses to the reference" and "no end token" switches and "Clear filters". ``ids``: ``step``,
-    ``q``, ``q_error``, ``loses``, ``truncated``, ``clear``."""
+    the "loses to the reference" switch, the "no end token" and "ended" switches side by side, and "Clear
+    filters"; with ``columns`` (``(choices, shown)``: ``(column, label)`` pairs and the columns shown) a
+    column chooser on a line of its own. ``ids``: ``step``, ``q``, ``q_error``, ``loses``, ``truncated``,
+    ``ended``, ``clear``, ``cols``."""
     picker = html.Div(
         [
             html.Div("step", className="small text-muted"),
@@ -288,11 +292,22 @@ def responses_filters(
                 value=loses,
                 className="small mb-0",
             ),
-            dbc.Switch(
-                id=ids["truncated"],
-                label="only responses with no end token (truncated)",
-                value=truncated,
-                className="small mb-0",
+            html.Div(
+                [
+                    dbc.Switch(
+                        id=ids["truncated"],
+                        label="only responses with no end token (truncated)",
+                        value=truncated,
+                        className="small mb-0 me-3",
+                    ),
+                    dbc.Switch(
+                        id=ids["ended"],
+                        label="only responses that ended (end token)",
+                        value=ended,
+                        className="small mb-0",
+                    ),
+                ],
+                className="d-flex flex-wrap",
             ),
         ],
         className="me-3 align-self-center pt-1",
@@ -307,8 +322,40 @@ def responses_filters(
                 className="d-flex flex-wrap align-items-start gap-1",
             ),
             className="py-2",
+        )
+        if columns is None
+        else dbc.CardBody(
+            [
+                html.Div(
+                    [picker, *(_range_input(*r) for r in ranges), search, switch, clear],
+                    className="d-flex flex-wrap align-items-start gap-1",
+                ),
+                column_chooser(*columns, ids["cols"]),
+            ],
+            className="py-2",
         ),
         className="mb-2",
+    )
+
+
+def column_chooser(choices: Sequence[tuple[str, str]], shown: Sequence[str], chooser_id: str) -> html.Div:
+    """The responses table's column chooser: a multi-select of ``choices`` (``(column, label)``) set to the
+    columns ``shown``; the file:line and the text previews are always shown."""
+    return html.Div(
+        [
+            html.Span("columns", className="small text-muted me-2"),
+            dcc.Dropdown(
+                id=chooser_id,
+                options=[{"label": text, "value": key} for key, text in choices],
+                value=list(shown),
+                multi=True,
+                clearable=False,
+                placeholder="the run's default columns",
+                style={"minWidth": "30rem", "fontSize": "0.8rem"},
+                className="flex-grow-1",
+            ),
+        ],
+        className="d-flex align-items-center mt-1",
     )
 
 

@@ -272,7 +272,13 @@ def clicked_sample(click_data) -> str | None:
     return v if isinstance(v, str) else None
 
 
-ZERO_SPREAD_TEXT = "all rewards equal: no learning signal"
+# The learning-signal column's cells (``data.metrics.group.learning_signal``: True, False, None).
+SIGNAL_TEXT = {
+    True: "yes: rewards differ",
+    False: "no learning signal: every reward equal",
+    None: "– (one response)",
+}
+ZERO_SPREAD_TEXT = SIGNAL_TEXT[False]
 
 
 def _grid_column(col: Column) -> dict:
@@ -304,7 +310,7 @@ def _grid_column(col: Column) -> dict:
 def history_rows(rows: Sequence[Mapping], columns: Sequence[Column], hrefs: Sequence[str]) -> list[dict]:
     """Grid rows of :func:`history_grid`: every ``columns`` key of ``rows`` (dicts of
     ``data.prompts.history``), with ``sample_id``, ``source_line``, ``tokens_href`` (``hrefs[i]``: the token
-    page of row i) and ``zero_spread``; ``group_flag`` says so for a row of a zero-spread group."""
+    page of row i) and ``zero_spread``; ``learning_signal`` in words (:data:`SIGNAL_TEXT`)."""
     data = []
     for row, href in zip(rows, hrefs, strict=True):
         d = {c.key: row.get(c.key) for c in columns}
@@ -312,8 +318,8 @@ def history_rows(rows: Sequence[Mapping], columns: Sequence[Column], hrefs: Sequ
         d["source_line"] = row.get("source_line")
         d["tokens_href"] = href
         d["zero_spread"] = bool(row.get("zero_spread"))
-        if "group_flag" in d:
-            d["group_flag"] = ZERO_SPREAD_TEXT if row.get("zero_spread") else ""
+        if "learning_signal" in d:
+            d["learning_signal"] = SIGNAL_TEXT[row.get("learning_signal")]
         data.append(d)
     return data
 
@@ -324,7 +330,7 @@ def history_grid(columns: Sequence[Column], n_rows: int, grid_id: str, height_ro
     column, sorted on the server; unsorted: step, group, reward).
 
     The ``sample_id`` column links to the row's token page, showing the row's ``source_line``. Rows of a
-    zero-spread group (``zero_spread``) are highlighted and say so in the ``group_flag`` column when it is one
+    zero-spread group (``zero_spread``) are highlighted and say so in the ``learning_signal`` column when it is one
     of ``columns``.
     """
     n = max(3, min(n_rows, height_rows))

@@ -5,9 +5,11 @@ response and reference response as plain text.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import html
+from dash import dcc, html
 
 from components.format import grid_formatter, num, signed
 from components.theme import GRID_THEME_JS, SIGN_STYLE_JS
@@ -36,6 +38,8 @@ def column_defs(
     pinned: tuple[str, ...] = (),
     id_chars: int = 16,
     lines: int = 3,
+    shown: Collection[str] | None = None,
+    unsortable: Collection[str] = (),
 ) -> list[dict]:
     """AG Grid column definitions for the responses table.
 
@@ -46,7 +50,8 @@ def column_defs(
     4 significant digits, whole numbers without decimals); ``signed`` fields are coloured by sign;
     ``pinned`` ones stay in view on the left with the id. ``previews``: ``(field, header)`` of the text
     previews (not sortable), wrapped on at most ``lines`` lines and pinned on the right. ``sort``/``order``
-    set the column sorted initially.
+    set the column sorted initially. ``shown``: the value columns shown (the others hidden, a click of the
+    column chooser away; None: all); ``unsortable``: value columns read for the rows on screen only.
     """
     defs: list[dict] = [
         {
@@ -67,8 +72,9 @@ def column_defs(
             "field": field,
             "headerName": header,
             "headerTooltip": tooltip,
-            "sortable": True,
+            "sortable": field not in unsortable,
             "width": 60 if field == "step" else 84,
+            "hide": shown is not None and field not in shown,
         }
         if field in pinned:
             col["pinned"] = "left"
@@ -111,13 +117,17 @@ def column_kind(dtype) -> str:
     return "text"
 
 
-def spec_column_defs(spec, previews: list[tuple[str, str]], sort: str | None, order: str) -> list[dict]:
+def spec_column_defs(
+    spec, previews: list[tuple[str, str]], sort: str | None, order: str, shown: Collection[str] | None = None
+) -> list[dict]:
     """:func:`column_defs` of a table ``spec`` (``columns``, ``dtypes``, ``signed``, ``pinned``,
-    ``id_chars``: the responses table's, ``data.responses.table_spec``), its kinds told by dtype."""
+    ``id_chars``, ``unsortable``: the responses table's, ``data.responses.table_spec``), its kinds told by
+    dtype, showing the value columns ``shown`` (None: all)."""
     kinds = {c: column_kind(t) for c, t in spec.dtypes.items()}
     return column_defs(
-        list(spec.columns), kinds, set(spec.signed), previews, sort, order, spec.pinned, spec.id_chars
-    )
+        list(spec.columns), kinds, set(spec.signed), previews, sort, order, spec.pinned, spec.id_chars,
+        shown=shown, unsortable=spec.unsortable,
+    )  # fmt: skip
 
 
 def responses_grid(
@@ -249,8 +259,17 @@ def _text_block(title, value, pieces: list[tuple[str, bool]] | None, block_id: s
     return html.Div([html.Div(head, className="small mb-1"), body], className="mb-2")
 
 
+def sentence(text: str) -> str:
+    """``text`` as a sentence (capital first, a full stop): why a search was stopped, under the search box."""
+    return f"{text[:1].upper()}{text[1:]}."
+
+
 def text_panel(
-    sample: dict | None, labels: dict[str, str], tokens_href: str | None, matches_note: str | None = None
+    sample: dict | None,
+    labels: dict[str, str],
+    tokens_href: str | None,
+    matches_note: str | None = None,
+    group_href: str | None = None,
 ) -> html.Div | None:
     """The selected response as plain text (newlines kept): prompt, response and reference response, the
     search's matches marked; None when nothing is selected (the panel is then hidden).
@@ -258,7 +277,8 @@ def text_panel(
     ``sample``: dict with ``sample_id, source_line, step, reward, ref_reward, reward_gain`` and ``pieces``:
     per text (``prompt``, ``response``, ``ref_response``) its ``(piece, matched)`` pairs, None for a text
     the file does not have. ``labels``: UI labels of reward, ref_reward and reward_gain. ``matches_note``:
-    what the marks are (the search), shown above the texts.
+    what the marks are (the search), shown above the texts. ``group_href``: the response's group side by
+    side ("its group"), None for none.
     """
     if sample is None:
         return None
@@ -275,13 +295,16 @@ def text_panel(
             html.Span(f"{labels['reward_gain']}: {signed(gain)}", className="small text-muted me-2")
             if gain is not None
             else None,
+            dcc.Link("its group", href=group_href, className="small ms-auto me-3", id="responses-open-group")
+            if group_href
+            else None,
             dbc.Button(
                 [html.I(className="bi bi-box-arrow-up-right me-1"), "tokens"],
                 href=tokens_href,
                 size="sm",
                 color="primary",
                 outline=True,
-                className="ms-auto py-0 me-4",
+                className=("" if group_href else "ms-auto ") + "py-0 me-4",
                 id="responses-open-tokens",
                 external_link=True,
             )
@@ -383,6 +406,26 @@ function (cell) {
     });
 }
 """
+
+
+# The column chooser shows its columns and hides the others it offers (the file:line and the previews stay).
+COLUMNS_JS = """
+function (cols, options) {
+    if (!options || !window.dash_ag_grid) { return; }
+    var on = new Set(cols || []);
+    var all = options.map(function (o) { return o.value; });
+    window.dash_ag_grid.getApiAsync("__GRID__").then(function (api) {
+        api.setColumnsVisible(all.filter(function (c) { return on.has(c); }), true);
+        api.setColumnsVisible(all.filter(function (c) { return !on.has(c); }), false);
+        api.sizeColumnsToFit();
+    });
+}
+"""
+
+
+def columns_js(grid_id: str) -> str:
+    """:data:`COLUMNS_JS` for grid ``grid_id`` (a clientside callback on the column chooser)."""
+    return COLUMNS_JS.replace("__GRID__", grid_id)
 
 
 def purge_js(grid_id: str) -> str:

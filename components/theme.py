@@ -27,8 +27,19 @@ METRIC_COLOURS = {
     "repetition": "#b8860b",
     "truncated_share": "#dc3545",
     "match_share": "#0dcaf0",
+    # The critic's health per step (data/critic_curves.py).
+    "explained_variance": "#9467bd",
+    "value_error_abs_pooled": "#2ca02c",
+    "value_loss": "#8c564b",
     # A step flagged on the KL curve (one response carries most of its KL).
     "kl_top_share": "#dc3545",
+    # The inference–trainer gap (the gap page) and a correction's shares.
+    "infer_gap": "#d63384",
+    "infer_gap_abs_mean": "#d63384",
+    "infer_gap_abs_max": "#6610f2",
+    "infer_gap_tail_share": "#e8590c",
+    "correction_tokens": "#dc3545",
+    "correction_responses": "#0d6efd",
 }
 # Columns of the per-step summary shown as a metric's curve: the metric they summarise.
 STEP_COLUMNS = {

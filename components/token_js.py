@@ -29,6 +29,7 @@ function strip(store) {
     function tip(d, i) {
         var t = 'position ' + d.pos[i] + ' · token "' + d.raw[i] + '"' + (d.pad[i] ? ' · pad' : '')
             + (d.masked && d.masked[i] ? ' · dropped by the loss mask' : '');
+        if (d.touched && d.touched[i]) { t += ' · clipped or masked by the correction in the URL'; }
         for (var j = 0; j < d.labels.length; j++) {
             var v = d.values[j][i];
             t += '\n' + d.labels[j] + ': ' + (v === null ? '–' : v);
@@ -59,6 +60,12 @@ function strip(store) {
             }
             if (data.pad[i]) { s.className = 'token-pad'; }
             if (data.masked && data.masked[i]) { s.classList.add('token-masked'); }
+            if (data.touched && data.touched[i]) {
+                // Below the token's background, in the page's text colour: seen on any colour of the scale.
+                s.style.textDecoration = 'underline wavy 2px __OUTLINE__';
+                s.style.textUnderlineOffset = '3px';
+                s.setAttribute('data-touched', '1');
+            }
             frag.appendChild(s);
         }
         if (first) {

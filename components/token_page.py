@@ -23,14 +23,31 @@ from components.token_tables import top_table
 NO_METRIC = "__none__"  # the strip's data when there is no metric to colour by
 
 
-def header(source_line: str, sample: str, where: str) -> html.Div:
+# How a response ended (``data.signals.END_LABELS``), as the token page's badge says it.
+END_BADGES = {
+    "truncated": ("truncated: no end token (cut at the length limit)", "warning"),
+    "ended": ("ended with an end token", "light"),
+}
+
+
+def header(
+    source_line: str, sample: str, where: str, end: str | None = None, group_href: str | None = None
+) -> html.Div:
     """'Response <file:line>' (where the response is in the run's files), where it comes from (run and
-    step) and its stable id (the one the page's URL carries)."""
+    step), its stable id (the one the page's URL carries), a badge saying how it ended (``end``: a key of
+    :data:`END_BADGES`; None: it cannot be told, no badge) and a link to its group (``group_href``)."""
+    text, colour = END_BADGES.get(end or "", (None, None))
     return html.Div(
         [
             html.H4("Response", className="mb-0 me-3"),
             html.Code(source_line, className="me-3 fs-6", id="tokens-source-line"),
             html.Span(where, className="text-muted small me-3"),
+            dbc.Badge(text, color=colour, text_color="dark", className="me-3 border", id="tokens-end")
+            if text
+            else None,
+            dcc.Link("its group", href=group_href, className="small me-3", id="tokens-group")
+            if group_href
+            else None,
             html.Span(["id ", html.Code(sample, className="small")], className="text-muted small"),
         ],
         className="d-flex align-items-baseline flex-wrap mb-2",

@@ -96,7 +96,9 @@ def strip_data(
     "pos", "text", "raw", "pad", "masked", "colour", "bg", "fg", "labels", "values"}``: ``start`` the first row
     sent and ``total`` the visible rows, ``colour`` the index of each token's colour in ``bg``/``fg`` (the
     palette of :func:`palette`; null: no colour), ``pad`` 1 for a pad position, ``masked`` 1 for a position
-    the loss mask drops (``tokens``' optional ``masked`` column; all 0 without it), ``values`` one list of
+    the loss mask drops (``tokens``' optional ``masked`` column; all 0 without it), ``touched`` (where
+    ``tokens`` has that column) 1 for a position a correction clips or masks (drawn with a wavy underline),
+    ``values`` one list of
     4-significant-digit strings per hover column (``"NaN"``/``"inf"`` kept, null if missing). The columns
     travel as one JSON string because Dash's encoder walks every list element in Python (~50 ms for 4,000
     tokens); orjson writes the string in well under a millisecond.
@@ -125,6 +127,8 @@ def strip_data(
     out = {"start": start, "total": total}
     out.update({c: df.get_column(c).to_list() for c in ("pos", "text", "raw", "pad", "masked", "colour")})
     out["bg"], out["fg"] = list(bgs), list(fgs)
+    if "touched" in tokens.columns:  # the positions a correction in the URL clips or masks
+        out["touched"] = tokens.get_column("touched").fill_null(False).cast(pl.Int8).to_list()
     out["labels"] = [lab for _, lab in hover]
     out["values"] = [df.get_column(f"__h{i}").to_list() for i in range(len(hover))]
     return {"key": key, "n": df.height, "json": orjson.dumps(out).decode()}

@@ -11,6 +11,8 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from data.metrics.registry import INFER_GAP_TAIL as _INFER_GAP_TAIL
+from data.metrics.registry import INFER_GAP_TAIL_TEXT as _INFER_GAP_TAIL_TEXT
 from data.remote import RemotePath, is_url, location
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +61,15 @@ DEFAULT_SEARCH_SECONDS = 10.0
 # Seconds an export may stream before it is cut off with a last line saying so (RLBOARD_EXPORT_SECONDS):
 # gunicorn's timeout does not stop a request served by a thread. A run of 2.56M responses exports in ~1 min.
 DEFAULT_EXPORT_SECONDS = 600.0
+
+
+# The tail of the inference–trainer gap, |Δ| > INFER_GAP_TAIL (ln 2), is defined beside its columns in
+# data/metrics/registry.py (data.metrics may not import this module: it reaches data.store, which reads the
+# registry) and named here with the other settings; pages read it from here.
+INFER_GAP_TAIL, INFER_GAP_TAIL_TEXT = _INFER_GAP_TAIL, _INFER_GAP_TAIL_TEXT
+# Positions (Δ_t) a correction preview counts from the token arrays for its token shares (data/infer_gap.py):
+# the steps nearest the selected one whose positions fit, the others not drawn (said in the panel).
+GAP_PREVIEW_TOKENS = 4_000_000
 
 
 def configure_regex_limit(environ=None) -> None:

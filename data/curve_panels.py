@@ -44,19 +44,48 @@ def band_exprs(col: str, band: str) -> tuple[pl.Expr, pl.Expr]:
     return _finite(f"{col}_{lo}"), _finite(f"{col}_{hi}")
 
 
+def observed_range(steps: pl.DataFrame, col: str) -> tuple[float, float] | None:
+    """The smallest and largest finite value of ``col`` over the run (the summary's ``<col>_min`` /
+    ``<col>_max``), None without one."""
+    if f"{col}_min" not in steps.columns or f"{col}_max" not in steps.columns:
+        return None
+    lo, hi = steps.select(_finite(f"{col}_min").min(), _finite(f"{col}_max").max()).row(0)
+    return None if lo is None or hi is None else (float(lo), float(hi))
+
+
+def band_clipped(steps: pl.DataFrame, col: str, band: str) -> tuple[float, float] | None:
+    """The run's observed range of ``col`` where its ``band`` (±1 std: mean ± std, which knows no limit) runs
+    past it at some step, so that :func:`curve` with ``clip`` cuts the band there; None otherwise (a
+    quantile band lies inside the observed values by construction)."""
+    rng = observed_range(steps, col) if band == "std" else None
+    if rng is None:
+        return None
+    lo, hi = band_exprs(col, band)
+    past = steps.select(((lo < rng[0]) | (hi > rng[1])).any()).item()
+    return rng if past else None
+
+
 def curve(
-    steps: pl.DataFrame, col: str, band: str | None = None, zero_shift: bool = False, mean: bool = True
+    steps: pl.DataFrame,
+    col: str,
+    band: str | None = None,
+    zero_shift: bool = False,
+    mean: bool = True,
+    clip: tuple[float, float] | None = None,
 ) -> pl.DataFrame:
     """One curve over steps: ``step, y`` (+ ``lo, hi`` with a band), sorted by step.
 
     ``y`` is ``<col>_mean`` when ``mean`` (the summary's naming), else ``col`` itself. Non-finite values
-    become nulls (gaps). With ``zero_shift`` the curve's first finite value is subtracted from ``y`` and
-    from its band, so curves of different levels can be compared by trend.
+    become nulls (gaps). ``clip``: the band's edges are cut to this range (see :func:`band_clipped`). With
+    ``zero_shift`` the curve's first finite value is subtracted from ``y`` and from its band, so curves of
+    different levels can be compared by trend.
     """
     ycol = f"{col}_mean" if mean else col
     exprs = [pl.col("step"), _finite(ycol).alias("y")]
     if band is not None:
         lo, hi = band_exprs(col, band)
+        if clip is not None:
+            lo, hi = lo.clip(*clip), hi.clip(*clip)
         exprs += [lo.alias("lo"), hi.alias("hi")]
     out = steps.select(exprs).sort("step")
     if zero_shift:
@@ -111,7 +140,9 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     zs = zero_shift
     shift = " (minus first value)" if zs else ""
 
-    reward = [Series("reward", label("reward"), curve(steps, "reward", band, zs), band_text)]
+    clip = band_clipped(steps, "reward", band)
+    reward_band = band_text if clip is None else f"{band_text}, clipped to the observed range {_span(clip)}"
+    reward = [Series("reward", label("reward"), curve(steps, "reward", band, zs, clip=clip), reward_band)]
     has_ref = has_values(steps, "ref_reward_mean")
     if has_ref:
         reward.append(
@@ -181,6 +212,11 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
         Panel("win", title, "share" + shift, tuple(win), None if has_ref else NOTE_NO_WIN, percent=True)
     )
     return out
+
+
+def _span(rng: tuple[float, float]) -> str:
+    """'0 – 3': a range's two ends as the legend shows them (up to 4 significant digits)."""
+    return f"{rng[0]:.4g} – {rng[1]:.4g}"
 
 
 # A step whose largest response carries more than this share of its KL is flagged on the KL curve: its

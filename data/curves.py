@@ -133,6 +133,7 @@ def _steps(v: StoreKey) -> pl.DataFrame:
 CURVE_COLUMNS = (
     *(f"{c}_{s}" for c in ("reward", "response_length", "response_chars")
       for s in ("mean", "std", "p25", "p75", "p05", "p95")),
+    "reward_min", "reward_max",  # the run's observed range: the std band is clipped to it
     "ref_reward_mean", "kl_token_mean", "log_ratio_token_mean", "win_rate", "tie_rate", "zero_spread_share",
     *(f"kl_mean_{s}" for s in ("std", "p25", "p75", "p05", "p95", "mean", "max")), "kl_sum_total", "kl_sum_max",
 )  # fmt: skip

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import polars as pl
 
+from data import critic_curves
 from data.curve_panels import Panel, Series
 from data.metrics import label
+from data.metrics.degeneration import with_units
 from data.queries import QueryError, SearchStopped, regex_error
 from data.responses import match_share_by_step
-from data.signals import can_tell_truncation, repetition_by_step, truncation_by_step
+from data.signals import can_tell_truncation, repetition_by_step, repetition_units, truncation_by_step
 from data.store import RunStore
 
 # The curves of the degeneration panel, in this order; a click on a point opens its responses.
 DEGENERATION = ("repetition_mean", "truncated_share")
-NOTE_NO_REPETITION = "No response of this run has 3 words or more: no repetition to show."
+NOTE_NO_REPETITION = "No response of this run has 3 tokens or words or more: no repetition to show."
 NOTE_NO_SEARCH = (
     "Type a regular expression (Rust syntax, (?i) for any case) to chart the share of each step's responses "
     "whose prompt or response it matches; click a point for those responses."
@@ -46,7 +48,8 @@ def degeneration_panel(store: RunStore, pad_tokens: tuple[str, ...], end_tokens:
     series, notes = [], []
     rep = repetition_by_step(store)
     if rep.height and rep.get_column("y").drop_nulls().len():
-        series.append(Series("repetition_mean", label("repetition_mean"), _frame(rep)))
+        name = with_units(label("repetition_mean"), repetition_units(store))
+        series.append(Series("repetition_mean", name, _frame(rep)))
     else:
         notes.append(NOTE_NO_REPETITION)
     if can_tell_truncation(store, pad_tokens, end_tokens):
@@ -60,19 +63,22 @@ def degeneration_panel(store: RunStore, pad_tokens: tuple[str, ...], end_tokens:
                  " ".join(notes), percent=True)  # fmt: skip
 
 
-def panels(store: RunStore, settings, q: str | None) -> tuple[Panel, Panel]:
-    """The :func:`degeneration_panel` and the :func:`search_panel` of ``q``; ``settings``: the board's (pad
-    and end tokens, a search's time). A run without responses (yet) says so in both."""
+def panels(store: RunStore, settings, q: str | None, run_dir=None) -> tuple[Panel, Panel, Panel]:
+    """The :func:`degeneration_panel`, the :func:`search_panel` of ``q`` and the critic's health
+    (:func:`data.critic_curves.run_critic_panel`, with the trainer's logs in ``run_dir``); ``settings``: the
+    board's (pad and end tokens, a search's time). A run without responses (yet) says so in each."""
     if not truncation_by_step(store, settings.pad_tokens, settings.end_tokens).height:  # no response
         return (
             Panel(
                 "degeneration", DEGENERATION_TITLE, "share", (), NOTE_EMPTY, percent=True, empty=NOTE_EMPTY
             ),
             Panel("search", SEARCH_TITLE, "share", (), NOTE_EMPTY, percent=True, empty=NOTE_EMPTY),
+            Panel("critic", critic_curves.TITLE, "", (), NOTE_EMPTY, empty=NOTE_EMPTY),
         )
     return (
         degeneration_panel(store, settings.pad_tokens, settings.end_tokens),
         search_panel(store, q, settings.search_seconds),
+        critic_curves.run_critic_panel(store, run_dir),
     )
 
 

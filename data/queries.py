@@ -48,7 +48,8 @@ class ResponseFilter:
     case-insensitive) matched against prompt and response; ``loses_only`` keeps responses whose reward is
     below their reference reward; ``truncated`` (the ``(pad tokens, end tokens)`` of its definition) keeps
     the responses that do not end with an end token (see
-    :func:`data.metrics.degeneration.ends_with_end_token`; applied where texts are read, as ``q`` is).
+    :func:`data.metrics.degeneration.ends_with_end_token`; applied where texts are read, as ``q`` is);
+    ``ended`` (the same pair) those that do.
     """
 
     step: int | None = None
@@ -62,9 +63,14 @@ class ResponseFilter:
     len_max: float | None = None
     ref_min: float | None = None
     ref_max: float | None = None
+    gap_min: float | None = None
+    gap_max: float | None = None
+    tail_min: float | None = None
+    tail_max: float | None = None
     q: str | None = None
     loses_only: bool = False
     truncated: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    ended: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
     def ranges(self):
         for prefix, col in RANGE_COLUMNS.items():

@@ -90,10 +90,16 @@ def _steps(key: StoreKey) -> tuple[int, ...]:
     return tuple(int(s) for s in steps.get_column("step").to_list()) if steps.height else ()
 
 
+# The column of how a response ended (``ended`` / ``truncated``, see data.response_columns): read for the
+# rows on screen only, so it is not sortable.
+END = "end"
 # The metrics whose sign a table colours: a gain, a log-ratio, a value error; not the rewards themselves.
 UNSIGNED_IN_TABLE = ("reward", "ref_reward")
 # The columns that stay in view, left, whatever the horizontal scroll (a row click must never hide them).
 PINNED = ("step", "reward")
+# The files' own fields coloured by sign where a run has them: a GRPO / RLOO advantage (above or below its
+# group's mean).
+SIGNED_FIELDS = ("advantage",)
 # The labels of the selected response's texts panel.
 TEXT_LABELS = ("reward", "ref_reward", "reward_gain")
 
@@ -101,7 +107,8 @@ TEXT_LABELS = ("reward", "ref_reward", "reward_gain")
 @dataclass(frozen=True)
 class TableSpec:
     """The responses table of a run: its value ``columns`` as ``(field, header, tooltip)`` in order, their
-    Polars ``dtypes``, and the ``signed`` ones (coloured by sign)."""
+    Polars ``dtypes``, the ``signed`` ones (coloured by sign) and the ``unsortable`` ones (read for the
+    rows on screen only: how a response ended, :data:`data.response_columns.END`)."""
 
     columns: tuple[tuple[str, str, str], ...]
     dtypes: dict
@@ -109,23 +116,25 @@ class TableSpec:
     pinned: tuple[str, ...] = PINNED  # kept in view on the left, beside the response's file:line
     id_chars: int = 16  # the longest file:line of the run, in characters
     preview_lines: int = 3  # lines a row gives its previews (see :func:`preview_lines`)
+    unsortable: frozenset[str] = frozenset({END})
 
 
 def table_spec(store: RunStore) -> TableSpec:
     """The :class:`TableSpec` of the run's responses table: its metric columns (registry labels and
-    descriptions), then the files' extra fields."""
+    descriptions), then the files' extra fields, then how each response ended (:data:`END`)."""
     longest, lines = _row_layout(StoreKey(store))
     metrics, extras = table_columns(store)
     schema = store.schema()
     cols = tuple(
         (c, label(c), METRICS[c].description if c in METRICS else "extra field of the files")
-        for c in metrics + extras
+        for c in [*metrics, *extras, END]
     )
     signed = frozenset(
         c for c in metrics if c in METRICS and METRICS[c].signed and c not in UNSIGNED_IN_TABLE
-    )
+    ) | (set(SIGNED_FIELDS) & set(extras))
     pinned = tuple(c for c in PINNED if c in metrics)
-    return TableSpec(cols, {c: schema[c] for c in metrics + extras}, signed, pinned, longest, lines)
+    dtypes = {**{c: schema[c] for c in metrics + extras}, END: pl.String}
+    return TableSpec(cols, dtypes, signed, pinned, longest, lines)
 
 
 @shared(32)
@@ -221,19 +230,22 @@ def resolve(
 def view_on(query: Mapping, ctx: RunContext, settings) -> tuple[ResponsesView, list[str]]:
     """``(view, notices)`` of a parsed query shown on the run of ``ctx`` (the run set on the view, also
     where the URL names none): the page's layout and its callbacks read the same view."""
-    view, msgs = ResponsesView.from_query(query, ctx, sortable_columns(ctx.store))
+    metrics, extras = table_columns(ctx.store)
+    columns = [*metrics, *extras, END]  # what the column chooser offers (data.response_columns.choices)
+    view, msgs = ResponsesView.from_query(query, ctx, sortable_columns(ctx.store), columns=columns)
     view, more = check_truncated(view, ctx.store, settings)
     return view.with_(run=ctx.run), msgs + more
 
 
 def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[ResponsesView, list[str]]:
-    """``view`` without its ``truncated`` filter, and a notice, on a run none of whose responses ends with
-    an end token (see :func:`data.signals.can_tell_truncation`): there every response would count as
-    cut. ``settings``: the board's (pad and end tokens)."""
-    if view.truncated and not can_tell_truncation(store, settings.pad_tokens, settings.end_tokens):
+    """``view`` without its ``truncated`` or ``ended`` filter, and a notice, on a run none of whose
+    responses ends with an end token (see :func:`data.signals.can_tell_truncation`): there every response
+    would count as cut. ``settings``: the board's (pad and end tokens)."""
+    key = "truncated" if view.truncated else "ended" if view.ended else None
+    if key and not can_tell_truncation(store, settings.pad_tokens, settings.end_tokens):
         ends = ", ".join(settings.end_tokens)
-        return view.with_(truncated=False), [
-            f"Ignored truncated=1: no response of this run ends with an end token ({ends}), so a cut "
+        return view.with_(truncated=False, ended=False), [
+            f"Ignored {key}=1: no response of this run ends with an end token ({ends}), so a cut "
             "response cannot be told from one that ended (texts decoded without special tokens?)."
         ]
     return view, []
@@ -286,7 +298,7 @@ def _block(
     metrics, extras = table_columns(store)
     names = store.schema()
     cols = [c for c in ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS] if c in names]
-    want = list(dict.fromkeys(["source", "line", *cols]))
+    want = list(dict.fromkeys(["source", "line", "part", "row", *cols]))
     rows = None
     if fast is not None:  # the first matches' columns, kept beside their texts at ingest
         rows = _top_rows(store, keys, want)
@@ -294,7 +306,8 @@ def _block(
         rows = topk.first_rows(store, keys, want)
     if rows is None:
         rows = store.read_keys(keys, want)
-    return rows.select(source_line(), *cols)
+    # part and row: where a row's token strings are, to tell how it ended (data.response_columns.add_ends)
+    return rows.select(source_line(), *cols, pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64))
 
 
 def mark_previews(rows: list[dict], q: str | None) -> list[dict]:
@@ -348,6 +361,8 @@ def sample_texts(
         "source": row.get("source"),
         "line": row.get("line"),
         "source_line": source_line_text(row.get("source"), row.get("line")),
+        "prompt_key": row.get("prompt_key"),
+        "group_id": row.get("group_id"),
     }
 
 

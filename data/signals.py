@@ -56,10 +56,9 @@ def _ends_frames(store: RunStore, pad_tokens: tuple, end_tokens: tuple, step: in
 
 
 @functools.lru_cache(maxsize=16)
-def _truncated_rows(key: StoreKey, pads: tuple, ends: tuple, step: int | None) -> pl.DataFrame:
-    frames = [
-        f.filter(pl.col(ENDS).not_()).select("part", "row") for f in _ends_frames(key.store, pads, ends, step)
-    ]
+def _rows_ending(key: StoreKey, pads: tuple, ends: tuple, step: int | None, ended: bool) -> pl.DataFrame:
+    keep = pl.col(ENDS) if ended else pl.col(ENDS).not_()
+    frames = [f.filter(keep).select("part", "row") for f in _ends_frames(key.store, pads, ends, step)]
     return pl.concat(frames) if frames else pl.DataFrame(schema={"part": pl.UInt32, "row": pl.UInt32})
 
 
@@ -68,7 +67,16 @@ def truncated_rows(
 ) -> pl.DataFrame:
     """``part, row`` of the responses that do not end with an end token (of ``step`` only, when given):
     what the responses page's ``truncated=1`` keeps."""
-    return _truncated_rows(StoreKey(store), tuple(pad_tokens), tuple(end_tokens), step)
+    return _rows_ending(StoreKey(store), tuple(pad_tokens), tuple(end_tokens), step, False)
+
+
+def ended_rows(
+    store: RunStore, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...], step: int | None = None
+) -> pl.DataFrame:
+    """``part, row`` of the responses that end with an end token (of ``step`` only, when given): what the
+    responses page's ``ended=1`` keeps. With :func:`truncated_rows`, every response but those of pads only
+    (which cannot be told), each once."""
+    return _rows_ending(StoreKey(store), tuple(pad_tokens), tuple(end_tokens), step, True)
 
 
 @shared(16)
@@ -124,5 +132,39 @@ def _repetition(key: StoreKey) -> pl.DataFrame:
 
 def repetition_by_step(store: RunStore) -> pl.DataFrame:
     """Per step: ``y`` = the mean :func:`~data.metrics.degeneration.repetition` of its responses that have
-    one (3 words or more); null for a step with none (cached on the store version)."""
+    one (3 units or more); null for a step with none (cached on the store version)."""
     return _repetition(StoreKey(store))
+
+
+# How a response ended, as the pages name it (see :func:`row_ends`).
+END_LABELS = {True: "ended", False: "truncated"}
+
+
+def row_ends(
+    store: RunStore, keys: pl.DataFrame, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]
+) -> pl.DataFrame:
+    """``part, row, ends`` of the responses ``keys`` (``part, row``; a page of rows, a group), in their
+    order: True ended with an end token, False cut (truncated), by the definition of the ``truncated``
+    filter (:func:`~data.metrics.degeneration.ends_with_end_token`), reading only those rows' token strings
+    and texts. Null where it cannot be told: a response of pads only, or any response of a run none of whose
+    responses ends with an end token (see :func:`can_tell_truncation`)."""
+    keys = keys.select(pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64))
+    if keys.height == 0 or not can_tell_truncation(store, pad_tokens, end_tokens):
+        return keys.with_columns(pl.lit(None, pl.Boolean).alias(ENDS))
+    got = store.read_keys(keys, ["response_tokens", "response"])
+    if got.schema.get("response_tokens") != pl.List(pl.String):  # a run without token strings
+        got = got.with_columns(pl.lit(None, pl.List(pl.String)).alias("response_tokens"))
+    if got.schema.get("response") != pl.String:
+        got = got.with_columns(pl.col("response").cast(pl.String))
+    expr = ends_with_end_token(tuple(pad_tokens), tuple(end_tokens)).alias(ENDS)
+    return keys.with_columns(got.select(expr).get_column(ENDS))
+
+
+def repetition_units(store: RunStore) -> list[str]:
+    """The units the run's repetitions were counted in (tokens, characters, words: see
+    :func:`data.metrics.degeneration.response_repetition`), from the per-step summary."""
+    steps = store.steps_columns(("step", "repetition_units"))
+    if "repetition_units" not in steps.columns:
+        return []
+    joined = steps.get_column("repetition_units").drop_nulls().to_list()
+    return sorted({u for text in joined for u in text.split(", ")})

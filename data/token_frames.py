@@ -11,14 +11,14 @@ from dataclasses import dataclass
 import polars as pl
 
 from data.metrics import METRICS, label
+from data.metrics.critic import RETURN_FIELD, return_label
 from data.metrics.token import (
     INFERENCE_LOGPROB_FIELDS,
     TOKEN_COLUMNS,
+    dropped_expr,
     explode_tokens,
     file_column,
     inference_field,
-    loss_mask_field,
-    masked_expr,
     token_metrics,
 )
 from data.schema import trainer_token_fields
@@ -121,7 +121,7 @@ class TokenView:
     file_fields: tuple[str, ...] = ()
     # Those left out for being longer than the response's tokens: (name, values, tokens).
     overlong: tuple[tuple[str, int, int], ...] = ()
-    # The loss mask among them (see data.metrics.token.LOSS_MASK_FIELDS), whose dropped positions the strip
+    # The loss mask among them (see data.metrics.token.DROPPED_AT), whose dropped positions the strip
     # marks (``masked`` in ``tokens``); None without one.
     mask_field: str | None = None
     # Whether the response's tokens are token ids (shown as ⟨id⟩, see :func:`tokens_are_ids`).
@@ -187,10 +187,15 @@ def metric_signed(metric: str) -> bool:
     return METRICS[metric].signed if metric in METRICS else True
 
 
-def metric_label(metric: str) -> str:
-    """The label of a metric of the token page, a field of the trainer's own included."""
+def metric_label(metric: str, file_fields=()) -> str:
+    """The label of a metric of the token page, a field of the trainer's own included; the return and the
+    value error say which returns (the file's ``returns`` among ``file_fields``, else γ = 1)."""
     name = file_field_of(metric)
-    return label(metric) if name is None else file_label(name)
+    if name is not None:
+        return file_label(name)
+    if metric in ("return", "value_error"):
+        return return_label(metric, "file" if RETURN_FIELD in file_fields else "gamma1")
+    return label(metric)
 
 
 def pad_shown_expr() -> pl.Expr:
@@ -261,7 +266,7 @@ def token_frame(
     (``fields_of_file``: those, when already known). Arrays of unequal lengths are aligned from the first
     token (a position beyond a shorter array is null there, never shifted). ``keep`` is False for a pad
     position hidden by default (see :func:`pad_shown_expr`); ``masked`` True where the response's loss mask
-    drops the position (see :func:`data.metrics.token.masked_expr`). ``text`` is ``⟨id⟩`` for tokens given
+    drops the position (see :func:`data.metrics.token.dropped_expr`). ``text`` is ``⟨id⟩`` for tokens given
     as ids (:func:`tokens_are_ids`). A response without token fields has no rows.
     """
     one = row.head(1).with_columns(pl.lit(0, dtype=pl.Int64).alias("row"))
@@ -278,7 +283,7 @@ def token_frame(
     return long.with_columns(
         text.alias("text"),
         (~pl.col("is_pad") | pad_shown_expr()).alias("keep"),
-        masked_expr(loss_mask_field(fields_of_file)).alias("masked"),
+        dropped_expr(fields_of_file).alias("masked"),
     )
 
 

@@ -11,17 +11,19 @@ from __future__ import annotations
 import polars as pl
 
 from data.cache import StoreKey, shared
+from data.config import INFER_GAP_TAIL_TEXT
+from data.infer_gap import touched_text, with_touched
 from data.metrics import METRICS, label
 from data.metrics.response import strip_pad_text
 from data.metrics.token import (
-    INFER_GAP_THRESHOLD,
+    DROPPED_AT,
     INFERENCE_LOGPROB_FIELDS,
-    LOSS_MASK_FIELDS,
     TOKEN_COLUMNS,
+    dropped_field,
     file_column,
     infer_gap_summary,
-    loss_mask_field,
 )
+from data.signals import END_LABELS, ENDS, row_ends
 from data.token_frames import (
     HOVER_METRICS,
     INFERENCE_METRICS,
@@ -76,9 +78,10 @@ NO_TOKEN_FIELDS = (
 KEY_FIGURES = ("reward", "ref_reward", "reward_gain", "kl_mean", "kl_sum", "response_length")
 
 
-def metric_labels() -> dict[str, str]:
-    """The labels of every metric a token's hover text may show (:data:`HOVER_METRICS`)."""
-    return {k: label(k) for k in HOVER_METRICS}
+def metric_labels(file_fields=()) -> dict[str, str]:
+    """The labels of every metric a token's hover text may show (:data:`HOVER_METRICS`) for a response whose
+    fields of the trainer's own are ``file_fields`` (see :func:`data.token_frames.metric_label`)."""
+    return {k: metric_label(k, file_fields) for k in HOVER_METRICS}
 
 
 def file_field_columns(names) -> list[tuple[str, str]]:
@@ -89,9 +92,9 @@ def file_field_columns(names) -> list[tuple[str, str]]:
 def hover_columns(view: TokenView) -> list[tuple[str, str]]:
     """``(column, label)`` of what a token's hover text shows: the metrics its fields allow, then the
     trainer's own fields."""
-    return [(m, label(m)) for m in hover_metrics(view.fields, view.file_fields)] + file_field_columns(
-        view.file_fields
-    )
+    return [
+        (m, metric_label(m, view.file_fields)) for m in hover_metrics(view.fields, view.file_fields)
+    ] + file_field_columns(view.file_fields)
 
 
 def metric_options(
@@ -106,9 +109,9 @@ def metric_options(
     has longer than its tokens: ``overlong``) stays listed, disabled, saying why."""
     options = [
         {
-            "label": label(m)
+            "label": metric_label(m, file_fields)
             if fields is None or metric_available(m, fields, file_fields)
-            else f"{label(m)} ({_lacks(m, fields)})",
+            else f"{metric_label(m, file_fields)} ({_lacks(m, fields)})",
             "value": m,
             "disabled": fields is not None and not metric_available(m, fields, file_fields),
         }
@@ -158,13 +161,15 @@ def strip_metric(view: TokenView, metric: str) -> tuple[str | None, list[str]]:
 
 
 def strip(
-    view: TokenView, metric: str, show_pads: bool
+    view: TokenView, metric: str, show_pads: bool, correction: tuple[str, float] | None = None
 ) -> tuple[str | None, list[str], pl.DataFrame, tuple[float, float, bool] | None]:
     """``(metric, notes, visible tokens, (lo, hi, signed))`` the strip of ``view`` is drawn with: the metric
-    and notes of :func:`strip_metric`, the positions :func:`visible_tokens` shows, and the colour scale over
-    them (None when no metric is allowed)."""
+    and notes of :func:`strip_metric`, the positions :func:`visible_tokens` shows (with ``touched``, the
+    positions a ``correction`` ``(rule, C)`` clips or masks, when given), and the colour scale over them
+    (None when no metric is allowed)."""
     metric, lacks = strip_metric(view, metric)
-    shown = visible_tokens(view.tokens, show_pads)
+    all_tokens = view.tokens if correction is None else with_touched(view.tokens, *correction)
+    shown = visible_tokens(all_tokens, show_pads)
     scale = None
     if metric:
         signed = strip_signed(metric, shown.get_column(metric))
@@ -179,7 +184,7 @@ def strip_keys(view: TokenView) -> list[tuple[str, str]]:
     keys = []
     if view.mask_field is not None:
         n = int(view.tokens.get_column("masked").sum())
-        dropped = LOSS_MASK_FIELDS[view.mask_field]
+        dropped = DROPPED_AT[view.mask_field]
         keys.append(
             (
                 "masked",
@@ -219,11 +224,13 @@ def key_figures(view: TokenView) -> list[tuple[str, object, str]]:
     return [(label(k), view.info.get(k), METRICS[k].fmt) for k in KEY_FIGURES]
 
 
-def infer_gap_figures(view: TokenView) -> list[tuple[str, object, str]]:
+def infer_gap_figures(
+    view: TokenView, correction: tuple[str, float] | None = None
+) -> list[tuple[str, object, str]]:
     """``(label, value, format)`` of the response's inference–trainer mismatch (see
     :func:`data.metrics.token.infer_gap_summary`; format as in :func:`key_figures`): mean and max |gap|,
     where the max is (position and token text), the share of tokens with |gap| over
-    :data:`INFER_GAP_THRESHOLD`, how many tokens have a gap. Empty when the response has none to show."""
+    :data:`data.config.INFER_GAP_TAIL`, how many tokens have a gap. Empty when the response has none to show."""
     s = infer_gap_summary(view.tokens)
     if s is None:
         return []
@@ -233,8 +240,9 @@ def infer_gap_figures(view: TokenView) -> list[tuple[str, object, str]]:
         ("mean |gap|", s["mean_abs"], "num"),
         ("max |gap|", s["max_abs"], "num"),
         ("at position", f"{s['max_pos']:,} ({text!r})", "text"),
-        (f"|gap| > {INFER_GAP_THRESHOLD:g}", s["over"], "share"),
+        (f"|gap| > {INFER_GAP_TAIL_TEXT}", s["over"], "share"),
         ("tokens compared", s["n"], "int"),
+        *([(*touched_text(view.tokens, *correction), "text")] if correction else []),
     ]
 
 
@@ -259,7 +267,7 @@ def build_view(
         nav=nav,
         file_fields=of_file,
         overlong=overlong,
-        mask_field=loss_mask_field(of_file),
+        mask_field=dropped_field(of_file),
         token_ids=tokens.height > 0 and tokens_are_ids(tokens.get_column("token")),
     )
 
@@ -287,18 +295,56 @@ def token_view(store, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | N
 
 
 def first_sample(store) -> str | None:
-    """The first response of the run by (step, source, line): shown when the URL names none."""
+    """The first response of the run by (step, source, line)."""
     steps = store.steps()
     if steps.height == 0 or "sample_id" not in store.schema():
         return None
-    first = steps.get_column("step").min()
-    df = (
-        store.scan(["sample_id", "source", "line"], step=first)
-        .sort("source", "line", maintain_order=True)
-        .head(1)
-        .collect()
-    )
+    return default_sample(store, int(steps.get_column("step").min()), by_kl=False)
+
+
+def default_sample(store, step: int, by_kl: bool = True) -> str | None:
+    """The response shown when the URL names none, of ``step``: the one of the largest KL sum (k3, finite;
+    ties by file and line), the most informative to look at token by token; the step's first response
+    by file and line when none of its responses has a KL (or ``by_kl`` is False). None for an empty step."""
+    names = store.schema()
+    if "sample_id" not in names:
+        return None
+    kl = by_kl and "kl_sum" in names
+    lf = store.scan(["sample_id", "source", "line", *(["kl_sum"] if kl else [])], step=step)
+    if kl:
+        top = (
+            lf.filter(pl.col("kl_sum").is_finite())
+            .sort(["kl_sum", "source", "line"], descending=[True, False, False], maintain_order=True)
+            .head(1)
+            .collect()
+        )
+        if top.height:
+            return top.item(0, "sample_id")
+    df = lf.sort("source", "line", maintain_order=True).head(1).collect()
     return df.item(0, "sample_id") if df.height else None
+
+
+def view_end(store, view: TokenView, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]) -> str | None:
+    """How the response of ``view`` ended: ``"ended"``, ``"truncated"`` (see :func:`data.signals.row_ends`,
+    the definition of the responses page's filters) or None where that cannot be told."""
+    info = view.info
+    if info.get("part") is None or info.get("row") is None:
+        return None
+    keys = pl.DataFrame({"part": [int(info["part"])], "row": [int(info["row"])]})
+    ended = row_ends(store, keys, pad_tokens, end_tokens).item(0, ENDS)
+    return None if ended is None else END_LABELS[ended]
+
+
+def default_note(view: TokenView) -> str:
+    """What the page says of a response it chose itself (:func:`default_sample`): which and why."""
+    info = view.info
+    kl = info.get("kl_sum")
+    if isinstance(kl, int | float) and kl == kl and abs(kl) != float("inf"):
+        return (
+            f"No response chosen: showing the response of step {info.get('step')} with the largest "
+            f"{label('kl_sum')}."
+        )
+    return f"No response chosen: showing the first response of step {info.get('step')} (it has no KL)."
 
 
 __all__ = [
@@ -317,7 +363,10 @@ __all__ = [
     "file_field_of",
     "file_fields",
     "file_label",
+    "default_note",
+    "default_sample",
     "first_sample",
+    "view_end",
     "hover_metrics",
     "infer_gap_figures",
     "is_file_metric",

@@ -3,7 +3,8 @@
 The list has every distinct prompt of the run with its early vs late reward, gain and win rate against the
 reference, trend, degeneration signals and groups; ``view=never`` keeps the prompts that never beat their
 reference response. ``&prompt=KEY`` shows one prompt: its reward over steps, its first and latest response
-beside their reference responses, and every response (grouped per step) linking to its token page.
+beside their reference responses, and every response (grouped per step) linking to its token page;
+``&prompt=KEY&step=S[&group=G]`` its group(s) at step S, the completions side by side.
 """
 
 from dataclasses import replace
@@ -12,6 +13,7 @@ import dash
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from components import group_view as gv
 from components import prompt_views as pv
 from components.controls import prompts_controls
 from components.layout import (
@@ -38,26 +40,13 @@ from data.views.prompts import VIEW_OPTIONS, PromptsView
 dash.register_page(__name__, path=paths.PROMPTS, name="Prompts", title="Prompts · RL Logging Board", order=4)
 
 URL = page_url(paths.PROMPTS)  # the page's own Location: the shell listens to it
-NOTICES = "prompts-notices"
-HEADER = "prompts-header"
-CONTROLS = "prompts-controls"
-VIEW = "prompts-view"
-TREND = "prompts-trend"
-MIN_STEPS = "prompts-min-steps"
-SEARCH = "prompts-q"
-CONTENT = "prompts-content"
-SUMMARY = "prompts-summary"
-EXPLAIN = "prompts-explain"
-TABLE = "prompts-table"
-PAGER = "prompts-pager"
-BACK = "prompts-back"
-PROMPT_TEXT = "prompts-prompt-text"
-STATS = "prompts-stats"
-CHART = "prompts-chart"
-CHART_LINK = "prompts-chart-link"
-FIRST = "prompts-first"
-LATEST = "prompts-latest"
+NOTICES, HEADER, CONTROLS, VIEW = "prompts-notices", "prompts-header", "prompts-controls", "prompts-view"
+TREND, MIN_STEPS, SEARCH, CONTENT = "prompts-trend", "prompts-min-steps", "prompts-q", "prompts-content"
+SUMMARY, EXPLAIN, TABLE, PAGER = "prompts-summary", "prompts-explain", "prompts-table", "prompts-pager"
+BACK, PROMPT_TEXT, STATS, CHART = "prompts-back", "prompts-prompt-text", "prompts-stats", "prompts-chart"
+CHART_LINK, FIRST, LATEST = "prompts-chart-link", "prompts-first", "prompts-latest"
 HISTORY = "prompts-history"
+GROUP_LINKS, GROUP_IDS = "prompts-group-links", {"prompt": "prompts-group-prompt", "groups": "prompts-groups"}
 CONTROL_IDS = {"card": CONTROLS, "view": VIEW, "trend": TREND, "min_steps": MIN_STEPS, "q": SEARCH}
 
 STORE_WAIT_SECONDS = 10.0
@@ -148,6 +137,7 @@ def _prompt_content(store, view: PromptsView):
         "‹ all prompts", href=links.prompts(replace(view, prompt=None), prefix), id=BACK, className="small"
     )
     detail = prompts.prompt_detail(store, view.prompt)
+    groups = prompts.prompt_groups(store, view.prompt)
     if detail is None:
         notice = f"Run {view.run!r} has no prompt with key {view.prompt!r}."
         return html.Div([back, empty_state("Unknown prompt", "Pick a prompt from the list.")]), [notice]
@@ -185,12 +175,22 @@ def _prompt_content(store, view: PromptsView):
                 (FIRST, LATEST),
             ),
             html.H6(f"All {detail.total:,} responses, in step order", className="mt-2"),
+            gv.group_links(groups, links.groups(view.run, view.prompt, groups, prefix), GROUP_LINKS),
             html.Div(prompts.group_note(detail), className="small text-muted mb-1"),
             # The rows come a block at a time from _history_rows: the answer stays small however often the
             # prompt comes back.
             pv.history_grid([pv.Column(*c) for c in detail.columns], detail.shown, HISTORY),
         ]
     ), msgs
+
+
+def _group_content(store, view: PromptsView):
+    """The prompt's group(s) at ``view.step``, the completions side by side (see components.group_view)."""
+    prefix, s = url_prefix(), board().settings
+    groups = prompts.group_views(store, view.prompt, view.step, view.group, s.pad_tokens, s.end_tokens)
+    hrefs = [links.tokens_many(view.run, [c["sample_id"] for c in g.cards], prefix) for g in groups]
+    back = links.prompts(replace(view, step=None, group=None), prefix)
+    return gv.group_page(groups, hrefs, back, (view.step, view.group), GROUP_IDS | {"back": BACK}), []
 
 
 # ---- callbacks -------------------------------------------------------------------------------------------
@@ -249,7 +249,8 @@ def _content(search):
             view.run,
             hide,
         )
-    body, more = (_prompt_content if view.prompt else _list_content)(store, view)
+    show = _group_content if view.step is not None else _prompt_content if view.prompt else _list_content
+    body, more = show(store, view)
     return body, notices(msgs + more + board().failure_notices(view.run)).children, view.run, hide
 
 

@@ -15,6 +15,7 @@ from components import tables as tb
 from components.controls import MAX_STEP_OPTIONS, responses_filters, step_options
 from components.live import shown_store
 from data import live, responses
+from data import response_columns as rc
 from data.metrics import label
 from data.queries import QueryError, SearchStopped, regex_error
 from data.search import engine as search_engine
@@ -32,15 +33,16 @@ URL = ly.page_url(paths.RESPONSES)  # the page's own Location: the shell listens
 VIEW = "responses-view"  # canonical query string of the view
 FILTER = "responses-filter"  # the part of the view that selects rows: the grid reloads when it changes
 NOTICES, STEP, Q, Q_ERROR = "responses-notices", "responses-step", "responses-q", "responses-q-error"
-LOSES, TRUNCATED, CLEAR = "responses-loses", "responses-truncated", "responses-clear"
-GRID, SUMMARY, TEXT = "responses-grid", "responses-summary", "responses-text"
+LOSES, TRUNCATED, ENDED, CLEAR = (f"responses-{k}" for k in ("loses", "truncated", "ended", "clear"))
+GRID, SUMMARY, TEXT, COLS = "responses-grid", "responses-summary", "responses-text", "responses-cols"
 DRAWER, CLOSE = "responses-drawer", "responses-text-close"
 EXPORT_CSV, EXPORT_JSONL = "responses-export-csv", "responses-export-jsonl"
 COUNT_POLL = "responses-count-poll"  # while a search over every step counts its matches in the background
 # How often the page asks how far the count got (ms).
 POLL_MS = 800
 RANGE_IDS = {f"{k}_{e}": f"responses-{k}-{e}" for k in RANGE_KEYS for e in ("min", "max")}
-FILTER_IDS = dict(step=STEP, q=Q, q_error=Q_ERROR, loses=LOSES, truncated=TRUNCATED, clear=CLEAR)
+FILTER_IDS = dict(step=STEP, q=Q, q_error=Q_ERROR, loses=LOSES, clear=CLEAR)
+FILTER_IDS |= dict(truncated=TRUNCATED, ended=ENDED, cols=COLS)
 HEADER_IDS = {"summary": SUMMARY, "csv": EXPORT_CSV, "jsonl": EXPORT_JSONL}
 STORE_WAIT = 10.0
 
@@ -68,8 +70,11 @@ def layout(**query):
     view, msgs = responses.view_on(query, ctx, board().settings)
     steps = ctx.step_list
     search_engine.warm_text_index(store)  # a first regex search over all steps need not build it
-    spec = responses.table_spec(store)
-    defs = tb.spec_column_defs(spec, responses.previews(), view.sort, view.order)
+    spec, shown = responses.table_spec(store), rc.shown(store, view)
+    defs = tb.spec_column_defs(spec, responses.previews(), view.sort, view.order, shown)
+    ranges = view.range_controls(responses.range_filters(store), RANGE_IDS)
+    chooser = (rc.column_choices(store), shown)
+    filters = (view.q, view.loses, FILTER_IDS, view.truncated, view.ended, chooser)
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
@@ -79,16 +84,7 @@ def layout(**query):
             shown_store("responses", live.shown(run, store)),
             ly.notices([*msgs, *board().failure_notices(run)], NOTICES),
             tb.responses_header(run, HEADER_IDS),
-            responses_filters(
-                steps,
-                ALL_STEPS,
-                view.step_value(steps),
-                view.range_controls(responses.range_filters(store), RANGE_IDS),
-                view.q,
-                view.loses,
-                FILTER_IDS,
-                view.truncated,
-            ),  # fmt: skip
+            responses_filters(steps, ALL_STEPS, view.step_value(steps), ranges, *filters),
             html.Div(
                 [
                     tb.responses_grid(GRID, defs, view.sort, lines=spec.preview_lines),
@@ -119,18 +115,21 @@ def _changed(new, old):
 
 @callback(
     Output(URL, "search"), Output(STEP, "value"), *(Output(i, "value") for i in RANGE_IDS.values()),
-    *(Output(i, "value") for i in (Q, LOSES, TRUNCATED)), Output(GRID, "columnState"), Output(VIEW, "data"),
-    Output(FILTER, "data"), Output(NOTICES, "children"),
+    *(Output(i, "value") for i in (Q, LOSES, TRUNCATED, ENDED, COLS)), Output(GRID, "columnState"),
+    Output(VIEW, "data"), Output(FILTER, "data"), Output(NOTICES, "children"),
     Input(URL, "search"), Input(STEP, "value"), *(Input(i, "value") for i in RANGE_IDS.values()),
-    *(Input(i, "value") for i in (Q, LOSES, TRUNCATED)), Input(CLEAR, "n_clicks"), Input(GRID, "columnState"),
-    Input(GRID, "selectedRows"), State(VIEW, "data"), State(FILTER, "data"), State(URL, "pathname"),
+    *(Input(i, "value") for i in (Q, LOSES, TRUNCATED, ENDED, COLS)), Input(CLEAR, "n_clicks"),
+    Input(GRID, "columnState"), Input(GRID, "selectedRows"), State(VIEW, "data"), State(FILTER, "data"),
+    State(URL, "pathname"),
 )  # fmt: skip
 def _sync(search, step, *args):
     """The one URL <-> controls sync: the URL seeds the controls; a control, a header sort or a row
     selection writes the URL. Returns no_update for whatever did not change."""
     n = len(RANGE_IDS)
     ranges = dict(zip(RANGE_IDS, args[:n], strict=True))
-    q, loses, truncated, _clear, column_state, selected, view_data, filter_data, pathname = args[n:]
+    q, loses, truncated, ended, cols, _clear, column_state, selected, view_data, filter_data, pathname = args[
+        n:
+    ]
     if ly.left_page(pathname, paths.RESPONSES):
         raise PreventUpdate
     url_view, store, steps, msgs = _decode(search)
@@ -145,6 +144,8 @@ def _sync(search, step, *args):
             _changed(view.q or "", q or ""),
             _changed(view.loses, bool(loses)),
             _changed(view.truncated, bool(truncated)),
+            _changed(view.ended, bool(ended)),
+            no_update if (value := rc.chooser_value(store, view, cols)) is None else value,
             no_update if grid_state is None else grid_state,
             _changed(view.to_query(), view_data),
             _changed(view.filter_key(), filter_data),
@@ -152,13 +153,17 @@ def _sync(search, step, *args):
         )
     if trigger == CLEAR:
         view = url_view.cleared()
-        controls = [no_update, *([None] * n), "", False, False]
+        controls = [no_update, *([None] * n), "", False, False, False, no_update]
     else:
-        view = url_view.from_controls(steps, step, ranges, q, loses, tb.grid_sort(column_state), truncated)
+        sort = tb.grid_sort(column_state)
+        view = url_view.from_controls(
+            steps, step, ranges, q, loses, sort, truncated, ended, rc.chosen(store, cols)
+        )
         if f"{GRID}.selectedRows" in ctx.triggered_prop_ids:
             # A row clicked, or none (the drawer closed): the URL names the selected response.
             view = view.with_(sample=selected[0].get("sample_id") if selected else None)
-        controls = [no_update] * (1 + n + 3)  # step, ranges, q, loses, truncated
+        ends = [_changed(view.truncated, bool(truncated)), _changed(view.ended, bool(ended))]  # exclusive
+        controls = [*[no_update] * (1 + n + 2), *ends, no_update]  # step, ranges, q, loses, ends, cols
     query = view.to_query()
     return (
         _changed(query, search or ""),
@@ -187,6 +192,9 @@ def _step_options(typed, step, view_data):
 
 
 clientside_callback(tb.purge_js(GRID), Input(FILTER, "data"), prevent_initial_call=True)
+clientside_callback(
+    tb.columns_js(GRID), Input(COLS, "value"), State(COLS, "options"), prevent_initial_call=True
+)
 clientside_callback(tb.open_row_js(GRID), Input(GRID, "cellDoubleClicked"), prevent_initial_call=True)
 clientside_callback(tb.unselect_js(GRID), Input(CLOSE, "n_clicks"), prevent_initial_call=True)
 # The page opens at its top, as after following a link: Dash keeps the scroll position of the page it
@@ -219,15 +227,11 @@ def _rows(request, view_data):
     except QueryError:  # an invalid regex is left out of the filter, so this is a stopped search: no rows
         return {"rowData": [], "rowCount": 0}
     rows, prefix = responses.mark_previews(responses.json_rows(df), view.q), ly.url_prefix()
+    rows = rc.with_ends(store, rows, view, board().settings)
     for row in rows:
         row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix)
     # A search's first matches come before its count: the grid is then told no last row (it asks for more).
     return {"rowData": rows} if count is None else {"rowData": rows, "rowCount": count}
-
-
-def _sentence(stopped: str) -> str:
-    """Why a search was stopped, as a sentence under the search box."""
-    return f"{stopped[:1].upper()}{stopped[1:]}."
 
 
 def _summary(view, store, steps):
@@ -265,12 +269,13 @@ def _render(view_data):
     q = view.q if view.q and not error else None
     texts = responses.sample_texts(store, view.sample, settings.pad_tokens, q) if view.sample else None
     href = links.row_tokens(view, view.sample, prefix) if texts else None
-    panel = tb.text_panel(texts, responses.text_labels(), href, responses.matches_note(q))
+    group = links.group_of(view.run, texts, prefix)
+    panel = tb.text_panel(texts, responses.text_labels(), href, responses.matches_note(q), group)
     return (
         summary,
         links.export(view, "csv", prefix),
         links.export(view, "jsonl", prefix),
-        f"{error}: not applied." if error else (_sentence(stopped) if stopped else ""),
+        f"{error}: not applied." if error else (tb.sentence(stopped) if stopped else ""),
         panel,
         panel is None,
         not counting,
@@ -292,4 +297,4 @@ def _poll(_n, view_data):
     if store is None:
         return no_update, no_update, True
     summary, stopped, counting = _summary(view, store, steps)
-    return summary, (_sentence(stopped) if stopped else no_update), not counting
+    return summary, (tb.sentence(stopped) if stopped else no_update), not counting

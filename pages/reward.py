@@ -40,7 +40,7 @@ MOVES = {PREV: "prev", NEXT: "next", STEP: "slider"}  # what each step control d
 CURVE_KEYS = ("reward", "kl", "length", "win")
 CURVE = {k: f"reward-curve-{k}" for k in CURVE_KEYS}
 HIST = {"reward": "reward-hist", "reward_gain": "reward-gain-hist"}
-SIGNAL = {"degeneration": "reward-signal-degeneration", "search": "reward-signal-search"}
+SIGNAL = {k: f"reward-signal-{k}" for k in ("degeneration", "search", "critic")}
 HEATMAP, Q = "reward-heatmap", "reward-q"
 HEATMAP_NOTE, HEATMAP_ALL = "reward-heatmap-note", "reward-heatmap-all"
 CURVES_DRAWN, HEATMAP_DRAWN = "reward-curves-drawn", "reward-heatmap-drawn"
@@ -203,13 +203,13 @@ def _drill(*args):
           *(Output(IDS[f"signal_{part}"][k], "children") for part in ("title", "note") for k in SIGNAL),
           Input(RUN, "data"), Input(SELECTED, "data"), Input(URL, "search"))  # fmt: skip
 def _signals(run, step, search):
-    """The reward-hacking aids: repetition and truncation per step, and the share matching the URL's q."""
+    """The reward-hacking aids and the critic's health per step (data.hacking.panels)."""
     run_ctx = open_run(run, wait=STORE_WAIT_SECONDS)
     store, steps = run_ctx.store, run_ctx.step_list
     if store is None:
-        return rp.no_data(2, 4)
-    panels = thinning.thinned_all(hacking.panels(store, board().settings, _decode(search)[0].q), steps, step)
-    return rp.panel_outputs(panels, step, pick=True)
+        return rp.no_data(3, 6)
+    panels = hacking.panels(store, board().settings, _decode(search)[0].q, board().run_dir(run))
+    return rp.panel_outputs(thinning.thinned_all(panels, steps, step), step, pick=True)
 
 
 @callback(Output(URL, "search", allow_duplicate=True), Output(Q, "value"), Input(Q, "value"),

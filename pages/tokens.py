@@ -133,7 +133,7 @@ def _body(state: TokensState, notes: list[str]) -> list:
             ),
         ]
     if not chosen:
-        notes = [*notes, "No response chosen: showing the first response of the run."]
+        notes = [*notes, tokens.default_note(view)]
     return _response(state, view, notes, back_href)
 
 
@@ -147,11 +147,18 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
         sample, back = link
         return links.tokens(state.run, sample, back, metric=state.metric, pads=state.pads, prefix=prefix)
 
+    settings, store = board().settings, board().store(state.run, wait=STORE_WAIT)
+    end = tokens.view_end(store, view, settings.pad_tokens, settings.end_tokens)
+    where = f"{state.run} · step {info.get('step')}"
     out = [
         notices([*notes, *board().failure_notices(state.run)], NOTICES),
         tp.header(
-            f"{info.get('source')}:{info.get('line')}", state.sample, f"{state.run} · step {info.get('step')}"
-        ),
+            f"{info.get('source')}:{info.get('line')}",
+            state.sample,
+            where,
+            end,
+            links.group_of(state.run, info, prefix),
+        ),  # fmt: skip
         tp.nav(neighbour(nav.prev), neighbour(nav.next), nav.text, back_href, NAV_IDS),
         tp.key_figures(tokens.key_figures(view), STATS),
         tp.texts(tokens.response_texts(view, state.pads, board().settings.pad_tokens), TEXT),
@@ -162,8 +169,8 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
             _controls(state),
             html.P(tokens.NO_TOKEN_FIELDS, className="small text-muted", id=MISSING_NOTE),
         ]
-    metric, lacks, shown, scale = tokens.strip(view, state.metric, state.pads)
-    label = tokens.metric_label(metric) if metric else ""
+    metric, lacks, shown, scale = tokens.strip(view, state.metric, state.pads, state.correction())
+    label = tokens.metric_label(metric, view.file_fields) if metric else ""
     hidden = view.tokens.height - shown.height
     hover, controls = tokens.hover_columns(view), _controls(state, view)
     strip = tp.strip_card(
@@ -171,7 +178,7 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
     )
     top_ids = {"log_ratio": TOP_LOG_RATIO, "kl": TOP_KL}
     tables = [(rows, title, top_ids[by]) for by, rows, title in tokens.top_tables(view)]
-    gap = tokens.infer_gap_figures(view)
+    gap = tokens.infer_gap_figures(view, state.correction())
     return [
         *out,
         tp.notes(lacks, MISSING_NOTE),
@@ -180,7 +187,7 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
         # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
         # drawing three 4,000-point charts would otherwise hold the strip back.
         html.Div(id=CHARTS, style={"minHeight": f"{POSITION_FIGURE_HEIGHT + 10}px"}),
-        tp.top_tables(tables, tokens.metric_labels()),
+        tp.top_tables(tables, tokens.metric_labels(view.file_fields)),
     ]
 
 
@@ -227,7 +234,7 @@ def _fill_charts(_done, shown):
         return None
     visible = tokens.visible_tokens(view.tokens, state.pads)
     fields_of_file = tokens.file_field_columns(view.file_fields)
-    return tp.charts(visible, view.fields, tokens.metric_labels(), fields_of_file, CHART)
+    return tp.charts(visible, view.fields, tokens.metric_labels(view.file_fields), fields_of_file, CHART)
 
 
 @callback(
@@ -244,7 +251,7 @@ def _more_tokens(want, shown):
     state, view, _ = views.resolve(state, board(), STORE_WAIT)
     if view is None or not view.fields:
         return no_update
-    metric, _, visible, scale = tokens.strip(view, state.metric, state.pads)
+    metric, _, visible, scale = tokens.strip(view, state.metric, state.pads, state.correction())
     upto = want.get("upto") if isinstance(want.get("upto"), int) else None
     hover = tokens.hover_columns(view)
     return tp.strip_window(visible, metric, scale, hover, str(want.get("key")), want["start"], upto)
@@ -271,7 +278,7 @@ def _zoom(relayout, shown):
     fields_of_file = tokens.file_field_columns(view.file_fields)
     x_range = None if asked == RESET else asked
     name = ctx.triggered_id["name"]
-    return tp.chart_figure(name, visible, tokens.metric_labels(), fields_of_file, x_range)
+    return tp.chart_figure(name, visible, tokens.metric_labels(view.file_fields), fields_of_file, x_range)
 
 
 clientside_callback(

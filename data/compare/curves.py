@@ -15,7 +15,8 @@ from data.cache import StoreKey, shared
 from data.compare.notes import METRIC, STEPS, Note
 from data.compare.smoothing import ema
 from data.metrics import label
-from data.metrics.step import extra_mean
+from data.metrics.critic import return_label
+from data.metrics.step import CRITIC_SUMS, critic_health, extra_mean
 from data.store import RunStore
 
 # x-axes: the training step, or "samples seen": the responses of the run up to and including the step
@@ -40,8 +41,12 @@ METRICS = {
     "zero_spread_share": ("share of groups whose responses all got the same reward", "share"),
     "repetition": (label("repetition"), "share"),
     "truncated_share": (label("truncated_share"), "share"),
+    # Pooled from the summary's critic sums (data.metrics.step.critic_health); each run's own returns.
+    "explained_variance": (return_label("explained_variance", "mixed"), "explained variance"),
 }
 BANDED = ("reward", "ref_reward", "response_length", "response_chars")
+# Those whose ±1 std band is clipped to the run's observed range, as on the reward page (a note says so).
+CLIPPED = ("reward",)
 FROM_RESPONSES = ("repetition",)
 # A reward component: an extra column of the run's own named ``rewards.<fn>`` (a file's ``{"rewards":
 # {"<fn>": …}}``) or ``reward_<fn>`` / ``<fn>_reward``, or one the reward was summed from at ingest (TRL's
@@ -58,6 +63,7 @@ MISSING = {
     "zero_spread_share": "no groups of 2+ responses to one prompt at a step",
     "repetition": "no repetition column",
     "truncated_share": "no response ends with an end token, so a cut one cannot be told from a finished one",
+    "explained_variance": "no critic values (values)",
 }
 
 
@@ -107,6 +113,8 @@ def _run_frame(v: StoreKey) -> pl.DataFrame:
     out = steps.sort("step").with_columns(pl.col("n").cum_sum().cast(pl.Int64).alias("samples"))
     kept = _summary_means(v.store, out)
     out = out.with_columns(pl.col(src).alias(key) for key, src in kept.items())
+    if set(CRITIC_SUMS) <= set(out.columns):
+        out = out.with_columns(critic_health())
     # The summary's means of the extra columns are read under the keys above (or not at all).
     return out.drop([extra_mean(c) for c in v.store.extra_columns()], strict=False)
 
@@ -141,7 +149,8 @@ def run_curve(frame: pl.DataFrame, key: str, band: str | None = None) -> pl.Data
     if col not in frame.columns:
         return pl.DataFrame(schema={"step": pl.Int64, "samples": pl.Int64, "y": pl.Float64})
     if key in BANDED:
-        curve = curve_panels.curve(frame, key, band if band else None)
+        clip = curve_panels.band_clipped(frame, key, band) if band and key in CLIPPED else None
+        curve = curve_panels.curve(frame, key, band if band else None, clip=clip)
     else:
         curve = curve_panels.curve(frame, col, None, mean=False)
     return curve.join(frame.select("step", "samples"), on="step", how="left").select(
@@ -197,6 +206,10 @@ def overlay(
             notes.append(Note(METRIC, (run,), f"{run}: {why}; no {metric_label(key)} line."))
             continue
         c = run_curve(frame, key, band)
+        if band and key in CLIPPED and (rng := curve_panels.band_clipped(frame, key, band)) is not None:
+            span = f"{rng[0]:.4g} – {rng[1]:.4g}"
+            text = f"{run}: its {curve_panels.BANDS[band]} band is clipped to its observed range {span}."
+            notes.append(Note(METRIC, (run,), text))
         smooth = ema(c.get_column("y").to_list(), smoothing) if smoothing else c.get_column("y").to_numpy()
         c = c.with_columns(
             pl.col("samples" if x == "samples" else "step").cast(pl.Float64).alias("x"),

@@ -27,10 +27,12 @@ from data.store.manifest import packed_parts
 # Rows a commit summarises at once (see StepSummaries.refresh): ~650 bytes each in memory.
 REFRESH_ROWS = 100_000
 
-# Of the string columns, the prompt key (groups), and where a step's largest-KL response is (source,
-# sample_id: see data.metrics.step.KL_TOP_COLUMNS).
+# Of the string columns, the prompt key (groups), the repetition's unit, and where a step's largest-KL
+# response is (source, sample_id: see data.metrics.step.KL_TOP_COLUMNS).
 SUMMARY_INPUT = tuple(
-    c for c in SCALAR_CORE if SCALAR_DTYPES[c] != pl.String() or c in ("prompt_key", "source", "sample_id")
+    c
+    for c in SCALAR_CORE
+    if SCALAR_DTYPES[c] != pl.String() or c in ("prompt_key", "source", "sample_id", "repetition_unit")
 ) + ("group_id",)
 
 

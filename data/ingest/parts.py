@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from data import schema
-from data.metrics.degeneration import repetition_of
+from data.metrics.degeneration import response_repetition
 from data.metrics.response import CLEAN_RESPONSE, derive_response_metrics, prompt_key_text, strip_pads
 from data.store.layout import ISSUE_SCHEMA, PREVIEW_CHARS, SCALAR_CORE, file_prefix
 
@@ -75,8 +75,9 @@ def build_part(
         sample = (
             pl.when(within.is_null()).then(sample).otherwise(sample + pl.lit(".") + within.cast(pl.String))
         )
+    tokens = derived.get_column("response_tokens") if "response_tokens" in derived.columns else None
+    derived = derived.with_columns(response_repetition(tokens, clean, pad_tokens))
     return derived.with_columns(
-        repetition_of(clean).alias("repetition"),
         sample.alias("sample_id"),
         rel.alias("source"),
         part_id.cast(pl.Int64).alias("part"),

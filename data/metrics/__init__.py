@@ -16,6 +16,7 @@ registry: names and labels; token, response, step: the metrics at each level; gr
 and prompts across steps; degeneration: repetition and length ratio.
 """
 
-from data.metrics.registry import METRICS, Metric, label
+from data.metrics.metric import Metric
+from data.metrics.registry import METRICS, label
 
 __all__ = ["METRICS", "Metric", "label"]

@@ -1,8 +1,10 @@
 """Degeneration signals of one response, defined once as Polars expressions: repetition, length ratio and
 whether it ended by itself.
 
-``repetition`` (computed at ingest) is the share of a response's word 3-grams that repeat an earlier
-3-gram of the same response; ``length_ratio`` (computed at query time) is its length over its step's median;
+``repetition`` (computed at ingest) is the share of a response's 3-grams that repeat an earlier 3-gram of
+the same response, over its unit (``repetition_unit``, :func:`response_repetition`): its tokens where it has
+them (pads removed), else its characters where its text is mostly of scripts written without spaces (CJK,
+Thai, …), else its words; ``length_ratio`` (computed at query time) is its length over its step's median;
 ``ends_with_end_token`` (computed at query time, from the pad and end token settings) says whether the
 response ends with an end token: one that does not was cut at the length limit (truncated).
 """
@@ -106,11 +108,17 @@ def repetition_of(texts: pl.Series, n: int = NGRAM) -> pl.Series:
     costs ~0.2 ms a response, while this explodes the words of every text into one column, builds the
     n-gram hashes with shifts that must stay inside one text, and counts distinct ones per text.
     """
+    return repetition_of_units(pl.DataFrame({"t": texts}).select(words(pl.col("t"))).to_series(), n).alias(
+        texts.name
+    )
+
+
+def repetition_of_units(units: pl.Series, n: int = NGRAM) -> pl.Series:
+    """Per list of units (words, tokens or characters): ``1 − distinct n-grams / n-grams`` (see
+    :func:`repetition`), null under ``n`` units or for a null list."""
     if not 1 <= n <= len(_MIX):
         raise ValueError(f"n must be between 1 and {len(_MIX)}")
-    rows = pl.DataFrame({"text": texts}).select(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("r"), words(pl.col("text")).alias("w")
-    )
+    rows = pl.DataFrame({"w": units}).select(pl.int_range(pl.len(), dtype=pl.Int64).alias("r"), pl.col("w"))
     long = rows.explode("w").drop_nulls("w")
     h = pl.col("w").hash(seed=0)
     gram = h * _MIX[0]
@@ -121,7 +129,99 @@ def repetition_of(texts: pl.Series, n: int = NGRAM) -> pl.Series:
     grams = long.select("r", gram.alias("g"), same_text.alias("ok")).filter(pl.col("ok"))
     share = grams.group_by("r").agg((1.0 - pl.col("g").n_unique().cast(pl.Float64) / pl.len()).alias("rep"))
     out = rows.select("r").join(share, on="r", how="left", maintain_order="left")
-    return out.get_column("rep").alias(texts.name)
+    return out.get_column("rep").alias(units.name)
+
+
+# ---- which units a response's repetition counts ---------------------------------------------------------
+
+# Scripts written without spaces between words: a text mostly of them is counted in characters.
+_NO_SPACE = rf"[{_CJK}\p{{Thai}}\p{{Lao}}\p{{Khmer}}\p{{Myanmar}}]"
+CHAR_PATTERN = r"[\p{L}\p{M}\p{N}]"  # a character unit: a letter, mark or digit (not space, not punctuation)
+UNITS = ("tokens", "characters", "words")
+UNIT_LABELS = {"tokens": "token 3-grams", "characters": "character 3-grams", "words": "word 3-grams"}
+
+
+def with_units(text: str, units) -> str:
+    """A repetition label (``text``, the registry's: '… repeated 3-grams …') naming the units the repetitions
+    were counted in (``units``: some of :data:`UNITS`): 'repetition (share of repeated token 3-grams)',
+    '… repeated 3-grams of characters or words'; unchanged without a unit."""
+    names = [u for u in UNITS if u in set(units)]
+    if not names:
+        return text
+    if len(names) == 1:
+        return text.replace("repeated 3-grams", f"repeated {UNIT_LABELS[names[0]]}")
+    return text.replace("repeated 3-grams", f"repeated 3-grams of {', '.join(names[:-1])} or {names[-1]}")
+
+
+def response_repetition(
+    tokens: pl.Series | None, texts: pl.Series, pad_tokens: tuple[str, ...]
+) -> pl.DataFrame:
+    """``repetition`` and ``repetition_unit`` of each response (for ingest): over its tokens (``tokens``,
+    its ``response_tokens`` without pads and nulls) where it has some, else over the characters of its text
+    (letters, marks, digits; lower-cased) where at least half of its letters are of a script written
+    without spaces, else over its words (:func:`words`). ``texts``: without pads. See
+    :func:`response_repetition_py` for the same in plain Python."""
+    text = pl.col("text")
+    letters = text.str.count_matches(r"\p{L}")
+    no_space = text.str.count_matches(_NO_SPACE)
+    df = pl.DataFrame(
+        {"text": texts, "tok": tokens if tokens is not None else pl.Series([None] * len(texts))}
+    )
+    if df.schema["tok"] != pl.List(pl.String):
+        df = df.with_columns(pl.lit(None, pl.List(pl.String)).alias("tok"))
+    kept = pl.col("tok").list.eval(
+        pl.element().filter(pl.element().is_not_null() & ~pl.element().is_in(list(pad_tokens)))
+    )
+    df = df.with_columns(kept.alias("tok"))
+    has_tok = pl.col("tok").list.len().fill_null(0) > 0
+    chars = (no_space > 0) & (2 * no_space >= letters)
+    unit = (
+        pl.when(has_tok)
+        .then(pl.lit("tokens"))
+        .when(text.is_null())
+        .then(None)
+        .when(chars)
+        .then(pl.lit("characters"))
+        .otherwise(pl.lit("words"))
+    )
+    lists = (
+        pl.when(has_tok)
+        .then(pl.col("tok"))
+        .when(chars)
+        .then(text.str.to_lowercase().str.extract_all(CHAR_PATTERN))
+        .otherwise(words(text))
+    )
+    out = df.select(lists.alias("u"), unit.alias("repetition_unit"))
+    return pl.DataFrame(
+        {
+            "repetition": repetition_of_units(out.get_column("u")),
+            "repetition_unit": out.get_column("repetition_unit"),
+        }
+    )
+
+
+def response_repetition_py(
+    tokens: list | None, text: str | None, pad_tokens: tuple[str, ...], n: int = NGRAM
+):
+    """:func:`response_repetition` of one response, its choice of unit and its n-grams in plain Python (the
+    definition, for tests; a text is split by the same patterns): ``(repetition or None, unit or None)``."""
+
+    def split(pattern: str, t: str) -> list[str]:
+        return pl.select(pl.lit(t).str.extract_all(pattern)).item().to_list()
+
+    kept = [t for t in tokens or () if t is not None and t not in pad_tokens]
+    if kept:
+        units, unit = kept, "tokens"
+    elif text is None:
+        return None, None
+    else:
+        no_space = len(split(_NO_SPACE, text))
+        if no_space and 2 * no_space >= len(split(r"\p{L}", text)):
+            units, unit = split(CHAR_PATTERN, text.lower()), "characters"
+        else:
+            units, unit = split(WORD_PATTERN, text.lower()), "words"
+    grams = [tuple(units[i : i + n]) for i in range(len(units) - n + 1)]
+    return (1 - len(set(grams)) / len(grams) if grams else None), unit
 
 
 # ---- truncation: no end token ---------------------------------------------------------------------------

@@ -70,7 +70,8 @@ def group_key(names: list[str] | set[str]) -> pl.Expr:
 def group_stats(rows: pl.LazyFrame) -> pl.LazyFrame:
     """One row per (step, group): ``group`` (see :func:`group_key`), ``group_n``, ``group_mean``,
     ``group_std``, ``group_min``, ``group_max`` over the finite rewards, ``group_spread`` (max − min) and
-    ``zero_spread`` (both only for groups of ``MIN_GROUP``+), and ``__p``, the group's :func:`prompt_hash` (the smallest, as a
+    ``zero_spread`` (both only for groups of ``MIN_GROUP``+), ``learning_signal`` (see
+    :func:`learning_signal`) and ``__p``, the group's :func:`prompt_hash` (the smallest, as a
     group shares one prompt in practice).
 
     ``rows`` needs ``step``, ``reward`` and ``prompt_key`` (or ``group_id``).
@@ -101,9 +102,17 @@ def group_stats(rows: pl.LazyFrame) -> pl.LazyFrame:
             .alias("group_spread")
         )
         .with_columns(
-            pl.when(pl.col("group_n") >= MIN_GROUP).then(pl.col("group_spread") == 0).alias("zero_spread")
+            pl.when(pl.col("group_n") >= MIN_GROUP).then(pl.col("group_spread") == 0).alias("zero_spread"),
+            learning_signal().alias("learning_signal"),
         )
     )
+
+
+def learning_signal() -> pl.Expr:
+    """``learning_signal`` (see the registry): whether a group's rewards differ (its spread > 0, so that
+    some advantage is not 0); null for a group of fewer than ``MIN_GROUP`` finite rewards, which has no
+    spread. Over :func:`group_stats`' ``group_n`` and ``group_spread``."""
+    return pl.when(pl.col("group_n") >= MIN_GROUP).then(pl.col("group_spread") > 0)
 
 
 def group_step_summary(scalars: pl.LazyFrame) -> pl.LazyFrame:

@@ -9,36 +9,57 @@ a new metric is one entry here plus its expression (in :mod:`data.metrics.respon
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+
+from data.metrics.metric import ROW, Metric
+
+# |trainer − inference log-prob| (nats) above which a token is in the inference–trainer gap's tail: ln 2, a
+# ratio exp(Δ) beyond ½ or 2. The one threshold of the per-response columns below (counted at ingest), the
+# per-step curves and the token page's summary line; data.config names it with the settings
+# (data.config.INFER_GAP_TAIL). A constant, not an environment variable: ingest counts with it, and no store
+# is keyed on it.
+INFER_GAP_TAIL = math.log(2.0)
+INFER_GAP_TAIL_TEXT = _T = "ln 2"  # how labels name it
 
 
-@dataclass(frozen=True)
-class Metric:
-    """One column or metric. ``signed`` metrics get a diverging colour scale centred at 0; ``fmt`` is the
-    kind of number the UI's formatter shows (``num``, ``int``, ``share``, ``step``, ``text``); ``level``
-    is ``token``, ``response`` or ``step`` for a metric and ``row`` for a column that only identifies or
-    previews a response. ``stored``: a column of the store's scalars; ``exported``: its place among the
-    export's columns (1 first; 0 not exported); ``range_key``: the URL prefix of its range filter
-    (``<key>_min`` / ``<key>_max``), ``range_at`` that filter's place among the filters; ``table``: its
-    place among the responses table's columns (0: not a column of it); ``from_tokens``: its place among
-    the per-response aggregates computed from the token arrays at ingest (0: not one of them)."""
-
-    key: str
-    label: str
-    description: str
-    signed: bool = False
-    level: str = "response"
-    unit: str = ""
-    fmt: str = "num"
-    stored: bool = False
-    exported: int = 0
-    range_key: str | None = None
-    range_at: int = 0
-    table: int = 0
-    from_tokens: int = 0
+# The inference–trainer gap Δ_t = infer_gap_t over the positions with both log-probs (finite) that the loss mask
+# keeps where the response has one (data/metrics/token.py); its tail: |Δ_t| > INFER_GAP_TAIL (ln 2).
+# fmt: off
+_GAP_COLUMNS = (  # key, label, description, fmt, signed, exported, table, from_tokens, range filter (key, at)
+    ("infer_gap_n", "tokens with both log-probs (trainer, inference)", "positions Δ counts", "int", False, 0, 0, 17, None),
+    ("infer_gap_tail_n", "tokens in the gap's tail", f"positions with |Δ_t| > {_T}", "int", False, 0, 0, 18, None),
+    ("infer_gap_abs_mean", "gap mean |Δ| (trainer − inference)", "mean_t |Δ_t|", "num", False, 14, 12, 19, ("gap", 6)),
+    ("infer_gap_abs_max", "gap max |Δ| (trainer − inference)", "max_t |Δ_t|", "num", False, 15, 13, 20, None),
+    ("infer_gap_tail_share", f"gap tail share (|Δ| > {_T})", f"share of positions with |Δ_t| > {_T}",
+     "share", False, 16, 14, 21, ("tail", 7)),
+    ("infer_gap_first_tail", "first gap tail token (position, from 0)",
+     f"first position with |Δ_t| > {_T} among the response's tokens; null when none", "int", False, 17, 15, 22, None),
+    ("infer_gap_mean", "gap mean Δ (log of the geometric-mean ratio)", "mean_t Δ_t", "num", True, 0, 0, 23, None),
+    ("infer_gap_max", "gap max Δ (largest log-ratio)", "max_t Δ_t", "num", True, 0, 0, 24, None),
+)
+# fmt: on
 
 
-ROW = "row"
+def _gap_metric(key, label, description, fmt, signed, exported, table, from_tokens, range_filter) -> Metric:
+    """One row of :data:`_GAP_COLUMNS`: a stored per-response column (the counts only identify)."""
+    unit = {"int": "tokens", "num": "nats"}.get(fmt, "") if key != "infer_gap_first_tail" else ""
+    level = ROW if key.endswith("_n") else "response"
+    rk, at = range_filter or (None, 0)
+    return Metric(
+        key, label, description, signed, level, unit, fmt, True, exported, rk, at, table, from_tokens
+    )
+
+
+# The critic's sums of a response (key: label): its positions with a finite value error, those of them whose
+# return is the file's own (``returns``, not γ = 1), and the sums of r = return and e = value − return there.
+_CRITIC_SUMS = {
+    **{
+        "critic_n": "positions with a value and a return",
+        "critic_file_n": "of them, with the file's returns",
+    },
+    **{"return_sum": "Σ r", "return_sq_sum": "Σ r²", "value_error_sum": "Σ e", "value_error_sq_sum": "Σ e²"},
+    "value_error_abs_sum": "Σ |e|",
+}
 
 COLUMNS: dict[str, Metric] = {
     m.key: m
@@ -85,9 +106,20 @@ COLUMNS: dict[str, Metric] = {
             False,
             "token",
         ),
-        Metric("return", "return (γ = 1)", "sum of token rewards from this token to the end", True, "token"),
         Metric(
-            "value_error", "value error (value − return)", "critic value minus return (γ = 1)", True, "token"
+            "return",
+            "return",
+            "the trainer's own return of the token where the file has one (its `returns`), else the sum of the "
+            "token rewards from this token to the end (γ = 1); see return_label",
+            True,
+            "token",
+        ),
+        Metric(
+            "value_error",
+            "value error (value − return)",
+            "critic value minus return (the trainer's returns where given, else γ = 1)",
+            True,
+            "token",
         ),
         # The columns of one response, in the order of the store's scalars
         Metric(
@@ -279,12 +311,36 @@ COLUMNS: dict[str, Metric] = {
             stored=True,
             from_tokens=9,
         ),
+        # The critic's sums of one response over its positions with both a value and a return (value_error_t
+        # = value_t − return_t finite), so that a step's critic health pools every position exactly.
+        *[
+            Metric(
+                k,
+                lab,
+                f"{lab}: a critic's sum of the response (see data/metrics/critic.py)",
+                level=ROW,
+                fmt="int" if k.endswith("_n") else "num",
+                stored=True,
+                from_tokens=at,
+            )
+            for at, (k, lab) in enumerate(_CRITIC_SUMS.items(), start=10)
+        ],
+        *(_gap_metric(*row) for row in _GAP_COLUMNS),
         Metric(
             "repetition",
-            "repetition (share of repeated word 3-grams)",
-            "1 − distinct word 3-grams / word 3-grams of the response (see data/metrics/degeneration.py)",
+            "repetition (share of repeated 3-grams)",
+            "1 − distinct 3-grams / 3-grams of the response, of its tokens, else characters (scripts without "
+            "spaces) or words: repetition_unit says which (see data/metrics/degeneration.py)",
             stored=True,
             table=11,  # a reward-hacking point opens its step sorted by it
+        ),
+        Metric(
+            "repetition_unit",
+            "repetition counted in",
+            "tokens, characters or words",
+            ROW,
+            fmt="text",
+            stored=True,
         ),
         Metric(
             "length_ratio",
@@ -349,13 +405,47 @@ COLUMNS: dict[str, Metric] = {
             level="response",
             fmt="text",
         ),
+        # Groups (see data/metrics/group.py)
+        Metric(
+            "learning_signal",
+            "learning signal (group rewards differ)",
+            "whether the rewards of the response's group (the responses of one step that share a group id, "
+            "else a prompt) differ: a group whose rewards are all equal has every advantage 0 and teaches "
+            "GRPO / RLOO nothing; none for a group of one",
+            level="group",
+            fmt="text",
+        ),
+        # Shown only (read for the rows on screen, never stored: see data/response_columns.py)
+        Metric(
+            "end",
+            "end (ended / truncated)",
+            "ended: the response ends with an end token; truncated: it does not (cut at the length limit); "
+            "empty where a run cannot tell (none of its responses ends with one)",
+            level="shown",
+            fmt="text",
+        ),
         Metric(
             "repetition_mean",
-            "repetition, step mean (share of repeated word 3-grams)",
-            "mean repetition of the step's responses of 3 words or more",
+            "repetition, step mean (share of repeated 3-grams)",
+            "mean repetition of the step's responses of 3 units or more (their units: the summary's repetition_units)",
             False,
             "step",
             fmt="share",
+        ),
+        Metric(
+            "explained_variance",
+            "explained variance",
+            "1 − Var(return − value) / Var(return), pooled over every position of the step's responses with both "
+            "a value and a return (population variances; null under 2 positions or where the returns do not vary)",
+            True,
+            "step",
+        ),
+        Metric(
+            "value_error_abs_pooled",
+            "mean |value − return|",
+            "Σ |value_t − return_t| / n over every position of the step's responses with both a value and a return",
+            False,
+            "step",
         ),
         Metric(
             "kl_top_share",

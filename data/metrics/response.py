@@ -9,7 +9,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from data.metrics.registry import COLUMNS, token_aggregates
+from data.metrics.critic import RETURN_FIELD
+from data.metrics.registry import COLUMNS, INFER_GAP_TAIL, token_aggregates
+from data.metrics.token import inference_field, loss_mask_field
 
 
 def strip_pads(expr: pl.Expr, pad_tokens: tuple[str, ...]) -> pl.Expr:
@@ -144,8 +146,121 @@ def _suffix_sums(f: _Flat) -> np.ndarray:
     return out
 
 
+def file_returns(df: pl.DataFrame) -> bool:
+    """Whether a chunk has the trainer's own returns as a list of numbers (:data:`RETURN_FIELD`)."""
+    dtype = df.schema.get(RETURN_FIELD)
+    return isinstance(dtype, pl.List) and dtype.inner.is_numeric()
+
+
+def _returns(df: pl.DataFrame, tr: _Flat) -> tuple[_Flat, np.ndarray]:
+    """Each row's returns as one flat array, and per row whether they are the file's own: the trainer's
+    ``returns`` where the row has a value there (a non-null element), else the suffix sums of its token
+    rewards (γ = 1; a position without a token reward has no return)."""
+    gamma1 = _Flat(tr.lens, tr.starts, _suffix_sums(tr), tr.present)
+    if not file_returns(df):
+        return gamma1, np.zeros(df.height, bool)
+    rf = _flat(df, RETURN_FIELD)
+    given = rf.segments.sum(np.ones(len(rf.values), bool), rf.present) > 0
+    lens = np.where(given, rf.lens, tr.lens)
+    starts = _starts(lens)
+    rows = np.repeat(np.arange(len(lens)), lens)
+    pos = np.arange(len(rows)) - starts[rows]
+    mine = given[rows]
+    # One element more at each array's end: where a row takes the other array (its index lands there).
+    fv = np.append(rf.values.astype(np.float64), 0.0)
+    gv = np.append(gamma1.values, 0.0)
+    values = np.where(
+        mine,
+        fv[np.where(mine, rf.starts[rows] + pos, len(fv) - 1)],
+        gv[np.where(mine, len(gv) - 1, tr.starts[rows] + pos)],
+    )
+    present = None
+    if rf.present is not None or tr.present is not None:
+        fp = np.append(np.ones(len(rf.values), bool) if rf.present is None else rf.present, True)
+        tp = np.append(np.ones(len(tr.values), bool) if tr.present is None else tr.present, True)
+        present = np.where(
+            mine,
+            fp[np.where(mine, rf.starts[rows] + pos, len(fp) - 1)],
+            tp[np.where(mine, len(tp) - 1, tr.starts[rows] + pos)],
+        )
+    return _Flat(lens, starts, values, present), given
+
+
 def _nulls_where(values: np.ndarray, mask: np.ndarray) -> pa.Array:
     return pa.array(values, mask=mask)
+
+
+def _reduce(seg: _Segments, values: np.ndarray, ufunc: np.ufunc, fill) -> np.ndarray:
+    """Per row: ``ufunc.reduce`` of its run of ``values`` (``fill`` for an empty row)."""
+    out = np.full(len(seg.lens), fill, values.dtype)
+    full = seg.lens > 0
+    if full.any():
+        out[full] = ufunc.reduceat(values, seg.starts[full])
+    return out
+
+
+def _own(df: pl.DataFrame, name: str | None) -> str | None:
+    return name if name is not None and isinstance(df.schema[name], pl.List) else None
+
+
+class GapPositions(NamedTuple):
+    """The inference–trainer gap of a frame's responses as flat arrays over the positions both log-probs
+    cover (aligned from the first): ``seg`` (each row's run of them), ``pos`` (the position in its response,
+    from 0), ``d`` (Δ = trainer − inference log-prob) and ``ok`` (Δ finite and the loss mask keeping it)."""
+
+    seg: _Segments
+    pos: np.ndarray
+    d: np.ndarray
+    ok: np.ndarray
+
+
+def gap_positions(df: pl.DataFrame) -> GapPositions:
+    """:class:`GapPositions` of ``df``'s rows from its ``logprobs``, the first of the inference engine's
+    log-prob fields it has (:func:`data.metrics.token.inference_field`) and its loss mask
+    (:func:`~data.metrics.token.loss_mask_field`: where a response has one, a position is kept when its mask
+    is present and not 0), as :func:`data.metrics.token.token_metrics` defines ``gap_valid``."""
+    lp = _flat(df, "logprobs")
+    inf_name = _own(df, inference_field(df.columns))
+    inf = _flat(df, inf_name) if inf_name else _flat(df, "")
+    seg, ia, ib = _pair(lp, inf)
+    with np.errstate(all="ignore"):
+        d = np.subtract(lp.values[ia], inf.values[ib], dtype=np.float64)
+    ok = np.isfinite(d)
+    rows = np.repeat(np.arange(df.height), seg.lens)
+    pos = np.arange(len(rows)) - seg.starts[rows]
+    mask_name = _own(df, loss_mask_field(df.columns))
+    if mask_name is not None:
+        m = _flat(df, mask_name)
+        has = (m.segments.sum(np.ones(len(m.values), bool), m.present) > 0)[rows]
+        inside = pos < m.lens[rows]
+        at = np.where(inside, m.starts[rows] + pos, 0)
+        kept = inside & (m.values[at] != 0) if len(m.values) else np.zeros(len(pos), bool)
+        if m.present is not None and len(m.values):
+            kept &= m.present[at]
+        ok &= ~has | kept
+    return GapPositions(seg, pos, d, ok)
+
+
+def _gap_aggregates(df: pl.DataFrame) -> dict[str, pa.Array]:
+    """The ``infer_gap_*`` aggregates of :func:`data.metrics.token.response_token_aggregates` on the list
+    columns (see :func:`gap_positions`)."""
+    seg, pos, d, ok = gap_positions(df)
+    absd = np.abs(d)
+    tail = ok & (absd > INFER_GAP_TAIL)
+    n = seg.sum(ok)
+    n_tail = seg.sum(tail)
+    none, no_tail = n == 0, n_tail == 0
+    first = _reduce(seg, np.where(tail, pos, np.iinfo(np.int64).max), np.minimum, 0)
+    return {
+        "infer_gap_n": _nulls_where(n, none),
+        "infer_gap_tail_n": _nulls_where(n_tail, none),
+        "infer_gap_abs_mean": _nulls_where(seg.sum(absd, ok) / np.maximum(n, 1), none),
+        "infer_gap_abs_max": _nulls_where(_reduce(seg, np.where(ok, absd, -np.inf), np.maximum, 0.0), none),
+        "infer_gap_tail_share": _nulls_where(n_tail / np.maximum(n, 1), none),
+        "infer_gap_first_tail": _nulls_where(first, no_tail),
+        "infer_gap_mean": _nulls_where(seg.sum(d, ok) / np.maximum(n, 1), none),
+        "infer_gap_max": _nulls_where(_reduce(seg, np.where(ok, d, -np.inf), np.maximum, 0.0), none),
+    }
 
 
 def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.DataFrame:
@@ -173,13 +288,24 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
         valid = _both(_both(lp.where_present(ia), ref.where_present(ib)), np.isfinite(kl))
         n_kl = seg.sum(valid)
         lr_sum, kl_sum = seg.sum(lr, valid), seg.sum(kl, valid)
-        # Value error against the return (the suffix sum of the token rewards) where both are present.
-        seg_v, iv, it = _pair(val, tr)
-        ve = np.subtract(val.values[iv], _suffix_sums(tr)[it], dtype=np.float64)
-        ve_ok = _both(_both(val.where_present(iv), tr.where_present(it)), np.isfinite(ve))
+        # Value error against the return (the file's returns, else the suffix sum of the token rewards)
+        # where both are present, and the sums a step pools its critic health from.
+        ret, given = _returns(df, tr)
+        seg_v, iv, it = _pair(val, ret)
+        r = np.asarray(ret.values[it], dtype=np.float64)
+        ve = np.subtract(val.values[iv], r, dtype=np.float64)
+        ve_ok = _both(_both(val.where_present(iv), ret.where_present(it)), np.isfinite(ve))
         n_ve = seg_v.sum(ve_ok)
-        ve_sum = seg_v.sum(ve, ve_ok)
-        ve_abs = seg_v.sum(np.abs(ve, out=ve), ve_ok)
+        critic = {
+            "critic_n": n_ve,
+            "critic_file_n": np.where(given, n_ve, 0),
+            "return_sum": seg_v.sum(r, ve_ok),
+            "return_sq_sum": seg_v.sum(r * r, ve_ok),
+            "value_error_sum": seg_v.sum(ve, ve_ok),
+            "value_error_sq_sum": seg_v.sum(ve * ve, ve_ok),
+        }
+        ve_sum = critic["value_error_sum"]
+        ve_abs = critic["value_error_abs_sum"] = seg_v.sum(np.abs(ve, out=ve), ve_ok)
         n_tr = tr.segments.sum(np.ones(len(tr.values), bool), tr.present)
         tr_sum = tr.segments.sum(tr.values, tr.present)
         # Length: tokens present and not pads; for a response without token strings, its log-probs.
@@ -202,6 +328,8 @@ def response_list_aggregates(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> p
                 "value_error_mean": _nulls_where(ve_mean, n_ve == 0),
                 "value_error_abs_mean": _nulls_where(ve_abs_mean, n_ve == 0),
                 "token_reward_sum": _nulls_where(tr_sum, n_tr == 0),
+                **{k: _nulls_where(v, n_ve == 0) for k, v in critic.items()},
+                **_gap_aggregates(df),
             }
         )
     ).cast(AGGREGATE_COLUMNS)

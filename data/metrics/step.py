@@ -36,6 +36,13 @@ def _finite_total(col: str) -> list[pl.Expr]:
     ]
 
 
+def _units() -> pl.Expr:
+    """The units the step's repetitions were counted in, sorted and joined ('tokens', 'characters, words');
+    null where none has one."""
+    u = pl.col("repetition_unit").drop_nulls().unique().sort()
+    return pl.when(u.len() > 0).then(u.str.join(", "))
+
+
 def _token_mean(sum_col: str) -> pl.Expr:
     """Σ sum_col / Σ n_kl_tokens over a group: a mean over all its tokens (null when it has none)."""
     n = pl.col("n_kl_tokens").sum()
@@ -97,13 +104,58 @@ def _aggregations(extras: Sequence[str] = ()) -> list[tuple[tuple[str, ...], lis
                 pl.col("value_error_mean").mean().alias("value_error_mean"),
             ],
         ),
+        # A few columns at a time (step_summary_by_columns reads each group's columns at once).
+        *[
+            (cols, [pl.col(c).sum().alias(c) for c in cols])
+            for cols in (CRITIC_SUMS[:2], CRITIC_SUMS[2:4], CRITIC_SUMS[4:])
+        ],
         (("repetition",), [_finite_mean("repetition").alias("repetition_mean")]),
+        (("repetition_unit",), [_units().alias("repetition_units")]),
+        *_gap_step(),
         *[((c,), [_finite_mean(c).alias(extra_mean(c))]) for c in extras],
     ]
 
 
+# The critic's sums of each response (see data.metrics.registry), summed per step: its pooled critic health.
+CRITIC_SUMS = (
+    *("critic_n", "critic_file_n", "return_sum", "return_sq_sum"),
+    *("value_error_sum", "value_error_sq_sum", "value_error_abs_sum"),
+)
+
+GAP_INPUT = (
+    "infer_gap_n",
+    "infer_gap_tail_n",
+    "infer_gap_abs_mean",
+    "infer_gap_abs_max",
+    "infer_gap_tail_share",
+)
+
+
+def _gap_step() -> list[tuple[tuple[str, ...], list[pl.Expr]]]:
+    """The inference–trainer gap of a step (as :func:`_aggregations`' items, a few columns each): the
+    responses' mean |Δ|, max |Δ| and tail share as distributions (the curves' bands), and the tail pooled
+    over the step's positions, exactly, from the responses' counts: ``infer_gap_n_total`` positions,
+    ``infer_gap_tail_n_total`` in the tail, ``infer_gap_tail_pooled`` their ratio (null without one)."""
+    n, tail = pl.col("infer_gap_n").sum(), pl.col("infer_gap_tail_n").sum()
+    counts = [
+        n.alias("infer_gap_n_total"),
+        tail.alias("infer_gap_tail_n_total"),
+        pl.when(n > 0).then(tail / n).alias("infer_gap_tail_pooled"),
+    ]
+    dists = [((c,), _dist(c)) for c in ("infer_gap_abs_mean", "infer_gap_abs_max", "infer_gap_tail_share")]
+    return [*dists, (("infer_gap_n", "infer_gap_tail_n"), counts)]
+
+
 # The columns a summary reads that a frame made by hand may lack: nulls of their type there.
-_ABSENT = {"repetition": pl.Float64, "source": pl.String, "sample_id": pl.String, "line": pl.Int64}
+_ABSENT = {
+    "repetition": pl.Float64,
+    "repetition_unit": pl.String,
+    "source": pl.String,
+    "sample_id": pl.String,
+    "line": pl.Int64,
+    **{c: pl.Int64 if c.endswith("_n") else pl.Float64 for c in CRITIC_SUMS},
+    **{c: pl.Int64 if c.endswith("_n") else pl.Float64 for c in GAP_INPUT},
+}
 
 
 def _with_absent(rows: pl.LazyFrame, names) -> pl.LazyFrame:
@@ -124,10 +176,12 @@ def step_summary(scalars: pl.LazyFrame, extras: Sequence[str] = ()) -> pl.LazyFr
     ``kl_mean_*`` are the distribution of the per-response means (``kl_mean_mean`` their mean);
     ``kl_sum_total`` / ``kl_sum_max`` are the finite k3 sums' total and largest (see :func:`kl_top_share`)
     and ``kl_top_source`` / ``_line`` / ``_sample_id`` where that largest one is; ``repetition_mean`` is the mean repetition of the
-    step's responses that have one (3 words or more), the reward page's degeneration curve;
+    step's responses that have one (3 units or more), the reward page's degeneration curve, and
+    ``repetition_units`` the units they were counted in;
     ``reward_finite_n`` / ``reward_finite_sum`` count and sum the finite rewards; for each numeric extra
     column ``c`` of ``extras`` (the reward components the compare page draws are among them),
-    ``<c>_finite_mean`` (see :func:`extra_mean`) is the mean of its finite values (null when none).
+    ``<c>_finite_mean`` (see :func:`extra_mean`) is the mean of its finite values (null when none);
+    :data:`CRITIC_SUMS` are the step's sums of its responses' critic sums (:func:`critic_health` reads them).
     """
     # A frame without repetition or where a response is (one made by hand) summarises to nulls there.
     scalars = _with_absent(scalars, scalars.collect_schema().names())
@@ -223,3 +277,17 @@ def kl_top_share() -> pl.Expr:
     positions (k3 ≥ 0, so a share in [0, 1]); null without KL or where the step's total is 0."""
     total = pl.col("kl_sum_total")
     return pl.when(total > 0).then(pl.col("kl_sum_max") / total).alias("kl_top_share")
+
+
+def critic_health() -> list[pl.Expr]:
+    """``explained_variance`` and ``value_error_abs_pooled`` of a per-step summary, pooled exactly from its
+    critic sums over every position of the step with a value and a return (e = value − return, r = return):
+    1 − Var(e) / Var(r) with population variances (Σx² / n − (Σx / n)²), and Σ|e| / n. Explained variance is
+    null under 2 positions or where the returns do not vary; both are null without a position."""
+    n = pl.col("critic_n").cast(pl.Float64)
+    var_r = pl.col("return_sq_sum") / n - (pl.col("return_sum") / n) ** 2
+    var_e = pl.col("value_error_sq_sum") / n - (pl.col("value_error_sum") / n) ** 2
+    return [
+        pl.when((n >= 2) & (var_r > 0)).then(1.0 - var_e / var_r).alias("explained_variance"),
+        pl.when(n > 0).then(pl.col("value_error_abs_sum") / n).alias("value_error_abs_pooled"),
+    ]

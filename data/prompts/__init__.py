@@ -33,11 +33,14 @@ from data.prompts.detail import (
     reward_chart,
     texts,
 )
+from data.prompts.group import GROUP_LIMIT, Group, group_views, prompt_groups
 from data.prompts.listing import PAGE_SIZE, PromptList, filter_prompts, list_columns, page_of, prompt_list
 
 __all__ = [
     "CHART_BINS",
     "CHART_LIMIT",
+    "GROUP_LIMIT",
+    "Group",
     "HISTORY_COLUMNS",
     "HISTORY_LIMIT",
     "PAGE_SIZE",
@@ -47,6 +50,7 @@ __all__ = [
     "filter_prompts",
     "first_and_latest",
     "group_note",
+    "group_views",
     "history",
     "history_block",
     "history_by_step",
@@ -55,6 +59,7 @@ __all__ = [
     "overview",
     "page_of",
     "prompt_detail",
+    "prompt_groups",
     "prompt_list",
     "prompt_row",
     "prompt_table",

@@ -123,7 +123,7 @@ def history_columns(rows: pl.DataFrame, recomputed: bool, has_groups: bool) -> l
             ("group_n", "responses in the group", "int"),
             ("group_spread", "group reward spread (max − min)", "num"),
             ("advantage", adv, "signed"),
-            ("group_flag", "learning signal", "text"),
+            ("learning_signal", label("learning_signal"), "text"),
         ]
     elif not recomputed:
         cols.append(("advantage", adv, "signed"))
@@ -135,7 +135,7 @@ def history_columns(rows: pl.DataFrame, recomputed: bool, has_groups: bool) -> l
         ("length_ratio", label("length_ratio"), "num"),
         ("response_preview", "response (start)", "text"),
     ]
-    always = {"step", "sample_id", "response_preview", "reward", "group_flag"}
+    always = {"step", "sample_id", "response_preview", "reward", "learning_signal"}
     keep = []
     for c in cols:
         key = c[0]
@@ -298,8 +298,6 @@ def _sort_keys(column: str, names: list[str]) -> list[str] | None:
     """The columns a sort of the grid's ``column`` orders by (None: not a column of the rows)."""
     if column == "sample_id" and "source" in names and "line" in names:
         return ["source", "line", "sample_id"]  # the cell shows file:line: by file, then line as a number
-    if column == "group_flag":
-        return ["zero_spread"] if "zero_spread" in names else None
     return [column] if column in names else None
 
 

@@ -20,7 +20,7 @@ from data.derived import topk
 from data.queries import QueryError, ResponseFilter, check_regex, sort_rows
 from data.search.engine import Job, engine
 from data.search.texts import KEYS, fast_case
-from data.signals import truncated_rows
+from data.signals import ended_rows, truncated_rows
 from data.store import RunStore
 from data.views.responses import ResponsesView
 
@@ -69,6 +69,9 @@ def matching(
     if flt.truncated:
         cut = truncated_rows(store, *flt.truncated, flt.step)
         lf = lf.join(cut.lazy(), on=["part", "row"], how="semi")
+    if flt.ended:
+        done = ended_rows(store, *flt.ended, flt.step)
+        lf = lf.join(done.lazy(), on=["part", "row"], how="semi")
     return lf.select(c for c in dict.fromkeys([*columns, "part", "row"]) if c in names)
 
 
@@ -152,7 +155,7 @@ def pruned_head(
     holding NaN in ``sort`` (NaN sorts before every number), or a filter on texts.
 
     The rows read are sorted together as :func:`_sorted_keys` sorts them, so the order is the same."""
-    if flt.q or flt.truncated:
+    if flt.q or flt.truncated or flt.ended:
         return None
     segments = store.segments(flt.step)
     bound: dict[str, float | None] = {}

@@ -23,7 +23,14 @@ from data.remote import as_path
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
 # readable). 16: miles' per-token Parquet joined to its trajectory lines (a companion file, files[...]["companion"]
-# in the manifest), prime-rl's trace stream and its annotations; 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
+# in the manifest), prime-rl's trace stream and its annotations; the inference–trainer gap per response (infer_gap_n, _tail_n, _abs_mean, _abs_max,
+# _tail_share, _first_tail, _mean, _max: positions the loss mask keeps, tail |Δ| > ln 2) and per step in the
+# steps summary (the tail pooled from the counts), NeMo-RL's sample_loss_mask kept as its generated tokens'
+# token_loss_mask (the gap leaves a sample out of the loss out); the critic's sums per response and per step
+# (critic_n, critic_file_n, return_sum, return_sq_sum, value_error_sum / _sq_sum / _abs_sum: a step's explained
+# variance pooled exactly), the value error against the file's own returns where it has them (else γ = 1);
+# repetition over the response's tokens where it has them, else characters (scripts without spaces) or words,
+# the unit kept (repetition_unit, the steps summary's repetition_units); 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
 # is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
 # (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
 # empty completions; Atropos, prime-rl and miles dialects (a file matched before to the contract is matched
@@ -52,9 +59,17 @@ SCALAR_CORE = stored_columns()
 # exports read an empty table with every column rather than fail on a missing one. A test compares them
 # with what ingest derives.
 SCALAR_DTYPES: dict[str, pl.DataType] = {
-    **dict.fromkeys(("sample_id", "source", "prompt_key", "prompt_preview", "response_preview"), pl.String()),
     **dict.fromkeys(
-        ("line", "part", "row", "step", "response_length", "response_chars", "n_kl_tokens"), pl.Int64()
+        ("sample_id", "source", "prompt_key", "prompt_preview", "response_preview", "repetition_unit"),
+        pl.String(),
+    ),
+    **dict.fromkeys(
+        (
+            *("line", "part", "row", "step", "response_length", "response_chars", "n_kl_tokens"),
+            *("critic_n", "critic_file_n"),
+            *("infer_gap_n", "infer_gap_tail_n", "infer_gap_first_tail"),
+        ),
+        pl.Int64(),
     ),
     "has_tokens": pl.Boolean(),
 }

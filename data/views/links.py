@@ -46,13 +46,18 @@ def carried_step(path: str, query: Mapping, ctx) -> str | None:
     return None
 
 
+# Pages a carried step goes to: the token page opens that step's response of the largest KL (see
+# data.views.tokens.resolve), not the run's first response.
+STEP_TARGETS = (*STEP_PAGES, paths.TOKENS)
+
+
 def nav(path: str, run: str | None, prefix: str = "", step: str | None = None) -> str:
-    """A navbar link: page ``path`` keeping the run shown (the runs page takes no run) and, between the pages
+    """A navbar link: page ``path`` keeping the run shown (the runs page takes no run) and, to the pages
     that take a step, ``step`` (see :func:`carried_step`): from the reward page at step 20, the responses
-    of step 20, not of the run's last step."""
+    of step 20, not of the run's last step; the token page, step 20's response of the largest KL."""
     if path == paths.RUNS or not run:
         return prefix + path
-    return prefix + path + encode([("run", run), ("step", step if path in STEP_PAGES else None)])
+    return prefix + path + encode([("run", run), ("step", step if path in STEP_TARGETS else None)])
 
 
 def tokens(
@@ -67,6 +72,13 @@ def tokens(
     """The token page of one response; ``back`` is the responses view to return to (its query string
     without ``?``), ``metric`` and ``pads`` the token page's own settings (left out at their defaults)."""
     return prefix + paths.TOKENS + TokensState(run, sample, metric, pads, back).to_query()
+
+
+def tokens_corrected(run: str, sample: str, rule: str, c: float, prefix: str = "") -> str:
+    """The token page of one response coloured by the gap, the tokens a correction ``rule`` at ``c`` touches
+    marked."""
+    state = TokensState(run, sample, "infer_gap", rule=rule, c=c)
+    return prefix + paths.TOKENS + state.to_query()
 
 
 def tokens_many(run: str, samples: Iterable[str], prefix: str = "") -> list[str]:
@@ -100,6 +112,10 @@ SIGNAL_VIEWS = {
     "repetition_mean": {"sort": "repetition"},  # its mean: every response, the most repetitive first
     "truncated_share": {"truncated": True},  # exactly the responses with no end token
     "match_share": {},  # exactly the responses the search matches (q)
+    # The critic's health (data/critic_curves.py): every response, the largest mean |value − return| first.
+    **dict.fromkeys(
+        ("explained_variance", "value_error_abs_pooled", "value_loss"), {"sort": "value_error_abs_mean"}
+    ),
 }
 
 
@@ -119,6 +135,11 @@ def kl_sorted(run: str, step: int, prefix: str = "") -> str:
     )
 
 
+def gap_sorted(run: str, step: int, sort: str, prefix: str = "") -> str:
+    """A step's responses sorted by gap column ``sort``, the largest first: what a gap page point opens."""
+    return prefix + paths.RESPONSES + ResponsesView(run=run, step=step, sort=sort, order="desc").to_query()
+
+
 def export(view: ResponsesView, fmt: str, prefix: str = "") -> str:
     """The download of the rows of ``view`` (its selected row aside) as ``fmt``."""
     base = view.with_(sample=None).to_query()
@@ -128,3 +149,25 @@ def export(view: ResponsesView, fmt: str, prefix: str = "") -> str:
 def prompts(view: PromptsView, prefix: str = "") -> str:
     """The prompts page showing ``view`` (the list, or one prompt with the list's state kept)."""
     return prefix + paths.PROMPTS + view.to_query()
+
+
+def group(run: str | None, prompt_key: str | None, step, group_id=None, prefix: str = "") -> str | None:
+    """The group of a response side by side: its prompt's group at ``step`` (``group_id`` the file's group
+    id, None for a run that groups by prompt). None without a prompt key or a step (no group to show)."""
+    if not prompt_key or step is None:
+        return None
+    gid = None if group_id is None else str(group_id)
+    return prompts(PromptsView(run=run, prompt=prompt_key, step=int(step), group=gid), prefix)
+
+
+def group_of(run: str | None, row: Mapping | None, prefix: str = "") -> str | None:
+    """:func:`group` of one response ``row`` (its ``prompt_key``, ``step`` and ``group_id`` where it has one):
+    the link "its group" of the responses and token pages. None for no row."""
+    if not row:
+        return None
+    return group(run, row.get("prompt_key"), row.get("step"), row.get("group_id"), prefix)
+
+
+def groups(run: str | None, prompt_key: str, found: Iterable[Mapping], prefix: str = "") -> list[str | None]:
+    """:func:`group` of each of a prompt's groups ``found`` (``step``, ``group_id``)."""
+    return [group(run, prompt_key, g["step"], g.get("group_id"), prefix) for g in found]

@@ -11,14 +11,15 @@ RESPONSES = "/responses"
 TOKENS = "/tokens"
 PROMPTS = "/prompts"
 COMPARE = "/compare"
+GAP = "/gap"  # the inference–trainer gap and what a correction would do
 EXPORT = "/export"  # a download route of the server, not a page
 
 # Pages that show one run: the first run when the URL names none. Of these, the reward and prompts pages
 # also show the first run (with a notice) when the URL names a run that is not under the root; the
 # responses and token pages show an error instead. Each page decides with shown_run, and so does the
 # shell's run picker.
-RUN_PAGES = (REWARD, RESPONSES, TOKENS, PROMPTS)
-FALLBACK_PAGES = (REWARD, PROMPTS)
+RUN_PAGES = (REWARD, RESPONSES, TOKENS, PROMPTS, GAP)
+FALLBACK_PAGES = (REWARD, PROMPTS, GAP)
 
 
 def shown_run(path: str, run: str | None, runs: Collection[str]) -> str | None:

@@ -1,5 +1,5 @@
 """The prompts page's view state (``/prompts?run=R&view=never&trend=..&q=..&sort=..&order=..&page=2``, and
-``&prompt=KEY`` for one prompt)."""
+``&prompt=KEY`` for one prompt, ``&prompt=KEY&step=S[&group=G]`` for its group(s) at step S side by side)."""
 
 from __future__ import annotations
 
@@ -35,12 +35,14 @@ SORT_COLUMNS = {
 SORT_ALIASES = {"delta": "reward_delta", "gain": "gain_mean", "win": "win_rate", "steps": "n_steps"}
 DEFAULT_SORT = "first_step"
 ORDERS = ("asc", "desc")
+GROUP_MAX_CHARS = 200  # a group id is the file's value as text: a longer one is no id of a real run
 
 
 @dataclass(frozen=True)
 class PromptsView:
     """The prompts page's URL: ``/prompts?run=R&view=never&trend=regressed&q=re&min_steps=3&sort=..&order=..
-    &page=2`` for the list, ``&prompt=KEY`` for one prompt. ``to_query()`` omits defaults."""
+    &page=2`` for the list, ``&prompt=KEY`` for one prompt, and with ``&step=S`` the prompt's groups at step S
+    side by side (``&group=G``: only the group whose ``group_id`` is G). ``to_query()`` omits defaults."""
 
     run: str | None = None
     prompt: str | None = None
@@ -51,6 +53,8 @@ class PromptsView:
     sort: str = DEFAULT_SORT
     order: str = "asc"
     page: int = 1
+    step: int | None = None
+    group: str | None = None
 
     @classmethod
     def from_query(
@@ -89,7 +93,19 @@ class PromptsView:
             msgs.append(f"Ignored page={page}: pages count from 1.")
             page = 1
         sort = sort or DEFAULT_SORT
-        return cls(run, prompt, view, trend, q, min_steps, sort, order or "asc", page), msgs
+        step = get_int(query, "step", msgs, None)
+        group = first(query, "group") or None
+        if group is not None and len(group) > GROUP_MAX_CHARS:
+            msgs.append(f"Ignored group=…: a group id of more than {GROUP_MAX_CHARS} characters.")
+            group = None
+        if prompt is None and (step is not None or group is not None):
+            msgs.append("Ignored step= and group=: they name a group of one prompt (prompt=KEY).")
+            step = group = None
+        elif step is None and group is not None:
+            msgs.append(f"Ignored group={group!r}: a group is of one step (step=S).")
+            group = None
+        view = cls(run, prompt, view, trend, q, min_steps, sort, order or "asc", page, step, group)
+        return view, msgs
 
     def to_query(self) -> str:
         """The query string of this view, defaults left out ('' when everything is a default)."""
@@ -104,6 +120,8 @@ class PromptsView:
                 ("sort", None if self.sort == DEFAULT_SORT else self.sort),
                 ("order", None if self.order == "asc" else self.order),
                 ("page", None if self.page == 1 else self.page),
+                ("step", self.step),
+                ("group", self.group),
             ]
         )
 

@@ -27,7 +27,9 @@ class ResponsesView:
     ``step`` is None for the run's last step (the default), ``"all"`` for every step, or a step number.
     Ranges are half-open (``min <= x < max``), as in :class:`data.queries.ResponseFilter`; ``q`` is a
     regular expression over prompt and response; ``loses`` keeps responses below their reference reward;
-    ``truncated`` those that do not end with an end token; ``sample`` is the selected response (its texts
+    ``truncated`` those that do not end with an end token, ``ended`` those that do (the two exclude each
+    other: ``ended`` with ``truncated`` is ignored); ``cols`` the value columns shown, in the table's order
+    (``cols=`` repeated; None: the run's defaults, see :mod:`data.response_columns`); ``sample`` is the selected response (its texts
     shown over the table).
     """
 
@@ -45,10 +47,16 @@ class ResponsesView:
     len_max: float | None = None
     ref_min: float | None = None
     ref_max: float | None = None
+    gap_min: float | None = None
+    gap_max: float | None = None
+    tail_min: float | None = None
+    tail_max: float | None = None
     q: str | None = None
     loses: bool = False
     truncated: bool = False
     sample: str | None = None
+    ended: bool = False
+    cols: tuple[str, ...] | None = None
 
     @classmethod
     def from_query(
@@ -57,12 +65,15 @@ class ResponsesView:
         ctx=None,
         sortable: Iterable[str] | None = None,
         extra_keys: Iterable[str] = (),
+        columns: Iterable[str] | None = None,
     ) -> tuple[ResponsesView, list[str]]:
         """Parse a query (``parse_search`` dict or ``layout(**query)`` kwargs); bad values -> default + notice.
 
         ``ctx`` (when given) is the run's :class:`data.run_context.RunContext`: a step the run lacks is
         resolved by its rule. ``sortable`` (when given) are the run's sortable columns: a sort column the
-        run does not have falls back. Unknown keys (other than ``extra_keys``) are noticed.
+        run does not have falls back. ``columns`` (when given) are the columns the table can show: ``cols``
+        keeps those of them (in their order) and notices the others. Unknown keys (other than
+        ``extra_keys``) are noticed.
         """
         notices = key_notices(query, {f.name for f in fields(cls)} | set(extra_keys))
         run = first(query, "run") or None
@@ -85,8 +96,14 @@ class ResponsesView:
         q, _ = get_regex(query, "q", notices)  # an invalid one is kept (the search box shows it), not applied
         loses = get_bool(query, "loses", notices)
         truncated = get_bool(query, "truncated", notices)
+        ended = get_bool(query, "ended", notices)
+        if ended and truncated:
+            notices.append("Ignored ended=1: truncated=1 keeps the responses that did not end.")
+            ended = False
         sample = first(query, "sample") or None
+        cols = _parse_cols(query, columns, notices)
         view = cls(
+            cols=cols,
             run=run,
             step=step,
             sort=sort,
@@ -95,6 +112,7 @@ class ResponsesView:
             loses=loses,
             truncated=truncated,
             sample=sample,
+            ended=ended,
             **ranges,
         )
         return view, notices
@@ -111,6 +129,8 @@ class ResponsesView:
                 ("q", self.q),
                 ("loses", True if self.loses else None),
                 ("truncated", True if self.truncated else None),
+                ("ended", True if self.ended else None),
+                *(("cols", c) for c in self.cols or ()),
                 ("sample", self.sample),
             ]
         )
@@ -131,7 +151,7 @@ class ResponsesView:
         self, steps: list[int], ends: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     ) -> ResponseFilter:
         """The filter of this view (an invalid regex is left out: the page says so). ``ends``: the pad and
-        end tokens that define a truncated response (the settings'), for ``truncated``."""
+        end tokens that define a truncated response (the settings'), for ``truncated`` and ``ended``."""
         q = self.q
         if q is not None and regex_error(q) is not None:
             q = None
@@ -147,9 +167,14 @@ class ResponsesView:
             len_max=self.len_max,
             ref_min=self.ref_min,
             ref_max=self.ref_max,
+            gap_min=self.gap_min,
+            gap_max=self.gap_max,
+            tail_min=self.tail_min,
+            tail_max=self.tail_max,
             q=q,
             loses_only=self.loses,
             truncated=(tuple(ends[0]), tuple(ends[1])) if self.truncated else None,
+            ended=(tuple(ends[0]), tuple(ends[1])) if self.ended else None,
         )
 
     def filter_key(self) -> str:
@@ -186,6 +211,8 @@ class ResponsesView:
             parts.append("losing to the reference")
         if self.truncated:
             parts.append("with no end token (truncated)")
+        if self.ended:
+            parts.append("ended with an end token")
         first = "highest" if self.descending else "lowest"
         parts.append(f"sorted by {label(self.sort)}, {first} first")
         return " · ".join(parts)
@@ -199,21 +226,30 @@ class ResponsesView:
         loses,
         sort: tuple[str, str] | None,
         truncated=None,
+        ended=None,
+        cols=None,
     ) -> ResponsesView:
         """This view after its controls changed: the step picker's ``step``, the range inputs' ``ranges``
-        (``<key>_min`` / ``_max``: a number, or None / '' for no bound), the search ``q``, the ``loses``
-        and ``truncated`` switches (``truncated`` None: the view's) and the grid's ``sort`` (``(column, order)``; None: the view's). Choosing the last step while
-        the URL follows the last step keeps following it."""
+        (``<key>_min`` / ``_max``: a number, or None / '' for no bound), the search ``q``, the ``loses``,
+        ``truncated`` and ``ended`` switches (None: the view's; the one turned on turns the other off), the column
+        chooser's ``cols`` (as ``data.responses.chosen`` reads it: None for the run's defaults) and the grid's ``sort`` (``(column, order)``; None: the view's). Choosing the last step while the URL follows
+        the last step keeps following it."""
         if step == (steps[-1] if steps else None) and self.step is None:
             step = None
         sort_col, order = sort if sort else (self.sort, self.order)
+        cut = self.truncated if truncated is None else bool(truncated)
+        done = self.ended if ended is None else bool(ended)
+        if cut and done:  # the two exclude each other: the one just turned on wins
+            cut, done = (False, True) if not self.ended else (True, False)
         return self.with_(
             step=step,
             sort=sort_col,
             order=order,
             q=(q or None),
             loses=bool(loses),
-            truncated=self.truncated if truncated is None else bool(truncated),
+            truncated=cut,
+            ended=done,
+            cols=tuple(cols) if cols else None,
             **{k: (None if v is None or v == "" else float(v)) for k, v in ranges.items()},
         )
 
@@ -233,8 +269,26 @@ class ResponsesView:
         ]
 
     def cleared(self) -> ResponsesView:
-        """This view without its filters: the run, step and sort kept."""
-        return ResponsesView(run=self.run, step=self.step, sort=self.sort, order=self.order)
+        """This view without its filters: the run, step, sort and columns kept."""
+        return ResponsesView(run=self.run, step=self.step, sort=self.sort, order=self.order, cols=self.cols)
+
+
+def _parse_cols(query: Mapping, columns: Iterable[str] | None, notices: list[str]) -> tuple[str, ...] | None:
+    """The ``cols=`` of a query (repeated keys, or one value of commas), those of ``columns`` in its order
+    when given (the others noticed); None for none."""
+    raw = query.get("cols")
+    asked = [raw] if isinstance(raw, str) else list(raw or [])
+    asked = [c for v in asked for c in str(v).split(",") if c]
+    if not asked:
+        return None
+    if columns is None:
+        return tuple(dict.fromkeys(asked))
+    known = list(columns)
+    bad = [c for c in asked if c not in known]
+    if bad:
+        notices.append(f"Ignored cols={','.join(bad)!r}: not a column of this run's table.")
+    kept = tuple(c for c in known if c in set(asked))
+    return kept or None
 
 
 def _parse_step(query: Mapping, ctx, notices: list[str]) -> int | str | None:

@@ -1,14 +1,16 @@
-"""The token page's view state (``/tokens?run=R&sample=ID&metric=M&pads=1&back=...``) and the response it
-resolves to."""
+"""The token page's view state (``/tokens?run=R&sample=ID&metric=M&pads=1&back=...``, or ``&step=S`` and no
+sample: that step's response of the largest KL) and the response it resolves to."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 from urllib.parse import urlencode
 
-from data.tokens import STRIP_METRICS, TokenView, first_sample, is_file_metric, token_view
+from data.run_context import step_at_or_before
+from data.tokens import STRIP_METRICS, TokenView, default_sample, is_file_metric, token_view
 from data.views import paths
-from data.views.codec import encode, first, get_bool, get_choice, key_notices, parse_search
+from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices, parse_search
+from data.views.gap import correction
 from data.views.paths import shown_run
 
 DEFAULT_METRIC = "kl"
@@ -16,13 +18,17 @@ DEFAULT_METRIC = "kl"
 
 @dataclass(frozen=True)
 class TokensState:
-    """The token page's URL state; ``back`` is the responses view's query string (without ``?``)."""
+    """The token page's URL state; ``back`` is the responses view's query string (without ``?``); ``step``
+    chooses the response when ``sample`` is None (see :func:`resolve`; the navbar's link carries it)."""
 
     run: str | None = None
     sample: str | None = None
     metric: str = DEFAULT_METRIC
     pads: bool = False
     back: str = ""
+    step: int | None = None
+    rule: str | None = None  # a correction whose tokens the strip marks (data.infer_gap.RULES), at C = c
+    c: float | None = None
 
     @classmethod
     def from_query(cls, query) -> tuple[TokensState, list[str]]:
@@ -36,7 +42,10 @@ class TokensState:
         pads = get_bool(query, "pads", notes, False)
         # Re-encoded so that only a query string ever follows "/responses" in the link back.
         back = urlencode(parse_search(first(query, "back") or ""), doseq=True)
-        return cls(first(query, "run") or None, first(query, "sample") or None, metric, pads, back), notes
+        step = get_int(query, "step", notes, None)
+        rule, c = correction(query, notes) if first(query, "rule") or first(query, "c") else (None, None)
+        run, sample = first(query, "run") or None, first(query, "sample") or None
+        return cls(run, sample, metric, pads, back, step, rule, c), notes
 
     def to_query(self) -> str:
         """``?run=…&sample=…`` with defaults left out ('' for the default state)."""
@@ -47,8 +56,15 @@ class TokensState:
                 ("metric", None if self.metric == DEFAULT_METRIC else self.metric),
                 ("pads", True if self.pads else None),
                 ("back", self.back or None),
+                ("step", self.step),
+                ("rule", self.rule),
+                ("c", self.c),
             ]
         )
+
+    def correction(self) -> tuple[str, float] | None:
+        """The correction whose tokens the strip marks, ``(rule, C)``, or None."""
+        return None if self.rule is None or self.c is None else (self.rule, self.c)
 
 
 # Why the page shows no response: no runs, the URL's run is not under the root, the run is still being
@@ -63,8 +79,9 @@ NO_RUNS, UNKNOWN_RUN, INGESTING, EMPTY, UNKNOWN_SAMPLE = (
 
 
 def resolve(state: TokensState, board, wait: float) -> tuple[TokensState, TokenView | None, str | None]:
-    """``state`` with the run and sample the page shows filled in (the first run, the run's first response
-    when the URL names none), that response's :class:`~data.tokens.TokenView`, and why there is none (one of
+    """``state`` with the run and sample the page shows filled in (the first run; when the URL names no
+    response, the one of the largest KL sum at the URL's step, by the one step rule, or else at the run's
+    last step: see :func:`~data.tokens.default_sample`), that response's :class:`~data.tokens.TokenView`, and why there is none (one of
     :data:`NO_RUNS` … :data:`UNKNOWN_SAMPLE`; None when there is a view). ``board``: the app's board."""
     runs = board.runs()
     if not runs:
@@ -77,9 +94,11 @@ def resolve(state: TokensState, board, wait: float) -> tuple[TokensState, TokenV
     if store is None:
         return state, None, INGESTING
     if state.sample is None:
-        first_id = first_sample(store)
-        if first_id is None:
+        steps = store.steps().get_column("step").sort().to_list()
+        step = step_at_or_before(steps, steps[-1] if state.step is None and steps else state.step or 0)
+        chosen = None if step is None else default_sample(store, step)
+        if chosen is None:
             return state, None, EMPTY
-        state = replace(state, sample=first_id)
+        state = replace(state, sample=chosen)
     view = token_view(store, state.sample, board.settings.pad_tokens)
     return state, view, (None if view is not None else UNKNOWN_SAMPLE)

@@ -70,3 +70,35 @@ def test_prompts202_never_preset_and_back(dash_duo, dash_app, fixtures_dir):
         lambda d: d.find_element(By.CSS_SELECTOR, "#prompts-view-all").is_selected()
     )
     assert dash_duo.get_logs() == []
+
+
+def test_prompts210_truncated_response_to_its_group_side_by_side(dash_duo, dash_app, fixtures_dir):
+    """TRL GRPO's rank0.jsonl:188 (step 24, group 93; cut at 20 tokens, ends_with_eos false): its token page
+    says "truncated"; "its group" opens the group's four completions side by side, each a card with its
+    reward, advantage and end, the cut one badged; its card's link opens its token page again; the
+    responses page's selected row links to the same group; no console errors."""
+    from data.store import sample_id
+
+    sid = sample_id("rank0.jsonl", 188)
+    dash_duo.start_server(dash_app)
+    dash_duo.wait_for_page(f"{dash_duo.server_url}/tokens?run=trl-grpo-small&sample={sid}")
+    dash_duo.wait_for_contains_text("#tokens-end", "truncated: no end token", timeout=30)
+    _click(dash_duo, "#tokens-group")
+    _wait_url(
+        dash_duo, lambda path, q: path == "/prompts" and q.get("step") == ["24"] and q.get("group") == ["93"]
+    )
+    dash_duo.wait_for_element("#prompts-groups-0-card-3", timeout=30)
+    assert not dash_duo.driver.find_elements(By.CSS_SELECTOR, "#prompts-groups-0-card-4")
+    dash_duo.wait_for_contains_text("#prompts-groups-0", "step 24 · group 93 · 4 responses")
+    cards = dash_duo.driver.find_elements(By.CSS_SELECTOR, "#prompts-groups .card")
+    assert len(cards) == 4 and all("reward" in c.text and "advantage" in c.text for c in cards)
+    cut = [c for c in cards if "rank0.jsonl:188" in c.text]
+    assert len(cut) == 1 and "truncated" in cut[0].text
+    tops = {c.location["y"] for c in cards}
+    assert len(tops) == 1  # side by side: one row at 1400 px
+    cut[0].find_element(By.CSS_SELECTOR, "a").click()
+    _wait_url(dash_duo, lambda path, q: path == "/tokens" and q.get("sample") == [sid])
+    dash_duo.wait_for_page(f"{dash_duo.server_url}/responses?run=trl-grpo-small&step=24&sample={sid}")
+    link = dash_duo.wait_for_element("#responses-open-group", timeout=30)
+    assert parse_qs(urlparse(link.get_attribute("href")).query)["group"] == ["93"]
+    assert dash_duo.get_logs() == []

@@ -313,3 +313,39 @@ def test_responses207_all_steps_search_first_rows_then_its_count(
     _time.sleep(2.0)  # the thing under test: the poll stopped, the line stays as it is meanwhile
     assert dash_duo.find_element("#responses-count").text == f"{want.count:,}"
     assert dash_duo.get_logs() == []
+
+
+def test_responses220_column_chooser_shows_a_column_and_keeps_it_in_the_url(dash_duo, dash_app, fixtures_dir):
+    """On TRL's GRPO run advantage, group_id and end are columns in view at 1400 px (no horizontal scroll);
+    choosing "reward gain" in the column chooser shows it and writes cols= into the URL; no console errors."""
+    from urllib.parse import parse_qs, urlparse
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    dash_duo.start_server(dash_app)
+    dash_duo.wait_for_page(f"{dash_duo.server_url}/responses?run=trl-grpo-small&step=25")
+    dash_duo.wait_for_element("#responses-grid .ag-cell[col-id='end']", timeout=30)
+    for col in ("advantage", "group_id", "end"):
+        cell = dash_duo.find_element(f"#responses-grid .ag-header-cell[col-id='{col}']")
+        assert cell.is_displayed() and cell.location["x"] + cell.size["width"] <= 1400
+    assert not dash_duo.driver.find_elements(
+        By.CSS_SELECTOR, "#responses-grid .ag-header-cell[col-id='reward_gain']"
+    )
+    dash_duo.find_element("#responses-cols").click()  # Dash 4's dropdown: a list of options to tick
+    option = WebDriverWait(dash_duo.driver, 30).until(
+        lambda d: next(
+            (
+                o
+                for o in d.find_elements(By.CSS_SELECTOR, "[role='option']")
+                if o.text.startswith("reward gain")
+            ),
+            None,
+        )
+    )
+    option.click()
+    WebDriverWait(dash_duo.driver, 30).until(
+        lambda d: "reward_gain" in parse_qs(urlparse(d.current_url).query).get("cols", [])
+    )
+    dash_duo.wait_for_element("#responses-grid .ag-header-cell[col-id='reward_gain']", timeout=30)
+    assert dash_duo.get_logs() == []

@@ -282,3 +282,25 @@ def test_reward108_a_step_the_run_lacks_is_one_step_everywhere(dash_duo, dash_ap
     dash_duo.wait_for_contains_text("#responses-summary", "at step 2", timeout=30)
     assert dash_duo.find_element("#app-nav-reward").get_attribute("href").endswith(f"?run={RUN}&step=2")
     assert dash_duo.get_logs() == []
+
+
+def test_reward140_critic_point_opens_its_step_by_value_error(dash_duo, dash_app, fixtures_dir):
+    """The critic-health panel of the TRL PPO run: the explained-variance trace is named by its returns, and
+    a click on its point of a step opens that step's 16 responses sorted by value error, the largest first."""
+    _open(dash_duo, dash_app, "/reward?run=trl-ppo-small")
+    fig = "#reward-signal-critic"
+    dash_duo.wait_for_element(f"{fig} .scatterlayer .trace .points path", timeout=30)
+    name, step, k = dash_duo.driver.execute_script(
+        "const d = document.querySelector(arguments[0] + ' .js-plotly-plot')._fullData[0];"
+        "const x = Array.from(d.x); const k = x.indexOf(12); return [d.name, x[k], k];",
+        fig,
+    )
+    assert name == "explained variance (trainer returns)" and step == 12
+    point = dash_duo.driver.find_elements(By.CSS_SELECTOR, f"{fig} .scatterlayer .trace")[0].find_elements(
+        By.CSS_SELECTOR, ".points path"
+    )[k]
+    ActionChains(dash_duo.driver).move_to_element(point).click().perform()
+    _landed_on_responses(dash_duo, 16)
+    q = _query(dash_duo)
+    assert q["run"] == ["trl-ppo-small"] and q["step"] == ["12"] and q["sort"] == ["value_error_abs_mean"]
+    assert dash_duo.get_logs() == []

@@ -131,7 +131,8 @@ SYNC_OUT = (
     + URL
     + ".search...responses-step.value"
     + "".join(f"...responses-{k}-{e}.value" for k in RANGE_KEYS for e in ("min", "max"))
-    + "...responses-q.value...responses-loses.value...responses-truncated.value...responses-grid.columnState"
+    + "...responses-q.value...responses-loses.value...responses-truncated.value"
+    + "...responses-ended.value...responses-cols.value...responses-grid.columnState"
     + "...responses-view.data...responses-filter.data...responses-notices.children.."
 )
 
@@ -143,6 +144,7 @@ def sync(client, search, changed, **values):
         "responses-q": "",
         "responses-loses": False,
         "responses-truncated": False,
+        "responses-ended": False,
     }
     controls.update(values)
     inputs = [{"id": URL, "property": "search", "value": search}]
@@ -155,6 +157,8 @@ def sync(client, search, changed, **values):
         {"id": "responses-q", "property": "value", "value": controls["responses-q"]},
         {"id": "responses-loses", "property": "value", "value": controls["responses-loses"]},
         {"id": "responses-truncated", "property": "value", "value": controls["responses-truncated"]},
+        {"id": "responses-ended", "property": "value", "value": controls["responses-ended"]},
+        {"id": "responses-cols", "property": "value", "value": controls.get("responses-cols")},
         {"id": "responses-clear", "property": "n_clicks", "value": controls.get("responses-clear")},
         {"id": "responses-grid", "property": "columnState", "value": controls.get("columnState")},
         {"id": "responses-grid", "property": "selectedRows", "value": controls.get("selectedRows")},
@@ -279,6 +283,39 @@ def test_responses108_truncated_filter_keeps_responses_with_no_end_token(client,
     assert bad.status_code == 400 and b"truncated=1" in bad.data
 
 
+def test_responses118_ended_filter_keeps_responses_with_an_end_token(client, page, fixtures_dir):
+    """ended=1, beside truncated=1, keeps the responses that ended: on TRL's PPO run exactly the 378 lines
+    whose trainer-written ends_with_eos is true (over all steps and step by step), in the grid and the
+    export; turning it on turns "truncated" off (they exclude each other) and both in a URL keep
+    "truncated", saying so; a run whose texts hold no end token ignores it, saying why."""
+    import json
+
+    lines = [
+        json.loads(line)
+        for f in ("rank0.jsonl", "rank1.jsonl")
+        for line in (fixtures_dir / RUN / f).read_text().splitlines()
+    ]
+    done = [r for r in lines if r["ends_with_eos"]]
+    assert rows_request(client, f"?run={RUN}&step=all&ended=1")["rowCount"] == len(done) == 378
+    for step in (1, 5, 25):
+        want = sum(1 for r in done if r["step"] == step)
+        assert rows_request(client, f"?run={RUN}&step={step}&ended=1")["rowCount"] == want
+    csv = client.get(f"/export?run={RUN}&step=all&ended=1&format=csv").data.decode()
+    assert csv.count("\n") == 1 + 378
+    url = f"?run={RUN}&step=3&truncated=1"
+    out = sync(client, url, "responses-ended.value", **{"responses-ended": True, "responses-truncated": True})
+    assert out[URL]["search"] == f"?run={RUN}&step=3&ended=1"
+    assert out["responses-truncated"]["value"] is False and "responses-ended" not in out
+    lay = page.layout(run=RUN, ended="1", truncated="1")
+    assert find(lay, "responses-truncated").value is True and find(lay, "responses-ended").value is False
+    notes = [a.children for a in find(lay, "responses-notices").children]
+    assert "Ignored ended=1: truncated=1 keeps the responses that did not end." in notes
+    lay = page.layout(run="rlloggingboard-eval-poem", ended="1")
+    notes = [a.children for a in find(lay, "responses-notices").children]
+    assert notes[0].startswith("Ignored ended=1: no response of this run ends with an end token")
+    assert client.get("/export?run=rlloggingboard-eval-poem&ended=1").status_code == 400
+
+
 def test_responses109_a_url_without_run_shows_the_first_run(client, fixtures_dir):
     """/responses with no run= (a link typed or shared without it) shows the first run, as its layout
     names it: the controls' view, the rows and the summary are that run's, not empty."""
@@ -294,3 +331,45 @@ def test_responses109_a_url_without_run_shows_the_first_run(client, fixtures_dir
     want = rows_request(client, f"?run={first_run}&step=all")
     assert got["rowCount"] == want["rowCount"] > 0
     assert [r["sample_id"] for r in got["rowData"]] == [r["sample_id"] for r in want["rowData"]]
+
+
+def test_responses119_grpo_columns_and_their_chooser(client, page, fixtures_dir):
+    """On TRL's GRPO run the table shows by default step, reward, advantage, group_id, end, KL sum and
+    length (the rest hidden, a click of the chooser away): the rows carry the file's advantage and group
+    and how each ended, equal to TRL's ends_with_eos; a choice in the chooser writes cols= (the defaults
+    write nothing) and seeds the chooser and the grid back from the URL; PPO's table keeps every column."""
+    import json
+
+    grpo = "trl-grpo-small"
+    recs = {
+        sample_id(f, i): json.loads(line)
+        for f in ("rank0.jsonl", "rank1.jsonl")
+        for i, line in enumerate((fixtures_dir / grpo / f).read_text().splitlines(), start=1)
+    }
+    lay = page.layout(run=grpo)
+    want = ["step", "reward", "response_length", "kl_sum", "advantage", "group_id", "end"]
+    assert find(lay, "responses-cols").value == want
+    defs = {d["field"]: d for d in find(lay, "responses-grid").columnDefs}
+    assert [f for f in defs if f in want] == want and defs["reward_gain"]["hide"] is True
+    assert not any(defs[f].get("hide") for f in want) and defs["end"]["sortable"] is False
+    rows = rows_request(client, f"?run={grpo}&step=all")["rowData"]
+    assert len(rows) == 100
+    for r in rows:
+        rec = recs[r["sample_id"]]
+        assert r["end"] == ("ended" if rec["ends_with_eos"] else "truncated")
+        assert (r["advantage"], r["group_id"]) == (pytest.approx(rec["advantage"]), rec["group_id"])
+    cut = rows_request(client, f"?run={grpo}&step=all&truncated=1")["rowData"]
+    assert {r["end"] for r in cut} == {"truncated"}
+    picked = ["reward", "advantage", "end"]
+    out = sync(client, f"?run={grpo}&step=3", "responses-cols.value", **{"responses-cols": picked})
+    assert out[URL]["search"] == f"?run={grpo}&step=3&cols=reward&cols=advantage&cols=end"
+    out = sync(client, f"?run={grpo}&step=3", "responses-cols.value", **{"responses-cols": want[::-1]})
+    assert out == {} or URL not in out  # the defaults, in any order: nothing to write
+    lay = page.layout(run=grpo, cols=["end", "reward", "nope"])
+    assert find(lay, "responses-cols").value == ["reward", "end"]
+    notes = [a.children for a in find(lay, "responses-notices").children]
+    assert "Ignored cols='nope': not a column of this run's table." in notes
+    rows = rows_request(client, f"?run={RUN}&step=all")["rowData"]
+    assert "end" not in rows[0]  # not shown: not read
+    defs = find(page.layout(run=RUN), "responses-grid").columnDefs
+    assert not any(d.get("hide") for d in defs if d["field"] != "end")

@@ -276,6 +276,7 @@ def _drill(
     signal=None,
     search="",
     q=None,
+    critic=None,
 ):
     """POST the drill callback; returns the href the click navigates to (None: no navigation). ``signal``:
     a click on the degeneration figure, ``q``: on the search figure; ``search``: the page's URL query."""
@@ -285,6 +286,7 @@ def _drill(
         _i("reward-heatmap", "clickData", heat_click),
         _i("reward-signal-degeneration", "clickData", signal),
         _i("reward-signal-search", "clickData", q),
+        _i("reward-signal-critic", "clickData", critic),
     ]
     state = [
         _i("reward-run", "data", run),
@@ -410,10 +412,15 @@ def test_reward015_partial_last_step_is_flagged(client, fixtures_dir):
         assert (flag in texts_of(out["responses-summary"]["children"])) is shown
 
 
+# The reward-hacking aids and (issue 35) the critic's health: figures, then titles, then notes.
 SIGNALS = (
-    "..reward-signal-degeneration.figure...reward-signal-search.figure...reward-signal-degeneration-title.children"
-    "...reward-signal-search-title.children...reward-signal-degeneration-note.children"
-    "...reward-signal-search-note.children.."
+    ".."
+    + "...".join(
+        f"reward-signal-{k}{part}"
+        for part in (".figure", "-title.children", "-note.children")
+        for k in ("degeneration", "search", "critic")
+    )
+    + ".."
 )
 
 
@@ -471,7 +478,8 @@ def test_reward016_reward_hacking_curves_by_hand(client, fixtures_dir):
     out = _signals(client, PPO, 25, "?run=trl-ppo-small&q=(?i)very%20%5Cw%2B")
     deg = out["reward-signal-degeneration"]["figure"]
     names = [t["name"] for t in deg["data"]]
-    assert names == ["repetition, step mean (share of repeated word 3-grams)",
+    # Issue 35: repetition counted on the response tokens the PPO run has, and the label says so.
+    assert names == ["repetition, step mean (share of repeated token 3-grams)",
                      "truncated (share of responses with no end token)"]  # fmt: skip
     cut = _by_step(lines, lambda r: not r["ends_with_eos"])
     trace = deg["data"][1]
@@ -490,7 +498,10 @@ def test_reward016_reward_hacking_curves_by_hand(client, fixtures_dir):
     assert search["name"] == "share of responses matching the search '(?i)very \\\\w+'"
 
     poem = _signals(client, POEM, 2300, f"?run={POEM}")
-    assert [t["name"] for t in poem["reward-signal-degeneration"]["figure"]["data"]] == [names[0]]
+    # The poem run is Chinese without tokens: character 3-grams.
+    assert [t["name"] for t in poem["reward-signal-degeneration"]["figure"]["data"]] == [
+        "repetition, step mean (share of repeated character 3-grams)"
+    ]
     assert (
         "No response of this run ends with an end token"
         in poem["reward-signal-degeneration-note"]["children"]
@@ -547,6 +558,7 @@ def test_reward018_reward_hacking_panels_of_a_run_without_responses(client, boar
     assert out["reward-signal-degeneration-note"]["children"] == "No responses in this run yet."
     assert out["reward-signal-search-note"]["children"] == "No responses in this run yet."
     assert out["reward-signal-search"]["figure"]["data"] == []
+    assert out["reward-signal-critic-note"]["children"] == "No responses in this run yet."
 
 
 def test_reward021_a_long_run_draws_thinned_curves_with_the_selected_step(client, fixtures_dir, monkeypatch):
@@ -700,3 +712,23 @@ def test_reward024_trainer_card_says_still_reading_tensorboard(client, board_roo
     out = dash_post(client, TRAINER_CARD, inputs)
     traces = out["reward-trainer-fig"]["figure"]["data"]
     assert traces and "still reading" not in str(out["reward-trainer-notes"]["children"])
+
+
+def test_reward040_critic_health_curves_and_their_click(client):
+    """The TRL PPO run's critic panel: 'explained variance (trainer returns)' over its 25 steps beside the
+    mean |value − return| and TRL's own value loss; a click on a point opens that step's responses, the
+    largest value error first."""
+    out = _signals(client, PPO, 5, f"?run={PPO}")
+    traces = [t for t in out["reward-signal-critic"]["figure"]["data"] if t.get("name")]
+    names = [t["name"] for t in traces]
+    assert names[:3] == [
+        "explained variance (trainer returns)",
+        "mean |value − return| (trainer returns)",
+        "trainer's value loss (loss/value_avg)",
+    ], names
+    ev = _curve(traces[0])
+    assert sorted(ev) == list(range(1, 26))
+    point = {"x": _arr(traces[0]["x"]), "customdata": traces[0]["customdata"]}
+    k = point["x"].index(9)
+    href = _drill(client, PPO, 5, critic=_point(point, k), changed=["reward-signal-critic.clickData"])
+    assert href == f"/responses?run={PPO}&step=9&sort=value_error_abs_mean"

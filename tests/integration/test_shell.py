@@ -40,7 +40,7 @@ def test_shell002_healthz_counts_runs(client, fixtures_dir):
 
 SHELL_OUT = (
     "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-responses.href"
-    "...app-nav-tokens.href...app-nav-prompts.href...app-nav-compare.href.."
+    "...app-nav-tokens.href...app-nav-prompts.href...app-nav-compare.href...app-nav-gap.href.."
 )
 
 
@@ -183,13 +183,14 @@ def test_shell007_live_poll_compares_with_the_page_snapshot(client, fixtures_dir
 
 def test_shell008_links_keep_the_step_the_page_shows(client, fixtures_dir):
     """From the reward page at a step chosen there (the page's own Location has the step), the navbar's
-    Reward and Responses links carry that step of that run; the other pages' links do not, and neither does
+    Reward, Responses and Tokens links carry that step of that run (Tokens opens its largest-KL response);
+    the other pages' links do not, and neither does
     a step the URL does not name for the run shown, nor 'all' steps, nor a stale page's URL."""
     ppo = "trl-ppo-small"
     resp = _shell(client, "/reward", f"?run={ppo}&step=5", page_search=f"?run={ppo}&step=6")
     assert resp["app-nav-responses"]["href"] == f"/responses?run={ppo}&step=6"
     assert resp["app-nav-reward"]["href"] == f"/reward?run={ppo}&step=6"
-    assert resp["app-nav-tokens"]["href"] == f"/tokens?run={ppo}"
+    assert resp["app-nav-tokens"]["href"] == f"/tokens?run={ppo}&step=6"
     assert resp["app-nav-runs"]["href"] == "/" and resp["app-run"]["value"] == ppo
     back = _shell(client, "/responses", f"?run={ppo}&step=6")
     assert back["app-nav-reward"]["href"] == f"/reward?run={ppo}&step=6"

@@ -77,13 +77,14 @@ def test_steprule002_responses_page(dash_app, client, gaps):
 
 SHELL_OUT = (
     "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-responses.href"
-    "...app-nav-tokens.href...app-nav-prompts.href...app-nav-compare.href.."
+    "...app-nav-tokens.href...app-nav-prompts.href...app-nav-compare.href...app-nav-gap.href.."
 )
 
 
 @pytest.mark.parametrize("path", ["/reward", "/responses"])
 def test_steprule003_navbar_carries_the_step_shown(client, gaps, path):
-    """The navbar's links from a page at step=4 carry step 2, the step the page shows."""
+    """The navbar's links from a page at step=4 carry step 2, the step the page shows (the token page's
+    too)."""
     page = [
         {"id": {"type": "app-page-url", "path": path}, "property": "search", "value": f"?run={RUN}&step=4"}
     ]
@@ -95,6 +96,7 @@ def test_steprule003_navbar_carries_the_step_shown(client, gaps, path):
     resp = dash_post(client, SHELL_OUT, inputs)
     assert resp["app-nav-reward"]["href"] == f"/reward?run={RUN}&step=2"
     assert resp["app-nav-responses"]["href"] == f"/responses?run={RUN}&step=2"
+    assert resp["app-nav-tokens"]["href"] == f"/tokens?run={RUN}&step=2"  # that step's largest-KL response
 
 
 def test_steprule004_export(client, gaps):

@@ -350,7 +350,7 @@ def write_nemo_rl_run(run) -> str:
 def test_tokens112_nemo_rl_inference_trainer_gap(page, client, board_root, tmp_path):
     """A NeMo-RL run: choosing the gap redraws the strip coloured by trainer − inference log-prob on a
     scale symmetric about 0 (±0.5 here), each token's hover carries it, and a line gives mean |gap|, max
-    |gap| and where, the share over 0.1; the picker offers it. A contract response has it disabled."""
+    |gap| and where, the share beyond ln 2; the picker offers it. A contract response has it disabled."""
     from components.token_strip import PALETTE_SIZE
 
     sid = write_nemo_rl_run(tmp_path / "root" / "nemo")
@@ -390,7 +390,8 @@ def test_tokens112_nemo_rl_inference_trainer_gap(page, client, board_root, tmp_p
     shown = json.dumps(body, ensure_ascii=False)
     assert "trainer − inference log-prob" in shown and '"-0.5"' in shown and '"0.5"' in shown  # the legend
     line = json.dumps(found(body, "tokens-gap"), ensure_ascii=False)
-    for text in ("mean |gap|", "0.1875", "max |gap|", "0.5", "3 ('⟨43⟩')", "|gap| > 0.1", "50.0%", "4"):
+    # The tail's threshold is ln 2 (data.config.INFER_GAP_TAIL; 0.1 before): no token of this one beyond it.
+    for text in ("mean |gap|", "0.1875", "max |gap|", "0.5", "3 ('⟨43⟩')", "|gap| > ln 2", "0.0%", "4"):
         assert text in line, text
     options = {o["value"]: o for o in found(body, "tokens-metric")["props"]["options"]}
     assert not options["infer_gap"]["disabled"]

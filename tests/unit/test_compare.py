@@ -562,3 +562,53 @@ def test_compare024_truncation_share_joins_the_curves(fixtures_dir, tmp_path):
         assert "truncated_share" in available(r.frame)
     assert "truncated_share" not in available(runs[2].frame)
     assert "end token" in MISSING["truncated_share"]
+
+
+def test_compare040_explained_variance_joins_the_curves(fixtures_dir, tmp_path):
+    """Compare's curves gain the critic's explained variance (issue 35): the PPO run's, per step, equal to
+    1 − Var(return − value) / Var(return) by hand with numpy from its files' own `returns`; the GRPO run has
+    no values, so no such curve, and the label says whose returns."""
+    import shutil
+
+    import numpy as np
+
+    from data.compare.curves import MISSING, available, metric_label, run_curve
+
+    root = tmp_path / "root"
+    for name in ("trl-grpo-small", "trl-ppo-small"):
+        shutil.copytree(fixtures_dir / name, root / name)
+    board = Board(Settings(root=root, cache_dir=tmp_path / "cache", refresh_seconds=1e6))
+    runs, _ = load_runs(board, ["trl-grpo-small", "trl-ppo-small"], wait=60)
+    pairs: dict[int, list] = {}
+    for f in sorted((fixtures_dir / "trl-ppo-small").glob("rank*.jsonl")):
+        for line in f.read_text().splitlines():
+            rec = json.loads(line)
+            n = min(len(rec["values"]), len(rec["returns"]))
+            pairs.setdefault(rec["step"], []).append((rec["values"][:n], rec["returns"][:n]))
+    hand = {}
+    for step, ps in pairs.items():
+        v = np.concatenate([np.asarray(p[0], np.float64) for p in ps])
+        r = np.concatenate([np.asarray(p[1], np.float64) for p in ps])
+        hand[step] = 1.0 - np.var(r - v) / np.var(r)
+    got = dict(run_curve(runs[1].frame, "explained_variance").select("step", "y").rows())
+    assert got.keys() == hand.keys()
+    assert all(got[s] == pytest.approx(hand[s], abs=1e-6) for s in hand)
+    assert "explained_variance" in available(runs[1].frame)
+    assert "explained_variance" not in available(runs[0].frame)
+    assert MISSING["explained_variance"] == "no critic values (values)"
+    assert (
+        metric_label("explained_variance") == "explained variance (trainer returns where given, else γ = 1)"
+    )
+
+
+def test_compare041_reward_band_clipped_to_each_runs_range(tmp_path):
+    """Compare's ±1 std reward band is cut to each run's observed reward range, with a note naming the run:
+    rewards 0, 1 at step 1 (mean 0.5, std 0.707) and 3, 3 at step 2: the band's low edge at step 1 is 0, not
+    −0.207; its high edge at step 2 stays 3 (std 0)."""
+    store = _run(tmp_path, "a", [_rec("p", 1, 0.0), _rec("q", 1, 1.0), _rec("p", 2, 3.0), _rec("q", 2, 3.0)])
+    frame = curves.run_frame(store)
+    ov = curves.overlay({"a": frame}, "reward", band="std")
+    got = ov.lines[0].frame.select("step", "lo", "hi").rows()
+    assert got[0] == (1, 0.0, pytest.approx(0.5 + 0.5**0.5, abs=1e-5)) and got[1] == (2, 3.0, 3.0)
+    assert [n.text for n in ov.notes] == ["a: its ±1 std band is clipped to its observed range 0 – 3."]
+    assert curves.overlay({"a": frame}, "reward", band="p25-p75").notes == ()

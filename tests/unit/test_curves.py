@@ -680,3 +680,45 @@ def test_curves040_kl_outliers_by_hand(fixtures_dir, tmp_path):
     marks = [s for s in kl.series if s.flags]
     got_flagged = marks[0].frame.drop_nulls("y").get_column("step").to_list() if marks else []
     assert got_flagged == flagged
+
+
+def test_curves040_std_band_clipped_to_the_observed_range():
+    """The ±1 std reward band is cut to the run's observed reward range (min / max over its steps) and its
+    legend says so: means 0.5 and 2.5, std 1, rewards seen from 0 to 3: bands [0, 1.5] and [1.5, 3] (not
+    [-0.5, 1.5] and [1.5, 3.5]). A quantile band, and a std band inside the range, are left as they are."""
+    from data.curve_panels import panels
+
+    steps = pl.DataFrame(
+        {
+            "step": [1, 2],
+            "reward_mean": [0.5, 2.5],
+            "reward_std": [1.0, 1.0],
+            "reward_min": [0.0, 1.0],
+            "reward_max": [1.0, 3.0],
+            "reward_p25": [0.0, 2.0],
+            "reward_p75": [1.0, 3.0],
+        }
+    )
+    reward = panels(steps, "std")[0].series[0]
+    assert reward.band_label == "±1 std, clipped to the observed range 0 – 3"
+    assert reward.frame.select("lo", "hi").rows() == [(0.0, 1.5), (1.5, 3.0)]
+    shifted = panels(steps, "std", zero_shift=True)[0].series[0]
+    assert shifted.frame.select("lo", "hi").rows() == [(-0.5, 1.0), (1.0, 2.5)]  # clipped, then shifted
+    assert panels(steps, "p25-p75")[0].series[0].band_label == "p25–p75"
+    inside = steps.with_columns(pl.col("reward_std") * 0.25)
+    assert panels(inside, "std")[0].series[0].band_label == "±1 std"
+
+
+def test_curves041_ppo_band_clipped_on_the_page(tmp_path, fixtures_dir):
+    """On the real TRL PPO run (rewards 0 to 3 by its rule; mean + std passes 3 at some steps) the reward
+    page's band is cut at the highest reward seen, its legend saying so."""
+    from data import curves
+
+    store = open_store(
+        ingest_run(fixtures_dir / "trl-ppo-small", tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir
+    )
+    steps = store.steps()
+    assert (steps["reward_mean"] + steps["reward_std"]).max() > 3.0 == steps["reward_max"].max()
+    reward = curves.run_panels(store, "std")[0].series[0]
+    assert reward.band_label == "±1 std, clipped to the observed range 0 – 3"
+    assert reward.frame["hi"].max() == 3.0 and reward.frame["lo"].min() >= 0.0

@@ -216,8 +216,9 @@ def test_responses021_json_rows_have_no_nan():
 
 
 def test_responses035_table_spec_and_range_filters(store):
-    """The table's columns carry their registry labels and descriptions; gains are coloured by sign, the
-    rewards are not; a range over a column the run lacks is offered disabled."""
+    """The table's columns carry their registry labels and descriptions, how each response ended last (read
+    for the rows on screen, not sortable); gains are coloured by sign, the rewards are not; a range over a
+    column the run lacks is offered disabled."""
     from data.responses import range_filters, table_spec
 
     spec = table_spec(store)
@@ -229,9 +230,11 @@ def test_responses035_table_spec_and_range_filters(store):
         "response_chars",
         "repetition",
         "group_id",
+        "end",
     ]
     assert spec.columns[3][1] == "reward gain (reward − ref reward)"
-    assert spec.columns[-1][2] == "extra field of the files"
+    assert spec.columns[-2][2] == "extra field of the files"
+    assert spec.columns[-1][1] == "end (ended / truncated)" and spec.unsortable == {"end"}
     assert spec.signed == {"reward_gain"}
     filters = {key: (text, ok) for key, text, ok in range_filters(store)}
     assert filters["reward"] == ("reward", True) and filters["kl"] == ("KL mean per token (k3)", False)

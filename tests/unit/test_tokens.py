@@ -350,20 +350,28 @@ def _gap_row(trainer, inference, name="generation_logprobs", tokens=None) -> pl.
 
 def test_tokens019_inference_trainer_gap_by_hand():
     """infer_gap = trainer − inference log-prob per token, signed; NaN / inf pass through as for the
-    log-ratio and are skipped by the summary: mean |gap|, max |gap| and its position, share over 0.1."""
-    from data.metrics.token import INFER_GAP_THRESHOLD, infer_gap_summary
+    log-ratio and are skipped by the summary: mean |gap|, max |gap| and its position, and the share in the
+    tail, |gap| > ln 2 (data.config.INFER_GAP_TAIL, the threshold of the per-response columns; 0.1 before);
+    a loss mask's 0 leaves its position out."""
+    from data.config import INFER_GAP_TAIL
+    from data.metrics.token import infer_gap_summary
 
     nan, inf = float("nan"), float("inf")
     t = token_frame(
-        _gap_row([-0.5, -1.25, -0.25, -1.5, -1.0, -2.0], [-0.5, -1.0, -0.25, -2.0, nan, -inf]),
+        _gap_row([-0.5, -1.25, -0.25, -1.5, -1.0, -2.0], [-0.5, -1.0, -0.25, -2.5, nan, -inf]),
         DEFAULT_PAD_TOKENS,
     )
     gap = t.get_column("infer_gap").to_list()
-    assert gap[:4] == [0.0, -0.25, 0.0, 0.5]
+    assert gap[:4] == [0.0, -0.25, 0.0, 1.0]
     assert math.isnan(gap[4]) and gap[5] == inf
-    # By hand over the 4 finite positions: |gap| = 0, 0.25, 0, 0.5.
-    assert INFER_GAP_THRESHOLD == 0.1
-    assert infer_gap_summary(t) == {"n": 4, "mean_abs": 0.1875, "max_abs": 0.5, "max_pos": 3, "over": 0.5}
+    # By hand over the 4 finite positions: |gap| = 0, 0.25, 0, 1; only 1 > ln 2 = 0.693.
+    assert INFER_GAP_TAIL == math.log(2)
+    assert infer_gap_summary(t) == {"n": 4, "mean_abs": 0.3125, "max_abs": 1.0, "max_pos": 3, "over": 0.25}
+    masked = _gap_row([-0.5, -1.25, -0.25, -1.5], [-0.5, -1.0, -0.25, -2.5]).with_columns(
+        pl.Series("loss_mask", [[1, 1, 1, 0]], dtype=pl.List(pl.Int64))
+    )
+    s = infer_gap_summary(token_frame(masked, DEFAULT_PAD_TOKENS))
+    assert s == {"n": 3, "mean_abs": pytest.approx(0.25 / 3), "max_abs": 0.25, "max_pos": 1, "over": 0.0}
     plain = token_frame(one_row(logprobs=[-1.0, -2.0]), DEFAULT_PAD_TOKENS)
     assert plain.get_column("infer_gap").to_list() == [None, None] and infer_gap_summary(plain) is None
 
@@ -416,13 +424,15 @@ def test_tokens021_gap_on_the_page_needs_both_sides():
         "(policy) instead."
     )
     assert infer_gap_figures(view) == []
-    view = build_view(_gap_row([-1.0, -2.0], [-1.0, -1.75], tokens=["Ġa", "Ġb"]), scalars, DEFAULT_PAD_TOKENS)
+    view = build_view(_gap_row([-1.0, -2.0], [-1.0, -1.0], tokens=["Ġa", "Ġb"]), scalars, DEFAULT_PAD_TOKENS)
     assert strip_metric(view, "infer_gap")[0] == "infer_gap"
-    assert infer_gap_figures(view) == [
-        ("mean |gap|", 0.125, "num"),
-        ("max |gap|", 0.25, "num"),
+    assert infer_gap_figures(
+        view
+    ) == [  # the tail's threshold, ln 2, of the per-response columns (0.1 before)
+        ("mean |gap|", 0.5, "num"),
+        ("max |gap|", 1.0, "num"),
         ("at position", "1 (' b')", "text"),
-        ("|gap| > 0.1", 0.5, "share"),
+        ("|gap| > ln 2", 0.5, "share"),
         ("tokens compared", 2, "int"),
     ]
 

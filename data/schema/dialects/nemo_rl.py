@@ -22,6 +22,10 @@ ALIASES = merge_aliases(CONTRACT_ALIASES, {"reward": ("rewards",)})
 CONTENTS = "content"
 BATCH_INDEX = "idx"
 MASK, LENGTH = "token_loss_mask", "input_lengths"
+# A sample left out of the loss (0) or kept (1): NeMo-RL's loss masks each token by token_loss_mask *
+# sample_loss_mask (nemo_rl/algorithms/loss_functions.py, ClippedPGLossFn: mask = token_mask *
+# sample_mask.unsqueeze(-1)), so the generated tokens keep that product as their token_loss_mask.
+SAMPLE_MASK = "sample_loss_mask"
 # The full-sequence arrays and what each becomes once cut to the generated tokens: the trainer's log-probs
 # are the policy's (the contract's logprobs); the inference engine's and the advantages are the trainer's
 # own per-token fields.
@@ -87,6 +91,9 @@ def line(obj: dict, reading=None) -> dict:
                     cut = (reading or Reading()).token_names(cut)
                 obj[target] = cut
         obj.pop(MASK)
+        sample = obj.get(SAMPLE_MASK)
+        if isinstance(sample, int | float) and not isinstance(sample, bool):
+            obj[MASK] = [sample] * len(keep)  # the loss mask of the generated tokens (mask 1 each)
     return DIALECT.apply_aliases(obj)
 
 
@@ -114,6 +121,7 @@ DIALECT = Dialect(
         "token_ids, prev_logprobs, generation_logprobs, advantages → cut to the generated tokens "
         "(token_loss_mask 1 within input_lengths): tokens (their ids, or their text with a tokenizer.json), "
         "logprobs (the trainer's), generation_logprobs (the inference engine's), advantages",
+        "sample_loss_mask → the generated tokens' token_loss_mask (the loss's mask: token mask × sample mask)",
         "val_data_step{N}.jsonl → the run's validation",
     ),
     line=line,

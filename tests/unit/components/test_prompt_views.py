@@ -79,18 +79,35 @@ def test_prompts019_history_grid_links_and_flags():
     from components.prompt_views import ZERO_SPREAD_TEXT, Column, history_grid, history_rows
 
     rows = [
-        {"sample_id": "ab-1", "step": 1, "reward": 1.0, "zero_spread": True, "response_preview": "<b>hi</b>"},
-        {"sample_id": "ab-2", "step": 1, "reward": 1.0, "zero_spread": False, "response_preview": "[x](y)"},
+        {
+            "sample_id": "ab-1",
+            "step": 1,
+            "reward": 1.0,
+            "zero_spread": True,
+            "learning_signal": False,
+            "response_preview": "<b>hi</b>",
+        },
+        {
+            "sample_id": "ab-2",
+            "step": 1,
+            "reward": 1.0,
+            "zero_spread": False,
+            "learning_signal": True,
+            "response_preview": "[x](y)",
+        },
     ]
     cols = [
         Column("step", "step", "step"),
         Column("sample_id", "response", "text"),
-        Column("group_flag", "learning signal", "text"),
+        Column("learning_signal", "learning signal", "text"),
         Column("response_preview", "response (start)", "text"),
     ]
     data = history_rows(rows, cols, ["/tokens?run=r&sample=ab-1", "/tokens?run=r&sample=ab-2"])
     assert (data[0]["sample_id"], data[0]["tokens_href"]) == ("ab-1", "/tokens?run=r&sample=ab-1")
-    assert (data[0]["group_flag"], data[1]["group_flag"]) == (ZERO_SPREAD_TEXT, "")
+    assert (data[0]["learning_signal"], data[1]["learning_signal"]) == (
+        ZERO_SPREAD_TEXT,
+        "yes: rewards differ",
+    )
     assert data[1]["response_preview"] == "[x](y)" and "reward" not in data[1]  # only the grid's columns
     grid = history_grid(cols, 2, "g")
     assert grid.rowModelType == "infinite" and not getattr(grid, "rowData", None)

@@ -284,3 +284,24 @@ def test_token_view014_relayout_range():
     for other in (None, {}, {"autosize": True}, {"yaxis.range[0]": 1, "yaxis.range[1]": 2},
                   {"xaxis.range": ["a", 1]}, {"xaxis.range": [5, 5]}):  # fmt: skip
         assert relayout_range(other) is None
+
+
+def test_token_view015_header_badge_says_how_the_response_ended():
+    """The header's badge says "truncated" of a cut response, "ended" of one that ended, nothing when it
+    cannot be told; the link to the response's group is there only when given."""
+    from components.token_page import header
+
+    def find(node, id_):
+        if getattr(node, "id", None) == id_:
+            return node
+        for child in getattr(node, "children", None) or []:
+            if not isinstance(child, str) and (hit := find(child, id_)) is not None:
+                return hit
+        return None
+
+    cut = find(header("rank0.jsonl:3", "s-3", "run · step 1", "truncated"), "tokens-end")
+    assert cut.children.startswith("truncated: no end token") and cut.color == "warning"
+    assert find(header("a:1", "s", "w", "ended"), "tokens-end").children == "ended with an end token"
+    assert find(header("a:1", "s", "w", None), "tokens-end") is None
+    assert find(header("a:1", "s", "w"), "tokens-group") is None
+    assert find(header("a:1", "s", "w", None, "/prompts?x"), "tokens-group").href == "/prompts?x"

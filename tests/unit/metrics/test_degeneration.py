@@ -100,7 +100,7 @@ def test_degeneration007_computed_at_ingest_without_pads(tmp_path):
 
 def test_degeneration008_metric_labels():
     """Both signals are registered metrics with their exact UI labels."""
-    assert label("repetition") == "repetition (share of repeated word 3-grams)"
+    assert label("repetition") == "repetition (share of repeated 3-grams)"
     assert label("length_ratio") == "length ÷ step median"
     assert METRICS["repetition"].level == "response"
 
@@ -179,3 +179,74 @@ def test_degeneration010_end_token_matches_its_definition_and_the_trainers_flag(
         ends = df.select(ends_with_end_token(DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)).to_series().to_list()
         assert ends == [r["ends_with_eos"] for r in lines]
         assert ends.count(False) == {"trl-ppo-small": 22, "trl-grpo-small": 31}[run]
+
+
+# ---- repetition on tokens, characters or words (issue 35) ---------------------------------------------
+
+
+def test_degeneration020_units_by_hand():
+    """By hand: 'it was worth the was worth the was' as 8 tokens (a trailing pad dropped) has 6 token 3-grams,
+    2 repeating an earlier one: 1/3, unit tokens; a Chinese line without tokens counts its 15 letters'
+    13 character 3-grams, 3 repeated (床前明, 前明月, 明月光): 3/13 (a text half of whose letters are CJK counts
+    characters too); English without tokens: word 3-grams,
+    'the cat sat on the mat the cat sat' 7 of them, 1 repeated (the cat sat): 1/7; a response whose tokens are
+    all pads falls back on its text; a null text without tokens has neither."""
+    from data.metrics.degeneration import response_repetition, response_repetition_py
+
+    toks = ["Ġit", "Ġwas", "Ġworth", "Ġthe", "Ġwas", "Ġworth", "Ġthe", "Ġwas", "<pad>"]
+    cases = [
+        (toks, "it was worth the was worth the was", 1 / 3, "tokens"),
+        (None, "床前明月光，疑是地上霜。床前明月光", 3 / 13, "characters"),
+        (None, "the cat sat on the mat the cat sat", 1 / 7, "words"),
+        (["<pad>", None], "go go go go", 1 / 2, "words"),
+        (None, "ok 日本", 0.0, "characters"),  # 2 of its 4 letters without spaces: o, k, 日, 本: 2 distinct
+        (None, None, None, None),
+    ]
+    got = response_repetition(
+        pl.Series([c[0] for c in cases], dtype=pl.List(pl.String)), pl.Series([c[1] for c in cases]), PADS
+    )
+    for (tokens, text, rep, unit), row in zip(cases, got.iter_rows(named=True), strict=True):
+        assert row["repetition_unit"] == unit, text
+        assert row["repetition"] == (None if rep is None else pytest.approx(rep)), text
+        by_def = response_repetition_py(tokens, text, PADS)
+        assert by_def[1] == unit and (by_def[0] == (None if rep is None else pytest.approx(rep))), text
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_degeneration021_same_as_definition_on_random_responses(seed):
+    """Random responses (tokens or none, pads, nulls, Latin, CJK and Thai texts): the column computation at
+    ingest equals the plain-Python definition, response by response."""
+    import random
+
+    from data.metrics.degeneration import response_repetition, response_repetition_py
+
+    rng = random.Random(seed)
+    vocab = ["a", "Ġb", "c", "<pad>", None]
+    words = ["the", "cat", "日", "本", "語", "ไทย", "x", "é"]
+    toks, texts = [], []
+    for _ in range(200):
+        toks.append(None if rng.random() < 0.5 else rng.choices(vocab, k=rng.choice([0, 2, 3, 9])))
+        texts.append(
+            None
+            if rng.random() < 0.05
+            else rng.choice(["", " ", ""]).join(rng.choices(words, k=rng.choice([0, 3, 12])))
+        )
+    got = response_repetition(
+        pl.Series(toks, dtype=pl.List(pl.String)), pl.Series(texts, dtype=pl.String), PADS
+    )
+    for t, x, row in zip(toks, texts, got.iter_rows(named=True), strict=True):
+        rep, unit = response_repetition_py(t, x, PADS)
+        assert row["repetition_unit"] == unit, (t, x)
+        assert row["repetition"] == (None if rep is None else pytest.approx(rep)), (t, x)
+
+
+def test_degeneration022_label_names_the_units():
+    """The curve's label says which units its repetitions were counted in."""
+    from data.metrics.degeneration import with_units
+
+    base = label("repetition_mean")
+    assert with_units(base, ["tokens"]) == "repetition, step mean (share of repeated token 3-grams)"
+    assert with_units(base, ["words", "characters"]) == (
+        "repetition, step mean (share of repeated 3-grams of characters or words)"
+    )
+    assert with_units(base, []) == base

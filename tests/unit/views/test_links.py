@@ -69,6 +69,8 @@ def test_links004_navbar_carries_the_step_between_reward_and_responses():
     assert links.carried_step("/reward", {"run": ["r"], "step": ["٣"]}, r) is None  # an Arabic-Indic 3
     assert links.nav("/responses", "r", step="6") == "/responses?run=r&step=6"
     assert links.nav("/prompts", "r", step="6") == "/prompts?run=r"
+    # The token page takes the step too: it opens that step's response of the largest KL.
+    assert links.nav("/tokens", "r", step="6") == "/tokens?run=r&step=6"
     assert links.nav("/", "r", step="6") == "/" and links.nav("/reward", None, step="6") == "/reward"
     assert links.nav("/reward", "a&b", "/p") == "/p/reward?run=a%26b"
 
