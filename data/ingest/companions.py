@@ -17,6 +17,10 @@ from data.ingest.parquet import read_bounded
 from data.schema.dialects.base import Joined
 
 COMPANION = "companion"  # the key of a rollout file's manifest entry that says what its companion gave
+# A run's other file is kept for the rest of the ingest up to this size (the indexes every rollout file's
+# companion looks at); a bigger one (an annotation stream's chunk) is read again by each that asks, so that
+# an ingest holds one of them at a time, not every one.
+KEEP_BYTES = 64 << 20
 
 
 def spec(entry: dict) -> schema.Companion | None:
@@ -25,9 +29,9 @@ def spec(entry: dict) -> schema.Companion | None:
 
 
 class RunFileReader:
-    """A run's other files as a dialect reads them (:class:`schema.RunFiles`): each read once per ingest of
-    the run and kept, within the read limits (a file past ``parquet_bytes``, or a ``.zst`` inflating past
-    its cap, is as absent, and ``refused`` says why)."""
+    """A run's other files as a dialect reads them (:class:`schema.RunFiles`), within the read limits (a file
+    past ``parquet_bytes``, or a ``.zst`` inflating past its cap, is as absent, and ``refused`` says why);
+    those up to :data:`KEEP_BYTES` read once per ingest of the run and kept."""
 
     def __init__(self, run_dir: Path, limits: ReadLimits):
         self.run_dir, self.limits = run_dir, limits
@@ -35,9 +39,14 @@ class RunFileReader:
         self.refused: dict[str, str] = {}
 
     def read(self, rel: str) -> bytes | None:
-        if rel not in self._bytes:
-            self._bytes[rel] = self._read(rel)
-        return self._bytes[rel]
+        if rel in self._bytes:
+            return self._bytes[rel]
+        got = self._read(rel)
+        if (
+            got is None or len(got) <= KEEP_BYTES
+        ):  # an index, a small stream; a big one is read again if asked
+            self._bytes[rel] = got
+        return got
 
     def _read(self, rel: str) -> bytes | None:
         path = self.run_dir / rel

@@ -269,7 +269,8 @@ def test_tokens206_inference_trainer_gap(dash_duo, dash_app, board_root, tmp_pat
     assert min(zero) > 230, zero  # 0: the scale's white middle
     assert "trainer − inference log-prob: 0.5" in _hover_token(dash_duo, 3).split("\n")
     line = dash_duo.find_element("#tokens-gap").text
-    assert "max |gap|" in line and "3 ('⟨43⟩')" in line and "50.0%" in line  # a token id, shown as one
+    # a token id, shown as one; the tail's threshold is ln 2 since h-gap (0.1 before): no token beyond it
+    assert "max |gap|" in line and "3 ('⟨43⟩')" in line and "|gap| > ln 2" in line and "0.0%" in line
     assert dash_duo.get_logs() == []
 
 
