@@ -27,7 +27,8 @@ function strip(store) {
     if (first && window.performance && performance.mark) { performance.mark('tokens-strip-data'); }
     var tries = 0;
     function tip(d, i) {
-        var t = 'position ' + d.pos[i] + ' · token "' + d.raw[i] + '"' + (d.pad[i] ? ' · pad' : '');
+        var t = 'position ' + d.pos[i] + ' · token "' + d.raw[i] + '"' + (d.pad[i] ? ' · pad' : '')
+            + (d.masked && d.masked[i] ? ' · dropped by the loss mask' : '');
         if (d.touched && d.touched[i]) { t += ' · clipped or masked by the correction in the URL'; }
         for (var j = 0; j < d.labels.length; j++) {
             var v = d.values[j][i];
@@ -58,6 +59,7 @@ function strip(store) {
                 if (data.fg[c]) { s.style.color = data.fg[c]; }
             }
             if (data.pad[i]) { s.className = 'token-pad'; }
+            if (data.masked && data.masked[i]) { s.classList.add('token-masked'); }
             if (data.touched && data.touched[i]) {
                 // Below the token's background, in the page's text colour: seen on any colour of the scale.
                 s.style.textDecoration = 'underline wavy 2px __OUTLINE__';

@@ -17,7 +17,7 @@ from components.format import value
 from components.layout import inline_stats, stat
 from components.theme import colour_stops
 from components.token_figures import file_fields_figure, logprob_figure, token_reward_figure, value_figure
-from components.token_strip import legend, strip_data, window_end
+from components.token_strip import legend, strip_data, strip_keys, window_end
 from components.token_tables import top_table
 
 NO_METRIC = "__none__"  # the strip's data when there is no metric to colour by
@@ -140,6 +140,7 @@ def strip_card(
     controls,
     ids: Mapping[str, str],
     select: int | None = None,
+    keys: Sequence[tuple[str, str]] = (),
 ) -> dbc.Card:
     """The token strip's card: token count, ``controls``, the colour legend and the strip, filled in the
     browser from its data (see :func:`components.token_strip.strip_data`): the first window of tokens, the
@@ -150,6 +151,7 @@ def strip_card(
     :func:`components.token_strip.legend`); ``hidden`` the pad positions left out; ``hover`` the ``(column,
     label)`` pairs of a token's hover text. ``ids``: ``count``, ``data`` (the strip's store), ``strip``,
     ``status``. ``select``: a position the strip opens at (its first window reaches it), outlined.
+    ``keys``: the legend's other entries (see :func:`components.token_strip.strip_keys`).
     """
     count = f"{shown.height:,} tokens" + (f", {hidden:,} pad position(s) hidden" if hidden else "")
     data_metric, lo, hi, stops, signed = _scale(metric, scale)
@@ -175,6 +177,7 @@ def strip_card(
             ),
             dbc.CardBody(
                 [
+                    strip_keys(keys),
                     dcc.Store(id=ids["data"], data=first),
                     html.Div(
                         id=ids["strip"],

@@ -93,10 +93,12 @@ def strip_data(
     ``tokens``: the visible positions in reading order with ``pos, token, text, is_pad``, the ``metric``
     column and the ``hover`` columns. ``hover``: ``(column, label)`` pairs shown when a token is hovered.
     Returns ``{"key": key, "n": tokens, "json": text}`` where ``text`` is the JSON of ``{"start", "total",
-    "pos", "text", "raw", "pad", "colour", "bg", "fg", "labels", "values"}``: ``start`` the first row sent and
-    ``total`` the visible rows, ``colour`` the index of each token's colour in ``bg``/``fg`` (the palette of
-    :func:`palette`; null: no colour), ``pad`` 1 for a pad position, ``touched`` (where ``tokens`` has that column) 1 for a position a
-    correction clips or masks (drawn with a wavy underline), ``values`` one list of
+    "pos", "text", "raw", "pad", "masked", "colour", "bg", "fg", "labels", "values"}``: ``start`` the first row
+    sent and ``total`` the visible rows, ``colour`` the index of each token's colour in ``bg``/``fg`` (the
+    palette of :func:`palette`; null: no colour), ``pad`` 1 for a pad position, ``masked`` 1 for a position
+    the loss mask drops (``tokens``' optional ``masked`` column; all 0 without it), ``touched`` (where
+    ``tokens`` has that column) 1 for a position a correction clips or masks (drawn with a wavy underline),
+    ``values`` one list of
     4-significant-digit strings per hover column (``"NaN"``/``"inf"`` kept, null if missing). The columns
     travel as one JSON string because Dash's encoder walks every list element in Python (~50 ms for 4,000
     tokens); orjson writes the string in well under a millisecond.
@@ -107,11 +109,14 @@ def strip_data(
     tokens = tokens.slice(start, end - start)
     if metric not in tokens.columns:
         tokens = tokens.with_columns(pl.lit(None, dtype=pl.Float64).alias(metric))
+    if "masked" not in tokens.columns:
+        tokens = tokens.with_columns(pl.lit(False).alias("masked"))
     df = tokens.select(
         "pos",
         "text",
         pl.col("token").fill_null("").alias("raw"),
         pl.col("is_pad").cast(pl.Int8).alias("pad"),
+        pl.col("masked").fill_null(False).cast(pl.Int8).alias("masked"),
         palette_index_expr(metric, lo, hi).alias("colour"),
         *(
             pl.col(c).cast(pl.Float64).round_sig_figs(DIGITS).cast(pl.String).alias(f"__h{i}")
@@ -120,13 +125,29 @@ def strip_data(
     )
     bgs, fgs = palette(stops)
     out = {"start": start, "total": total}
-    out.update({c: df.get_column(c).to_list() for c in ("pos", "text", "raw", "pad", "colour")})
+    out.update({c: df.get_column(c).to_list() for c in ("pos", "text", "raw", "pad", "masked", "colour")})
     out["bg"], out["fg"] = list(bgs), list(fgs)
     if "touched" in tokens.columns:  # the positions a correction in the URL clips or masks
         out["touched"] = tokens.get_column("touched").fill_null(False).cast(pl.Int8).to_list()
     out["labels"] = [lab for _, lab in hover]
     out["values"] = [df.get_column(f"__h{i}").to_list() for i in range(len(hover))]
     return {"key": key, "n": df.height, "json": orjson.dumps(out).decode()}
+
+
+def strip_keys(keys: Sequence[tuple[str, str]]) -> html.Div | None:
+    """The strip's legend beyond its colour scale, ``(kind, text)`` each: ``"masked"`` with a hatched swatch
+    (the look of a position the loss mask drops), ``"ids"`` with a sample ⟨id⟩; None for none."""
+    if not keys:
+        return None
+    items = []
+    for kind, text in keys:
+        swatch = (
+            html.Span("\u00a0\u00a0\u00a0", className="token-masked me-1 border")
+            if kind == "masked"
+            else html.Span("\u27e8id\u27e9", className="me-1 font-monospace")
+        )
+        items.append(html.Span([swatch, text], className="me-3"))
+    return html.Div(items, className="small text-muted mb-1")
 
 
 def legend(title: str, lo: float, hi: float, stops, signed: bool, clip=None) -> html.Div:

@@ -15,6 +15,7 @@ from data.metrics.critic import RETURN_FIELD, return_label
 from data.metrics.token import (
     INFERENCE_LOGPROB_FIELDS,
     TOKEN_COLUMNS,
+    dropped_expr,
     explode_tokens,
     file_column,
     inference_field,
@@ -23,7 +24,21 @@ from data.metrics.token import (
 from data.schema import trainer_token_fields
 
 # Metrics a token can be coloured by, in the order of the metric picker.
-STRIP_METRICS = ("token_reward", "value", "prob", "ref_prob", "log_ratio", "kl", "infer_gap", "value_error")
+STRIP_METRICS = (
+    "token_reward",
+    "value",
+    "prob",
+    "ref_prob",
+    "log_ratio",
+    "kl",
+    "infer_gap",
+    "imp_ratio",
+    "mismatch_kl",
+    "value_error",
+)
+# The metrics of the trainer's log-prob against the inference engine's: they also need one of
+# INFERENCE_LOGPROB_FIELDS among the response's fields of the trainer's own.
+INFERENCE_METRICS = ("infer_gap", "imp_ratio", "mismatch_kl")
 # The file fields each per-token metric needs (the inference–trainer gap also needs an inference engine's
 # log-probs: one of INFERENCE_LOGPROB_FIELDS among the response's fields of the trainer's own).
 METRIC_FIELDS: dict[str, tuple[str, ...]] = {
@@ -36,6 +51,8 @@ METRIC_FIELDS: dict[str, tuple[str, ...]] = {
     "log_ratio": ("logprobs", "ref_logprobs"),
     "kl": ("logprobs", "ref_logprobs"),
     "infer_gap": ("logprobs",),
+    "imp_ratio": ("logprobs",),
+    "mismatch_kl": ("logprobs",),
     "return": ("token_rewards",),
     "value_error": ("values", "token_rewards"),
 }
@@ -52,18 +69,24 @@ HOVER_METRICS = (
     "log_ratio",
     "kl",
     "infer_gap",
+    "imp_ratio",
+    "mismatch_kl",
 )
 # Byte-level BPE glyphs (GPT-2 `Ġ` space, `Ċ` newline, `ĉ` tab) and SentencePiece's `▁` space.
 MARKERS = {"Ġ": " ", "▁": " ", "Ċ": "\n", "ĉ": "\t"}
 # Shown for a position that has values but no token string (``response_tokens`` shorter or absent).
 NO_TOKEN = "□"
+# A token given as its id (a file of token ids read without a tokenizer.json) is shown as ⟨id⟩, so that
+# ids never run together on the strip ("100010011002").
+ID_OPEN, ID_CLOSE = "\u27e8", "\u27e9"
+_ID = r"^-?\d+$"
 TOP_K = 10
 # Narrowest half-width of a colour scale: a response whose log-probs equal the reference's up to float noise
 # (PPO's first step) stays white instead of painting 1e-13 as the darkest colour. KL 5e-7 is the k3 of a
 # log-ratio of 1e-3.
 # The trainer's and the inference engine's log-probs agree to that float noise too when both run the same
 # kernels.
-MIN_SCALE = {"log_ratio": 1e-3, "kl": 5e-7, "infer_gap": 1e-3}
+MIN_SCALE = {"log_ratio": 1e-3, "kl": 5e-7, "infer_gap": 1e-3, "mismatch_kl": 5e-7}
 # What the inference–trainer gap needs besides logprobs, as the page says it.
 INFERENCE_NEEDS = "the inference engine's log-probs (" + ", ".join(INFERENCE_LOGPROB_FIELDS) + ")"
 
@@ -98,6 +121,11 @@ class TokenView:
     file_fields: tuple[str, ...] = ()
     # Those left out for being longer than the response's tokens: (name, values, tokens).
     overlong: tuple[tuple[str, int, int], ...] = ()
+    # The loss mask among them (see data.metrics.token.DROPPED_AT), whose dropped positions the strip
+    # marks (``masked`` in ``tokens``); None without one.
+    mask_field: str | None = None
+    # Whether the response's tokens are token ids (shown as ⟨id⟩, see :func:`tokens_are_ids`).
+    token_ids: bool = False
 
 
 # ---- pure functions ----------------------------------------------------------------------------------
@@ -130,7 +158,7 @@ def metric_available(metric: str, fields: frozenset[str], file_fields: tuple[str
     trainer's own, ``file_column(name)``: whether the response has it)."""
     if is_file_metric(metric):
         return file_field_of(metric) in file_fields
-    if metric == "infer_gap" and inference_field(file_fields) is None:
+    if metric in INFERENCE_METRICS and inference_field(file_fields) is None:
         return False
     return all(f in fields for f in METRIC_FIELDS.get(metric, ()))
 
@@ -138,7 +166,7 @@ def metric_available(metric: str, fields: frozenset[str], file_fields: tuple[str
 def metric_needs(metric: str) -> str:
     """What a per-token metric of the contract's needs, as the page says it (``logprobs, ref_logprobs``)."""
     needs = ", ".join(METRIC_FIELDS[metric])
-    return f"{needs} and {INFERENCE_NEEDS}" if metric == "infer_gap" else needs
+    return f"{needs} and {INFERENCE_NEEDS}" if metric in INFERENCE_METRICS else needs
 
 
 def file_field_of(metric: str | None) -> str | None:
@@ -220,24 +248,42 @@ def file_label(name: str) -> str:
     return f"{name} (from the file)"
 
 
+def tokens_are_ids(tokens: pl.Series) -> bool:
+    """Whether a response's token strings are token ids: every one a whole number, and at least one. The
+    dialects of files that give ids (NeMo-RL, Atropos, prime-rl, miles) write them as their numbers where no
+    tokenizer.json names them; a text token is a number alone too rarely for a whole response to be numbers."""
+    given = tokens.drop_nulls()
+    return given.len() > 0 and bool(given.str.contains(_ID).all())
+
+
 def token_frame(
     row: pl.DataFrame, pad_tokens: tuple[str, ...], fields_of_file: tuple[str, ...] | None = None
 ) -> pl.DataFrame:
     """One row per position of a one-row response frame, sorted by ``pos``.
 
-    Columns: ``pos, token, text, is_pad, keep, logprob, ref_logprob, value, token_reward, log_ratio, kl, prob,
+    Columns: ``pos, token, text, is_pad, keep, masked, logprob, ref_logprob, value, token_reward, log_ratio, kl, prob,
     ref_prob, return, value_error, kl_valid``, and ``file_column(name)`` for each of :func:`file_fields`
     (``fields_of_file``: those, when already known). Arrays of unequal lengths are aligned from the first
     token (a position beyond a shorter array is null there, never shifted). ``keep`` is False for a pad
-    position hidden by default (see :func:`pad_shown_expr`). A response without token fields has no rows.
+    position hidden by default (see :func:`pad_shown_expr`); ``masked`` True where the response's loss mask
+    drops the position (see :func:`data.metrics.token.dropped_expr`). ``text`` is ``⟨id⟩`` for tokens given
+    as ids (:func:`tokens_are_ids`). A response without token fields has no rows.
     """
     one = row.head(1).with_columns(pl.lit(0, dtype=pl.Int64).alias("row"))
     if fields_of_file is None:
         fields_of_file = file_fields(one)
     long = token_metrics(explode_tokens(one, pad_tokens, fields_of_file)).drop("row").sort("pos")
+    text = decode_expr("token")
+    if tokens_are_ids(long.get_column("token")):
+        text = (
+            pl.when(pl.col("token").is_null())
+            .then(text)
+            .otherwise(pl.concat_str(pl.lit(ID_OPEN), "token", pl.lit(ID_CLOSE)))
+        )
     return long.with_columns(
-        decode_expr("token").alias("text"),
+        text.alias("text"),
         (~pl.col("is_pad") | pad_shown_expr()).alias("keep"),
+        dropped_expr(fields_of_file).alias("masked"),
     )
 
 
@@ -253,8 +299,19 @@ def positions_near(tokens: pl.DataFrame, x0: float, x1: float) -> pl.DataFrame:
     return tokens.filter(pl.col("pos").is_between(x0 - width, x1 + width))
 
 
-def scale_range(metric: str, values: pl.Series | list) -> tuple[float, float]:
-    """Colour-scale range of a metric over the finite ``values`` shown.
+def strip_signed(metric: str, values: pl.Series) -> bool:
+    """Whether the strip colours ``metric`` on a diverging scale: the registry's sign for the contract's
+    metrics; for a field of the trainer's own, whether any finite value shown is below 0 (entropies, a loss
+    mask, a probability ratio get a sequential scale from 0; advantages of both signs a diverging one)."""
+    if not is_file_metric(metric):
+        return metric_signed(metric)
+    s = values.cast(pl.Float64).drop_nulls()
+    return bool((s.filter(s.is_finite()) < 0).any())
+
+
+def scale_range(metric: str, values: pl.Series | list, signed: bool | None = None) -> tuple[float, float]:
+    """Colour-scale range of a metric over the finite ``values`` shown (``signed``: as
+    :func:`strip_signed` says, else the metric's sign).
 
     Signed metrics: symmetric ``(-m, m)`` with ``m = max |v|`` (centred at 0); probabilities: ``(0, 1)``;
     other unsigned metrics (KL): ``(0, max)``. A degenerate range (no values, all zero) becomes width 1;
@@ -265,7 +322,7 @@ def scale_range(metric: str, values: pl.Series | list) -> tuple[float, float]:
     s = pl.Series("v", values, dtype=pl.Float64) if not isinstance(values, pl.Series) else values
     s = s.cast(pl.Float64).drop_nulls()
     s = s.filter(s.is_finite())
-    signed = metric_signed(metric)
+    signed = metric_signed(metric) if signed is None else signed
     if signed:
         m = float(s.abs().max()) if s.len() else 0.0
         m = m if m > 0 and math.isfinite(m) else 1.0

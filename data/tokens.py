@@ -16,14 +16,17 @@ from data.infer_gap import touched_text, with_touched
 from data.metrics import METRICS, label
 from data.metrics.response import strip_pad_text
 from data.metrics.token import (
+    DROPPED_AT,
     INFERENCE_LOGPROB_FIELDS,
     TOKEN_COLUMNS,
+    dropped_field,
     file_column,
     infer_gap_summary,
 )
 from data.signals import END_LABELS, ENDS, row_ends
 from data.token_frames import (
     HOVER_METRICS,
+    INFERENCE_METRICS,
     MARKERS,
     METRIC_FIELDS,
     MIN_SCALE,
@@ -50,7 +53,9 @@ from data.token_frames import (
     positions_near,
     present_fields,
     scale_range,
+    strip_signed,
     token_frame,
+    tokens_are_ids,
     top_tokens,
     visible_tokens,
 )
@@ -122,7 +127,7 @@ def metric_options(
 
 def _lacks(metric: str, fields: frozenset[str]) -> str:
     """Why a strip metric is not in a response whose contract fields are ``fields``, as its option says."""
-    if metric == "infer_gap" and metric_available(metric, fields, INFERENCE_LOGPROB_FIELDS):
+    if metric in INFERENCE_METRICS and metric_available(metric, fields, INFERENCE_LOGPROB_FIELDS):
         return "no inference log-probs in this response"
     return "not in this response"
 
@@ -174,9 +179,31 @@ def strip(
     shown = visible_tokens(all_tokens, show_pads)
     if not metric:
         return metric, lacks, shown, None
-    lo, hi, peak = clipped_scale(metric, *scale_range(metric, shown.get_column(metric)), run)
+    signed = strip_signed(metric, shown.get_column(metric))
+    lo, hi = scale_range(metric, shown.get_column(metric), signed)
+    lo, hi, peak = clipped_scale(metric, lo, hi, run)
     clip = None if peak is None else (peak, legend_note(metric, hi, peak, run))
-    return metric, lacks, shown, (lo, hi, metric_signed(metric), clip)
+    return metric, lacks, shown, (lo, hi, signed, clip)
+
+
+def strip_keys(view: TokenView) -> list[tuple[str, str]]:
+    """``(kind, text)`` of what the strip's legend says beside its colour scale: ``"masked"`` where the
+    response's loss mask drops positions (hatched on the strip, whatever the metric), ``"ids"`` where its
+    tokens are token ids (shown as ⟨id⟩)."""
+    keys = []
+    if view.mask_field is not None:
+        n = int(view.tokens.get_column("masked").sum())
+        dropped = DROPPED_AT[view.mask_field]
+        keys.append(
+            (
+                "masked",
+                f"hatched: dropped by the loss ({view.mask_field} = {dropped:g}), {n:,} of "
+                f"{view.tokens.height:,} positions",
+            )
+        )
+    if view.token_ids:
+        keys.append(("ids", "token ids, as the file gives them (no tokenizer.json was given to name them)"))
+    return keys
 
 
 def top_tables(view: TokenView) -> list[tuple[str, pl.DataFrame, str]]:
@@ -242,7 +269,16 @@ def build_view(
     of_file, overlong = _sort_file_fields(row)
     tokens = token_frame(row, pad_tokens, of_file)
     nav = neighbours(scalars, info.get("sample_id"), info.get("step"))
-    return TokenView(info=info, tokens=tokens, fields=fields, nav=nav, file_fields=of_file, overlong=overlong)
+    return TokenView(
+        info=info,
+        tokens=tokens,
+        fields=fields,
+        nav=nav,
+        file_fields=of_file,
+        overlong=overlong,
+        mask_field=dropped_field(of_file),
+        token_ids=tokens.height > 0 and tokens_are_ids(tokens.get_column("token")),
+    )
 
 
 @shared(32)
@@ -354,6 +390,8 @@ __all__ = [
     "present_fields",
     "scale_range",
     "strip",
+    "strip_keys",
+    "strip_signed",
     "strip_pad_text",
     "token_frame",
     "token_view",

@@ -177,7 +177,9 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
     label = tokens.metric_label(metric, view.file_fields) if metric else ""
     hidden = view.tokens.height - shown.height
     hover, controls = tokens.hover_columns(view), _controls(state, view)
-    strip = tp.strip_card(shown, metric, label, scale, hidden, hover, controls, STRIP_IDS, state.pos)
+    strip = tp.strip_card(
+        shown, metric, label, scale, hidden, hover, controls, STRIP_IDS, state.pos, tokens.strip_keys(view)
+    )
     top_ids = {"log_ratio": TOP_LOG_RATIO, "kl": TOP_KL}
     tables = [(rows, title, top_ids[by]) for by, rows, title in tokens.top_tables(view)]
     gap = tokens.infer_gap_figures(view, state.correction())

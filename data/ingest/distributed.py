@@ -22,6 +22,7 @@ import os
 import time
 from pathlib import Path
 
+from data.ingest import companions
 from data.ingest.files import COMPRESSED, PARQUET
 from data.ingest.run import Progress, read_files
 from data.ingest.writer import _Writer
@@ -313,6 +314,7 @@ def _convert(
     try:
         done, unreadable = read_files(writer, run_dir, paths, chunk_bytes, limits)
         writer.flush()
+        companions.count_joined(options.reading, draft.data["files"])  # the lines joined here, in the entries
     finally:
         writer.close()
     rels = [p.relative_to(run_dir).as_posix() for p in paths]

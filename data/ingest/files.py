@@ -14,6 +14,7 @@ import polars as pl
 
 from data import schema
 from data.config import ReadLimits, read_limits
+from data.ingest import companions
 from data.ingest.blocks import BOM, SNIPPET_BYTES, Oversized, RawBlock, _next_block, parse_chunk, segments
 from data.ingest.digest import _edited_in_place, _file_changed, _fingerprint, extended
 from data.ingest.fast import ChunkResult, _count_newlines
@@ -59,9 +60,14 @@ def _open_text(path: Path):
 
         return gzip.open(source, "rb")
     if path.name.endswith(".zst"):
+        import io
+
         import zstandard
 
-        return zstandard.open(source, "rb")
+        # Buffered: zstandard's reader has no readline (the first record's fields were never read, so a
+        # compressed file of any dialect was guessed the contract); it reads on across frames (prime-rl's
+        # sealed chunks are seekable zstd, one frame per 4 MiB).
+        return io.BufferedReader(zstandard.open(source, "rb"))
     return open(path, "rb") if source is path else source
 
 
@@ -117,7 +123,9 @@ def match_file(writer: _Writer, path: Path, rel: str, entry: dict) -> None:
     if "step" not in entry:
         dialect = schema.by_name(entry["dialect"])
         step, how = step_of(fm, rel) if dialect is schema.MAPPED and fm is not None else (None, "")
-        if how:  # the mapping's: from the path ("fields"), none there ("none": 0), or the lines' own
+        if dialect.own_steps is not None and dialect.own_steps(rel):
+            entry.update(step=None, step_from=None)
+        elif how:  # the mapping's: from the path ("fields"), none there ("none": 0), or the lines' own
             entry.update(step=step, step_from=how if how != "lines" else None)
         elif (step := schema.step_from_path(rel)) is not None:
             entry.update(step=step, step_from="path")
@@ -134,8 +142,11 @@ def ingest_file(
     """Read what is new in one file, up to byte ``limit`` when given, yielding the bytes each chunk
     consumed (so that several files can be read a chunk at a time, in turn)."""
     rel = path.relative_to(run_dir).as_posix()
+    files = writer.m.data["files"]
+    if rel in files and companions.changed(writer.reading, run_dir, rel, files[rel], read_limits()):
+        writer.drop_file(rel)  # its lines are read again, joined to the companion as it is now
     if path.name.endswith(PARQUET) or path.name.endswith(COMPRESSED):
-        yield from ingest_whole_file(writer, path, rel, chunk_bytes)
+        yield from ingest_whole_file(writer, path, rel, chunk_bytes, run_dir)
         return
     st = path.stat()
     size = st.st_size if limit is None else min(limit, st.st_size)
@@ -149,6 +160,7 @@ def ingest_file(
     entry = prev or {"offset": 0, "lines": 0, "parts": [], "tail_open": False}
     match_file(writer, path, rel, entry)
     limits = read_limits()
+    companions.load(writer.reading, run_dir, rel, entry, limits)
     name_step, dialect = entry["step"], entry["dialect"]  # for its lines without a step; its dialect
     # size/mtime say "read up to here" only once the whole file is read: a commit made mid-file (or a
     # crash after it) must not make the rest look already read.
@@ -224,7 +236,9 @@ def ingest_file(
                     obj = None
             if isinstance(obj, dict):
                 d = schema.by_name(dialect)
-                result = parse_chunk([raw], line_no, step=name_step, dialect=d, reading=writer.reading)
+                result = parse_chunk(
+                    [raw], line_no, step=name_step, dialect=d, reading=writer.reading.for_file(rel)
+                )
                 entry["parts"].append(writer.write_chunk(rel, result))
                 entry["lines"] = line_no
                 entry["tail_open"] = True
@@ -279,7 +293,9 @@ def _unreadable_whole(writer: _Writer, rel: str, entry: dict, st: os.stat_result
     _refused_whole(writer, rel, entry, st, path, reason, f"{type(error).__name__}: {error}"[:200])
 
 
-def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -> Iterator[int]:
+def ingest_whole_file(
+    writer: _Writer, path: Path, rel: str, chunk_bytes: int, run_dir: Path | None = None
+) -> Iterator[int]:
     """A Parquet file (its rows, read with their types) or a compressed JSON-lines file (decompressed a
     block at a time), read whole: again from its start whenever its size, time or fingerprint changed
     (neither can be read on from an offset)."""
@@ -300,6 +316,8 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
     entry = {"offset": 0, "lines": 0, "parts": [], "tail_open": False, "whole": True}
     match_file(writer, path, rel, entry)
     limits = read_limits()
+    if run_dir is not None:
+        companions.load(writer.reading, run_dir, rel, entry, limits)
     d = schema.by_name(entry["dialect"])
     if path.name.endswith(PARQUET):
         from data.ingest.fast import conform_chunk, parse_rows
@@ -319,7 +337,7 @@ def ingest_whole_file(writer: _Writer, path: Path, rel: str, chunk_bytes: int) -
         lines = range(1, df.height + 1)
         result = None if d.frame is None else conform_chunk(df, lines, entry["step"], d, writer.reading)
         entry["parts"].append(
-            writer.write_chunk(rel, result or parse_rows(df, entry["step"], d, writer.reading))
+            writer.write_chunk(rel, result or parse_rows(df, entry["step"], d, writer.reading.for_file(rel)))
         )
         entry["lines"] = df.height
     else:

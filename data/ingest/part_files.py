@@ -73,7 +73,11 @@ class PartFiles:
 
     def _build(self, pid: int, rel: str, chunk: ChunkResult | RawBlock) -> _Built:
         """Worker thread: parse, derive and build part ``pid`` (touches no shared state)."""
-        result = parse_block(*chunk, reading=self.reading)[0] if isinstance(chunk, RawBlock) else chunk
+        result = (
+            parse_block(*chunk, reading=self.reading.for_file(rel))[0]
+            if isinstance(chunk, RawBlock)
+            else chunk
+        )
         full = None
         if result.frame.height:
             full = build_part(derive_chunk(result.frame, self.pad_tokens), rel, pid, self.pad_tokens)

@@ -13,6 +13,7 @@ import polars as pl
 from filelock import FileLock, Timeout
 
 from data.access import reason_of
+from data.ingest import companions
 from data.ingest.files import ingest_file
 from data.ingest.options import load_options
 from data.ingest.writer import _Writer
@@ -189,8 +190,7 @@ def ingest_run(
             draft.data["problems"] = [*options.problems, side_files_note(aside)]
         rels = {p: p.relative_to(run_dir).as_posix() for p in paths}
         on_disk = set(rels.values())
-        # A note that changed (a side file come or gone) is committed even when no line is new.
-        changed = committed is not None and list(committed.get("problems") or []) != draft.data["problems"]
+        changed = False
         for rel in list(draft.data["files"]):
             if rel not in on_disk:
                 writer.drop_file(rel)
@@ -220,6 +220,12 @@ def ingest_run(
             done, unreadable = spread(writer, run_dir, paths, chunk_bytes, limits, progress, total)
         draft.data["unreadable"] = unreadable
         writer.flush()  # the dialects note how they formed the reward while the parts are built
+        companions.count_joined(options.reading, draft.data["files"])
+        # What was joined to the companions, and what could not be: said on the runs page, beside the note
+        # on side files. A note that changed (a side file come or gone) is committed even when no line is new.
+        draft.data["problems"] = [*draft.data["problems"], *companions.notes(draft.data["files"])]
+        problems = list(committed.get("problems") or []) if committed is not None else None
+        changed = changed or (problems is not None and problems != draft.data["problems"])
         if options.reading.formed:
             draft.data["reward_formed"] = dict(options.reading.formed)
         draft.data["tokenizer"] = options.reading.tokenizer
@@ -325,10 +331,11 @@ def read_files(
 
 
 def side_files_note(aside: list[tuple[str, str]], shown: int = 5) -> str:
-    """The runs page's note on a framework's side files in the run folder, which are not read."""
+    """The runs page's note on a framework's side files in the run folder, which are not read as rollouts (a
+    companion among them is read to join its rollout file's lines: data.ingest.companions)."""
     items = "; ".join(f"{rel} ({why})" for rel, why in aside[:shown])
     more = f"; and {len(aside) - shown:,} more" if len(aside) > shown else ""
-    return f"Not rollouts, so not read: {items}{more}."
+    return f"Not read as rollouts: {items}{more}."
 
 
 def _fill_result(result: IngestResult, store_dir: Path) -> None:

@@ -43,6 +43,22 @@ COLUMNS: dict[str, Metric] = {
             unit="nats",
         ),
         Metric(
+            "imp_ratio",
+            "importance ratio π_trainer / π_inference",
+            "exp(trainer − inference log-prob): miles' imp_ratio (miles/dashboard/dump_reader.py), prime-rl's "
+            "importance_ratio (prime_rl/trainer/rl/loss.py)",
+            False,
+            "token",
+        ),
+        Metric(
+            "mismatch_kl",
+            "mismatch KL (trainer ‖ inference)",
+            "ratio − log ratio − 1 with ratio = exp(trainer − inference log-prob): prime-rl's mismatch_kl "
+            "(prime_rl/trainer/rl/loss.py compute_importance_ratio_and_mismatch_kl)",
+            False,
+            "token",
+        ),
+        Metric(
             "return",
             "return",
             "the trainer's own return of the token where the file has one (its `returns`), else the sum of the "

@@ -76,6 +76,32 @@ def inference_field(names) -> str | None:
     return next((f for f in INFERENCE_LOGPROB_FIELDS if f in names), None)
 
 
+# prime-rl's is_masked (prime_rl/trainer/rl/annotations.py: true where its loss masked a token out, such as a
+# ratio outside its bounds), kept as 1 / 0 by its dialect. Not one of LOSS_MASK_FIELDS: its masking follows from
+# the gap, so the gap is not counted under it; the token strip marks it as dropped all the same.
+IS_MASKED = "is_masked"
+# What the token strip marks as dropped from the loss, and the value that drops a position: a loss mask of
+# LOSS_MASK_FIELDS at 0 (miles' loss_mask on a tool's result inside a multi-turn response), prime-rl's
+# is_masked at 1. The first a response has is the one the legend names.
+DROPPED_AT = {**dict.fromkeys(LOSS_MASK_FIELDS, 0.0), IS_MASKED: 1.0}
+
+
+def dropped_field(names) -> str | None:
+    """The field the token strip's marks come from among a response's per-token fields of the trainer's own
+    (``names``): the first of :data:`DROPPED_AT` there, else None."""
+    return next((f for f in DROPPED_AT if f in names), None)
+
+
+def dropped_expr(names) -> pl.Expr:
+    """True at the positions of a :func:`token_metrics` frame dropped from the loss: where its loss mask does
+    not keep them (``loss_kept``, the positions the gap leaves out), or where prime-rl's is_masked is 1
+    (``names``: the response's per-token fields of the trainer's own)."""
+    out = ~pl.col("loss_kept")
+    if IS_MASKED in names:
+        out = out | (pl.col(file_column(IS_MASKED)) == DROPPED_AT[IS_MASKED]).fill_null(False)
+    return out
+
+
 def file_column(name: str) -> str:
     """The column of a per-token field of the trainer's own in a token frame (apart from the metrics')."""
     return f"file:{name}"
@@ -89,7 +115,9 @@ def _k3(log_ratio: pl.Expr) -> pl.Expr:
 def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
     """Add the per-token metrics of the module docstring to an :func:`explode_tokens` frame, and
     ``infer_gap = logprob − inference log-prob`` where the frame has an inference engine's log-prob column
-    (``file_column`` of one of :data:`INFERENCE_LOGPROB_FIELDS`; null without one). Like the log-ratio it is
+    (``file_column`` of one of :data:`INFERENCE_LOGPROB_FIELDS`; null without one), with what the trainers
+    derive from it: ``imp_ratio = exp(infer_gap)`` (miles' imp_ratio) and ``mismatch_kl = imp_ratio −
+    infer_gap − 1`` (prime-rl's mismatch_kl). Like the log-ratio it is
     the plain difference: a NaN or infinite side gives a NaN or infinite gap, left to the summaries to skip."""
     # The return: the trainer's own (its `returns`, a field of the file) where the response has one, else the
     # suffix sum within the response (γ = 1), where positions without a token reward have no return.
@@ -116,6 +144,8 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             _k3(pl.col("log_ratio")).alias("kl"),
             (pl.col("value") - pl.col("return")).alias("value_error"),
+            pl.col("infer_gap").exp().alias("imp_ratio"),
+            (pl.col("infer_gap").exp() - pl.col("infer_gap") - 1.0).alias("mismatch_kl"),
         )
         .with_columns(
             (

@@ -22,7 +22,8 @@ from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
-# readable). 16: the inference–trainer gap per response (infer_gap_n, _tail_n, _abs_mean, _abs_max,
+# readable). 16: miles' per-token Parquet joined to its trajectory lines (a companion file, files[...]["companion"]
+# in the manifest), prime-rl's trace stream and its annotations; the inference–trainer gap per response (infer_gap_n, _tail_n, _abs_mean, _abs_max,
 # _tail_share, _first_tail, _mean, _max: positions the loss mask keeps, tail |Δ| > ln 2) and per step in the
 # steps summary (the tail pooled from the counts), NeMo-RL's sample_loss_mask kept as its generated tokens'
 # token_loss_mask (the gap leaves a sample out of the loss out); the critic's sums per response and per step

@@ -12,7 +12,7 @@ from pathlib import Path
 from data import untrusted
 from data.access import AccessProblem, Backoff, reason_of
 from data.remote import RemotePath, as_path
-from data.schema.dialects import ROLLOUT_SUFFIXES, TRAIN, VALIDATION, miles, nemo_gym, split_of
+from data.schema.dialects import ROLLOUT_SUFFIXES, TRAIN, VALIDATION, miles, nemo_gym, prime_rl, split_of
 
 
 class UnknownRun(LookupError):
@@ -30,7 +30,7 @@ VALIDATION_SUFFIX = " (validation)"
 
 # Per framework, the files it writes beside its rollouts that are no rollouts: ``(path inside the run, the
 # names of the files in its folder) -> why, or None``.
-_AUXILIARY = (nemo_gym.auxiliary, miles.auxiliary)
+_AUXILIARY = (nemo_gym.auxiliary, miles.auxiliary, prime_rl.auxiliary)
 
 
 def auxiliary(rel: str, names) -> str | None:

@@ -269,7 +269,8 @@ def test_tokens206_inference_trainer_gap(dash_duo, dash_app, board_root, tmp_pat
     assert min(zero) > 230, zero  # 0: the scale's white middle
     assert "trainer − inference log-prob: 0.5" in _hover_token(dash_duo, 3).split("\n")
     line = dash_duo.find_element("#tokens-gap").text
-    assert "max |gap|" in line and "3 ('43')" in line and "50.0%" in line
+    # a token id, shown as one; the tail's threshold is ln 2 since h-gap (0.1 before): no token beyond it
+    assert "max |gap|" in line and "3 ('⟨43⟩')" in line and "|gap| > ln 2" in line and "0.0%" in line
     assert dash_duo.get_logs() == []
 
 
@@ -306,4 +307,38 @@ def test_tokens207_previous_next_walk_the_rows_clicked_from(dash_duo, dash_app, 
     assert q["sample"] == sample and q["reward_min"] == ["1.5"] and q["sort"] == ["kl_mean"]
     dash_duo.wait_for_element("#responses-text-where", timeout=30)
     assert dash_duo.find_element("#responses-text-where").text == names[2]
+    assert dash_duo.get_logs() == []
+
+
+def test_tokens208_loss_masked_positions_hatched_and_ids_apart(dash_duo, dash_app, board_root, tmp_path):
+    """A miles response joined to its per-token Parquet: the positions its loss_mask drops (a tool's result)
+    are hatched whatever the strip is coloured by, said in their hover and the legend; token ids without a
+    tokenizer are shown as ⟨id⟩, apart."""
+    from tests.unit.ingest.test_dialect_miles_join import _dump, _line, _sample
+
+    run = tmp_path / "root" / "miles"
+    _dump(
+        run,
+        "3",
+        [_line(7, 1.0, "4")],
+        [_sample(7, [1, 2], [10, 11, 12, 13], [1, 0, 0, 1], [-0.5, 0, 0, -0.25])],
+    )
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    _open(
+        dash_duo,
+        dash_app,
+        f"/tokens?run=miles&sample={sample_id('trajectory/3.jsonl', 1)}&metric=file:rollout_log_probs",
+    )
+    assert _strip_filled(dash_duo) == 4
+    assert dash_duo.find_element(STRIP).text == "⟨10⟩⟨11⟩⟨12⟩⟨13⟩"
+    masked = dash_duo.driver.execute_script(
+        f"return Array.from(document.querySelectorAll('{STRIP} > span')).map("
+        "s => [s.classList.contains('token-masked'), getComputedStyle(s).backgroundImage.startsWith('repeating')]);"
+    )
+    assert masked == [[False, False], [True, True], [True, True], [False, False]]
+    assert "dropped by the loss mask" in _hover_token(dash_duo, 1)
+    assert (
+        "hatched: dropped by the loss (loss_mask = 0), 2 of 4 positions"
+        in dash_duo.find_element("#tokens-body").text
+    )
     assert dash_duo.get_logs() == []

@@ -391,7 +391,7 @@ def test_tokens112_nemo_rl_inference_trainer_gap(page, client, board_root, tmp_p
     assert "trainer − inference log-prob" in shown and '"-0.5"' in shown and '"0.5"' in shown  # the legend
     line = json.dumps(found(body, "tokens-gap"), ensure_ascii=False)
     # The tail's threshold is ln 2 (data.config.INFER_GAP_TAIL; 0.1 before): no token of this one beyond it.
-    for text in ("mean |gap|", "0.1875", "max |gap|", "0.5", "3 ('43')", "|gap| > ln 2", "0.0%", "4"):
+    for text in ("mean |gap|", "0.1875", "max |gap|", "0.5", "3 ('⟨43⟩')", "|gap| > ln 2", "0.0%", "4"):
         assert text in line, text
     options = {o["value"]: o for o in found(body, "tokens-metric")["props"]["options"]}
     assert not options["infer_gap"]["disabled"]

@@ -60,7 +60,7 @@ def test_truths101_secret_masked_in_export_and_pages(client, board_root, tmp_pat
     assert (
         f"2 fields masked as {MASK} (config.llm_args_agent.api_key, config.llm_args_user.api_key):" in shown
     )
-    assert "Not rollouts, so not read: rollouts_materialized_inputs.jsonl (NeMo Gym" in shown
+    assert "Not read as rollouts: rollouts_materialized_inputs.jsonl (NeMo Gym" in shown
     assert KEY not in shown
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -55,6 +55,66 @@ class FieldMap:
         return "regex" if "(" in step else "path"
 
 
+@dataclass(frozen=True)
+class RunFiles:
+    """What a dialect may read of a run's other files while its rollout files are read, every read bounded
+    by ingest's read limits and kept for the rest of the read (see :mod:`data.ingest.companions`): ``read``
+    a file's bytes by its path inside the run (decompressed where it ends in ``.zst``; None where there is no
+    such file or it cannot be read within the limits), ``listdir`` the files under a folder of the run
+    (their paths inside the run, sorted; none where there is no folder), ``size`` a file's size."""
+
+    read: Callable[[str], bytes | None]
+    listdir: Callable[[str], list[str]]
+    size: Callable[[str], int | None]  # a file's size (None: no such file), without reading it
+
+
+@dataclass(frozen=True)
+class Companion:
+    """What a dialect's rollout file has beside it that adds fields to its rows: miles' per-token Parquet
+    beside its trajectory lines, prime-rl's annotation streams beside its trace stream.
+
+    ``path``: the companion of a rollout file (its path inside the run to the companion's, a file or a
+    folder; None for none); ``key``: the record field that names a row in it; ``what``: what it holds and
+    why a row of it may have no line, as the runs page says it. A Parquet file's rows are ``table(frame)``;
+    a companion of several files has its rows for a rollout file gathered by ``gather(files, rel)``, and
+    whether they changed told by ``signature(files, rel)`` (a JSON value; without it, the companion file's
+    size and time). Either way the rows are a dict key -> the fields the row adds. Ingest reads them each
+    time the rollout file is read, and reads the rollout file again from its start when its companion's
+    signature changed; the dialect's ``line`` takes a record's fields with ``reading.joined.take(key)``.
+    ``stamp(files, rel)``: a cheap value (sizes, no reading) that changes whenever the signature may; where it
+    is as last recorded, the signature is not computed (a run's every look at its files stays cheap)."""
+
+    path: Callable[[str], str | None]
+    key: str
+    what: str
+    table: Callable[[pl.DataFrame], dict] | None = None
+    gather: Callable[[RunFiles, str], dict] | None = None
+    signature: Callable[[RunFiles, str], object] | None = None
+    stamp: Callable[[RunFiles, str], object] | None = None
+
+
+@dataclass
+class Joined:
+    """A companion's rows as ingest read them for one rollout file (``file``: the companion's path inside
+    the run; ``rows``: key -> fields), the keys its lines took (``used``) and looked up (``asked``)."""
+
+    file: str
+    rows: dict
+    used: set = field(default_factory=set)
+    asked: set = field(default_factory=set)  # every key looked up, found or not
+
+    def take(self, key) -> dict | None:
+        """The fields the companion holds for ``key`` (None: it has no row of that key)."""
+        try:
+            got = self.rows.get(key)
+            self.asked.add(key)
+        except TypeError:  # a key of a type no dict holds (a list): no row
+            return None
+        if got is not None:
+            self.used.add(key)
+        return got
+
+
 @dataclass
 class Reading:
     """How a run's files are read beyond their dialect: the reward functions' weights (a setting,
@@ -68,6 +128,21 @@ class Reading:
     formed: dict = field(default_factory=dict)
     tokenizer: str | None = None  # a local tokenizer.json naming token ids (see token_names)
     fields: FieldMap | None = None  # a [fields] mapping of rlboard.toml (see data.schema.dialects.mapping)
+    # The companions read for this run's files (rollout file -> Joined; see Companion), and the one of the
+    # file being read (set on the copy for_file gives).
+    companions: dict[str, Joined] = field(default_factory=dict)
+    joined: Joined | None = None
+    run_files: object = None  # the run's other files as companions read them (data.ingest.companions)
+    _per_file: dict[str, Reading] = field(default_factory=dict)
+
+    def for_file(self, rel: str) -> Reading:
+        """This reading for the lines of the rollout file ``rel``: with its companion's rows as ``joined``
+        where it has one (one copy a file, sharing everything else), else this reading itself."""
+        if rel not in self.companions:
+            return self
+        if rel not in self._per_file:
+            self._per_file[rel] = replace(self, joined=self.companions[rel], _per_file={})
+        return self._per_file[rel]
 
     def key(self) -> list:
         """What the store depends on (a store read with other weights or another mapping is read again)."""
@@ -141,7 +216,10 @@ class Dialect:
     takes the line as their group. ``mapping``: how fields were mapped, a phrase each, for the runs page.
     ``fields``: the same as an rlboard.toml ``[fields]`` table would say it (prompt, response, reward, step,
     group: dotted paths, ``"folder"``, ``"file"``), shown on the runs page as a mapping to copy and edit;
-    empty where the dialect does more than a mapping can (chat turns, batches).
+    empty where the dialect does more than a mapping can (chat turns, batches). ``companion``: a file beside
+    each rollout file whose rows add fields to its lines (see :class:`Companion`). ``own_steps``: whether a
+    file's lines carry their own step whatever its path says (prime-rl's trace stream: a chunk's number is
+    no step); its lines without one are then bad lines that say so.
     """
 
     name: str
@@ -155,6 +233,8 @@ class Dialect:
     stepless: bool = False
     fields: dict[str, str] = field(default_factory=dict)
     rows: Callable[[dict], list[dict]] | None = None
+    companion: Companion | None = None
+    own_steps: Callable[[str], bool] | None = None
 
     def renames(self, columns) -> dict[str, str]:
         """Which columns stand for a known field under this dialect's name (see ``aliases``)."""

@@ -10,15 +10,32 @@ score and weight), ``metrics`` and ``info``; each root-to-leaf path of the graph
 
 Each path of each trace is a response (see ``Dialect.rows``): the prompt is the path's messages before the
 first sampled one, the response the rest (the model's sampled turns, and the tool results between them);
-the per-token fields are the sampled tokens', joined along the path."""
+the per-token fields are the sampled tokens', joined along the path.
+
+Newer prime-rl (``prime_rl/monitors/file/monitor.py`` ``log_episodes``, ``log_annotations``) appends every
+episode once, in arrival order, to a chunked trace stream ``monitors/file/traces/stream/{n:05d}.jsonl``
+(sealed into ``{n:05d}.jsonl.zst``, seekable zstd frames, once it passes its size: ``traces/chunks.py``),
+with one summary row per episode in ``traces/stream.index.jsonl`` (``traces/index.py`` ``index_row``: its
+``trace_ids``, ``chunk`` and ``offset``). What is learnt later about a trace arrives as annotations,
+``traces/annotations/{producer}/{n:05d}.jsonl[.zst]`` with ``{producer}.index.jsonl`` (``trace_id``, ``chunk``,
+``offset``): ``{"version", "trace_id", "info", "branches": [{"index", "advantages" | "trainer_logprobs" |
+"entropies" | "is_masked": [...]}]}`` (``traces/update.py``), each stream full-length over the branch's token
+prefix with nulls where unknown; the trainer writes ``trainer_logprobs``, ``entropies`` and ``is_masked`` and
+the orchestrator ``advantages`` (``trainer/rl/annotations.py``, ``orchestrator/annotations.py``). A stream
+chunk's responses are joined to their traces' annotations (:data:`DIALECT`'s companion): each stream taken
+at the branch's sampled positions, the newest update of a field winning, as ``update.py``
+``fold_trace_updates`` folds them (a null stays a null here, where the fold drops a partly covered node)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
+
+import orjson
 
 from data.schema.chat import RESPONSE_OWN, call_text, messages_text
 from data.schema.contract import BadLine
-from data.schema.dialects.base import Dialect, Reading
+from data.schema.dialects.base import Companion, Dialect, Reading, RunFiles
 
 TRACES, NODES = "traces", "nodes"
 # The per-sampled-token lists of a node and the contract's (or the trainer's own) names for them: the
@@ -28,7 +45,14 @@ COMPACT = {"logprobs": "logprobs", "reference_logprobs": "ref_logprobs", "advant
 # The model's own text of a response of several turns, until line() sets it as chat.RESPONSE_OWN (a record's
 # own field of that name would be kept apart by validate_record, which looks before line()).
 _OWN = "__prime_rl_own"
+# The branch a response is of its trace, and its sampled tokens' positions in the branch's token prefix (which
+# an annotation's streams run over), until line() joins the annotations.
+_BRANCH, _AT = "__prime_rl_branch", "__prime_rl_at"
 _FILE = re.compile(r"(^|/)rollouts/step_\d+/(train|eval)/(all|effective)/traces\.jsonl$")
+# A chunk of the trace stream, plain or sealed (traces/chunks.py chunk_path: {number:05d}.jsonl[.zst]).
+_STREAM = re.compile(r"(^|/)traces/stream/(\d+)\.jsonl(\.zst)?$")
+# The annotations' per-token streams (traces/update.py STREAM_FIELDS) and the names they are kept under.
+STREAM_FIELDS = ("advantages", "trainer_logprobs", "entropies", "is_masked")
 
 
 def _text(message: dict) -> str:
@@ -67,9 +91,13 @@ def _tokens(nodes: list[dict]) -> dict:
     ids: list = []
     fields: dict[str, list] = {}
     weights: dict[str, list] = {}
+    prefix: list[int] = []  # the sampled tokens' positions in the path's whole token prefix
+    offset = 0
     for node in nodes:
         mask, tokens = node.get("mask") or [], node.get("token_ids") or []
         at = [i for i, m in enumerate(mask) if m is True and i < len(tokens)]
+        prefix.extend(offset + i for i in at)
+        offset += len(tokens) if isinstance(tokens, list) else 0
         for name, target in COMPACT.items():
             values = node.get(name)
             got = (
@@ -89,7 +117,7 @@ def _tokens(nodes: list[dict]) -> dict:
         ids.extend(tokens[i] for i in at)
     if not ids:
         return {}
-    return {"response_tokens": ids, **fields, **({"loss_weights": weights} if weights else {})}
+    return {"response_tokens": ids, **fields, **({"loss_weights": weights} if weights else {}), _AT: prefix}
 
 
 def _episode_fields(ep: dict) -> dict:
@@ -177,12 +205,38 @@ def rows(ep: dict) -> list[dict]:
                 )
             if len(paths) > 1:
                 rec["branch"] = b
+            rec[_BRANCH] = b
             out.append({k: v for k, v in rec.items() if v is not None})
     return out
 
 
+def _annotate(obj: dict, streams: dict[str, list], at: list[int]) -> None:
+    """A response's per-token fields from its branch's annotation streams, taken at its sampled positions
+    ``at``: the trainer's log-probs become its log-probs (the sampler's its ``inference_logprobs``, so that
+    the inference–trainer gap is drawn), entropies, advantages and is_masked (1 / 0) as they are named."""
+
+    def take(values: list) -> list:
+        return [values[i] if i < len(values) else None for i in at]
+
+    trainer = take(streams["trainer_logprobs"]) if "trainer_logprobs" in streams else None
+    if trainer is not None and any(v is not None for v in trainer):
+        if isinstance(obj.get("logprobs"), list):
+            obj["inference_logprobs"] = obj["logprobs"]
+        obj["logprobs"] = trainer
+    for name in ("entropies", "advantages"):
+        if name in streams:
+            obj[name] = take(streams[name])
+    if "is_masked" in streams:
+        obj["is_masked"] = [None if v is None else float(bool(v)) for v in take(streams["is_masked"])]
+
+
 def line(obj: dict, reading: Reading) -> dict:
-    """One path of a trace (see :func:`rows`): its token ids named by a local tokenizer.json, if given."""
+    """One path of a trace (see :func:`rows`): joined to its trace's annotations where the file has them,
+    its token ids named by a local tokenizer.json, if given."""
+    branch, at = obj.pop(_BRANCH, 0), obj.pop(_AT, [])
+    got = reading.joined.take(obj.get("trace_id")) if reading.joined is not None else None
+    if got is not None and branch in got:
+        _annotate(obj, got[branch], at)
     if isinstance(obj.get("response_tokens"), list):
         obj["response_tokens"] = reading.token_names(obj["response_tokens"])
     if _OWN in obj:
@@ -193,12 +247,113 @@ def line(obj: dict, reading: Reading) -> dict:
 def recognise(rel: str, fields: frozenset[str]) -> int:
     if not ({TRACES, "task"} <= fields or {NODES, "task", "agent"} <= fields):
         return 0
-    return 40 + 5 * bool(_FILE.search(rel))
+    return 40 + 5 * bool(_FILE.search(rel) or _STREAM.search(rel))
+
+
+# ---- the trace stream's annotations (the stream chunk's companion) ----------------------------------------
+
+
+def annotations_path(rel: str) -> str | None:
+    """The annotations folder beside a trace stream's chunk (``…/traces/stream/00000.jsonl`` →
+    ``…/traces/annotations``); None for any other file."""
+    m = _STREAM.search(rel)
+    return None if m is None else f"{rel[: m.start() + len(m.group(1))]}traces/annotations"
+
+
+def _json_lines(raw: bytes | None) -> list[dict]:
+    """The JSON objects of a JSON-lines file's complete lines (a torn or damaged line skipped)."""
+    out = []
+    for ln in (raw or b"").splitlines():
+        try:
+            obj = orjson.loads(ln)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def _traces_of(files: RunFiles, rel: str) -> set | None:
+    """The trace ids of the episodes a stream chunk holds, from ``stream.index.jsonl`` (``chunk``,
+    ``trace_ids``); None without an index (then every annotation is a candidate)."""
+    m = _STREAM.search(rel)
+    traces = rel[: m.start() + len(m.group(1))] + "traces"
+    rows = _json_lines(files.read(f"{traces}/stream.index.jsonl"))
+    if not rows:
+        return None
+    chunk = int(m.group(2))
+    return {
+        t for r in rows if r.get("chunk") == chunk for t in (r.get("trace_ids") or ()) if isinstance(t, str)
+    }
+
+
+def _producers(files: RunFiles, folder: str) -> list[str]:
+    """The annotations' producers, by their index files (``{producer}.index.jsonl``), sorted."""
+    suffix = ".index.jsonl"
+    return [f[len(folder) + 1 : -len(suffix)] for f in files.listdir(folder) if f.endswith(suffix)]
+
+
+def annotations_stamp(files: RunFiles, rel: str) -> list:
+    """The sizes of the stream's index and of the producers' annotation indexes: what
+    :func:`annotations_signature` is computed from (appended to, never rewritten)."""
+    m = _STREAM.search(rel)
+    traces = rel[: m.start() + len(m.group(1))] + "traces"
+    folder = f"{traces}/annotations"
+    names = [f"{traces}/stream.index.jsonl"] + [
+        f"{folder}/{p}.index.jsonl" for p in _producers(files, folder)
+    ]
+    return [[name, files.size(name)] for name in names]
+
+
+def annotations_signature(files: RunFiles, rel: str) -> list:
+    """What tells a stream chunk's annotations changed: how many updates the producers' indexes list for its
+    traces and a digest of where they are (every update when the stream has no index)."""
+    folder, wanted = annotations_path(rel), _traces_of(files, rel)
+    where = []
+    for producer in _producers(files, folder):
+        for r in _json_lines(files.read(f"{folder}/{producer}.index.jsonl")):
+            if wanted is None or r.get("trace_id") in wanted:
+                where.append([producer, r.get("trace_id"), r.get("chunk"), r.get("offset")])
+    return [len(where), hashlib.sha1(orjson.dumps(where)).hexdigest()[:16]]
+
+
+def annotations_rows(files: RunFiles, rel: str) -> dict:
+    """The annotations of a stream chunk's traces: trace id -> branch index -> field -> its stream (the
+    newest update of a field winning: producers in name order, each one's chunks and lines in write order)."""
+    folder, wanted = annotations_path(rel), _traces_of(files, rel)
+    out: dict = {}
+    for producer in _producers(files, folder):
+        chunks = [f for f in files.listdir(f"{folder}/{producer}") if re.search(r"/\d+\.jsonl(\.zst)?$", f)]
+        for chunk in sorted(chunks, key=lambda f: int(f.rsplit("/", 1)[1].split(".", 1)[0])):
+            for update in _json_lines(files.read(chunk)):
+                trace = update.get("trace_id")
+                if not isinstance(trace, str) or (wanted is not None and trace not in wanted):
+                    continue
+                for branch in update.get("branches") or ():
+                    if not isinstance(branch, dict) or not isinstance(branch.get("index"), int):
+                        continue
+                    streams = out.setdefault(trace, {}).setdefault(branch["index"], {})
+                    streams.update({f: branch[f] for f in STREAM_FIELDS if isinstance(branch.get(f), list)})
+    return out
+
+
+def auxiliary(rel: str, names=()) -> str | None:
+    """Why the file at ``rel`` (its path inside the run) is one of prime-rl's file monitor's side files and
+    not rollouts, or None."""
+    if re.search(r"(^|/)traces/stream\.index\.jsonl$", rel):
+        return "prime-rl's trace index (one summary row per episode, where the stream holds it)"
+    if re.search(r"(^|/)traces/annotations/", rel):
+        return "prime-rl's trace annotations: per-token streams joined to the trace stream's responses"
+    if re.search(r"(^|/)traces/live/", rel):
+        return "prime-rl's in-flight traces (read once they land in the trace stream)"
+    if re.search(r"(^|/)monitors/file/metrics\.jsonl$", rel):
+        return "prime-rl's metrics rows (scalars per step, not rollouts)"
+    return None
 
 
 DIALECT = Dialect(
     name="prime_rl",
-    title="prime-rl file monitor (rollouts/step_{n}/…/traces.jsonl)",
+    title="prime-rl file monitor (traces/stream/{n}.jsonl[.zst] with annotations, or rollouts/step_{n}/…/traces.jsonl)",
     description="one line a verifiers episode: its traces' message graphs with tokens, rewards; a response "
     "per path of each trace",
     recognise=recognise,
@@ -209,12 +364,25 @@ DIALECT = Dialect(
         "the sampled turns)",
         "rewards → reward = Σ score × weight (verifiers' Trace.reward: 0 for a failed trace with none, its ok "
         "and error columns say so); each reward's score a column",
-        "run.work.step → step (else the folder's step_{n}); group.id → group_id; eval/ → the run's validation",
+        "run.work.step → step (else the folder's step_{n}; a stream chunk's number is no step); group.id → "
+        "group_id; eval/ → the run's validation",
         "nodes' sampled tokens (mask true) → the response's tokens (their ids, or their text with a "
         "tokenizer.json); logprobs (the sampler's), reference_logprobs, advantages, loss_weights per token",
         "metrics, info, task, env, policy versions: columns",
+        "traces/stream/{n}.jsonl[.zst] read as the stream's chunks; traces/annotations joined by trace id: "
+        "trainer_logprobs → logprobs (the sampler's → inference_logprobs), entropies, advantages, is_masked per token",
     ),
     line=line,
     stepless=False,
     rows=rows,
+    own_steps=lambda rel: _STREAM.search(rel) is not None,
+    companion=Companion(
+        path=annotations_path,
+        key="trace_id",
+        what="prime-rl's traces/annotations by trace id; a response with none is one the trainer has not "
+        "trained on yet (or never will: evaluation, filtered)",
+        gather=annotations_rows,
+        signature=annotations_signature,
+        stamp=annotations_stamp,
+    ),
 )

@@ -136,7 +136,8 @@ def test_miles003_dashboard_files_are_not_rollouts(tmp_path):
         "dashboard/metrics.jsonl": "miles' dashboard telemetry (--use-miles-dashboard)",
         "dashboard/rollout/20261129_08.jsonl": "miles' dashboard telemetry (--use-miles-dashboard)",
         "dashboard_columns/rollout_3.parquet": "miles' per-token mirror of a rollout (tokens, loss mask, "
-        "rollout log-probs: no reward, no text)",
+        "rollout log-probs): joined to trajectory/{id}.jsonl's lines by sample_index where that file exists; "
+        "no reward, no text of its own",
     }
     res = ingest_run(run, tmp_path / "c", PADS)
     assert (res.samples, res.bad_lines) == (1, 0)

@@ -553,3 +553,21 @@ def test_dialects031_weight_fit_by_hand():
     assert fit_reward_weights(log((1.0, 1.0, 1.0), (2.0, 2.0, 2.0), (3.0, 3.0, 3.0)), names) is None  # a = b
     assert fit_reward_weights(log((2.0, 1.0, 0.0), (1.0, 0.0, 4.0), (9.0, 1.0, 1.0)), names) is None  # broken
     assert fit_reward_weights(log((2.0, 1.0, 0.0), (1.0, 0.0, 4.0), (float("nan"), 1.0, 1.0)), names) is None
+
+
+def test_dialects032_compressed_file_matched_by_its_fields(tmp_path):
+    """A zstd-compressed file is matched by its first record's fields like a plain one (zstandard's reader has
+    no readline: every .jsonl.zst was guessed the contract), also when written in several frames (seekable
+    zstd, as prime-rl seals its trace chunks)."""
+    import zstandard
+
+    line = json.dumps({"sample_index": 0, "group_index": 0, "status": "completed", "reward": 1.0,
+                       "prompt": "2+2?", "messages": [{"role": "user", "content": "2+2?"},
+                                                      {"role": "assistant", "content": "4"}]}).encode() + b"\n"  # fmt: skip
+    c = zstandard.ZstdCompressor()
+    path = tmp_path / "run" / "trajectory" / "3.jsonl.zst"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(c.compress(line[:40]) + c.compress(line[40:]))
+    res = ingest_run(tmp_path / "run", tmp_path / "c", ("<pad>",))
+    entry = open_store(res.store_dir).manifest.files["trajectory/3.jsonl.zst"]
+    assert (entry["dialect"], entry["matched"], res.samples, res.bad_lines) == ("miles", "sure", 1, 0)

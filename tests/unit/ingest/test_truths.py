@@ -307,7 +307,7 @@ def test_truths002_gym_side_files_skipped_with_a_note(fixtures_dir, tmp_path):
     (alone / "results" / "rollouts.jsonl").write_bytes(src.read_bytes())
     assert u.not_read == understood(_ingest(alone, tmp_path / "cache")[1]).not_read
     assert not any("prompt" in t or "responses_create_params" in t for t in u.not_read)
-    (note,) = [n for n in u.notes if n.startswith("Not rollouts")]
+    (note,) = [n for n in u.notes if n.startswith("Not read as rollouts")]
     for rel, what in aside:
         assert f"{rel} ({what})" in note
     assert "materialized inputs of results/rollouts.jsonl" in note
