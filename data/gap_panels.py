@@ -23,6 +23,7 @@ NO_GAP = (
     "No inference engine's log-probs beside the trainer's in this run (generation_logprobs, rollout_log_probs "
     "or inference_logprobs): the gap cannot be computed."
 )
+NO_GAP_SHORT = "no inference log-probs in this run"  # what an empty chart says (its card's note says more)
 
 
 def gap_panels(steps: pl.DataFrame, band: str) -> list[Panel]:
@@ -30,7 +31,8 @@ def gap_panels(steps: pl.DataFrame, band: str) -> list[Panel]:
     positions (the responses' tail shares as the band), from :func:`data.infer_gap.gap_steps`."""
     if steps.height == 0:
         return [
-            Panel(k, t, "", (), NO_GAP, empty=NO_GAP) for k, t in (("gap", "Gap |Δ|"), ("tail", "Gap tail"))
+            Panel(k, t, "", (), NO_GAP, empty=NO_GAP_SHORT)
+            for k, t in (("gap", "Gap |Δ|"), ("tail", "Gap tail"))
         ]
     text = BANDS[band]
     abs_max = steps.select("step", pl.col("infer_gap_abs_max_p50").alias("y")).sort("step")
@@ -65,7 +67,7 @@ def correction_panel(preview: Preview) -> Panel:
     r = preview.rule
     title = f"{r.name} at C = {preview.c:g} ({r.touches})"
     if preview.frame.height == 0:
-        return Panel("correction", title, "", (), NO_GAP, empty=NO_GAP)
+        return Panel("correction", title, "", (), NO_GAP, empty=NO_GAP_SHORT)
     f = preview.frame.sort("step")
     verb = "clipped" if r.key == "tis" else "masked"
     series = (

@@ -230,3 +230,17 @@ def test_infer_gap004_token_shares_bounded_and_a_response_touched(tmp_path, monk
     assert gap.touched_positions(tokens, "tis", 1.2) == [3, 4]
     assert gap.touched_positions(tokens, "mis", 1.2) == [1, 3, 4]
     assert gap.touched_positions(tokens, "seq", 1.2) == [0, 1, 2, 3, 4]
+
+
+def test_infer_gap005_a_run_without_inference_logprobs_says_so_once_per_chart(tmp_path, fixtures_dir):
+    """On a run with no inference engine's log-probs (the TRL GRPO run), the gap page's three charts are empty
+    with a short line that fits a chart, and each card's note says why once."""
+    from data import gap_panels, infer_gap
+
+    store = open_store(ingest_run(fixtures_dir / "trl-grpo-small", tmp_path / "cache", PADS).store_dir)
+    panels = gap_panels.gap_panels(infer_gap.gap_steps(store), "p25-p75")
+    panels.append(gap_panels.correction_panel(infer_gap.correction_preview(store, "mis", 2.0, None)))
+    assert [p.key for p in panels] == ["gap", "tail", "correction"]
+    assert all(p.series == () and p.empty == gap_panels.NO_GAP_SHORT for p in panels)
+    assert all(p.note == gap_panels.NO_GAP for p in panels)
+    assert len(gap_panels.NO_GAP_SHORT) < 40  # one line in a half-width chart at 1440 px
