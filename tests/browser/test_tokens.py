@@ -9,6 +9,7 @@ import json
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -32,11 +33,18 @@ def _strip_filled(dash_duo, timeout=30) -> int:
 
 
 def _hover_token(dash_duo, pos: int) -> str:
-    span = dash_duo.find_element(f'{STRIP} > span[data-pos="{pos}"]')
-    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", span)
-    ActionChains(dash_duo.driver).move_to_element(span).perform()
-    WebDriverWait(dash_duo.driver, 10).until(lambda d: span.get_attribute("title"))
-    return span.get_attribute("title")
+    """The hover text of the strip's token at ``pos``: the mouse moved onto it until its title is written
+    (again onto a fresh element should the strip be filled anew meanwhile, as under load)."""
+
+    def hovered(driver):
+        span = dash_duo.find_element(f'{STRIP} > span[data-pos="{pos}"]')
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", span)
+        ActionChains(driver).move_to_element(span).perform()
+        return span.get_attribute("title")
+
+    return WebDriverWait(
+        dash_duo.driver, 30, poll_frequency=1, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(hovered)
 
 
 def _hover_chart(dash_duo, pos: int) -> None:
