@@ -122,19 +122,19 @@ def notes(lines: Sequence[str], id_: str) -> html.Div:
     return html.Div([html.Div(m, className="small text-muted") for m in lines], id=id_, className="mb-2")
 
 
-def _scale(metric: str | None, scale: tuple[float, float, bool] | None):
-    """``(data metric, lo, hi, stops, signed)`` the strip is coloured with (no metric: a neutral scale)."""
+def _scale(metric: str | None, scale):
+    """``(column, lo, hi, stops, signed)`` the strip is coloured with: each token's place on ``scale``
+    (its ``column``, 0..1) on the metric's colour stops (no metric: a neutral scale)."""
     if metric is None:
         return NO_METRIC, 0.0, 1.0, colour_stops("prob", False), False
-    lo, hi, signed = scale[:3]
-    return metric, lo, hi, colour_stops(metric, signed), signed
+    return scale.column, 0.0, 1.0, colour_stops(metric, scale.signed), scale.signed
 
 
 def strip_card(
     shown: pl.DataFrame,
     metric: str | None,
     metric_label: str,
-    scale: tuple[float, float, bool],
+    scale,
     hidden: int,
     hover: Sequence[tuple[str, str]],
     controls,
@@ -146,8 +146,9 @@ def strip_card(
     browser from its data (see :func:`components.token_strip.strip_data`): the first window of tokens, the
     next ones as the strip is scrolled (:func:`strip_window`), and a line saying how many are shown.
 
-    ``shown``: the visible positions; ``metric`` the column they are coloured by (None: no colour) on
-    ``scale`` = ``(lo, hi, signed[, clip])`` (``clip``: ``(largest value, note)`` of a clipped scale, see
+    ``shown``: the visible positions, with each one's place on the colour scale (``scale.column``, 0..1);
+    ``metric`` the metric they are coloured by (None: no colour) on ``scale`` (``data.strip_scale.StripScale``:
+    ``column``, ``signed``, ``lo``, ``hi``, ``clip``, ``ticks()``, ``caption()``; see
     :func:`components.token_strip.legend`); ``hidden`` the pad positions left out; ``hover`` the ``(column,
     label)`` pairs of a token's hover text. ``ids``: ``count``, ``data`` (the strip's store), ``strip``,
     ``status``. ``select``: a position the strip opens at (its first window reaches it), outlined.
@@ -158,7 +159,9 @@ def strip_card(
     if metric is None:
         key_legend = html.Span("no metric to colour by", className="small text-muted")
     else:
-        key_legend = legend(metric_label, lo, hi, stops, signed, scale[3] if len(scale) > 3 else None)
+        key_legend = legend(
+            metric_label, scale.lo, scale.hi, stops, signed, scale.clip, scale.ticks(), scale.caption()
+        )
     key = uuid.uuid4().hex[:12]  # which strip div the browser fills: a re-render mounts a new one
     end = window_end(shown, 0, select) if select is not None else None
     first = {**strip_data(shown, data_metric, lo, hi, stops, key, hover, 0, end), "select": select}
@@ -204,7 +207,7 @@ def strip_card(
 def strip_window(
     shown: pl.DataFrame,
     metric: str | None,
-    scale: tuple[float, float, bool] | None,
+    scale,
     hover: Sequence[tuple[str, str]],
     key: str,
     start: int,

@@ -150,28 +150,51 @@ def strip_keys(keys: Sequence[tuple[str, str]]) -> html.Div | None:
     return html.Div(items, className="small text-muted mb-1")
 
 
-def legend(title: str, lo: float, hi: float, stops, signed: bool, clip=None) -> html.Div:
+def legend(
+    title: str,
+    lo: float,
+    hi: float,
+    stops,
+    signed: bool,
+    clip=None,
+    ticks: Sequence[tuple[float, float, str]] | None = None,
+    caption: tuple[str, str] | None = None,
+) -> html.Div:
     """The scale's colour bar with its range (and 0 in the middle for a diverging scale). ``clip``: ``(the
-    response's largest value, a note)`` when the scale stops short of it: the bar's ends then read "≥ hi"
-    and a line "clipped at hi (max peak)" follows, the note as its hover text."""
+    response's most extreme value, a note)`` when the scale stops short of it: the bar's ends then read
+    "≥ hi" and a line "clipped at hi (max peak)" follows, the note as its hover text. ``ticks``: ``(place
+    0..1, value, prefix)`` of a scale that is not linear (its ticks in the metric's values, each at its
+    place on the bar); ``caption``: ``(text, note)`` saying which scale ("log scale"), the note as its
+    hover text."""
     gradient = ", ".join(f"rgb{tuple(c)} {p * 100:.0f}%" for p, c in stops)
-    edge = "≥ " if clip else ""
-    ticks = [html.Span(("≤ " if clip and signed else "") + num(lo, 3))]
-    if signed:
-        ticks.append(html.Span("0"))
-    ticks.append(html.Span(edge + num(hi, 3)))
-    clipped = []
+    if ticks is None:
+        edge = "≥ " if clip else ""
+        low = ("≤ " if clip and signed else "") + num(lo, 3)
+        ticks = [(0.0, low, ""), *([(0.5, "0", "")] if signed else []), (1.0, num(hi, 3), edge)]
+    else:
+        ticks = [(p, num(v, 3), pre) for p, v, pre in ticks]
+    marks = [
+        # Each tick centred on its place, the ends kept inside the bar: shifted left by their own place.
+        html.Span(
+            pre + text,
+            style={
+                "position": "absolute",
+                "left": f"{p * 100:.2f}%",
+                "transform": f"translateX(-{p * 100:.2f}%)",
+            },
+            className="text-nowrap",
+        )
+        for p, text, pre in ticks
+    ]
+    after = []
+    if caption:
+        after.append(_hint(caption[0], caption[1]))
     if clip:
         peak, note = clip
-        bound = f"±{num(hi, 3)}" if signed else num(hi, 3)
-        clipped = [
-            html.Span(
-                f"clipped at {bound} (max {num(peak, 3)})",
-                title=note,
-                className="small text-muted ms-2 text-decoration-underline",
-                style={"textDecorationStyle": "dotted", "cursor": "help"},
-            )
-        ]
+        bound = f"±{num(hi, 3)}" if signed and lo == -hi else num(hi, 3)
+        if signed and lo != -hi and lo > 0:  # a ratio's scale: its two ends
+            bound = f"{num(lo, 3)} to {num(hi, 3)}"
+        after.append(_hint(f"clipped at {bound} (max {num(peak, 3)})", note))
     return html.Div(
         [
             html.Span(title, className="small text-muted me-2"),
@@ -185,11 +208,25 @@ def legend(title: str, lo: float, hi: float, stops, signed: bool, clip=None) -> 
                             "borderRadius": "2px",
                         }
                     ),
-                    html.Div(ticks, className="d-flex justify-content-between small text-muted numeric"),
+                    html.Div(
+                        marks,
+                        className="small text-muted numeric",
+                        style={"position": "relative", "height": "1.2rem"},
+                    ),
                 ],
-                style={"width": "14rem"},
+                style={"width": "16rem"},
             ),
-            *clipped,
+            *after,
         ],
         className="d-flex align-items-center",
+    )
+
+
+def _hint(text: str, note: str) -> html.Span:
+    """A line beside the legend with its note as hover text (dotted underline)."""
+    return html.Span(
+        text,
+        title=note,
+        className="small text-muted ms-2 text-decoration-underline",
+        style={"textDecorationStyle": "dotted", "cursor": "help"},
     )

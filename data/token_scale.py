@@ -1,7 +1,8 @@
 """The token strip's colour scale against one extreme token: the run's 99.9th percentile of each per-token
 metric (of |value| for a signed one), from the token arrays of its responses, or of a sample of them spread
 over the run (whole row groups of its parts, evenly spaced) beyond :data:`SAMPLE_ROWS`; once per committed
-state of the store (cached on its version). The strip clips its scale there and its legend says so.
+state of the store (cached on its version). The strip clips its scale there and its legend says so; the
+median beside it is where a log scale turns from linear (:mod:`data.strip_scale`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from data.token_frames import MIN_SCALE, metric_signed
 
 QUANTILE = 0.999
 # The metrics whose scale is clipped: those without natural bounds (a probability's scale is 0 to 1).
-CLIPPED = ("kl", "log_ratio", "token_reward", "value", "value_error", "infer_gap")
+CLIPPED = ("kl", "log_ratio", "token_reward", "value", "value_error", "infer_gap", "mismatch_kl")
 # Responses read at most: every response of a smaller run (its quantile exact); a larger one is sampled by
 # whole row groups (one read each) spread evenly over its parts. At 2.56M responses of 60 tokens, 4,096
 # responses are ~250,000 tokens: the 99.9th percentile is then the 250th largest value.
@@ -30,16 +31,22 @@ SAMPLE_ROWS = 4096
 class RunScale:
     """``values``: metric -> its run-level quantile (``QUANTILE`` of |v| for a signed metric), over the
     finite values of ``tokens`` positions of ``responses`` responses, of the run's ``total``; ``exact``:
-    every response was read (no sample)."""
+    every response was read (no sample); ``medians``: ``(metric, median |v|)`` over the same values, where
+    a log scale turns from linear (:mod:`data.strip_scale`)."""
 
     values: dict[str, float]
     tokens: int
     responses: int
     total: int
     exact: bool
+    medians: tuple[tuple[str, float], ...] = ()
 
     def of(self, metric: str | None) -> float | None:
         return self.values.get(metric) if metric else None
+
+    def knee(self, metric: str | None) -> float | None:
+        """The run's median |value| of ``metric`` (None when unknown)."""
+        return dict(self.medians).get(metric) if metric else None
 
     def source(self) -> str:
         """Where the quantile comes from, in words."""
@@ -75,7 +82,7 @@ def legend_note(metric: str, q: float, peak: float, run: RunScale) -> str:
 
 def run_scale(store, pad_tokens: tuple[str, ...]) -> RunScale:
     """The :class:`RunScale` of the store's committed state."""
-    return _run_scale(StoreKey(store), tuple(pad_tokens))
+    return _run_quantiles(StoreKey(store), tuple(pad_tokens))
 
 
 def _groups_of(path) -> list[tuple[str, int, int]]:
@@ -103,8 +110,10 @@ def _pick(files: list, total: int, want: int) -> list[tuple[str, int, int]]:
     return out
 
 
+# Named anew when RunScale gains a field: the results cache keys an entry by the function's name, and an
+# entry an older board stored would come back without it (its default), unseen.
 @shared(16)
-def _run_scale(key: StoreKey, pad_tokens: tuple[str, ...]) -> RunScale:
+def _run_quantiles(key: StoreKey, pad_tokens: tuple[str, ...]) -> RunScale:
     store = key.store
     files = store.part_files()
     total = _shown(store)
@@ -132,16 +141,18 @@ def _run_scale(key: StoreKey, pad_tokens: tuple[str, ...]) -> RunScale:
     if sample is None or sample.height == 0:
         return RunScale({}, 0, 0, total, exact)
     long = token_metrics(explode_tokens(sample, pad_tokens, [e for e in extras if e in sample.columns]))
-    values = {}
+    values, medians = {}, []
     for m in CLIPPED:
         if m not in long.columns:
             continue
         v = pl.col(m).cast(pl.Float64)
         v = v.abs() if metric_signed(m) else v
-        q = long.select(v.filter(v.is_finite()).quantile(QUANTILE, "higher")).item()
+        v = v.filter(v.is_finite())
+        q, mid = long.select(v.quantile(QUANTILE, "higher"), v.quantile(0.5, "higher").alias("mid")).row(0)
         if q is not None:
             values[m] = float(q)
-    return RunScale(values, long.height, sample.height, _shown(store), exact)
+            medians.append((m, float(mid)))
+    return RunScale(values, long.height, sample.height, _shown(store), exact, tuple(medians))
 
 
 def _shown(store) -> int:

@@ -24,6 +24,7 @@ from data.metrics.token import (
     infer_gap_summary,
 )
 from data.signals import END_LABELS, ENDS, row_ends
+from data.strip_scale import STRIP_AT, StripScale, strip_scale
 from data.token_frames import (
     HOVER_METRICS,
     INFERENCE_METRICS,
@@ -59,7 +60,7 @@ from data.token_frames import (
     top_tokens,
     visible_tokens,
 )
-from data.token_scale import RunScale, clipped_scale, legend_note
+from data.token_scale import RunScale
 
 # ---- what the page shows of one response ---------------------------------------------------------------
 
@@ -167,23 +168,21 @@ def strip(
     show_pads: bool,
     correction: tuple[str, float] | None = None,
     run: RunScale | None = None,
-) -> tuple[str | None, list[str], pl.DataFrame, tuple | None]:
-    """``(metric, notes, visible tokens, (lo, hi, signed, clip))`` the strip of ``view`` is drawn with: the
-    metric and notes of :func:`strip_metric`, the positions :func:`visible_tokens` shows (with ``touched``,
-    the positions a ``correction`` ``(rule, C)`` clips or masks, when given), and the colour scale over them
-    (None when no metric is allowed), clipped at the run's quantile of the metric (``run``, see
-    :mod:`data.token_scale`) when the response goes past it: ``clip`` is then ``(its largest value, the
-    legend's note)``, else None."""
+) -> tuple[str | None, list[str], pl.DataFrame, StripScale | None]:
+    """``(metric, notes, visible tokens, scale)`` the strip of ``view`` is drawn with: the metric and notes
+    of :func:`strip_metric`, the positions :func:`visible_tokens` shows (with ``touched``, the positions a
+    ``correction`` ``(rule, C)`` clips or masks, when given, and :data:`data.strip_scale.STRIP_AT`, each
+    one's place on the colour scale), and the colour scale over them (None when no metric is allowed;
+    see :func:`data.strip_scale.strip_scale`: the registry's kind, clipped at the run's quantile of the
+    metric, ``run``, when the response goes past it)."""
     metric, lacks = strip_metric(view, metric)
     all_tokens = view.tokens if correction is None else with_touched(view.tokens, *correction)
     shown = visible_tokens(all_tokens, show_pads)
     if not metric:
         return metric, lacks, shown, None
-    signed = strip_signed(metric, shown.get_column(metric))
-    lo, hi = scale_range(metric, shown.get_column(metric), signed)
-    lo, hi, peak = clipped_scale(metric, lo, hi, run)
-    clip = None if peak is None else (peak, legend_note(metric, hi, peak, run))
-    return metric, lacks, shown, (lo, hi, signed, clip)
+    values = shown.get_column(metric)
+    scale = strip_scale(metric, values, strip_signed(metric, values), run)
+    return metric, lacks, shown.with_columns(scale.at_expr(metric).alias(STRIP_AT)), scale
 
 
 def strip_keys(view: TokenView) -> list[tuple[str, str]]:

@@ -18,7 +18,9 @@ class Metric:
     its inputs (False: only while the URL sets one of its bounds, e.g. a box brushed on the scatter);
     ``table``: its
     place among the responses table's columns (0: not a column of it); ``from_tokens``: its place among
-    the per-response aggregates computed from the token arrays at ingest (0: not one of them)."""
+    the per-response aggregates computed from the token arrays at ingest (0: not one of them);
+    ``scale``: how the token strip spreads a per-token metric's values over its colours (``linear``,
+    ``log`` for a heavy tail, ``ratio`` for a ratio centred on 1; see :mod:`data.strip_scale`)."""
 
     key: str
     label: str
@@ -34,6 +36,7 @@ class Metric:
     range_input: bool = True
     table: int = 0
     from_tokens: int = 0
+    scale: str = "linear"
 
 
 ROW = "row"

@@ -23,6 +23,7 @@ COLUMNS: dict[str, Metric] = {
             "per-token reward used in training (KL penalty + reward)",
             True,
             "token",
+            scale="log",  # a sparse reward on one token beside KL penalties a hundred times smaller
         ),
         Metric("value", "critic value", "critic value at the token", True, "token"),
         Metric("prob", "probability (policy)", "exp(logprob)", False, "token"),
@@ -31,8 +32,10 @@ COLUMNS: dict[str, Metric] = {
         Metric(
             "ref_logprob", "log-prob (reference)", "reference log-probability of the token", False, "token"
         ),
-        Metric("log_ratio", "log-ratio log π − log π_ref", "logprob − ref_logprob", True, "token"),
-        Metric("kl", "KL (k3)", "exp(r) − 1 − r, r = ref_logprob − logprob", False, "token"),
+        Metric(
+            "log_ratio", "log-ratio log π − log π_ref", "logprob − ref_logprob", True, "token", scale="log"
+        ),
+        Metric("kl", "KL (k3)", "exp(r) − 1 − r, r = ref_logprob − logprob", False, "token", scale="log"),
         Metric(
             "infer_gap",
             "trainer − inference log-prob",
@@ -41,6 +44,7 @@ COLUMNS: dict[str, Metric] = {
             True,
             "token",
             unit="nats",
+            scale="log",
         ),
         Metric(
             "imp_ratio",
@@ -49,6 +53,7 @@ COLUMNS: dict[str, Metric] = {
             "importance_ratio (prime_rl/trainer/rl/loss.py)",
             False,
             "token",
+            scale="ratio",
         ),
         Metric(
             "mismatch_kl",
@@ -57,6 +62,7 @@ COLUMNS: dict[str, Metric] = {
             "(prime_rl/trainer/rl/loss.py compute_importance_ratio_and_mismatch_kl)",
             False,
             "token",
+            scale="log",
         ),
         Metric(
             "return",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import sys
 from urllib.parse import parse_qs, urlsplit
 
@@ -384,11 +385,15 @@ def test_tokens112_nemo_rl_inference_trainer_gap(page, client, board_root, tmp_p
 
     d = orjson.loads(found(body, "tokens-strip-data")["props"]["data"]["json"])
     assert d["raw"] == ["40", "41", "42", "43"]  # the model's tokens only, cut by token_loss_mask
-    # gap 0, -0.25, 0, 0.5 on the scale -0.5..0.5: 0.5, 0.25, 0.5, 1 of the palette
-    assert d["colour"] == [round(t * (PALETTE_SIZE - 1)) for t in (0.5, 0.25, 0.5, 1.0)]
+    # gap 0, -0.25, 0, 0.5 on the gap's log scale -0.5..0.5 (data.strip_scale): 0.5 ± 0.5 ln(1 + |g| / s) /
+    # ln(1 + 0.5 / s), s = 0.125 the run's median |gap| (0, 0, 0.125 ×3, 0.25, 0.5): 0.5, 0.159, 0.5, 1
+    # (a linear scale, before, put -0.25 at 0.25)
+    at = 0.5 - 0.5 * math.log(1 + 0.25 / 0.125) / math.log(1 + 0.5 / 0.125)
+    assert d["colour"] == [round(t * (PALETTE_SIZE - 1)) for t in (0.5, at, 0.5, 1.0)]
     assert d["values"][d["labels"].index("trainer − inference log-prob")] == ["0.0", "-0.25", "0.0", "0.5"]
     shown = json.dumps(body, ensure_ascii=False)
     assert "trainer − inference log-prob" in shown and '"-0.5"' in shown and '"0.5"' in shown  # the legend
+    assert '"log scale"' in shown
     line = json.dumps(found(body, "tokens-gap"), ensure_ascii=False)
     # The tail's threshold is ln 2 (data.config.INFER_GAP_TAIL; 0.1 before): no token of this one beyond it.
     for text in ("mean |gap|", "0.1875", "max |gap|", "0.5", "3 ('⟨43⟩')", "|gap| > ln 2", "0.0%", "4"):

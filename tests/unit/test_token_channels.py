@@ -124,10 +124,10 @@ def test_channels008_trainers_field_scale_by_its_values():
     from data.tokens import strip
 
     view = build_view(_row(["a", "b"], entropies=[0.5, 2.0], advantages=[-1.0, 3.0]), _scalars(), ())
-    assert strip(view, "file:entropies", False)[3] == (
-        0.0,
-        2.0,
-        False,
-        None,
-    )  # not clipped: no run scale given
-    assert strip(view, "file:advantages", False)[3] == (-3.0, 3.0, True, None)
+
+    def scale(metric):
+        s = strip(view, metric, False)[3]
+        return s.lo, s.hi, s.signed, s.clip, s.kind
+
+    assert scale("file:entropies") == (0.0, 2.0, False, None, "linear")  # not clipped: no run scale given
+    assert scale("file:advantages") == (-3.0, 3.0, True, None, "linear")

@@ -452,9 +452,14 @@ def test_tokens022_strip_and_top_tables_of_the_page():
     metric, notes, shown, scale = strip(view, "log_ratio", False)
     assert (metric, notes) == strip_metric(view, "log_ratio")
     assert shown.get_column("pos").to_list() == [0, 1]
-    assert scale == (*scale_range("log_ratio", shown.get_column("log_ratio")), True, None)  # not clipped
+    # Not clipped (no run scale), and linear: the log scale's linear part (the median |log-ratio|, 0.5)
+    # covers its whole range.
+    got = (scale.lo, scale.hi, scale.signed, scale.clip, scale.kind)
+    assert got == (*scale_range("log_ratio", shown.get_column("log_ratio")), True, None, "linear")
+    assert shown.get_column("strip_at").to_list() == [1.0, 0.5]  # log-ratio 0.5, 0 on -0.5..0.5
     assert strip(view, "log_ratio", True)[2].height == 3
-    assert strip(view, "prob", False)[3] == (0.0, 1.0, False, None)
+    prob = strip(view, "prob", False)[3]
+    assert (prob.lo, prob.hi, prob.signed, prob.clip, prob.kind) == (0.0, 1.0, False, None, "linear")
     tables = top_tables(view)
     assert [(by, title) for by, _, title in tables] == [
         ("log_ratio", f"Top {TOP_K} tokens by |log-ratio log π − log π_ref|"),

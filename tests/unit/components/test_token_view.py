@@ -125,6 +125,21 @@ def test_token_view004_legend_gives_the_range():
     assert texts(legend("KL (k3)", 0.0, 0.0123, ORANGES, False)) == ["KL (k3)", "0", "0.0123"]
 
 
+def test_token_view016_legend_of_a_log_scale():
+    """A scale that is not linear: each tick (in the metric's values) at its own place on the bar, the ends
+    kept inside it, and a caption saying which scale with its note as hover text, before the clip's line."""
+    ticks = [(0.0, 0.0, ""), (0.38, 0.1, ""), (1.0, 21.94, "≥ ")]
+    got = legend("KL (k3)", 0.0, 21.94, ORANGES, False, (508.0, "why"), ticks, ("log scale", "how"))
+    assert texts(got) == ["KL (k3)", "0", "0.1", "≥ 21.9", "log scale", "clipped at 21.9 (max 508)"]
+    spans = [c for c in got.children[1].children[1].children]
+    assert [(c.style["left"], c.style["transform"]) for c in spans] == [
+        ("0.00%", "translateX(-0.00%)"),
+        ("38.00%", "translateX(-38.00%)"),
+        ("100.00%", "translateX(-100.00%)"),
+    ]
+    assert [c.title for c in got.children[2:]] == ["how", "why"]
+
+
 def test_token_view005_position_figures():
     """Figures plot the given positions; each one round-trips through Plotly's validation."""
     df = tokens(
