@@ -16,6 +16,7 @@ from data.compare.notes import METRIC, STEPS, Note
 from data.compare.smoothing import ema
 from data.metrics import label
 from data.metrics.critic import return_label
+from data.metrics.degeneration import runs_label, summary_units
 from data.metrics.step import CRITIC_SUMS, critic_health, extra_mean
 from data.store import RunStore
 
@@ -218,7 +219,10 @@ def overlay(
         cols = ["y", "smooth", *[k for k in ("lo", "hi") if k in c.columns]]
         c = c.with_columns(pl.col(cols).round_sig_figs(SIG_DIGITS))
         lines.append(RunLine(run, c.select("x", "step", *cols)))
-    return Overlay(key, metric_label(key), metric_unit(key), x, tuple(lines), tuple(notes))
+    name = metric_label(key)
+    if key == "repetition":  # its unit (token, character or word 3-grams), each run's where they differ
+        name = runs_label(name, {line.run: summary_units(frames[line.run]) for line in lines})
+    return Overlay(key, name, metric_unit(key), x, tuple(lines), tuple(notes))
 
 
 def metrics_of(frames: dict[str, pl.DataFrame]) -> list[str]:

@@ -657,3 +657,23 @@ def test_compare025_near_rows_pair_as_every_step():
         assert_frame_equal(runs[0].over_steps, runs[1].over_steps)
         assert runs[0].left_out == runs[1].left_out
     assert fewer > 100
+
+
+def test_compare042_repetition_title_names_each_runs_unit(tmp_path):
+    """Compare's repetition chart says what a 3-gram is: token 3-grams for a run with token strings, word
+    3-grams for one of English text alone, character 3-grams for Chinese text alone (data/signals.py's
+    units); one unit in the title when the runs share it, each run's where they differ."""
+    words = "the cat sat on the mat and the cat sat"
+    tokens = {"response_tokens": words.split()}
+    a = _run(tmp_path, "a", [_rec("p", s, 1.0, words, **tokens) for s in (1, 2)])
+    a2 = _run(tmp_path, "a2", [_rec("p", s, 1.0, words, **tokens) for s in (1, 2)])
+    b = _run(tmp_path, "b", [_rec("p", s, 1.0, words) for s in (1, 2)])
+    c = _run(tmp_path, "c", [_rec("p", s, 1.0, "猫坐在垫子上猫坐在垫子上") for s in (1, 2)])
+    frames = {n: curves.run_frame(s) for n, s in (("a", a), ("a2", a2), ("b", b), ("c", c))}
+    same = curves.overlay({k: frames[k] for k in ("a", "a2")}, "repetition")
+    assert same.label == "repetition (share of repeated token 3-grams)"
+    differ = curves.overlay({k: frames[k] for k in ("a", "b", "c")}, "repetition")
+    assert differ.label == (
+        "repetition (share of repeated 3-grams) — a: token 3-grams; b: word 3-grams; c: character 3-grams"
+    )
+    assert len(differ.lines) == 3
