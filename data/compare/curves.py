@@ -46,8 +46,9 @@ METRICS = {
     "explained_variance": (return_label("explained_variance", "mixed"), "explained variance"),
 }
 BANDED = ("reward", "ref_reward", "response_length", "response_chars")
-# Those whose ±1 std band is clipped to the run's observed range, as on the reward page (a note says so).
-CLIPPED = ("reward",)
+# Those whose ±1 std band is clipped to the run's observed range, as on the reward page (a note says so):
+# mean ± std knows no limit, and a reward or a length has one (a length is never below its shortest).
+CLIPPED = ("reward", "response_length", "response_chars")
 FROM_RESPONSES = ("repetition",)
 # A reward component: an extra column of the run's own named ``rewards.<fn>`` (a file's ``{"rewards":
 # {"<fn>": …}}``) or ``reward_<fn>`` / ``<fn>_reward``, or one the reward was summed from at ingest (TRL's

@@ -677,3 +677,21 @@ def test_compare042_repetition_title_names_each_runs_unit(tmp_path):
         "repetition (share of repeated 3-grams) — a: token 3-grams; b: word 3-grams; c: character 3-grams"
     )
     assert len(differ.lines) == 3
+
+
+def test_compare043_length_band_clipped_to_the_observed_range(tmp_path):
+    """A step of lengths 1, 1, 1 and 9 tokens: mean 3, sample std √((3·2² + 6²)/3) = 4, so ±1 std is
+    −1 … 7; the band is clipped to the run's observed lengths 1 … 9 (−1 → 1), and a note says so, as for the
+    reward. Characters likewise for a run without tokens (lengths 2, 2, 2, 18: mean 6, std 8 → −2 clipped
+    to 2)."""
+    recs = [_rec("p", 1, 0.0, "x", response_tokens=["t"] * n) for n in (1, 1, 1, 9)]
+    frame = curves.run_frame(_run(tmp_path, "a", recs))
+    ov = curves.overlay({"a": frame}, "response_length", band="std")
+    line = ov.lines[0].frame
+    assert line.select("y", "lo", "hi").row(0) == pytest.approx((3.0, 1.0, 7.0))
+    assert [n.text for n in ov.notes] == ["a: its ±1 std band is clipped to its observed range 1 – 9."]
+
+    chars = [_rec("p", 1, 0.0, "y" * n) for n in (2, 2, 2, 18)]
+    ov = curves.overlay({"b": curves.run_frame(_run(tmp_path, "b", chars))}, "response_chars", band="std")
+    assert ov.lines[0].frame.select("y", "lo", "hi").row(0) == pytest.approx((6.0, 2.0, 14.0))
+    assert len(ov.notes) == 1 and "observed range 2 – 18" in ov.notes[0].text
