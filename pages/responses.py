@@ -15,7 +15,7 @@ from components import tables as tb
 from components import token_filter as tf
 from components.controls import MAX_STEP_OPTIONS, responses_filters, step_options
 from components.live import shown_store
-from data import live, responses
+from data import live, prompts, responses
 from data import response_columns as rc
 from data.metrics import label
 from data.queries import QueryError, SearchStopped, regex_error
@@ -266,7 +266,7 @@ def _render(view_data):
     q = view.q if view.q and not error else None
     texts = responses.sample_texts(store, view.sample, settings.pad_tokens, q) if view.sample else None
     href = links.row_tokens(view, view.sample, prefix) if texts else None
-    group = links.group_of(view.run, texts, prefix)
+    group = prompts.group_link(store, view.run, texts, prefix)
     panel = tb.text_panel(texts, responses.text_labels(), href, responses.matches_note(q), group)
     return (
         summary,
