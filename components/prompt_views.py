@@ -281,8 +281,11 @@ SIGNAL_TEXT = {
 ZERO_SPREAD_TEXT = SIGNAL_TEXT[False]
 
 
-def _grid_column(col: Column) -> dict:
+def _grid_column(col: Column, group_cell: str | None = None) -> dict:
+    """The grid's column of ``col``; the ``group_cell`` column's cells link to their group (``group_href``)."""
     d: dict = {"field": col.key, "headerName": col.label, "headerTooltip": col.label}
+    if col.key == group_cell:
+        d.update(cellRenderer="AppLink", cellRendererParams={"hrefField": "group_href"})
     if col.key == "sample_id":
         # Shown as where the response is in the run's files (file:line); the stable id in its tooltip and link.
         d.update(
@@ -307,16 +310,20 @@ def _grid_column(col: Column) -> dict:
     return d
 
 
-def history_rows(rows: Sequence[Mapping], columns: Sequence[Column], hrefs: Sequence[str]) -> list[dict]:
+def history_rows(
+    rows: Sequence[Mapping], columns: Sequence[Column], hrefs: Sequence[str], groups: Sequence[str | None]
+) -> list[dict]:
     """Grid rows of :func:`history_grid`: every ``columns`` key of ``rows`` (dicts of
     ``data.prompts.history``), with ``sample_id``, ``source_line``, ``tokens_href`` (``hrefs[i]``: the token
-    page of row i) and ``zero_spread``; ``learning_signal`` in words (:data:`SIGNAL_TEXT`)."""
+    page of row i), ``group_href`` (``groups[i]``: its group side by side) and ``zero_spread``;
+    ``learning_signal`` in words (:data:`SIGNAL_TEXT`)."""
     data = []
-    for row, href in zip(rows, hrefs, strict=True):
+    for row, href, group in zip(rows, hrefs, groups, strict=True):
         d = {c.key: row.get(c.key) for c in columns}
         d["sample_id"] = row["sample_id"]
         d["source_line"] = row.get("source_line")
         d["tokens_href"] = href
+        d["group_href"] = group
         d["zero_spread"] = bool(row.get("zero_spread"))
         if "learning_signal" in d:
             d["learning_signal"] = SIGNAL_TEXT[row.get("learning_signal")]
@@ -324,19 +331,27 @@ def history_rows(rows: Sequence[Mapping], columns: Sequence[Column], hrefs: Sequ
     return data
 
 
+def group_cell(columns: Sequence[Column]) -> str | None:
+    """The history grid's column whose cells open their group: its group id, else its group's size; None
+    without groups (neither column)."""
+    keys = {c.key for c in columns}
+    return next((k for k in ("group_id", "group_n") if k in keys), None)
+
+
 def history_grid(columns: Sequence[Column], n_rows: int, grid_id: str, height_rows: int = 16) -> dag.AgGrid:
     """One prompt's responses, one grid row each, on the infinite row model: its ``n_rows`` rows come from a
     ``getRowsRequest`` callback as :func:`history_rows`, a block at a time, in the grid's sort order (one
     column, sorted on the server; unsorted: step, group, reward).
 
-    The ``sample_id`` column links to the row's token page, showing the row's ``source_line``. Rows of a
+    The ``sample_id`` column links to the row's token page, showing the row's ``source_line``; the group's
+    column (``group_id``, else ``group_n`` where there are groups) to the group side by side. Rows of a
     zero-spread group (``zero_spread``) are highlighted and say so in the ``learning_signal`` column when it is one
     of ``columns``.
     """
     n = max(3, min(n_rows, height_rows))
     return dag.AgGrid(
         id=grid_id,
-        columnDefs=[_grid_column(c) for c in columns],
+        columnDefs=[_grid_column(c, group_cell(columns)) for c in columns],
         rowModelType="infinite",
         getRowId="params.data.sample_id",
         defaultColDef={

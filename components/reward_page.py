@@ -28,6 +28,12 @@ def panel_outputs(panels: Sequence, step: int | None, pick: bool = False) -> tup
     )
 
 
+def graph_style(panel, height: int = 300) -> dict:
+    """The style of ``panel``'s graph: its ``height``, or hidden for a panel that can never have a curve in
+    this run (``panel.absent``: the critic's without values, whose note then says so in one line)."""
+    return {"display": "none"} if getattr(panel, "absent", False) else {"height": f"{height}px"}
+
+
 def no_data(n_figures: int, n_texts: int, height: int = 300) -> tuple:
     """``n_figures`` empty-state figures of a run with nothing to show yet, then ``n_texts`` empty texts."""
     return *(figures.empty_figure(NO_DATA, height),) * n_figures, *("",) * n_texts

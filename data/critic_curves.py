@@ -53,7 +53,7 @@ def critic_panel(steps: pl.DataFrame, trainer: TrainerScalars | None = None) -> 
     loss at the rollout steps. A run without values gets a panel with a note and no series."""
     frame = critic_frame(steps)
     if not has_values(frame, "explained_variance") and not has_values(frame, "value_error_abs_pooled"):
-        return Panel("critic", TITLE, "", (), NOTE_NO_CRITIC, empty=NOTE_NO_CRITIC)
+        return Panel("critic", TITLE, "", (), NOTE_NO_CRITIC, empty=NOTE_NO_CRITIC, absent=True)
     source = run_source(frame)
     series = [
         Series(k, return_label(k, source), frame.select("step", pl.col(k).alias("y")), dashed=dashed)

@@ -120,6 +120,7 @@ class Panel:
     note: str | None = None
     percent: bool = False
     empty: str | None = None  # what the chart says without a series (default: see the note)
+    absent: bool = False  # the run can have none of its series (no such field): its note alone is shown
 
 
 NOTE_NO_REF = "No reference reward (ref_reward) in this run: the reference curve is left out."

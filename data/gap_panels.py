@@ -75,4 +75,16 @@ def correction_panel(preview: Preview) -> Panel:
         Series(CORRECTION_RESPONSES, f"responses with a token {verb}" if r.key != "seq" else "responses dropped",
                f.select("step", pl.col("response_share").alias("y")), dashed=True),
     )  # fmt: skip
-    return Panel("correction", title, "share", series, preview.note(), percent=True)
+    return Panel(
+        "correction", title, "share", series, f"{preview.note()} {correction_click(r.key)}", percent=True
+    )
+
+
+def correction_click(rule: str) -> str:
+    """What a correction's point opens, said so: the responses page sorts by the gap but knows no correction
+    (its rows' token links carry none), so only the step's largest-|Δ| link marks the tokens ``rule`` touches."""
+    by = "mean |Δ|" if rule == "seq" else "max |Δ|"
+    return (
+        f"Click a point: its step's responses by {by}, the largest first; that page does not apply the "
+        "correction, so its token links show no marks (the link to the step's largest-|Δ| response does)."
+    )

@@ -41,6 +41,7 @@ from data.search.tokens import HIT_COLUMNS, HIT_SCHEMA, hit_columns, token_note,
 from data.search.tokens import _hits as token_hits_cache
 from data.signals import can_tell_truncation
 from data.store import RunStore, UnknownRun
+from data.table_labels import table_texts
 from data.token_frames import metric_label
 from data.views import paths
 from data.views.codec import REGEX_FALLBACK, first
@@ -130,10 +131,7 @@ def table_spec(store: RunStore, token_metric: str | None = None) -> TableSpec:
     longest, lines = _row_layout(StoreKey(store))
     metrics, extras = table_columns(store)
     schema = store.schema()
-    cols = tuple(
-        (c, label(c), METRICS[c].description if c in METRICS else "extra field of the files")
-        for c in [*metrics, *extras, END]
-    )
+    cols = table_texts(store, [*metrics, *extras, END])
     signed = frozenset(
         c for c in metrics if c in METRICS and METRICS[c].signed and c not in UNSIGNED_IN_TABLE
     ) | (set(SIGNED_FIELDS) & set(extras))

@@ -12,7 +12,7 @@ import polars as pl
 
 from data.cache import StoreKey, shared
 from data.derived.ends import counted_with, truncation_from_counts
-from data.metrics.degeneration import ends_with_end_token
+from data.metrics.degeneration import ends_with_end_token, summary_units
 from data.store import RunStore
 
 ENDS = "ends"  # the column of :func:`ends_frame`: True ended, False truncated, null cannot be told
@@ -163,8 +163,4 @@ def row_ends(
 def repetition_units(store: RunStore) -> list[str]:
     """The units the run's repetitions were counted in (tokens, characters, words: see
     :func:`data.metrics.degeneration.response_repetition`), from the per-step summary."""
-    steps = store.steps_columns(("step", "repetition_units"))
-    if "repetition_units" not in steps.columns:
-        return []
-    joined = steps.get_column("repetition_units").drop_nulls().to_list()
-    return sorted({u for text in joined for u in text.split(", ")})
+    return summary_units(store.steps_columns(("step", "repetition_units")))

@@ -275,7 +275,9 @@ def _history_rows(request, search):
     keys = {c[0] for c in columns} | {"sample_id", "source_line", "zero_spread"}
     rows = json_rows(df.select(c for c in df.columns if c in keys))  # only what the rows carry
     hrefs = links.tokens_many(view.run, [r["sample_id"] for r in rows], url_prefix())
-    return {"rowData": pv.history_rows(rows, [pv.Column(*c) for c in columns], hrefs), "rowCount": count}
+    groups = links.groups(view.run, view.prompt, rows, url_prefix())
+    cols = [pv.Column(*c) for c in columns]
+    return {"rowData": pv.history_rows(rows, cols, hrefs, groups), "rowCount": count}
 
 
 @callback(

@@ -15,7 +15,7 @@ from components import tables as tb
 from components import token_filter as tf
 from components.controls import MAX_STEP_OPTIONS, responses_filters, step_options
 from components.live import shown_store
-from data import live, responses
+from data import live, prompts, responses
 from data import response_columns as rc
 from data.metrics import label
 from data.queries import QueryError, SearchStopped, regex_error
@@ -34,7 +34,7 @@ FILTER = "responses-filter"  # the part of the view that selects rows: the grid 
 NOTICES, STEP, Q, Q_ERROR = "responses-notices", "responses-step", "responses-q", "responses-q-error"
 LOSES, TRUNCATED, ENDED, CLEAR = (f"responses-{k}" for k in ("loses", "truncated", "ended", "clear"))
 GRID, SUMMARY, TEXT, COLS = "responses-grid", "responses-summary", "responses-text", "responses-cols"
-DRAWER, CLOSE = "responses-drawer", "responses-text-close"
+DRAWER, CLOSE, RELOAD = "responses-drawer", "responses-text-close", "responses-reload"
 EXPORT_CSV, EXPORT_JSONL = "responses-export-csv", "responses-export-jsonl"
 COUNT_POLL = "responses-count-poll"  # while a search over every step counts its matches in the background
 # How often the page asks how far the count got (ms).
@@ -78,6 +78,7 @@ def layout(**query):
     return html.Div(
         [
             dcc.Location(id=URL, refresh=False),
+            dcc.Location(id=RELOAD),  # a view leaving the token filter reloads: its columns are the layout's
             dcc.Store(id=VIEW, data=view.to_query()),
             dcc.Store(id=FILTER, data=view.filter_key()),
             dcc.Interval(id=COUNT_POLL, interval=POLL_MS, disabled=True),
@@ -117,7 +118,7 @@ def _changed(new, old):
 @callback(
     Output(URL, "search"), Output(STEP, "value"), *(Output(i, "value") for i in RANGE_IDS.values()),
     *(Output(i, "value") for i in (Q, LOSES, TRUNCATED, ENDED, COLS)), Output(GRID, "columnState"),
-    Output(VIEW, "data"), Output(FILTER, "data"), Output(NOTICES, "children"),
+    Output(VIEW, "data"), Output(FILTER, "data"), Output(NOTICES, "children"), Output(RELOAD, "search"),
     Input(URL, "search"), Input(STEP, "value"), *(Input(i, "value") for i in RANGE_IDS.values()),
     *(Input(i, "value") for i in (Q, LOSES, TRUNCATED, ENDED, COLS)), Input(CLEAR, "n_clicks"),
     Input(GRID, "columnState"), Input(GRID, "selectedRows"), State(VIEW, "data"), State(FILTER, "data"),
@@ -128,10 +129,8 @@ def _sync(search, step, *args):
     selection writes the URL. Returns no_update for whatever did not change."""
     n = len(RANGE_IDS)
     ranges = dict(zip(RANGE_IDS, args[:n], strict=True))
-    q, loses, truncated, ended, cols, _clear, column_state, selected, view_data, filter_data, pathname = args[
-        n:
-    ]
-    if ly.left_page(pathname, paths.RESPONSES):
+    q, loses, truncated, ended, cols, _clear, column_state, selected, view_data, filter_data, path = args[n:]
+    if ly.left_page(path, paths.RESPONSES):
         raise PreventUpdate
     url_view, store, steps, msgs = _decode(search)
     trigger = ctx.triggered_id
@@ -139,7 +138,7 @@ def _sync(search, step, *args):
         view = url_view
         grid_state = tb.sorted_state(column_state, view.sort, view.order)
         return (
-            no_update,
+            no_update,  # the URL
             _changed(view.step_value(steps), step),
             *(_changed(getattr(view, k), ranges[k]) for k in RANGE_IDS),
             _changed(view.q or "", q or ""),
@@ -151,9 +150,12 @@ def _sync(search, step, *args):
             _changed(view.to_query(), view_data),
             _changed(view.filter_key(), filter_data),
             ly.notices([*msgs, *board().failure_notices(url_view.run)]) if trigger == URL else no_update,
+            no_update,
         )
     if trigger == CLEAR:
         view = url_view.cleared()
+        if url_view.tok:  # Apply's way out too: the page anew, without the filter's inputs and columns
+            return *[no_update] * (11 + n), view.to_query()
         controls = [no_update, *([None] * n), "", False, False, False, no_update]
     else:
         sort = tb.grid_sort(column_state)
@@ -173,16 +175,11 @@ def _sync(search, step, *args):
         _changed(query, view_data),
         _changed(view.filter_key(), filter_data),
         no_update,
+        no_update,
     )
 
 
-@callback(
-    Output(STEP, "options"),
-    Input(STEP, "search_value"),
-    Input(STEP, "value"),
-    State(VIEW, "data"),
-    prevent_initial_call=True,
-)
+@callback(Output(STEP, "options"), Input(STEP, "search_value"), Input(STEP, "value"), State(VIEW, "data"), prevent_initial_call=True)  # fmt: skip
 def _step_options(typed, step, view_data):
     """A run of more steps than the picker lists (see step_options): the steps matching what is typed, and
     the chosen one (after Back / Forward too)."""
@@ -269,7 +266,7 @@ def _render(view_data):
     q = view.q if view.q and not error else None
     texts = responses.sample_texts(store, view.sample, settings.pad_tokens, q) if view.sample else None
     href = links.row_tokens(view, view.sample, prefix) if texts else None
-    group = links.group_of(view.run, texts, prefix)
+    group = prompts.group_link(store, view.run, texts, prefix)
     panel = tb.text_panel(texts, responses.text_labels(), href, responses.matches_note(q), group)
     return (
         summary,

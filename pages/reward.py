@@ -201,15 +201,16 @@ def _drill(*args):
 
 @callback(*(Output(SIGNAL[k], "figure") for k in SIGNAL),
           *(Output(IDS[f"signal_{part}"][k], "children") for part in ("title", "note") for k in SIGNAL),
-          Input(RUN, "data"), Input(SELECTED, "data"), Input(URL, "search"))  # fmt: skip
+          Output(SIGNAL["critic"], "style"), Input(RUN, "data"), Input(SELECTED, "data"), Input(URL, "search"))  # fmt: skip
 def _signals(run, step, search):
     """The reward-hacking aids and the critic's health per step (data.hacking.panels)."""
     run_ctx = open_run(run, wait=STORE_WAIT_SECONDS)
     store, steps = run_ctx.store, run_ctx.step_list
     if store is None:
-        return rp.no_data(3, 6)
+        return *rp.no_data(3, 6), no_update
     panels = hacking.panels(store, board().settings, _decode(search)[0].q, board().run_dir(run))
-    return rp.panel_outputs(thinning.thinned_all(panels, steps, step), step, pick=True)
+    shown = thinning.thinned_all(panels, steps, step)  # then the critic's graph hidden where it has no curve
+    return *rp.panel_outputs(shown, step, pick=True), rp.graph_style(panels[2])
 
 
 @callback(Output(URL, "search", allow_duplicate=True), Output(Q, "value"), Input(Q, "value"),

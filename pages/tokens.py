@@ -25,7 +25,7 @@ from components.layout import (
 from components.live import shown_store
 from components.token_figures import POSITION_FIGURE_HEIGHT, RESET, relayout_range
 from components.token_js import highlight_js, strip_js
-from data import live, token_nav, token_scale, tokens
+from data import live, prompts, token_nav, token_scale, tokens
 from data.service import board
 from data.views import links, paths
 from data.views import tokens as views
@@ -161,7 +161,7 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
             state.sample,
             where,
             end,
-            links.group_of(state.run, info, prefix),
+            prompts.group_link(store, state.run, info, prefix),
         ),  # fmt: skip
         tp.nav(neighbour(nav.prev), neighbour(nav.next), nav.text, back_href, NAV_IDS),
         tp.key_figures(tokens.key_figures(view), STATS),

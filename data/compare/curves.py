@@ -16,6 +16,7 @@ from data.compare.notes import METRIC, STEPS, Note
 from data.compare.smoothing import ema
 from data.metrics import label
 from data.metrics.critic import return_label
+from data.metrics.degeneration import runs_label, summary_units
 from data.metrics.step import CRITIC_SUMS, critic_health, extra_mean
 from data.store import RunStore
 
@@ -45,8 +46,9 @@ METRICS = {
     "explained_variance": (return_label("explained_variance", "mixed"), "explained variance"),
 }
 BANDED = ("reward", "ref_reward", "response_length", "response_chars")
-# Those whose ±1 std band is clipped to the run's observed range, as on the reward page (a note says so).
-CLIPPED = ("reward",)
+# Those whose ±1 std band is clipped to the run's observed range, as on the reward page (a note says so):
+# mean ± std knows no limit, and a reward or a length has one (a length is never below its shortest).
+CLIPPED = ("reward", "response_length", "response_chars")
 FROM_RESPONSES = ("repetition",)
 # A reward component: an extra column of the run's own named ``rewards.<fn>`` (a file's ``{"rewards":
 # {"<fn>": …}}``) or ``reward_<fn>`` / ``<fn>_reward``, or one the reward was summed from at ingest (TRL's
@@ -218,7 +220,10 @@ def overlay(
         cols = ["y", "smooth", *[k for k in ("lo", "hi") if k in c.columns]]
         c = c.with_columns(pl.col(cols).round_sig_figs(SIG_DIGITS))
         lines.append(RunLine(run, c.select("x", "step", *cols)))
-    return Overlay(key, metric_label(key), metric_unit(key), x, tuple(lines), tuple(notes))
+    name = metric_label(key)
+    if key == "repetition":  # its unit (token, character or word 3-grams), each run's where they differ
+        name = runs_label(name, {line.run: summary_units(frames[line.run]) for line in lines})
+    return Overlay(key, name, metric_unit(key), x, tuple(lines), tuple(notes))
 
 
 def metrics_of(frames: dict[str, pl.DataFrame]) -> list[str]:

@@ -153,6 +153,30 @@ def with_units(text: str, units) -> str:
     return text.replace("repeated 3-grams", f"repeated 3-grams of {', '.join(names[:-1])} or {names[-1]}")
 
 
+def summary_units(steps: pl.DataFrame) -> list[str]:
+    """The units a per-step summary's repetitions were counted in (its ``repetition_units``: 'tokens',
+    'characters, words' per step), in :data:`UNITS` order; empty without them."""
+    if "repetition_units" not in steps.columns:
+        return []
+    found = {
+        u for text in steps.get_column("repetition_units").drop_nulls().to_list() for u in text.split(", ")
+    }
+    return [u for u in UNITS if u in found]
+
+
+def runs_label(text: str, units: dict[str, list[str]]) -> str:
+    """A repetition label (``text``, as :func:`with_units`) for several runs (``units``: run -> its units):
+    :func:`with_units` when they all counted in the same units, else each run's named after it: 'repetition
+    (share of repeated 3-grams) — a: token 3-grams; b: word 3-grams'."""
+    if len({tuple(u) for u in units.values()}) <= 1:
+        return with_units(text, next(iter(units.values()), []))
+    each = [
+        f"{run}: {' or '.join(UNIT_LABELS[u] for u in us) or 'units not recorded'}"
+        for run, us in units.items()
+    ]
+    return f"{text} — {'; '.join(each)}"
+
+
 def response_repetition(
     tokens: pl.Series | None, texts: pl.Series, pad_tokens: tuple[str, ...]
 ) -> pl.DataFrame:

@@ -8,6 +8,8 @@ store version and cached. This package's face is what the pages read by.
 """
 
 from data.prompts.aggregates import (
+    answers_in_groups,
+    group_link,
     overview,
     prompt_row,
     prompt_table,
@@ -47,8 +49,10 @@ __all__ = [
     "PromptDetail",
     "PromptList",
     "RewardChart",
+    "answers_in_groups",
     "filter_prompts",
     "first_and_latest",
+    "group_link",
     "group_note",
     "group_views",
     "history",

@@ -13,6 +13,7 @@ from data.metrics.degeneration import with_length_ratio
 from data.metrics.group import TRENDS
 from data.metrics.response import prompt_key_text
 from data.queries import check_regex, search
+from data.views import links
 
 
 @shared(8)
@@ -96,3 +97,19 @@ def overview(table: pl.DataFrame) -> dict:
         "trends": counts,
         "groups": int(table.get_column("n_groups").sum() or 0) if table.height else 0,
     }
+
+
+def answers_in_groups(store) -> bool:
+    """Whether the run's responses come in groups: its files give a ``group_id``, or some prompt was answered
+    more than once at a step (the prompt list's ``n_responses`` above its ``n_steps``, its distinct steps).
+    A run of one answer per prompt and step has no group to show."""
+    if "group_id" in store.extra_columns():
+        return True
+    table = prompt_table(store)
+    return bool(table.height) and bool(table.select((pl.col("n_responses") > pl.col("n_steps")).any()).item())
+
+
+def group_link(store, run: str | None, row, prefix: str = "") -> str | None:
+    """The link "its group" of one response ``row`` (:func:`data.views.links.group_of`); None for no row and
+    on a run whose responses come in no group (:func:`answers_in_groups`)."""
+    return links.group_of(run, row, prefix) if row and answers_in_groups(store) else None

@@ -4,7 +4,7 @@ the token page with that token outlined in the strip; a board row opens the resp
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, quote, urlparse
 
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -70,4 +70,21 @@ def test_tokfilter202_drift_row_opens_its_responses(dash_duo, dash_app):
     assert len(links) == 1
     query = parse_qs(urlparse(links[0]).query)
     assert query["tok"] == ["^Ġ\\.$"] and query["step"] == ["25"] and query["tok_metric"] == ["log_ratio"]
+    assert dash_duo.get_logs() == []
+
+
+def test_tokfilter203_clear_takes_the_token_columns_away(dash_duo, dash_app):
+    """Clear filters on a token-filtered view: the URL loses the four keys, and the grid its token columns
+    (tok_pos, tok_value, tok_hits) and the filter's inputs their values, without a reload by hand."""
+    q = quote(FINAL_DOT)
+    _open(dash_duo, dash_app, f"/responses?run={RUN}&step=all&tok={q}&tok_min=5&order=asc")
+    dash_duo.wait_for_element('#responses-grid .ag-header-cell[col-id="tok_pos"]', timeout=30)
+    dash_duo.find_element("#responses-clear").click()
+    WebDriverWait(dash_duo.driver, 20).until(lambda d: "tok" not in d.current_url)
+    query = parse_qs(urlparse(dash_duo.driver.current_url).query)
+    assert query == {"run": [RUN], "step": ["all"], "order": ["asc"]}  # what Clear keeps
+    dash_duo.wait_for_element('#responses-grid .ag-header-cell[col-id="reward"]', timeout=30)
+    for col in ("tok_pos", "tok_value", "tok_hits"):
+        assert not dash_duo.driver.find_elements("css selector", f'#responses-grid [col-id="{col}"]')
+    assert dash_duo.find_element("#responses-tok-pattern").get_attribute("value") == ""
     assert dash_duo.get_logs() == []

@@ -163,3 +163,20 @@ def test_gap105_export_has_the_four_columns_and_filters_on_them(client, nemo, tm
         r = client.get(f"/export?run={nemo}&step=2&format=csv&{key}_min={cut!r}")
         kept = {int(row["line"]) for row in csv.DictReader(io.StringIO(r.data.decode()))}
         assert kept == {i for i, h in hand.items() if h["n"] and h[col] >= cut}, key
+
+
+def test_gap106_a_correction_point_says_the_responses_page_knows_no_correction(client, nemo):
+    """The responses view has no correction (rule, c), so a correction's point opens the step's responses by
+    the gap alone, its URL with no rule or c, and the panel's note says so in words: by max |Δ| (mean |Δ|
+    under sequence masking), and that the token links from there show no marks."""
+    for rule, by in (("mis", "max |Δ|"), ("seq", "mean |Δ|")):
+        note = _curves(client, f"?run={nemo}&rule={rule}&c=3&step=2")["gap-curve-correction-note"]["children"]
+        assert f"Click a point: its step's responses by {by}, the largest first" in note
+        assert "does not apply the correction, so its token links show no marks" in note
+    inputs = [{"id": i, "property": "clickData", "value": None} for i in ("gap-curve-gap", "gap-curve-tail")]
+    inputs.append({"id": "gap-curve-correction", "property": "clickData",
+                   "value": {"points": [{"x": 2, "customdata": "correction_tokens"}]}})  # fmt: skip
+    search = [{"id": URL, "property": "search", "value": f"?run={nemo}&rule=tis&c=3"}]
+    href = dash_post(client, "gap-nav.href", inputs, search, changed=["gap-curve-correction.clickData"])
+    q = parse_qs(urlsplit(href["gap-nav"]["href"]).query)
+    assert q == {"run": [nemo], "step": ["2"], "sort": ["infer_gap_abs_max"]}

@@ -266,3 +266,24 @@ def test_prompts111_layout_without_arguments(dash_app, fixtures_dir):
     for query in ({}, {"run": "nope"}, {"run": POEM, "prompt": "0" * 16, "view": "never"}):
         tree = page["layout"](**query).to_plotly_json()
         assert "{'type': 'app-page-url', 'path': '/prompts'}" in str(tree) and "prompts-controls" in str(tree)
+
+
+def test_prompts130_history_group_cell_opens_its_group(client, fixtures_dir, store_of):
+    """A GRPO prompt's history grid: the group column (the file's group_id) is a link, and each row's link
+    is its own group side by side, ``/prompts?run&prompt&step&group`` with that row's step and group id."""
+    from data import prompts
+
+    store = store_of("trl-grpo-small")
+    key = prompts.prompt_table(store).sort("order").item(0, "prompt_key")
+    grid = _find(_content(client, f"?run=trl-grpo-small&prompt={key}")["prompts-content"], "prompts-history")
+    defs = {d["field"]: d for d in grid["props"]["columnDefs"]}
+    assert defs["group_id"]["cellRenderer"] == "AppLink"
+    assert defs["group_id"]["cellRendererParams"] == {"hrefField": "group_href"}
+    assert "cellRenderer" not in defs["group_n"]
+    rows = _rows(client, f"?run=trl-grpo-small&prompt={key}")["rowData"]
+    assert rows
+    for r in rows:
+        query = parse_qs(urlparse(r["group_href"]).query)
+        assert urlparse(r["group_href"]).path == "/prompts"
+        assert query == {"run": ["trl-grpo-small"], "prompt": [key], "step": [str(r["step"])],
+                         "group": [str(r["group_id"])]}  # fmt: skip

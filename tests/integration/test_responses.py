@@ -133,7 +133,7 @@ SYNC_OUT = (
     + "".join(f"...responses-{k}-{e}.value" for k in RANGE_KEYS for e in ("min", "max"))
     + "...responses-q.value...responses-loses.value...responses-truncated.value"
     + "...responses-ended.value...responses-cols.value...responses-grid.columnState"
-    + "...responses-view.data...responses-filter.data...responses-notices.children.."
+    + "...responses-view.data...responses-filter.data...responses-notices.children...responses-reload.search.."
 )
 
 
@@ -215,6 +215,16 @@ def test_responses106_url_seeds_controls_and_clear_resets(client, fixtures_dir):
     )
     assert out[URL]["search"] == f"?run={RUN}&step=4&sort=kl_sum"
     assert out["responses-reward-min"]["value"] is None and out["responses-q"]["value"] == ""
+    assert "responses-reload" not in out  # cleared in place
+
+
+def test_responses130_clear_reloads_a_token_filtered_view(client, fixtures_dir):
+    """Clear filters on a view with a token filter loads the cleared view anew (its token columns are the
+    layout's, so an in-place clear left them in the grid); the page's own URL is left to the reload."""
+    url = f"?run={RUN}&step=4&sort=kl_sum&q=x&tok=a&tok_min=1"
+    out = sync(client, url, "responses-clear.n_clicks", **{"responses-clear": 1, "responses-q": "x"})
+    assert out["responses-reload"]["search"] == f"?run={RUN}&step=4&sort=kl_sum"
+    assert URL not in out and "responses-q" not in out
 
 
 def texts_of(payload) -> str:

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlparse
 import polars as pl
 import pytest
 
-from data import curve_panels, curves, heatmaps, thinning
+from data import critic_curves, curve_panels, curves, heatmaps, thinning
 from data.queries import ResponseFilter, bar_interval
 from data.service import board
 from data.views.reward import RewardView
@@ -420,7 +420,7 @@ SIGNALS = (
         for part in (".figure", "-title.children", "-note.children")
         for k in ("degeneration", "search", "critic")
     )
-    + ".."
+    + "...reward-signal-critic.style.."
 )
 
 
@@ -559,6 +559,21 @@ def test_reward018_reward_hacking_panels_of_a_run_without_responses(client, boar
     assert out["reward-signal-search-note"]["children"] == "No responses in this run yet."
     assert out["reward-signal-search"]["figure"]["data"] == []
     assert out["reward-signal-critic-note"]["children"] == "No responses in this run yet."
+
+
+def test_reward031_critic_panel_is_one_line_without_values(client, fixtures_dir):
+    """A run without critic values (TRL GRPO) gets the critic card's one-line note and no chart (its graph
+    hidden, not a 300 px empty one); a run with them (TRL PPO) gets the chart at its height."""
+    grpo = _signals(client, "trl-grpo-small", 1, "?run=trl-grpo-small")
+    assert grpo["reward-signal-critic-note"]["children"] == critic_curves.NOTE_NO_CRITIC
+    assert grpo["reward-signal-critic-title"]["children"] == "Critic health"
+    assert grpo["reward-signal-critic"]["style"] == {"display": "none"}
+    ppo = _signals(client, PPO, 25, f"?run={PPO}")
+    assert ppo["reward-signal-critic"]["style"] == {"height": "300px"}
+    assert [t["name"] for t in ppo["reward-signal-critic"]["figure"]["data"]][:2] == [
+        "explained variance (trainer returns)",
+        "mean |value − return| (trainer returns)",
+    ]
 
 
 def test_reward021_a_long_run_draws_thinned_curves_with_the_selected_step(client, fixtures_dir, monkeypatch):

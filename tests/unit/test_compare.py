@@ -657,3 +657,41 @@ def test_compare025_near_rows_pair_as_every_step():
         assert_frame_equal(runs[0].over_steps, runs[1].over_steps)
         assert runs[0].left_out == runs[1].left_out
     assert fewer > 100
+
+
+def test_compare042_repetition_title_names_each_runs_unit(tmp_path):
+    """Compare's repetition chart says what a 3-gram is: token 3-grams for a run with token strings, word
+    3-grams for one of English text alone, character 3-grams for Chinese text alone (data/signals.py's
+    units); one unit in the title when the runs share it, each run's where they differ."""
+    words = "the cat sat on the mat and the cat sat"
+    tokens = {"response_tokens": words.split()}
+    a = _run(tmp_path, "a", [_rec("p", s, 1.0, words, **tokens) for s in (1, 2)])
+    a2 = _run(tmp_path, "a2", [_rec("p", s, 1.0, words, **tokens) for s in (1, 2)])
+    b = _run(tmp_path, "b", [_rec("p", s, 1.0, words) for s in (1, 2)])
+    c = _run(tmp_path, "c", [_rec("p", s, 1.0, "猫坐在垫子上猫坐在垫子上") for s in (1, 2)])
+    frames = {n: curves.run_frame(s) for n, s in (("a", a), ("a2", a2), ("b", b), ("c", c))}
+    same = curves.overlay({k: frames[k] for k in ("a", "a2")}, "repetition")
+    assert same.label == "repetition (share of repeated token 3-grams)"
+    differ = curves.overlay({k: frames[k] for k in ("a", "b", "c")}, "repetition")
+    assert differ.label == (
+        "repetition (share of repeated 3-grams) — a: token 3-grams; b: word 3-grams; c: character 3-grams"
+    )
+    assert len(differ.lines) == 3
+
+
+def test_compare043_length_band_clipped_to_the_observed_range(tmp_path):
+    """A step of lengths 1, 1, 1 and 9 tokens: mean 3, sample std √((3·2² + 6²)/3) = 4, so ±1 std is
+    −1 … 7; the band is clipped to the run's observed lengths 1 … 9 (−1 → 1), and a note says so, as for the
+    reward. Characters likewise for a run without tokens (lengths 2, 2, 2, 18: mean 6, std 8 → −2 clipped
+    to 2)."""
+    recs = [_rec("p", 1, 0.0, "x", response_tokens=["t"] * n) for n in (1, 1, 1, 9)]
+    frame = curves.run_frame(_run(tmp_path, "a", recs))
+    ov = curves.overlay({"a": frame}, "response_length", band="std")
+    line = ov.lines[0].frame
+    assert line.select("y", "lo", "hi").row(0) == pytest.approx((3.0, 1.0, 7.0))
+    assert [n.text for n in ov.notes] == ["a: its ±1 std band is clipped to its observed range 1 – 9."]
+
+    chars = [_rec("p", 1, 0.0, "y" * n) for n in (2, 2, 2, 18)]
+    ov = curves.overlay({"b": curves.run_frame(_run(tmp_path, "b", chars))}, "response_chars", band="std")
+    assert ov.lines[0].frame.select("y", "lo", "hi").row(0) == pytest.approx((6.0, 2.0, 14.0))
+    assert len(ov.notes) == 1 and "observed range 2 – 18" in ov.notes[0].text

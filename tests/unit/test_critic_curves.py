@@ -11,6 +11,8 @@ import pytest
 from data.config import DEFAULT_PAD_TOKENS
 from data.critic_curves import critic_panel, run_critic_panel
 from data.ingest.run import ingest_run
+from data.metrics import METRICS, label
+from data.responses import table_spec
 from data.store.reader import open_store
 from data.trainer_logs import trainer_scalars
 from data.views import links
@@ -54,3 +56,26 @@ def test_critic_curves003_a_point_opens_the_step_by_value_error():
     for key in ("explained_variance", "value_error_abs_pooled", "value_loss"):
         href = links.signal_responses("ppo", 7, key)
         assert href == "/responses?run=ppo&step=7&sort=value_error_abs_mean", href
+
+
+def test_critic_curves004_table_headers_name_their_returns(stores, tmp_path):
+    """The responses table's value-error columns say which returns they used, in the header and the tooltip:
+    the TRL PPO file's own ``returns`` (trl/experimental/ppo/ppo_trainer.py, ``returns = advantages +
+    values``), γ = 1 for a file with values and token rewards only; a run without values has no such column."""
+    ppo = {c: (h, t) for c, h, t in table_spec(stores["trl-ppo-small"]).columns}
+    assert ppo["value_error_abs_mean"][0] == "value error mean |value − return| (trainer returns)"
+    assert "the trainer's own returns field" in ppo["value_error_abs_mean"][1]
+    assert ppo["reward"] == (label("reward"), METRICS["reward"].description)  # the others as they were
+
+    run = tmp_path / "gamma1"
+    run.mkdir()
+    line = {"prompt": "p", "response": "a b", "reward": 1.0, "response_tokens": ["a", "b"],
+            "logprobs": [-0.5, -0.25], "values": [0.5, 0.75], "token_rewards": [0.0, 1.0]}  # fmt: skip
+    (run / "r.jsonl").write_text("".join(json.dumps({**line, "step": s}) + "\n" for s in (1, 2)))
+    store = open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
+    gamma1 = {c: (h, t) for c, h, t in table_spec(store).columns}
+    assert gamma1["value_error_abs_mean"][0] == "value error mean |value − return| (γ = 1 returns)"
+    assert "Σ_{k≥t} token_reward_k (γ = 1)" in gamma1["value_error_abs_mean"][1]
+
+    grpo = {c for c, _, _ in table_spec(stores["trl-grpo-small"]).columns}
+    assert not grpo & {"value_error_abs_mean", "value_error_mean"}

@@ -154,7 +154,7 @@ def test_grpo004_learning_signal_of_each_group_by_hand(grpo):
     )
     hist = history(store, key)
     cols = [Column("learning_signal", label("learning_signal"), "text")]
-    cells = history_rows(hist.to_dicts(), cols, [""] * hist.height)
+    cells = history_rows(hist.to_dicts(), cols, [""] * hist.height, [None] * hist.height)
     assert {c["learning_signal"] for c in cells} == {SIGNAL_TEXT[False]}
 
 
@@ -285,3 +285,29 @@ def test_grpo008_responses_columns_of_a_run_with_groups(grpo):
     assert rc.shown(store, view) == ("reward", "end")
     assert rc.chooser_value(store, view, ["end", "reward"]) is None
     assert rc.chooser_value(store, view, list(default)) == ["reward", "end"]
+
+
+def test_grpo030_its_group_only_on_runs_with_groups(grpo, fixtures_dir, tmp_path):
+    """ "its group" (responses and token pages) links a GRPO response to its group; on TRL PPO, whose files
+    have no group_id and answer each prompt once per step (checked by hand below), there is no group to show
+    and no link."""
+    from data.prompts import answers_in_groups, group_link
+
+    store, records = grpo
+    row = store.scan(["sample_id", "step", "prompt_key", "group_id"]).head(1).collect().to_dicts()[0]
+    assert answers_in_groups(store)
+    href = group_link(store, RUN, row)
+    assert href == f"/prompts?run={RUN}&prompt={row['prompt_key']}&step={row['step']}&group={row['group_id']}"
+
+    src = fixtures_dir / "trl-ppo-small"
+    if not src.is_dir():
+        pytest.skip(f"fixture trl-ppo-small is not in {fixtures_dir}")
+    seen = []
+    for f in sorted(src.glob("*.jsonl")):
+        with open(f, encoding="utf-8") as fh:
+            seen += [(r["step"], r["prompt"]) for r in map(json.loads, fh) if "group_id" not in r]
+    assert seen and len(set(seen)) == len(seen)  # by hand: once per (step, prompt), no group_id
+    ppo = open_store(ingest_run(src, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
+    first = ppo.scan(["sample_id", "step", "prompt_key"]).head(1).collect().to_dicts()[0]
+    assert not answers_in_groups(ppo) and group_link(ppo, "trl-ppo-small", first) is None
+    assert group_link(store, RUN, None) is None

@@ -102,7 +102,7 @@ def test_prompts019_history_grid_links_and_flags():
         Column("learning_signal", "learning signal", "text"),
         Column("response_preview", "response (start)", "text"),
     ]
-    data = history_rows(rows, cols, ["/tokens?run=r&sample=ab-1", "/tokens?run=r&sample=ab-2"])
+    data = history_rows(rows, cols, ["/tokens?run=r&sample=ab-1", "/tokens?run=r&sample=ab-2"], [None, None])
     assert (data[0]["sample_id"], data[0]["tokens_href"]) == ("ab-1", "/tokens?run=r&sample=ab-1")
     assert (data[0]["learning_signal"], data[1]["learning_signal"]) == (
         ZERO_SPREAD_TEXT,
