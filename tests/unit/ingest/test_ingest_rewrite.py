@@ -247,3 +247,35 @@ def test_rewrite007_ingest_hashes_the_bytes_it_read(tmp_path, monkeypatch):
     whole = path.read_bytes()
     assert stored() == _chain_by_hand(whole, 4096)
     assert all(b - a <= 4096 for a, b in again)
+
+
+def test_rewrite008_token_notes_exactly():
+    """The notes on unequal token arrays, by hand: one per row whose lengths differ (not the pad window),
+    its detail each present array's length, nulls left out; with one file's name, and with each row's
+    source and part. (Written after the filter since the detail is built for the noted rows only.)"""
+    from data.ingest.parts import UNEQUAL_LENGTHS, _token_notes
+
+    df = pl.DataFrame(
+        {
+            "source": ["a", "b", "c", "d", "e"],
+            "part": [7, 7, 8, 8, 9],
+            "line": [1, 2, 3, 4, 5],
+            "response_tokens": [["x", "y"], ["x", "y", "z"], ["x", "<pad>"], None, ["x"]],
+            "logprobs": [[-1.0, -1.0], [-1.0], [-1.0], [-1.0, -2.0, -3.0], [-1.0]],
+            "ref_logprobs": [[-1.0, -1.0], None, [-1.0], [-1.0], [-1.0]],
+        }
+    )
+    got = _token_notes(df, "f.jsonl", ("<pad>",))
+    assert got.columns == ["source", "line", "severity", "reason", "detail"]
+    assert got.rows() == [
+        ("f.jsonl", 2, "note", UNEQUAL_LENGTHS, "response_tokens 3, logprobs 1"),
+        ("f.jsonl", 4, "note", UNEQUAL_LENGTHS, "logprobs 3, ref_logprobs 1"),
+    ]
+    got = _token_notes(df, None, ())
+    assert got.columns == ["source", "line", "severity", "reason", "detail", "part"]
+    assert got.rows() == [
+        ("b", 2, "note", UNEQUAL_LENGTHS, "response_tokens 3, logprobs 1", 7),
+        ("c", 3, "note", UNEQUAL_LENGTHS, "response_tokens 2, logprobs 1, ref_logprobs 1", 8),
+        ("d", 4, "note", UNEQUAL_LENGTHS, "logprobs 3, ref_logprobs 1", 8),
+    ]
+    assert _token_notes(df.filter(pl.col("line") == 1), "f.jsonl").height == 0
