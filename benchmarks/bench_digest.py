@@ -1,11 +1,12 @@
 """What a rollout file's full digest costs (data/ingest/digest.py): on one generated JSON-lines file of
---mb MB, the ingest with the digest ("after") and without it ("before": the digest's two calls in
-data.ingest.files made no-ops, which is the code path of before), interleaved, each in a fresh cache:
+--mb MB, the ingest with the digest ("after") and without it ("before": the digest in data.ingest.files
+made a no-op, which is the code path of before), interleaved, each in a fresh cache:
 
 - first read of the whole file; a refresh that finds nothing new; a refresh after one appended step;
 - a refresh after the file's time moved at the same size (the one case that hashes the whole file again),
   and the whole-file hash alone;
-- of each, the time spent in the digest's two calls (the load of a shared machine moves the totals more).
+- of each, the time spent in the digest (the bytes hashed as they are read, the same-size check; the
+  load of a shared machine moves the totals more).
 
 Prints one JSON object (medians of --rounds rounds, seconds).
 
@@ -56,37 +57,57 @@ def _write(path: Path, mb: int) -> int:
     return step
 
 
+class _NoDigest:
+    """The digest's part of a read as before it existed: nothing hashed, nothing kept."""
+
+    def __init__(self, path, entry) -> None:
+        pass
+
+    def feed(self, offset: int, data: bytes) -> None:
+        pass
+
+    def finish(self, entry: dict, upto: int) -> None:
+        pass
+
+
 @contextmanager
 def _without_digest():
-    real = files.extended, files._edited_in_place
-    files.extended = lambda path, entry, upto: None
+    real = files.Running, files._edited_in_place
+    files.Running = _NoDigest
     files._edited_in_place = lambda path, st, prev: False
     try:
         yield
     finally:
-        files.extended, files._edited_in_place = real
+        files.Running, files._edited_in_place = real
+
+
+def _timer(fn, spent: list[float]):
+    def call(*args):
+        t = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            spent[0] += time.perf_counter() - t
+
+    return call
 
 
 @contextmanager
 def _digest_timed(spent: list[float]):
-    """The digest's two calls in data.ingest.files, each adding its time to ``spent[0]``."""
-    real = files.extended, files._edited_in_place
+    """The digest's work in data.ingest.files (hashing the bytes read, finishing, the same-size check),
+    each adding its time to ``spent[0]``."""
+    real = files.Running, files._edited_in_place
 
-    def timer(fn):
-        def call(*args):
-            t = time.perf_counter()
-            try:
-                return fn(*args)
-            finally:
-                spent[0] += time.perf_counter() - t
+    class Timed(real[0]):
+        __init__ = _timer(real[0].__init__, spent)
+        feed = _timer(real[0].feed, spent)
+        finish = _timer(real[0].finish, spent)
 
-        return call
-
-    files.extended, files._edited_in_place = map(timer, real)
+    files.Running, files._edited_in_place = Timed, _timer(real[1], spent)
     try:
         yield
     finally:
-        files.extended, files._edited_in_place = real
+        files.Running, files._edited_in_place = real
 
 
 def _timed(fn) -> float:
@@ -142,7 +163,7 @@ def main() -> None:
             else:
                 sides[side].append(_round(src, args.work / side, steps))
     entry: dict = {}
-    digest.extended(src, entry, src.stat().st_size)
+    digest.Running(src, entry).finish(entry, src.stat().st_size)
     whole = [_timed(lambda: digest.unchanged(src, entry)) for _ in range(args.rounds)]
     result: dict = {"file_mb": round(src.stat().st_size / 2**20, 1), "rounds": args.rounds}
     for key in sides["after"][0]:

@@ -70,10 +70,10 @@ COMPRESSION = "lz4"
 def _scalars_of(store_dir: Path, data: dict, ids: list[int]) -> pl.DataFrame:
     """The :data:`COLUMNS` the scalars of parts ``ids`` have (their loose files, or their pack's rows), sorted
     by :data:`ORDER`."""
-    frames = [
-        f.select(c for c in COLUMNS if c in f.collect_schema())
-        for f in scan_part_scalars(store_dir, data, ids)
-    ]
+    frames = []
+    for f in scan_part_scalars(store_dir, data, ids):
+        have = f.collect_schema()  # once a part: asked for each of COLUMNS, a scan resolved it ~40 times
+        frames.append(f.select(c for c in COLUMNS if c in have))
     return pl.concat(frames, how="diagonal_relaxed").sort(ORDER, nulls_last=True).collect()
 
 

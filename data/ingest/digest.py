@@ -1,11 +1,12 @@
 """A rollout file's full digest: a hash of every byte read of it, kept in its manifest entry (``digest``)
-as a :class:`data.store.manifest.FileDigest`, and brought up to date as ingest reads on, so that it costs the new bytes only (and at most one block
-read again); the whole file is hashed again only to check it, when its size is unchanged but its
+as a :class:`data.store.manifest.FileDigest`, and brought up to date as ingest reads on, so that it costs
+the new bytes only (and at most one block read again); the whole file is hashed again only to check it, when its size is unchanged but its
 modification time moved (an in-place edit of the same size, anywhere: the fingerprint samples only
 some of the bytes, see _fingerprint below).
 
 The digest is chained over blocks of :data:`BLOCK` bytes (``chain = blake2b(chain + block)``), so the
-state kept between two reads is one hash and the offset of the last whole block (``at``, ``chain``);
+state kept between two reads is one hash and the offset of the last whole block (``at``, ``chain``), and
+ingest hashes the bytes it reads as it reads them (:class:`Running`);
 ``hash`` is the chain finished with the bytes from ``at`` to ``upto`` and the length ``upto``.
 """
 
@@ -63,15 +64,67 @@ def _run(path: Path, at: int, chain: bytes, upto: int) -> FileDigest:
     return FileDigest(at, chain.hex(), upto, final.hexdigest())
 
 
-def extended(path: Path, entry: dict, upto: int) -> None:
-    """Bring the digest in a file's manifest ``entry`` up to its first ``upto`` bytes: only the bytes past
-    the last whole block it hashed are read (all of them when it has none)."""
-    state = FileDigest.of(entry.get(DIGEST))
-    if state is None or state.at > upto:
-        state = _run(path, 0, b"", upto)
-    else:
-        state = _run(path, state.at, bytes.fromhex(state.chain), upto)
-    entry[DIGEST] = state.to_json()
+class Running:
+    """A file's digest brought up to date from the bytes ingest reads anyway (:meth:`feed`), so that a file
+    is not read a second time to hash it: ``finish(entry, upto)`` leaves in ``entry`` the digest of the
+    file's first ``upto`` bytes, brought up to date from the one it held (its last whole block on). Bytes
+    not fed (the part block hashed last time, a line over the limit read past, a piece ingest skipped) are
+    read from the file where they are missing (at most one block, but for a line over the limit); the bytes
+    fed are the ones ingest parsed, so the digest vouches for what the store holds even when the file
+    changed while it was read."""
+
+    def __init__(self, path: Path, entry: dict) -> None:
+        state = FileDigest.of(entry.get(DIGEST))
+        self.path = path
+        self.at, self.chain = (0, b"") if state is None else (state.at, bytes.fromhex(state.chain))
+        self.tail = b""  # the bytes from ``at`` hashed so far, fewer than BLOCK
+        self.lost = False  # the file ended before bytes fed began (cut while read): hashed anew at the end
+
+    @property
+    def end(self) -> int:
+        """The offset up to which the file's bytes are taken in."""
+        return self.at + len(self.tail)
+
+    def feed(self, offset: int, data: bytes) -> None:
+        """Take in the file's bytes ``data``, which start at ``offset``: what lies before them and was not
+        taken in yet is read from the file first; what was taken in already is passed over."""
+        if self.lost:
+            return
+        if offset > self.end:
+            for piece in _pieces(self.path, self.end, offset):
+                self._absorb(piece)
+            if self.end < offset:  # the file ended early: the bytes fed cannot follow on
+                self.lost = True
+                return
+        skip = self.end - offset
+        if skip < len(data):
+            self._absorb(memoryview(data)[skip:] if skip else data)
+
+    def _absorb(self, data) -> None:
+        view, i = memoryview(data), 0
+        if self.tail:
+            i = min(len(view), BLOCK - len(self.tail))
+            self.tail += view[:i]
+            if len(self.tail) < BLOCK:
+                return
+            self.chain, self.tail = _step(self.chain, self.tail), b""
+            self.at += BLOCK
+        while len(view) - i >= BLOCK:  # whole blocks straight from the bytes read (no copy)
+            self.chain = _step(self.chain, view[i : i + BLOCK])
+            self.at += BLOCK
+            i += BLOCK
+        if i < len(view):
+            self.tail = bytes(view[i:])
+
+    def finish(self, entry: dict, upto: int) -> None:
+        """Leave in ``entry`` the digest of the file's first ``upto`` bytes."""
+        self.feed(upto, b"")
+        if self.lost or self.end > upto:  # cut while read, or more taken in than vouched for: hashed anew
+            entry[DIGEST] = _run(self.path, 0, b"", upto).to_json()
+            return
+        final = hashlib.blake2b(self.chain + self.tail, digest_size=16)
+        final.update(upto.to_bytes(8, "little"))
+        entry[DIGEST] = FileDigest(self.at, self.chain.hex(), upto, final.hexdigest()).to_json()
 
 
 def unchanged(path: Path, entry: dict) -> bool:

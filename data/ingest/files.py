@@ -16,7 +16,7 @@ from data import schema
 from data.config import ReadLimits, read_limits
 from data.ingest import companions
 from data.ingest.blocks import BOM, SNIPPET_BYTES, Oversized, RawBlock, _next_block, parse_chunk, segments
-from data.ingest.digest import _edited_in_place, _file_changed, _fingerprint, extended
+from data.ingest.digest import Running, _edited_in_place, _file_changed, _fingerprint
 from data.ingest.fast import ChunkResult, _count_newlines
 from data.ingest.parquet import read_bounded as read_parquet
 from data.ingest.slow import _snippet
@@ -166,6 +166,7 @@ def ingest_file(
     # crash after it) must not make the rest look already read.
     entry.update(size=None, mtime=None, dev=st.st_dev, ino=st.st_ino)
     start = entry["offset"]
+    digest = Running(path, entry)  # hashed from the bytes read below: the file is not read twice
     with _open_raw(path) as f:
         if entry.get("tail_open") and start < size:
             # The last line was taken without its newline; what follows up to the newline belongs to it.
@@ -204,6 +205,7 @@ def ingest_file(
                 entry["parts"].append(writer.write_chunk(rel, raw))
                 entry["lines"] += n_lines
                 del raw
+                digest.feed(start, block)  # (while a worker parses it)
             # Several files are read in turn: hold no chunk while suspended at the yield below.
             del chunk, block
             read = offset_after - start
@@ -240,6 +242,7 @@ def ingest_file(
                     [raw], line_no, step=name_step, dialect=d, reading=writer.reading.for_file(rel)
                 )
                 entry["parts"].append(writer.write_chunk(rel, result))
+                digest.feed(start, tail)
                 entry["lines"] = line_no
                 entry["tail_open"] = True
                 entry["offset"] = size
@@ -255,7 +258,7 @@ def ingest_file(
                     "detail": f"{len(tail)} bytes, last modified {age:.0f} s ago",
                 }
     entry.update(size=size, mtime=st.st_mtime_ns)
-    extended(path, entry, entry["offset"])
+    digest.finish(entry, entry["offset"])
     files[rel] = entry
 
 

@@ -136,24 +136,31 @@ def _token_notes(df: pl.DataFrame, rel: str | None = None, pads: tuple[str, ...]
             (longest - shortest == 1) & (tokens.list.len() == longest) & tokens.list.last().is_in(list(pads))
         )
         unequal = unequal & ~pad_window.fill_null(False)
+    # The arrays' lengths are selected before filtering (filtering the whole part would copy its token
+    # arrays), the detail written after it: for the few rows with a note, not for every row of the part.
+    length = [f"__len{i}" for i in range(len(present))]
     detail = pl.concat_str(
-        [pl.lit(f"{c} ") + pl.col(c).list.len().cast(pl.String) for c in present],
+        [pl.lit(f"{c} ") + pl.col(n).cast(pl.String) for c, n in zip(present, length, strict=True)],
         separator=", ",
         ignore_nulls=True,
     )
-    # Select before filtering: filtering the whole part would copy its token arrays.
     return (
         df.select(
             pl.lit(rel).alias("source") if rel is not None else pl.col("source"),
+            "line",
+            *([] if rel is not None else [pl.col("part")]),
+            *(x.alias(n) for x, n in zip(lens, length, strict=True)),
+            unequal.alias("unequal"),
+        )
+        .filter("unequal")
+        .select(
+            "source",
             "line",
             pl.lit("note").alias("severity"),
             pl.lit(UNEQUAL_LENGTHS).alias("reason"),
             detail.alias("detail"),
             *([] if rel is not None else [pl.col("part")]),
-            unequal.alias("unequal"),
         )
-        .filter("unequal")
-        .drop("unequal")
     )
 
 

@@ -161,26 +161,121 @@ def test_rewrite005_full_digest_only_when_the_time_moved_at_the_same_size(tmp_pa
     assert ingest_run(run, cache, PADS).bytes_read == 0 and checks == [path]
 
 
+def _chain_by_hand(data: bytes, block: int) -> tuple[int, str, int, str]:
+    """The digest of ``data`` as data/ingest/digest.py's docstring defines it, computed here on its own:
+    ``chain = blake2b-128(chain + block)`` over whole blocks, then blake2b-128(chain + rest + length)."""
+    import hashlib
+
+    chain, at = b"", 0
+    while len(data) - at >= block:
+        chain = hashlib.blake2b(chain + data[at : at + block], digest_size=16).digest()
+        at += block
+    final = hashlib.blake2b(chain + data[at:] + len(data).to_bytes(8, "little"), digest_size=16)
+    return at, chain.hex(), len(data), final.hexdigest()
+
+
 def test_rewrite006_digest_read_on_equals_digest_of_the_whole(tmp_path, monkeypatch):
-    """The digest brought up to date a piece at a time (across block boundaries and inside one block) is
-    the digest of the whole, and another byte anywhere gives another digest."""
+    """The digest brought up to date a read at a time, from bytes fed in pieces (across block boundaries
+    and inside one block, with gaps it reads from the file and overlaps it passes over), is the digest of
+    the whole computed by hand, and another byte anywhere gives another digest. (Changed with the digest
+    hashed from the bytes ingest read: ``Running`` replaced ``extended``, which read the file again.)"""
     from data.ingest import digest
-    from data.store.manifest import FileDigest
 
     monkeypatch.setattr(digest, "BLOCK", 1000)
+    again: list[tuple[int, int]] = []  # what is read from the file
+    real = digest._pieces
+    monkeypatch.setattr(digest, "_pieces", lambda p, a, b: again.append((a, b)) or real(p, a, b))
     path = tmp_path / "f"
     data = bytes(range(256)) * 20  # 5,120 bytes: five whole blocks and a part
     path.write_bytes(data)
     entry: dict = {}
-    for upto in (0, 10, 999, 1000, 1001, 3500, 5120):
-        digest.extended(path, entry, upto)
-        whole: dict = {}
-        digest.extended(path, whole, upto)
-        assert entry == whole
-        state = FileDigest.of(entry["digest"])
-        assert (state.at, state.upto) == (upto // 1000 * 1000, upto)
+    # each read: the pieces fed ((start, end), in order) and where it ends; a gap (1001-1500, 3500-3600)
+    # is read from the file, an overlap (2500-3000 is hashed already; 3700-3800 fed twice) passed over
+    reads = [([(0, 10)], 10), ([(10, 999)], 999), ([], 1000), ([(1000, 1001)], 1001)]
+    reads += [([(1500, 3500)], 3500), ([(2500, 3500), (3600, 3800), (3700, 4100)], 4100), ([], 5120)]
+    for pieces, upto in reads:
+        running = digest.Running(path, entry)
+        for a, b in pieces:
+            running.feed(a, data[a:b])
+        running.finish(entry, upto)
+        assert tuple(entry["digest"]) == _chain_by_hand(data[:upto], 1000), upto
+    # only the gaps and the part block hashed last time: (0, 10) and (0, 1000) that part, (1000, 1500) it
+    # and a gap, (3500, 3600) a gap, (4000, 5120) a part block and what was not fed
+    assert again == [(0, 10), (0, 1000), (1000, 1500), (3500, 3600), (4000, 5120)]
+    again.clear()
     assert digest.unchanged(path, entry)
     for at in (0, 1500, 5119):
         path.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
         assert not digest.unchanged(path, entry)
     assert not digest.unchanged(path, {})
+
+
+def test_rewrite007_ingest_hashes_the_bytes_it_read(tmp_path, monkeypatch):
+    """Ingest hashes the bytes it parsed, not a second read of the file: a first read reads nothing again
+    for the digest, a read on only the part block hashed last time (and a line over the limit it read past);
+    the digest in the manifest is that of the file's bytes up to where it was read, by hand, each time."""
+    from data.ingest import digest
+    from data.store.manifest import read_manifest
+
+    monkeypatch.setattr(digest, "BLOCK", 4096)
+    monkeypatch.setenv("RLBOARD_MAX_LINE_BYTES", "3000")
+    again: list[tuple[int, int]] = []
+    real = digest._pieces
+    monkeypatch.setattr(digest, "_pieces", lambda p, a, b: again.append((a, b)) or real(p, a, b))
+    run = tmp_path / "run"
+    run.mkdir()
+    path = run / "rank0.jsonl"
+    data = _lines(range(0, 30), "a")
+    path.write_bytes(data)
+    cache = tmp_path / "cache"
+
+    def stored() -> tuple:
+        res = ingest_run(run, cache, PADS, chunk_bytes=5000)
+        return tuple(read_manifest(res.store_dir).data["files"]["rank0.jsonl"]["digest"])
+
+    assert stored() == _chain_by_hand(data, 4096) and again == []
+    long = b'{"prompt": "p", "response": "' + b"z" * 5000 + b'", "step": 30, "reward": 0}\n'
+    more = _lines(range(31, 33), "a") + long + _lines(range(34, 36), "a") + b'{"prompt": "q", "response": "t"'
+    with open(path, "ab") as f:
+        f.write(more)
+    assert stored() == _chain_by_hand(data + more[: more.rindex(b"\n") + 1], 4096)
+    line_at = len(data) + len(_lines(range(31, 33), "a"))
+    assert again == [(len(data) // 4096 * 4096, len(data)), (line_at, line_at + len(long))]
+    again.clear()
+    with open(path, "ab") as f:
+        f.write(b', "step": 36, "reward": 1}\n')
+    whole = path.read_bytes()
+    assert stored() == _chain_by_hand(whole, 4096)
+    assert all(b - a <= 4096 for a, b in again)
+
+
+def test_rewrite008_token_notes_exactly():
+    """The notes on unequal token arrays, by hand: one per row whose lengths differ (not the pad window),
+    its detail each present array's length, nulls left out; with one file's name, and with each row's
+    source and part. (Written after the filter since the detail is built for the noted rows only.)"""
+    from data.ingest.parts import UNEQUAL_LENGTHS, _token_notes
+
+    df = pl.DataFrame(
+        {
+            "source": ["a", "b", "c", "d", "e"],
+            "part": [7, 7, 8, 8, 9],
+            "line": [1, 2, 3, 4, 5],
+            "response_tokens": [["x", "y"], ["x", "y", "z"], ["x", "<pad>"], None, ["x"]],
+            "logprobs": [[-1.0, -1.0], [-1.0], [-1.0], [-1.0, -2.0, -3.0], [-1.0]],
+            "ref_logprobs": [[-1.0, -1.0], None, [-1.0], [-1.0], [-1.0]],
+        }
+    )
+    got = _token_notes(df, "f.jsonl", ("<pad>",))
+    assert got.columns == ["source", "line", "severity", "reason", "detail"]
+    assert got.rows() == [
+        ("f.jsonl", 2, "note", UNEQUAL_LENGTHS, "response_tokens 3, logprobs 1"),
+        ("f.jsonl", 4, "note", UNEQUAL_LENGTHS, "logprobs 3, ref_logprobs 1"),
+    ]
+    got = _token_notes(df, None, ())
+    assert got.columns == ["source", "line", "severity", "reason", "detail", "part"]
+    assert got.rows() == [
+        ("b", 2, "note", UNEQUAL_LENGTHS, "response_tokens 3, logprobs 1", 7),
+        ("c", 3, "note", UNEQUAL_LENGTHS, "response_tokens 2, logprobs 1, ref_logprobs 1", 8),
+        ("d", 4, "note", UNEQUAL_LENGTHS, "logprobs 3, ref_logprobs 1", 8),
+    ]
+    assert _token_notes(df.filter(pl.col("line") == 1), "f.jsonl").height == 0
