@@ -57,7 +57,7 @@ def test_tokfilter201_apply_and_open_at_the_token(dash_duo, dash_app, fixtures_d
     assert dash_duo.get_logs() == []
 
 
-def test_tokfilter202_drift_row_opens_its_responses(dash_duo, dash_app):
+def test_tokfilter202_drift_row_opens_its_responses(dash_duo, dash_app, fixtures_dir):
     """The board of steps 1 and 60 (shown as 25) lists ``Ġ.``; its "at step 25" link opens the responses
     of step 25 filtered on exactly that token."""
     _open(dash_duo, dash_app, f"/drift?run={RUN}&a=1&b=60&min_n=2")
@@ -73,7 +73,7 @@ def test_tokfilter202_drift_row_opens_its_responses(dash_duo, dash_app):
     assert dash_duo.get_logs() == []
 
 
-def test_tokfilter203_clear_takes_the_token_columns_away(dash_duo, dash_app):
+def test_tokfilter203_clear_takes_the_token_columns_away(dash_duo, dash_app, fixtures_dir):
     """Clear filters on a token-filtered view: the URL loses the four keys, and the grid its token columns
     (tok_pos, tok_value, tok_hits) and the filter's inputs their values, without a reload by hand."""
     q = quote(FINAL_DOT)

@@ -729,7 +729,7 @@ def test_reward024_trainer_card_says_still_reading_tensorboard(client, board_roo
     assert traces and "still reading" not in str(out["reward-trainer-notes"]["children"])
 
 
-def test_reward040_critic_health_curves_and_their_click(client):
+def test_reward040_critic_health_curves_and_their_click(client, fixtures_dir):
     """The TRL PPO run's critic panel: 'explained variance (trainer returns)' over its 25 steps beside the
     mean |value − return| and TRL's own value loss; a click on a point opens that step's responses, the
     largest value error first."""

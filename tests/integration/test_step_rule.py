@@ -72,7 +72,9 @@ def test_steprule002_responses_page(dash_app, client, gaps):
         [{"id": "responses-view", "property": "data", "value": f"?run={RUN}&step=4"}],
     )["responses-grid"]["getRowsResponse"]
     assert rows["rowCount"] == PER_STEP and {r["step"] for r in rows["rowData"]} == {2}
-    assert page.layout(run=RUN, step="all").children[1].data == f"?run={RUN}&step=all"  # as it was
+    assert (
+        find(page.layout(run=RUN, step="all"), "responses-view").data == f"?run={RUN}&step=all"
+    )  # as it was
 
 
 SHELL_OUT = (

@@ -34,7 +34,7 @@ def test_tokfilter101_export_matches_hand(client, fixtures_dir, lo):
         assert got[key][0] == pos and got[key][1] == pytest.approx(value, rel=1e-9)
 
 
-def test_tokfilter102_export_refuses_bad_token_parameters(client):
+def test_tokfilter102_export_refuses_bad_token_parameters(client, fixtures_dir):
     """An invalid token pattern or an unknown per-token metric is a 400 that names it, not a silent export."""
     r = client.get(f"/export?run={RUN}&tok=(&format=csv")
     assert r.status_code == 400 and b"regular expression" in r.data
