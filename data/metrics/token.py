@@ -122,12 +122,13 @@ def token_metrics(long: pl.DataFrame) -> pl.DataFrame:
     # The return: the trainer's own (its `returns`, a field of the file) where the response has one, else the
     # suffix sum within the response (γ = 1), where positions without a token reward have no return.
     suffix = pl.col("token_reward").fill_null(0.0).reverse().cum_sum().reverse().over("row")
-    own = [c[len(file_column("")) :] for c in long.collect_schema() if c.startswith(file_column(""))]
+    names = long.collect_schema().names()  # a LazyFrame's too, resolved once
+    own = [c[len(file_column("")) :] for c in names if c.startswith(file_column(""))]
     inference = inference_field(own)
     gamma1 = pl.when(pl.col("token_reward").is_not_null()).then(suffix)
     given = pl.lit(False)
     ret = gamma1
-    if file_column(RETURN_FIELD) in long.columns:
+    if file_column(RETURN_FIELD) in names:
         given = pl.col(file_column(RETURN_FIELD)).is_not_null().any().over("row")
         ret = pl.when(given).then(pl.col(file_column(RETURN_FIELD))).otherwise(gamma1)
     gap = pl.col("logprob") - pl.col(file_column(inference)) if inference else pl.lit(None, dtype=pl.Float64)
