@@ -33,7 +33,8 @@ from data.remote import as_path
 # the unit kept (repetition_unit, the steps summary's repetition_units); the token index (tokens/<block>.<part>.arrow:
 # each response's token strings as numbers into its file's vocabulary, what the responses page's token
 # filter scans); float columns in BYTE_STREAM_SPLIT in parts, the scalars at zstd level 3, the text index's
-# part and row 32-bit (a store 1.19x the plain Parquet of its lines without the token index, was 1.22x).
+# part and row 32-bit (at 256k responses: 1.22x -> 1.19x the plain Parquet of its lines; with this
+# format's new columns and the token index, 1.32x: benchmarks/RESULTS.md).
 # 15: a step read from a path only in a trainer's layout (AReaL's rollout/{version}/{task}.jsonl
 # is its version folder's step, no longer the task id's), else step 0 said; secrets' texts masked at ingest
 # (a store of 14 may hold them), the trainer's group key as group_id, NeMo Gym's input items and side files,
