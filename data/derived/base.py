@@ -4,7 +4,8 @@ builders of one commit share (:class:`Commit`, build)."""
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,26 @@ def collect_named(c: Commit, removable: Callable[[Path], bool], pattern: str, ke
     for p in c.dir.glob(pattern):
         if p.name not in keep and removable(p):
             p.unlink(missing_ok=True)
+
+
+def index_missing(
+    store_dir: Path,
+    folder: str,
+    rels: Iterable[str],
+    in_store: Callable[[Path, Path], Path],
+    write: Callable[[Path, Path], None],
+) -> list[Path]:
+    """Write, for each file ``rels`` of ``parts/`` (paths in the store) whose file ``in_store(store_dir,
+    src)`` in ``folder`` does not exist yet, that file with ``write(src, dst)``; returns those written. A
+    file of ``parts/`` never changes, so neither does a file derived from it alone (the text and token
+    indexes)."""
+    (store_dir / folder).mkdir(exist_ok=True)
+    have = set(os.listdir(store_dir / folder))
+    written = []
+    for rel in rels:
+        src = store_dir / rel
+        dst = in_store(store_dir, src)
+        if dst.name not in have:
+            write(src, dst)
+            written.append(dst)
+    return written

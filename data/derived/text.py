@@ -15,13 +15,12 @@ part file was collected is collected with it (:func:`collect_index`).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
 
-from data.derived.base import Commit
+from data.derived.base import Commit, index_missing
 from data.store.layout import rows_at
 from data.store.manifest import replaced
 
@@ -56,17 +55,7 @@ def _write_ipc(df: pl.DataFrame, dst: Path) -> None:
 def index_new_parts(store_dir: Path, rels: Iterable[str]) -> list[Path]:
     """Write the index files of the files ``rels`` of ``parts/`` (paths in the store: the state a commit
     holds, :func:`data.store.table.table_files`) that have none yet; returns those written."""
-    folder = store_dir / FOLDER
-    folder.mkdir(exist_ok=True)
-    have = set(os.listdir(folder))
-    written = []
-    for rel in rels:
-        src = store_dir / rel
-        dst = in_store(store_dir, src)
-        if dst.name not in have:
-            _write(src, dst)
-            written.append(dst)
-    return written
+    return index_missing(store_dir, FOLDER, rels, in_store, _write)
 
 
 def collect_index(store_dir: Path) -> None:

@@ -18,7 +18,6 @@ vocabulary and null ``ids``.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from data.derived.base import Commit
+from data.derived.base import Commit, index_missing
 from data.store.manifest import replaced
 
 FOLDER = "tokens"  # in the store
@@ -71,17 +70,7 @@ def vocabulary(path: Path) -> list[str]:
 
 def index_new_parts(store_dir: Path, rels: Iterable[str]) -> list[Path]:
     """Write the token files of the files ``rels`` of ``parts/`` that have none yet; returns those written."""
-    folder = store_dir / FOLDER
-    folder.mkdir(exist_ok=True)
-    have = set(os.listdir(folder))
-    written = []
-    for rel in rels:
-        src = store_dir / rel
-        dst = in_store(store_dir, src)
-        if dst.name not in have:
-            write(src, dst)
-            written.append(dst)
-    return written
+    return index_missing(store_dir, FOLDER, rels, in_store, write)
 
 
 def token_files(store_dir: Path, part_files: Iterable[Path]) -> list[Path] | None:
