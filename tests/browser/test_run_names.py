@@ -45,6 +45,31 @@ def _hrefs(dash_duo, card: str, shown: str) -> list[str] | None:
         return None
 
 
+def _follow(dash_duo, xpath: str, path: str) -> None:
+    """Click the link at ``xpath`` until the browser is on ``path``: a click that lands while the runs page
+    redraws its cards (a run being read) is lost with the element it hit, as a user's would be, and is
+    repeated after a few seconds on the link drawn anew."""
+
+    def on_path() -> bool:
+        return urlsplit(dash_duo.driver.current_url).path == path
+
+    def clicked_and_moved() -> bool:
+        if on_path():
+            return True
+        try:
+            if not _click(dash_duo, xpath):
+                return False
+        except NoSuchElementException:
+            return on_path()
+        try:
+            wait_until(on_path, 5, f"the browser on {path}", interval=0.1)
+        except TimeoutError:
+            return False
+        return True
+
+    _until(clicked_and_moved, timeout=60)
+
+
 def _until(cond, timeout=30):
     """``cond()`` once it is truthy (polled every 0.1 s for ``timeout`` s)."""
     return wait_until(cond, timeout, "a condition on the runs page or the opened run", interval=0.1)
@@ -77,8 +102,7 @@ def test_runnames001_runs_page_links_open_each_run(dash_duo, dash_app, board_roo
         # Followed, one kind of link per run in turn (what the browser makes of the href).
         link, path = LINKS[i % len(LINKS)]
         text = shown if link == "name" else link
-        _until(lambda c=card, t=text: _click(dash_duo, f"{c}//a[normalize-space(.)='{t}']"))
-        _until(lambda p=path: urlsplit(dash_duo.driver.current_url).path == p)
+        _follow(dash_duo, f"{card}//a[normalize-space(.)='{text}']", path)
         query = parse_qs(urlsplit(dash_duo.driver.current_url).query, keep_blank_values=True)
         assert query == {"run": [name]}, (name, link, dash_duo.driver.current_url)
         _until(lambda s=shown: dash_duo.find_element("#app-run").text.strip() == s)
