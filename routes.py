@@ -6,6 +6,7 @@ Each route takes its input from the query string and goes through ``data`` like 
 from __future__ import annotations
 
 import itertools
+import json
 
 from dash.exceptions import DependencyException
 from flask import Flask, Response, jsonify
@@ -131,6 +132,13 @@ def security_headers(app) -> None:
         return resp
 
 
+API = "/api/v1"  # the views as JSON: /api/v1/<view>?<the page's own query>
+
+
+def _json_error(message: str, status: int) -> Response:
+    return Response(json.dumps({"error": message}), status=status, mimetype="application/json")
+
+
 def register(server: Flask, prefix: str) -> None:
     """Add the routes under the app's URL prefix (``/`` or e.g. ``/rlboard/``)."""
     import auth
@@ -197,6 +205,30 @@ def register(server: Flask, prefix: str) -> None:
             headers[NOTICE_HEADER] = header_text(plan.notice)
         body = itertools.chain([first], chunks)
         return Response(body, mimetype=FORMATS[plan.fmt], headers=headers)
+
+    @server.route(base + API + "/<name>")
+    def api_view(name: str):
+        """A page's answer as JSON (api.answer.to_json): ``/api/v1/reward?run=R&step=S`` is ``/reward``'s."""
+        from flask import request
+
+        from api.answer import to_json
+        from api.registry import UnknownView, by_name
+        from data.queries import QueryError
+
+        try:
+            body = to_json(by_name(name)(request.args.to_dict(flat=False)))
+        except UnknownView as e:
+            return _json_error(str(e), 404)
+        except QueryError as e:
+            return _json_error(str(e), 400)
+        return Response(json.dumps(body, allow_nan=False), mimetype="application/json")
+
+    @server.route(base + API)
+    def api_index():
+        from api.registry import modules
+
+        views = {n: {"page": m.PATH, "url": f"{base}{API}/{n}"} for n, m in modules().items()}
+        return jsonify({"api": 1, "views": views})
 
     @server.errorhandler(DependencyException)
     def _unknown_component_file(_e):

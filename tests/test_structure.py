@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("pages", "components", "data")
+PACKAGES = ("pages", "api", "components", "data")
 TOP_MODULES = ("app", "cli", "routes", "auth", "access_log")
 
 

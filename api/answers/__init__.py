@@ -1,0 +1,1 @@
+"""One module per page: ``PATH``, ``NAME`` and ``answer(query) -> api.answer.Answer`` (see api.registry)."""
