@@ -41,6 +41,7 @@ def _notices(page) -> list[str]:
         f"?run={RUN}&step=3&q=the%20(movie|film)&cols=reward,kl_mean,end",
         "?run=trl-ppo-small&step=all&loses=1&sort=gain&order=asc",
         "?run=rlloggingboard-eval-poem&step=all&q=%E6%9C%88",
+        "?run=trl-ppo-small&step=25&tok=%C4%A0the&tok_metric=kl&tok_min=0.01",
     ],
 )
 def test_apiresp001_rows_are_the_grids(client, dash_app, fixtures_dir, query):
