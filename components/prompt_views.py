@@ -263,6 +263,13 @@ def reward_figure(
     )
 
 
+def chart_figure(chart, labels: Mapping[str, str]) -> go.Figure:
+    """:func:`reward_figure` of one prompt's ``data.prompts.RewardChart`` (its ``points``, ``means`` and
+    ``bin_steps``), as the prompt page draws it."""
+    points, means = chart.points.to_dict(as_series=False), chart.means.to_dict(as_series=False)
+    return reward_figure(points, means, labels, chart.bin_steps)
+
+
 def clicked_sample(click_data) -> str | None:
     """The ``sample_id`` of a clicked response point of :func:`reward_figure` (None for anything else)."""
     try:

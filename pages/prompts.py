@@ -29,9 +29,9 @@ from components.layout import (
 from components.live import shown_store
 from components.tables import grid_sort
 from data import live, prompts
+from data import prompts_page as pp
 from data.metrics import label
 from data.metrics.group import TREND_EFFECT, TRENDS
-from data.responses import json_rows
 from data.service import board, open_run
 from data.views import links, paths
 from data.views.codec import parse_search
@@ -95,8 +95,8 @@ def _list_content(store, view: PromptsView):
     listing = prompts.prompt_list(store, view, board().settings.search_seconds)
     if listing is None:
         return empty_state("No prompts yet", "This run has no responses yet."), []
-    shown, prefix = replace(view, page=listing.page), url_prefix()
-    dicts = listing.rows.to_dicts()
+    prefix = url_prefix()
+    shown, dicts, row_hrefs = pp.list_rows(listing, view, prefix)
     columns = [pv.Column(*c) for c in listing.columns]
     body = empty_state(
         "No prompt matches",
@@ -105,8 +105,6 @@ def _list_content(store, view: PromptsView):
     )
     if dicts:
         header_hrefs = {c.key: links.prompts(shown.sorted_by(c.key), prefix) for c in columns if c.sortable}
-        # The list state rides along, so "‹ all prompts" on the prompt page returns to this very list.
-        row_hrefs = [links.prompts(replace(shown, prompt=r["prompt_key"]), prefix) for r in dicts]
         body = pv.prompt_list_table(
             dicts, columns, view.sort, view.order, header_hrefs, row_hrefs, TRENDS, TABLE
         )
@@ -147,9 +145,7 @@ def _prompt_content(store, view: PromptsView):
             f"This prompt has {detail.total:,} responses: the table shows the first {detail.shown:,}."
         )
     labels, chart = _labels(), detail.chart
-    fig = pv.reward_figure(
-        chart.points.to_dict(as_series=False), chart.means.to_dict(as_series=False), labels, chart.bin_steps
-    )
+    fig = pv.chart_figure(chart, labels)
     pair_hrefs = tuple(
         links.tokens(view.run, r["sample_id"], prefix=prefix) for r in (detail.first, detail.latest)
     )
@@ -188,7 +184,7 @@ def _group_content(store, view: PromptsView):
     """The prompt's group(s) at ``view.step``, the completions side by side (see components.group_view)."""
     prefix, s = url_prefix(), board().settings
     groups = prompts.group_views(store, view.prompt, view.step, view.group, s.pad_tokens, s.end_tokens)
-    hrefs = [links.tokens_many(view.run, [c["sample_id"] for c in g.cards], prefix) for g in groups]
+    hrefs = pp.group_hrefs(view, groups, prefix)
     back = links.prompts(replace(view, step=None, group=None), prefix)
     return gv.group_page(groups, hrefs, back, (view.step, view.group), GROUP_IDS | {"back": BACK}), []
 
@@ -271,13 +267,9 @@ def _history_rows(request, search):
     sort = grid_sort(request.get("sortModel"))
     start, end = int(request.get("startRow") or 0), int(request.get("endRow") or 0)
     desc = sort is not None and sort[1] == "desc"
-    df, count, columns = prompts.history_block(store, view.prompt, sort and sort[0], desc, start, end)
-    keys = {c[0] for c in columns} | {"sample_id", "source_line", "zero_spread"}
-    rows = json_rows(df.select(c for c in df.columns if c in keys))  # only what the rows carry
-    hrefs = links.tokens_many(view.run, [r["sample_id"] for r in rows], url_prefix())
-    groups = links.groups(view.run, view.prompt, rows, url_prefix())
-    cols = [pv.Column(*c) for c in columns]
-    return {"rowData": pv.history_rows(rows, cols, hrefs, groups), "rowCount": count}
+    got = pp.history_block(store, view, sort and sort[0], desc, start, end, url_prefix())
+    cols = [pv.Column(*c) for c in got.columns]
+    return {"rowData": pv.history_rows(got.rows, cols, got.hrefs, got.groups), "rowCount": got.count}
 
 
 @callback(

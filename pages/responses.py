@@ -15,12 +15,12 @@ from components import tables as tb
 from components import token_filter as tf
 from components.controls import MAX_STEP_OPTIONS, responses_filters, step_options
 from components.live import shown_store
-from data import live, prompts, responses
+from data import live, responses
 from data import response_columns as rc
+from data import responses_grid as rg
 from data.metrics import label
-from data.queries import QueryError, SearchStopped, regex_error
+from data.queries import QueryError
 from data.search import engine as search_engine
-from data.search import order as search_order
 from data.service import board, open_run
 from data.views import links, paths
 from data.views.codec import first, parse_search
@@ -101,11 +101,6 @@ def layout(**query):
 def _decode(search: str | None):
     """``(view, store, steps, notices)`` of a query string; store None for an unknown or unread run."""
     return responses.resolve(parse_search(search), board(), STORE_WAIT)
-
-
-def _ends() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The pad and end tokens that say whether a response was cut (the ``truncated`` filter)."""
-    return board().settings.pad_tokens, board().settings.end_tokens
 
 
 def _changed(new, old):
@@ -216,37 +211,27 @@ def _rows(request, view_data):
         return {"rowData": [], "rowCount": 0}
     sort = tb.grid_sort(request.get("sortModel")) or (view.sort, view.order)
     view = view.with_(sort=sort[0], order=sort[1])
-    flt, seconds = view.response_filter(steps, _ends()), board().settings.search_seconds
     try:
-        df, count = responses.page_rows(
-            store, flt, view.sort, view.descending, request["startRow"], request["endRow"], seconds
+        rows, count = rg.grid_rows(
+            store, view, steps, board().settings, request["startRow"], request["endRow"], ly.url_prefix()
         )
     except QueryError:  # an invalid regex is left out of the filter, so this is a stopped search: no rows
         return {"rowData": [], "rowCount": 0}
-    rows, prefix = responses.mark_previews(responses.json_rows(df), view.q), ly.url_prefix()
-    rows = rc.with_ends(store, rows, view, board().settings)
-    for row in rows:
-        row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix, row.get("tok_pos"))
     # A search's first matches come before its count: the grid is then told no last row (it asks for more).
     return {"rowData": rows} if count is None else {"rowData": rows, "rowCount": count}
 
 
 def _summary(view, store, steps):
     """``(summary line, stopped message or None, whether a count is still under way)`` of the view."""
-    settings = board().settings
-    try:
-        got = search_order.count_or_progress(
-            store, view.response_filter(steps, _ends()), settings.search_seconds
-        )
-    except SearchStopped as e:
-        return "No rows: the text search was stopped.", str(e), False
-    except QueryError:  # a pattern refused: reported beside the search box
+    got = rg.summary(store, view, steps, board().settings)
+    if got is None:  # a pattern refused: reported beside the search box
         return "", None, False
+    if got.stopped is not None:
+        return "No rows: the text search was stopped.", got.stopped, False
     where = view.where(steps)
-    if isinstance(got, search_order.Counting):
+    if got.count is None:
         return tb.counting_line(got.share, got.scope, where), None, True
-    partial = responses.summary_note(store, view, steps, settings.search_seconds)
-    line = tb.summary_line(got.count, got.scope, where, got.mean_reward, label("reward"), partial)
+    line = tb.summary_line(got.count, got.scope, where, got.mean_reward, label("reward"), got.partial)
     return line, None, False
 
 
@@ -260,13 +245,11 @@ def _render(view_data):
     view, store, steps, _ = _decode(view_data)
     if store is None:
         return "", no_update, no_update, "", no_update, no_update, True
-    settings, prefix = board().settings, ly.url_prefix()
+    prefix = ly.url_prefix()
     summary, stopped, counting = _summary(view, store, steps)
-    error = regex_error(view.q) if view.q else None
+    error = rg.query_error(view)
+    texts, href, group = rg.selected(store, view, board().settings, prefix)
     q = view.q if view.q and not error else None
-    texts = responses.sample_texts(store, view.sample, settings.pad_tokens, q) if view.sample else None
-    href = links.row_tokens(view, view.sample, prefix) if texts else None
-    group = prompts.group_link(store, view.run, texts, prefix)
     panel = tb.text_panel(texts, responses.text_labels(), href, responses.matches_note(q), group)
     return (
         summary,

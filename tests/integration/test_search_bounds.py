@@ -131,3 +131,16 @@ def test_search002_stopped_search_on_the_responses_page(server):
     )
     assert page.status_code == 200
     assert "refused: compiled, it is larger than 1024 KiB" in page.text
+
+
+def test_search003_stopped_search_in_the_api(server):
+    """The responses page's JSON answer of a search stopped at its deadline: no rows, and why, in its
+    notices and its table's cut-off (as the page says under the search box); a refused pattern is a notice."""
+    r = requests.get(server.base + "/api/v1/responses", params={"run": RUN, "step": 1, "q": SLOW}, timeout=60)
+    assert r.status_code == 200, r.text[:300]
+    got = r.json()
+    assert got["rows"] == [] and got["tables"]["responses-grid"]["total"] == 0
+    assert any(n.startswith(f"The search for '{SLOW}' was stopped after {SECONDS} s") for n in got["notices"])
+    assert f"was stopped after {SECONDS} s" in got["tables"]["responses-grid"]["cut_off"]
+    r = requests.get(server.base + "/api/v1/responses", params={"run": RUN, "q": HUGE}, timeout=60)
+    assert r.status_code == 200 and any("refused" in n for n in r.json()["notices"])
