@@ -76,7 +76,7 @@ def answer(query: dict[str, list[str]]) -> Answer:
         out.tables[TOP_IDS[by]] = Table(
             list(TOP_COLUMNS), rows.select(TOP_COLUMNS).to_dicts(), {k: labels.get(k, k) for k in TOP_COLUMNS}
         )
-        out.titles[TOP_IDS[by]] = title
+        out.view.setdefault("table_titles", {})[TOP_IDS[by]] = title
     if page.gap:
         out.tables["tokens-gap"] = Table(
             ["label", "value"], [{"label": k, "value": v} for k, v, _ in page.gap]
