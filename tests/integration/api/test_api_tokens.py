@@ -15,7 +15,7 @@ import pytest
 from components.format import DIGITS, num, value
 from data.service import board
 from data.store import sample_id
-from data.tokens import key_figures, token_view
+from data.tokens import infer_gap_figures, key_figures, token_view
 from tests.conftest import router_body
 from tests.dash_calls import call, component, figure_traces, text
 
@@ -183,3 +183,70 @@ def test_apitok004_response_without_token_fields(client, fixtures_dir):
     texts = {r["name"]: r["text"] for r in got["tables"]["tokens-texts"]["rows"]}
     assert texts["prompt"] == text(component(page, "tokens-text-prompt"))
     assert texts["response"] == text(component(page, "tokens-text-response"))
+
+
+def test_apitok005_gap_line_and_correction_marks(client, board_root, tmp_path):
+    """A NeMo-RL response coloured by the inference–trainer gap with a correction in the URL (truncated IS
+    at C = 1.2): the gap line's figures as the page writes them, the tokens the correction clips marked
+    ``touched`` where the page underlines them, the strip's colours the page's, and the gap by hand from
+    the file (``prev_logprobs − generation_logprobs``)."""
+    from tests.integration.test_tokens import NEMO_INFERENCE, NEMO_TRAINER, write_nemo_rl_run
+
+    sid = write_nemo_rl_run(tmp_path / "root" / "nemo")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    query = f"?run=nemo&sample={sid}&metric=infer_gap&rule=tis&c=1.2"
+    got, page = _api(client, query), _page(client, query)
+    rows, strip = got["rows"], got["strips"]["tokens-strip"]
+    gap = [t - i for t, i in zip(NEMO_TRAINER, NEMO_INFERENCE, strict=True)]
+    assert [r["infer_gap"] for r in rows] == strip["values"] == gap
+    # truncated IS clips ratio_t = exp(gap_t) > C: only exp(0.5) = 1.65 of the four.
+    assert [r["touched"] for r in rows] == [math.exp(g) > 1.2 for g in gap]
+    sent = orjson.loads(component(page, "tokens-strip-data")["props"]["data"]["json"])
+    assert [("touched" in m) for m in strip["marks"]] == [bool(t) for t in sent["touched"]]
+    assert [("" if c is None else sent["bg"][c]) for c in sent["colour"]] == strip["colours"]
+    line = text(component(page, "tokens-gap"))
+    table = got["tables"]["tokens-gap"]["rows"]
+    store = board().store("nemo", wait=0)
+    figures = infer_gap_figures(token_view(store, sid, board().settings.pad_tokens), ("tis", 1.2))
+    assert [(r["label"], r["value"]) for r in table] == [(k, v) for k, v, _ in figures]
+    assert line.endswith("".join(k + value(v, kind, share_digits=1) for k, v, kind in figures))
+    assert "truncated IS at C = 1.2" in line and "1 of 4 tokens clipped" in line
+
+
+def test_apitok006_long_response_whole_as_the_strip_scrolls(client, dash_app, board_root, tmp_path):
+    """A 1,500-token response: the page sends its strip a window at a time as it is scrolled; the answer's
+    strip and token table hold every token, each window's texts and colours exactly the page's, and its
+    charts the page's (at most CHART_POINTS points each, as drawn)."""
+    from benchmarks.bench_tokens import write_long_run
+    from components.token_figures import CHART_POINTS
+    from components.token_strip import STRIP_WINDOW
+
+    sid = write_long_run(tmp_path / "root" / "long", tokens=1500)
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    query = f"?run=long&sample={sid}"
+    got, page = _api(client, query), _page(client, query)
+    strip = got["strips"]["tokens-strip"]
+    assert len(got["rows"]) == len(strip["tokens"]) == got["tables"]["tokens-table"]["total"] == 1500
+    assert got["tables"]["tokens-table"]["cut_off"] is None
+    store = component(page, "tokens-strip-data")["props"]["data"]
+    view = component(page, "tokens-view")["props"]["data"]
+    windows = [orjson.loads(store["json"])]
+    while (done := windows[-1]["start"] + len(windows[-1]["pos"])) < 1500:
+        want = {"key": store["key"], "start": done, "upto": None}
+        more = call(
+            client,
+            dash_app,
+            "tokens-strip-more.data",
+            {"tokens-strip-want.data": want, "tokens-view.data": view},
+        )
+        windows.append(orjson.loads(more["tokens-strip-more"]["data"]["json"]))
+    assert len(windows) == -(-1500 // STRIP_WINDOW)
+    sent = {k: [x for w in windows for x in w[k]] for k in ("pos", "text", "colour")}
+    assert sent["pos"] == [r["pos"] for r in got["rows"]] and sent["text"] == strip["tokens"]
+    bg = windows[0]["bg"]
+    assert [("" if c is None else bg[c]) for c in sent["colour"]] == strip["colours"]
+    charts = call(client, dash_app, "tokens-charts.children", {"tokens-view.data": view})
+    for g in _graphs(charts["tokens-charts"]["children"]):
+        traces = got["figures"][f"tokens-chart-{g['props']['id']['name']}"]["traces"]
+        assert figure_traces(g["props"]["figure"]) == traces
+        assert 0 < len(traces[0]["x"]) <= CHART_POINTS
