@@ -41,7 +41,8 @@ class Table:
 @dataclass(frozen=True)
 class Strip:
     """A token strip: each token's text, its value of ``metric`` (None where it has none) and the colour the
-    page paints it; ``caption`` says how the colours spread (the strip's scale)."""
+    page paints it (``""``: none) and, in ``text_colours``, the text's colour on it; ``caption`` says how the
+    colours spread (the strip's scale)."""
 
     metric: str
     label: str
@@ -50,6 +51,7 @@ class Strip:
     colours: list[str]
     caption: str = ""
     marks: list[str] = field(default_factory=list)  # per token: "" or what the page marks it as
+    text_colours: list[str] = field(default_factory=list)  # per token: "" or the text colour on its colour
 
 
 @dataclass

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 import dash_bootstrap_components as dbc
+import orjson
 import polars as pl
 from dash import dcc, html
 
@@ -17,7 +18,7 @@ from components.format import value
 from components.layout import inline_stats, stat
 from components.theme import colour_stops
 from components.token_figures import file_fields_figure, logprob_figure, token_reward_figure, value_figure
-from components.token_strip import legend, strip_data, strip_keys, window_end
+from components.token_strip import clip_text, legend, strip_data, strip_keys, window_end
 from components.token_tables import top_table
 
 NO_METRIC = "__none__"  # the strip's data when there is no metric to colour by
@@ -218,6 +219,32 @@ def strip_window(
     data_metric, lo, hi, stops, _ = _scale(metric, scale)
     end = window_end(shown, start, upto)
     return strip_data(shown, data_metric, lo, hi, stops, key, hover, start, end)
+
+
+def strip_paint(shown: pl.DataFrame, metric: str | None, scale) -> tuple[list[str], list[str]]:
+    """Each visible token's background and text colour as the browser paints the strip (``""``: none, the
+    page's own): read from the very data :func:`strip_card` and :func:`strip_window` send, whole (the
+    palette index ``colour[i]`` into ``bg`` / ``fg``, as :data:`components.token_js.STRIP_JS` reads it)."""
+    data_metric, lo, hi, stops, _ = _scale(metric, scale)
+    sent = orjson.loads(strip_data(shown, data_metric, lo, hi, stops, "", (), 0, shown.height)["json"])
+    bg, fg = sent["bg"], sent["fg"]
+    return (
+        ["" if c is None else bg[c] for c in sent["colour"]],
+        ["" if c is None else (fg[c] or "") for c in sent["colour"]],
+    )
+
+
+def strip_caption(metric: str | None, scale) -> str:
+    """What the strip's legend says beside its colour bar, as one line: which scale (a log scale's
+    caption) and where it is clipped; "no metric to colour by" without a metric; "" for a plain linear
+    scale."""
+    if metric is None:
+        return "no metric to colour by"
+    caption = scale.caption()
+    texts = [caption[0]] if caption else []
+    if scale.clip:
+        texts.append(clip_text(scale.lo, scale.hi, scale.signed, scale.clip[0]))
+    return " · ".join(texts)
 
 
 def chart_names(fields: frozenset[str], file_fields: Sequence[tuple[str, str]]) -> list[str]:

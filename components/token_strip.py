@@ -190,11 +190,7 @@ def legend(
     if caption:
         after.append(_hint(caption[0], caption[1]))
     if clip:
-        peak, note = clip
-        bound = f"±{num(hi, 3)}" if signed and lo == -hi else num(hi, 3)
-        if signed and lo != -hi and lo > 0:  # a ratio's scale: its two ends
-            bound = f"{num(lo, 3)} to {num(hi, 3)}"
-        after.append(_hint(f"clipped at {bound} (max {num(peak, 3)})", note))
+        after.append(_hint(clip_text(lo, hi, signed, clip[0]), clip[1]))
     return html.Div(
         [
             html.Span(title, className="small text-muted me-2"),
@@ -220,6 +216,15 @@ def legend(
         ],
         className="d-flex align-items-center",
     )
+
+
+def clip_text(lo: float, hi: float, signed: bool, peak: float) -> str:
+    """The legend's line for a scale that stops short of the response's most extreme value ``peak``:
+    "clipped at ±hi (max peak)" (a ratio's scale: at its two ends)."""
+    bound = f"±{num(hi, 3)}" if signed and lo == -hi else num(hi, 3)
+    if signed and lo != -hi and lo > 0:  # a ratio's scale: its two ends
+        bound = f"{num(lo, 3)} to {num(hi, 3)}"
+    return f"clipped at {bound} (max {num(peak, 3)})"
 
 
 def _hint(text: str, note: str) -> html.Span:

@@ -15,9 +15,8 @@ from components import drift_board as db
 from components import layout as ly
 from components.live import shown_store
 from data import live
-from data.service import board, open_run
-from data.views import drift, links, paths
-from data.views.drift import DriftView
+from data.service import board
+from data.views import drift, paths
 
 dash.register_page(
     __name__, path=paths.DRIFT, name="Drift", title="Drifting tokens · RL Logging Board", order=3.5
@@ -31,47 +30,32 @@ STORE_WAIT = 10.0
 
 
 def layout(**query):
-    runs = board().runs()
-    if not runs:
+    page = drift.drift_page(query, board(), STORE_WAIT, ly.url_prefix())
+    if page.problem == drift.NO_RUNS:
         return ly.no_runs_state(board().root, board().scan().trouble)
-    ctx = open_run(query.get("run"), paths.DRIFT, STORE_WAIT)
-    if ctx.run is None:
-        return html.Div([ly.notices(ctx.notices, NOTICES), ly.unknown_run_state()])
-    view, notes = DriftView.from_query(query, ctx)
-    title = ly.page_title("Drifting tokens", ctx.run, HEADER)
-    if ctx.store is None:
-        status = board().status(ctx.run)
+    if page.problem == drift.UNKNOWN_RUN:
+        return html.Div([ly.notices(page.notices, NOTICES), ly.unknown_run_state()])
+    run, view = page.run, page.view
+    title = ly.page_title("Drifting tokens", run, HEADER)
+    if page.problem == drift.INGESTING:
+        status = board().status(run)
         return html.Div(
-            [title, ly.progress(status.fraction, board().reading_text(ctx.run), status.error is not None)]
+            [title, ly.progress(status.fraction, board().reading_text(run), status.error is not None)]
         )
-    steps = ctx.step_list
-    pair = view.steps(steps)
-    a, b = pair or (None, None)
+    a, b = page.pair or (None, None)
     parts = [
         title,
-        shown_store("drift", live.shown(ctx.run, ctx.store)),
-        ly.notices([*notes, *board().failure_notices(ctx.run)], NOTICES),
+        shown_store("drift", live.shown(run, page.store)),
+        ly.notices(page.notices, NOTICES),
         db.controls(a, b, view.metric, view.min_n, drift.metric_options(), CONTROL_IDS),
     ]
-    if pair is None:
-        return html.Div([*parts, ly.empty_state("No responses in this run yet", ctx.run)])
-    rows, ranked = drift.board_rows(ctx.store, view, steps)
-    if not ranked:
-        why = f"No token is seen {view.min_n} times or more at both steps with a {drift.metric_label(view.metric)}."
-        return html.Div([*parts, ly.empty_state("No tokens to compare", why)])
-    prefix, out = ly.url_prefix(), []
-    for r in rows.to_dicts():
-        token = r["pattern"]
-        out.append(
-            {
-                **r,
-                "href_a": links.token_responses(ctx.run, a, token, view.metric, prefix),
-                "href_b": links.token_responses(ctx.run, b, token, view.metric, prefix),
-                "href_all": links.token_responses(ctx.run, "all", token, view.metric, prefix),
-            }
-        )
-    explain = drift.explain(view, pair, ranked, len(out))
-    return html.Div([*parts, db.board(out, pair, drift.metric_label(view.metric), explain, BOARD)])
+    if page.problem == drift.EMPTY:
+        return html.Div([*parts, ly.empty_state("No responses in this run yet", run)])
+    if page.problem == drift.NO_TOKENS:
+        return html.Div([*parts, ly.empty_state("No tokens to compare", page.why)])
+    return html.Div(
+        [*parts, db.board(page.rows, page.pair, drift.metric_label(view.metric), page.explain, BOARD)]
+    )
 
 
 clientside_callback(

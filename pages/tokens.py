@@ -25,12 +25,13 @@ from components.layout import (
 from components.live import shown_store
 from components.token_figures import POSITION_FIGURE_HEIGHT, RESET, relayout_range
 from components.token_js import highlight_js, strip_js
-from data import live, prompts, token_nav, token_scale, tokens
+from data import live, tokens
 from data.service import board
-from data.views import links, paths
+from data.token_page import TokenPage, chart_inputs, strip_of, token_page
+from data.views import paths
 from data.views import tokens as views
 from data.views.codec import parse_search
-from data.views.paths import shown_run, unknown_run_notice
+from data.views.paths import shown_run
 from data.views.tokens import DEFAULT_METRIC, TokensState
 
 dash.register_page(__name__, path=paths.TOKENS, name="Tokens", title="Tokens · RL Logging Board", order=3)
@@ -99,94 +100,64 @@ def _controls(state: TokensState, view: tokens.TokenView | None = None):
 def _body(state: TokensState, notes: list[str]) -> list:
     """Everything below the navbar for ``state``: a response, or a notice saying why there is none."""
     b = board()
-    chosen = state.sample is not None
-    state, view, problem = views.resolve(state, b, STORE_WAIT)
-    run = state.run
-    hidden = _controls(state)
-    back_href = links.responses_back(state.back, run, url_prefix())
-    if problem == views.NO_RUNS:
+    page = token_page(state, notes, b, STORE_WAIT, url_prefix())
+    state, run, hidden = page.state, page.state.run, _controls(page.state)
+    if page.problem == views.NO_RUNS:
         return [hidden, no_runs_state(b.root, b.scan().trouble)]
-    if problem == views.UNKNOWN_RUN:
-        notice = unknown_run_notice(paths.TOKENS, run, None, b.runs(), b.scan().unreadable)
-        return [hidden, notices([*notes, notice], NOTICES), unknown_run_state(run in b.scan().unreadable)]
-    if problem == views.INGESTING:
+    if page.problem == views.UNKNOWN_RUN:
+        return [hidden, notices(page.notices, NOTICES), unknown_run_state(run in b.scan().unreadable)]
+    if page.problem == views.INGESTING:
         status = b.status(run)
         return [hidden, progress(status.fraction, b.reading_text(run), failed=status.error is not None)]
-    if problem == views.EMPTY:
-        unusable = board().failure_notices(run)  # a run of only bad lines says so, and where to see why
+    if page.problem == views.EMPTY:
+        return [hidden, notices(page.notices, NOTICES), empty_state("No responses in this run yet", run)]
+    if page.problem == views.UNKNOWN_SAMPLE:
         return [
             hidden,
-            notices([*notes, *unusable], NOTICES),
-            empty_state("No responses in this run yet", run),
-        ]
-    if problem == views.UNKNOWN_SAMPLE:
-        return [
-            hidden,
-            notices([*notes, f"Unknown response {state.sample!r} in run {run!r}."], NOTICES),
+            notices(page.notices, NOTICES),
             empty_state(
                 "Response not found",
                 "The sample id is not in this run (the link may be from another run or an older file).",
-                (f"Back to run {run}", back_href),
+                (f"Back to run {run}", page.back_href),
             ),
         ]
-    if not chosen:
-        notes = [*notes, tokens.default_note(view)]
-    return _response(state, view, notes, back_href)
+    return _response(page)
 
 
-def _strip(state: TokensState, view: tokens.TokenView):
-    """:func:`data.tokens.strip` of the page, clipped at the run's per-token quantiles (data.token_scale)."""
-    store = board().store(state.run, wait=STORE_WAIT) if state.run else None
-    run = None if store is None else token_scale.run_scale(store, board().settings.pad_tokens)
-    return tokens.strip(view, state.metric, state.pads, state.correction(), run)
-
-
-def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back_href: str) -> list:
-    info, prefix = view.info, url_prefix()
-    nav = token_nav.navigation(state, view, board(), board().settings.search_seconds)
-
-    def neighbour(link):
-        if link is None:
-            return None
-        sample, back = link
-        return links.tokens(state.run, sample, back, metric=state.metric, pads=state.pads, prefix=prefix)
-
-    settings, store = board().settings, board().store(state.run, wait=STORE_WAIT)
-    end = tokens.view_end(store, view, settings.pad_tokens, settings.end_tokens)
-    where = f"{state.run} · step {info.get('step')}"
+def _response(page: TokenPage) -> list:
+    state, view = page.state, page.view
     out = [
-        notices([*notes, *board().failure_notices(state.run)], NOTICES),
-        tp.header(
-            f"{info.get('source')}:{info.get('line')}",
-            state.sample,
-            where,
-            end,
-            prompts.group_link(store, state.run, info, prefix),
-        ),  # fmt: skip
-        tp.nav(neighbour(nav.prev), neighbour(nav.next), nav.text, back_href, NAV_IDS),
-        tp.key_figures(tokens.key_figures(view), STATS),
-        tp.texts(tokens.response_texts(view, state.pads, board().settings.pad_tokens), TEXT),
+        notices(page.notices, NOTICES),
+        tp.header(page.source_line, state.sample, page.where, page.end, page.group_href),
+        tp.nav(page.prev_href, page.next_href, page.nav_text, page.back_href, NAV_IDS),
+        tp.key_figures(page.key_figures, STATS),
+        tp.texts(page.texts, TEXT),
     ]
-    if not view.fields:
+    if page.strip is None:
         return [
             *out,
             _controls(state),
             html.P(tokens.NO_TOKEN_FIELDS, className="small text-muted", id=MISSING_NOTE),
         ]
-    metric, lacks, shown, scale = _strip(state, view)
-    label = tokens.metric_label(metric, view.file_fields) if metric else ""
-    hidden = view.tokens.height - shown.height
-    hover, controls = tokens.hover_columns(view), _controls(state, view)
+    s = page.strip
     strip = tp.strip_card(
-        shown, metric, label, scale, hidden, hover, controls, STRIP_IDS, state.pos, tokens.strip_keys(view)
+        s.shown,
+        s.metric,
+        s.label,
+        s.scale,
+        s.hidden,
+        s.hover,
+        _controls(state, view),
+        STRIP_IDS,
+        state.pos,
+        s.keys,
     )
     top_ids = {"log_ratio": TOP_LOG_RATIO, "kl": TOP_KL}
-    tables = [(rows, title, top_ids[by]) for by, rows, title in tokens.top_tables(view)]
-    gap = tokens.infer_gap_figures(view, state.correction())
+    tables = [(rows, title, top_ids[by]) for by, rows, title in page.top]
     return [
         *out,
-        tp.notes(lacks, MISSING_NOTE),
-        tp.figure_line(f"{tokens.metric_label('infer_gap')}:", gap, GAP),
+        tp.notes(s.lacks, MISSING_NOTE),
+        tp.figure_line(f"{tokens.metric_label('infer_gap')}:", page.gap, GAP),
         strip,
         # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
         # drawing three 4,000-point charts would otherwise hold the strip back.
@@ -236,9 +207,7 @@ def _fill_charts(_done, shown):
     state, view, _ = views.resolve(state, board(), STORE_WAIT)
     if view is None:
         return None
-    visible = tokens.visible_tokens(view.tokens, state.pads)
-    fields_of_file = tokens.file_field_columns(view.file_fields)
-    return tp.charts(visible, view.fields, tokens.metric_labels(view.file_fields), fields_of_file, CHART)
+    return tp.charts(*chart_inputs(state, view), CHART)
 
 
 @callback(
@@ -255,7 +224,7 @@ def _more_tokens(want, shown):
     state, view, _ = views.resolve(state, board(), STORE_WAIT)
     if view is None or not view.fields:
         return no_update
-    metric, _, visible, scale = _strip(state, view)
+    metric, _, visible, scale = strip_of(state, view, board(), STORE_WAIT)
     upto = want.get("upto") if isinstance(want.get("upto"), int) else None
     hover = tokens.hover_columns(view)
     return tp.strip_window(visible, metric, scale, hover, str(want.get("key")), want["start"], upto)
@@ -276,13 +245,11 @@ def _zoom(relayout, shown):
     state, view, _ = views.resolve(state, board(), STORE_WAIT)
     if view is None:
         return no_update
-    visible = tokens.visible_tokens(view.tokens, state.pads)
+    visible, _, labels, fields_of_file = chart_inputs(state, view)
     if asked != RESET:
         visible = tokens.positions_near(visible, *asked)
-    fields_of_file = tokens.file_field_columns(view.file_fields)
     x_range = None if asked == RESET else asked
-    name = ctx.triggered_id["name"]
-    return tp.chart_figure(name, visible, tokens.metric_labels(view.file_fields), fields_of_file, x_range)
+    return tp.chart_figure(ctx.triggered_id["name"], visible, labels, fields_of_file, x_range)
 
 
 clientside_callback(

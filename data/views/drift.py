@@ -1,10 +1,11 @@
-"""The drifting-tokens page's view state (``/drift?run=R&a=1&b=60&metric=log_ratio&min_n=5``) and the board
-it resolves to."""
+"""The drifting-tokens page's view state (``/drift?run=R&a=1&b=60&metric=log_ratio&min_n=5``), the board it
+resolves to, and what the page shows for a URL (:func:`drift_page`: the page's layout and its JSON answer
+both draw from it)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import polars as pl
 
@@ -18,7 +19,8 @@ from data.token_drift import (
 )
 from data.token_frames import decode_expr
 from data.token_frames import metric_label as metric_label
-from data.views.codec import encode, get_choice, get_int, key_notices
+from data.views import links, paths
+from data.views.codec import encode, first, get_choice, get_int, key_notices
 
 
 @dataclass(frozen=True)
@@ -97,4 +99,72 @@ def explain(view: DriftView, pair: tuple[int, int], ranked: int, shown: int) -> 
         f"by how far their mean {name} moved (|mean at {pair[1]} − mean at {pair[0]}|); the first {shown} "
         "shown. A token is its string as the file gives it; its mean is over every position holding it at "
         "that step."
+    )
+
+
+# Why the page shows no board: no runs, the URL's run is not under the root, the run is still being read,
+# it has no step yet, no token is seen often enough at both steps.
+NO_RUNS, UNKNOWN_RUN, INGESTING, EMPTY, NO_TOKENS = (
+    "no-runs",
+    "unknown-run",
+    "ingesting",
+    "empty",
+    "no-tokens",
+)
+
+
+@dataclass(frozen=True)
+class DriftPage:
+    """The drifting-tokens page of one URL: the ``run`` shown, the ``view`` as decoded (None before the run
+    is known), the ``notices`` above the content, the two steps compared (``pair``), the board's ``rows``
+    (:func:`board_rows`' columns and ``href_a``, ``href_b``, ``href_all``: the responses holding the token
+    at step A, at step B, at every step), how many tokens it ranks (``ranked``), its line of what it ranks
+    (``explain``) and why there is no board (``problem``, one of :data:`NO_RUNS` …; None with one; ``why``
+    its text where the page gives one)."""
+
+    run: str | None
+    view: DriftView | None
+    notices: list[str]
+    problem: str | None = None
+    why: str = ""
+    pair: tuple[int, int] | None = None
+    rows: list[dict] = field(default_factory=list)
+    ranked: int = 0
+    explain: str = ""
+    store: object = None
+
+
+def drift_page(query: Mapping, board, wait: float, prefix: str = "") -> DriftPage:
+    """The :class:`DriftPage` of ``query`` (parsed, or ``layout(**query)``'s); ``board``: the app's board;
+    ``prefix``: the app's URL prefix, put before every link."""
+    if not board.runs():
+        return DriftPage(None, None, [], NO_RUNS)
+    ctx = board.open_run(first(query, "run"), paths.DRIFT, wait)
+    if ctx.run is None:
+        return DriftPage(None, None, list(ctx.notices), UNKNOWN_RUN)
+    view, notes = DriftView.from_query(query, ctx)
+    if ctx.store is None:
+        return DriftPage(ctx.run, view, [], INGESTING)
+    notes = [*notes, *board.failure_notices(ctx.run)]
+    steps = ctx.step_list
+    pair = view.steps(steps)
+    if pair is None:
+        return DriftPage(ctx.run, view, notes, EMPTY, store=ctx.store)
+    rows, ranked = board_rows(ctx.store, view, steps)
+    if not ranked:
+        why = f"No token is seen {view.min_n} times or more at both steps with a {metric_label(view.metric)}."
+        return DriftPage(ctx.run, view, notes, NO_TOKENS, why, pair, store=ctx.store)
+    out = []
+    for r in rows.to_dicts():
+        token = r["pattern"]
+        out.append(
+            {
+                **r,
+                "href_a": links.token_responses(ctx.run, pair[0], token, view.metric, prefix),
+                "href_b": links.token_responses(ctx.run, pair[1], token, view.metric, prefix),
+                "href_all": links.token_responses(ctx.run, "all", token, view.metric, prefix),
+            }
+        )
+    return DriftPage(
+        ctx.run, view, notes, None, "", pair, out, ranked, explain(view, pair, ranked, len(out)), ctx.store
     )
