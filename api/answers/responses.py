@@ -49,7 +49,9 @@ def _limit(raw: list[str] | None, notices: list[str]) -> int:
 
 
 def _view_json(view: ResponsesView, steps: list[int]) -> dict:
-    return {**asdict(view), "step_shown": view.resolved_step(steps), "query": view.to_query()}
+    """The view's fields (the range filters only where set: there are dozens), the step shown, its query."""
+    fields = {k: v for k, v in asdict(view).items() if v is not None or not k.endswith(("_min", "_max"))}
+    return {**fields, "step_shown": view.resolved_step(steps), "query": view.to_query()}
 
 
 def answer(query: dict[str, list[str]]) -> Answer:
