@@ -32,6 +32,12 @@ def _xs(x: np.ndarray) -> dict:
     return {"x": x}
 
 
+def _intervals(lo: np.ndarray, hi: np.ndarray, counts: np.ndarray) -> list[list]:
+    """Each bar's ``[lo, hi, count]`` (``hi`` None for the last bar, which also takes its top edge)."""
+    last = len(lo) - 1
+    return [[float(a), None if k == last else float(b), int(n)] for k, (a, b, n) in enumerate(zip(lo, hi, counts, strict=True))]  # fmt: skip
+
+
 def _f32(series) -> np.ndarray:
     """A long series as float32 (7 significant digits, more than a chart shows): Plotly sends numpy arrays
     as base64 typed arrays, and float32 halves what the page downloads for each curve."""
@@ -98,7 +104,8 @@ def distribution_figure(bars, *, x_title: str, discrete: bool = False, height: i
     """Each run's histogram at its step on shared bins, side by side in each bin's slot. ``bars``:
     ``(run, color, step, frame)`` with ``frame`` columns ``bin, lo, hi, count, share`` (same bins for every
     run). y is the share of the step's responses (runs may have different batch sizes); hover gives the
-    count too."""
+    count too. Each bar's ``customdata`` is ``[lo, hi_or_None, count]``, as
+    :func:`components.figures.histogram_figure`'s (``hi`` None for the last bar: ``x >= lo``)."""
     bars = [b for b in bars if b[3].height]
     if not bars:
         return empty_figure("No reward to show.", height)
@@ -134,9 +141,9 @@ def distribution_figure(bars, *, x_title: str, discrete: bool = False, height: i
                 width=width,
                 name=f"{run} · step {step}",
                 marker=dict(color=rgba(color, 0.75), line=dict(color=color, width=1)),
-                customdata=np.stack([counts], axis=-1),
+                customdata=_intervals(lo0, hi0, counts),
                 hovertext=text,
-                hovertemplate=f"<b>{run}</b> step {step}<br>%{{hovertext}}: %{{y:{D3_SHARE}}} (%{{customdata[0]}})<extra></extra>",
+                hovertemplate=f"<b>{run}</b> step {step}<br>%{{hovertext}}: %{{y:{D3_SHARE}}} (%{{customdata[2]}})<extra></extra>",
             )  # fmt: skip
         )
     xaxis = dict(title=dict(text=x_title), zeroline=False)
@@ -164,8 +171,8 @@ def paired_scatter(
     """Each prompt shared by runs ``a`` and ``b``: x = b's reward at the prompt's paired step, y = a's.
     Above the diagonal ``a`` did better. ``table`` columns ``match, preview, a_reward, b_reward, diff,
     a_step, b_step`` (the hover says each run's step);
-    ``customdata`` of a point is ``[match]``: a click opens that prompt. Dotted lines mark the solved
-    threshold."""
+    ``customdata`` of a point is ``[match, a_step, b_step]``: a click opens that prompt. Dotted lines
+    mark the solved threshold."""
     if table.height == 0:
         return empty_figure("No prompt is shared by the two runs.", height)
     xa, ya = _arr(table.get_column("b_reward")), _arr(table.get_column("a_reward"))
@@ -231,7 +238,8 @@ def paired_scatter(
 
 
 def diff_histogram(bars, *, label: str, discrete: bool = False, height: int = 340) -> go.Figure:
-    """Histogram of the paired differences: ``bars`` columns ``bin, lo, hi, count``; 0 is marked."""
+    """Histogram of the paired differences: ``bars`` columns ``bin, lo, hi, count``; 0 is marked. Each
+    bar's ``customdata`` is ``[lo, hi_or_None, count]`` (see :func:`distribution_figure`)."""
     if bars.height == 0:
         return empty_figure("No paired difference.", height)
     lo, hi = _arr(bars.get_column("lo")), _arr(bars.get_column("hi"))
@@ -244,6 +252,7 @@ def diff_histogram(bars, *, label: str, discrete: bool = False, height: int = 34
     counts = bars.get_column("count").to_numpy()
     text = [f"= {exact(a)}" if discrete else f"[{exact(a)}, {exact(b)})" for a, b in zip(lo, hi, strict=True)]
     data = [dict(type="bar", x=x, y=counts, width=w, hovertext=text, marker=dict(color=theme.MUTED),
+                 customdata=_intervals(lo, hi, counts),
                  hovertemplate="%{hovertext}: <b>%{y}</b> prompts<extra></extra>")]  # fmt: skip
     return _figure(
         data,
