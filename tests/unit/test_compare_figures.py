@@ -72,3 +72,16 @@ def test_comparefig003_bars_carry_their_interval():
     hist = diff_histogram(frame.drop("share"), label="Δ")
     go.Figure(hist.to_dict())
     assert [list(c) for c in hist.data[0].customdata] == [[-1.0, 0.0, 2], [0.0, 0.5, 0], [0.5, None, 6]]
+
+
+def test_comparefig004_exact_keeps_float64():
+    """``exact=True`` (the API's answer) sends the curves' and the scatter's values as float64."""
+    line = pl.DataFrame({"x": [1.0, 2.0], "step": [1, 2], "y": [0.1, 1 / 3], "smooth": [0.1, 1 / 3]})
+    fig = overlay_figure([("a", "#000000", line)], y_title="r", x_title="x", exact=True)
+    assert np.asarray(fig.data[0].y).tolist() == [0.1, 1 / 3]
+    table = pl.DataFrame(
+        {"match": ["m1"], "preview": ["p"], "a_reward": [1 / 3], "b_reward": [0.1], "diff": [1 / 3 - 0.1],
+         "a_step": [1], "b_step": [1]}
+    )  # fmt: skip
+    t = paired_scatter(table, a="A", b="B", a_color="#111111", b_color="#222222", threshold=None, exact=True)
+    assert np.asarray(t.data[0].y).tolist() == [1 / 3] and np.asarray(t.data[0].x).tolist() == [0.1]
