@@ -110,13 +110,19 @@ def typed_array(value: dict) -> np.ndarray:
 
 def figure_traces(figure: Any) -> list[dict[str, Any]]:
     """A Plotly figure (a ``go.Figure`` or its dict, as a callback returns it) as its traces' plain
-    series: :data:`TRACE_SCALARS` and :data:`TRACE_ARRAYS` where the trace has them."""
+    series: :data:`TRACE_SCALARS` and :data:`TRACE_ARRAYS` where the trace has them (``x`` from ``x0`` and
+    ``dx`` where the trace gives those instead, ``y`` likewise)."""
     fig = figure.to_plotly_json() if hasattr(figure, "to_plotly_json") else figure
     out = []
     for trace in fig.get("data", []) or []:
         t = trace.to_plotly_json() if hasattr(trace, "to_plotly_json") else trace
         kept = {k: plain(t[k]) for k in TRACE_SCALARS if t.get(k) is not None}
         kept.update({k: plain(t[k]) for k in TRACE_ARRAYS if t.get(k) is not None})
+        for axis, other in (("x", "y"), ("y", "x")):
+            # Evenly spaced values sent as a start and a step (x0, dx) are given as the array they stand for.
+            if axis not in kept and t.get(f"{axis}0") is not None and isinstance(kept.get(other), list):
+                start, step = plain(t[f"{axis}0"]), plain(t.get(f"d{axis}", 1))
+                kept[axis] = [start + step * i for i in range(len(kept[other]))]
         out.append(kept)
     return out
 

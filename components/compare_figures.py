@@ -32,6 +32,12 @@ def _xs(x: np.ndarray) -> dict:
     return {"x": x}
 
 
+def _intervals(lo: np.ndarray, hi: np.ndarray, counts: np.ndarray) -> list[list]:
+    """Each bar's ``[lo, hi, count]`` (``hi`` None for the last bar, which also takes its top edge)."""
+    last = len(lo) - 1
+    return [[float(a), None if k == last else float(b), int(n)] for k, (a, b, n) in enumerate(zip(lo, hi, counts, strict=True))]  # fmt: skip
+
+
 def _f32(series) -> np.ndarray:
     """A long series as float32 (7 significant digits, more than a chart shows): Plotly sends numpy arrays
     as base64 typed arrays, and float32 halves what the page downloads for each curve."""
@@ -48,13 +54,16 @@ def overlay_figure(
     percent: bool = False,
     height: int = 280,
     empty_message: str = "No run has this curve (see the note above).",
+    exact: bool = False,
 ) -> go.Figure:
     """One metric of several runs. ``lines``: ``(run, color, frame)`` with ``frame`` columns ``x, step, y,
     smooth`` (+ ``lo, hi``). With ``smoothed`` each run's raw ``y`` is drawn faint beneath its smoothed
     line (as TensorBoard and W&B do; hover gives the smoothed value); the band (``lo``–``hi``) is shaded
     when given. Hover shows the run, the step and the value; on the samples axis the ``customdata`` of
-    every point is its step. Evenly spaced x values are sent as ``x0`` / ``dx``."""
+    every point is its step. Evenly spaced x values are sent as ``x0`` / ``dx``. ``exact``: y values as
+    float64 (the API's answer), else float32."""
     lines = [ln for ln in lines if ln[2].height]
+    ys = _arr if exact else _f32
     if not lines:
         return empty_figure(empty_message, height)
     fmt = D3_SHARE_PRECISE if percent else D3_PRECISE
@@ -69,13 +78,13 @@ def overlay_figure(
         common = dict(type="scatter", legendgroup=run, connectgaps=False, **xs)
         if band_label and {"lo", "hi"} <= set(f.columns):
             for edge, fill in (("lo", "none"), ("hi", "tonexty")):
-                band = dict(y=_f32(f[edge]), mode="lines", line=dict(width=0), fill=fill, hoverinfo="skip")
+                band = dict(y=ys(f[edge]), mode="lines", line=dict(width=0), fill=fill, hoverinfo="skip")
                 data.append(dict(common, **band, fillcolor=rgba(color, 0.12), showlegend=False))
         if smoothed:
-            raw = dict(y=_f32(f["y"]), mode="lines", line=dict(color=rgba(color, 0.3), width=1))
+            raw = dict(y=ys(f["y"]), mode="lines", line=dict(color=rgba(color, 0.3), width=1))
             data.append(dict(common, **raw, showlegend=False, hoverinfo="skip"))
         hover = f"<b>{run}</b><br>{step_text}<br>%{{y:{fmt}}}<extra></extra>"
-        y = _f32(f["smooth" if smoothed else "y"])
+        y = ys(f["smooth" if smoothed else "y"])
         line = dict(color=color, width=2)
         data.append(dict(common, y=y, mode=mode, marker=dict(size=4), name=run, line=line, customdata=steps,
                          hovertemplate=hover))  # fmt: skip
@@ -98,7 +107,8 @@ def distribution_figure(bars, *, x_title: str, discrete: bool = False, height: i
     """Each run's histogram at its step on shared bins, side by side in each bin's slot. ``bars``:
     ``(run, color, step, frame)`` with ``frame`` columns ``bin, lo, hi, count, share`` (same bins for every
     run). y is the share of the step's responses (runs may have different batch sizes); hover gives the
-    count too."""
+    count too. Each bar's ``customdata`` is ``[lo, hi_or_None, count]``, as
+    :func:`components.figures.histogram_figure`'s (``hi`` None for the last bar: ``x >= lo``)."""
     bars = [b for b in bars if b[3].height]
     if not bars:
         return empty_figure("No reward to show.", height)
@@ -134,9 +144,9 @@ def distribution_figure(bars, *, x_title: str, discrete: bool = False, height: i
                 width=width,
                 name=f"{run} · step {step}",
                 marker=dict(color=rgba(color, 0.75), line=dict(color=color, width=1)),
-                customdata=np.stack([counts], axis=-1),
+                customdata=_intervals(lo0, hi0, counts),
                 hovertext=text,
-                hovertemplate=f"<b>{run}</b> step {step}<br>%{{hovertext}}: %{{y:{D3_SHARE}}} (%{{customdata[0]}})<extra></extra>",
+                hovertemplate=f"<b>{run}</b> step {step}<br>%{{hovertext}}: %{{y:{D3_SHARE}}} (%{{customdata[2]}})<extra></extra>",
             )  # fmt: skip
         )
     xaxis = dict(title=dict(text=x_title), zeroline=False)
@@ -159,13 +169,14 @@ def distribution_figure(bars, *, x_title: str, discrete: bool = False, height: i
 
 
 def paired_scatter(
-    table, *, a: str, b: str, a_color: str, b_color: str, threshold: float | None, height: int = 340
-):
+    table, *, a: str, b: str, a_color: str, b_color: str, threshold: float | None, height: int = 340,
+    exact: bool = False,
+):  # fmt: skip
     """Each prompt shared by runs ``a`` and ``b``: x = b's reward at the prompt's paired step, y = a's.
     Above the diagonal ``a`` did better. ``table`` columns ``match, preview, a_reward, b_reward, diff,
     a_step, b_step`` (the hover says each run's step);
-    ``customdata`` of a point is ``[match]``: a click opens that prompt. Dotted lines mark the solved
-    threshold."""
+    ``customdata`` of a point is ``[match, a_step, b_step]``: a click opens that prompt. Dotted lines
+    mark the solved threshold. ``exact``: rewards as float64 (the API's answer), else float32."""
     if table.height == 0:
         return empty_figure("No prompt is shared by the two runs.", height)
     xa, ya = _arr(table.get_column("b_reward")), _arr(table.get_column("a_reward"))
@@ -183,7 +194,7 @@ def paired_scatter(
         for t in table["preview"]
     ]
     data = [
-        dict(type="scatter", x=xa.astype(np.float32), y=ya.astype(np.float32), mode="markers",
+        dict(type="scatter", x=xa if exact else xa.astype(np.float32), y=ya if exact else ya.astype(np.float32), mode="markers",
              marker=dict(color=sign, colorscale=scale, cmin=-1, cmax=1, size=8, opacity=0.55,
                          line=dict(width=0.5, color="white")),
              customdata=np.stack([table.get_column(c).to_numpy().astype(object) for c in ("match", "a_step", "b_step")], axis=-1),
@@ -231,7 +242,8 @@ def paired_scatter(
 
 
 def diff_histogram(bars, *, label: str, discrete: bool = False, height: int = 340) -> go.Figure:
-    """Histogram of the paired differences: ``bars`` columns ``bin, lo, hi, count``; 0 is marked."""
+    """Histogram of the paired differences: ``bars`` columns ``bin, lo, hi, count``; 0 is marked. Each
+    bar's ``customdata`` is ``[lo, hi_or_None, count]`` (see :func:`distribution_figure`)."""
     if bars.height == 0:
         return empty_figure("No paired difference.", height)
     lo, hi = _arr(bars.get_column("lo")), _arr(bars.get_column("hi"))
@@ -244,6 +256,7 @@ def diff_histogram(bars, *, label: str, discrete: bool = False, height: int = 34
     counts = bars.get_column("count").to_numpy()
     text = [f"= {exact(a)}" if discrete else f"[{exact(a)}, {exact(b)})" for a, b in zip(lo, hi, strict=True)]
     data = [dict(type="bar", x=x, y=counts, width=w, hovertext=text, marker=dict(color=theme.MUTED),
+                 customdata=_intervals(lo, hi, counts),
                  hovertemplate="%{hovertext}: <b>%{y}</b> prompts<extra></extra>")]  # fmt: skip
     return _figure(
         data,

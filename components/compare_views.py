@@ -285,13 +285,13 @@ READING = "Still reading the trainer's TensorBoard events… reload the page in 
 
 def trainer_outputs(lines: Sequence, key: str | None, x_title: str, smoothed: bool, notes: Sequence[str],
                     checks: Sequence[tuple[str, str, Sequence[dict]]], ids_prefix: str,
-                    empty: str | None = None) -> tuple:  # fmt: skip
+                    empty: str | None = None, exact: bool = False) -> tuple:  # fmt: skip
     """What :func:`trainer_card` shows: the chart of ``key`` (``lines``: ``(run, colour, frame)``, see
     :func:`~components.compare_figures.overlay_figure`; an empty state without a key, saying ``empty``
     when given), the notes, and one agreement table per ``(run, colour, checks)`` (ids
-    ``<ids_prefix>-<i>``)."""
+    ``<ids_prefix>-<i>``; ``exact``: see :func:`~components.compare_figures.overlay_figure`)."""
     fig = empty_figure(empty or "No trainer log in the folder.", 280)
     if key is not None:
-        fig = overlay_figure(lines, y_title=key, x_title=x_title, smoothed=smoothed)
+        fig = overlay_figure(lines, y_title=key, x_title=x_title, smoothed=smoothed, exact=exact)
     tables = [agreement_table(r, c, rows, id_=f"{ids_prefix}-{i}") for i, (r, c, rows) in enumerate(checks)]
     return fig, notes_list(notes).children, tables

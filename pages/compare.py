@@ -11,14 +11,14 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from components import compare_figures as cf
+from components import compare_sections as cs
 from components import compare_views as cv
 from components.figures import empty_figure
 from components.layout import empty_state, left_page, no_runs_state, notices, url_prefix
 from components.live import shown_store
 from components.theme import run_colours
 from data import live
-from data.compare import curves, distribution, prompts, summary, trainer
+from data.compare import curves, prompts, sections, summary, trainer
 from data.compare.runs import load_runs
 from data.curve_panels import BANDS
 from data.metrics import label
@@ -44,8 +44,6 @@ PAIR_NOTES, SOLVED_A, SOLVED_B = "compare-pair-notes", "compare-solved-a", "comp
 OPENED, CLOSE = "compare-opened", "compare-close"
 
 STORE_WAIT_SECONDS = 10.0
-SOLVED_SHOWN = 50
-PERCENT = ("win_rate", "zero_spread_share")
 
 
 def _decode(search: str | None):
@@ -165,25 +163,13 @@ def _sync(search, smooth, x, band, key, a, b, solved, gap, steps, click, opens, 
 def _curves(q):
     """The summary table and one chart per metric any run has, each with its notes."""
     view, _ = _decode(q)
-    frames, colors = {r.name: r.frame for r in _runs(view)[0]}, run_colours(view.runs)
-    table = summary.summary_table(frames)
+    c = sections.curves_section(_runs(view)[0], view.band, view.smooth, view.x)
+    colors = run_colours(view.runs)
     cols = [(k, v, summary.KINDS.get(k, "num")) for k, v in summary.COLUMNS.items()]
-    tbl = cv.summary_table(table.to_dicts(), [colors[r] for r in table.get_column("run")], cols)
-    cards = []
-    for key in curves.metrics_of(frames):
-        ov = curves.overlay(frames, key, band=view.band, smoothing=view.smooth, x=view.x)
-        fig = cf.overlay_figure(
-            [(ln.run, colors[ln.run], ln.frame) for ln in ov.lines], y_title=ov.unit, x_title=curves.X_AXES[view.x],
-            smoothed=view.smooth > 0, band_label=BANDS[view.band] if key in curves.BANDED else None,
-            percent=key in PERCENT,
-        )  # fmt: skip
-        body = [cv.notes_list([n.text for n in ov.notes]), cv.graph(None, figure=fig)]
-        cards.append(dbc.Col(cv.card(ov.label[:1].upper() + ov.label[1:], body), lg=6))
-    return (
-        tbl,
-        cv.notes_list([n.text for n in curves.step_notes(frames)]).children,
-        dbc.Row(cards, className="g-3"),
-    )
+    tbl = cv.summary_table(c.summary.to_dicts(), [colors[r] for r in c.summary.get_column("run")], cols)
+    charts = cs.curve_figures(c, colors, x_title=curves.X_AXES[view.x], smoothed=view.smooth > 0,
+                              band_label=BANDS[view.band], banded=curves.BANDED)  # fmt: skip
+    return tbl, cv.notes_list(c.step_notes).children, cs.curve_cards(charts)
 
 
 @callback(
@@ -195,35 +181,18 @@ def _curves(q):
 def _trainer(q):
     """The chosen trainer key of every run, and each run's agreement checks."""
     view, _ = _decode(q)
-    runs, colors = _runs(view)[0], run_colours(view.runs)
-    logs = {r.name: trainer_scalars(r.run_dir) for r in runs}
-    keys = trainer.trainer_keys(logs)
-    key = view.trainer if view.trainer in keys else trainer.default_key(keys)
-    notes = [
-        n.text for r in runs for n in trainer.trainer_notes(r.name, logs[r.name], r.frame["step"].to_list())
-    ]
-    lines = []
-    if key is not None:
-        ov = trainer.trainer_overlay(logs, {r.name: r.frame for r in runs}, key, view.smooth, view.x)
-        notes += [n.text for n in ov.notes]
-        lines = [(ln.run, colors[ln.run], ln.frame) for ln in ov.lines]
-    checks = [
-        (r.name, colors[r.name], [c.as_row() for c in trainer.agreement(r.store, r.run_dir)]) for r in runs
-    ]
-    return cv.trainer_outputs(lines, key, curves.X_AXES[view.x], view.smooth > 0, notes, checks, AGREEMENT)
+    t = sections.trainer_section(_runs(view)[0], view.trainer, view.smooth, view.x)
+    return cs.trainer_section_outputs(t, run_colours(view.runs), x_title=curves.X_AXES[view.x],
+                                      smoothed=view.smooth > 0, agreement_id=AGREEMENT)  # fmt: skip
 
 
 @callback(Output(DIST, "figure"), Output(DIST_NOTES, "children"), Input(VIEW, "data"))
 def _distribution(q):
     """Each run's reward histogram at its chosen step, on bins shared by all runs."""
     view, _ = _decode(q)
-    runs, colors = _runs(view)[0], run_colours(view.runs)
-    stores = {r.name: r.store for r in runs}
-    bins = distribution.shared_bins(stores)
-    bars, notes = distribution.distributions(stores, {r.name: view.step_of(r.name) for r in runs}, bins)
-    lines = [(b.run, colors[b.run], b.step, b.frame) for b in bars]
-    fig = cf.distribution_figure(lines, x_title=label("reward"), discrete=bins.discrete)
-    return fig, cv.notes_list([n.text for n in notes]).children
+    runs = _runs(view)[0]
+    d = sections.distribution_section(runs, {r.name: view.step_of(r.name) for r in runs})
+    return cs.distribution_figure(d, run_colours(view.runs)), cv.notes_list(d.notes).children
 
 
 def _pair(view):
@@ -241,31 +210,15 @@ def _pair(view):
 def _pairs(q):
     """Prompts shared by runs A and B: scatter of their rewards, the differences, and the solved lists."""
     view, _ = _decode(q)
-    p, _ = _pair(view)
+    p = sections.pair_section(_runs(view)[0], view.a, view.b, view.solved, view.gap)
     if p is None:
         msg = "Two runs are needed to pair prompts."
         return empty_figure(msg, 340), empty_figure(msg, 340), empty_figure("", 240), msg, "", "", "", ""
-    colors = run_colours(view.runs)
-    diff = label("reward_diff").replace("A", p.a, 1).replace("B", p.b, 1)
-    rows, left_out = p.scatter_rows()
-    table = rows.select("match", "preview", "a_reward", "b_reward", "diff", "a_step", "b_step")
-    scatter = cf.paired_scatter(
-        table, a=p.a, b=p.b, a_color=colors[p.a], b_color=colors[p.b], threshold=p.threshold
-    )
-    bars, discrete = prompts.diff_bars(p.table)
-    hist = cf.diff_histogram(bars, label=diff, discrete=discrete)
-    over = cf.over_steps_figure(p.over_steps, label="mean difference", runs=(p.a, p.b))
     lists = []
-    for first, name, other in (("a", p.a, p.b), ("b", p.b, p.a)):
-        rows = p.solved_by(first)
-        items = cv.solved_list(rows.head(SOLVED_SHOWN).to_dicts(), OPEN, p.a, p.b, "None.")
-        lists += [f"Solved by {name}, not by {other} ({rows.height})", items]
-    notes = [p.headline(), *(" " + n.text for n in p.notes)]
-    if left_out:
-        notes.append(
-            f" The scatter shows the {rows.height:,} prompts with the largest differences ({left_out:,} more)."
-        )
-    return scatter, hist, over, notes, *lists
+    for side in ("a", "b"):
+        rows = p.solved[side].head(cs.SOLVED_SHOWN).to_dicts()
+        lists += [cs.solved_title(p, side), cv.solved_list(rows, OPEN, p.paired.a, p.paired.b, "None.")]
+    return *cs.pair_figures(p, run_colours(view.runs)), cs.pair_notes(p.notes), *lists
 
 
 @callback(Output(OPENED, "children"), Output(CLOSE, "className"), Input(VIEW, "data"))

@@ -191,13 +191,14 @@ def overlay(
     band: str | None = None,
     smoothing: float = 0.0,
     x: str = "step",
+    digits: int | None = SIG_DIGITS,
 ) -> Overlay:
     """The chart of ``key`` over ``frames`` (run name -> :func:`run_frame`, in the order to draw).
 
     Smoothing is :func:`data.compare.smoothing.ema` of each run's raw ``y`` with weight ``smoothing``
-    (on the step order; the band is not smoothed); the values are then rounded to :data:`SIG_DIGITS`
-    significant digits. A run without values for ``key`` gets a note saying what it lacks instead of a
-    line.
+    (on the step order; the band is not smoothed); the values are then rounded to ``digits`` significant
+    digits (None: kept as computed, as the API answers). A run without values for ``key`` gets a note
+    saying what it lacks instead of a line.
     """
     if x not in X_AXES:
         raise ValueError(f"unknown x-axis {x!r}")
@@ -218,7 +219,8 @@ def overlay(
             pl.Series("smooth", smooth, dtype=pl.Float64).fill_nan(None),
         )
         cols = ["y", "smooth", *[k for k in ("lo", "hi") if k in c.columns]]
-        c = c.with_columns(pl.col(cols).round_sig_figs(SIG_DIGITS))
+        if digits is not None:
+            c = c.with_columns(pl.col(cols).round_sig_figs(digits))
         lines.append(RunLine(run, c.select("x", "step", *cols)))
     name = metric_label(key)
     if key == "repetition":  # its unit (token, character or word 3-grams), each run's where they differ

@@ -260,7 +260,7 @@ def pair_from(
         notes.append(Note(PROMPTS, (a, b), f"{left_out} of the {shared.height} shared prompts are left out of "
                                            f"the counts: {a} and {b} never gave them within {limit:g} steps of "
                                            "each other (the gap limit, gap= in the URL)."))  # fmt: skip
-    elif over.height == 0:
+    elif over.height == 0 and table.height:
         notes.append(Note(PROMPTS, (a, b), f"The {table.height} shared prompts never come at the same step in "
                                            "both runs: no paired difference over training."))  # fmt: skip
     if (threshold is None or not math.isfinite(threshold)) and table.height:

@@ -38,13 +38,14 @@ def trainer_overlay(
     key: str,
     smoothing: float = 0.0,
     x: str = "step",
+    digits: int | None = SIG_DIGITS,
 ) -> Overlay:
     """The chart of trainer key ``key`` over the runs (``logs``: run -> its :class:`TrainerScalars`;
     ``frames``: run -> :func:`data.compare.curves.run_frame`, for the samples-seen axis). Every logged step
     is drawn on the step axis; on the samples-seen axis only steps with rollouts (their responses seen so
     far), with a note counting the others. A run whose logs lack the key gets a note (one without any log
-    gets its note from :func:`trainer_notes`). Values are rounded to
-    :data:`~data.compare.curves.SIG_DIGITS` significant digits, as the rollout curves are."""
+    gets its note from :func:`trainer_notes`). Values are rounded to ``digits`` significant digits, as
+    the rollout curves are (None: kept as logged)."""
     if x not in X_AXES:
         raise ValueError(f"unknown x-axis {x!r}")
     lines, notes = [], []
@@ -68,20 +69,15 @@ def trainer_overlay(
             s = s.with_columns(pl.col("step").cast(pl.Float64).alias("x"))
         y = s.get_column("value")
         smooth = ema(y.to_list(), smoothing) if smoothing else y.to_numpy()
-        lines.append(
-            RunLine(
-                run,
-                s.select(
-                    "x",
-                    "step",
-                    pl.col("value").alias("y"),
-                    pl.Series("smooth", smooth, dtype=pl.Float64).fill_nan(None),
-                ).with_columns(
-                    pl.col("y").fill_nan(None).round_sig_figs(SIG_DIGITS),
-                    pl.col("smooth").round_sig_figs(SIG_DIGITS),
-                ),
-            )
+        line = s.select(
+            "x",
+            "step",
+            pl.col("value").fill_nan(None).alias("y"),
+            pl.Series("smooth", smooth, dtype=pl.Float64).fill_nan(None),
         )
+        if digits is not None:
+            line = line.with_columns(pl.col("y", "smooth").round_sig_figs(digits))
+        lines.append(RunLine(run, line))
     return Overlay(key, key, "trainer log", x, tuple(lines), tuple(notes))
 
 

@@ -235,12 +235,13 @@ def test_compare010_solved_by_one_not_the_other(tmp_path):
 
 
 def test_compare011_no_shared_prompt_is_a_note(tmp_path):
-    """Runs without a common prompt give an empty table and a note saying so, not an error."""
+    """Runs without a common prompt give an empty table and one note saying so (not also that "the 0 shared
+    prompts never come at the same step"), not an error."""
     a = _run(tmp_path, "a", [_rec("x", 1, 1.0)])
     b = _run(tmp_path, "b", [_rec("y", 1, 0.0)])
     p = prompts.pair("a", a, "b", b)
     assert p.table.height == 0 and p.over_steps.height == 0
-    assert p.notes[0].kind == PROMPTS and "share no prompt" in p.notes[0].text
+    assert len(p.notes) == 1 and p.notes[0].kind == PROMPTS and "share no prompt" in p.notes[0].text
 
 
 def test_compare012_prompt_responses_side_by_side(tmp_path):

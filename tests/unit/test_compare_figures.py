@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 
-from components.compare_figures import overlay_figure, paired_scatter
+from components.compare_figures import diff_histogram, distribution_figure, overlay_figure, paired_scatter
 from components.compare_views import word_diff_view
 
 
@@ -55,3 +55,33 @@ def test_comparefig002_scatter_colours_by_sign_and_keeps_text_as_text():
     view = word_diff_view((("equal", "<b>"), ("insert", "<script>")), "A", "B", False, "d")
     spans = view.children[1].children
     assert [s.children for s in spans] == ["<b>", "<script>"]
+
+
+def test_comparefig003_bars_carry_their_interval():
+    """The distributions' and the differences' bars carry ``[lo, hi, count]`` in customdata (``hi`` None
+    for the last bar, which takes its top edge too), as the reward page's histogram does; the hover reads
+    the count from it."""
+    frame = pl.DataFrame(
+        {"bin": [0, 1, 2], "lo": [-1.0, 0.0, 0.5], "hi": [0.0, 0.5, 1.0], "count": [2, 0, 6], "share": [0.25, 0.0, 0.75]}
+    )  # fmt: skip
+    dist = distribution_figure([("a", "#111111", 3, frame), ("b", "#222222", 4, frame)], x_title="reward")
+    go.Figure(dist.to_dict())
+    for t in dist.data:
+        assert [list(c) for c in t.customdata] == [[-1.0, 0.0, 2], [0.0, 0.5, 0], [0.5, None, 6]]
+        assert "%{customdata[2]}" in t.hovertemplate
+    hist = diff_histogram(frame.drop("share"), label="Δ")
+    go.Figure(hist.to_dict())
+    assert [list(c) for c in hist.data[0].customdata] == [[-1.0, 0.0, 2], [0.0, 0.5, 0], [0.5, None, 6]]
+
+
+def test_comparefig004_exact_keeps_float64():
+    """``exact=True`` (the API's answer) sends the curves' and the scatter's values as float64."""
+    line = pl.DataFrame({"x": [1.0, 2.0], "step": [1, 2], "y": [0.1, 1 / 3], "smooth": [0.1, 1 / 3]})
+    fig = overlay_figure([("a", "#000000", line)], y_title="r", x_title="x", exact=True)
+    assert np.asarray(fig.data[0].y).tolist() == [0.1, 1 / 3]
+    table = pl.DataFrame(
+        {"match": ["m1"], "preview": ["p"], "a_reward": [1 / 3], "b_reward": [0.1], "diff": [1 / 3 - 0.1],
+         "a_step": [1], "b_step": [1]}
+    )  # fmt: skip
+    t = paired_scatter(table, a="A", b="B", a_color="#111111", b_color="#222222", threshold=None, exact=True)
+    assert np.asarray(t.data[0].y).tolist() == [1 / 3] and np.asarray(t.data[0].x).tolist() == [0.1]
