@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from components.format import value
 from tests.conftest import page_url_key, router_body
 from tests.dash_calls import call, component, figure_traces, text
 
@@ -40,7 +41,12 @@ def _shown_notices(client, search: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "search", [f"?run={RUN}&step={STEP}&band=p5-p95&q=the", "?run=trl-ppo-small&zero=1&heatmap=3-9"]
+    "search",
+    [
+        f"?run={RUN}&step={STEP}&band=p5-p95&q=the",
+        "?run=trl-ppo-small&zero=1&heatmap=3-9",
+        "?run=rlloggingboard-eval-poem",
+    ],
 )
 def test_api_reward001_figures_are_the_pages(client, dash_app, fixtures_dir, search):
     """Each figure of the answer (curves, histograms, reward-hacking and critic panels, heatmap, trainer
@@ -65,9 +71,18 @@ def test_api_reward001_figures_are_the_pages(client, dash_app, fixtures_dir, sea
             assert got["figures"][fid]["title"] == resp[f"{fid}-title"]["children"], fid
             assert (got["figures"][fid]["note"] or "") == (resp[f"{fid}-note"]["children"] or ""), fid
     assert (got["figures"]["reward-heatmap"]["note"] or "") == heat["reward-heatmap-note"]["children"]
-    shown_stats = text(hists["reward-step-stats"]["children"])
-    for row in got["tables"]["reward-step-stats"]["rows"]:
-        assert row["name"] in shown_stats
+    shown_stats = [text(d) for d in hists["reward-step-stats"]["children"]]
+    rows = got["tables"]["reward-step-stats"]["rows"]
+    assert len(rows) == len(shown_stats) and got["rows"] == rows
+    for row, shown in zip(rows, shown_stats, strict=True):
+        kind, val = row["kind"], row["value"]
+        if kind == "kl_top":  # its sentence, then the link to the step's responses by KL
+            want = row["name"] + val["text"] + "open the step by KL"
+        elif kind == "warn":
+            want = f"{row['name']}: {val}"
+        else:
+            want = row["name"] + value(val, kind, 1)
+        assert shown == want, (row, shown)
     assert got["notices"] == _shown_notices(client, search)
     assert got["store"]["version"] is not None and got["run"] == v["run"]
 
@@ -125,7 +140,15 @@ def test_api_reward005_bad_query_is_the_pages_notices(client):
     got = _api(client, search)
     assert got["notices"] == _shown_notices(client, search) and len(got["notices"]) >= 3
     assert got["view"]["band"] == "std" and got["view"]["step"] in range(1, 26)
-    unknown = _api(client, "?run=no-such-run")
+    unknown = _api(client, "?run=no-such-run")  # the page shows another run, and says so
     assert (
         unknown["notices"] == _shown_notices(client, "?run=no-such-run") and unknown["run"] != "no-such-run"
     )
+
+
+def test_api_reward006_empty_root_says_so(client, board_root, tmp_path):
+    """A root without runs: the answer says what the page's empty state says, with no figure."""
+    (tmp_path / "empty").mkdir()
+    board_root(tmp_path / "empty", cache_dir=tmp_path / "cache")
+    got = _api(client, "?run=x&step=1")
+    assert got["notices"] == [f"No runs found under {tmp_path / 'empty'}."] and got["figures"] == {}
