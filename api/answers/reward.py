@@ -65,7 +65,7 @@ def answer(query: dict[str, list[str]]) -> Answer:
     out.titles[HEATMAP], out.notes[HEATMAP] = histograms.HEATMAP_TITLE, heatmap_note(cols, step)
     tv = trainer.run_trainer_view(view.run, store, run_dir, curves.summary_columns(store, ()), key)
     out.figures[TRAINER_FIG] = cv.run_trainer_outputs(tv, view.run, colour("reward"), AGREEMENT)[0]
-    out.titles[TRAINER_FIG] = key or "trainer's logs"
+    out.titles[TRAINER_FIG] = cv.TRAINER_TITLE
     out.notes[TRAINER_FIG] = " ".join(n.text for n in tv.notes)
     checks = [c.as_row() for c in tv.checks]
     out.tables[f"{AGREEMENT}-0"] = Table(list(checks[0]) if checks else [], checks)

@@ -70,6 +70,8 @@ def test_api_reward001_figures_are_the_pages(client, dash_app, fixtures_dir, sea
         if f"{fid}-title" in resp:
             assert got["figures"][fid]["title"] == resp[f"{fid}-title"]["children"], fid
             assert (got["figures"][fid]["note"] or "") == (resp[f"{fid}-note"]["children"] or ""), fid
+    trainer_notes = " ".join(text(d) for d in trainer["reward-trainer-notes"]["children"])
+    assert (got["figures"]["reward-trainer-fig"]["note"] or "") == trainer_notes
     assert (got["figures"]["reward-heatmap"]["note"] or "") == heat["reward-heatmap-note"]["children"]
     shown_stats = [text(d) for d in hists["reward-step-stats"]["children"]]
     rows = got["tables"]["reward-step-stats"]["rows"]
