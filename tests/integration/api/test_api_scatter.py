@@ -88,3 +88,42 @@ def test_api_scatter003_bad_query_is_the_pages_notices(client):
     got = _api(client, search)
     assert got["notices"] == _shown_notices(client, search) and len(got["notices"]) >= 3
     assert got["view"]["x"] == "kl_sum" and got["view"]["box"] is None and "scatter-box" not in got["tables"]
+
+
+def test_api_scatter004_density_cells_by_hand(client, dash_app, board_root, tmp_path):
+    """More responses than data.scatter.MAX_POINTS: the answer is the page's 2-D histogram, and each
+    non-empty cell's count ([count, x lo, x hi, y lo, y hi] in its customdata; the last column and row
+    closed) is the number of the file's lines inside it; the counts add up to every response."""
+    import random
+
+    from data.scatter import MAX_POINTS
+
+    rng = random.Random(5)
+    run = tmp_path / "root" / "many"
+    run.mkdir(parents=True)
+    lines = [
+        {"prompt": f"p{i % 50}", "response": f"r{i}", "step": 1 + i % 3,
+         "reward": round(rng.gauss(0, 1), 3), "ref_reward": round(rng.uniform(-2, 2), 2)}
+        for i in range(MAX_POINTS + 700)
+    ]  # fmt: skip
+    (run / "data.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    search = "?run=many&step=all&x=ref_reward&y=reward"
+    got, page = _api(client, search), _drawn(client, dash_app, search)
+    fig = got["figures"]["scatter-figure"]
+    assert fig["traces"] == figure_traces(page["scatter-figure"]["figure"])
+    assert fig["note"] == page["scatter-note"]["children"] and "histogram" in fig["note"]
+    assert got["view"]["drawn"] == {"responses": len(lines), "as": "histogram", "points_up_to": MAX_POINTS,
+                                    "not_finite": 0, "not_on_log_axis": 0}  # fmt: skip
+    heat = next(t for t in fig["traces"] if t["type"] == "heatmap")
+    cells = [c for row in heat["customdata"] for c in row if c[0]]
+    x_top = max(c[2] for row in heat["customdata"] for c in row)
+    y_top = max(c[4] for row in heat["customdata"] for c in row)
+    for count, xlo, xhi, ylo, yhi in cells:
+        inside = [
+            x for x in lines
+            if xlo <= x["ref_reward"] and (x["ref_reward"] < xhi or (xhi == x_top and x["ref_reward"] <= xhi))
+            and ylo <= x["reward"] and (x["reward"] < yhi or (yhi == y_top and x["reward"] <= yhi))
+        ]  # fmt: skip
+        assert count == len(inside), (xlo, xhi, ylo, yhi)
+    assert sum(c[0] for c in cells) == len(lines)
