@@ -1,7 +1,7 @@
 """What a view answers, as one object: :class:`Answer` (built by one module of ``api.answers`` per page) and
 :func:`to_json`, its JSON form::
 
-    {"page": "/reward", "view": {…}, "figures": {"<id>": {"title": …, "traces": [{"name": …, "type": …,
+    {"page": "/reward", "view": {…}, "figures": {"<id>": {"title": …, "note": …, "traces": [{"name": …, "type": …,
      "x": […], "y": […], …}]}}, "rows": […], "tables": {"<id>": {…}}, "strips": {…}, "notices": ["…"]}
 
 Each figure is the very Plotly figure the page draws; its traces become plain parallel arrays (numbers at
@@ -59,7 +59,8 @@ class Answer:
     """One view's answer. ``page`` is its path (``/reward``); ``view`` the resolved view state (what the URL
     asked, as the page resolved it: the step shown, the sort, …); ``figures`` the page's Plotly figures by
     the page's own component id, ``titles`` their titles; ``tables`` its tables by id, ``main`` the id of
-    the one whose rows are the answer's ``rows``; ``strips`` its token strips; ``notices`` what the page
+    the one whose rows are the answer's ``rows``; ``strips`` its token strips; ``notes`` what a figure's card says under its title (a thinning, a missing
+    column), by the figure's id; ``notices`` what the page
     says above its content (what it guessed, ignored or cut); ``run`` the run shown and ``store`` what was
     read (``{"format": …, "version": …}``)."""
 
@@ -73,6 +74,7 @@ class Answer:
     strips: dict[str, Strip] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
     store: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # by figure id: the note its card shows under it
 
 
 def plain(value: Any) -> Any:
@@ -148,7 +150,11 @@ def table_json(table: Table) -> dict[str, Any]:
 def to_json(answer: Answer) -> dict[str, Any]:
     """The answer as the JSON object the API and ``app.py query`` print (see the module's docstring)."""
     figures = {
-        fid: {"title": answer.titles.get(fid) or figure_title(fig), "traces": figure_traces(fig)}
+        fid: {
+            "title": answer.titles.get(fid) or figure_title(fig),
+            "note": answer.notes.get(fid) or None,
+            "traces": figure_traces(fig),
+        }
         for fid, fig in answer.figures.items()
     }
     main = answer.tables.get(answer.main) if answer.main else None

@@ -257,6 +257,9 @@ def pair_section(
     ]
 
 
+TRAINER_TITLE = "The trainer's own scalars"
+
+
 def trainer_card(ids: tuple[str, str, str, str], keys: list[str], value: str | None) -> dbc.Card:
     """The trainer's own scalars: a key picker, notes, the chart and the agreement tables under "Do the
     dumped rollouts match what the trainer logged?". ``ids``: picker, notes, chart, agreement."""
@@ -266,7 +269,7 @@ def trainer_card(ids: tuple[str, str, str, str], keys: list[str], value: str | N
     )
     check = html.Div("Do the dumped rollouts match what the trainer logged?", className="fw-semibold small")
     body = [pick, notes_list([], notes_id), graph(fig_id), check, html.Div(id=agreement_id)]
-    return card("The trainer's own scalars", body)
+    return card(TRAINER_TITLE, body)
 
 
 def run_trainer_outputs(tv, run: str, colour: str, agreement_id: str) -> tuple:

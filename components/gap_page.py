@@ -39,6 +39,16 @@ def controls(ids: Mapping[str, str], step, band: str, bands: Mapping[str, str], 
     )  # fmt: skip
 
 
+def formula_order(rules, rule: str) -> list:
+    """``(key, rule)`` of each of ``rules`` in the order the page lists them: the previewed ``rule`` first."""
+    return sorted(rules.items(), key=lambda kv: kv[0] != rule)
+
+
+def formulas_head(c: float) -> str:
+    """The line above the formulas: C and what the ratio is."""
+    return f"Corrections at C = {c:g}; {RATIO}."
+
+
 def formulas(rules, rule: str, c: float) -> html.Div:
     """Each rule's formula, the one previewed first and in bold, with what the ratio is (text, not markup)."""
     items = [
@@ -46,11 +56,11 @@ def formulas(rules, rule: str, c: float) -> html.Div:
             [html.Span(f"{r.name}: ", className="fw-semibold"), f"{r.formula} ({r.touches})"],
             className="fw-bold" if key == rule else "text-muted",
         )
-        for key, r in sorted(rules.items(), key=lambda kv: kv[0] != rule)
+        for key, r in formula_order(rules, rule)
     ]
     return html.Div(
         [
-            html.Div(f"Corrections at C = {c:g}; {RATIO}.", className="small"),
+            html.Div(formulas_head(c), className="small"),
             html.Ul(items, className="small mb-0"),
         ]
     )

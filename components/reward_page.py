@@ -28,6 +28,23 @@ def panel_outputs(panels: Sequence, step: int | None, pick: bool = False) -> tup
     )
 
 
+def step_figures(hists: Sequence, labels: Mapping[str, str]) -> list:
+    """The figures of one step's histograms (``data.curves.StepHistogram``; see
+    :func:`components.figures.step_histogram_figure`), ``labels`` by kind and ``ref_reward``."""
+    return [figures.step_histogram_figure(h, labels[h.kind], labels["ref_reward"]) for h in hists]
+
+
+def step_view(hists: Sequence, labels: Mapping[str, str], stats, kl_href: str | None) -> tuple:
+    """The selected step's outputs: :func:`step_figures`, their titles, their notes, then the step's key
+    figures (:func:`step_stats` of ``stats``)."""
+    return (
+        *step_figures(hists, labels),
+        *(h.title for h in hists),
+        *(h.note for h in hists),
+        step_stats(stats, kl_href),
+    )
+
+
 def graph_style(panel, height: int = 300) -> dict:
     """The style of ``panel``'s graph: its ``height``, or hidden for a panel that can never have a curve in
     this run (``panel.absent``: the critic's without values, whose note then says so in one line)."""

@@ -176,6 +176,30 @@ def _layout(x_label: str, y_label: str, box, logs=(False, False), drawn=((), ())
     )
 
 
+def title(x_label: str, y_label: str) -> str:
+    """The figure card's title."""
+    return f"{y_label} against {x_label}, one response each"
+
+
+def scatter_figure(drawn, *, x_label: str, y_label: str, box=None, colour: str) -> go.Figure:
+    """What the page draws of ``drawn`` (a ``data.scatter.Scatter``): its :func:`density_figure` when it is
+    a 2-D histogram (``cells``: ``xbin, ybin, count`` on ``x_edges`` x ``y_edges``), else its
+    :func:`points_figure` (``points``: ``x, y, step, sample_id``); ``box`` (``x_min``, ``x_max``, ``y_min``,
+    ``y_max``, or None) drawn dashed, on the log axes ``drawn.logs``."""
+    b = None if box is None else (box.x_min, box.x_max, box.y_min, box.y_max)
+    if drawn.density:
+        c = drawn.cells
+        return density_figure(
+            drawn.x_edges, drawn.y_edges, c["xbin"], c["ybin"], c["count"], x_label=x_label, y_label=y_label,
+            box=b, logs=drawn.logs,
+        )  # fmt: skip
+    p = drawn.points
+    return points_figure(
+        *(p[k] if p is not None else [] for k in ("x", "y", "step", "sample_id")),
+        x_label=x_label, y_label=y_label, box=b, colour=colour, logs=drawn.logs,
+    )  # fmt: skip
+
+
 def points_figure(
     x, y, steps, samples, *, x_label: str, y_label: str, box=None, colour: str, logs=(False, False)
 ) -> go.Figure:

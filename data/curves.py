@@ -15,7 +15,15 @@ from data import thinning
 from data.cache import StoreKey, shared
 from data.curve_panels import DEFAULT_BAND, KL_TOP_FLAG, NOTE_NO_REF, Panel, panels
 from data.derived.cells import read_hist_cells
-from data.heatmaps import Heatmap, cell_histograms, dense_heatmap, heatmap, rows_placed
+from data.heatmaps import (
+    Heatmap,
+    HeatmapColumns,
+    cell_histograms,
+    dense_heatmap,
+    heatmap,
+    heatmap_columns,
+    rows_placed,
+)
 from data.histograms import HISTOGRAMS, NOTE_BARS, StepHistogram, bars, bins_for, edges_for, sentence
 from data.metrics import METRICS, label
 from data.metrics.response import source_line_text
@@ -343,6 +351,19 @@ def run_panels_at(
     full = _panels(key, band, bool(zero_shift))
     shown = _thinned_panels(key, band, bool(zero_shift), thinning.MAX_POINTS)
     return tuple(with_step(s, f, step) for s, f in zip(shown, full, strict=True))
+
+
+def run_panels_by_key(store: RunStore, band: str | None, zero_shift, step: int | None, keys) -> list[Panel]:
+    """:func:`run_panels_at` (``band`` None: the default) of the curve panels ``keys``, in that order: the
+    reward page's curves."""
+    by_key = {p.key: p for p in run_panels_at(store, band or DEFAULT_BAND, bool(zero_shift), step)}
+    return [by_key[k] for k in keys]
+
+
+def reward_heatmap_columns(store: RunStore, window: tuple[int, int] | None) -> HeatmapColumns:
+    """The reward heatmap's columns for the steps in ``window`` (None: the whole run; see
+    :func:`data.heatmaps.heatmap_columns`)."""
+    return heatmap_columns(run_heatmap(store, "reward"), window)
 
 
 def run_bins(store: RunStore, kind: str) -> Bins:

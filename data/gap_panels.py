@@ -1,12 +1,13 @@
 """The gap page's curves over steps (pure: the gap's per-step columns and a correction's preview in, reward
-page :class:`~data.curve_panels.Panel` s out): each point opens its step's responses, the largest first."""
+page :class:`~data.curve_panels.Panel` s out; :func:`page_panels` reads them of a store): each point opens
+its step's responses, the largest first."""
 
 from __future__ import annotations
 
 import polars as pl
 
 from data.curve_panels import BANDS, Panel, Series, band_exprs, curve
-from data.infer_gap import Preview
+from data.infer_gap import Preview, correction_preview, gap_steps
 from data.metrics import label
 
 # Each series' key: the column its point's responses are sorted by (data.views.links.gap_sorted).
@@ -60,6 +61,13 @@ def gap_panels(steps: pl.DataFrame, band: str) -> list[Panel]:
         percent=True,
     )  # fmt: skip
     return [gap, tail_panel]
+
+
+def page_panels(store, band: str, rule: str, c: float, step: int | None) -> list[Panel]:
+    """The gap page's three charts of a store: :func:`gap_panels` of its gap per step (``band`` the
+    responses' band), then :func:`correction_panel` of ``rule`` at ``c`` (token shares counted around
+    ``step``, the selected one)."""
+    return [*gap_panels(gap_steps(store), band), correction_panel(correction_preview(store, rule, c, step))]
 
 
 def correction_panel(preview: Preview) -> Panel:

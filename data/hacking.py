@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from data import critic_curves
+from data import critic_curves, thinning
 from data.curve_panels import Panel, Series
 from data.metrics import label
 from data.metrics.degeneration import with_units
@@ -80,6 +80,15 @@ def panels(store: RunStore, settings, q: str | None, run_dir=None) -> tuple[Pane
         search_panel(store, q, settings.search_seconds),
         critic_curves.run_critic_panel(store, run_dir),
     )
+
+
+def shown_panels(
+    store: RunStore, settings, q: str | None, run_dir, steps: list[int], step: int | None
+) -> tuple[tuple[Panel, Panel, Panel], Panel]:
+    """What the reward page draws of :func:`panels`: the three thinned together with ``step`` kept
+    (:func:`data.thinning.thinned_all`), and the critic's panel as read (its ``absent`` hides its graph)."""
+    full = panels(store, settings, q, run_dir)
+    return thinning.thinned_all(full, steps, step), full[2]
 
 
 def search_panel(store: RunStore, q: str | None, seconds: float) -> Panel:

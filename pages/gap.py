@@ -106,9 +106,7 @@ def _curves(search, pathname):
     step = view.shown_step(run_ctx.step_list)
     sample = infer_gap.largest_gap_sample(store, step)
     href = sample and links.tokens_corrected(view.run, sample, view.rule, view.c, url_prefix())
-    panels = gap_panels.gap_panels(infer_gap.gap_steps(store), view.band)
-    preview = infer_gap.correction_preview(store, view.rule, view.c, step)
-    panels.append(gap_panels.correction_panel(preview))
+    panels = gap_panels.page_panels(store, view.band, view.rule, view.c, step)
     formulas = gp.formulas(infer_gap.RULES, view.rule, view.c)
     return *rp.panel_outputs(panels, step, pick=True), formulas, gp.token_link(step, href)
 

@@ -40,6 +40,7 @@ MOVES = {PREV: "prev", NEXT: "next", STEP: "slider"}  # what each step control d
 CURVE_KEYS = ("reward", "kl", "length", "win")
 CURVE = {k: f"reward-curve-{k}" for k in CURVE_KEYS}
 HIST = {"reward": "reward-hist", "reward_gain": "reward-gain-hist"}
+HIST_LABELS = {k: label(k) for k in (*HIST, "ref_reward")}
 SIGNAL = {k: f"reward-signal-{k}" for k in ("degeneration", "search", "critic")}
 HEATMAP, Q = "reward-heatmap", "reward-q"
 HEATMAP_NOTE, HEATMAP_ALL = "reward-heatmap-note", "reward-heatmap-all"
@@ -144,10 +145,7 @@ def _curves(run, step, band, zero, drawn):
         return *rp.no_data(4, 8), None
     if len(steps) > thinning.MAX_POINTS:
         key = [*key, step]
-    panels = {
-        p.key: p for p in curves.run_panels_at(store, band or curve_panels.DEFAULT_BAND, bool(zero), step)
-    }
-    return *rp.panel_outputs([panels[k] for k in CURVE_KEYS], step), key
+    return *rp.panel_outputs(curves.run_panels_by_key(store, band, zero, step, CURVE_KEYS), step), key
 
 
 @callback(*(Output(HIST[k], "figure") for k in HIST),
@@ -158,13 +156,8 @@ def _step_view(run, step):
     store = _store(run)
     if store is None or step is None:
         return *rp.no_data(2, 4), []
-    hists = curves.histogram_panels(store, step)
-    return (
-        *(figures.step_histogram_figure(h, label(h.kind), label("ref_reward")) for h in hists),
-        *(h.title for h in hists),
-        *(h.note for h in hists),
-        rp.step_stats(curves.step_stats(store, step), links.kl_sorted(run, step, url_prefix())),
-    )
+    hists, stats = curves.histogram_panels(store, step), curves.step_stats(store, step)
+    return rp.step_view(hists, HIST_LABELS, stats, links.kl_sorted(run, step, url_prefix()))
 
 
 CLICKABLE = (*HIST.values(), HEATMAP, *SIGNAL.values())
@@ -208,9 +201,9 @@ def _signals(run, step, search):
     store, steps = run_ctx.store, run_ctx.step_list
     if store is None:
         return *rp.no_data(3, 6), no_update
-    panels = hacking.panels(store, board().settings, _decode(search)[0].q, board().run_dir(run))
-    shown = thinning.thinned_all(panels, steps, step)  # then the critic's graph hidden where it has no curve
-    return *rp.panel_outputs(shown, step, pick=True), rp.graph_style(panels[2])
+    q = _decode(search)[0].q
+    shown, critic = hacking.shown_panels(store, board().settings, q, board().run_dir(run), steps, step)
+    return *rp.panel_outputs(shown, step, pick=True), rp.graph_style(critic)  # hidden without a curve
 
 
 @callback(Output(URL, "search", allow_duplicate=True), Output(Q, "value"), Input(Q, "value"),
@@ -250,7 +243,7 @@ def _heatmap(run, step, search, drawn, pathname):
     store = _store(run)
     if store is None:
         return *rp.no_data(1, 0, 340), None, "", HIDDEN
-    cols = heatmaps.heatmap_columns(curves.run_heatmap(store, "reward"), window)
+    cols = curves.reward_heatmap_columns(store, window)
     note = heatmap_note(cols, step)
     if patch:  # a window: its note says whether the selected step is in it
         return figures.marker_patch(step), no_update, note, no_update

@@ -19,11 +19,11 @@ from components.theme import colour
 from data import live
 from data import scatter as sd
 from data.metrics import label
-from data.search import order as search_order
+from data.scatter_box import box_count
 from data.service import board, open_run
 from data.views import links, paths
 from data.views.codec import first, parse_search
-from data.views.scatter import ScatterView, box_responses
+from data.views.scatter import ScatterView
 
 dash.register_page(
     __name__, path=paths.SCATTER, name="Scatter", title="Scatter · RL Logging Board", order=1.5
@@ -129,7 +129,7 @@ def _columns(view: ScatterView, x, y) -> tuple[ScatterView, list[str]]:
 
 
 def _title(x: str, y: str) -> str:
-    return f"{label(y)} against {label(x)}, one response each"
+    return sv.title(label(x), label(y))
 
 
 @callback(
@@ -147,32 +147,17 @@ def _draw(search, pathname):
         return empty_figure("No data for this run yet.", sv.HEIGHT), "", "", no_update
     steps = view.steps(run_steps)
     drawn = sd.scatter(store, view.x, view.y, steps, logs=view.logs)
-    xl, yl = label(view.x), label(view.y)
-    b = view.box
-    box = None if b is None else (b.x_min, b.x_max, b.y_min, b.y_max)
-    if drawn.density:
-        c = drawn.cells
-        fig = sv.density_figure(
-            drawn.x_edges, drawn.y_edges, c["xbin"], c["ybin"], c["count"], x_label=xl, y_label=yl, box=box,
-            logs=view.logs,
-        )  # fmt: skip
-    else:
-        p = drawn.points
-        fig = sv.points_figure(
-            *(p[k] if p is not None else [] for k in ("x", "y", "step", "sample_id")),
-            x_label=xl, y_label=yl, box=box, colour=colour("reward"), logs=view.logs,
-        )  # fmt: skip
+    fig = sv.scatter_figure(
+        drawn, x_label=label(view.x), y_label=label(view.y), box=view.box, colour=colour("reward")
+    )
     return fig, drawn.note(steps), _box_line(view, store, run_steps), _title(view.x, view.y)
 
 
 def _box_line(view: ScatterView, store, run_steps):
-    resp = box_responses(view, run_steps)
-    if resp is None:
+    got = box_count(view, store, run_steps, board().settings.search_seconds)
+    if got is None:
         return sv.box_line("", None, None)
-    flt = resp.response_filter(run_steps)
-    count = search_order.count_or_progress(store, flt, board().settings.search_seconds).count
-    href = links.scatter_box(view, run_steps, url_prefix())
-    return sv.box_line(view.box.text(view.x, view.y) + ", " + view.steps(run_steps).text(), count, href)
+    return sv.box_line(*got, links.scatter_box(view, run_steps, url_prefix()))
 
 
 @callback(Output(POINT, "children", allow_duplicate=True), Input(FIGURE, "clickData"), State(RUN, "data"),
