@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 import requests
 from selenium.webdriver.common.by import By
 
@@ -117,3 +118,61 @@ def test_snapshot103_navbar_link_follows_the_page(dash_duo, dash_app, fixtures_d
         dash_duo.driver.get(dash_duo.server_url + without[0])
         dash_duo.wait_for_style_to_equal("#app-snapshot", "display", "none", timeout=30)
     assert dash_duo.get_logs() == []
+
+
+def _hostile_run(root):
+    """A run of one response whose text and tokens are markup (prompt, response, tokens), in the contract."""
+    import json
+
+    script, img = (
+        "</script><script>window.__pwned='run'</script>",
+        "<img src=x onerror=\"window.__pwned='tok'\">",
+    )
+    record = {
+        "prompt": f"Say {script}",
+        "response": f"{script} {img}",
+        "reward": 1.0,
+        "step": 1,
+        "response_tokens": [script, " ", img, "<|endoftext|>"],
+        "logprobs": [-0.5, -1.0, -2.0, -0.1],
+        "ref_logprobs": [-0.6, -1.5, -1.0, -0.1],
+    }
+    (root / "html-run").mkdir(parents=True)
+    (root / "html-run" / "data.jsonl").write_text(json.dumps(record) + "\n")
+    return img
+
+
+def test_snapshot104_pages_snapshots_offline(dash_br, client, board_root, tmp_path):
+    """The reward page's and a token page's downloads (where their answers are on this branch), of a run
+    whose model text is markup, opened offline: every figure drawn, the strip's spans there with the <img>
+    as text, nothing ran, nothing fetched."""
+    from api.registry import modules
+    from data.store import sample_id
+
+    urls = {
+        "reward": "/reward?run=html-run",
+        "tokens": f"/tokens?run=html-run&sample={sample_id('data.jsonl', 1)}",
+    }
+    urls = {k: v for k, v in urls.items() if k in modules()}
+    if not urls:
+        pytest.skip("neither the reward nor the tokens page's answer is on this branch")
+    img = _hostile_run(tmp_path / "root")
+    board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    for name, url in urls.items():
+        path, _, query = url.partition("?")
+        api = wait_until(lambda q=query, n=name: client.get(f"/api/v1/{n}?{q}").get_json(), 120, url)
+        r = client.get(f"/snapshot/{name}?{query}")
+        assert r.status_code == 200, r.get_data(as_text=True)[:300]
+        file = tmp_path / f"{name}.html"
+        file.write_bytes(r.get_data())
+        d = _open_offline(dash_br, file)
+        assert len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")) == len(api["figures"]), name
+        for strip in api["strips"].values():
+            texts = [
+                s.get_attribute("textContent")
+                for s in d.find_elements(By.CSS_SELECTOR, ".token-strip > span")
+            ]
+            assert img in texts and len(texts) >= len(strip["tokens"])
+        assert d.execute_script("return window.__pwned === undefined && document.images.length === 0"), name
+        assert _fetched(d) == [], name
+        assert dash_br.get_logs() == [], name
