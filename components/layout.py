@@ -50,12 +50,15 @@ def snapshot_link(views: dict[str, str], prefix: str) -> html.Span:
         [
             dcc.Store(id=SNAPSHOT_VIEWS, data={"prefix": prefix, "views": views}),
             html.A(
-                [html.I(className="bi bi-download me-1"), "Download snapshot"],
+                # "Snapshot" beside a download icon: the navbar of a run's page (with the live box and the
+                # run picker) has no room at 1440 px for "Download snapshot" on one line; it is the link's name.
+                [html.I(className="bi bi-download me-1"), "Snapshot"],
                 id=SNAPSHOT_LINK,
                 href="",
-                className="btn btn-sm btn-outline-light me-3",
+                className="btn btn-sm btn-outline-light me-3 text-nowrap",
+                **{"aria-label": "Download snapshot"},
                 style={"display": "none"},
-                title="This view as one HTML file that opens anywhere, without the board or a network",
+                title="Download snapshot: this view as one HTML file that opens anywhere, with no board or network",
             ),
         ]
     )

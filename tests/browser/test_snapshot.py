@@ -104,7 +104,7 @@ def test_snapshot103_navbar_link_follows_the_page(dash_duo, dash_app, fixtures_d
     dash_duo.driver.get(dash_duo.server_url + path + query)
     dash_duo.wait_for_style_to_equal("#app-snapshot", "display", "inline-block", timeout=30)
     link = dash_duo.find_element("#app-snapshot")
-    assert link.text == "Download snapshot"
+    assert link.text == "Snapshot" and link.get_attribute("aria-label") == "Download snapshot"
     href = link.get_attribute("href")
     assert href == f"{dash_duo.server_url}/snapshot/{views[path]}{query}"
     link.click()
