@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -139,9 +140,16 @@ def cmd_query(args) -> int:
     body = to_json(answer)
     if args.format == "table":
         body["main"] = answer.main
-        sys.stdout.write(table_text(body))
+        text = table_text(body)
     else:
-        sys.stdout.write(json.dumps(body, allow_nan=False) + "\n")
+        text = json.dumps(body, allow_nan=False) + "\n"
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): no traceback, and none at exit when Python flushes stdout.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

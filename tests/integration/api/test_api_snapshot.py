@@ -240,3 +240,14 @@ def test_apisnap009_snapshot_command_writes_the_file(client, fixtures_dir, tmp_p
     assert doc.startswith("<!DOCTYPE html>") and all(f"<td>{run}</td>" in doc for run in RUNS)
     assert "view <code>/</code>" in doc and "store format " in doc
     assert f"wrote {out}" in p.stderr
+
+
+def test_apisnap011_query_into_a_reader_that_stops(client, fixtures_dir):
+    """`query … | head -c 0`: the reader closed the pipe; the command stops, exit code 1, no traceback."""
+    _ready(client)
+    cmd = [sys.executable, "app.py", "query", "/", "--root", str(CONTRACT_ROOT)]
+    cmd += ["--cache-dir", os.environ["RLBOARD_CACHE_DIR"]]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the answer is written (the command reads the runs first)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 1 and "Traceback" not in err and "BrokenPipe" not in err, err
