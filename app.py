@@ -15,7 +15,15 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 
 import auth
 from components import live as live_ui
-from components.layout import PAGE_URL, nav_id, navbar, url_prefix
+from components.layout import (
+    PAGE_URL,
+    SNAPSHOT_LINK,
+    SNAPSHOT_VIEWS,
+    nav_id,
+    navbar,
+    snapshot_link,
+    url_prefix,
+)
 from data import live, service
 from data.config import DEFAULT_ROOT, Settings, load_settings
 from data.views import links, paths
@@ -74,10 +82,20 @@ def shell() -> html.Div:
     return html.Div(
         [
             dcc.Location(id="app-location", refresh="callback-nav"),
-            html.Div(navbar(pages, runs, dash.get_relative_path(paths.RUNS), live=live), id="app-navbar"),
+            html.Div(
+                navbar(pages, runs, dash.get_relative_path(paths.RUNS), live=live, snapshot=_snapshot_link()),
+                id="app-navbar",
+            ),
             dbc.Container(dash.page_container, fluid=True, className="pb-5"),
         ]
     )
+
+
+def _snapshot_link():
+    """The navbar's "Download snapshot" link, knowing the pages that have an answer (api.answers)."""
+    from api.registry import modules
+
+    return snapshot_link({m.PATH: name for name, m in modules().items()}, url_prefix())
 
 
 def _pages() -> list[dict]:
@@ -211,6 +229,33 @@ dash.clientside_callback(
     Input(live_ui.LIVE_AUTO, "value"),
     Input("app-location", "href"),
     Input(live_ui.LIVE_TICK, "n_intervals"),
+)
+
+
+# The "Download snapshot" link follows the page's URL: the shell's Location, or the page's own where the page
+# wrote its query (as _sync_shell reads it); hidden on a page that has no answer.
+dash.clientside_callback(
+    """
+    function(pathname, search, pageSearches, conf) {
+        const prefix = (conf && conf.prefix) || "";
+        let path = pathname || "/";
+        if (prefix && path.startsWith(prefix)) { path = path.slice(prefix.length); }
+        path = "/" + path.replace(/^\\/+|\\/+$/g, "");
+        const pages = window.dash_clientside.callback_context.inputs_list[2] || [];
+        pages.forEach(function (p) {
+            if (p.id && p.id.path === path && p.value !== undefined && p.value !== null) { search = p.value; }
+        });
+        const name = conf && conf.views[path];
+        if (!name) { return ["", {display: "none"}]; }
+        return [prefix + "/snapshot/" + name + (search || ""), {}];
+    }
+    """,
+    Output(SNAPSHOT_LINK, "href"),
+    Output(SNAPSHOT_LINK, "style"),
+    Input("app-location", "pathname"),
+    Input("app-location", "search"),
+    Input({"type": PAGE_URL, "path": ALL}, "search"),
+    State(SNAPSHOT_VIEWS, "data"),
 )
 
 

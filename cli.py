@@ -1,4 +1,5 @@
-"""The command line of RL Logging Board: ``serve`` (the default), ``ingest`` and ``export``.
+"""The command line of RL Logging Board: ``serve`` (the default), ``ingest``, ``export``, and ``query`` and
+``snapshot`` (cli_views.py).
 
 ``python app.py …`` runs it too (app.py hands its arguments here); ``app.py`` stays the Dash shell.
 """
@@ -14,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import cli_views
 from data.config import SettingsError, load_settings
 
 
@@ -341,6 +343,7 @@ def _parser() -> _Parser:
     p.add_argument("--format", default="csv", help="csv (default), jsonl or parquet")
     p.add_argument("-o", "--output", help="file to write (default: standard output)")
     p.add_argument("--cache-dir", help="where the Parquet stores live (a folder, or s3://bucket/prefix)")
+    cli_views.add_parsers(sub)
     return parser
 
 
@@ -355,8 +358,14 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     try:
-        return {"serve": cmd_serve, "ingest": cmd_ingest, "export": cmd_export}[args.cmd](args)
-    except (SettingsError, _Unreadable) as e:  # a bad RLBOARD_* variable; a folder it may not read
+        commands = {"serve": cmd_serve, "ingest": cmd_ingest, "export": cmd_export}
+        commands.update(query=cli_views.cmd_query, snapshot=cli_views.cmd_snapshot)
+        return commands[args.cmd](args)
+    except (
+        SettingsError,
+        _Unreadable,
+        cli_views.ViewError,
+    ) as e:  # a bad RLBOARD_* variable; a folder it may not read
         return _fail(str(e))
 
 

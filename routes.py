@@ -1,4 +1,4 @@
-"""Plain HTTP routes beside the Dash pages: health check (and, as pages land, downloads).
+"""Plain HTTP routes beside the Dash pages: health check, downloads (/export, /snapshot) and the JSON API.
 
 Each route takes its input from the query string and goes through ``data`` like a page callback does.
 """
@@ -133,6 +133,7 @@ def security_headers(app) -> None:
 
 
 API = "/api/v1"  # the views as JSON: /api/v1/<view>?<the page's own query>
+SNAPSHOT = "/snapshot"  # the views as one HTML file each: /snapshot/<view>?<the page's own query>
 
 
 def _json_error(message: str, status: int) -> Response:
@@ -222,6 +223,32 @@ def register(server: Flask, prefix: str) -> None:
         except QueryError as e:
             return _json_error(str(e), 400)
         return Response(json.dumps(body, allow_nan=False), mimetype="application/json")
+
+    @server.route(base + SNAPSHOT + "/<name>")
+    def snapshot_view(name: str):
+        """A page's view as one self-contained HTML file, a download (api.snapshot): ``/snapshot/reward?run=R``
+        is ``/reward?run=R``'s."""
+        import datetime as dt
+        import time
+
+        from flask import request
+
+        from api.registry import UnknownView, by_name, modules
+        from api.snapshot import filename, render
+        from data.queries import QueryError
+
+        taken, t0 = dt.datetime.now(dt.UTC), time.monotonic()
+        try:
+            answer = by_name(name)(request.args.to_dict(flat=False))
+        except UnknownView as e:
+            return Response(f"{e}\n", status=404, mimetype="text/plain")
+        except QueryError as e:
+            return Response(f"{e}\n", status=400, mimetype="text/plain")
+        query = request.query_string.decode("utf-8", "replace")
+        url = request.host_url.rstrip("/") + base + modules()[name].PATH + (f"?{query}" if query else "")
+        page = render(answer, name, url, taken, time.monotonic() - t0)
+        headers = {"Content-Disposition": f'attachment; filename="{filename(name, answer.run, taken)}"'}
+        return Response(page, mimetype="text/html", headers=headers)
 
     @server.route(base + API)
     def api_index():

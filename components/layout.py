@@ -38,9 +38,38 @@ def url_prefix() -> str:
     return dash.get_relative_path("/").rstrip("/")
 
 
-def navbar(pages: list[tuple[str, str, bool]], runs: list[str], home: str, live=None) -> dbc.Navbar:
+# The navbar's "Download snapshot" link (its href follows the page's URL, see app.py) and the store of which
+# page paths have a snapshot (``{"prefix": …, "views": {path: name}}``).
+SNAPSHOT_LINK, SNAPSHOT_VIEWS = "app-snapshot", "app-snapshot-views"
+
+
+def snapshot_link(views: dict[str, str], prefix: str) -> html.Span:
+    """The navbar's "Download snapshot" link, hidden until the shell's clientside callback points it at the
+    page's ``/snapshot/<view>?<query>`` (it stays hidden on a page with no view in ``views``)."""
+    return html.Span(
+        [
+            dcc.Store(id=SNAPSHOT_VIEWS, data={"prefix": prefix, "views": views}),
+            html.A(
+                # "Snapshot" beside a download icon: the navbar of a run's page (with the live box and the
+                # run picker) has no room at 1440 px for "Download snapshot" on one line; it is the link's name.
+                [html.I(className="bi bi-download me-1"), "Snapshot"],
+                id=SNAPSHOT_LINK,
+                href="",
+                className="btn btn-sm btn-outline-light me-3 text-nowrap",
+                **{"aria-label": "Download snapshot"},
+                style={"display": "none"},
+                title="Download snapshot: this view as one HTML file that opens anywhere, with no board or network",
+            ),
+        ]
+    )
+
+
+def navbar(
+    pages: list[tuple[str, str, bool]], runs: list[str], home: str, live=None, snapshot=None
+) -> dbc.Navbar:
     """Top bar: brand (linking to ``home``), one link per page, the ``live`` controls (the shell's, see
-    ``components.live``) and the run picker (``app-run``, empty until the shell's callback sets it).
+    ``components.live``), the ``snapshot`` link (:func:`snapshot_link`) and the run picker (``app-run``,
+    empty until the shell's callback sets it).
     ``pages``: ``(name, href, exact)`` each, its link's id :func:`nav_id`; ``exact``: the link is active
     on that very path only (the home page), else on the path and below."""
     links = [
@@ -62,7 +91,7 @@ def navbar(pages: list[tuple[str, str, bool]], runs: list[str], home: str, live=
                 dbc.NavbarBrand([html.I(className="bi bi-activity me-2"), "RL Logging Board"], href=home),
                 dbc.Nav(links, className="me-auto", navbar=True),
                 html.Div(
-                    [live, html.Span("Run", className="text-light me-2 small"), picker],
+                    [snapshot, live, html.Span("Run", className="text-light me-2 small"), picker],
                     className="d-flex align-items-center",
                 ),
             ],

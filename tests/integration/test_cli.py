@@ -351,7 +351,7 @@ def test_cli010_help_shows_the_commands():
     )
     assert top.returncode == 0, top.stderr
     listed = re.findall(r"^\s{4}(\w+)\s+\S", top.stdout, flags=re.M)
-    assert listed == ["serve", "ingest", "export"], top.stdout
+    assert listed == ["serve", "ingest", "export", "query", "snapshot"], top.stdout
     assert "--cache-dir" not in top.stdout and "Without a command, app.py serves" in top.stdout
     serve = subprocess.run(
         [sys.executable, "app.py", "serve", "--help"],
