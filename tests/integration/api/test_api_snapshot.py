@@ -20,8 +20,11 @@ from tests.waiting import wait_until
 RUNS = {"rlloggingboard-eval-poem", "trl-grpo-small", "trl-ppo-small"}
 
 
-def cli(*args, root=CONTRACT_ROOT, cache=None, timeout=300):
-    cache = cache or os.environ["RLBOARD_CACHE_DIR"]  # the test app's own store (tests/conftest.py)
+def cli(*args, root=None, cache=None, timeout=300):
+    # The test app's own root and store (tests/conftest.py): under xdist a worker's CONTRACT_ROOT is a copy
+    # of its own, while the app reads the root the environment names (the first process's copy).
+    root = root or os.environ.get("RLBOARD_ROOT", str(CONTRACT_ROOT))
+    cache = cache or os.environ["RLBOARD_CACHE_DIR"]
     return subprocess.run(
         [sys.executable, "app.py", *args, "--root", str(root), "--cache-dir", str(cache)],
         cwd=REPO_ROOT,
@@ -245,7 +248,14 @@ def test_apisnap009_snapshot_command_writes_the_file(client, fixtures_dir, tmp_p
 def test_apisnap011_query_into_a_reader_that_stops(client, fixtures_dir):
     """`query … | head -c 0`: the reader closed the pipe; the command stops, exit code 1, no traceback."""
     _ready(client)
-    cmd = [sys.executable, "app.py", "query", "/", "--root", str(CONTRACT_ROOT)]
+    cmd = [
+        sys.executable,
+        "app.py",
+        "query",
+        "/",
+        "--root",
+        os.environ.get("RLBOARD_ROOT", str(CONTRACT_ROOT)),
+    ]
     cmd += ["--cache-dir", os.environ["RLBOARD_CACHE_DIR"]]
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # before the answer is written (the command reads the runs first)
