@@ -328,6 +328,14 @@ def of_run(settings, run: str) -> Annotated:
     return read(file_for(settings.cache_dir, run), settings.annotation_file_bytes)
 
 
+def with_labelled(view, settings):
+    """A responses view (:class:`data.views.responses.ResponsesView`) with the sample ids that hold its
+    ``label`` now (its ``labelled``), which its filter keeps; the view as it is without a label."""
+    if view.label is None or not view.run:
+        return view
+    return view.with_(labelled=of_run(settings, view.run).samples_with(view.label))
+
+
 def save(settings, run: str, line: dict) -> None:
     """Append ``line`` (see :func:`record`) to ``run``'s annotations, within the settings' size and rate
     limits. Refused on a cache on object storage: its stores are published with conditional PUTs, and an

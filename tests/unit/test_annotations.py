@@ -137,3 +137,23 @@ def test_annotations010_label_set_from_rlboard_toml(tmp_path):
     (run / "rlboard.toml").write_text('[annotations]\nlabels = ["off by one", "", 3, "x\\ny"]\n')
     labels, problems = an.label_set(run, tmp_path)
     assert labels == ("off by one",) and "kept 1 of 4" in problems[0]
+
+
+def test_annotations011_label_in_view_url_and_filter():
+    """label= round-trips through the responses view's URL; its filter keeps the labelled sample ids only
+    (none before the view is shown on its run), and the view in words says so."""
+    import polars as pl
+
+    from data.views.responses import ResponsesView
+
+    view, notes = ResponsesView.from_query({"run": ["r"], "label": ["reward hack"], "step": ["all"]})
+    assert notes == [] and view.label == "reward hack"
+    assert "label=reward+hack" in view.to_query() and "labelled" not in view.to_query()
+    assert view.response_filter([1, 2]).samples == ()
+    shown = view.with_(labelled=("a-1", "b-2"))
+    flt = shown.response_filter([1, 2])
+    rows = pl.DataFrame({"sample_id": ["a-1", "a-2", "b-2"], "step": [1, 1, 2]})
+    assert rows.filter(flt.scalar_expr()).get_column("sample_id").to_list() == ["a-1", "b-2"]
+    assert "labelled 'reward hack'" in shown.describe([1, 2])
+    assert ResponsesView.from_query({"run": ["r"]})[0].response_filter([1]).samples is None
+    assert view.cleared().label is None
