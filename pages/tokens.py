@@ -32,6 +32,7 @@ from data.views import tokens as views
 from data.views.codec import parse_search
 from data.views.paths import shown_run, unknown_run_notice
 from data.views.tokens import DEFAULT_METRIC, TokensState
+from pages import _annotations as ann
 
 dash.register_page(__name__, path=paths.TOKENS, name="Tokens", title="Tokens · RL Logging Board", order=3)
 
@@ -153,16 +154,13 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
 
     settings, store = board().settings, board().store(state.run, wait=STORE_WAIT)
     end = tokens.view_end(store, view, settings.pad_tokens, settings.end_tokens)
-    where = f"{state.run} · step {info.get('step')}"
+    where, group = (
+        f"{state.run} · step {info.get('step')}",
+        prompts.group_link(store, state.run, info, prefix),
+    )
     out = [
         notices([*notes, *board().failure_notices(state.run)], NOTICES),
-        tp.header(
-            f"{info.get('source')}:{info.get('line')}",
-            state.sample,
-            where,
-            end,
-            prompts.group_link(store, state.run, info, prefix),
-        ),  # fmt: skip
+        tp.header(f"{info.get('source')}:{info.get('line')}", state.sample, where, end, group),
         tp.nav(neighbour(nav.prev), neighbour(nav.next), nav.text, back_href, NAV_IDS),
         tp.key_figures(tokens.key_figures(view), STATS),
         tp.texts(tokens.response_texts(view, state.pads, board().settings.pad_tokens), TEXT),
@@ -188,6 +186,7 @@ def _response(state: TokensState, view: tokens.TokenView, notes: list[str], back
         tp.notes(lacks, MISSING_NOTE),
         tp.figure_line(f"{tokens.metric_label('infer_gap')}:", gap, GAP),
         strip,
+        ann.tokens_card(state.run, state.sample),
         # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
         # drawing three 4,000-point charts would otherwise hold the strip back.
         html.Div(id=CHARTS, style={"minHeight": f"{POSITION_FIGURE_HEIGHT + 10}px"}),
@@ -298,3 +297,4 @@ clientside_callback(
 clientside_callback(
     highlight_js(STRIP), Output(HOVER, "data"), Input({"type": CHART, "name": ALL}, "hoverData")
 )
+ann.register_tokens(STRIP, STRIP_DONE, STRIP_MORE_DONE)
