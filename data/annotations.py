@@ -328,6 +328,13 @@ def of_run(settings, run: str) -> Annotated:
     return read(file_for(settings.cache_dir, run), settings.annotation_file_bytes)
 
 
+def labels_for(settings, run: str, sample_ids: Iterable[str | None]) -> list[str]:
+    """The labels each of ``sample_ids`` holds in ``run`` ("reward hack, repetition"; "" for none): the
+    responses table's label column (the page's grid, and any JSON answer of its rows)."""
+    held = of_run(settings, run).labels_by_sample()
+    return [held.get(s, "") if s else "" for s in sample_ids]
+
+
 def with_labelled(view, settings):
     """A responses view (:class:`data.views.responses.ResponsesView`) with the sample ids that hold its
     ``label`` now (its ``labelled``), which its filter keeps; the view as it is without a label."""

@@ -59,9 +59,9 @@ def with_labels(rows: list[dict], run: str | None) -> list[dict]:
     """Grid rows with their ``label`` column (the labels a response holds, or empty)."""
     if not run:
         return rows
-    held = an.of_run(board().settings, run).labels_by_sample()
-    for row in rows:
-        row["label"] = held.get(row.get("sample_id"), "")
+    labels = an.labels_for(board().settings, run, [row.get("sample_id") for row in rows])
+    for row, label in zip(rows, labels, strict=True):
+        row["label"] = label
     return rows
 
 
