@@ -103,6 +103,18 @@ def label_control(ids: dict, labels, span: bool = False) -> html.Div:
     )
 
 
+def export_links(hrefs) -> html.Div:
+    """Links to the run's annotated responses as a dataset: ``(format, href)`` each."""
+    links = [
+        html.A(fmt.upper() if fmt == "jsonl" else fmt.capitalize(), href=href, className="ms-1")
+        for fmt, href in hrefs
+    ]
+    return html.Div(
+        [html.Span("Export the annotated responses:", className="text-muted"), *links],
+        className="small ms-3 mt-2 text-nowrap",
+    )
+
+
 def _position(id_: str, which: str) -> dcc.Input:
     return dcc.Input(
         id=id_,

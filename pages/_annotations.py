@@ -13,8 +13,11 @@ from dash.exceptions import PreventUpdate
 
 import auth
 from components import annotations as ui
+from components.layout import url_prefix
+from data import annotation_export as ax
 from data import annotations as an
 from data.service import UnknownRun, board
+from data.views import paths
 from data.views.codec import encode, first, parse_search
 
 with_label_column = ui.with_label_column  # the responses grid's label column (components.annotations)
@@ -31,8 +34,10 @@ def responses_bar(run: str | None, label: str | None) -> html.Div:
     i, labels = ids("responses"), labels_of(run)
     # A label the URL names that the set lacks (the set was edited) is still offered, to be seen and cleared.
     shown = labels if label is None or label in labels else (*labels, label)
+    base = url_prefix().rstrip("/") + paths.EXPORT
+    hrefs = [(f, base + encode([("run", run), ("annotated", 1), ("format", f)])) for f in ax.FORMATS]
     return html.Div(
-        [ui.label_filter(i["filter"], shown, label), ui.label_control(i, labels)],
+        [ui.label_filter(i["filter"], shown, label), ui.label_control(i, labels), ui.export_links(hrefs)],
         className="d-flex align-items-start flex-wrap",
     )
 

@@ -208,3 +208,30 @@ def test_annotations108_object_store_cache_refuses_writes(fresh):
     service.configure(replace(service.board().settings, store_url="s3://bucket/cache"))
     status, text = annotate(client, S104)
     assert status == 200 and "object storage" in text
+
+
+def test_annotations109_page_offers_labels_filter_and_export(fresh):
+    """The responses page's layout: the run's labels in the control and the filter (the URL's label chosen),
+    the grid's label column, and the links to the annotated dataset."""
+    from tests.conftest import router_body
+
+    client, _, _ = fresh
+    r = client.post("/_dash-update-component", json=router_body("/responses", f"?run={RUN}&label=good"))
+    assert r.status_code == 200
+    page = r.get_json()["response"]["_pages_content"]["children"]
+
+    def find(node, cid):
+        if isinstance(node, dict):
+            if node.get("props", {}).get("id") == cid:
+                return node["props"]
+            node = list(node.get("props", {}).values())
+        if isinstance(node, list):
+            for child in node:
+                if (hit := find(child, cid)) is not None:
+                    return hit
+        return None
+
+    assert find(page, "responses-ann-filter")["value"] == "good"
+    assert [o["value"] for o in find(page, "responses-ann-label")["options"]] == list(an.DEFAULT_LABELS)
+    assert any(c.get("field") == "label" for c in find(page, "responses-grid")["columnDefs"])
+    assert f"/export?run={RUN}&annotated=1&format=parquet" in json.dumps(page)
