@@ -265,7 +265,9 @@ def read(path: Path, max_bytes: int) -> Annotated:
     return _read(str(path), st.st_size, st.st_mtime_ns, max_bytes)
 
 
-@functools.lru_cache(maxsize=16)
+# A few files' parsed states per process: a file of RLBOARD_ANNOTATION_FILE_BYTES (32 MiB, ~100k lines) parses
+# to ~100 MB of objects at most, and each change of a file is a new key.
+@functools.lru_cache(maxsize=4)
 def _read(path: str, _size: int, _mtime: int, max_bytes: int) -> Annotated:
     # Bounded like every file the board reads: the writers hold it under max_bytes (plus one line).
     try:
