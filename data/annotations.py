@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import os
+import threading
 import time
 import tomllib
 from collections.abc import Iterable
@@ -256,37 +257,63 @@ def _take_turn(folder: Path, who: str, rate: int, now: float) -> None:
 
 
 def read(path: Path, max_bytes: int) -> Annotated:
-    """The annotations of the file ``path`` as they stand (none where there is no file); kept per file
-    size and time, so a page's requests parse it once per change."""
+    """The annotations of the file ``path`` as they stand (none where there is no file). The file only
+    grows, so each process reads only what was appended since its last look (a file replaced or cut is
+    read again whole); a page's requests cost one ``stat`` while nothing changed."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return Annotated()
-    return _read(str(path), st.st_size, st.st_mtime_ns, max_bytes)
+    tail = _tail(str(path), st.st_dev, st.st_ino)
+    return tail.advance(st.st_size, max_bytes)
 
 
-# A few files' parsed states per process: a file of RLBOARD_ANNOTATION_FILE_BYTES (32 MiB, ~100k lines) parses
-# to ~100 MB of objects at most, and each change of a file is a new key.
+class _Tail:
+    """One file's state in this process: the offset read up to, the latest annotation of each key (None:
+    removed) in the order of their last change, the lines skipped, and its snapshot."""
+
+    def __init__(self, path: str):
+        self.path, self.offset, self.skipped = path, 0, 0
+        self.latest: dict[tuple, Annotation | None] = {}
+        self.shown = Annotated()
+        self.lock = threading.Lock()
+
+    def advance(self, size: int, max_bytes: int) -> Annotated:
+        with self.lock:
+            if size < self.offset:  # cut or replaced in place: read again from the start
+                self.offset, self.skipped, self.latest = 0, 0, {}
+            # Bounded like every file the board reads: writers hold it under max_bytes (plus one line).
+            limit = max_bytes + MAX_LINE_BYTES
+            if size == self.offset or self.offset >= limit:
+                return self.shown
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(self.offset)
+                    raw = f.read(min(size, limit) - self.offset)
+            except OSError:
+                return self.shown
+            # Only whole lines: a write seen half-done is read whole at the next look.
+            whole = raw[: raw.rfind(b"\n") + 1]
+            for line in whole.split(b"\n"):
+                if not line.strip():
+                    continue
+                got = _parse(line)
+                if got is None:
+                    self.skipped += 1
+                    continue
+                key, ann = got
+                self.latest.pop(key, None)  # re-inserted last: the dict keeps the order of the last changes
+                self.latest[key] = ann
+            self.offset += len(whole)
+            self.shown = Annotated(tuple(a for a in self.latest.values() if a is not None), self.skipped)
+            return self.shown
+
+
+# A few files' states per process (a file of RLBOARD_ANNOTATION_FILE_BYTES, 32 MiB or ~100k lines, holds
+# ~100 MB of objects at most); a file replaced by another (a new inode) is a new key.
 @functools.lru_cache(maxsize=4)
-def _read(path: str, _size: int, _mtime: int, max_bytes: int) -> Annotated:
-    # Bounded like every file the board reads: the writers hold it under max_bytes (plus one line).
-    try:
-        raw = untrusted.read_bounded(Path(path), max_bytes + MAX_LINE_BYTES, what="the annotations file")
-    except (OSError, untrusted.Refused):
-        return Annotated(skipped=1)
-    latest: dict[tuple, Annotation | None] = {}
-    skipped = 0
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
-        got = _parse(line)
-        if got is None:
-            skipped += 1
-            continue
-        key, ann = got
-        latest.pop(key, None)  # re-inserted last: the dict keeps the order of the last changes
-        latest[key] = ann
-    return Annotated(tuple(a for a in latest.values() if a is not None), skipped)
+def _tail(path: str, _dev: int, _inode: int) -> _Tail:
+    return _Tail(path)
 
 
 def _parse(line: bytes) -> tuple[tuple, Annotation | None] | None:

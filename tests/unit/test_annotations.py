@@ -173,3 +173,24 @@ def test_annotations012_labels_for_rows_and_object_store_refusal(tmp_path):
     with pytest.raises(an.AnnotationError, match="object storage"):
         an.save(replace(settings, store_url="s3://bucket/cache"), "run", an.record("s2", "good", LABELS))
     assert an.labels_for(settings, "run", ["s2"]) == [""]
+
+
+def test_annotations013_reads_only_whole_appended_lines(tmp_path):
+    """A reader resumes where it stopped: a line seen half-written is read once whole, never skipped; a
+    file replaced by a shorter one is read again from its start."""
+    path = an.file_for(tmp_path, "run")
+    _write(path, "s1", "good")
+    assert [a.sample_id for a in an.read(path, 1 << 20).items] == ["s1"]
+    line = json.dumps(an.record("s2", "truncated", LABELS)).encode() + b"\n"
+    with open(path, "ab") as f:
+        f.write(line[:20])
+    got = an.read(path, 1 << 20)
+    assert [a.sample_id for a in got.items] == ["s1"] and got.skipped == 0
+    with open(path, "ab") as f:
+        f.write(line[20:])
+    got = an.read(path, 1 << 20)
+    assert [a.label for a in got.items] == ["good", "truncated"] and got.skipped == 0
+    tmp = path.with_suffix(".new")
+    tmp.write_bytes(line)
+    tmp.replace(path)
+    assert [a.sample_id for a in an.read(path, 1 << 20).items] == ["s2"]
