@@ -31,13 +31,17 @@ def ids(page: str, span: bool = False) -> dict:
 
 def responses_bar(run: str | None, label: str | None) -> html.Div:
     """The responses page's label filter and the control of the selected response."""
-    i, labels = ids("responses"), labels_of(run)
+    i, (labels, problems) = ids("responses"), label_set(run)
     # A label the URL names that the set lacks (the set was edited) is still offered, to be seen and cleared.
     shown = labels if label is None or label in labels else (*labels, label)
     base = url_prefix().rstrip("/") + paths.EXPORT
     hrefs = [(f, base + encode([("run", run), ("annotated", 1), ("format", f)])) for f in ax.FORMATS]
     return html.Div(
-        [ui.label_filter(i["filter"], shown, label), ui.label_control(i, labels), ui.export_links(hrefs)],
+        [
+            ui.label_filter(i["filter"], shown, label),
+            ui.label_control(i, labels, problems=problems),
+            ui.export_links(hrefs),
+        ],
         className="d-flex align-items-start flex-wrap",
     )
 
@@ -46,18 +50,19 @@ def tokens_card(run: str, sample: str) -> html.Div:
     """The token page's span control for the response shown (its run and sample in a store)."""
     i = ids("tokens", span=True)
     keep = [dcc.Store(id=i["key"], data={"run": run, "sample": sample}), dcc.Store(id=i["spans"])]
-    return html.Div([*keep, ui.label_control(i, labels_of(run), span=True)], className="mt-2")
+    labels, problems = label_set(run)
+    return html.Div([*keep, ui.label_control(i, labels, span=True, problems=problems)], className="mt-2")
 
 
-def labels_of(run: str | None) -> tuple[str, ...]:
-    """The label set of ``run`` (its rlboard.toml's, the root's, or the defaults)."""
+def label_set(run: str | None) -> tuple[tuple[str, ...], list[str]]:
+    """``(labels, problems)``: the label set of ``run`` (its rlboard.toml's, the root's, or the defaults),
+    and what of those files could not be used."""
     b = board()
     try:
         run_dir = b.run_dir(run) if run else None
     except UnknownRun:
         run_dir = None
-    root = b.settings.root
-    return an.label_set(run_dir, root if run_dir is not None else None)[0]
+    return an.label_set(run_dir, b.settings.root if run_dir is not None else None)
 
 
 def with_labels(rows: list[dict], run: str | None) -> list[dict]:
@@ -84,10 +89,12 @@ def _write(run, sample, label, note, span) -> tuple[str, bool]:
     who, refusal = auth.writer(settings)
     if refusal is not None:
         return refusal, False
-    if not run:
-        return "Not saved: no run is shown.", False
+    try:  # only a run of the root has a file: a made-up run= creates none
+        board().run_dir(run or "")
+    except UnknownRun:
+        return "Not saved: no run of this board is shown.", False
     try:
-        line = an.record(sample, label, labels_of(run), note, who, span)
+        line = an.record(sample, label, label_set(run)[0], note, who, span)
         an.save(settings, run, line)
     except an.AnnotationError as e:
         return str(e), False

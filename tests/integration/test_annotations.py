@@ -33,7 +33,7 @@ def _record(fixtures_dir, name: str, line: int) -> dict:
         return json.loads(f.readlines()[line - 1])
 
 
-def annotate(client, sample, label="reward hack", note="", headers=None, remove=False):
+def annotate(client, sample, label="reward hack", note="", headers=None, remove=False, run=RUN):
     """POST the responses page's annotation callback as the renderer does: ``(HTTP status, status text)``."""
     body = {
         "output": STATUS,
@@ -42,7 +42,7 @@ def annotate(client, sample, label="reward hack", note="", headers=None, remove=
             {"id": "responses-ann-list", "property": "children"},
         ],
         "inputs": [
-            {"id": "responses-view", "property": "data", "value": f"?run={RUN}&sample={sample}"},
+            {"id": "responses-view", "property": "data", "value": f"?run={run}&sample={sample}"},
             {"id": "responses-ann-save", "property": "n_clicks", "value": None if remove else 1},
             {"id": "responses-ann-remove", "property": "n_clicks", "value": 1 if remove else None},
         ],
@@ -100,6 +100,14 @@ def test_annotations102_refused_without_auth_and_with_read_token(fresh):
     assert "as anonymous" in annotate(client, S130, "good", headers={"Authorization": "Bearer full-1"})[1]
     who = {a.sample_id: a.who for a in an.read(an.file_for(cache, RUN), 1 << 20).items}
     assert who == {S104: "alice", S130: "anonymous"}
+
+
+def test_annotations110_unknown_run_or_label_refused(fresh):
+    """A run= the board does not know gets no file; a label outside the run's set is refused."""
+    client, _, cache = fresh
+    assert "no run of this board" in annotate(client, S104, run="../../etc")[1]
+    assert "not one of this run's labels" in annotate(client, S104, "<b>x</b>")[1]
+    assert not (cache / "annotations").exists() or not any((cache / "annotations").glob("*.jsonl"))
 
 
 def test_annotations103_megabyte_note_refused_with_message(fresh):
