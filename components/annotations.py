@@ -113,7 +113,7 @@ def export_links(hrefs) -> html.Div:
     ]
     return html.Div(
         [html.Span("Export the annotated responses:", className="text-muted"), *links],
-        className="small ms-3 mt-2 text-nowrap",
+        className="small ms-2 align-self-center text-nowrap",
     )
 
 

@@ -38,11 +38,11 @@ def responses_bar(run: str | None, label: str | None) -> html.Div:
     hrefs = [(f, base + encode([("run", run), ("annotated", 1), ("format", f)])) for f in ax.FORMATS]
     return html.Div(
         [
-            ui.label_filter(i["filter"], shown, label),
+            html.Div(
+                [ui.label_filter(i["filter"], shown, label), ui.export_links(hrefs)], className="d-flex mb-1"
+            ),
             ui.label_control(i, labels, problems=problems),
-            ui.export_links(hrefs),
-        ],
-        className="d-flex align-items-start flex-wrap",
+        ]
     )
 
 
