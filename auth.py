@@ -4,6 +4,10 @@ Off unless ``RLBOARD_BASIC_AUTH=user:password`` or ``RLBOARD_TOKEN=...`` is set 
 lets a request in). A token is accepted as ``Authorization: Bearer <token>`` or as the ``rlboard_token``
 cookie, which visiting any page with ``?token=<token>`` sets (the token is then dropped from the address).
 ``/healthz`` always stays open for probes. Secrets are compared in constant time.
+
+``RLBOARD_READ_TOKEN`` lets pages in (as a bearer token or ``?token=``) but never writes: annotations, the
+board's only write path, need the basic-auth user or ``RLBOARD_TOKEN`` whenever access control is on
+(:func:`writer`).
 """
 
 from __future__ import annotations
@@ -109,16 +113,36 @@ def install(server: Flask, prefix: str) -> None:
     @server.before_request
     def _require_auth():
         settings = service.board().settings
-        basic, token = settings.basic_auth, settings.token
-        if not basic and not token:
+        basic, token, read = settings.basic_auth, settings.token, settings.read_token
+        if not basic and not token and not read:
             return None
         if request.path in open_paths:
             return None
-        if token:
-            if request.method == "GET" and (resp := _token_in_url(token, cookie_path)) is not None:
+        for secret in (token, read):
+            if not secret:
+                continue
+            if request.method == "GET" and (resp := _token_in_url(secret, cookie_path)) is not None:
                 return resp
-            if _token_ok(token):
+            if _token_ok(secret):
                 return None
         if basic and _basic_ok(basic):
             return None
         return _denied(bool(basic), cookie_path)
+
+
+def writer(settings) -> tuple[str | None, str | None]:
+    """``(who, None)`` when the request may write (the basic-auth user's name, else "anonymous"), or
+    ``(None, why not)``: with access control on, only the basic-auth user or ``RLBOARD_TOKEN`` writes; a
+    read-only token (``RLBOARD_READ_TOKEN``) never does. Call it inside a request."""
+    basic, token, read = settings.basic_auth, settings.token, settings.read_token
+    if basic and _basic_ok(basic):
+        return (request.authorization.username or "anonymous"), None
+    if token and _token_ok(token):
+        return "anonymous", None
+    if not basic and not token and not read:
+        return "anonymous", None
+    if read and _token_ok(read):
+        return None, "Not saved: this board was opened with a read-only token (RLBOARD_READ_TOKEN)."
+    if not basic and not token:
+        return None, "Not saved: this board is read-only (only RLBOARD_READ_TOKEN is set)."
+    return None, "Not saved: writing needs the board's user name and password or its token."

@@ -165,6 +165,8 @@ def cmd_export(args) -> int:
     runs = _runs_at(path)
     if args.run not in runs:
         return _fail(f"unknown run {args.run!r} under {path} (runs: {', '.join(runs) or 'none'})")
+    if args.annotated and args.format not in ("jsonl", "parquet"):
+        return _fail(f"--annotated exports jsonl or parquet, not {args.format!r}")
     if args.format not in FORMATS:
         return _fail(f"unknown format {args.format!r}")
     run_dir, split = runs[args.run]
@@ -172,11 +174,17 @@ def cmd_export(args) -> int:
         run_dir, settings.cache_dir, settings.pad_tokens, **_reading(settings, split, _root_of(path, run_dir))
     )
     store = open_store(res.store_dir)
-    # A step the run lacks: the rows of the step shown, by the pages' rule, and its notice on stderr.
-    step, notes = context_of(args.run, store).step(args.step) if args.step is not None else (None, [])
-    for note in notes:
-        print(note, file=sys.stderr)
-    chunks = export_stream(store, ResponseFilter(step=step), args.format)
+    if args.annotated:  # the run's annotations with their responses (data.annotation_export)
+        from data import annotation_export, annotations
+
+        df = annotation_export.frame(store, annotations.of_run(settings, args.run), args.label)
+        chunks = iter([annotation_export.to_bytes(df, args.format)])
+    else:
+        # A step the run lacks: the rows of the step shown, by the pages' rule, and its notice on stderr.
+        step, notes = context_of(args.run, store).step(args.step) if args.step is not None else (None, [])
+        for note in notes:
+            print(note, file=sys.stderr)
+        chunks = export_stream(store, ResponseFilter(step=step), args.format)
     if args.output:
         with open(args.output, "wb") as f:
             for chunk in chunks:
@@ -343,6 +351,13 @@ def _parser() -> _Parser:
     p.add_argument("--format", default="csv", help="csv (default), jsonl or parquet")
     p.add_argument("-o", "--output", help="file to write (default: standard output)")
     p.add_argument("--cache-dir", help="where the Parquet stores live (a folder, or s3://bucket/prefix)")
+    p.add_argument(
+        "--annotated",
+        action="store_true",
+        help="export the run's annotations (label, note, token span, who, when) with their responses' prompt, "
+        "response and reward, one row per annotation (--format jsonl or parquet)",
+    )
+    p.add_argument("--label", help="with --annotated: only the annotations of this label")
     cli_views.add_parsers(sub)
     return parser
 

@@ -140,6 +140,34 @@ def _json_error(message: str, status: int) -> Response:
     return Response(json.dumps({"error": message}), status=status, mimetype="application/json")
 
 
+def _annotated_export(query: dict) -> Response:
+    """``/export?run=R&annotated=1&format=jsonl|parquet[&label=L]``: every annotation of the run with its
+    response (data.annotation_export), or 400 / 404 / 503 and why, as text."""
+    from data import annotation_export as ax
+    from data import annotations
+    from data.export import FORMATS
+    from data.service import UnknownRun
+
+    board = service.board()
+    try:
+        plan = ax.plan(query)
+        if query.get("annotated") != ["1"]:
+            raise ax.AnnotatedExportError(400, "annotated= takes 1")
+        ctx = board.open_run(plan.run, None, 30.0)
+        if ctx.store is None:
+            try:
+                board.run_dir(plan.run)
+            except UnknownRun:
+                raise ax.AnnotatedExportError(404, f"unknown run {plan.run!r}") from None
+            raise ax.AnnotatedExportError(503, f"run {plan.run!r} is still being read; try again in a moment")
+        df = ax.frame(ctx.store, annotations.of_run(board.settings, plan.run), plan.label)
+    except ax.AnnotatedExportError as e:
+        return Response(e.message + "\n", status=e.status, mimetype="text/plain")
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in plan.run)
+    headers = {"Content-Disposition": f'attachment; filename="{safe}-annotated.{plan.fmt}"'}
+    return Response(ax.to_bytes(df, plan.fmt), mimetype=FORMATS[plan.fmt], headers=headers)
+
+
 def register(server: Flask, prefix: str) -> None:
     """Add the routes under the app's URL prefix (``/`` or e.g. ``/rlboard/``)."""
     import auth
@@ -179,6 +207,8 @@ def register(server: Flask, prefix: str) -> None:
         from data.queries import QueryError
         from data.responses import ExportError, export_plan
 
+        if "annotated" in request.args:  # the annotated responses as a dataset (data.annotation_export)
+            return _annotated_export(request.args.to_dict(flat=False))
         try:
             plan = export_plan(service.board(), request.args.to_dict(flat=False), FORMATS)
             # At a lower priority than the pages (data.export_turns.taking_turns).

@@ -61,6 +61,10 @@ DEFAULT_SEARCH_SECONDS = 10.0
 # Seconds an export may stream before it is cut off with a last line saying so (RLBOARD_EXPORT_SECONDS):
 # gunicorn's timeout does not stop a request served by a thread. A run of 2.56M responses exports in ~1 min.
 DEFAULT_EXPORT_SECONDS = 600.0
+# A run's annotations file stops taking writes past this size (~100k annotations of 300 bytes), and a user
+# may write this many a minute: the only write path of the board stays bounded in disk and in rate.
+DEFAULT_ANNOTATION_FILE_BYTES = 32 << 20
+DEFAULT_ANNOTATION_RATE = 60
 
 
 # The tail of the inference–trainer gap, |Δ| > INFER_GAP_TAIL (ln 2), is defined beside its columns in
@@ -107,6 +111,8 @@ class Settings:
     # Optional shared-server protection: "user:password" for HTTP basic auth, or a bearer token.
     basic_auth: str | None = None
     token: str | None = None
+    # A token that lets pages in but never writes (annotations): RLBOARD_READ_TOKEN.
+    read_token: str | None = None
     # Served under a sub-path behind a reverse proxy, e.g. "/rlboard/".
     url_prefix: str = "/"
     demo: bool = True
@@ -124,6 +130,10 @@ class Settings:
     # The object store's settings (``aws_access_key_id``, ``aws_endpoint``…) from the usual variables (see
     # :func:`storage_options`), as pairs.
     storage: tuple[tuple[str, str], ...] = ()
+    # Annotations (data/annotations.py): a run's file may grow to this many bytes, and one user may write
+    # this many annotations a minute (RLBOARD_ANNOTATION_FILE_BYTES, RLBOARD_ANNOTATION_RATE).
+    annotation_file_bytes: int = DEFAULT_ANNOTATION_FILE_BYTES
+    annotation_rate: int = DEFAULT_ANNOTATION_RATE
 
     @property
     def shared(self):
@@ -325,6 +335,13 @@ def load_settings(environ=None, **overrides) -> Settings:
         env_values["basic_auth"] = v
     if (v := _env("RLBOARD_TOKEN", environ)) is not None:
         env_values["token"] = v
+    if (v := _env("RLBOARD_READ_TOKEN", environ)) is not None:
+        env_values["read_token"] = v
+    for key, name in (("annotation_file_bytes", "RLBOARD_ANNOTATION_FILE_BYTES"), ("annotation_rate", "RLBOARD_ANNOTATION_RATE")):  # fmt: skip
+        if (v := _env(name, environ)) is not None:
+            if not v.isdigit() or int(v) < 1:
+                raise SettingsError(f"{name}={v!r} must be a positive whole number")
+            env_values[key] = int(v)
     if (v := _env("RLBOARD_URL_PREFIX", environ)) is not None:
         env_values["url_prefix"] = normalize_prefix(v)
     if (v := _env("RLBOARD_DEMO", environ)) is not None:

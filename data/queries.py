@@ -52,7 +52,8 @@ class ResponseFilter:
     ``ended`` (the same pair) those that do.
     ``tok`` keeps the responses holding a token whose string, as the file gives it (``Ġ.``), matches that
     regular expression and whose per-token ``tok_metric`` is within ``tok_min <= x <= tok_max`` (bounds
-    inclusive, either optional; see :mod:`data.search.tokens`).
+    inclusive, either optional; see :mod:`data.search.tokens`). ``samples`` keeps only the responses of
+    those sample ids (an annotation's label, see :mod:`data.annotations`).
     """
 
     step: int | None = None
@@ -94,6 +95,7 @@ class ResponseFilter:
     tok_metric: str = "kl"
     tok_min: float | None = None
     tok_max: float | None = None
+    samples: tuple[str, ...] | None = None
 
     def ranges(self):
         for prefix, col in RANGE_COLUMNS.items():
@@ -115,6 +117,8 @@ class ResponseFilter:
                 cond &= value < hi
         if self.loses_only:
             cond &= pl.col("reward") < pl.col("ref_reward")
+        if self.samples is not None:
+            cond &= pl.col("sample_id").is_in(list(self.samples))
         return cond
 
     def step_span(self) -> tuple[int | None, int | None] | None:

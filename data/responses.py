@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from data import annotations
 from data.cache import StoreKey, shared
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.curves import partial_step
@@ -250,7 +251,7 @@ def view_on(query: Mapping, ctx: RunContext, settings) -> tuple[ResponsesView, l
     columns = [*metrics, *extras, END]  # what the column chooser offers (data.response_columns.choices)
     view, msgs = ResponsesView.from_query(query, ctx, sortable_columns(ctx.store), columns=columns)
     view, more = check_truncated(view, ctx.store, settings)
-    return view.with_(run=ctx.run), msgs + more
+    return annotations.with_labelled(view.with_(run=ctx.run), settings), msgs + more
 
 
 def check_truncated(view: ResponsesView, store: RunStore, settings) -> tuple[ResponsesView, list[str]]:
@@ -464,7 +465,7 @@ def export_plan(board, query: Mapping, formats: Iterable[str]) -> ExportPlan:
         raise ExportError(503, f"run {run!r} is still being read; try again in a moment")
     steps = ctx.step_list
     view, notices = ResponsesView.from_query(query, ctx, sortable_columns(ctx.store), extra_keys=EXPORT_KEYS)
-    view, more = check_truncated(view, ctx.store, board.settings)
+    view, more = check_truncated(annotations.with_labelled(view, board.settings), ctx.store, board.settings)
     step_notes = _step_notices(ctx, first(query, "step"))
     notices = [n for n in notices if n not in step_notes] + more
     formats = list(formats)

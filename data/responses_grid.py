@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data import prompts, responses
+from data import annotations, prompts, responses
 from data import response_columns as rc
 from data.queries import QueryError, SearchStopped, regex_error
 from data.search import order as search_order
@@ -25,7 +25,8 @@ def grid_rows(
 ) -> tuple[list[dict], int | None]:
     """``(rows, count)``: rows ``start:end`` of ``view``'s matches in its sort (see
     :func:`data.responses.page_rows`) as the grid shows them (NaN as None, a search's matches marked in the
-    previews, how each ended where that column is shown, ``tokens_href`` its token page under ``prefix``);
+    previews, how each ended where that column is shown, ``tokens_href`` its token page under ``prefix``,
+    ``label`` the annotations' labels it holds);
     ``count`` None while a search over every step is still being counted. ``settings``: the board's.
     Raises :class:`data.queries.QueryError` as ``page_rows`` does (a stopped search)."""
     flt = view.response_filter(steps, _ends(settings))
@@ -34,8 +35,12 @@ def grid_rows(
     )
     rows = responses.mark_previews(responses.json_rows(df), view.q)
     rows = rc.with_ends(store, rows, view, settings)
-    for row in rows:
+    labels = (
+        annotations.labels_for(settings, view.run, [r.get("sample_id") for r in rows]) if view.run else ()
+    )
+    for row, held in zip(rows, labels or [""] * len(rows), strict=True):
         row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix, row.get("tok_pos"))
+        row["label"] = held  # the labels the team gave it (data.annotations), "" for none
     return rows, count
 
 

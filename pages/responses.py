@@ -25,6 +25,7 @@ from data.service import board, open_run
 from data.views import links, paths
 from data.views.codec import first, parse_search
 from data.views.responses import ALL_STEPS, RANGE_KEYS
+from pages import _annotations as ann
 
 dash.register_page(__name__, path=paths.RESPONSES, name="Responses", title="Responses · RL Logging Board", order=2)  # fmt: skip
 
@@ -71,7 +72,7 @@ def layout(**query):
     steps = ctx.step_list
     search_engine.warm_text_index(store)  # a first regex search over all steps need not build it
     spec, shown = responses.table_spec(store, view.token_metric()), rc.shown(store, view)
-    defs = tb.spec_column_defs(spec, responses.previews(), view.sort, view.order, rc.with_hits(view, shown))
+    defs = ann.with_label_column(tb.spec_column_defs(spec, responses.previews(), view.sort, view.order, rc.with_hits(view, shown)))  # fmt: skip
     ranges = view.range_controls(responses.range_filters(store), RANGE_IDS)
     chooser = (rc.column_choices(store), shown)
     filters = (view.q, view.loses, FILTER_IDS, view.truncated, view.ended, chooser)
@@ -87,6 +88,7 @@ def layout(**query):
             tb.responses_header(run, HEADER_IDS),
             responses_filters(steps, ALL_STEPS, view.step_value(steps), ranges, *filters),
             tf.token_filter_row(*view.token_controls(), TOK_IDS),
+            ann.responses_bar(run, view.label),
             html.Div(
                 [
                     tb.responses_grid(GRID, defs, view.sort, lines=spec.preview_lines),
@@ -185,6 +187,7 @@ def _step_options(typed, step, view_data):
 
 
 clientside_callback(tb.purge_js(GRID), Input(FILTER, "data"), prevent_initial_call=True)
+ann.register_responses(URL, VIEW, GRID)
 clientside_callback(tb.columns_js(GRID), Input(COLS, "value"), State(COLS, "options"), prevent_initial_call=True)  # fmt: skip
 clientside_callback(tb.open_row_js(GRID), Input(GRID, "cellDoubleClicked"), prevent_initial_call=True)
 clientside_callback(tb.unselect_js(GRID), Input(CLOSE, "n_clicks"), prevent_initial_call=True)

@@ -33,6 +33,7 @@ from data.views import tokens as views
 from data.views.codec import parse_search
 from data.views.paths import shown_run
 from data.views.tokens import DEFAULT_METRIC, TokensState
+from pages import _annotations as ann
 
 dash.register_page(__name__, path=paths.TOKENS, name="Tokens", title="Tokens · RL Logging Board", order=3)
 
@@ -159,6 +160,7 @@ def _response(page: TokenPage) -> list:
         tp.notes(s.lacks, MISSING_NOTE),
         tp.figure_line(f"{tokens.metric_label('infer_gap')}:", page.gap, GAP),
         strip,
+        ann.tokens_card(state.run, state.sample),
         # The charts come in a second round trip, once the strip is filled (see _fill_charts): plotly.js
         # drawing three 4,000-point charts would otherwise hold the strip back.
         html.Div(id=CHARTS, style={"minHeight": f"{POSITION_FIGURE_HEIGHT + 10}px"}),
@@ -265,3 +267,4 @@ clientside_callback(
 clientside_callback(
     highlight_js(STRIP), Output(HOVER, "data"), Input({"type": CHART, "name": ALL}, "hoverData")
 )
+ann.register_tokens(STRIP, STRIP_DONE, STRIP_MORE_DONE)

@@ -93,9 +93,9 @@ def _grid(store, view: ResponsesView, steps: list[int], settings, limit: int, go
     if view.sort not in value_columns:  # the sort's column, which the page's rows carry (hidden there)
         value_columns = (*value_columns, view.sort)
     labels = {"source_line": "file:line", **{c: h for c, h, _ in spec.columns}}
-    labels |= {c: h for c, h in responses.previews()}
+    labels |= {c: h for c, h in responses.previews()} | {"label": "label"}
     previews = [c for c in PREVIEW_COLUMNS if c in labels]
-    columns = [*ID_COLUMNS, *value_columns, *previews, "tokens_href"]
+    columns = [*ID_COLUMNS, *value_columns, *previews, "label", "tokens_href"]
     labels = {c: labels[c] for c in columns if c in labels}
     if got is not None and got.stopped is not None:
         return Table(columns, [], labels, 0, f"no rows: {got.stopped}")

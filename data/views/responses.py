@@ -41,7 +41,9 @@ class ResponsesView:
     (``cols=`` repeated; None: the run's defaults, see :mod:`data.response_columns`); ``sample`` is the selected response (its texts
     shown over the table). ``tok`` is the token filter: a regular expression over
     each token's string as the file gives it, with ``tok_min <= tok_metric <= tok_max`` at that token (bounds
-    inclusive; see :mod:`data.search.tokens`).
+    inclusive; see :mod:`data.search.tokens`). ``label`` keeps the responses annotated with that label (see
+    :mod:`data.annotations`), whose sample ids ``labelled`` holds once the view is shown on its run
+    (:func:`data.responses.view_on`; not in the URL).
     """
 
     run: str | None = None
@@ -88,6 +90,8 @@ class ResponsesView:
     tok_metric: str = DEFAULT_TOKEN_METRIC
     tok_min: float | None = None
     tok_max: float | None = None
+    label: str | None = None
+    labelled: tuple[str, ...] = ()
 
     @classmethod
     def from_query(
@@ -106,7 +110,8 @@ class ResponsesView:
         keeps those of them (in their order) and notices the others. Unknown keys (other than
         ``extra_keys``) are noticed.
         """
-        notices = key_notices(query, {f.name for f in fields(cls)} | set(extra_keys))
+        names = {f.name for f in fields(cls)} - {"labelled"}
+        notices = key_notices(query, names | set(extra_keys))
         run = first(query, "run") or None
         step = _parse_step(query, ctx, notices)
         raw_sort = first(query, "sort")
@@ -137,6 +142,7 @@ class ResponsesView:
         tok_metric = get_choice(query, "tok_metric", TOKEN_METRICS, notices, DEFAULT_TOKEN_METRIC)
         tok_min, tok_max = (get_float(query, f"tok_{e}", notices) for e in ("min", "max"))
         view = cls(
+            label=(first(query, "label") or "")[:64] or None,
             cols=cols,
             run=run,
             step=step,
@@ -174,6 +180,7 @@ class ResponsesView:
                 ("tok_metric", None if self.tok_metric == DEFAULT_TOKEN_METRIC else self.tok_metric),
                 ("tok_min", self.tok_min),
                 ("tok_max", self.tok_max),
+                ("label", self.label),
             ]
         )
 
@@ -209,6 +216,7 @@ class ResponsesView:
             tok_metric=self.tok_metric if tok else DEFAULT_TOKEN_METRIC,
             tok_min=self.tok_min if tok else None,
             tok_max=self.tok_max if tok else None,
+            samples=self.labelled if self.label is not None else None,
         )
 
     def token_metric(self) -> str | None:
@@ -272,6 +280,8 @@ class ResponsesView:
             parts.append("ended with an end token")
         if self.token_words():
             parts.append(f"holding {self.token_words()}")
+        if self.label is not None:
+            parts.append(f"labelled {self.label!r}")
         first = "highest" if self.descending else "lowest"
         parts.append(f"sorted by {label(self.sort)}, {first} first")
         return " · ".join(parts)
