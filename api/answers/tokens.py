@@ -16,7 +16,7 @@ from __future__ import annotations
 from api.answer import Answer, Strip, Table
 from api.registry import store_info
 from components import token_page as tp
-from data import tokens
+from data import annotations, tokens
 from data.service import board
 from data.token_page import TokenPage, chart_inputs, token_page
 from data.views import paths
@@ -66,6 +66,7 @@ def answer(query: dict[str, list[str]]) -> Answer:
         [{"metric": k, "label": lab, "value": v} for k, (lab, v, _) in zip(tokens.KEY_FIGURES, page.key_figures, strict=True)],
     )  # fmt: skip
     out.tables["tokens-texts"] = Table(["name", "text"], [{"name": n, "text": t} for n, t in page.texts])
+    out.tables["tokens-annotations"] = _annotations(b.settings, run, page.state.sample)
     if page.strip is None:
         out.notices.append(tokens.NO_TOKEN_FIELDS)
         return out
@@ -180,3 +181,18 @@ def _view(page: TokenPage) -> dict:
             "ticks": [list(t) for t in sc.ticks()],
         }
     return view
+
+
+ANNOTATION_COLUMNS = ("label", "note", "first", "last", "who", "when")
+
+
+def _annotations(settings, run: str, sample: str | None) -> Table:
+    """The response's annotations as the token page's card lists them (data.annotations, the latest line
+    of each label and span): ``first``/``last`` the span's token positions, null for the whole response."""
+    held = annotations.of_run(settings, run).of(sample) if sample else []
+    rows = [
+        {"label": a.label, "note": a.note, "first": a.span[0] if a.span else None,
+         "last": a.span[1] if a.span else None, "who": a.who, "when": a.when}
+        for a in held
+    ]  # fmt: skip
+    return Table(list(ANNOTATION_COLUMNS), rows)

@@ -243,3 +243,22 @@ def test_annotations109_page_offers_labels_filter_and_export(fresh):
     assert [o["value"] for o in find(page, "responses-ann-label")["options"]] == list(an.DEFAULT_LABELS)
     assert any(c.get("field") == "label" for c in find(page, "responses-grid")["columnDefs"])
     assert f"/export?run={RUN}&annotated=1&format=parquet" in json.dumps(page)
+
+
+def test_annotations111_in_the_json_answers(fresh):
+    """The JSON API shows annotations where it shows responses: /api/v1/responses rows carry the label
+    column and honour label=; /api/v1/tokens lists the response's annotations with their span."""
+    client, _, _ = fresh
+    assert annotate(client, S104, note="short")[0] == 200
+    assert annotate(client, S130, "good")[0] == 200
+    got = client.get(f"/api/v1/responses?run={RUN}&step=all&label=reward+hack").get_json()
+    assert [(r["sample_id"], r["label"]) for r in got["rows"]] == [(S104, "reward hack")]
+    assert got["tables"]["responses-grid"]["total"] == 1
+    every = client.get(f"/api/v1/responses?run={RUN}&step=all&sort=reward&limit=100").get_json()
+    held = {r["sample_id"]: r["label"] for r in every["rows"] if r["label"]}
+    assert held.items() <= {S104: "reward hack", S130: "good"}.items()
+    tok = client.get(f"/api/v1/tokens?run={RUN}&sample={S104}").get_json()
+    rows = tok["tables"]["tokens-annotations"]["rows"]
+    assert [(r["label"], r["note"], r["first"], r["last"], r["who"]) for r in rows] == [
+        ("reward hack", "short", None, None, "anonymous")
+    ]
