@@ -11,6 +11,7 @@ state shares the entry, and a new commit misses it (old entries age out of the b
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import sqlite3
 import threading
@@ -23,6 +24,19 @@ RESULTS_BYTES = 256 << 20  # diskcache evicts the least recently stored entries 
 _MISS = object()
 _OPEN: dict[tuple[int, str], diskcache.Cache] = {}
 _OPEN_LOCK = threading.Lock()
+
+
+@functools.cache
+def code_version() -> str:
+    """A digest of the source of ``data/`` (every ``.py`` file, by content): part of every results cache key,
+    so that a board updated to new code never serves a result its old code computed, even where the store's
+    format stays the same (a cached function that now returns another shape or other numbers)."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 class StoreKey:
@@ -98,7 +112,7 @@ def shared(maxsize: int, disk: bool = True):
 
         def lookup(key: StoreKey, *args):
             disk = results(Path(key.store.dir).parent) if on_disk else None
-            entry = (name, *key.key, *args)
+            entry = (name, code_version(), *key.key, *args)
             if disk is not None:
                 try:
                     hit = disk.get(entry, default=_MISS, retry=True)
@@ -139,7 +153,7 @@ def shared(maxsize: int, disk: bool = True):
             if disk is None:
                 return None
             try:
-                hit = disk.get((name, *key.key, *args), default=_MISS, retry=True)
+                hit = disk.get((name, code_version(), *key.key, *args), default=_MISS, retry=True)
             except (OSError, sqlite3.Error, EOFError, ValueError):
                 return None
             return None if hit is _MISS else hit

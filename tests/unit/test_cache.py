@@ -109,3 +109,24 @@ def test_cache003_a_store_key_argument_is_stored_as_its_name(tmp_path):
     _run(tmp_path / "b", [1.0, 1.0, 0.0, 1.0, 1.0])  # b's next commit: another state
     pair_of(cache.StoreKey(open_store(a)), cache.StoreKey(open_store(b)))
     assert len(calls) == 2
+
+
+def test_cache004_new_code_misses_what_old_code_computed(tmp_path, monkeypatch):
+    """A board updated to new code (another digest of data/'s source) computes again what the old one
+    kept, though the store and its format are the same; the same code finds its entry."""
+    from data import prompts
+    from data.store import open_store
+
+    store = open_store(_run(tmp_path, [0.0, 1.0, 0.5, 1.0]))
+    calls: list = []
+
+    @cache.shared(0)
+    def counted(key: cache.StoreKey) -> int:
+        calls.append(1)
+        return prompts.prompt_table(key.store).height
+
+    key = cache.StoreKey(store)
+    assert len(cache.code_version()) == 16 and int(cache.code_version(), 16) >= 0
+    assert counted(key) == 3 and counted(key) == 3 and len(calls) == 1  # the second read from the disk cache
+    monkeypatch.setattr(cache, "code_version", lambda: "another-version")
+    assert counted(key) == 3 and len(calls) == 2
