@@ -157,6 +157,23 @@ def test_gunicorn003_assets_stay_under_the_prefix(prefixed_server):
         assert r.status_code == 200, url
 
 
+def test_gunicorn008_api_and_snapshot_under_the_prefix(prefixed_server):
+    """Behind a prefix the JSON API and the snapshot answer under it (and not outside it), from gunicorn's
+    workers: the runs answer names the three runs, a reward answer has its curves, the snapshot of the same
+    view is one HTML file that names its run."""
+    base = prefixed_server.base
+    runs = requests.get(base + "/api/v1/runs", timeout=60).json()
+    assert {r["run"] for r in runs["rows"]} >= {RUN}
+    reward = requests.get(base + "/api/v1/reward", params={"run": RUN}, timeout=60)
+    assert reward.status_code == 200 and reward.json()["run"] == RUN
+    assert reward.json()["figures"]["reward-curve-reward"]["traces"]
+    snap = requests.get(base + "/snapshot/reward", params={"run": RUN}, timeout=60)
+    assert snap.status_code == 200 and snap.headers["Content-Type"].startswith("text/html")
+    assert "attachment" in snap.headers["Content-Disposition"] and RUN in snap.text
+    outside = f"http://127.0.0.1:{prefixed_server.port}"
+    assert requests.get(outside + "/api/v1/runs", timeout=10).status_code == 404
+
+
 def test_gunicorn004_two_workers(prefixed_server):
     """The server runs the configured number of worker processes."""
     out = subprocess.run(["pgrep", "-P", str(prefixed_server.proc.pid)], capture_output=True, text=True)
