@@ -54,8 +54,15 @@ from data.remote import as_path
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 16
-ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
+# 17: parts' row groups of 512 rows, not 256 (ROW_GROUP_SIZE: parts 355 -> 346 MB at 256k responses, a part
+# written with ~15 % less CPU; benchmarks/RESULTS.md "2026-11-29: issue 32, the store's size by kind").
+STORE_FORMAT = 17
+# Rows per row group of a part: one response = one row-group read. 512 rather than 256: fewer dictionaries
+# (prompts, token strings) and column chunks, so parts 2.7 % smaller and written with 16 % less CPU (8 parts,
+# 7 interleaved rounds), while one response's read (the tokens page) took about as long (read_rows 6.6 ->
+# 7.0 ms, token_view 20.6 -> 18.7 ms CPU, medians of 4 interleaved cold processes at 256k responses). 64 was
+# 3x slower to write than 256.
+ROW_GROUP_SIZE = 512
 
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token
 # arrays) stays in parts/.
