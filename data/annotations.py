@@ -70,6 +70,8 @@ class Annotated:
     skipped: int = 0
     # Why the annotations could not be read just now (an object store that did not answer), or None.
     problem: str | None = None
+    # Read from an object store's objects (one per line), not a file: said so by the notice.
+    objects: bool = False
 
     def of(self, sample_id: str) -> list[Annotation]:
         return [a for a in self.items if a.sample_id == sample_id]
@@ -91,9 +93,12 @@ class Annotated:
         """What a page says of the lines it could not read, or None."""
         said = [self.problem] if self.problem else []
         if self.skipped:
-            said.append(
-                f"{self.skipped:,} line(s) of this run's annotations file could not be read and were skipped."
+            what = (
+                "object(s) of this run's annotations on the object store"
+                if self.objects
+                else "line(s) of this run's annotations file"
             )
+            said.append(f"{self.skipped:,} {what} could not be read and were skipped.")
         return " ".join(said) or None
 
 
@@ -362,7 +367,9 @@ def of_run(settings, run: str) -> Annotated:
     except OSError as e:  # what was read before, and why it may be out of date
         merged = log.merged
         problem = f"The annotations on the object store could not be read just now ({e}); shown as last read."
-    return Annotated(tuple(a for a in merged.latest.values() if a is not None), merged.skipped, problem)
+    return Annotated(
+        tuple(a for a in merged.latest.values() if a is not None), merged.skipped, problem, objects=True
+    )
 
 
 def _log(settings, run: str):

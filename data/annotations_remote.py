@@ -20,6 +20,7 @@ This module knows objects, not annotations: :mod:`data.annotations` gives it the
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import threading
@@ -152,9 +153,10 @@ _LOGS_LOCK = threading.Lock()
 
 
 def log_of(url: str, options: tuple[tuple[str, str], ...], name: str, parse: Parse, max_object: int) -> Log:
-    """The log of the run whose local file is named ``name`` under the cache at ``url`` (one per process;
-    a few runs' logs are kept, the oldest dropped)."""
-    key = (url, options, name)
+    """The log of the run whose local file is named ``name`` under the cache at ``url`` (one per process:
+    its client is this process's, as obstore's runtime does not survive a fork; a few runs' logs are kept,
+    the oldest dropped)."""
+    key = (os.getpid(), url, options, name)
     with _LOGS_LOCK:
         log = _LOGS.pop(key, None)
         if log is None:
