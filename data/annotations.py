@@ -360,16 +360,23 @@ def of_run(settings, run: str) -> Annotated:
     object-storage cache its objects (:mod:`data.annotations_remote`)."""
     if settings.store_url is None:
         return read(file_for(settings.cache_dir, run), settings.annotation_file_bytes)
-    log = _log(settings, run)
+    from data import annotations_remote
+
+    log, mark = _log(settings, run), annotations_remote.mark_of(_mark_file(settings, run))
     problem = None
     try:
-        merged = log.look(settings.annotation_file_bytes, settings.refresh_seconds)
+        merged = log.look(settings.annotation_file_bytes, settings.refresh_seconds, mark=mark)
     except OSError as e:  # what was read before, and why it may be out of date
         merged = log.merged
         problem = f"The annotations on the object store could not be read just now ({e}); shown as last read."
     return Annotated(
         tuple(a for a in merged.latest.values() if a is not None), merged.skipped, problem, objects=True
     )
+
+
+def _mark_file(settings, run: str) -> Path:
+    """The run's write mark on this host (:func:`data.annotations_remote.mark_of`), in the working folder."""
+    return file_for(settings.cache_dir, run).with_suffix(".written")
 
 
 def _log(settings, run: str):
@@ -414,6 +421,7 @@ def save(settings, run: str, line: dict) -> None:
         annotations_remote.put(
             _log(settings, run), data, settings.annotation_file_bytes, settings.refresh_seconds
         )
+        annotations_remote.marked(_mark_file(settings, run))
     except annotations_remote.Full as e:
         raise AnnotationError(
             f"Not saved: this run's annotations on the object store have reached their limit ({e}; "

@@ -10,7 +10,8 @@ nothing; keys sort by the writer's clock, and the latest of a key's lines by tha
 A reader lists the run's prefix and reads only the objects it has not read yet (each process keeps what
 it read), merging every object in key order; an object that arrives late under an earlier key (a slow
 writer, another host's clock) is merged in its place. The prefix is listed again at most once per
-``refresh`` seconds in a process, and at once after a write of that process. Everything under the bucket is
+``refresh`` seconds in a process, and at once after a write of a process of the same host (a local mark file
+whose time moves on: a ``stat`` per look). Everything under the bucket is
 untrusted: a key not of that form, an object over the size of a line (``max_object``), or one that is
 not a line of JSON is skipped and counted; what the run's prefix holds past the size limit (bytes, and
 objects: one per :data:`MIN_OBJECT_BYTES` of it) is not read, and writes there are refused.
@@ -28,6 +29,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 FOLDER = "annotations"
 # A key of this module's writers, below the run's prefix: anything else there is skipped and counted.
@@ -67,16 +69,18 @@ class Log:
         self.remote, self.parse, self.max_object = remote, parse, max_object
         self.read: dict[str, tuple | None] = {}
         self.listed_at = float("-inf")
+        self.mark = 0  # the host's write mark as of the last listing
         self.merged = Merged({}, 0, 0, 0)
         self.lock = threading.Lock()
 
-    def look(self, max_bytes: int, refresh: float, force: bool = False) -> Merged:
-        """The merge of the run's objects, listed again when ``refresh`` seconds have passed (or ``force``)."""
+    def look(self, max_bytes: int, refresh: float, force: bool = False, mark: int = 0) -> Merged:
+        """The merge of the run's objects, listed again when ``refresh`` seconds have passed, or ``force``,
+        or when ``mark`` (the host's :func:`mark_of`, taken before this call) is one it has not seen."""
         with self.lock:
             now = time.monotonic()
-            if force or now - self.listed_at >= refresh:
+            if force or mark > self.mark or now - self.listed_at >= refresh:
                 self._update(max_bytes)
-                self.listed_at = now
+                self.listed_at, self.mark = now, max(self.mark, mark)
             return self.merged
 
     def _update(self, max_bytes: int) -> None:
@@ -167,6 +171,22 @@ def log_of(url: str, options: tuple[tuple[str, str], ...], name: str, parse: Par
         while len(_LOGS) > 4:
             del _LOGS[next(iter(_LOGS))]
         return log
+
+
+def mark_of(path: Path) -> int:
+    """The write mark of a run on this host (a local file's time in nanoseconds; 0: none): every process
+    of the host (gunicorn's workers) looks again at the bucket once it changed, at the cost of a ``stat``."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def marked(path: Path) -> None:
+    """Move the run's write mark on (after a write): the host's other processes look at the bucket again."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    os.utime(path, ns=(time.time_ns(), max(time.time_ns(), mark_of(path) + 1)))
 
 
 def put(log: Log, data: bytes, max_bytes: int, refresh: float) -> str:

@@ -240,3 +240,29 @@ def test_annotations_s3_106_never_overwritten(s3, fixtures_dir, tmp_path, monkey
     (key,) = _keys(s3, "conditional/annotations/")
     assert json.loads(s3.client.get_object(Bucket=STORES, Key=key)["Body"].read())["note"] == "first"
     assert [(a.label, a.note) for a in _fresh_read(settings).items] == [("good", "first")]
+
+
+def test_annotations_s3_107_workers_of_a_host_see_a_write_at_once(s3, fixtures_dir, tmp_path):
+    """Between its listings (RLBOARD_REFRESH_SECONDS, here an hour) a process looks at the bucket again once
+    another process of its host (same working folder: gunicorn's workers) wrote: a write mark's stat; a
+    process of another host sees the write at its next listing."""
+    prefix = "workers"
+    here = _settings(s3, fixtures_dir, prefix, tmp_path / "host-a", RLBOARD_REFRESH_SECONDS="3600")
+    there = _settings(s3, fixtures_dir, prefix, tmp_path / "host-b", RLBOARD_REFRESH_SECONDS="3600")
+    ar._LOGS.clear()
+    assert an.of_run(here, "run-x").items == () and an.of_run(there, "run-x").items == ()
+    clean = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("RLBOARD_", "AWS_"))}
+    p = subprocess.run(
+        [sys.executable, "-c", WRITER, str(fixtures_dir), f"s3://{STORES}/{prefix}", "w", "1"],
+        cwd=REPO_ROOT,
+        env={**clean, **s3.env, "RLBOARD_WORK_DIR": str(tmp_path / "host-a")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    # One process stands for both hosts (its log is per URL): the other host's mark has not moved.
+    assert an.of_run(there, "run-x").items == ()  # its next listing is an hour away
+    assert [a.sample_id for a in an.of_run(here, "run-x").items] == ["w-0"]
+    ar._LOGS.clear()
+    assert [a.sample_id for a in an.of_run(there, "run-x").items] == ["w-0"]  # a listing: it is there
