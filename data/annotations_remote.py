@@ -48,6 +48,8 @@ class Full(ValueError):
 
 
 Parse = Callable[[bytes], tuple[tuple, object] | None]
+# An object the server did not give (an error other than "no such object"): not kept as read.
+AGAIN = object()
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,9 @@ class Log:
         new = [(k, s) for k, s in ours if k in wanted]
         fetched = self._fetch(new, self.max_object)
         changed = bool(new) or len(kept) != len(self.read)
+        again = sum(fetched[k] is AGAIN for k in wanted)
         self.read = {k: self.read[k] if k in self.read else fetched[k] for k in kept}
+        self.read = {k: v for k, v in self.read.items() if v is not AGAIN}
         latest = self.merged.latest
         if changed:  # merged again whole, in key order: an object come late takes its place
             latest = {}
@@ -125,15 +129,16 @@ class Log:
                     latest.pop(key, None)  # re-inserted last: the order of the last changes
                     latest[key] = value
         unread = sum(v is None for v in self.read.values())
-        self.merged = Merged(latest, bad + past + unread, len(ours), total)
+        self.merged = Merged(latest, bad + past + unread + again, len(ours), total)
 
-    def _fetch(self, keys: list[tuple[str, int]], max_object: int) -> dict[str, tuple | None]:
-        """The parsed line of each object (None: too big, gone, unreadable or not a line)."""
+    def _fetch(self, keys: list[tuple[str, int]], max_object: int) -> dict[str, object]:
+        """The parsed line of each object (None: too big, gone or not a line; :data:`AGAIN`: the server did
+        not give it, to be read at the next listing, counted as skipped meanwhile)."""
         import obstore
 
         store = self.remote._root.store
 
-        def one(item: tuple[str, int]) -> tuple | None:
+        def one(item: tuple[str, int]) -> object:
             key, size = item
             if size > max_object:
                 return None
@@ -142,8 +147,10 @@ class Log:
                 if int(got.meta.get("size") or 0) > max_object:  # replaced since it was listed
                     return None
                 data = bytes(got.bytes())
-            except Exception:  # noqa: BLE001 - an object gone or unreadable is skipped and counted
-                return None
+            except Exception as e:  # noqa: BLE001 - gone: skipped; else read again at the next listing
+                import obstore.exceptions as ox
+
+                return None if isinstance(e, ox.NotFoundError | FileNotFoundError) else AGAIN
             return self.parse(data.rstrip(b"\n")) if b"\n" not in data.rstrip(b"\n") else None
 
         if len(keys) <= 1:

@@ -266,3 +266,23 @@ def test_annotations_s3_107_workers_of_a_host_see_a_write_at_once(s3, fixtures_d
     assert [a.sample_id for a in an.of_run(here, "run-x").items] == ["w-0"]
     ar._LOGS.clear()
     assert [a.sample_id for a in an.of_run(there, "run-x").items] == ["w-0"]  # a listing: it is there
+
+
+def test_annotations_s3_108_object_not_given_is_read_again(s3, fixtures_dir, tmp_path, monkeypatch):
+    """An object the server does not give at one look (an error other than "no such object") is counted as
+    skipped then, and read at the next listing: never dropped for the process's life."""
+    import obstore
+
+    settings = _settings(s3, fixtures_dir, "again", tmp_path / "w", RLBOARD_REFRESH_SECONDS="0")
+    an.save(settings, RUN, an.record(S104, "good", an.DEFAULT_LABELS))
+    real = obstore.get
+
+    def refused(*a, **k):
+        raise RuntimeError("the server gave no answer")
+
+    monkeypatch.setattr(obstore, "get", refused)
+    got = _fresh_read(settings)
+    assert (got.items, got.skipped) == ((), 1)
+    monkeypatch.setattr(obstore, "get", real)
+    got = an.of_run(settings, RUN)
+    assert ([a.sample_id for a in got.items], got.skipped) == ([S104], 0)
