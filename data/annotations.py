@@ -5,7 +5,9 @@ Each run's annotations are one append-only JSON-lines file under the cache folde
 keeps them. One line per change, keyed by the response's stable ``sample_id`` and its token span (None: the
 whole response); the latest line of a key wins, and a line whose ``label`` is null removes it. Writers
 (gunicorn workers are processes) append one ``write()`` per line under an exclusive ``flock``, so no line is
-ever torn or lost; a reader skips a malformed line and counts it.
+ever torn or lost; a reader skips a malformed line and counts it. On an object-storage cache
+(``--cache-dir s3://…``) each line is an object of its own instead, written only if absent
+(:mod:`data.annotations_remote`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ class Annotated:
 
     items: tuple[Annotation, ...] = ()
     skipped: int = 0
+    # Why the annotations could not be read just now (an object store that did not answer), or None.
+    problem: str | None = None
+    # Read from an object store's objects (one per line), not a file: said so by the notice.
+    objects: bool = False
 
     def of(self, sample_id: str) -> list[Annotation]:
         return [a for a in self.items if a.sample_id == sample_id]
@@ -85,9 +91,15 @@ class Annotated:
 
     def notice(self) -> str | None:
         """What a page says of the lines it could not read, or None."""
-        if not self.skipped:
-            return None
-        return f"{self.skipped:,} line(s) of this run's annotations file could not be read and were skipped."
+        said = [self.problem] if self.problem else []
+        if self.skipped:
+            what = (
+                "object(s) of this run's annotations on the object store"
+                if self.objects
+                else "line(s) of this run's annotations file"
+            )
+            said.append(f"{self.skipped:,} {what} could not be read and were skipped.")
+        return " ".join(said) or None
 
 
 def file_for(cache_dir: Path, run: str) -> Path:
@@ -204,11 +216,7 @@ def append(path: Path, line: dict, max_bytes: int, rate: int | None = None, now:
     """Append ``line`` (see :func:`record`) to the annotations file ``path`` under its lock: one ``write()``
     with ``O_APPEND``. Refused (:class:`AnnotationError`) when the file would pass ``max_bytes``, or when its
     writer wrote ``rate`` annotations in the last minute (any run; None: no limit)."""
-    data = (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
-        "utf-8", "surrogatepass"
-    )
-    if len(data) > MAX_LINE_BYTES:
-        raise AnnotationError(f"Not saved: the annotation is over {MAX_LINE_BYTES // 1024} KB once written.")
+    data = _encoded(line)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path.parent / ".lock"):
         if rate is not None:
@@ -346,15 +354,36 @@ def spans_of(annotated: Annotated, sample_id: str) -> list[dict]:
 
 # ---- a board's runs ------------------------------------------------------------------------------------
 
-OBJECT_STORE_REFUSAL = (
-    "Not saved: annotations are written only to a local cache folder; this board keeps its stores on object "
-    "storage (--cache-dir s3://…), where they are read-only for now."
-)
-
 
 def of_run(settings, run: str) -> Annotated:
-    """The annotations of ``run`` under the cache folder of ``settings`` (the board's)."""
-    return read(file_for(settings.cache_dir, run), settings.annotation_file_bytes)
+    """The annotations of ``run`` under the cache of ``settings`` (the board's): its local file, or on an
+    object-storage cache its objects (:mod:`data.annotations_remote`)."""
+    if settings.store_url is None:
+        return read(file_for(settings.cache_dir, run), settings.annotation_file_bytes)
+    from data import annotations_remote
+
+    log, mark = _log(settings, run), annotations_remote.mark_of(_mark_file(settings, run))
+    problem = None
+    try:
+        merged = log.look(settings.annotation_file_bytes, settings.refresh_seconds, mark=mark)
+    except OSError as e:  # what was read before, and why it may be out of date
+        merged = log.merged
+        problem = f"The annotations on the object store could not be read just now ({e}); shown as last read."
+    return Annotated(
+        tuple(a for a in merged.latest.values() if a is not None), merged.skipped, problem, objects=True
+    )
+
+
+def _mark_file(settings, run: str) -> Path:
+    """The run's write mark on this host (:func:`data.annotations_remote.mark_of`), in the working folder."""
+    return file_for(settings.cache_dir, run).with_suffix(".written")
+
+
+def _log(settings, run: str):
+    from data import annotations_remote
+
+    name = file_for(Path("."), run).name
+    return annotations_remote.log_of(settings.store_url, settings.storage, name, _parse, MAX_LINE_BYTES)
 
 
 def labels_for(settings, run: str, sample_ids: Iterable[str | None]) -> list[str]:
@@ -374,9 +403,39 @@ def with_labelled(view, settings):
 
 def save(settings, run: str, line: dict) -> None:
     """Append ``line`` (see :func:`record`) to ``run``'s annotations, within the settings' size and rate
-    limits. Refused on a cache on object storage: its stores are published with conditional PUTs, and an
-    append-only file there would need the same care (not built; said in the message)."""
-    if settings.store_url is not None:
-        raise AnnotationError(OBJECT_STORE_REFUSAL)
-    path = file_for(settings.cache_dir, run)
-    append(path, line, settings.annotation_file_bytes, settings.annotation_rate)
+    limits: to its local file, or on an object-storage cache as a new object of its own, written only if
+    absent (:mod:`data.annotations_remote`); the rate then counted per host, in the local working folder."""
+    if settings.store_url is None:
+        append(
+            file_for(settings.cache_dir, run), line, settings.annotation_file_bytes, settings.annotation_rate
+        )
+        return
+    from data import annotations_remote
+
+    data = _encoded(line)
+    folder = Path(settings.cache_dir) / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    with _locked(folder / ".lock"):
+        _take_turn(folder, line["who"], settings.annotation_rate, time.time())
+    try:
+        annotations_remote.put(
+            _log(settings, run), data, settings.annotation_file_bytes, settings.refresh_seconds
+        )
+        annotations_remote.marked(_mark_file(settings, run))
+    except annotations_remote.Full as e:
+        raise AnnotationError(
+            f"Not saved: this run's annotations on the object store have reached their limit ({e}; "
+            f"{settings.annotation_file_bytes:,} bytes, RLBOARD_ANNOTATION_FILE_BYTES)."
+        ) from None
+    except OSError as e:
+        raise AnnotationError(f"Not saved: the object store refused the annotation ({e}).") from None
+
+
+def _encoded(line: dict) -> bytes:
+    """``line`` as one line of JSON in UTF-8, refused over :data:`MAX_LINE_BYTES`."""
+    data = (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
+        "utf-8", "surrogatepass"
+    )
+    if len(data) > MAX_LINE_BYTES:
+        raise AnnotationError(f"Not saved: the annotation is over {MAX_LINE_BYTES // 1024} KB once written.")
+    return data

@@ -10,7 +10,6 @@ import json
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -206,16 +205,6 @@ def test_annotations107_survive_restart_and_store_rebuild(fresh, fixtures_dir, m
     assert r.status_code == 200, r.data[:300]
     assert [json.loads(x)["label"] for x in r.data.decode().splitlines()] == ["truncated"]
     assert store_dir_for(cache, fixtures_dir / RUN, settings.pad_tokens).is_dir()
-
-
-def test_annotations108_object_store_cache_refuses_writes(fresh):
-    """A cache on object storage: the write is refused with a message that says why."""
-    client, configure, _ = fresh
-    from data import service
-
-    service.configure(replace(service.board().settings, store_url="s3://bucket/cache"))
-    status, text = annotate(client, S104)
-    assert status == 200 and "object storage" in text
 
 
 def test_annotations109_page_offers_labels_filter_and_export(fresh):

@@ -159,19 +159,15 @@ def test_annotations011_label_in_view_url_and_filter():
     assert view.cleared().label is None
 
 
-def test_annotations012_labels_for_rows_and_object_store_refusal(tmp_path):
-    """The label column of a block of rows (in their order, "" for none); a cache on object storage refuses
-    writes with a message that says so."""
-    from dataclasses import replace
-
+def test_annotations012_labels_for_rows(tmp_path):
+    """The label column of a block of rows (in their order, "" for none). (A cache on object storage no
+    longer refuses writes: tests/integration/test_annotations_s3.py.)"""
     from data.config import Settings
 
     settings = Settings(cache_dir=tmp_path)
     an.save(settings, "run", an.record("s1", "good", LABELS))
     an.save(settings, "run", an.record("s1", "truncated", LABELS, span=(0, 3)))
     assert an.labels_for(settings, "run", ["s2", "s1", None]) == ["", "good, truncated", ""]
-    with pytest.raises(an.AnnotationError, match="object storage"):
-        an.save(replace(settings, store_url="s3://bucket/cache"), "run", an.record("s2", "good", LABELS))
     assert an.labels_for(settings, "run", ["s2"]) == [""]
 
 
