@@ -22,7 +22,10 @@ from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
-# readable). 16: miles' per-token Parquet joined to its trajectory lines (a companion file, files[...]["companion"]
+# readable). 17: the token index's postings (tokens/<block>.<part>.post.arrow: per token in at most 2 % of
+# a file's rows, its positions and every filterable per-token metric's value there; the token file's metadata
+# lists the posted numbers): a rare token's filter reads a few KB a file.
+# 16: miles' per-token Parquet joined to its trajectory lines (a companion file, files[...]["companion"]
 # in the manifest), prime-rl's trace stream and its annotations; the inference–trainer gap per response (infer_gap_n, _tail_n, _abs_mean, _abs_max,
 # _tail_share, _first_tail, _mean, _max: positions the loss mask keeps, tail |Δ| > ln 2) and per step in the
 # steps summary (the tail pooled from the counts), NeMo-RL's sample_loss_mask kept as its generated tokens'
@@ -54,7 +57,7 @@ from data.remote import as_path
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 16
+STORE_FORMAT = 17
 ROW_GROUP_SIZE = 256  # rows; one response = one row-group read (~1-2 MB), and 3x faster to write than 64
 
 # Columns of the narrow in-memory table (the registry's stored columns); everything else (texts, token
