@@ -22,7 +22,9 @@ also gives its resident memory before and after the query (the worker's, not the
 Queries: ``absent`` a token the run never holds (``^Ġ\\.$``, k3 >= 100): present in 0 % of responses;
 ``rare`` the token ``--token`` (e.g. the one ``generate.py --rare-token`` planted in 0.5 % of responses; the
 run's least frequent without it) with k3 >= 1; ``rare_all`` the same token, no bound (every response holding
-it); ``common`` the run's least frequent token in more than 1 % of responses, k3 >= 1; ``broad`` any token (``.``, k3 >= 0.5), which the time limit cuts off; ``drift`` the board of the
+it); ``common`` the run's least frequent token in more than 1 % of responses (1.5x ``--posted-share``,
+which sets the share of a file's rows a token is posted within, e.g. to post the generated run's rarest
+token, in 5.5 % of responses, where no token was planted), k3 >= 1; ``broad`` any token (``.``, k3 >= 0.5), which the time limit cuts off; ``drift`` the board of the
 run's first and last steps. Prints one JSON object, and a Markdown table on stderr. The machine's load
 average is given beside each figure: figures taken under load are not comparable.
 """
@@ -55,6 +57,8 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from data.derived import tokens as token_index
 from data.store.table import table_files
+if sys.argv[3] != "None":
+    token_index.POSTED_SHARE = float(sys.argv[3])
 store_dir = __import__("pathlib").Path(sys.argv[2])
 rels = list(table_files(json.loads((store_dir / "manifest.json").read_text())))
 t, cpu = time.monotonic(), time.process_time()
@@ -123,11 +127,12 @@ def linked_store(src: Path, work: Path, code: Path = REPO) -> tuple[Path, dict]:
     return dst, note
 
 
-def build_index(store_dir: Path, src: Path = REPO) -> dict:
+def build_index(store_dir: Path, src: Path = REPO, posted_share: float | None = None) -> dict:
     """The token files of every committed file of parts/ (what ingest's commits write) by ``src``'s code,
-    in a fresh process, timed in wall and CPU seconds (any built before are removed first)."""
+    in a fresh process, timed in wall and CPU seconds (any built before are removed first); postings for
+    the tokens in at most ``posted_share`` of a file's rows (the code's own share for None)."""
     shutil.rmtree(store_dir / "tokens", ignore_errors=True)
-    args = [sys.executable, "-c", BUILD, str(src), str(store_dir)]
+    args = [sys.executable, "-c", BUILD, str(src), str(store_dir), str(posted_share)]
     out = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip())
 
     def size(folder: str, pattern: str = "*") -> int:
@@ -178,6 +183,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="the search's time limit")
     ap.add_argument("--token", default=None, help="the rare token (default: the run's least frequent)")
     ap.add_argument("--before", type=Path, default=None, help="another checkout to compare with")
+    ap.add_argument("--build-rounds", type=int, default=2, help="builds of each index with --before")
+    ap.add_argument("--posted-share", type=float, default=None, help="post tokens in <= this share of a file")
     args = ap.parse_args()
     store_dir, note = linked_store(args.store.resolve(), args.work)
     stores = {"index": (store_dir, REPO), "scan": (store_dir, REPO)}
@@ -185,17 +192,17 @@ def main() -> None:
         before_dir, _ = linked_store(args.store.resolve(), args.work / "before", args.before.resolve())
         stores["before"] = (before_dir, args.before.resolve())
         out = {"store": str(args.store), **note, "before_src": str(args.before)}
-        out["index_before"] = build_index(before_dir, args.before.resolve())
-        out["index"] = build_index(store_dir)
-        out["index_before_2"] = build_index(before_dir, args.before.resolve())  # built twice, alternating
-        out["index_2"] = build_index(store_dir)
+        for r in range(args.build_rounds):  # alternating, each in its own process
+            out[f"index_before_{r}"] = build_index(before_dir, args.before.resolve())
+            out[f"index_{r}"] = build_index(store_dir, REPO, args.posted_share)
     else:
-        out = {"store": str(args.store), **note, "index": build_index(store_dir)}
+        out = {"store": str(args.store), **note, "index": build_index(store_dir, REPO, args.posted_share)}
     from data.token_drift import exact_token_pattern
 
     shares = token_shares(store_dir)
     token = args.token or min(shares, key=lambda t: (shares[t], t))
-    common = min((t for t in shares if shares[t] > 0.01), key=lambda t: (shares[t], t))
+    floor = max(0.01, 1.5 * (args.posted_share or 0.0))  # a token posted in no file
+    common = min((t for t in shares if shares[t] > floor), key=lambda t: (shares[t], t))
     out["rare_token"] = {"token": token, "share_of_responses": round(shares.get(token, 0.0), 5)}
     out["common_token"] = {"token": common, "share_of_responses": round(shares[common], 5)}
     queries = {k: dict(v) for k, v in QUERIES.items()}

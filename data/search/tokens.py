@@ -4,7 +4,10 @@ per-token metric is within ``tok_min <= x <= tok_max`` (bounds inclusive, either
 its first such token is (its position, 0-based as on the token page), that token's value and how many of
 its tokens match.
 
-The parts' token arrays are read a chunk of files at a time, each chunk in the search helper
+With the token index (:mod:`data.derived.tokens`) the pattern meets each file's vocabulary: a file none of
+whose strings match is skipped; one whose matching strings are all posted (rare in it) answers from its
+postings, memory-mapped, every such file in one query; the others' matching rows are read a file at a time.
+Without it (an older store), the parts' token arrays are read a chunk of files at a time, each chunk in the search helper
 (:mod:`data.bounded`: the pattern is the user's, its cost bounded as the text search's is) and within the
 search's time limit in all: only the matches' ``part, row, tok_pos, tok_value, tok_hits`` come back to
 the worker, whatever the run's size. A filter that runs out of time keeps the matches of the files it read
