@@ -9,7 +9,8 @@ strings, else UInt32. A filter matches its pattern against the vocabulary (a few
 file none of whose strings match, and scans the numbers of the others memory-mapped: the parts' token
 strings cost 2.6 s to decode at 2.56M responses, their numbers are read in a fraction of that.
 
-Beside it, for the tokens rare in that file (in at most :data:`POSTED_SHARE` of its rows), their postings
+Beside it, for the tokens rare in that file (in at most :data:`POSTED_SHARE` of its rows, the rarest first
+within :data:`POSTED_BUDGET` of its positions), their postings
 ``tokens/<block>.<part>.post.arrow``: one row per position holding one (``id, part, row, step, pos``), sorted
 by ``id``, with the value there of every per-token metric the filter offers (:data:`POSTED_METRICS`, computed
 by :mod:`data.metrics.token`'s own functions over the whole response; a metric null at every posting is left
@@ -48,6 +49,10 @@ POSTINGS = ".post"  # a token file's postings: tokens/<block>.<part>.post.arrow
 # A token is posted in a file where at most this share of its rows hold it (1 % of a run's responses is
 # 40 +- 6 of a 4,000-row file's; 2 % leaves room). A common token's postings would be the file's rows again.
 POSTED_SHARE = 0.02
+# At most this share of a file's positions is posted (the rarest tokens first): a posting is ~100 bytes, so
+# the postings stay under ~1.7 bytes a position, a quarter of the token file's, whatever the vocabulary. A
+# generated run posted every token under 8 % of a file's rows without it: 5.1 GB at 2.56M responses.
+POSTED_BUDGET = 0.01
 # The per-token metrics a posting carries: every one the token filter offers (the token page's).
 POSTED_METRICS = HOVER_METRICS
 
@@ -70,13 +75,18 @@ def token_table(parts: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
 
 
 def posted_ids(table: pl.DataFrame) -> list[int]:
-    """The numbers of a :func:`token_table`'s tokens held by at most :data:`POSTED_SHARE` of its rows."""
+    """The numbers of a :func:`token_table`'s tokens held by at most :data:`POSTED_SHARE` of its rows, the
+    rarest first, as many as :data:`POSTED_BUDGET` of its positions hold."""
     limit = int(POSTED_SHARE * table.height)
     if limit < 1:
         return []
+    ids = table.get_column("ids")
     # Each row's distinct numbers, counted: 10x faster than the distinct (row, number) pairs of the file.
-    per = table.get_column("ids").list.unique().explode().drop_nulls().value_counts(name="n")
-    return sorted(per.filter(pl.col("n") <= limit).get_column("ids").to_list())
+    rows = ids.list.unique().explode().drop_nulls().value_counts(name="n")
+    at = ids.explode().drop_nulls().value_counts(name="k")
+    budget = POSTED_BUDGET * ids.list.len().sum()
+    rare = rows.filter(pl.col("n") <= limit).join(at, on="ids").sort("n", "ids")
+    return sorted(rare.filter(pl.col("k").cum_sum() <= budget).get_column("ids").to_list())
 
 
 def postings(src: Path, names: dict, table: pl.DataFrame, posted: list[int]) -> pl.DataFrame:

@@ -32,10 +32,11 @@ RARE = "Ġzyzzyva"
 
 def ingested(src: Path, dst: Path, share: float | None = None):
     """The store of the run folder ``src``, its postings written for tokens in <= ``share`` of a file's
-    rows (ingest's own share for None)."""
+    rows, within ``share`` of its positions (ingest's own limits for None)."""
     with pytest.MonkeyPatch.context() as mp:
         if share is not None:
             mp.setattr(token_index, "POSTED_SHARE", share)
+            mp.setattr(token_index, "POSTED_BUDGET", share)
         return open_store(ingest_run(src, dst, PADS).store_dir)
 
 
@@ -165,6 +166,33 @@ def test_postings005_planted_rare_token(planted, monkeypatch):
         same(by_line(store, ResponseFilter(tok=f"^{RARE}$", tok_metric="kl", tok_min=bound)), expected)
     monkeypatch.setattr(token_filter.token_index, "token_files", lambda *a: None)
     same(by_line(store, ResponseFilter(tok=f"^{RARE}$", tok_metric="kl", tok_min=lo)), want)
+
+
+def test_postings007_budget_posts_the_rarest_first():
+    """Within the budget, the rarest tokens of a file are posted first and no more positions than the
+    budget allows; a token above the row share is never posted."""
+    # 100 rows of 10 tokens: id 0 in every row, id 1 in 1 row, id 2 in 2 rows (twice each), ids 3.. in 1 row.
+    rows = [[0] * 10 for _ in range(100)]
+    rows[0][1] = 1
+    rows[1][1:3] = [2, 2]
+    rows[2][1:3] = [2, 2]
+    for i in range(3, 8):
+        rows[10 + i][1] = i
+    table = pl.DataFrame({"ids": rows}, schema={"ids": pl.List(pl.UInt16)})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(token_index, "POSTED_SHARE", 0.02)  # <= 2 rows
+        mp.setattr(token_index, "POSTED_BUDGET", 0.005)  # <= 5 of 1,000 positions
+        assert token_index.posted_ids(table) == [
+            1,
+            3,
+            4,
+            5,
+            6,
+        ]  # 1-row tokens first; 2 (4 positions) left out
+        mp.setattr(token_index, "POSTED_BUDGET", 0.01)
+        assert token_index.posted_ids(table) == [1, 2, 3, 4, 5, 6, 7]
+        mp.setattr(token_index, "POSTED_SHARE", 0.01)  # <= 1 row
+        assert token_index.posted_ids(table) == [1, 3, 4, 5, 6, 7]
 
 
 def test_postings006_postings_are_small(planted):
