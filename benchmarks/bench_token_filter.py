@@ -59,6 +59,17 @@ from data.derived import tokens as token_index
 from data.store.table import table_files
 if sys.argv[3] != "None":
     token_index.POSTED_SHARE = float(sys.argv[3])
+if sys.argv[4] != "None":  # post only this token, wherever it is (a stand-in for a planted one)
+    table_of = token_index.token_table
+    seen = {}
+
+    def token_table(parts):
+        table, vocab = table_of(parts)
+        seen["vocab"] = vocab
+        return table, vocab
+
+    token_index.token_table = token_table
+    token_index.posted_ids = lambda table: [seen["vocab"].index(sys.argv[4])] if sys.argv[4] in seen["vocab"] else []
 store_dir = __import__("pathlib").Path(sys.argv[2])
 rels = list(table_files(json.loads((store_dir / "manifest.json").read_text())))
 t, cpu = time.monotonic(), time.process_time()
@@ -127,12 +138,15 @@ def linked_store(src: Path, work: Path, code: Path = REPO) -> tuple[Path, dict]:
     return dst, note
 
 
-def build_index(store_dir: Path, src: Path = REPO, posted_share: float | None = None) -> dict:
+def build_index(
+    store_dir: Path, src: Path = REPO, posted_share: float | None = None, post_only: str | None = None
+) -> dict:
     """The token files of every committed file of parts/ (what ingest's commits write) by ``src``'s code,
     in a fresh process, timed in wall and CPU seconds (any built before are removed first); postings for
-    the tokens in at most ``posted_share`` of a file's rows (the code's own share for None)."""
+    the tokens in at most ``posted_share`` of a file's rows (the code's own share for None), or of the token
+    ``post_only`` alone."""
     shutil.rmtree(store_dir / "tokens", ignore_errors=True)
-    args = [sys.executable, "-c", BUILD, str(src), str(store_dir), str(posted_share)]
+    args = [sys.executable, "-c", BUILD, str(src), str(store_dir), str(posted_share), str(post_only)]
     out = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip())
 
     def size(folder: str, pattern: str = "*") -> int:
@@ -185,6 +199,7 @@ def main() -> None:
     ap.add_argument("--before", type=Path, default=None, help="another checkout to compare with")
     ap.add_argument("--build-rounds", type=int, default=2, help="builds of each index with --before")
     ap.add_argument("--posted-share", type=float, default=None, help="post tokens in <= this share of a file")
+    ap.add_argument("--post-only", default=None, help="post this token alone, in every file (a stand-in)")
     args = ap.parse_args()
     store_dir, note = linked_store(args.store.resolve(), args.work)
     stores = {"index": (store_dir, REPO), "scan": (store_dir, REPO)}
@@ -194,15 +209,19 @@ def main() -> None:
         out = {"store": str(args.store), **note, "before_src": str(args.before)}
         for r in range(args.build_rounds):  # alternating, each in its own process
             out[f"index_before_{r}"] = build_index(before_dir, args.before.resolve())
-            out[f"index_{r}"] = build_index(store_dir, REPO, args.posted_share)
+            out[f"index_{r}"] = build_index(store_dir, REPO, args.posted_share, args.post_only)
     else:
-        out = {"store": str(args.store), **note, "index": build_index(store_dir, REPO, args.posted_share)}
+        out = {
+            "store": str(args.store),
+            **note,
+            "index": build_index(store_dir, REPO, args.posted_share, args.post_only),
+        }
     from data.token_drift import exact_token_pattern
 
     shares = token_shares(store_dir)
     token = args.token or min(shares, key=lambda t: (shares[t], t))
-    floor = max(0.01, 1.5 * (args.posted_share or 0.0))  # a token posted in no file
-    common = min((t for t in shares if shares[t] > floor), key=lambda t: (shares[t], t))
+    floor = 0.01 if args.post_only else max(0.01, 1.5 * (args.posted_share or 0.0))  # one posted in no file
+    common = min((t for t in shares if shares[t] > floor and t != token), key=lambda t: (shares[t], t))
     out["rare_token"] = {"token": token, "share_of_responses": round(shares.get(token, 0.0), 5)}
     out["common_token"] = {"token": common, "share_of_responses": round(shares[common], 5)}
     queries = {k: dict(v) for k, v in QUERIES.items()}
