@@ -50,8 +50,8 @@ POSTINGS = ".post"  # a token file's postings: tokens/<block>.<part>.post.arrow
 # 40 +- 6 of a 4,000-row file's; 2 % leaves room). A common token's postings would be the file's rows again.
 POSTED_SHARE = 0.02
 # At most this share of a file's positions is posted (the rarest tokens first): a posting is ~100 bytes, so
-# the postings stay under ~1.7 bytes a position, a quarter of the token file's, whatever the vocabulary. A
-# generated run posted every token under 8 % of a file's rows without it: 5.1 GB at 2.56M responses.
+# the postings stay under ~1 byte a position (the token file's numbers take ~2.5), whatever the vocabulary.
+# A generated run posted every token under 8 % of a file's rows without it: 5.1 GB at 2.56M responses.
 POSTED_BUDGET = 0.01
 # The per-token metrics a posting carries: every one the token filter offers (the token page's).
 POSTED_METRICS = HOVER_METRICS
