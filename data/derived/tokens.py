@@ -16,7 +16,8 @@ by ``id``, with the value there of every per-token metric the filter offers (:da
 by :mod:`data.metrics.token`'s own functions over the whole response; a metric null at every posting is left
 out). The token file's metadata lists the posted numbers (:data:`POSTED_KEY`). A filter whose matching
 strings are all posted in a file reads a few KB of postings, memory-mapped, instead of that file's rows: a
-token in 0.5 % of 2.56M responses answers from 608 such files in well under a second (``bench_token_filter``).
+token in 0.5 % of 256k responses answers in 0.7 s (9.5 s before), one posted in each of a 2.56M run's 608
+files in 0.6 s (10 s+ before; ``bench_token_filter``, benchmarks/RESULTS.md, under load).
 
 Written by ingest at each commit for the files of ``parts/`` that commit holds and no token file has yet
 (as the text index is, see :mod:`data.derived.text`); a file of ``parts/`` never changes, so neither does its
