@@ -1,9 +1,9 @@
 """Fast synthetic rollout generator for benchmarks.
 
     python benchmarks/generate.py OUT_DIR --steps 500 --per-step 512 --tokens 200 --ranks 4 \
-        [--recurring-prompts 2048] [--seed 0]
+        [--recurring-prompts 2048] [--seed 0] [--rare-token Ġzyzzyva --rare-share 0.005] [--zst]
 
-writes ``OUT_DIR/rank{r}.jsonl`` in the demo's format (every token-level field, TRL's extra trailing
+writes ``OUT_DIR/rank{r}.jsonl`` (``.jsonl.zst`` with ``--zst``, for a run larger than the disk's room) in the demo's format (every token-level field, TRL's extra trailing
 ``<pad>``, prompts drawn from a pool so they recur across steps; without the demo's per-token ``advantages``,
 so that figures stay comparable with earlier runs) and prints one JSON line:
 ``{"files": [...], "bytes": ..., "lines": ..., "seconds": ..., "mb_per_s": ...}``.
@@ -12,6 +12,12 @@ The numbers of a step are drawn with numpy for the whole step at once (rng seede
 ``append_step`` of step ``s`` writes exactly what ``generate`` writes for step ``s``), serialised with orjson
 straight from numpy arrays, and written one step at a time, so memory stays small at any run size. The
 default scale is about 2.5 GB.
+
+``--rare-token T --rare-share p`` plants a token in a share ``p`` of each step's responses (so in every
+file): one content token of each such response, at a random place, becomes ``T`` (its text too). Which
+responses and where are drawn from their own generator (seeded by ``(seed, step, 1)``), so every other number
+of the run is exactly what it is without the option: the token filter's benchmark of a token present in
+<= 1 % of responses (the generated vocabulary has none rarer than ~5 %).
 """
 
 from __future__ import annotations
@@ -63,7 +69,30 @@ def _pool(n: int) -> list[str]:
     return _POOLS[n]
 
 
-def _step_lines(step: int, per_step: int, tokens: int, ranks: int, seed: int, recurring_prompts: int):
+def _plant(tok_rows: list, text_rows: list, n_content, step: int, seed: int, rare: tuple[str, float] | None):
+    """Put the rare token ``rare = (token, share)`` in place of one content token of a share of the rows
+    (drawn from their own generator, so that nothing else of the step changes)."""
+    if rare is None:
+        return
+    token, share = rare
+    rng = np.random.default_rng([seed, step, 1])
+    rows = np.flatnonzero(rng.random(len(tok_rows)) < share)
+    at = (rng.random(len(rows)) * n_content[rows]).astype(np.int64)
+    text = detokenize([token])
+    for i, j in zip(rows.tolist(), at.tolist(), strict=True):
+        tok_rows[i][j] = token
+        text_rows[i][j] = text
+
+
+def _step_lines(
+    step: int,
+    per_step: int,
+    tokens: int,
+    ranks: int,
+    seed: int,
+    recurring_prompts: int,
+    rare: tuple[str, float] | None = None,
+):
     """The JSON lines of one step, per rank (record ``i`` goes to rank ``i % ranks``)."""
     rng = np.random.default_rng([seed, step])
     vocab = _vocab()
@@ -83,6 +112,7 @@ def _step_lines(step: int, per_step: int, tokens: int, ranks: int, seed: int, re
     ids = (vocab.size * rng.random((n, width)) ** 2).astype(np.int64)  # skewed: some tokens are frequent
     tok_rows = vocab.tokens[ids].tolist()
     text_rows = vocab.text[ids].tolist()
+    _plant(tok_rows, text_rows, n_content, step, seed, rare)
 
     ref_lp = rng.standard_exponential((n, width))
     ref_lp *= -1.1
@@ -141,8 +171,10 @@ def _step_lines(step: int, per_step: int, tokens: int, ranks: int, seed: int, re
     return out
 
 
-def _write_step(handles, step: int, per_step: int, tokens: int, seed: int, recurring_prompts: int) -> int:
-    per_rank = _step_lines(step, per_step, tokens, len(handles), seed, recurring_prompts)
+def _write_step(
+    handles, step: int, per_step: int, tokens: int, seed: int, recurring_prompts: int, rare=None
+) -> int:
+    per_rank = _step_lines(step, per_step, tokens, len(handles), seed, recurring_prompts, rare)
     for fh, lines in zip(handles, per_rank, strict=True):
         if lines:
             fh.write(b"\n".join(lines))
@@ -150,8 +182,16 @@ def _write_step(handles, step: int, per_step: int, tokens: int, seed: int, recur
     return per_step
 
 
-def _rank_paths(out_dir: Path, ranks: int) -> list[Path]:
-    return [Path(out_dir) / f"rank{r}.jsonl" for r in range(ranks)]
+def _rank_paths(out_dir: Path, ranks: int, zst: bool = False) -> list[Path]:
+    return [Path(out_dir) / f"rank{r}.jsonl{'.zst' if zst else ''}" for r in range(ranks)]
+
+
+def _open(path: Path, zst: bool):
+    if not zst:
+        return open(path, "wb", buffering=4 << 20)  # noqa: SIM115
+    import zstandard
+
+    return zstandard.ZstdCompressor(level=3).stream_writer(open(path, "wb"), closefd=True)  # noqa: SIM115
 
 
 def generate(
@@ -162,20 +202,23 @@ def generate(
     ranks: int = 4,
     seed: int = 0,
     recurring_prompts: int = 2048,
+    rare: tuple[str, float] | None = None,
+    zst: bool = False,
 ) -> dict:
-    """Write ``out_dir/rank{r}.jsonl`` for steps ``1..steps`` (existing files are replaced) and return
+    """Write ``out_dir/rank{r}.jsonl`` for steps ``1..steps`` (existing files are replaced; zstd-compressed
+    ``.jsonl.zst`` with ``zst``; ``rare``: ``(token, share)`` planted, see the module docstring) and return
     ``{"files", "bytes", "lines", "seconds", "mb_per_s"}``."""
     if min(steps, per_step, tokens, ranks, recurring_prompts) < 1 or seed < 0:
         raise ValueError("steps, per_step, tokens, ranks, recurring_prompts must be >= 1 and seed >= 0")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = _rank_paths(out_dir, ranks)
+    paths = _rank_paths(out_dir, ranks, zst)
     t0 = time.perf_counter()
     lines = 0
-    handles = [open(p, "wb", buffering=4 << 20) for p in paths]  # noqa: SIM115
+    handles = [_open(p, zst) for p in paths]
     try:
         for step in range(1, steps + 1):
-            lines += _write_step(handles, step, per_step, tokens, seed, recurring_prompts)
+            lines += _write_step(handles, step, per_step, tokens, seed, recurring_prompts, rare)
     finally:
         for fh in handles:
             fh.close()
@@ -232,13 +275,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--append-step", type=int, default=None, metavar="STEP",
                     help="append this one step to existing files instead of writing the run")  # fmt: skip
+    ap.add_argument("--rare-token", default=None, help="a token string to plant (see the docstring)")
+    ap.add_argument(
+        "--rare-share", type=float, default=0.005, help="share of each step's responses holding it"
+    )
+    ap.add_argument("--zst", action="store_true", help="write rank{r}.jsonl.zst (not with --append-step)")
     args = ap.parse_args(argv)
+    rare = (args.rare_token, args.rare_share) if args.rare_token else None
     common = dict(per_step=args.per_step, tokens=args.tokens, ranks=args.ranks, seed=args.seed,
                   recurring_prompts=args.recurring_prompts)  # fmt: skip
     if args.append_step is not None:
         report = append_step(args.out_dir, args.append_step, **common)
     else:
-        report = generate(args.out_dir, steps=args.steps, **common)
+        report = generate(args.out_dir, steps=args.steps, **common, rare=rare, zst=args.zst)
     sys.stdout.write(orjson.dumps(report).decode() + "\n")
     return 0
 

@@ -9,6 +9,16 @@ strings, else UInt32. A filter matches its pattern against the vocabulary (a few
 file none of whose strings match, and scans the numbers of the others memory-mapped: the parts' token
 strings cost 2.6 s to decode at 2.56M responses, their numbers are read in a fraction of that.
 
+Beside it, for the tokens rare in that file (in at most :data:`POSTED_SHARE` of its rows, the rarest first
+within :data:`POSTED_BUDGET` of its positions), their postings
+``tokens/<block>.<part>.post.arrow``: one row per position holding one (``id, part, row, step, pos``), sorted
+by ``id``, with the value there of every per-token metric the filter offers (:data:`POSTED_METRICS`, computed
+by :mod:`data.metrics.token`'s own functions over the whole response; a metric null at every posting is left
+out). The token file's metadata lists the posted numbers (:data:`POSTED_KEY`). A filter whose matching
+strings are all posted in a file reads a few KB of postings, memory-mapped, instead of that file's rows: a
+token in 0.5 % of 256k responses answers in 0.7 s (9.5 s before), one posted in each of a 2.56M run's 608
+files in 0.6 s (10 s+ before; ``bench_token_filter``, benchmarks/RESULTS.md, under load).
+
 Written by ingest at each commit for the files of ``parts/`` that commit holds and no token file has yet
 (as the text index is, see :mod:`data.derived.text`); a file of ``parts/`` never changes, so neither does its
 token file, which is collected with it. A part file without token strings has a token file with an empty
@@ -17,6 +27,8 @@ vocabulary and null ``ids``.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,12 +36,26 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 
 from data.derived.base import Commit, index_missing
+from data.metrics.token import INFERENCE_LOGPROB_FIELDS, TOKEN_COLUMNS, explode_tokens, token_metrics
 from data.store.manifest import replaced
+from data.token_frames import HOVER_METRICS
 
 FOLDER = "tokens"  # in the store
 VOCAB_KEY = b"rlboard.vocab"  # the schema metadata holding the file's vocabulary (a JSON list of strings)
+POSTED_KEY = b"rlboard.posted"  # the numbers whose postings the file has (a JSON list, sorted)
+POSTINGS = ".post"  # a token file's postings: tokens/<block>.<part>.post.arrow
+# A token is posted in a file where at most this share of its rows hold it (1 % of a run's responses is
+# 40 +- 6 of a 4,000-row file's; 2 % leaves room). A common token's postings would be the file's rows again.
+POSTED_SHARE = 0.02
+# At most this share of a file's positions is posted (the rarest tokens first): a posting is ~100 bytes, so
+# the postings stay under ~1 byte a position (the token file's numbers take ~2.5), whatever the vocabulary.
+# A generated run posted every token under 8 % of a file's rows without it: 5.1 GB at 2.56M responses.
+POSTED_BUDGET = 0.01
+# The per-token metrics a posting carries: every one the token filter offers (the token page's).
+POSTED_METRICS = HOVER_METRICS
 
 
 def in_store(store_dir: Path, part_file: Path) -> Path:
@@ -49,23 +75,98 @@ def token_table(parts: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     return parts.select("part", "row", "step", numbers.cast(pl.List(dtype)).alias("ids")), vocab
 
 
-def write(src: Path, dst: Path) -> None:
-    """The token file of the file ``src`` of ``parts/``, written so that a reader sees a whole file or none."""
-    names = set(pl.read_parquet_schema(src))
-    cols = [c for c in ("part", "row", "step", "response_tokens") if c in names]
-    table, vocab = token_table(pl.read_parquet(src, columns=cols))
-    arrow = table.to_arrow()
-    schema = arrow.schema.with_metadata({VOCAB_KEY: json.dumps(vocab, ensure_ascii=False)})
+def posted_ids(table: pl.DataFrame) -> list[int]:
+    """The numbers of a :func:`token_table`'s tokens held by at most :data:`POSTED_SHARE` of its rows, the
+    rarest first, as many as :data:`POSTED_BUDGET` of its positions hold."""
+    limit = int(POSTED_SHARE * table.height)
+    if limit < 1:
+        return []
+    ids = table.get_column("ids")
+    # Each row's distinct numbers, counted: 10x faster than the distinct (row, number) pairs of the file.
+    rows = ids.list.unique().explode().drop_nulls().value_counts(name="n")
+    at = ids.explode().drop_nulls().value_counts(name="k")
+    budget = POSTED_BUDGET * ids.list.len().sum()
+    rare = rows.filter(pl.col("n") <= limit).join(at, on="ids").sort("n", "ids")
+    return sorted(rare.filter(pl.col("k").cum_sum() <= budget).get_column("ids").to_list())
+
+
+def postings(src: Path, names: dict, table: pl.DataFrame, posted: list[int]) -> pl.DataFrame:
+    """``id, part, row, step, pos`` and :data:`POSTED_METRICS` of every position of the file ``src`` of
+    ``parts/`` (``names``: its schema; ``table``: its :func:`token_table`) holding a ``posted`` number, by
+    ``id``: the metrics of the rows holding one, as the filter computes them (its own functions, over the
+    whole response)."""
+    at = table.with_row_index("i").filter(pl.col("ids").list.eval(pl.element().is_in(posted)).list.any())
+    lists = [c for c in TOKEN_COLUMNS if c in names and c != "response_tokens"]
+    extras = [c for c in INFERENCE_LOGPROB_FIELDS if c in names]
+    rows = _rows_at(src, at.get_column("i").to_list(), [*lists, *extras]).join(
+        at.select(pl.col("i").alias("row"), pl.col("ids").alias("response_tokens")), on="row"
+    )
+    long = token_metrics(explode_tokens(rows, (), extras)).filter(pl.col("token").is_in(posted))
+    out = long.join(at.select(pl.col("i").alias("row"), "part", pl.col("row").alias("key"), "step"), on="row")
+    metrics = [m for m in POSTED_METRICS if out.get_column(m).null_count() < out.height]
+    out = out.select(
+        pl.col("token").cast(pl.UInt32).alias("id"),
+        pl.col("part").cast(pl.UInt32),
+        pl.col("key").cast(pl.UInt32).alias("row"),
+        "step",
+        pl.col("pos").cast(pl.UInt32),
+        *(pl.col(m).cast(pl.Float64) for m in metrics),
+    )
+    return out.sort("id", "part", "row", "pos")
+
+
+def _rows_at(src: Path, rows: list[int], columns: list[str]) -> pl.DataFrame:
+    """``row`` (the row's place in the file) and ``columns`` of the row groups of ``src`` holding ``rows``:
+    what the postings' metrics read (pyarrow, reading only those row groups: about half the CPU time of
+    Polars reading these lists whole, less where a rare token leaves row groups out)."""
+    meta = pq.ParquetFile(src)
+    sizes = [meta.metadata.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    starts = list(itertools.accumulate(sizes, initial=0))
+    groups = sorted({bisect.bisect_right(starts, r) - 1 for r in rows})
+    table = pl.from_arrow(meta.read_row_groups(groups, columns=columns, use_threads=False))
+    at = pl.concat([pl.int_range(starts[g], starts[g] + sizes[g], eager=True) for g in groups])
+    return table.with_columns(at.cast(pl.Int64).alias("row"))
+
+
+def _write_ipc(table: pa.Table, dst: Path, meta: dict[bytes, str]) -> None:
+    schema = table.schema.with_metadata(meta)
     with replaced(dst, sync=False) as tmp, pa.OSFile(str(tmp), "wb") as sink:
         with ipc.new_file(sink, schema) as writer:
-            writer.write_table(arrow.cast(schema))
+            writer.write_table(table.cast(schema))
+
+
+def write(src: Path, dst: Path) -> None:
+    """The token file of the file ``src`` of ``parts/`` and its postings (first: a reader that sees the token
+    file sees them), each written so that a reader sees a whole file or none."""
+    names = pl.read_parquet_schema(src)
+    cols = [c for c in ("part", "row", "step", "response_tokens") if c in names]
+    table, vocab = token_table(pl.read_parquet(src, columns=cols))
+    posted = posted_ids(table) if vocab else []
+    if posted:
+        _write_ipc(postings(src, names, table, posted).to_arrow(), postings_of(dst), {})
+    meta = {VOCAB_KEY: json.dumps(vocab, ensure_ascii=False), POSTED_KEY: json.dumps(posted)}
+    _write_ipc(table.to_arrow(), dst, meta)
+
+
+def postings_of(path: Path) -> Path:
+    """The postings file of the token file ``path``."""
+    return path.with_name(path.stem + POSTINGS + path.suffix)
+
+
+def _meta(path: Path) -> dict:
+    with pa.memory_map(str(path)) as source:
+        return ipc.open_file(source).schema.metadata or {}
 
 
 def vocabulary(path: Path) -> list[str]:
     """The vocabulary of a token file (its schema's metadata: no column is read)."""
-    with pa.memory_map(str(path)) as source:
-        meta = ipc.open_file(source).schema.metadata or {}
-    return json.loads(meta.get(VOCAB_KEY, b"[]"))
+    return json.loads(_meta(path).get(VOCAB_KEY, b"[]"))
+
+
+def vocabulary_posted(path: Path) -> tuple[list[str], frozenset[int]]:
+    """The vocabulary of a token file and the numbers its postings hold (none for a file without them)."""
+    meta = _meta(path)
+    return json.loads(meta.get(VOCAB_KEY, b"[]")), frozenset(json.loads(meta.get(POSTED_KEY, b"[]")))
 
 
 def index_new_parts(store_dir: Path, rels: Iterable[str]) -> list[Path]:
@@ -83,6 +184,7 @@ def token_files(store_dir: Path, part_files: Iterable[Path]) -> list[Path] | Non
 def build(c: Commit) -> None:
     """The token files of the files of ``parts/`` new in this commit (ready before the manifest names it)."""
     files = index_new_parts(c.dir, c.state)
+    files += [p for p in map(postings_of, files) if p.exists()]
     c.written += files  # a refused commit's, removed with its parts (whose names may come again)
     c.named |= set(files)
 
@@ -93,6 +195,6 @@ def collect(c: Commit, removable) -> None:
     if not folder.is_dir():
         return
     for p in folder.glob("*.arrow"):
-        block, _, part = p.stem.partition(".")
+        block, _, part = p.stem.removesuffix(POSTINGS).partition(".")
         if not (c.dir / "parts" / block / f"{part}.parquet").exists():
             p.unlink(missing_ok=True)

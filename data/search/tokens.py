@@ -4,7 +4,10 @@ per-token metric is within ``tok_min <= x <= tok_max`` (bounds inclusive, either
 its first such token is (its position, 0-based as on the token page), that token's value and how many of
 its tokens match.
 
-The parts' token arrays are read a chunk of files at a time, each chunk in the search helper
+With the token index (:mod:`data.derived.tokens`) the pattern meets each file's vocabulary: a file none of
+whose strings match is skipped; one whose matching strings are all posted (rare in it) answers from its
+postings, memory-mapped, every such file in one query; the others' matching rows are read a file at a time.
+Without it (an older store), the parts' token arrays are read a chunk of files at a time, each chunk in the search helper
 (:mod:`data.bounded`: the pattern is the user's, its cost bounded as the text search's is) and within the
 search's time limit in all: only the matches' ``part, row, tok_pos, tok_value, tok_hits`` come back to
 the worker, whatever the run's size. A filter that runs out of time keeps the matches of the files it read
@@ -109,6 +112,56 @@ def hits_query(
     return hits_of(candidates, pl.col("token").str.contains(pattern), metric, lo, hi)
 
 
+def in_range(value: pl.Expr, lo: float | None, hi: float | None) -> pl.Expr:
+    """Whether a per-token ``value`` is in ``lo <= x <= hi`` (always, with neither bound)."""
+    keep = pl.lit(True)
+    if lo is not None or hi is not None:
+        keep &= value.is_not_null() & value.is_finite()  # NaN and infinities are in no range
+    if lo is not None:
+        keep &= value >= lo
+    if hi is not None:
+        keep &= value <= hi
+    return keep
+
+
+def posted_hits(
+    posts: list[tuple[Path, list[int]]],
+    metric: str,
+    lo: float | None,
+    hi: float | None,
+    step: int | None = None,
+    parts: list[int] | None = None,
+) -> pl.DataFrame:
+    """The :data:`HIT_SCHEMA` rows of files whose matching tokens are all posted (``posts``: each one's
+    postings file and the matching numbers; see :mod:`data.derived.tokens`): the postings memory-mapped,
+    read at those numbers only, all the files' in one query. A posting holds the metric's value at its
+    position as :func:`hits_of` computes it (absent: null at every posting of that file)."""
+    frames = []
+    for path, wanted in posts:
+        lf = pl.scan_ipc(path)
+        have = lf.collect_schema()
+        value = pl.col(metric) if metric in have else pl.lit(None, dtype=pl.Float64)
+        lf = lf.filter(pl.col("id").is_in(wanted))
+        frames.append(lf.select("part", "row", "step", "pos", value.cast(pl.Float64).alias("v")))
+    if not frames:
+        return pl.DataFrame(schema=HIT_SCHEMA)
+    lf = pl.concat(frames)
+    if parts is not None:
+        lf = lf.filter(pl.col("part").is_in(parts))
+    if step is not None:
+        lf = lf.filter(pl.col("step") == step)
+    got = (
+        lf.filter(in_range(pl.col("v"), lo, hi))
+        .group_by("part", "row")
+        .agg(
+            pl.col("pos").min().alias("tok_pos"),
+            pl.col("v").sort_by("pos").first().alias("tok_value"),
+            pl.len().alias("tok_hits"),
+        )
+    )
+    return got.collect().cast(HIT_SCHEMA).select(list(HIT_SCHEMA))
+
+
 def hits_of(
     lf: pl.LazyFrame, match: pl.Expr, metric: str, lo: float | None, hi: float | None
 ) -> pl.LazyFrame:
@@ -123,15 +176,8 @@ def hits_of(
     key = (pl.col("part").cast(pl.Int64) * (1 << 32) + pl.col("row").cast(pl.Int64)).alias("row")
     long = token_metrics(explode_tokens(lf.select(key, *lists, *extras), (), extras))
     value = pl.col(metric).cast(pl.Float64)
-    keep = match.fill_null(False)
-    if lo is not None or hi is not None:
-        keep &= value.is_not_null() & value.is_finite()  # NaN and infinities are in no range
-    if lo is not None:
-        keep &= value >= lo
-    if hi is not None:
-        keep &= value <= hi
     return (
-        long.filter(keep)
+        long.filter(match.fill_null(False) & in_range(value, lo, hi))
         .group_by("row")
         .agg(
             pl.col("pos").min().alias("tok_pos"),
@@ -146,6 +192,12 @@ def hits_of(
             pl.col("tok_hits").cast(pl.UInt32),
         )
     )
+
+
+def matching(vocab: list[str], pattern: str) -> list[int]:
+    """The numbers of the strings of a token file's vocabulary that ``pattern`` matches."""
+    hits = pl.Series(vocab, dtype=pl.String).str.contains(pattern).to_list()
+    return [i for i, hit in enumerate(hits) if hit]
 
 
 def indexed_hits(
@@ -166,8 +218,7 @@ def indexed_hits(
     numbers say which positions match."""
     found, names = [], {}
     for src, index in zip(srcs, indexes, strict=True):
-        vocab = pl.Series(token_index.vocabulary(index), dtype=pl.String)
-        wanted = [i for i, hit in enumerate(vocab.str.contains(pattern).to_list()) if hit]
+        wanted = matching(token_index.vocabulary(index), pattern)
         if not wanted:  # no token of this file matches: none of its rows is read
             continue
         lf = pl.scan_ipc(index)
@@ -214,13 +265,26 @@ def _hits(
     deadline = time.monotonic() + seconds
     found, read = [], 0
     index = token_index.token_files(key.store.dir, files)
-    if index is not None:  # the token index: a file at a time, in this process (the pattern meets only the
-        # vocabularies and the candidates' token strings), within the time limit in all
-        for i in range(0, len(files), INDEX_CHUNK):
+    if index is not None:  # the token index, in this process (the pattern meets only the vocabularies):
+        # the files whose matching tokens are all posted from their postings at once, then the others a
+        # file at a time (their rows read), within the time limit in all
+        posts, rest = [], []
+        for src, path in zip(files, index, strict=True):
+            vocab, posted = token_index.vocabulary_posted(path)
+            wanted = matching(vocab, pattern)
+            if wanted and posted.issuperset(wanted):
+                posts.append((token_index.postings_of(path), wanted))
+            elif wanted:
+                rest.append((src, path))
+        found.append(posted_hits(posts, metric, lo, hi, step, parts))
+        read = len(files) - len(rest)
+        for i in range(0, len(rest), INDEX_CHUNK):
             if time.monotonic() >= deadline:
                 break
-            srcs, indexes = files[i : i + INDEX_CHUNK], index[i : i + INDEX_CHUNK]
-            found.append(indexed_hits(key.store, srcs, indexes, pattern, metric, lo, hi, step, parts))
+            srcs, indexes = zip(*rest[i : i + INDEX_CHUNK], strict=True)
+            found.append(
+                indexed_hits(key.store, list(srcs), list(indexes), pattern, metric, lo, hi, step, parts)
+            )
             read += len(srcs)
         frame = pl.concat(found) if found else pl.DataFrame(schema=HIT_SCHEMA)
         return TokenHits(frame.sort("part", "row"), read, len(files), seconds)

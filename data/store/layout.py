@@ -22,7 +22,12 @@ from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
-# readable). 16: miles' per-token Parquet joined to its trajectory lines (a companion file, files[...]["companion"]
+# readable). 17: the token index's postings (tokens/<block>.<part>.post.arrow: the rarest tokens of a file,
+# within 1 % of its positions, their positions and every filterable per-token metric's value there; the token
+# file's metadata lists the posted numbers): a rare token's filter reads a few KB a file; parts' row groups
+# of 512 rows, not 256 (ROW_GROUP_SIZE: parts 355 -> 346 MB at 256k responses, a part written with ~15 %
+# less CPU; benchmarks/RESULTS.md "2026-11-29: issue 32, the store's size by kind").
+# 16: miles' per-token Parquet joined to its trajectory lines (a companion file, files[...]["companion"]
 # in the manifest), prime-rl's trace stream and its annotations; the inference–trainer gap per response (infer_gap_n, _tail_n, _abs_mean, _abs_max,
 # _tail_share, _first_tail, _mean, _max: positions the loss mask keeps, tail |Δ| > ln 2) and per step in the
 # steps summary (the tail pooled from the counts), NeMo-RL's sample_loss_mask kept as its generated tokens'
@@ -54,8 +59,6 @@ from data.remote import as_path
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-# 17: parts' row groups of 512 rows, not 256 (ROW_GROUP_SIZE: parts 355 -> 346 MB at 256k responses, a part
-# written with ~15 % less CPU; benchmarks/RESULTS.md "2026-11-29: issue 32, the store's size by kind").
 STORE_FORMAT = 17
 # Rows per row group of a part: one response = one row-group read. 512 rather than 256: fewer dictionaries
 # (prompts, token strings) and column chunks, so parts 2.7 % smaller and written with 16 % less CPU (8 parts,
