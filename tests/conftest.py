@@ -121,14 +121,21 @@ def _module_browser(request, tmp_path_factory):
 
 
 @pytest.fixture
-def dash_duo(_module_browser, dash_thread_server, request, tmp_path_factory):
-    """dash[testing]'s `dash_duo` (a thread server of this test's own and a Chromium), the module's browser
-    reset as new (:func:`_as_new`), its waits bounded at :data:`BROWSER_WAIT_SECONDS`."""
+def dash_duo(_module_browser, dash_thread_server, request, tmp_path, tmp_path_factory):
+    """dash[testing]'s `dash_duo` (a thread server and a download folder of this test's own, and a
+    Chromium), the module's browser reset as new (:func:`_as_new`), its waits bounded at
+    :data:`BROWSER_WAIT_SECONDS`."""
     from selenium.common.exceptions import WebDriverException
 
     dc = _module_browser[0]
     dc.server = dash_thread_server
     dc.wait_timeout = BROWSER_WAIT_SECONDS
+    download = tmp_path / "download"
+    download.mkdir()
+    dc._download_path = str(download)  # what `dash_duo.download_path` says, as dash_duo sets it up
+    dc.driver.execute_cdp_cmd(
+        "Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(download)}
+    )
     yield dc
     try:
         _as_new(dc)
