@@ -77,6 +77,27 @@ def pytest_collection_modifyitems(config, items):
 BROWSER_WAIT_SECONDS = 30
 
 
+@pytest.fixture
+def dash_thread_server():
+    """dash[testing]'s thread server, its stop bounded: dash's ``ThreadedRunner.stop`` raises SystemExit in
+    every thread started since the server (request handlers too), then joins the server thread with no
+    timeout. A handler killed between its start and its ``_started`` signal leaves the server thread
+    waiting in ``Thread.start()`` on a lock no exception reaches: the join never returns (a test run of
+    main hung 20 min so, under load). Here the join waits up to 30 s (a thread on its way out on a loaded
+    machine ends well within that) and then leaves a stuck daemon thread be (its port is this test's
+    alone)."""
+    from dash.testing.application_runners import ThreadedRunner
+
+    class BoundedStop(ThreadedRunner):
+        def stop(self):
+            self.thread.kill()
+            self.thread.join(timeout=30)
+            self._app, self.started = None, False
+
+    with BoundedStop() as runner:
+        yield runner
+
+
 def _new_composite(config, download: Path):
     """A Chromium driven as dash[testing]'s ``dash_duo`` makes it (the same options), with no server yet."""
     from dash.testing.composite import DashComposite
