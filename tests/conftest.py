@@ -78,10 +78,91 @@ BROWSER_WAIT_SECONDS = 30
 
 
 @pytest.fixture
-def dash_duo(dash_duo):
-    """dash[testing]'s `dash_duo`, its waits bounded at :data:`BROWSER_WAIT_SECONDS`."""
-    dash_duo.wait_timeout = BROWSER_WAIT_SECONDS
-    return dash_duo
+def dash_thread_server():
+    """dash[testing]'s thread server, its stop bounded: dash's ``ThreadedRunner.stop`` raises SystemExit in
+    every thread started since the server (request handlers too), then joins the server thread with no
+    timeout. A handler killed between its start and its ``_started`` signal leaves the server thread
+    waiting in ``Thread.start()`` on a lock no exception reaches: the join never returns (a test run of
+    main hung 20 min so, under load). Here the join waits up to 30 s (a thread on its way out on a loaded
+    machine ends well within that) and then leaves a stuck daemon thread be (its port is this test's
+    alone)."""
+    from dash.testing.application_runners import ThreadedRunner
+
+    class BoundedStop(ThreadedRunner):
+        def stop(self):
+            self.thread.kill()
+            self.thread.join(timeout=30)
+            self._app, self.started = None, False
+
+    with BoundedStop() as runner:
+        yield runner
+
+
+def _new_composite(config, download: Path):
+    """A Chromium driven as dash[testing]'s ``dash_duo`` makes it (the same options), with no server yet."""
+    from dash.testing.composite import DashComposite
+
+    return DashComposite(
+        server=None,
+        browser=config.getoption("webdriver"),
+        remote=config.getoption("remote"),
+        remote_url=config.getoption("remote_url"),
+        headless=config.getoption("headless"),
+        options=config.hook.pytest_setup_options(),
+        download_path=str(download),
+        percy_assets_root=config.getoption("percy_assets"),
+        percy_finalize=config.getoption("nopercyfinalize"),
+        pause=config.getoption("pause"),
+    )
+
+
+def _as_new(dc) -> None:
+    """Leave a shared browser as a new one would start the next test: one tab on a blank page (no page left
+    polling a server about to stop), no cookie (a token's), the window's first size, its console read."""
+    driver = dc.driver
+    for handle in driver.window_handles[1:]:
+        driver.switch_to.window(handle)
+        driver.close()
+    driver.switch_to.window(driver.window_handles[0])
+    driver.get("about:blank")
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    driver.set_window_size(1400, 1000)
+    driver.get_log("browser")  # read: what the last page logged is not the next test's
+    dc._last_ts, dc._url, dc._window_idx = 0, "", 0
+
+
+@pytest.fixture(scope="module")
+def _module_browser(request, tmp_path_factory):
+    """One Chromium for a module's `dash_duo` tests (``[composite]``: replaced when a test leaves it
+    broken). Starting and quitting one took ~5 s of each browser test under load; each test still gets its
+    own server, on a port (so an origin and its storage) of its own, and a browser reset as new."""
+    holder = [_new_composite(request.config, tmp_path_factory.mktemp("download"))]
+    yield holder
+    holder[0].__exit__(None, None, None)
+
+
+@pytest.fixture
+def dash_duo(_module_browser, dash_thread_server, request, tmp_path, tmp_path_factory):
+    """dash[testing]'s `dash_duo` (a thread server and a download folder of this test's own, and a
+    Chromium), the module's browser reset as new (:func:`_as_new`), its waits bounded at
+    :data:`BROWSER_WAIT_SECONDS`."""
+    from selenium.common.exceptions import WebDriverException
+
+    dc = _module_browser[0]
+    dc.server = dash_thread_server
+    dc.wait_timeout = BROWSER_WAIT_SECONDS
+    download = tmp_path / "download"
+    download.mkdir()
+    dc._download_path = str(download)  # what `dash_duo.download_path` says, as dash_duo sets it up
+    dc.driver.execute_cdp_cmd(
+        "Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(download)}
+    )
+    yield dc
+    try:
+        _as_new(dc)
+    except WebDriverException:  # a browser the test left broken: the next test gets a new one
+        dc.__exit__(None, None, None)
+        _module_browser[0] = _new_composite(request.config, tmp_path_factory.mktemp("download"))
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import threading
 import time
@@ -27,23 +28,25 @@ def _line(rank: int, step: int, i: int) -> bytes:
 
 class Writer:
     """A trainer writing one step at a time, each rank's lines in turn with short pauses (a rank file
-    is mid-step most of the time)."""
+    is mid-step most of the time), until stopped: still writing whenever the test reads, at a pace (about
+    half a MB a second) that grows the files by a few steps a second, not by tens of MB each read must chew
+    (before: 400 steps in ~8 s, then still files for the later reads)."""
 
-    def __init__(self, run: Path, first: int, steps: int):
-        self.run, self.first, self.steps = run, first, steps
+    def __init__(self, run: Path, first: int):
+        self.run, self.first = run, first
         self.stop = threading.Event()
         self.written = 0  # lines written to each rank file so far
         self.files = [open(run / f"rank{r}.jsonl", "ab", buffering=0) for r in range(RANKS)]  # noqa: SIM115
         self.thread = threading.Thread(target=self._write, daemon=True)
 
     def _write(self) -> None:
-        for step in range(self.first, self.first + self.steps):
+        for step in itertools.count(self.first):
             for i in range(PER_STEP):
                 for rank, f in enumerate(self.files):
                     f.write(_line(rank, step, i))
                 self.written += 1
                 if i % 8 == 0:
-                    time.sleep(0.002)  # the thing under test: a trainer's pace, a rank file mid-step
+                    time.sleep(0.02)  # the thing under test: a trainer's pace, a rank file mid-step
                 if self.stop.is_set():
                     return
 
@@ -74,7 +77,7 @@ def test_firstingest001_no_half_written_step_while_the_trainer_writes(tmp_path, 
     (before, the first ingest committed what it found as complete: a step with some of its rows)."""
     run = _run_root(tmp_path, whole_steps=3)
     seen = []
-    with Writer(run, first=3, steps=400) as writer:
+    with Writer(run, first=3) as writer:
         for k in range(4):
             # Two more steps written (a loaded machine starves the writer): this read shows more than 3.
             lines = (k + 2) * PER_STEP
@@ -84,6 +87,7 @@ def test_firstingest001_no_half_written_step_while_the_trainer_writes(tmp_path, 
             assert store is not None
             steps = store.steps()
             seen.append(steps.height)
+            assert writer.thread.is_alive(), "the trainer stopped writing: this read was of still files"
             partial = steps.filter(pl.col("n") != RANKS * PER_STEP)
             assert partial.height == 0, (k, partial.select("step", "n").rows())
     assert max(seen) > 3  # the runs shown did grow meanwhile
@@ -128,7 +132,7 @@ def test_firstingest003_an_export_of_an_unfinished_store_says_so(tmp_path, board
     marker)."""
     run = _run_root(tmp_path, whole_steps=3)
     b = board_root(run.parent, cache_dir=tmp_path / "cache", refresh_seconds=0.2)
-    with Writer(run, first=3, steps=400) as writer:
+    with Writer(run, first=3) as writer:
         wait_until(lambda: writer.written >= 8, 60, "the trainer to write step 3")
         store = b.store(RUN, wait=60)
         assert store.visible_below is not None

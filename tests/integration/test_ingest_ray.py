@@ -198,13 +198,16 @@ def _parts(store_root: Path) -> list[Path]:
 # Blocks bigger than the writer's small ones (data.ingest.writer.SMALL_BLOCK): a part file each, written as
 # the task goes, so that a test sees a task mid-way.
 BIG_CHUNK = (1 << 20) + (128 << 10)
+STEPS = 16  # of the long run
 
 
 @pytest.fixture(scope="module")
 def long_run(tmp_path_factory):
-    """A run of two ~18 MB rank files (about 16 parts each) and its local ingest: ``(run folder, result)``."""
+    """A run of two ~9 MB rank files (about 8 parts each) and its local ingest: ``(run folder, result)``.
+    The tests act once 4 of the 16 parts are written (polled every 50 ms), so a dozen are left to write
+    (before: 18 MB files of 32 parts, each of whose reads on the cluster took a minute under load)."""
     root = tmp_path_factory.mktemp("long")
-    run_dir = write_demo_run(root / "root", RUN, steps=32, per_step=256, ranks=2)
+    run_dir = write_demo_run(root / "root", RUN, steps=STEPS, per_step=256, ranks=2)
     return run_dir, ingest_run(run_dir, root / "local-cache", DEFAULT_PAD_TOKENS, chunk_bytes=BIG_CHUNK)
 
 
@@ -252,7 +255,7 @@ def test_ray006_driver_killed_mid_way_then_finished(cluster, long_run, tmp_path)
     again = ingest_run(
         run_dir, cache, DEFAULT_PAD_TOKENS, spread=spread_on_ray(min_task_bytes=0), chunk_bytes=BIG_CHUNK
     )
-    assert again.new_rows == here.new_rows == 32 * 256
+    assert again.new_rows == here.new_rows == STEPS * 256
     _same_store(again, here)
 
 
