@@ -275,6 +275,7 @@ def test_responses207_all_steps_search_first_rows_then_its_count(
     """A search over every step shows its first matches by reward while the count runs (held here until the
     rows are drawn: on a big run the text index's files take seconds), with the count's progress in the
     summary line; the exact count and mean then replace it, and the progress line is gone for good."""
+    import threading
     import time as _time
 
     from data import responses
@@ -283,8 +284,6 @@ def test_responses207_all_steps_search_first_rows_then_its_count(
     from data.search import order as search_order
     from data.search import texts as search_texts
     from data.service import board
-
-    import threading
 
     slow, counting = search_engine.search, threading.Event()
 
