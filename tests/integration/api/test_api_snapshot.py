@@ -57,12 +57,8 @@ def test_apisnap001_query_is_the_api(client, fixtures_dir, query):
 
 
 def test_apisnap002_query_of_a_page_with_a_bad_parameter(client, fixtures_dir):
-    """A page's answer for a URL with a bad value (the reward page, once its answer is in api.answers):
-    the command line says the same notice as the API."""
-    from api.registry import modules
-
-    if "reward" not in modules():
-        pytest.skip("the reward page's answer (api/answers/reward.py) is not on this branch")
+    """A page's answer for a URL with a bad value (the reward page): the command line says the same notice
+    as the API."""
     url = "/reward?run=trl-ppo-small&step=abc"
     api = wait_until(
         lambda: (r := client.get("/api/v1/" + url[1:])).status_code == 200 and r.get_json(), 120, url
@@ -105,7 +101,6 @@ def test_apisnap004_bad_input_one_line_exit_2(fixtures_dir, url, root, said):
 def test_apisnap010_unknown_run_one_line_exit_2(fixtures_dir):
     """A run the URL names that is not under the root: one line naming it and the runs, exit code 2 (asked
     of a page with an answer that shows a run, where one is on this branch); the runs page reads them all."""
-    from api.registry import modules
     from cli_views import ViewError, runs_named
 
     runs = dict.fromkeys(sorted(RUNS))
@@ -117,10 +112,7 @@ def test_apisnap010_unknown_run_one_line_exit_2(fixtures_dir):
     assert runs_named("/reward", {}, runs) == ["rlloggingboard-eval-poem"]  # the run the page falls back to
     with pytest.raises(ViewError, match=r"^unknown run 'nope' \(runs: rlloggingboard-eval-poem, "):
         runs_named("/reward", {"run": ["nope"]}, runs)
-    page = next((m.PATH for m in modules().values() if m.PATH != "/"), None)
-    if page is None:
-        pytest.skip("no page that shows a run has its answer on this branch (only the runs page)")
-    p = cli("query", f"{page}?run=nope")
+    p = cli("query", "/reward?run=nope")
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.startswith("error: unknown run 'nope' (runs: ") and len(p.stderr.splitlines()) == 1
 
