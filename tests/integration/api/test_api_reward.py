@@ -136,7 +136,7 @@ def test_api_reward004_histogram_bars_by_hand(client, fixtures_dir):
     assert sum(c[2] for c in bars["customdata"]) == len(rewards)
 
 
-def test_api_reward005_bad_query_is_the_pages_notices(client):
+def test_api_reward005_bad_query_is_the_pages_notices(client, fixtures_dir):
     """A step the run lacks, a bad band and an unknown key: 200 with the page's own notices."""
     search = f"?run={RUN}&step=999&band=wide&nope=1&heatmap=9-3"
     got = _api(client, search)
