@@ -18,7 +18,7 @@ from data.metrics.registry import PREVIEW_COLUMNS
 from data.queries import QueryError
 from data.service import board
 from data.views import paths
-from data.views.codec import first
+from data.views.codec import first, get_int
 from data.views.responses import ResponsesView
 
 PATH, NAME = paths.RESPONSES, "responses"
@@ -30,16 +30,9 @@ TEXT_COLUMNS = ("sample_id", "step", "source_line", "prompt", "response", "ref_r
                 "ref_reward", "reward_gain", "prompt_key", "group_id", "tokens_href", "group_href", "pieces")  # fmt: skip
 
 
-def _limit(raw: list[str] | None, notices: list[str]) -> int:
+def _limit(query: dict, notices: list[str]) -> int:
     """How many of the first block's rows the answer gives: ``limit=`` between 1 and the grid's block."""
-    value = raw[0] if raw else None
-    if value is None or value == "":
-        return BLOCK_SIZE
-    try:
-        n = int(value)
-    except ValueError:
-        notices.append(f"Ignored limit={value!r}: not a whole number.")
-        return BLOCK_SIZE
+    n = get_int(query, LIMIT, notices, BLOCK_SIZE)
     if n < 1 or n > BLOCK_SIZE:
         notices.append(
             f"Ignored limit={n}: the page shows its rows {BLOCK_SIZE} at a time (1 to {BLOCK_SIZE})."
@@ -57,7 +50,7 @@ def _view_json(view: ResponsesView, steps: list[int]) -> dict:
 def answer(query: dict[str, list[str]]) -> Answer:
     query = dict(query)
     limit_notices: list[str] = []
-    limit = _limit(query.pop(LIMIT, None), limit_notices)
+    limit = _limit({LIMIT: query.pop(LIMIT, None) or []}, limit_notices)
     b = board()
     ctx = b.open_run(first(query, "run"), PATH, STORE_WAIT)
     if ctx.run is None or ctx.store is None:
