@@ -13,6 +13,7 @@ from data import thinning
 from data.cache import StoreKey, shared
 from data.compare.summary import summary_row
 from data.store import RunStore, run_file_stats
+from data.store.reading import understood
 
 SPARK_POINTS = 300  # at most about this many points in a run's sparkline (180 px wide): see run_headline
 MAX_LISTED_ISSUES = 200  # unusable lines listed per run; the rest are counted
@@ -187,3 +188,29 @@ def spark_rows(y: np.ndarray, points: int = SPARK_POINTS) -> list[int]:
         return list(range(n))
     k = -(-n // (points // 2))
     return sorted({*thinning.thin_rows(y, np.arange(n) // k), n - 1})
+
+
+@dataclass(frozen=True)
+class RunCard:
+    """What the runs page's card of one run shows, read once for the page and its JSON answer: the run's
+    committed ``store`` (None while unread) and ingest ``status``, its rollout ``files``, and from the store
+    its ``health``, its ``headline`` (None without steps) and what was understood of its files."""
+
+    name: str
+    store: RunStore | None
+    status: object
+    files: RunFiles
+    health: RunHealth | None = None
+    headline: Headline | None = None
+    understood: object = None
+
+
+def run_card(board, scan, name: str, run_dir: Path, wait: float) -> RunCard:
+    """:class:`RunCard` of run ``name`` of ``scan`` (waiting up to ``wait`` s for its first commit)."""
+    store = board.store(name, wait=wait)
+    files = run_files_summary(run_dir, scan.split(name))
+    if store is None:
+        return RunCard(name, None, board.status(name), files)
+    health = run_health(store)
+    head = run_headline(name, store) if health.steps else None
+    return RunCard(name, store, board.status(name), files, health, head, understood(store))

@@ -12,9 +12,9 @@ from dash import ALL, Input, Output, State, callback, dcc, html
 from components import run_cards as rc
 from components.layout import access_problem, no_runs_state, progress, url_prefix
 from data.access import AGAIN, Unreadable
-from data.runs_overview import run_files_summary, run_headline, run_health
+from data.runs_overview import run_card
 from data.service import board
-from data.store.reading import mapping_shown, understood
+from data.store.reading import mapping_shown
 from data.views import links, paths
 
 dash.register_page(__name__, path=paths.RUNS, name="Runs", title="Runs · RL Logging Board", order=0)
@@ -75,24 +75,22 @@ def runs_overview(picked: list[str] | None = None) -> html.Div:
     # all (10 s each before): past this budget, cards show progress and the tick fills them in.
     deadline = time.monotonic() + FIRST_ANSWER_SECONDS
     for name, run_dir in runs.items():
-        store = b.store(name, wait=max(0.0, deadline - time.monotonic()))
-        status = b.status(name)
+        card = run_card(b, scan, name, run_dir, max(0.0, deadline - time.monotonic()))
+        store, status, health = card.store, card.status, card.health
         body = []
         if status.running and status.total:
             body.append(progress(status.fraction, rc.ingest_text(status.done, status.total)))
         if status.error:
             body.append(dbc.Alert(f"Ingest failed: {status.error}", color="danger", className="py-2"))
         if store is not None:
-            health = run_health(store)
             head = []
-            if health.steps:
-                h = run_headline(name, store)
+            if (h := card.headline) is not None:
                 best = f"best (step {h.reward_best_step})" if h.reward_best is not None else "best"
                 figures = [("reward, last step", h.reward_last), (best, h.reward_best),
                            ("KL per token (k3), last step", h.kl_last)]  # fmt: skip
                 head = rc.headline(name, figures, h.steps, h.rewards)
-            body.append(rc.run_stats(name, run_files_summary(run_dir, scan.split(name)), health, head))
-            u = understood(store)
+            body.append(rc.run_stats(name, card.files, health, head))
+            u = card.understood
             read_as = "; ".join(f"{title}: {text}" for title, text in u.read_as) or "–"
             body.append(rc.reading_block(name, read_as, [*u.mapping, *u.notes], u.not_read))
             shown = mapping_shown(store)

@@ -10,9 +10,8 @@ from api.answer import Answer, Table
 from api.registry import store_info
 from components.compare_figures import sparkline
 from components.theme import colour
-from data.runs_overview import run_files_summary, run_headline, run_health
+from data.runs_overview import run_card
 from data.service import board
-from data.store.reading import understood
 from data.views import links, paths
 
 PATH, NAME = paths.RUNS, "runs"
@@ -45,9 +44,8 @@ def answer(query: dict[str, list[str]]) -> Answer:
     rows, figures = [], {}
     deadline = time.monotonic() + FIRST_ANSWER_SECONDS
     for name, run_dir in scan.runs.items():
-        store = b.store(name, wait=max(0.0, deadline - time.monotonic()))
-        status = b.status(name)
-        files = run_files_summary(run_dir, scan.split(name))
+        card = run_card(b, scan, name, run_dir, max(0.0, deadline - time.monotonic()))
+        status, files, health = card.status, card.files, card.health
         row = dict.fromkeys(COLUMNS)
         row.update(
             run=name,
@@ -61,9 +59,8 @@ def answer(query: dict[str, list[str]]) -> Answer:
         )  # fmt: skip
         if status.error:
             row["errors"] = [status.error]
-        if store is not None:
-            health = run_health(store)
-            u = understood(store)
+        if card.store is not None:
+            u = card.understood
             row.update(
                 responses=health.samples,
                 steps=health.steps,
@@ -78,8 +75,7 @@ def answer(query: dict[str, list[str]]) -> Answer:
                     *(f"{e['source']}:{e['line']}: {e['reason']}" for e in health.errors),
                 ],
             )
-            if health.steps:
-                h = run_headline(name, store)
+            if (h := card.headline) is not None:
                 row.update(reward_last=h.reward_last, reward_best=h.reward_best,
                            reward_best_step=h.reward_best_step, kl_last=h.kl_last)  # fmt: skip
                 figures[f"runs-spark-{name}"] = sparkline(h.steps, h.rewards, color=colour("reward"))
