@@ -50,9 +50,9 @@ def layout(**query):
         db.controls(a, b, view.metric, view.min_n, drift.metric_options(), CONTROL_IDS),
     ]
     if page.problem == drift.EMPTY:
-        return html.Div([*parts, ly.empty_state("No responses in this run yet", run)])
+        return html.Div([*parts, ly.empty_state(drift.EMPTY_TITLES[drift.EMPTY], run)])
     if page.problem == drift.NO_TOKENS:
-        return html.Div([*parts, ly.empty_state("No tokens to compare", page.why)])
+        return html.Div([*parts, ly.empty_state(drift.EMPTY_TITLES[drift.NO_TOKENS], page.why)])
     return html.Div(
         [*parts, db.board(page.rows, page.pair, drift.metric_label(view.metric), page.explain, BOARD)]
     )

@@ -111,13 +111,13 @@ def _body(state: TokensState, notes: list[str]) -> list:
         status = b.status(run)
         return [hidden, progress(status.fraction, b.reading_text(run), failed=status.error is not None)]
     if page.problem == views.EMPTY:
-        return [hidden, notices(page.notices, NOTICES), empty_state("No responses in this run yet", run)]
+        return [hidden, notices(page.notices, NOTICES), empty_state(views.EMPTY_TITLES[views.EMPTY], run)]
     if page.problem == views.UNKNOWN_SAMPLE:
         return [
             hidden,
             notices(page.notices, NOTICES),
             empty_state(
-                "Response not found",
+                views.EMPTY_TITLES[views.UNKNOWN_SAMPLE],
                 "The sample id is not in this run (the link may be from another run or an older file).",
                 (f"Back to run {run}", page.back_href),
             ),

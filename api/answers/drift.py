@@ -19,13 +19,6 @@ STORE_WAIT = 10.0  # as the page: how long a first answer waits for the run's fi
 BOARD = "drift-board"
 COLUMNS = ("rank", "token", "text", "n_a", "mean_a", "n_b", "mean_b", "change", "pattern", "href_a", "href_b",
            "href_all")  # fmt: skip
-# What the page shows instead of a board, by why it shows none (its empty states' titles; the run's
-# reading progress for a run being read).
-EMPTY_TEXTS = {
-    drift.NO_RUNS: "No runs found under the rollout root.",
-    drift.EMPTY: "No responses in this run yet.",
-    drift.NO_TOKENS: "No tokens to compare.",
-}
 
 
 def answer(query: dict[str, list[str]]) -> Answer:
@@ -34,8 +27,8 @@ def answer(query: dict[str, list[str]]) -> Answer:
     notices = list(page.notices)
     if page.problem == drift.INGESTING:
         notices.append(b.reading_text(page.run))
-    elif page.problem in EMPTY_TEXTS:
-        notices.append(" ".join(t for t in (EMPTY_TEXTS[page.problem], page.why) if t))
+    elif page.problem in drift.EMPTY_TITLES:
+        notices.append(" ".join(t for t in (drift.EMPTY_TITLES[page.problem] + ".", page.why) if t))
     view = {"problem": page.problem, "run": page.run}
     if page.view is not None:
         v = page.view

@@ -39,12 +39,6 @@ TOKEN_LABELS = {
     "masked": "dropped by the loss mask",
     "touched": "clipped or masked by the correction in the URL",
 }
-# What the page shows instead of a response, by why it shows none (data.views.tokens' problems).
-EMPTY_TEXTS = {
-    views.NO_RUNS: "No runs found under the rollout root.",
-    views.EMPTY: "No responses in this run yet.",
-    views.UNKNOWN_SAMPLE: "Response not found.",
-}
 
 
 def answer(query: dict[str, list[str]]) -> Answer:
@@ -56,8 +50,8 @@ def answer(query: dict[str, list[str]]) -> Answer:
     notices = list(page.notices)
     if page.problem == views.INGESTING:
         notices.append(b.reading_text(run))
-    elif page.problem in EMPTY_TEXTS:
-        notices.append(EMPTY_TEXTS[page.problem])
+    elif page.problem in views.EMPTY_TITLES:
+        notices.append(views.EMPTY_TITLES[page.problem] + ".")
     out = Answer(PATH, _view(page), run=run, notices=notices, store=store_info(store))
     if page.view is None:
         return out

@@ -111,6 +111,9 @@ NO_RUNS, UNKNOWN_RUN, INGESTING, EMPTY, NO_TOKENS = (
     "empty",
     "no-tokens",
 )
+# What the page's empty state says for each (its title), and the JSON answer's notice with a full stop.
+EMPTY_TITLES = {NO_RUNS: "No runs found under the rollout root", EMPTY: "No responses in this run yet",
+                NO_TOKENS: "No tokens to compare"}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,9 @@ NO_RUNS, UNKNOWN_RUN, INGESTING, EMPTY, UNKNOWN_SAMPLE = (
     "empty",
     "unknown-sample",
 )
+# What the page's empty state says for each (its title), and the JSON answer's notice with a full stop.
+EMPTY_TITLES = {NO_RUNS: "No runs found under the rollout root", EMPTY: "No responses in this run yet",
+                UNKNOWN_SAMPLE: "Response not found"}  # fmt: skip
 
 
 def resolve(state: TokensState, board, wait: float) -> tuple[TokensState, TokenView | None, str | None]:
