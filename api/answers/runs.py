@@ -40,7 +40,8 @@ def answer(query: dict[str, list[str]]) -> Answer:
             f"{len(scan.outside)} folder(s) under {scan.root} are links out of the root: not read."
         )
     if scan.skipped:
-        notices.append(f"{len(scan.skipped)} entr(y/ies) under {scan.root} skipped.")
+        n = len(scan.skipped)
+        notices.append(f"{n} {'entry' if n == 1 else 'entries'} under {scan.root} skipped.")
     rows, figures = [], {}
     deadline = time.monotonic() + FIRST_ANSWER_SECONDS
     for name, run_dir in scan.runs.items():
