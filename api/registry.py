@@ -13,7 +13,6 @@ from types import ModuleType
 from api import answers
 from api.answer import Answer
 from data.store.layout import STORE_FORMAT
-from data.views.codec import parse_search
 
 
 class UnknownView(LookupError):
@@ -49,13 +48,6 @@ def by_path(path: str) -> tuple[str, Callable[[dict[str, list[str]]], Answer]]:
         if mod.PATH == path:
             return name, mod.answer
     raise UnknownView(f"No page at {path!r}: one of {', '.join(m.PATH for m in modules().values())}.")
-
-
-def answer_url(url: str) -> Answer:
-    """The answer to a page's URL as the user would write it (``/reward?run=R&step=5``; the URL prefix of
-    a server is not part of it)."""
-    path, _, search = url.partition("?")
-    return by_path(path)[1](parse_search(search))
 
 
 def store_info(store) -> dict:
