@@ -123,6 +123,27 @@ def test_grpo003_ends_of_rows_agree_with_the_trainer(grpo, fixtures_dir):
     assert row_ends(other, k, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS).get_column(ENDS).to_list() == [None] * 3
 
 
+def test_grpo009_ends_of_a_page_of_rows_read_once(grpo, monkeypatch):
+    """A page of rows' ends are kept (the responses grid asks again on every answer, each time reading the
+    rows' token strings from dozens of row groups): asked again, they are the same and no row is read; rows
+    not asked before are read."""
+    from data.config import DEFAULT_END_TOKENS
+    from data.signals import ENDS, row_ends
+
+    store, _ = grpo
+    page = _keys(store).select("part", "row").slice(100, 50)
+    first = row_ends(store, page, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)
+    assert first.get_column(ENDS).null_count() == 0 and first.select("part", "row").equals(page)
+
+    def no_read(*a, **k):
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(store, "read_keys", no_read)
+    assert row_ends(store, page, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS).equals(first)
+    with pytest.raises(AssertionError, match="read again"):
+        row_ends(store, page.head(49), DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)
+
+
 def test_grpo004_learning_signal_of_each_group_by_hand(grpo):
     """The learning-signal column (``data.metrics.group.learning_signal``) of every response is whether the
     rewards of its group (step, group_id) in the files differ: the 11 groups of 4 equal rewards (the README's
