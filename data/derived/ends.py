@@ -27,21 +27,31 @@ FILE_KEY = "ends_file"  # the commit's file of counts
 SCHEMA = {"part": pl.Int64, "step": pl.Int64, "n": pl.UInt32, "ended": pl.Int64, "truncated": pl.Int64}
 
 
+COLUMN = "ends_with_end"  # of the scalars: each response's end with END_TOKENS (data.metrics.registry)
+
+
+def ends_column(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.Series:
+    """:data:`COLUMN` of a part frame's rows (for ingest): whether each ends with one of :data:`END_TOKENS`
+    (null: pads only), from its token strings where it has them, else its text."""
+    lf = df.lazy().select(*(c for c in ("response_tokens", "response") if c in df.columns))
+    if "response_tokens" not in df.columns:  # a run without token strings
+        lf = lf.with_columns(pl.lit(None, pl.List(pl.String)).alias("response_tokens"))
+    if "response" not in df.columns:
+        lf = lf.with_columns(pl.lit(None, pl.String).alias("response"))
+    return lf.select(ends_with_end_token(tuple(pad_tokens), END_TOKENS).alias(COLUMN)).collect().to_series()
+
+
 def ends_counts(full: pl.DataFrame, pad_tokens: tuple[str, ...]) -> dict[int, list[list[int]]]:
     """``{part: [[step, n, ended, truncated], ...]}`` (by step) of a part file's rows ``full`` (one part or
     several written together: its ``part`` column). ``n`` counts every response, ``ended`` / ``truncated``
     those that can be told (a response of pads only is neither)."""
     if full is None or full.height == 0:
         return {}
-    names = full.columns
-    lf = full.lazy().select("part", "step", *(c for c in ("response_tokens", "response") if c in names))
-    if "response_tokens" not in names:  # a run without token strings
-        lf = lf.with_columns(pl.lit(None, pl.List(pl.String)).alias("response_tokens"))
-    if "response" not in names:
-        lf = lf.with_columns(pl.lit(None, pl.String).alias("response"))
+    ends = full.get_column(COLUMN) if COLUMN in full.columns else ends_column(full, pad_tokens)
     e = pl.col("__ends")
     counts = (
-        lf.select("part", "step", ends_with_end_token(tuple(pad_tokens), END_TOKENS).alias("__ends"))
+        full.lazy()
+        .select("part", "step", ends.alias("__ends"))
         .group_by("part", "step")
         .agg(pl.len().alias("n"), e.sum().alias("ended"), e.not_().sum().alias("truncated"))
         .sort("part", "step")

@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from data import schema
+from data.derived.ends import ends_column
 from data.metrics.degeneration import response_repetition
 from data.metrics.response import CLEAN_RESPONSE, derive_response_metrics, prompt_key_text, strip_pads
 from data.store.layout import ISSUE_SCHEMA, PREVIEW_CHARS, SCALAR_CORE, file_prefix
@@ -77,7 +78,7 @@ def build_part(
         )
     tokens = derived.get_column("response_tokens") if "response_tokens" in derived.columns else None
     derived = derived.with_columns(response_repetition(tokens, clean, pad_tokens))
-    return derived.with_columns(
+    full = derived.with_columns(
         sample.alias("sample_id"),
         rel.alias("source"),
         part_id.cast(pl.Int64).alias("part"),
@@ -86,6 +87,7 @@ def build_part(
         _preview(pl.col(CLEAN_RESPONSE)).alias("response_preview"),
         pl.any_horizontal(*(pl.col(c).is_not_null() for c in schema.TOKEN_FIELDS)).alias("has_tokens"),
     ).drop(CLEAN_RESPONSE, schema.PROMPT_LEAD, schema.RESPONSE_OWN, schema.IN_LINE, strict=False)
+    return full.with_columns(ends_column(full, pad_tokens))
 
 
 def scalar_columns(df: pl.DataFrame) -> list[str]:

@@ -348,6 +348,17 @@ COLUMNS: dict[str, Metric] = {
             fmt="text",
             stored=True,
         ),
+        Metric(
+            "ends_with_end",
+            "ended with a default end token",
+            "true: the response ends with one of the board's default end tokens (data.config.DEFAULT_END_TOKENS), "
+            "false: it does not (cut), null: pads only; made by ingest with the store's pad tokens, what the "
+            "'end' column and the ended / truncated filters read when the board uses those end tokens "
+            "(see data/signals.py)",
+            level=ROW,
+            fmt="text",
+            stored=True,
+        ),
         # Reward-hacking aids (see data/metrics/degeneration.py and data/signals.py)
         Metric(
             "truncated",

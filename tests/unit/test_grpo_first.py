@@ -124,24 +124,30 @@ def test_grpo003_ends_of_rows_agree_with_the_trainer(grpo, fixtures_dir):
 
 
 def test_grpo009_ends_of_a_page_of_rows_read_once(grpo, monkeypatch):
-    """A page of rows' ends are kept (the responses grid asks again on every answer, each time reading the
-    rows' token strings from dozens of row groups): asked again, they are the same and no row is read; rows
-    not asked before are read."""
+    """With the board's default end tokens a page of rows' ends come from the scalars ingest kept
+    (``ends_with_end``): no row is read (a page over every step read ~40 row groups for them), and they equal
+    what the rows' tokens say (test_grpo003 checks those against TRL's ``ends_with_eos``). With other end
+    tokens the rows are read, once: asked again, the same and no row read; rows not asked before are read."""
     from data.config import DEFAULT_END_TOKENS
     from data.signals import ENDS, row_ends
 
     store, _ = grpo
     page = _keys(store).select("part", "row").slice(100, 50)
-    first = row_ends(store, page, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)
-    assert first.get_column(ENDS).null_count() == 0 and first.select("part", "row").equals(page)
+    other = (*DEFAULT_END_TOKENS, "Ġ.")  # ends counted with other tokens: not what ingest kept
+    read = row_ends(store, page, DEFAULT_PAD_TOKENS, other)
+    assert read.get_column(ENDS).null_count() == 0 and read.select("part", "row").equals(page)
 
     def no_read(*a, **k):
         raise AssertionError("read again")
 
     monkeypatch.setattr(store, "read_keys", no_read)
-    assert row_ends(store, page, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS).equals(first)
+    assert row_ends(store, page, DEFAULT_PAD_TOKENS, other).equals(read)
     with pytest.raises(AssertionError, match="read again"):
-        row_ends(store, page.head(49), DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)
+        row_ends(store, page.head(49), DEFAULT_PAD_TOKENS, other)
+    kept = row_ends(store, page, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)  # no read: the scalars
+    monkeypatch.undo()
+    parts = row_ends(store, page.head(49), DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS[::-1])  # read: same tokens
+    assert kept.head(49).equals(parts) and kept.get_column(ENDS).sum() > 0
 
 
 def test_grpo004_learning_signal_of_each_group_by_hand(grpo):

@@ -29,7 +29,7 @@ def test_registry001_derived_lists():
         ),
         *("infer_gap_first_tail", "infer_gap_mean", "infer_gap_max"),
         *("repetition", "repetition_unit"),
-        *("prompt_key", "prompt_preview", "response_preview", "has_tokens"),
+        *("prompt_key", "prompt_preview", "response_preview", "has_tokens", "ends_with_end"),
     )
     assert EXPORT_COLUMNS == (
         *("sample_id", "step", "reward", "ref_reward", "reward_gain", "response_length", "log_ratio_mean"),
