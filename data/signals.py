@@ -180,15 +180,9 @@ def _row_ends(
 ) -> tuple[bool | None, ...]:
     store = key.store
     keys = pl.DataFrame({"part": parts, "row": rows}, schema={"part": pl.Int64, "row": pl.Int64})
-    if _in_scalars(store, pad_tokens, end_tokens):  # kept by ingest: no token list read
-        lf = store.scan(["part", "row", ENDS_COLUMN]).filter(pl.col("part").is_in(sorted(set(parts))))
-        got = keys.join(
-            lf.select(pl.col("part", "row").cast(pl.Int64), ENDS_COLUMN).collect(),
-            on=["part", "row"],
-            how="left",
-            maintain_order="left",
-        )
-        return tuple(got.get_column(ENDS_COLUMN).to_list())
+    if _in_scalars(store, pad_tokens, end_tokens):  # kept by ingest: the rows' one column, no token list
+        # (read from the rows' row groups: a scan of the scalars would read every response's, 0.3 s at 2.56M)
+        return tuple(store.read_keys(keys, [ENDS_COLUMN]).get_column(ENDS_COLUMN).to_list())
     got = store.read_keys(keys, ["response_tokens", "response"])
     if got.schema.get("response_tokens") != pl.List(pl.String):  # a run without token strings
         got = got.with_columns(pl.lit(None, pl.List(pl.String)).alias("response_tokens"))

@@ -124,8 +124,8 @@ def test_grpo003_ends_of_rows_agree_with_the_trainer(grpo, fixtures_dir):
 
 
 def test_grpo009_ends_of_a_page_of_rows_read_once(grpo, monkeypatch):
-    """With the board's default end tokens a page of rows' ends come from the scalars ingest kept
-    (``ends_with_end``): no row is read (a page over every step read ~40 row groups for them), and they equal
+    """With the board's default end tokens a page of rows' ends come from the column ingest kept
+    (``ends_with_end``): no token list is read (a page over every step read ~40 row groups of them), and they equal
     what the rows' tokens say (test_grpo003 checks those against TRL's ``ends_with_eos``). With other end
     tokens the rows are read, once: asked again, the same and no row read; rows not asked before are read."""
     from data.config import DEFAULT_END_TOKENS
@@ -144,7 +144,12 @@ def test_grpo009_ends_of_a_page_of_rows_read_once(grpo, monkeypatch):
     assert row_ends(store, page, DEFAULT_PAD_TOKENS, other).equals(read)
     with pytest.raises(AssertionError, match="read again"):
         row_ends(store, page.head(49), DEFAULT_PAD_TOKENS, other)
-    kept = row_ends(store, page, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)  # no read: the scalars
+    monkeypatch.undo()
+    asked = []
+    real = store.read_keys
+    monkeypatch.setattr(store, "read_keys", lambda keys, cols: asked.append(cols) or real(keys, cols))
+    kept = row_ends(store, page, DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS)  # the kept column, no token list
+    assert asked == [["ends_with_end"]]
     monkeypatch.undo()
     parts = row_ends(store, page.head(49), DEFAULT_PAD_TOKENS, DEFAULT_END_TOKENS[::-1])  # read: same tokens
     assert kept.head(49).equals(parts) and kept.get_column(ENDS).sum() > 0
