@@ -368,7 +368,8 @@ COLUMNS: dict[str, Metric] = {
             level="response",
             fmt="text",
         ),
-        # Shown only (read for the rows on screen, never stored: see data/response_columns.py)
+        # Shown only, for the rows on screen (from ends_with_end where it was made with the board's end tokens,
+        # else from the rows' tokens: see data/response_columns.py and data/signals.py)
         Metric(
             "end",
             "end (ended / truncated)",
