@@ -301,8 +301,8 @@ def test_responses207_all_steps_search_first_rows_then_its_count(
     q = "(?i)the"
     dash_duo.start_server(dash_app)
     dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=all&q={q}")
-    dash_duo.wait_for_element("#responses-counting", timeout=30)
-    assert "of 400 responses over all steps read" in dash_duo.find_element("#responses-counting").text
+    # (The line is drawn anew as the count's progress moves: read by a wait that retries, not found then read.)
+    dash_duo.wait_for_contains_text("#responses-counting", "of 400 responses over all steps read", timeout=30)
     dash_duo.wait_for_element(CELLS.format("reward"), timeout=30)
     assert dash_duo.driver.find_elements(By.CSS_SELECTOR, "#responses-counting")  # rows before the count
     counting.set()  # the count goes on

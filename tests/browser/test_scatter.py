@@ -39,8 +39,14 @@ def test_scatter301_dragged_box_opens_its_responses(dash_duo, dash_app, fixtures
     dash_duo.start_server(dash_app, navigate=False)
     dash_duo.wait_for_page(f"{dash_duo.server.url.rstrip('/')}/scatter?run=trl-grpo-small&step=all")
     dash_duo.wait_for_contains_text("#scatter-note", "400 responses over all steps", timeout=30)
+
     # Its mode bar (zoom into a dense corner) offers no upload of the figure to Plotly Cloud.
-    buttons = [b.get_attribute("data-title") for b in dash_duo.find_elements("#scatter-figure .modebar-btn")]
+    # (The note can be written before Plotly has drawn the figure and its mode bar: waited for, not assumed.)
+    def mode_bar(_):
+        found = dash_duo.find_elements("#scatter-figure .modebar-btn")
+        return [b.get_attribute("data-title") for b in found] or False
+
+    buttons = WebDriverWait(dash_duo.driver, 30).until(mode_bar)
     assert "Zoom" in buttons and "Box Select" in buttons and "Share chart..." not in buttons
     _drag(dash_duo, (0.02, 0.02, 0.4, 0.45))
     WebDriverWait(dash_duo.driver, 30).until(lambda _: "kl_sum_min" in _query(dash_duo))
