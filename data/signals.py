@@ -167,9 +167,9 @@ def row_ends(
     return keys.with_columns(pl.Series(ENDS, ends, dtype=pl.Boolean))
 
 
-# Where ingest kept each response's end (the board's default end tokens), a page's rows are read from the
-# scalars. Else a page of rows sorted over every step lies in dozens of row groups, each read whole for two
-# columns of its rows: ~0.4 s at 256k responses. Kept like the rows themselves (a warm page reads none).
+# Where ingest kept each response's end (the board's default end tokens), only that Boolean column of the
+# page's rows is read; else their token strings and texts, from the dozens of row groups a page sorted over
+# every step lies in (~0.4 s at 256k responses). Kept like the rows themselves (a warm page reads none).
 @shared(64)
 def _row_ends(
     key: StoreKey,

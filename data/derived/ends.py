@@ -41,13 +41,13 @@ def ends_column(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.Series:
     return lf.select(ends_with_end_token(tuple(pad_tokens), END_TOKENS).alias(COLUMN)).collect().to_series()
 
 
-def ends_counts(full: pl.DataFrame, pad_tokens: tuple[str, ...]) -> dict[int, list[list[int]]]:
+def ends_counts(full: pl.DataFrame) -> dict[int, list[list[int]]]:
     """``{part: [[step, n, ended, truncated], ...]}`` (by step) of a part file's rows ``full`` (one part or
     several written together: its ``part`` column). ``n`` counts every response, ``ended`` / ``truncated``
     those that can be told (a response of pads only is neither)."""
     if full is None or full.height == 0:
         return {}
-    ends = full.get_column(COLUMN) if COLUMN in full.columns else ends_column(full, pad_tokens)
+    ends = full.get_column(COLUMN)  # made by ingest with the part (see ends_column)
     e = pl.col("__ends")
     counts = (
         full.lazy()

@@ -163,7 +163,7 @@ class PartFiles:
         ends = None
         blocks = None
         if n:
-            ends = ends_counts(full, self.pad_tokens).get(pid)
+            ends = ends_counts(full).get(pid)
             per_token = schema.trainer_token_fields(full, with_values=True)
             full, blocks = self.write_blocks(full, pid)
             scal = full.select(scalar_columns(full))
@@ -237,7 +237,7 @@ class PartFiles:
             whole = whole.drop("__item")
             host = next(pid for pid, n in zip(pids, rows, strict=True) if n)
             per_token = schema.trainer_token_fields(whole, with_values=True)
-            ends = ends_counts(whole, self.pad_tokens)
+            ends = ends_counts(whole)
             whole, blocks = self.write_blocks(whole, host)
             columns = dict(whole.schema)
             scal = whole.select(scalar_columns(whole))
