@@ -13,7 +13,7 @@ import polars as pl
 from data.cache import StoreKey, shared
 from data.derived.ends import COLUMN as ENDS_COLUMN
 from data.derived.ends import counted_with, truncation_from_counts
-from data.metrics.degeneration import ends_with_end_token, summary_units
+from data.metrics.degeneration import ends_with_end_token, summary_units, with_end_inputs
 from data.store import RunStore
 
 ENDS = "ends"  # the column of :func:`ends_frame`: True ended, False truncated, null cannot be told
@@ -38,8 +38,8 @@ def _ends_frames(store: RunStore, pad_tokens: tuple, end_tokens: tuple, step: in
     shared_files = store.shares_files()
     for path, parts in by_file.items():
         lf = pl.scan_parquet(path, missing_columns="insert", extra_columns="ignore")
-        names = lf.collect_schema().names()
-        if "step" not in names:  # a part without rows
+        schema = lf.collect_schema()
+        if "step" not in schema:  # a part without rows
             continue
         if shared_files:  # a file written with others may hold rows of parts dropped since
             lf = lf.filter(pl.col("part").is_in(parts))
@@ -47,10 +47,7 @@ def _ends_frames(store: RunStore, pad_tokens: tuple, end_tokens: tuple, step: in
             lf = lf.filter(pl.col("step") == step)
         if store.visible_below is not None:  # steps that may still be partial are not shown
             lf = lf.filter(pl.col("step") < store.visible_below)
-        if "response_tokens" not in names:  # a run without token strings
-            lf = lf.with_columns(pl.lit(None, pl.List(pl.String)).alias("response_tokens"))
-        if "response" not in names:
-            lf = lf.with_columns(pl.lit(None, pl.String).alias("response"))
+        lf = with_end_inputs(lf, schema)
         yield lf.select(
             pl.col("part").cast(pl.UInt32), pl.col("row").cast(pl.UInt32), pl.col("step").cast(pl.Int64), expr
         ).collect()
@@ -184,10 +181,7 @@ def _row_ends(
         # (read from the rows' row groups: a scan of the scalars would read every response's, 0.3 s at 2.56M)
         return tuple(store.read_keys(keys, [ENDS_COLUMN]).get_column(ENDS_COLUMN).to_list())
     got = store.read_keys(keys, ["response_tokens", "response"])
-    if got.schema.get("response_tokens") != pl.List(pl.String):  # a run without token strings
-        got = got.with_columns(pl.lit(None, pl.List(pl.String)).alias("response_tokens"))
-    if got.schema.get("response") != pl.String:
-        got = got.with_columns(pl.col("response").cast(pl.String))
+    got = with_end_inputs(got, got.schema)
     expr = ends_with_end_token(tuple(pad_tokens), tuple(end_tokens)).alias(ENDS)
     return tuple(got.select(expr).get_column(ENDS).to_list())
 

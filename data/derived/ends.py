@@ -18,7 +18,7 @@ import polars as pl
 
 from data.config import DEFAULT_END_TOKENS
 from data.derived.base import Commit, collect_named
-from data.metrics.degeneration import ends_with_end_token
+from data.metrics.degeneration import ends_with_end_token, with_end_inputs
 from data.store.manifest import Manifest
 
 END_TOKENS = DEFAULT_END_TOKENS
@@ -34,11 +34,12 @@ def ends_column(df: pl.DataFrame, pad_tokens: tuple[str, ...]) -> pl.Series:
     """:data:`COLUMN` of a part frame's rows (for ingest): whether each ends with one of :data:`END_TOKENS`
     (null: pads only), from its token strings where it has them, else its text."""
     lf = df.lazy().select(*(c for c in ("response_tokens", "response") if c in df.columns))
-    if "response_tokens" not in df.columns:  # a run without token strings
-        lf = lf.with_columns(pl.lit(None, pl.List(pl.String)).alias("response_tokens"))
-    if "response" not in df.columns:
-        lf = lf.with_columns(pl.lit(None, pl.String).alias("response"))
-    return lf.select(ends_with_end_token(tuple(pad_tokens), END_TOKENS).alias(COLUMN)).collect().to_series()
+    return (
+        with_end_inputs(lf, df.schema)
+        .select(ends_with_end_token(tuple(pad_tokens), END_TOKENS).alias(COLUMN))
+        .collect()
+        .to_series()
+    )
 
 
 def ends_counts(full: pl.DataFrame) -> dict[int, list[list[int]]]:

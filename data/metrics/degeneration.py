@@ -269,7 +269,7 @@ def ends_with_end_token(
     ``end_tokens`` (pads that are end tokens count as end tokens: ``[..., "Ġ.", "<|endoftext|>", "<pad>"]``
     ended, ``[..., "Ġtime", "Ġ."]`` was cut). Without them: its ``text``, pads that are not end tokens
     removed and trailing white space stripped, ends with one of ``end_tokens``. Null for a response whose
-    tokens are all pads. A trainer that decodes texts without special tokens leaves no end token in any
+    tokens are all pads, or that has neither tokens nor a text. A trainer that decodes texts without special tokens leaves no end token in any
     text: whether such a run's responses were cut cannot be told (see :func:`data.signals`).
     """
     fill = _fill(pad_tokens, end_tokens)
@@ -284,6 +284,18 @@ def ends_with_end_token(
     return pl.when(has_tokens).then(last.is_in(ends)).otherwise(by_text)
 
 
+def with_end_inputs(frame, schema):
+    """``frame`` (a DataFrame or a LazyFrame whose schema is ``schema``) with the two columns
+    :func:`ends_with_end_token` reads, typed: a run without token strings gets null lists (its text decides),
+    one without texts null texts."""
+    if schema.get("response_tokens") != pl.List(pl.String):
+        frame = frame.with_columns(pl.lit(None, pl.List(pl.String)).alias("response_tokens"))
+    if schema.get("response") != pl.String:
+        texts = pl.col("response").cast(pl.String) if "response" in schema else pl.lit(None, pl.String)
+        frame = frame.with_columns(texts.alias("response"))
+    return frame
+
+
 def ends_with_end_token_py(
     tokens: list[str] | None, text: str | None, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]
 ) -> bool | None:
@@ -292,8 +304,8 @@ def ends_with_end_token_py(
     if tokens:
         kept = [t for t in tokens if t not in fill]
         return kept[-1] in end_tokens if kept else None
-    if text is None:
-        return False
+    if text is None:  # neither tokens nor text: cannot be told
+        return None
     for tok in fill:
         text = text.replace(tok, "")
     text = text.rstrip()

@@ -146,6 +146,35 @@ def test_degeneration009_end_token_by_hand():
     assert _ends(tokens, texts) == [True, True, False, None, True, False, False, False]
 
 
+def test_degeneration011_end_inputs_of_a_run_without_tokens_or_texts():
+    """A run without token strings is read by its texts; one without texts is unknown (null: cannot be
+    told, as the plain-Python definition says); non-text ones are read as their text. The same answer from
+    a frame and from a lazy frame."""
+    from data.metrics.degeneration import ends_with_end_token, ends_with_end_token_py, with_end_inputs
+
+    texts_only = pl.DataFrame({"response": ["good .<|endoftext|>", "we had a good", None]})
+    nothing = pl.DataFrame({"step": [1, 2]})
+    ints = pl.DataFrame({"response": [1, 2]})
+    tokens_null = pl.DataFrame({"response_tokens": [None, None], "response": ["a</s>", "b"]})
+    expr = ends_with_end_token(PADS_T, ENDS).alias("e")
+    for df, want in [
+        (texts_only, [True, False, None]),
+        (nothing, [None, None]),
+        (ints, [False, False]),  # read as the texts "1" and "2"
+        (tokens_null, [True, False]),
+    ]:
+        eager = with_end_inputs(df, df.schema).select(expr).to_series().to_list()
+        lazy = (
+            with_end_inputs(df.lazy(), df.lazy().collect_schema())
+            .select(expr)
+            .collect()
+            .to_series()
+            .to_list()
+        )
+        assert eager == lazy == want, (df.columns, eager, lazy)
+    assert ends_with_end_token_py(None, None, PADS_T, ENDS) is None
+
+
 def test_degeneration010_end_token_matches_its_definition_and_the_trainers_flag(fixtures_dir):
     """The expression gives what the plain-Python definition gives on random responses, and on TRL's PPO
     and GRPO runs exactly the trainer's own ends_with_eos flag of every line (400 lines each; 22 and 31
