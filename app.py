@@ -25,6 +25,7 @@ from components.layout import (
     url_prefix,
 )
 from data import live, service
+from data.cache import code_version
 from data.config import DEFAULT_ROOT, Settings, load_settings
 from data.views import links, paths
 from data.views.codec import parse_search
@@ -60,6 +61,9 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
     # browser may fetch the index from one worker and the scripts from another, which would then answer
     # 404: render the index once in every process so that each knows its paths.
     app.server.test_client().get(settings.url_prefix, headers=auth.own_headers(settings))
+    # The digest of data/'s source that keys the results cache (~25 ms of reading and hashing 160 files),
+    # taken here rather than in the first request that asks the cache.
+    code_version()
     return app
 
 
