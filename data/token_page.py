@@ -70,7 +70,7 @@ def strip_of(state: TokensState, view: tokens.TokenView, board, wait: float):
     """``(metric, lacks, visible tokens, scale)`` of the page's strip (:func:`data.tokens.strip`), clipped at
     the run's per-token quantiles (:func:`data.token_scale.run_scale`)."""
     store = board.store(state.run, wait=wait) if state.run else None
-    run = None if store is None else token_scale.run_scale(store, board.settings.pad_tokens)
+    run = None if store is None else token_scale.run_scale(store)
     return tokens.strip(view, state.metric, state.pads, state.correction(), run)
 
 

@@ -1,7 +1,8 @@
 """The token strip's colour scale against one extreme token: the run's 99.9th percentile of each per-token
 metric (of |value| for a signed one), from the token arrays of its responses, or of a sample of them spread
-over the run (whole row groups of its parts, evenly spaced) beyond :data:`SAMPLE_ROWS`; once per committed
-state of the store (cached on its version). The strip clips its scale there and its legend says so; the
+over the run (whole row groups of its parts, evenly spaced) beyond :data:`SAMPLE_ROWS`; computed by the
+commit that ends an ingest pass and kept in the store (:mod:`data.derived.tokscale`), else once per committed
+state (cached on its version). The strip clips its scale there and its legend says so; the
 median beside it is where a log scale turns from linear (:mod:`data.strip_scale`).
 """
 
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
+import orjson
 import polars as pl
 import pyarrow.parquet as pq
 
@@ -80,9 +83,47 @@ def legend_note(metric: str, q: float, peak: float, run: RunScale) -> str:
     )
 
 
-def run_scale(store, pad_tokens: tuple[str, ...]) -> RunScale:
-    """The :class:`RunScale` of the store's committed state."""
-    return _run_quantiles(StoreKey(store), tuple(pad_tokens))
+def run_scale(store) -> RunScale:
+    """The :class:`RunScale` of the store's committed state: the one its commit kept
+    (:mod:`data.derived.tokscale`), else (a commit made mid-read keeps none) computed once per state."""
+    name = store.manifest.derived_name(KIND)
+    if name:
+        try:
+            kept = from_json((Path(store.dir) / name).read_bytes())
+        except FileNotFoundError:  # a later commit collected it: that state's is computed
+            kept = None
+        if kept is not None:
+            return kept
+    return _computed_scale(StoreKey(store))
+
+
+# The derived kind that keeps a commit's scale (data.derived.registry), its manifest key.
+KIND = "tokscale"
+
+
+def to_json(scale: RunScale) -> bytes:
+    """The JSON object of ``scale`` (what :func:`from_json` reads)."""
+    return orjson.dumps(
+        {
+            "values": scale.values,
+            "medians": [list(m) for m in scale.medians],
+            **{k: getattr(scale, k) for k in ("tokens", "responses", "total", "exact")},
+        }
+    )
+
+
+def from_json(raw: bytes) -> RunScale | None:
+    """The :class:`RunScale` :func:`to_json` wrote; None for anything else (computed instead)."""
+    try:
+        d = orjson.loads(raw)
+        values = {str(k): float(v) for k, v in d["values"].items()}
+        medians = tuple((str(m), float(v)) for m, v in d["medians"])
+        counts = [d[k] for k in ("tokens", "responses", "total")]
+        if not all(type(n) is int for n in counts) or type(d["exact"]) is not bool:
+            return None
+        return RunScale(values, *counts, d["exact"], medians)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def _groups_of(path) -> list[tuple[str, int, int]]:
@@ -113,13 +154,18 @@ def _pick(files: list, total: int, want: int) -> list[tuple[str, int, int]]:
 # Named anew when RunScale gains a field: the results cache keys an entry by the function's name, and an
 # entry an older board stored would come back without it (its default), unseen.
 @shared(16)
-def _run_quantiles(key: StoreKey, pad_tokens: tuple[str, ...]) -> RunScale:
-    store = key.store
+def _computed_scale(key: StoreKey) -> RunScale:
+    return compute(key.store)
+
+
+def compute(store) -> RunScale:
+    """The :class:`RunScale` of ``store`` (a committed state, or the one a commit is about to make) from its
+    parts: the token strings are not read (no quantile needs them), every quantile is one select."""
     files = store.part_files()
     total = _shown(store)
     picked = _pick(files, total, SAMPLE_ROWS)
     names = set(store.schema()) | _list_columns(picked)
-    lists = [c for c in TOKEN_COLUMNS if c in names]
+    lists = [c for c in TOKEN_COLUMNS if c in names and c != "response_tokens"]
     extras = [f for f in INFERENCE_LOGPROB_FIELDS if f in names][:1]
     exact = total <= SAMPLE_ROWS
     if not lists:
@@ -140,18 +186,20 @@ def _run_quantiles(key: StoreKey, pad_tokens: tuple[str, ...]) -> RunScale:
     sample = pl.concat(frames, how="diagonal_relaxed").with_row_index("row") if frames else None
     if sample is None or sample.height == 0:
         return RunScale({}, 0, 0, total, exact)
-    long = token_metrics(explode_tokens(sample, pad_tokens, [e for e in extras if e in sample.columns]))
-    values, medians = {}, []
-    for m in CLIPPED:
-        if m not in long.columns:
-            continue
+    long = token_metrics(explode_tokens(sample, (), [e for e in extras if e in sample.columns]))
+    metrics = [m for m in CLIPPED if m in long.columns]
+    exprs = []
+    for m in metrics:
         v = pl.col(m).cast(pl.Float64)
         v = v.abs() if metric_signed(m) else v
         v = v.filter(v.is_finite())
-        q, mid = long.select(v.quantile(QUANTILE, "higher"), v.quantile(0.5, "higher").alias("mid")).row(0)
-        if q is not None:
-            values[m] = float(q)
-            medians.append((m, float(mid)))
+        exprs += [v.quantile(QUANTILE, "higher").alias(f"q{m}"), v.quantile(0.5, "higher").alias(f"m{m}")]
+    got = long.select(exprs).row(0, named=True) if exprs else {}
+    values, medians = {}, []
+    for m in metrics:
+        if got[f"q{m}"] is not None:
+            values[m] = float(got[f"q{m}"])
+            medians.append((m, float(got[f"m{m}"])))
     return RunScale(values, long.height, sample.height, _shown(store), exact, tuple(medians))
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.derived import cells, ends, facts, matches, pidx, prompts, steps, text, tokens, topk
+from data.derived import cells, ends, facts, matches, pidx, prompts, steps, text, tokens, tokscale, topk
 from data.derived.base import Commit
 
 
@@ -35,6 +35,9 @@ KINDS: tuple[Kind, ...] = (
     Kind("topk", "topk-g*.parquet", "Parquet (zstd)", topk.build, topk.collect, "first rows of each sort"),
     Kind("prompts", "prompts-g*.parquet", "Parquet", prompts.build, prompts.collect, "the prompts page"),
     Kind("matches", "matches-g*.parquet", "Parquet", None, matches.collect, "compare two runs' prompts"),
+    Kind(
+        "tokscale", "tokscale-g*.json", "JSON", tokscale.build, tokscale.collect, "a fresh token page's scale"
+    ),
     Kind("facts", "facts-g*.json", "JSON", facts.build, facts.collect, "a fresh worker reads no footer"),
     Kind("text", "text/*.arrow", "Arrow IPC", text.build, text.collect, "regex over every step"),
     Kind(

@@ -44,6 +44,7 @@ _DERIVED: dict[str, tuple[str, str, dict[str, str]]] = {
     "prompts": ("prompts_file", "name", {"threshold": "prompts_threshold"}),
     "matches": ("prompt_matches_file", "name", {}),
     "facts": ("facts_file", "name", {}),
+    "tokscale": ("token_scale_file", "name", {}),
     "pidx": ("prompt_index", "entry", {}),
     "topk": ("topk", "entry", {"name_key": "file"}),
     "texttop": ("text_top", "entry", {"name_key": "name"}),

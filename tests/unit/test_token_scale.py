@@ -39,7 +39,7 @@ def test_tokenscale001_run_quantiles_are_the_files(grpo):
     """Every response read (400 ≤ SAMPLE_ROWS): the KL's 99.9th percentile and the |log-ratio|'s are those
     of every position of the files (the 'higher' value: one of the run's own)."""
     store, kl, lr = grpo
-    got = ts.run_scale(store, DEFAULT_PAD_TOKENS)
+    got = ts.run_scale(store)
     assert got.exact and (got.responses, got.total, got.tokens) == (400, 400, kl.size) == (400, 400, 5785)
     assert got.values["kl"] == pytest.approx(np.quantile(kl, 0.999, method="higher"), rel=1e-12)
     assert got.values["log_ratio"] == pytest.approx(
@@ -54,7 +54,7 @@ def test_tokenscale002_extreme_token_clips_the_strip(grpo):
     """The response whose one token has k3 ≈ 508 is coloured on 0..21.94 (the run's 99.9th percentile), its
     legend saying "clipped at 21.9 (max 508)"; a response under the percentile keeps its own scale."""
     store, kl, _ = grpo
-    run = ts.run_scale(store, DEFAULT_PAD_TOKENS)
+    run = ts.run_scale(store)
     ids = store.scan(["sample_id", "source", "line"]).collect()
     sid = ids.filter((ids["source"] == "rank1.jsonl") & (ids["line"] == 142)).item(0, "sample_id")
     view = token_view(store, sid, DEFAULT_PAD_TOKENS)
@@ -80,7 +80,7 @@ def test_tokenscale003_a_sample_says_so(fixtures_dir, tmp_path, monkeypatch):
     how many tokens of how many responses of the run's."""
     monkeypatch.setattr(ts, "SAMPLE_ROWS", 100)
     store = open_store(ingest_run(fixtures_dir / RUN, tmp_path, DEFAULT_PAD_TOKENS).store_dir)
-    got = ts.run_scale(store, DEFAULT_PAD_TOKENS)
+    got = ts.run_scale(store)
     assert not got.exact and got.total == 400 and 100 <= got.responses < 400
     assert got.source().startswith(
         f"the 99.9th percentile of {got.tokens:,} tokens of {got.responses:,} responses"
@@ -93,7 +93,7 @@ def test_tokenscale004_a_run_without_token_arrays_clips_nothing(fixtures_dir, tm
     store = open_store(
         ingest_run(fixtures_dir / "rlloggingboard-eval-poem", tmp_path, DEFAULT_PAD_TOKENS).store_dir
     )
-    got = ts.run_scale(store, DEFAULT_PAD_TOKENS)
+    got = ts.run_scale(store)
     assert (got.values, got.tokens, got.total) == ({}, 0, 3000)
     assert ts.clipped_scale("kl", 0.0, 3.0, got) == (0.0, 3.0, None)
 
@@ -133,7 +133,7 @@ def test_tokenscale005_other_tokens_stay_apart(grpo, fixtures_dir):
     from data.strip_scale import STRIP_AT
 
     store, kl, _ = grpo
-    run = ts.run_scale(store, DEFAULT_PAD_TOKENS)
+    run = ts.run_scale(store)
     s = float(np.quantile(kl, 0.5, method="higher"))
     assert run.knee("kl") == pytest.approx(s, rel=1e-12) == pytest.approx(0.0038441054, rel=1e-8)
     ids = store.scan(["sample_id", "source", "line"]).collect()
@@ -190,3 +190,44 @@ def test_tokenscale006_ratio_centred_on_one_and_signed_symmetric():
     assert lr.kind == "log" and lr.at(-0.1) == pytest.approx(1 - lr.at(0.1)) and lr.at(0.0) == 0.5
     flat = strip_scale("kl", pl.Series([0.1, 0.3, 0.3]), False, None)
     assert (flat.kind, flat.caption(), [v for _, v, _ in flat.ticks()]) == ("linear", None, [0.0, 0.3])
+
+
+def test_tokenscale007_kept_by_the_commit_equals_the_parts(grpo, tmp_path, monkeypatch):
+    """The commit that ends an ingest pass keeps the scale (tokscale-g*.json, data.derived.tokscale): what
+    the page reads is what the parts give (by hand above: the files' 99.9th percentile), field for field; a
+    commit made mid-read keeps none and the page computes the same; a kept file that is not the writer's
+    JSON is not trusted (computed instead)."""
+    from data.derived import tokscale
+    from data.ingest import writer as ingest_writer
+
+    store, kl, _ = grpo
+    name = store.manifest.derived_name("tokscale")
+    assert name and name.startswith("tokscale-g") and (store.dir / name).is_file()
+    kept = ts.from_json((store.dir / name).read_bytes())
+    assert kept == ts.run_scale(store) == ts.compute(store)
+    assert kept.values["kl"] == pytest.approx(np.quantile(kl, 0.999, method="higher"), rel=1e-12)
+    assert ts.from_json(ts.to_json(kept)) == kept
+    for bad in (
+        b"[]",
+        b"{",
+        b'{"values": {"kl": "x"}}',
+        ts.to_json(kept).replace(b'"exact":true', b'"exact":1'),
+    ):
+        assert ts.from_json(bad) is None, bad
+
+    # A mid-read commit (no prompt aggregates) keeps no scale; the page's is then computed, the same.
+    real = ingest_writer._Writer._commit
+    monkeypatch.setattr(
+        ingest_writer._Writer,
+        "_commit",
+        lambda self, data, complete, **kw: real(self, data, complete, aggregates=False),
+    )
+    mid = open_store(ingest_run(store.manifest.run_path, tmp_path, DEFAULT_PAD_TOKENS).store_dir)
+    assert mid.manifest.derived_name("tokscale") is None and not list(mid.dir.glob("tokscale-g*"))
+    assert ts.run_scale(mid) == kept
+
+    # A kept file that is garbage is not read as a scale.
+    (store.dir / name).write_bytes(b'{"values": []}')
+    assert ts.run_scale(store) == kept
+    (store.dir / name).write_bytes(ts.to_json(kept))
+    assert tokscale.FILE_KEY in store.manifest.to_dict()

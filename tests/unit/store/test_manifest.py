@@ -42,6 +42,7 @@ def test_manifest002_every_derived_kind_typed(store):
         "prompts",
         "matches",
         "facts",
+        "tokscale",
         "pidx",
         "topk",
         "texttop",
