@@ -318,8 +318,8 @@ def _block(
     want = list(dict.fromkeys(["source", "line", "part", "row", *cols]))
     # How each ended, read with its row; else part and row say where (data.response_columns.add_ends).
     kept = [ends.COLUMN] if ends.COLUMN in names else []
-    # The first matches of a search: kept beside their texts at ingest (not their end).
-    rows = _top_rows(store, keys, want) if fast is not None else None
+    # The first matches of a search: kept beside their texts at ingest.
+    rows = _top_rows(store, keys, want + kept) if fast is not None else None
     if rows is None and start == 0 and flt.step is None and flt.is_default():  # the first block, kept too
         rows = topk.first_rows(store, keys, want + kept)
     if rows is None:

@@ -251,9 +251,6 @@ def test_fastsearch006_block_from_the_top_file_reads_no_part(fixtures_dir, tmp_p
                 got = responses._block(
                     responses.StoreKey(store), ResponseFilter(q=q), "reward", True, start, end, 30.0
                 )
-            # (How each ended is read with the rows from the parts; the top file keeps none: the grid reads
-            # it for the rows on screen, data.response_columns.add_ends.)
-            want = want.drop("ends_with_end", strict=False)
             assert got.schema == want.schema
             assert got.equals(want), (q, start, end)
     assert fast >= 2

@@ -157,7 +157,8 @@ def test_grpo009_ends_of_a_page_of_rows_read_once(grpo, monkeypatch):
 
 def test_grpo010_grid_ends_come_with_their_rows(grpo, tmp_path, monkeypatch):
     """The grid's end column (``data.responses_grid.grid_rows``) of the first block sorted by reward over
-    every step (read from what ingest kept of that sort) and of one step's (read from its row groups) says
+    every step (read from what ingest kept of that sort), of one step's (read from its row groups) and of a
+    search's over every step (from the top file of the default order, beside its texts) says
     "truncated" of each record TRL's ``ends_with_eos`` calls cut and "ended" of the others; with the board's
     default end tokens it comes with the rows (the kept ``ends_with_end``), no second read of their row
     groups, and the rows the grid gets carry no ``ends_with_end``. With other end tokens the rows' tokens
@@ -174,9 +175,12 @@ def test_grpo010_grid_ends_come_with_their_rows(grpo, tmp_path, monkeypatch):
     }
     settings = load_settings(environ={}, root=str(tmp_path), cache_dir=str(tmp_path / "cache"))
     steps = store.steps().get_column("step").to_list()
-    views = [
-        ResponsesView.from_query({"run": [RUN], "step": [s], "sort": ["reward"]})[0] for s in ("all", "25")
-    ]
+    queries = (
+        {"step": ["all"], "sort": ["reward"]},
+        {"step": ["25"], "sort": ["reward"]},
+        {"step": ["all"], "q": ["a"]},
+    )
+    views = [ResponsesView.from_query({"run": [RUN], **q})[0] for q in queries]
 
     def grid(s):
         responses.clear_caches()
@@ -189,7 +193,7 @@ def test_grpo010_grid_ends_come_with_their_rows(grpo, tmp_path, monkeypatch):
     kept = grid(settings)
     monkeypatch.undo()
     other = grid(replace(settings, end_tokens=DEFAULT_END_TOKENS[::-1]))
-    assert [len(rows) for rows in kept] == [100, 16]
+    assert [len(rows) for rows in kept] == [100, 16, 100]
     assert {r["end"] for rows in kept for r in rows} == {"ended", "truncated"}
     for rows in (*kept, *other):
         assert all(r["end"] == want[r["sample_id"]] and "ends_with_end" not in r for r in rows)
