@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
+from data.derived.ends import COLUMN as ENDS_COLUMN
 from data.metrics import label
 from data.metrics.registry import length_column
 from data.responses import END, table_columns
@@ -66,15 +67,18 @@ def add_ends(
     pad_tokens: tuple[str, ...],
     end_tokens: tuple[str, ...],
 ) -> list[dict]:
-    """``rows`` (grid rows with ``part`` and ``row``) with :data:`END` set (``"ended"``, ``"truncated"`` or
-    None where it cannot be told) when it is one of the ``shown`` columns; as they are otherwise."""
+    """``rows`` (grid rows with ``part`` and ``row``, and :data:`~data.derived.ends.COLUMN` where it was read
+    with them: taken out of them) with :data:`END` set (``"ended"``, ``"truncated"`` or None where it
+    cannot be told) when it is one of the ``shown`` columns; as they are otherwise."""
+    read = bool(rows) and all(ENDS_COLUMN in r for r in rows)
+    kept = [r.pop(ENDS_COLUMN, None) for r in rows] if ENDS_COLUMN not in set(shown) else None
     if END not in set(shown) or not rows:
         return rows
     keys = pl.DataFrame(
         {"part": [r["part"] for r in rows], "row": [r["row"] for r in rows]},
         schema={"part": pl.Int64, "row": pl.Int64},
     )
-    ends = row_ends(store, keys, pad_tokens, end_tokens).get_column(ENDS).to_list()
+    ends = row_ends(store, keys, pad_tokens, end_tokens, kept if read else None).get_column(ENDS).to_list()
     for r, e in zip(rows, ends, strict=True):
         r[END] = None if e is None else END_LABELS[e]
     return rows

@@ -21,7 +21,7 @@ from data.cache import StoreKey, shared
 from data.config import DEFAULT_EXPORT_SECONDS, DEFAULT_SEARCH_SECONDS
 from data.curves import partial_step
 from data.curves import run_steps as run_summary
-from data.derived import topk
+from data.derived import ends, topk
 from data.metrics import METRICS, label
 from data.metrics.registry import COLUMNS, PREVIEW_COLUMNS, length_column
 from data.metrics.registry import table_columns as registry_table_columns
@@ -284,8 +284,8 @@ def page_rows(
     end: int,
     seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> tuple[pl.DataFrame, int]:
-    """Rows ``start:end`` of the ordered matches (``source_line``, ``sample_id``, the table's columns and
-    previews) and the count.
+    """Rows ``start:end`` of the ordered matches (``source_line``, ``sample_id``, the table's columns,
+    previews, how each ended where the store keeps it: ``ends_with_end``) and the count.
 
     A block of the grid is cached per store version: its rows are read (from the row groups that hold
     them, over every part for all steps) once."""
@@ -316,15 +316,16 @@ def _block(
     names = store.schema()
     cols = [c for c in ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS] if c in names]
     want = list(dict.fromkeys(["source", "line", "part", "row", *cols]))
-    rows = None
-    if fast is not None:  # the first matches' columns, kept beside their texts at ingest
-        rows = _top_rows(store, keys, want)
-    elif start == 0 and flt.step is None and flt.is_default():  # the first block, kept at ingest
-        rows = topk.first_rows(store, keys, want)
+    # How each ended, read with its row; else part and row say where (data.response_columns.add_ends).
+    kept = [ends.COLUMN] if ends.COLUMN in names else []
+    # The first matches of a search: kept beside their texts at ingest.
+    rows = _top_rows(store, keys, want + kept) if fast is not None else None
+    if rows is None and start == 0 and flt.step is None and flt.is_default():  # the first block, kept too
+        rows = topk.first_rows(store, keys, want + kept)
     if rows is None:
-        rows = store.read_keys(keys, want)
-    # part and row: where a row's token strings are, to tell how it ended (data.response_columns.add_ends)
-    rows = rows.select(source_line(), *cols, pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64))
+        rows = store.read_keys(keys, want + kept)
+    kept = [pl.col(c).cast(pl.Int64) for c in ("part", "row")] + [c for c in kept if c in rows.columns]
+    rows = rows.select(source_line(), *cols, *kept)
     return with_hits(rows, keys, store, flt, seconds) if flt.tok else rows  # where its token is, its value
 
 

@@ -38,8 +38,9 @@ def grid_rows(
     labels = (
         annotations.labels_for(settings, view.run, [r.get("sample_id") for r in rows]) if view.run else ()
     )
-    for row, held in zip(rows, labels or [""] * len(rows), strict=True):
-        row["tokens_href"] = links.row_tokens(view, row["sample_id"], prefix, row.get("tok_pos"))
+    hrefs = links.rows_tokens(view, [r["sample_id"] for r in rows], prefix, [r.get("tok_pos") for r in rows])
+    for row, held, href in zip(rows, labels or [""] * len(rows), hrefs, strict=True):
+        row["tokens_href"] = href
         row["label"] = held  # the labels the team gave it (data.annotations), "" for none
     return rows, count
 

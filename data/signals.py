@@ -149,16 +149,24 @@ END_LABELS = {True: "ended", False: "truncated"}
 
 
 def row_ends(
-    store: RunStore, keys: pl.DataFrame, pad_tokens: tuple[str, ...], end_tokens: tuple[str, ...]
+    store: RunStore,
+    keys: pl.DataFrame,
+    pad_tokens: tuple[str, ...],
+    end_tokens: tuple[str, ...],
+    kept: list[bool | None] | None = None,
 ) -> pl.DataFrame:
     """``part, row, ends`` of the responses ``keys`` (``part, row``; a page of rows, a group), in their
     order: True ended with an end token, False cut (truncated), by the definition of the ``truncated``
     filter (:func:`~data.metrics.degeneration.ends_with_end_token`), reading only those rows' token strings
     and texts. Null where it cannot be told: a response of pads only, or any response of a run none of whose
-    responses ends with an end token (see :func:`can_tell_truncation`)."""
+    responses ends with an end token (see :func:`can_tell_truncation`). ``kept``: the rows'
+    :data:`ENDS_COLUMN` as read with them (``data.responses.page_rows``), taken where ingest made it with
+    these tokens instead of a read of their row groups."""
     keys = keys.select(pl.col("part").cast(pl.Int64), pl.col("row").cast(pl.Int64))
     if keys.height == 0 or not can_tell_truncation(store, pad_tokens, end_tokens):
         return keys.with_columns(pl.lit(None, pl.Boolean).alias(ENDS))
+    if kept is not None and len(kept) == keys.height and _in_scalars(store, pad_tokens, end_tokens):
+        return keys.with_columns(pl.Series(ENDS, kept, dtype=pl.Boolean))
     parts, rows = tuple(keys.get_column("part").to_list()), tuple(keys.get_column("row").to_list())
     ends = _row_ends(StoreKey(store), parts, rows, tuple(pad_tokens), tuple(end_tokens))
     return keys.with_columns(pl.Series(ENDS, ends, dtype=pl.Boolean))

@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from data.derived.base import Commit
+from data.derived.ends import COLUMN as ENDS_COLUMN
 from data.derived.ends import END_TOKENS, EndsCounts
 from data.derived.ends import MANIFEST_KEY as ENDS_WITH
 from data.derived.registry import build_all
@@ -364,8 +365,9 @@ class _Writer(PartFiles, OldFiles):
 def _top_block(store_dir: Path, data: dict) -> Block:
     """What the top file's rows keep besides their texts (see :data:`data.derived.text.BLOCK_KEY`): the
     columns the responses grid's block shows (``source, line``, the metric and extra columns, the
-    previews; :func:`data.responses._block`), read from the scalars of the parts of manifest ``data``."""
-    cols = ["source", "line", *table_columns(), *data.get("extra_columns", []), *PREVIEW_COLUMNS]
+    previews, how each ended; :func:`data.responses._block`), read from the scalars of the parts of manifest
+    ``data``."""
+    cols = ["source", "line", *table_columns(), *data.get("extra_columns", []), *PREVIEW_COLUMNS, ENDS_COLUMN]
     parts = data["parts"]
 
     def scans(pids: list[int]) -> list[pl.LazyFrame]:

@@ -100,6 +100,34 @@ def row_tokens(view: ResponsesView, sample: str, prefix: str = "", pos: int | No
     return tokens(view.run, sample, back, prefix=prefix)
 
 
+# A stand-in sample id no percent-encoding changes: the grid's row links are one link filled in.
+_SAMPLE = "rlbSample0"
+
+
+def rows_tokens(
+    view: ResponsesView,
+    samples: Iterable[str],
+    prefix: str = "",
+    positions: Iterable[int | None] | None = None,
+) -> list[str]:
+    """:func:`row_tokens` of many rows of ``view`` (``positions``: their ``pos``), the same links: one is
+    built with a stand-in sample id, the others fill it in (a sample id is percent-encoded once as the
+    token page's and twice inside its way back, and percent-encoding goes character by character), which
+    the first row's link checks against its own; rows of a token filter (each its position) one by one."""
+    samples = list(samples)
+    if view.token_pattern() and positions is not None:
+        return [row_tokens(view, s, prefix, p) for s, p in zip(samples, positions, strict=True)]
+    pieces = row_tokens(view, _SAMPLE, prefix).split(_SAMPLE)
+
+    def fill(s: str) -> str:
+        once = quote_plus(s, safe="")
+        return pieces[0] + once + pieces[1] + quote_plus(once, safe="") + pieces[2]
+
+    if not samples or len(pieces) != 3 or fill(samples[0]) != row_tokens(view, samples[0], prefix):
+        return [row_tokens(view, s, prefix) for s in samples]
+    return [fill(s) for s in samples]
+
+
 def _strip_metric(metric: str) -> str:
     """The token page's colour for a token filter's metric: itself where the strip offers it, else KL."""
     return metric if metric in STRIP_METRICS else DEFAULT_METRIC

@@ -162,6 +162,50 @@ def test_grpo009_ends_of_a_page_of_rows_read_once(grpo, monkeypatch):
     assert kept.head(49).equals(parts) and kept.get_column(ENDS).sum() > 0
 
 
+def test_grpo010_grid_ends_come_with_their_rows(grpo, tmp_path, monkeypatch):
+    """The grid's end column (``data.responses_grid.grid_rows``) of the first block sorted by reward over
+    every step (read from what ingest kept of that sort), of one step's (read from its row groups) and of a
+    search's over every step (from the top file of the default order, beside its texts) says
+    "truncated" of each record TRL's ``ends_with_eos`` calls cut and "ended" of the others; with the board's
+    default end tokens it comes with the rows (the kept ``ends_with_end``), no second read of their row
+    groups, and the rows the grid gets carry no ``ends_with_end``. With other end tokens the rows' tokens
+    are read: the same tokens in another order say the same."""
+    from dataclasses import replace
+
+    from data import responses, responses_grid, signals
+    from data.config import DEFAULT_END_TOKENS, load_settings
+    from data.views.responses import ResponsesView
+
+    store, records = grpo
+    want = {
+        sample_id(r["file"], r["line"]): "truncated" if not r["ends_with_eos"] else "ended" for r in records
+    }
+    settings = load_settings(environ={}, root=str(tmp_path), cache_dir=str(tmp_path / "cache"))
+    steps = store.steps().get_column("step").to_list()
+    queries = (
+        {"step": ["all"], "sort": ["reward"]},
+        {"step": ["25"], "sort": ["reward"]},
+        {"step": ["all"], "q": ["a"]},
+    )
+    views = [ResponsesView.from_query({"run": [RUN], **q})[0] for q in queries]
+
+    def grid(s):
+        responses.clear_caches()
+        return [responses_grid.grid_rows(store, v, steps, s, 0, 100)[0] for v in views]
+
+    def no_read(*a, **k):
+        raise AssertionError("read their row groups again")
+
+    monkeypatch.setattr(signals, "_row_ends", no_read)
+    kept = grid(settings)
+    monkeypatch.undo()
+    other = grid(replace(settings, end_tokens=DEFAULT_END_TOKENS[::-1]))
+    assert [len(rows) for rows in kept] == [100, 16, 100]
+    assert {r["end"] for rows in kept for r in rows} == {"ended", "truncated"}
+    for rows in (*kept, *other):
+        assert all(r["end"] == want[r["sample_id"]] and "ends_with_end" not in r for r in rows)
+
+
 def test_grpo004_learning_signal_of_each_group_by_hand(grpo):
     """The learning-signal column (``data.metrics.group.learning_signal``) of every response is whether the
     rewards of its group (step, group_id) in the files differ: the 11 groups of 4 equal rewards (the README's

@@ -121,7 +121,11 @@ def test_topk002_by_hand_ties_nan_null_inf_and_no_scan(tmp_path, monkeypatch, sm
         *spec_cols[0],
         *spec_cols[1],
         *responses.PREVIEW_COLUMNS,
-        *("part", "row"),  # where its token strings are, to tell how it ended (the end column)
+        *(
+            "part",
+            "row",
+            "ends_with_end",
+        ),  # how it ended (the end column), kept at ingest, or where to read it
     ]
     assert rows.get_column("response_preview").to_list() == ["r1", "r2", "r5"]
     responses.clear_caches()

@@ -108,3 +108,36 @@ def test_links005_reward_hacking_points_and_view_words():
     )
     flt = view.response_filter([1, 2, 3], (("<pad>",), ("</s>",)))
     assert flt.truncated == (("<pad>",), ("</s>",)) and view.cleared().truncated is False
+
+
+def test_links007_rows_tokens_are_each_rows_link(monkeypatch):
+    """The grid's row links made at once (``rows_tokens``: one link filled in) are ``row_tokens`` of each
+    row, character for character: sample ids a query string must encode (spaces, ``&=+%/``, accents, the
+    stand-in id itself), views with a search, ranges and columns, a search holding the stand-in id (then
+    built one by one), a token filter's rows each at its position, a URL prefix, no rows. Where it can, it
+    builds two links (the stand-in's, the first row's to check), not one a row."""
+    samples = ["a.jsonl-3", "x y&z=1+2", "100%/ü", "é-7.2", links._SAMPLE, "rlbSample0rlbSample0"]
+    views = [
+        ResponsesView(run="r", step=3),
+        ResponsesView(
+            run="c#d&e", step="all", sort="kl_mean", q="(?i)a b&c=d+é%", reward_min=0.5, cols=("end",)
+        ),
+        ResponsesView(run="r", step="all", q=f"x{links._SAMPLE}"),
+        ResponsesView(run="r", step=2, tok="Ġthe", tok_min=0.5),
+    ]
+    positions = [3, None, 0, 12, 5, 1]
+    for view in views:
+        for prefix in ("", "/p"):
+            got = links.rows_tokens(view, samples, prefix, positions)
+            assert got == [
+                links.row_tokens(view, s, prefix, p) for s, p in zip(samples, positions, strict=True)
+            ]
+            assert links.rows_tokens(view, samples, prefix) == [
+                links.row_tokens(view, s, prefix) for s in samples
+            ]
+            assert links.rows_tokens(view, [], prefix, []) == []
+    assert "pos=12" in links.rows_tokens(views[3], samples, "", positions)[3]
+    built, one = [], links.row_tokens
+    monkeypatch.setattr(links, "row_tokens", lambda *a: built.append(a) or one(*a))
+    assert links.rows_tokens(views[1], samples, "/p") == [one(views[1], s, "/p") for s in samples]
+    assert len(built) == 2

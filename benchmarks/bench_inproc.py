@@ -1,0 +1,98 @@
+"""The pages' recorded callbacks replayed in this process, as ``bench_scale.py`` replays them on a server:
+cold (an empty results cache, no text index) then ``--warm`` passes, each page's wall and CPU time.
+
+    cd SRC && uv run python /path/to/benchmarks/bench_inproc.py --root /work/scale/x10/root --cache C \\
+        --callbacks W/x10/callbacks-<label>.json --pages runs reward responses responses_all_sorted [--warm 3]
+
+Run from the source tree to measure (its ``app``). ``--cache`` is a cache folder of one's own (links to
+stores: its results cache and text indexes are removed first, nothing inside a store is written). After
+the app is built its objects leave the garbage collector's sight, as ``gunicorn.conf.py`` does in each
+worker. One process is one round: interleave two source trees' rounds (A B B A ...) and compare medians;
+CPU time is the figure that a shared machine moves least.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+CALLBACK_PATH = "/_dash-update-component"
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of the search helpers it started (``data.bounded``), as
+    ``bench_scale.Server.cpu_seconds`` counts a worker's."""
+    import psutil
+
+    total = time.process_time()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            t = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system
+    return total
+
+
+def replay(client, bodies: list[dict]) -> tuple[float, float]:
+    """``(wall ms, CPU ms)`` of one page's callbacks posted one after the other."""
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    for body in bodies:
+        r = client.post(CALLBACK_PATH, json=body)
+        if r.status_code not in (200, 204):
+            raise SystemExit(f"{r.status_code} {body['output'][:60]}")
+    return (time.perf_counter() - t0) * 1000, (cpu_seconds() - c0) * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", type=Path, required=True)
+    ap.add_argument("--cache", type=Path, required=True)
+    ap.add_argument("--callbacks", type=Path, required=True, help="a bench_scale.py callbacks-<label>.json")
+    ap.add_argument("--pages", nargs="+", required=True)
+    ap.add_argument("--warm", type=int, default=0, help="warm passes after the cold one (their median)")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, os.getcwd())
+    from benchmarks.bench_scale import clear_server_caches, load
+
+    clear_server_caches(args.cache)
+    os.environ.update(
+        RLBOARD_ROOT=str(args.root),
+        RLBOARD_CACHE_DIR=str(args.cache),
+        RLBOARD_DEMO="0",
+        RLBOARD_LOG_LEVEL="warning",
+    )
+    import app
+
+    client = app.server.test_client()
+    client.get("/healthz")
+    gc.collect()
+    gc.freeze()
+    recorded = json.loads(args.callbacks.read_text())
+    out = {p: {"load": load()} for p in args.pages}
+    for page in args.pages:
+        out[page]["cold_ms"], out[page]["cold_cpu_ms"] = replay(client, recorded[page])
+    warm: dict[str, list] = {p: [] for p in args.pages}
+    for _ in range(args.warm):
+        for page in args.pages:
+            warm[page].append(replay(client, recorded[page]))
+    for page, got in warm.items():
+        if got:
+            out[page]["warm_ms"] = round(statistics.median(w for w, _ in got), 1)
+            out[page]["warm_cpu_ms"] = round(statistics.median(c for _, c in got), 1)
+    print(
+        json.dumps(
+            {p: {k: round(v, 1) if isinstance(v, float) else v for k, v in o.items()} for p, o in out.items()}
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
