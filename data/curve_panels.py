@@ -31,9 +31,16 @@ def _finite(col: str) -> pl.Expr:
 
 def has_values(steps: pl.DataFrame, col: str) -> bool:
     """True when the per-step column exists and holds at least one finite value."""
-    if col not in steps.columns or steps.height == 0:
-        return False
-    return steps.select(_finite(col).is_not_null().any()).item()
+    return col in with_values(steps, [col])
+
+
+def with_values(steps: pl.DataFrame, cols: list[str]) -> set[str]:
+    """Those of ``cols`` for which :func:`has_values` is true, asked of the frame in one pass."""
+    present = list(dict.fromkeys(c for c in cols if c in steps.columns))
+    if not present or steps.height == 0:
+        return set()
+    got = steps.select(_finite(c).is_not_null().any().alias(str(i)) for i, c in enumerate(present)).row(0)
+    return {c for c, yes in zip(present, got, strict=True) if yes}
 
 
 def band_exprs(col: str, band: str) -> tuple[pl.Expr, pl.Expr]:

@@ -67,7 +67,11 @@ def context_of(run: str | None, store: RunStore | None, notices: Sequence[str] =
     return RunContext(run, store, steps, tuple(notices))
 
 
+# The summary's step column alone: the whole summary (65 columns at 5,000 steps) took ~25 ms CPU to read,
+# the first page of a run's first visit waiting on it.
 @shared(32, disk=False)
 def _steps(key: StoreKey) -> tuple[int, ...]:
-    steps = key.store.steps()
-    return tuple(sorted(int(s) for s in steps.get_column("step").to_list())) if steps.height else ()
+    scan = key.store.steps_scan()
+    if "step" not in scan.collect_schema().names():  # an empty summary
+        return ()
+    return tuple(sorted(int(s) for s in scan.select("step").collect().get_column("step").to_list()))

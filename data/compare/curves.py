@@ -136,11 +136,13 @@ def _column(key: str) -> str:
 def available(frame: pl.DataFrame) -> list[str]:
     """The metric keys a run's :func:`run_frame` has values for, in :data:`METRICS` order, then its
     reward components by name."""
-    out = [k for k in METRICS if curve_panels.has_values(frame, _column(k))]
+    comps = [c for c in frame.columns if c.startswith(COMPONENT)]
+    found = curve_panels.with_values(frame, [_column(k) for k in METRICS] + comps)
+    out = [k for k in METRICS if _column(k) in found]
     # A run with token lengths has characters too; the characters are only for runs without tokens.
     if "response_length" in out and "response_chars" in out:
         out.remove("response_chars")
-    comps = sorted(c for c in frame.columns if c.startswith(COMPONENT) and curve_panels.has_values(frame, c))
+    comps = sorted(c for c in comps if c in found)
     return out + comps
 
 

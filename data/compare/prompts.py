@@ -165,7 +165,24 @@ def nearest_steps(a_steps: pl.DataFrame, b_steps: pl.DataFrame) -> pl.DataFrame:
     paired steps ``match, a_step, b_step, gap``: the smallest gap, then the largest sum (then the smaller
     A step: of two pairs that swap the same two steps, the first the definition tries). Only A's steps'
     nearest B step on either side can be such a pair (a pair with a B step further away has a larger gap),
-    so the candidates are two as-of joins, not every pair of steps."""
+    so the candidates are two as-of joins, not every pair of steps. A prompt both runs give at a common step
+    pairs at the last such step (gap 0, the largest sum): found by one join, the as-of joins left to the
+    others (often none: runs that draw the same prompts at the same steps)."""
+    common = (
+        a_steps.join(b_steps, left_on=["match", "a_step"], right_on=["match", "b_step"], how="inner")
+        .group_by("match")
+        .agg(pl.col("a_step").max())
+        .select("match", "a_step", pl.col("a_step").cast(b_steps.schema["b_step"]).alias("b_step"))
+        .with_columns((pl.col("a_step") - pl.col("b_step")).abs().alias("gap"))
+    )
+    rest = a_steps.join(common.select("match"), on="match", how="anti")
+    if rest.height == 0:
+        return common.sort("match")
+    return pl.concat([common, _nearest_asof(rest, b_steps)]).sort("match")
+
+
+def _nearest_asof(a_steps: pl.DataFrame, b_steps: pl.DataFrame) -> pl.DataFrame:
+    """:func:`nearest_steps` by two as-of joins (see there)."""
     left, right = a_steps.sort("a_step"), b_steps.sort("b_step")
     candidates = pl.concat(
         [
@@ -312,17 +329,19 @@ def near_rows(
     and the same rows at common steps as with all of them. ``read(at, todo)`` gives the rows at steps
     ``at`` (one range of ``steps``) of the prompts ``todo`` (rows of ``prompts``: ``match, keys``).
 
-    The steps are read in windows around ``near``'s, doubled until each prompt is settled: a prompt whose
-    ``near`` steps run from ``lo`` to ``hi`` and whose best pair so far has gap ``g`` (none: infinite) is
-    settled when no step left unread can give a gap of at most ``g`` (a step below the window, at ``L``,
-    gives at least ``lo - L + 1``; above it, at ``R``, ``R + 1 - hi``), or none within ``limit``. Further
-    windows read only the prompts not settled. Rows are sorted by match and step, as ``by_step_at``'s."""
+    The steps are read in ``near``'s own span of steps, then in windows of that span around it, doubled,
+    until each prompt is settled: a prompt whose ``near`` steps run from ``lo`` to ``hi`` and whose best pair
+    so far has gap ``g`` (none: infinite) is settled when no step left unread can give a gap of at most
+    ``g`` (a step below the window, at ``L``, gives at least ``lo - L + 1``; above it, at ``R``,
+    ``R + 1 - hi``), or none within ``limit``. Further windows read only the prompts not settled. Rows are sorted by match and step, as ``by_step_at``'s."""
     if not steps or near.height == 0:
         return pl.DataFrame(schema=_BY_STEP_SCHEMA)
     own = near.group_by("match").agg(pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi"))
     todo = prompts.join(own.select("match"), on="match", how="semi")
     first, last = int(own.get_column("lo").min()), int(own.get_column("hi").max())
-    radius = last - first + 1
+    # First the other run's own span of steps (where runs that draw the same prompts at the same steps pair,
+    # gap 0, settling them), then windows of its span around it, doubled.
+    span, radius = last - first + 1, 0
     frames: list[pl.DataFrame] = []
     done: tuple[int, int] | None = None
     while True:
@@ -349,7 +368,7 @@ def near_rows(
         if left.height == 0:
             return rows
         todo = todo.join(left, on="match", how="semi")
-        radius *= 2
+        radius = radius * 2 if radius else span
 
 
 @shared(16)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
+from data.cache import StoreKey, shared
 from data.compare.curves import run_frame
 from data.compare.notes import RUN, Note
 from data.signals import can_tell_truncation, truncation_by_step
@@ -53,14 +54,21 @@ def load_runs(board, names: list[str], wait: float = 0.0) -> tuple[list[CompareR
         if store is None:
             notes.append(Note(RUN, (name,), board.reading_text(name)))
             continue
-        out.append(CompareRun(name, run_dir, store, with_truncation(run_frame(store), store, board.settings)))
+        settings = board.settings
+        frame = _compare_frame(StoreKey(store), tuple(settings.pad_tokens), tuple(settings.end_tokens))
+        out.append(CompareRun(name, run_dir, store, frame))
     return out, notes
 
 
-def with_truncation(frame: pl.DataFrame, store: RunStore, settings) -> pl.DataFrame:
+# In the process only, as run_frame: each of the page's five callbacks asks for it (the join is ~1 ms a run).
+@shared(16, disk=False)
+def _compare_frame(v: StoreKey, pads: tuple[str, ...], ends: tuple[str, ...]) -> pl.DataFrame:
+    return with_truncation(run_frame(v.store), v.store, pads, ends)
+
+
+def with_truncation(frame: pl.DataFrame, store: RunStore, pads: tuple[str, ...], ends: tuple[str, ...]):
     """``frame`` with ``truncated_share``, the reward page's per-step share of responses with no end token
     (:func:`data.signals.truncation_by_step`, the same numbers), where the run's responses can tell it."""
-    pads, ends = settings.pad_tokens, settings.end_tokens
     if frame.height == 0 or not can_tell_truncation(store, pads, ends):
         return frame
     share = truncation_by_step(store, pads, ends).select("step", pl.col("y").alias("truncated_share"))

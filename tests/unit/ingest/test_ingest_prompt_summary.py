@@ -249,8 +249,8 @@ def test_promptsum009_compare_prompts_in_passes_as_at_once(tmp_path, monkeypatch
 
 def test_promptsum010_wide_gap_reads_the_long_run_near_the_short_one(tmp_path, monkeypatch):
     """With a gap limit wider than both runs (every step may pair), a 14-step run against a 4-step one is
-    paired as from both runs' whole scans, and the long run is read only near the short run's steps
-    first (windows around them, doubled while a prompt's pair may lie beyond: compare_prompts.near_rows),
+    paired as from both runs' whole scans, and the long run is read only at the short run's steps first
+    (then windows around them, doubled while a prompt's pair may lie beyond: compare_prompts.near_rows),
     each step once."""
     a = open_store(ingest_run(write_demo_run(tmp_path / "ra", "a", 14, 16), tmp_path / "ca", PADS).store_dir)
     b = open_store(
@@ -276,6 +276,7 @@ def test_promptsum010_wide_gap_reads_the_long_run_near_the_short_one(tmp_path, m
     assert_frame_equal(got.table, expected.table)
     assert_frame_equal(got.over_steps, expected.over_steps)
     reads_a = [s for d, s in seen if d == a.dir]
-    # First the window of the short run's span around its steps 1-4, then only steps not read yet.
-    assert reads_a[0] == (1, 8), reads_a
+    # First the short run's own span, steps 1-4 (a prompt it gives at a step A has too pairs there, gap 0),
+    # then windows of that span around it, only steps not read yet.
+    assert reads_a[0] == (1, 4), reads_a
     assert all(lo > hi_before for (_, hi_before), (lo, _) in zip(reads_a, reads_a[1:], strict=False)), reads_a
