@@ -1,11 +1,13 @@
-"""Two source trees' ``app.py ingest`` of one rollout root, interleaved: A B B A A B …, each a fresh store.
+"""Source trees' ``app.py ingest`` of one rollout root, interleaved: A B C, C B A, …, each a fresh store.
 
-    uv run python benchmarks/bench_ingest_ab.py ROOT --a SRC_A --b SRC_B --work DIR [--rounds 3]
+    uv run python benchmarks/bench_ingest_ab.py ROOT --src before=SRC_A --src after=SRC_B [--src …] \
+        --work DIR [--rounds 3]
 
 Each ingest runs in a child process under ``/usr/bin/time -v`` (``nice -n 5``) into its own cache folder
 under ``--work`` (deleted before and after, unless ``--keep``): wall seconds, CPU seconds (user + system),
-peak RSS and the store's bytes, with the load average before and after. Which side goes first alternates
-by round. Prints one JSON object: per side the medians, B / A of each, and every ingest's figures. The
+peak RSS and the store's bytes, with the load average before and after. The order of the sides reverses
+every round. Prints one JSON object: per side the medians, their ratios to the first side's, and every
+ingest's figures. The
 machine is shared, so only figures taken in one run, interleaved, compare; CPU seconds move less than
 wall seconds with the load.
 """
@@ -61,25 +63,29 @@ def ingest(src: Path, root: Path, cache: Path, keep: bool) -> dict:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", type=Path)
-    ap.add_argument("--a", type=Path, required=True, help="source tree A (e.g. the before checkout)")
-    ap.add_argument("--b", type=Path, required=True, help="source tree B")
+    ap.add_argument(
+        "--src", action="append", required=True, help="LABEL=DIR, a source tree; the first is the base"
+    )
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep each side's last store")
     args = ap.parse_args(argv)
-    sides = {"a": args.a.resolve(), "b": args.b.resolve()}
-    runs: dict[str, list[dict]] = {"a": [], "b": []}
+    sides = {label: Path(d).resolve() for label, _, d in (s.partition("=") for s in args.src)}
+    runs: dict[str, list[dict]] = {label: [] for label in sides}
     for r in range(args.rounds):
-        for side in ("a", "b") if r % 2 == 0 else ("b", "a"):
+        for side in list(sides) if r % 2 == 0 else list(sides)[::-1]:
             res = ingest(sides[side], args.root.resolve(), args.work / side, args.keep)
             runs[side].append(res)
             print(side, r, json.dumps(res), file=sys.stderr, flush=True)
     keys = ("wall_s", "cpu_s", "peak_rss_mb", "store_bytes")
     med = {s: {k: statistics.median(x[k] for x in runs[s]) for k in keys} for s in runs}
+    base = next(iter(sides))
     out = {
         "src": {s: str(p) for s, p in sides.items()},
         "median": med,
-        "b_over_a": {k: round(med["b"][k] / med["a"][k], 3) for k in keys},
+        f"over_{base}": {
+            s: {k: round(med[s][k] / med[base][k], 3) for k in keys} for s in sides if s != base
+        },
         "runs": runs,
     }
     print(json.dumps(out, indent=1))
