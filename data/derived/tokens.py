@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
@@ -90,15 +90,21 @@ def posted_ids(table: pl.DataFrame) -> list[int]:
     return sorted(rare.filter(pl.col("k").cum_sum() <= budget).get_column("ids").to_list())
 
 
-def postings(src: Path, names: dict, table: pl.DataFrame, posted: list[int]) -> pl.DataFrame:
-    """``id, part, row, step, pos`` and :data:`POSTED_METRICS` of every position of the file ``src`` of
-    ``parts/`` (``names``: its schema; ``table``: its :func:`token_table`) holding a ``posted`` number, by
-    ``id``: the metrics of the rows holding one, as the filter computes them (its own functions, over the
-    whole response)."""
+def postings(
+    rows_at: Callable[[list[int], list[str]], pl.DataFrame],
+    names: dict,
+    table: pl.DataFrame,
+    posted: list[int],
+) -> pl.DataFrame:
+    """``id, part, row, step, pos`` and :data:`POSTED_METRICS` of every position of a file of ``parts/``
+    (``names``: its schema; ``table``: its :func:`token_table`; ``rows_at(rows, columns)``: ``row`` and
+    ``columns`` of at least its rows ``rows``, see :func:`_rows_at`) holding a ``posted`` number, by ``id``:
+    the metrics of the rows holding one, as the filter computes them (its own functions, over the whole
+    response)."""
     at = table.with_row_index("i").filter(pl.col("ids").list.eval(pl.element().is_in(posted)).list.any())
     lists = [c for c in TOKEN_COLUMNS if c in names and c != "response_tokens"]
     extras = [c for c in INFERENCE_LOGPROB_FIELDS if c in names]
-    rows = _rows_at(src, at.get_column("i").to_list(), [*lists, *extras]).join(
+    rows = rows_at(at.get_column("i").to_list(), [*lists, *extras]).join(
         at.select(pl.col("i").alias("row"), pl.col("ids").alias("response_tokens")), on="row"
     )
     long = token_metrics(explode_tokens(rows, (), extras)).filter(pl.col("token").is_in(posted))
@@ -135,15 +141,36 @@ def _write_ipc(table: pa.Table, dst: Path, meta: dict[bytes, str]) -> None:
             writer.write_table(table.cast(schema))
 
 
+_KEYS = ("part", "row", "step", "response_tokens")  # the columns of a file of parts/ its token file reads
+
+
 def write(src: Path, dst: Path) -> None:
     """The token file of the file ``src`` of ``parts/`` and its postings (first: a reader that sees the token
     file sees them), each written so that a reader sees a whole file or none."""
     names = pl.read_parquet_schema(src)
-    cols = [c for c in ("part", "row", "step", "response_tokens") if c in names]
-    table, vocab = token_table(pl.read_parquet(src, columns=cols))
+    keys = pl.read_parquet(src, columns=[c for c in _KEYS if c in names])
+    _write(keys, names, lambda rows, columns: _rows_at(src, rows, columns), dst)
+
+
+def write_rows(rows: pl.DataFrame, dst: Path) -> list[Path]:
+    """:func:`write` from the rows of a file of ``parts/`` as they were written there (ingest's worker,
+    which holds them: the file's token strings are not read and decoded again, ~0.5 of the index's 1.7
+    CPU-s at 256k responses). Returns the files written (the token file, and its postings if any)."""
+    keys = rows.select(c for c in _KEYS if c in rows.columns)
+    dst.parent.mkdir(exist_ok=True)
+
+    def rows_at(at: list[int], columns: list[str]) -> pl.DataFrame:
+        return rows[at].select(columns).with_columns(pl.Series("row", at, dtype=pl.Int64))
+
+    _write(keys, rows.schema, rows_at, dst)
+    return [dst, *([postings_of(dst)] if postings_of(dst).exists() else [])]
+
+
+def _write(keys: pl.DataFrame, names, rows_at, dst: Path) -> None:
+    table, vocab = token_table(keys)
     posted = posted_ids(table) if vocab else []
     if posted:
-        _write_ipc(postings(src, names, table, posted).to_arrow(), postings_of(dst), {})
+        _write_ipc(postings(rows_at, names, table, posted).to_arrow(), postings_of(dst), {})
     meta = {VOCAB_KEY: json.dumps(vocab, ensure_ascii=False), POSTED_KEY: json.dumps(posted)}
     _write_ipc(table.to_arrow(), dst, meta)
 
@@ -182,11 +209,14 @@ def token_files(store_dir: Path, part_files: Iterable[Path]) -> list[Path] | Non
 
 
 def build(c: Commit) -> None:
-    """The token files of the files of ``parts/`` new in this commit (ready before the manifest names it)."""
+    """The token files of the files of ``parts/`` new in this commit that have none yet (ready before the
+    manifest names it). Ingest's workers write most of them beside their part files (:func:`write_rows`,
+    among the files the writer wrote); the commit names them all."""
     files = index_new_parts(c.dir, c.state)
     files += [p for p in map(postings_of, files) if p.exists()]
     c.written += files  # a refused commit's, removed with its parts (whose names may come again)
-    c.named |= set(files)
+    mine = {in_store(c.dir, c.dir / rel) for rel in c.state}
+    c.named |= mine | {postings_of(p) for p in mine}
 
 
 def collect(c: Commit, removable) -> None:

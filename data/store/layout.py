@@ -25,7 +25,9 @@ from data.remote import as_path
 # readable). 19: the token strip's colour scale of the state committed (tokscale-g*.json, data.derived.tokscale):
 # a fresh token page reads no token array for it; the top file of a search's rows (texttop) keeps each row's
 # ends_with_end, as topk does, so a search over every step reads no part for its grid's end column (~90
-# files' row groups at 2.56M responses).
+# files' row groups at 2.56M responses); a file's full digest (files[...]["digest"]) chained with SHA-256 cut
+# to 128 bits, not BLAKE2b-128 (data.ingest.digest: the same strength, 2.4x faster where the CPU has SHA
+# instructions).
 # 18: each response's end in the scalars (ends_with_end: with the default end tokens, as the ends
 # counts), so the grid's end column and the ended / truncated filters read no token list (a page of rows over
 # every step read ~40 row groups of the parts for it: 0.40 of 0.47 s cold at 256k responses).

@@ -163,15 +163,16 @@ def test_rewrite005_full_digest_only_when_the_time_moved_at_the_same_size(tmp_pa
 
 def _chain_by_hand(data: bytes, block: int) -> tuple[int, str, int, str]:
     """The digest of ``data`` as data/ingest/digest.py's docstring defines it, computed here on its own:
-    ``chain = blake2b-128(chain + block)`` over whole blocks, then blake2b-128(chain + rest + length)."""
+    ``chain = sha256-128(chain + block)`` over whole blocks, then sha256-128(chain + rest + length)
+    (SHA-256 cut to its first 16 bytes; BLAKE2b-128 before STORE_FORMAT 19)."""
     import hashlib
 
     chain, at = b"", 0
     while len(data) - at >= block:
-        chain = hashlib.blake2b(chain + data[at : at + block], digest_size=16).digest()
+        chain = hashlib.sha256(chain + data[at : at + block]).digest()[:16]
         at += block
-    final = hashlib.blake2b(chain + data[at:] + len(data).to_bytes(8, "little"), digest_size=16)
-    return at, chain.hex(), len(data), final.hexdigest()
+    final = hashlib.sha256(chain + data[at:] + len(data).to_bytes(8, "little"))
+    return at, chain.hex(), len(data), final.hexdigest()[:32]
 
 
 def test_rewrite006_digest_read_on_equals_digest_of_the_whole(tmp_path, monkeypatch):
