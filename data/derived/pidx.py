@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -384,21 +384,10 @@ def collect_garbage(store_dir: Path, data: dict, removable) -> None:
 
 def build(c: Commit) -> None:
     """This commit's new parts added to the index (see :func:`update`)."""
-    prepare(c)()
-
-
-def prepare(c: Commit) -> Callable[[], None]:
-    """:func:`build`'s files, written without touching ``c``; returns what records them in ``c`` (its
-    written and named files and manifest entry). A commit runs it on a thread beside the kinds after it
-    (data.derived.registry): it reads only the parts' scalars and its own files, and no kind reads it."""
     entry, files = update(c.dir, c.data, c.gen, c.tag)
-
-    def record() -> None:
-        c.written += [c.dir / f for f in files]
-        c.named |= {c.dir / f["name"] for f in entry["files"]}
-        c.set({INDEX_KEY: entry})
-
-    return record
+    c.written += [c.dir / f for f in files]
+    c.named |= {c.dir / f["name"] for f in entry["files"]}
+    c.set({INDEX_KEY: entry})
 
 
 def collect(c: Commit, removable) -> None:

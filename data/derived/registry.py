@@ -7,7 +7,6 @@ holds the two equal); a kind added later registers here and adds its row in the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,24 +25,13 @@ class Kind:
     build: Callable[[Commit], None] | None
     collect: Callable[[Commit, Callable[[Path], bool]], None]
     why: str
-    # Its files written on a thread beside the kinds after it (which read none of them), touching nothing
-    # of the commit; the function it returns records them in the commit once those are built.
-    beside: Callable[[Commit], Callable[[], None]] | None = None
 
 
 KINDS: tuple[Kind, ...] = (
     Kind("steps", "steps-g*.parquet", "Parquet (LZ4)", steps.build, steps.collect, "curves read no response"),
     Kind("cells", "cells-g*.parquet", "Parquet (LZ4)", cells.build, cells.collect, "heatmaps from one file"),
     Kind("ends", "ends-g*.parquet", "Parquet (LZ4)", ends.build, ends.collect, "truncation without tokens"),
-    Kind(
-        "pidx",
-        "pidx-g*.arrow",
-        "Arrow IPC (LZ4)",
-        pidx.build,
-        pidx.collect,
-        "one prompt's rows",
-        pidx.prepare,
-    ),
+    Kind("pidx", "pidx-g*.arrow", "Arrow IPC (LZ4)", pidx.build, pidx.collect, "one prompt's rows"),
     Kind("topk", "topk-g*.parquet", "Parquet (zstd)", topk.build, topk.collect, "first rows of each sort"),
     Kind("prompts", "prompts-g*.parquet", "Parquet", prompts.build, prompts.collect, "the prompts page"),
     Kind("matches", "matches-g*.parquet", "Parquet", None, matches.collect, "compare two runs' prompts"),
@@ -68,22 +56,10 @@ REGISTRY = {k.name: k for k in KINDS}
 
 
 def build_all(c: Commit) -> None:
-    """Build every kind of the commit ``c``, in order; a kind with ``beside`` on a thread beside the kinds
-    after it. The prompt index's ~0.8 CPU-s merge at the last commit of a 256k-response ingest ran alone on
-    the reading thread while the workers had nothing left to do; it now runs beside the steps summary,
-    facts, top file and prompt list."""
-    records = []
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit-beside") as pool:
-        try:
-            for kind in KINDS:
-                if kind.beside is not None:
-                    records.append(pool.submit(kind.beside, c))
-                elif kind.build is not None:
-                    kind.build(c)
-        finally:
-            records = [f.result() for f in records]  # (raises what a kind beside raised)
-    for record in records:
-        record()
+    """Build every kind of the commit ``c``, in order."""
+    for kind in KINDS:
+        if kind.build is not None:
+            kind.build(c)
 
 
 def collect_all(c: Commit, removable: Callable[[Path], bool]) -> None:
