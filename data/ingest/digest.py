@@ -47,15 +47,22 @@ def _pieces(path: Path, start: int, end: int):
             yield data
 
 
-def _hash(data: bytes = b""):
-    """A new hash (``H`` of the module docstring) of ``data``: SHA-256, of which the first 16 bytes are kept."""
-    return hashlib.sha256(data)
+def _hash(*pieces: bytes) -> bytes:
+    """``H`` of the module docstring of the bytes ``pieces`` one after the other: SHA-256, its first 16 bytes."""
+    h = hashlib.sha256()
+    for piece in pieces:
+        h.update(piece)
+    return h.digest()[:16]
 
 
 def _step(chain: bytes, block: bytes) -> bytes:
-    h = _hash(chain)
-    h.update(block)
-    return h.digest()[:16]
+    return _hash(chain, block)
+
+
+def _final(at: int, chain: bytes, tail: bytes, upto: int) -> FileDigest:
+    """The digest of a file's first ``upto`` bytes: the chain to ``at`` finished with the ``tail`` after it
+    and the length."""
+    return FileDigest(at, chain.hex(), upto, _hash(chain, tail, upto.to_bytes(8, "little")).hex())
 
 
 def _run(path: Path, at: int, chain: bytes, upto: int) -> FileDigest:
@@ -71,9 +78,7 @@ def _run(path: Path, at: int, chain: bytes, upto: int) -> FileDigest:
         while len(tail) >= BLOCK:
             chain, tail = _step(chain, tail[:BLOCK]), tail[BLOCK:]
             at += BLOCK
-    final = _hash(chain + tail)
-    final.update(upto.to_bytes(8, "little"))
-    return FileDigest(at, chain.hex(), upto, final.hexdigest()[:32])
+    return _final(at, chain, tail, upto)
 
 
 class Running:
@@ -134,9 +139,7 @@ class Running:
         if self.lost or self.end > upto:  # cut while read, or more taken in than vouched for: hashed anew
             entry[DIGEST] = _run(self.path, 0, b"", upto).to_json()
             return
-        final = _hash(self.chain + self.tail)
-        final.update(upto.to_bytes(8, "little"))
-        entry[DIGEST] = FileDigest(self.at, self.chain.hex(), upto, final.hexdigest()[:32]).to_json()
+        entry[DIGEST] = _final(self.at, self.chain, self.tail, upto).to_json()
 
 
 def unchanged(path: Path, entry: dict) -> bool:
