@@ -12,7 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from data.store.manifest import write_atomic
+from data.store.manifest import Manifest, write_atomic
+from data.store.reader import RunStore
 
 
 def read_named(store, kind: str) -> pl.DataFrame | None:
@@ -75,6 +76,11 @@ class Commit:
         """Set manifest entries of the commit (and of the writer's draft)."""
         for d in (self.draft, self.data):
             d.update(entries)
+
+    def store(self) -> RunStore:
+        """The state this commit makes, as a reader of the store will see it (the manifest ``data`` so far:
+        the entries of the kinds built before the caller's)."""
+        return RunStore(Path(self.dir), Manifest.from_dict(self.data))
 
 
 def collect_named(c: Commit, removable: Callable[[Path], bool], pattern: str, key: str) -> None:

@@ -26,7 +26,7 @@ from data.derived.matches import read_prompt_matches as read_prompt_matches
 from data.derived.matches import run_prompt_matches
 from data.metrics.degeneration import step_length_medians, with_length_ratio
 from data.metrics.group import prompt_aggregates, prompt_group_counts, prompt_hash, trend_threshold
-from data.store.manifest import Manifest, write_atomic
+from data.store.manifest import write_atomic
 from data.store.reader import RunStore
 
 # The scalar columns the prompt list is computed from (a scan reads only these).
@@ -142,13 +142,13 @@ def prompt_list(store) -> tuple[pl.DataFrame, float]:
     return table.select(list(EMPTY_TABLE)), threshold
 
 
-def write_prompt_list(store_dir: Path, data: dict, generation: int, tag: str) -> dict:
-    """Compute the prompt list of the state ``data`` is about to commit (its steps summary written, its
-    ``visible_below`` set) and write it as ``prompts-g<generation>-<tag>.parquet`` (``tag``: the writer's,
-    so that two writers racing for a commit never write one file), with the compare page's prompts as
-    ``matches-g…``; returns the manifest's entries that name them (:data:`FILE_KEY`, :data:`MATCHES_KEY`,
-    :data:`THRESHOLD_KEY`)."""
-    store = RunStore(Path(store_dir), Manifest.from_dict(data))
+def write_prompt_list(store: RunStore, generation: int, tag: str) -> dict:
+    """Compute the prompt list of the state ``store`` a commit is about to make (its steps summary written,
+    its ``visible_below`` set) and write it as ``prompts-g<generation>-<tag>.parquet`` (``tag``: the
+    writer's, so that two writers racing for a commit never write one file), with the compare page's
+    prompts as ``matches-g…``; returns the manifest's entries that name them (:data:`FILE_KEY`,
+    :data:`MATCHES_KEY`, :data:`THRESHOLD_KEY`)."""
+    store_dir = Path(store.dir)
     table, threshold = prompt_list(store)
     out = {THRESHOLD_KEY: threshold}
     for key, prefix, frame in (
@@ -158,7 +158,7 @@ def write_prompt_list(store_dir: Path, data: dict, generation: int, tag: str) ->
         name = f"{prefix}-g{generation:06d}-{tag}.parquet"
         buf = io.BytesIO()
         frame.write_parquet(buf)
-        write_atomic(Path(store_dir) / name, buf.getvalue())
+        write_atomic(store_dir / name, buf.getvalue())
         out[key] = name
     return out
 
@@ -170,7 +170,7 @@ def build(c: Commit) -> None:
     """The prompt list and the compare page's prompts of the state committed (its steps summary written);
     none for a commit made mid-read (readers compute them if asked)."""
     if c.aggregates:
-        lists = write_prompt_list(c.dir, c.data, c.gen, c.tag)
+        lists = write_prompt_list(c.store(), c.gen, c.tag)
     else:
         lists = {FILE_KEY: None, MATCHES_KEY: None, THRESHOLD_KEY: None}
     files = [c.dir / lists[k] for k in (FILE_KEY, MATCHES_KEY) if lists[k]]

@@ -5,11 +5,7 @@ run's frequent ones): readers compute it if asked, as for the prompt list."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from data.derived.base import Commit, collect_named
-from data.store.manifest import Manifest
-from data.store.reader import RunStore
 from data.token_scale import compute, to_json
 
 FILE_KEY = "token_scale_file"
@@ -20,7 +16,7 @@ def build(c: Commit) -> None:
     name = None
     if c.aggregates:
         name = c.file("tokscale", "json")
-        c.put(name, to_json(compute(RunStore(Path(c.dir), Manifest.from_dict(c.data)))))
+        c.put(name, to_json(compute(c.store())))
     c.set({FILE_KEY: name})
 
 
