@@ -27,7 +27,8 @@ CALLBACK_PATH = "/_dash-update-component"
 
 def cpu_seconds() -> float:
     """CPU seconds of this process and of the search helpers it started (``data.bounded``), as
-    ``bench_scale.Server.cpu_seconds`` counts a worker's."""
+    ``bench_scale.Server.cpu_seconds`` counts a worker's (not imported from there: this script imports
+    ``benchmarks.bench_scale`` from the source tree it measures, an older one among them)."""
     import psutil
 
     total = time.process_time()

@@ -317,15 +317,15 @@ def _block(
     cols = [c for c in ["sample_id", *metrics, *extras, *PREVIEW_COLUMNS] if c in names]
     want = list(dict.fromkeys(["source", "line", "part", "row", *cols]))
     # How each ended, read with its row; else part and row say where (data.response_columns.add_ends).
-    kept = [ends.COLUMN] if ends.COLUMN in names else []
+    end = [ends.COLUMN] if ends.COLUMN in names else []
     # The first matches of a search: kept beside their texts at ingest.
-    rows = _top_rows(store, keys, want + kept) if fast is not None else None
+    rows = _top_rows(store, keys, want + end) if fast is not None else None
     if rows is None and start == 0 and flt.step is None and flt.is_default():  # the first block, kept too
-        rows = topk.first_rows(store, keys, want + kept)
+        rows = topk.first_rows(store, keys, want + end)
     if rows is None:
-        rows = store.read_keys(keys, want + kept)
-    kept = [pl.col(c).cast(pl.Int64) for c in ("part", "row")] + [c for c in kept if c in rows.columns]
-    rows = rows.select(source_line(), *cols, *kept)
+        rows = store.read_keys(keys, want + end)
+    where = [pl.col(c).cast(pl.Int64) for c in ("part", "row")]
+    rows = rows.select(source_line(), *cols, *where, *(c for c in end if c in rows.columns))
     return with_hits(rows, keys, store, flt, seconds) if flt.tok else rows  # where its token is, its value
 
 

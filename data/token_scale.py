@@ -83,6 +83,10 @@ def legend_note(metric: str, q: float, peak: float, run: RunScale) -> str:
     )
 
 
+# The derived kind that keeps a commit's scale (data.derived.registry), its manifest key.
+KIND = "tokscale"
+
+
 def run_scale(store) -> RunScale:
     """The :class:`RunScale` of the store's committed state: the one its commit kept
     (:mod:`data.derived.tokscale`), else (a commit made mid-read keeps none) computed once per state."""
@@ -95,10 +99,6 @@ def run_scale(store) -> RunScale:
         if kept is not None:
             return kept
     return _computed_scale(StoreKey(store))
-
-
-# The derived kind that keeps a commit's scale (data.derived.registry), its manifest key.
-KIND = "tokscale"
 
 
 def to_json(scale: RunScale) -> bytes:

@@ -333,7 +333,8 @@ def near_rows(
     until each prompt is settled: a prompt whose ``near`` steps run from ``lo`` to ``hi`` and whose best pair
     so far has gap ``g`` (none: infinite) is settled when no step left unread can give a gap of at most
     ``g`` (a step below the window, at ``L``, gives at least ``lo - L + 1``; above it, at ``R``,
-    ``R + 1 - hi``), or none within ``limit``. Further windows read only the prompts not settled. Rows are sorted by match and step, as ``by_step_at``'s."""
+    ``R + 1 - hi``), or none within ``limit``. Further windows read only the prompts not settled. Rows are
+    sorted by match and step, as ``by_step_at``'s."""
     if not steps or near.height == 0:
         return pl.DataFrame(schema=_BY_STEP_SCHEMA)
     own = near.group_by("match").agg(pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi"))

@@ -42,6 +42,7 @@ def load_runs(board, names: list[str], wait: float = 0.0) -> tuple[list[CompareR
         notes.append(Note(RUN, tuple(seen[MAX_RUNS:]), f"At most {MAX_RUNS} runs are compared: "
                                                        f"{', '.join(seen[MAX_RUNS:])} left out."))  # fmt: skip
         seen = seen[:MAX_RUNS]
+    pads, ends = tuple(board.settings.pad_tokens), tuple(board.settings.end_tokens)
     for name in seen:
         try:
             run_dir = board.run_dir(name)
@@ -54,8 +55,7 @@ def load_runs(board, names: list[str], wait: float = 0.0) -> tuple[list[CompareR
         if store is None:
             notes.append(Note(RUN, (name,), board.reading_text(name)))
             continue
-        settings = board.settings
-        frame = _compare_frame(StoreKey(store), tuple(settings.pad_tokens), tuple(settings.end_tokens))
+        frame = _compare_frame(StoreKey(store), pads, ends)
         out.append(CompareRun(name, run_dir, store, frame))
     return out, notes
 
@@ -66,7 +66,9 @@ def _compare_frame(v: StoreKey, pads: tuple[str, ...], ends: tuple[str, ...]) ->
     return with_truncation(run_frame(v.store), v.store, pads, ends)
 
 
-def with_truncation(frame: pl.DataFrame, store: RunStore, pads: tuple[str, ...], ends: tuple[str, ...]):
+def with_truncation(
+    frame: pl.DataFrame, store: RunStore, pads: tuple[str, ...], ends: tuple[str, ...]
+) -> pl.DataFrame:
     """``frame`` with ``truncated_share``, the reward page's per-step share of responses with no end token
     (:func:`data.signals.truncation_by_step`, the same numbers), where the run's responses can tell it."""
     if frame.height == 0 or not can_tell_truncation(store, pads, ends):

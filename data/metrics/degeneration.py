@@ -269,8 +269,9 @@ def ends_with_end_token(
     ``end_tokens`` (pads that are end tokens count as end tokens: ``[..., "Ġ.", "<|endoftext|>", "<pad>"]``
     ended, ``[..., "Ġtime", "Ġ."]`` was cut). Without them: its ``text``, pads that are not end tokens
     removed and trailing white space stripped, ends with one of ``end_tokens``. Null for a response whose
-    tokens are all pads, or that has neither tokens nor a text. A trainer that decodes texts without special tokens leaves no end token in any
-    text: whether such a run's responses were cut cannot be told (see :func:`data.signals`).
+    tokens are all pads, or that has neither tokens nor a text. A trainer that decodes texts without special
+    tokens leaves no end token in any text: whether such a run's responses were cut cannot be told (see
+    :func:`data.signals`).
     """
     fill = _fill(pad_tokens, end_tokens)
     ends = list(end_tokens)
