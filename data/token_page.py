@@ -7,7 +7,7 @@ two cannot disagree."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -110,6 +110,9 @@ def token_page(state: TokensState, notes: list[str], board, wait: float, prefix:
             state, problem, [*notes, f"Unknown response {state.sample!r} in run {run!r}."], back_href
         )
     if not chosen:
+        if state.step is not None:  # the step chosen by the one rule, said and carried as on every page
+            shown, said = board.open_run(run, wait=wait).step(state.step)
+            state, notes = replace(state, step=shown), [*notes, *said]
         notes = [*notes, tokens.default_note(view)]
     info = view.info
     nav = token_nav.navigation(state, view, board, board.settings.search_seconds)

@@ -57,6 +57,22 @@ def test_steprule001_reward_page(dash_app, gaps):
     assert find(root, "reward-selected").data == 1 and _texts(find(root, "reward-notices")) == [FIRST_NOTICE]
 
 
+def test_steprule008_tokens_page(gaps):
+    """The token page at step=4, no response named, shows step 2's largest-KL response with the same notice,
+    and carries step 2 (not the 4 asked for) as the other pages do."""
+    from data.token_page import token_page
+    from data.views.tokens import TokensState
+
+    state, notes = TokensState.from_query({"run": [RUN], "step": ["4"]})
+    page = token_page(state, notes, gaps, wait=10.0)
+    assert page.view is not None and page.view.info["step"] == 2
+    assert NOTICE in page.notices and page.state.step == 2
+    state, notes = TokensState.from_query({"run": [RUN], "step": ["5"]})
+    page = token_page(state, notes, gaps, wait=10.0)
+    assert page.view.info["step"] == 5 and page.state.step == 5
+    assert not any("has no step" in n for n in page.notices)
+
+
 def test_steprule002_responses_page(dash_app, client, gaps):
     """The responses page at step=4 picks step 2, says so, and its grid holds step 2's rows only."""
     page = sys.modules["pages.responses"]
