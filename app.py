@@ -34,6 +34,9 @@ from data.views.paths import shown_run
 HERE = Path(__file__).resolve().parent
 # How long the navbar waits for a run's first read to resolve the step it carries (as the pages wait).
 STEP_WAIT = 10.0
+# The run the page shows (set with the picker by _sync_shell) and a run the user picked that differs from
+# it: only the latter asks the server (_pick_run), not each page load's sync of the picker.
+RUN_SHOWN, RUN_PICKED = "app-run-shown", "app-run-picked"
 
 
 def create_app(settings: Settings | None = None) -> dash.Dash:
@@ -86,6 +89,8 @@ def shell() -> html.Div:
     return html.Div(
         [
             dcc.Location(id="app-location", refresh="callback-nav"),
+            dcc.Store(id=RUN_SHOWN),
+            dcc.Store(id=RUN_PICKED),
             html.Div(
                 navbar(pages, runs, dash.get_relative_path(paths.RUNS), live=live, snapshot=_snapshot_link()),
                 id="app-navbar",
@@ -119,6 +124,7 @@ def _register_navbar_callback() -> None:
 
     @dash.callback(
         Output("app-run", "value"),
+        Output(RUN_SHOWN, "data"),
         *(Output(id_, "href") for id_, _ in nav),
         Input("app-location", "pathname"),
         Input("app-location", "search"),
@@ -140,19 +146,34 @@ def _register_navbar_callback() -> None:
         ctx = service.open_run(run, wait=STEP_WAIT) if path in links.STEP_PAGES else service.RunContext(run)
         step = links.carried_step(path, parse_search(search), ctx)
         prefix = url_prefix()
-        return run, *(links.nav(page_path, run, prefix, step) for _, page_path in nav)
+        return run, run, *(links.nav(page_path, run, prefix, step) for _, page_path in nav)
+
+
+# The picker's value passed on to _pick_run only when it is not the run the page shows: set by _sync_shell
+# on every page load (twice: the address, then the page's own URL), it would otherwise ask the server for
+# nothing each time. The time makes each pick a new value (the same run picked again after Back).
+dash.clientside_callback(
+    """function (run, shown) {
+        return run && run !== shown ? {run: run, at: Date.now()} : window.dash_clientside.no_update;
+    }""",
+    Output(RUN_PICKED, "data"),
+    Input("app-run", "value"),
+    State(RUN_SHOWN, "data"),
+    prevent_initial_call=True,
+)
 
 
 @dash.callback(
     Output("app-location", "href"),
-    Input("app-run", "value"),
+    Input(RUN_PICKED, "data"),
     State("app-location", "pathname"),
     State("app-location", "search"),
     prevent_initial_call=True,
 )
-def _pick_run(run, pathname, search):
+def _pick_run(picked, pathname, search):
     """Choosing a run keeps the current page (the runs page goes to the reward page) with only ``run`` set.
     The picker set to the run the page already shows (by :func:`_sync_shell`) changes nothing."""
+    run = (picked or {}).get("run") if isinstance(picked, dict) else None
     path, shown = _page_run(pathname, search)
     if not run or run == shown:
         return no_update

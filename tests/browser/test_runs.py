@@ -7,6 +7,8 @@ import json
 
 from selenium.webdriver.common.by import By
 
+from tests.waiting import wait_until
+
 
 def test_runs001_lists_fixture_runs_and_picker_navigates(dash_duo, dash_app, fixtures_dir):
     """The runs page shows each fixture run with its counts, and no live-run box (no run is open);
@@ -35,6 +37,17 @@ def test_runs001_lists_fixture_runs_and_picker_navigates(dash_duo, dash_app, fix
         "return b.width > 0 && b.top >= n.top && b.bottom <= n.bottom;"
     )
     assert inside
+    # Back on the runs page, the same run picked again navigates again (each pick is a new value).
+    dash_duo.driver.back()
+    dash_duo.wait_for_text_to_equal("#runs-samples-trl-ppo-small", "400", timeout=30)
+    dash_duo.select_dcc_dropdown("#app-run", value="trl-grpo-small")
+    dash_duo.wait_for_element("#reward-curve-reward", timeout=30)
+    assert dash_duo.driver.current_url.endswith("/reward?run=trl-grpo-small")
+    # On a run's page, another run keeps the page.
+    dash_duo.select_dcc_dropdown("#app-run", value="trl-ppo-small")
+    dash_duo.wait_for_element("#reward-curve-reward", timeout=30)
+    on_ppo = lambda: dash_duo.driver.current_url.endswith("/reward?run=trl-ppo-small")  # noqa: E731
+    wait_until(on_ppo, 30, "the reward page of the run picked", interval=0.1)
     assert dash_duo.get_logs() == []
 
 

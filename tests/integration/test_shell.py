@@ -39,7 +39,7 @@ def test_shell002_healthz_counts_runs(client, fixtures_dir):
 
 
 SHELL_OUT = (
-    "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-scatter.href...app-nav-responses.href"
+    "..app-run.value...app-run-shown.data...app-nav-runs.href...app-nav-reward.href...app-nav-scatter.href...app-nav-responses.href"
     "...app-nav-tokens.href...app-nav-drift.href...app-nav-prompts.href...app-nav-compare.href...app-nav-gap.href.."
 )
 
@@ -92,9 +92,11 @@ def test_shell006_picker_set_to_the_shown_run_does_not_navigate(client, fixtures
         {"id": "app-location", "property": "pathname", "value": "/reward"},
         {"id": "app-location", "property": "search", "value": "?run=gone&step=3"},
     ]
-    pick = [{"id": "app-run", "property": "value", "value": "rlloggingboard-eval-poem"}]
+    pick = [
+        {"id": "app-run-picked", "property": "data", "value": {"run": "rlloggingboard-eval-poem", "at": 1}}
+    ]
     assert not dash_post(client, "app-location.href", pick, state)  # no update
-    pick = [{"id": "app-run", "property": "value", "value": "trl-ppo-small"}]
+    pick = [{"id": "app-run-picked", "property": "data", "value": {"run": "trl-ppo-small", "at": 2}}]
     assert (
         dash_post(client, "app-location.href", pick, state)["app-location"]["href"]
         == "/reward?run=trl-ppo-small"

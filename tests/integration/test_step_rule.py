@@ -94,7 +94,7 @@ def test_steprule002_responses_page(dash_app, client, gaps):
 
 
 SHELL_OUT = (
-    "..app-run.value...app-nav-runs.href...app-nav-reward.href...app-nav-scatter.href...app-nav-responses.href"
+    "..app-run.value...app-run-shown.data...app-nav-runs.href...app-nav-reward.href...app-nav-scatter.href...app-nav-responses.href"
     "...app-nav-tokens.href...app-nav-drift.href...app-nav-prompts.href...app-nav-compare.href...app-nav-gap.href.."
 )
 
