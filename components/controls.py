@@ -179,7 +179,13 @@ def reward_controls(
 
 def _range_input(text: str, available: bool, lo, hi, ids: tuple[str, str], shown: bool = True) -> html.Div:
     """min <= x < max inputs of one metric; disabled when the run has no value of it (and no bound is set);
-    hidden unless ``shown`` (the inputs stay in the page: the page's one sync callback reads them all)."""
+    unless ``shown`` only its two inputs, hidden (they stay in the page: the page's one sync callback reads
+    them all; a filter is shown when the page is built with a bound of it, e.g. from the scatter)."""
+    if not shown:
+        return html.Div(
+            [dbc.Input(id=ids[0], value=lo, type="number"), dbc.Input(id=ids[1], value=hi, type="number")],
+            style={"display": "none"},
+        )
     common = {
         "type": "number",
         "step": "any",
@@ -205,7 +211,6 @@ def _range_input(text: str, available: bool, lo, hi, ids: tuple[str, str], shown
             ),
         ],
         className="me-3",
-        style=None if shown else {"display": "none"},
     )
 
 

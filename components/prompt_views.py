@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from dash import dcc, html
 
-from components.figures import TEMPLATE, empty_figure
+from components.figures import TEMPLATE, Figure, empty_figure
 from components.format import D3_NUM, grid_formatter, num, value
 from components.layout import GRAPH_CONFIG
 from components.tables import BLOCK_SIZE, TOKENS_LINK
@@ -250,7 +250,7 @@ def reward_figure(
         xaxis.update(tickmode="array", tickvals=distinct)
     # Everything goes in through the constructor: ``update_layout(template=...)`` / ``add_trace`` re-validate
     # and measured ~50 ms per figure on the shared server, the constructor a few ms.
-    return go.Figure(
+    return Figure(
         data=traces,
         layout={
             "template": TEMPLATE,

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from components import theme
-from components.figures import TEMPLATE
+from components.figures import TEMPLATE, Figure
 from components.format import D3_NUM
 from components.theme import FILE_FIELD_COLOURS
 
@@ -94,7 +94,7 @@ def _figure(
     layout["uirevision"] = "positions"
     if x_range is not None and message is None:
         layout["xaxis"] = {**layout["xaxis"], "range": list(x_range), "autorange": False}
-    return go.Figure(traces, layout=layout, _validate=False)
+    return Figure(traces, layout=layout, _validate=False)
 
 
 def empty_figure(message: str) -> go.Figure:

@@ -237,3 +237,45 @@ def test_figures011_count_ticks_are_whole_numbers():
         _bars([0.0, 1.0, 2.0], [1, 2]), label="reward", ref_bars=_bars([0.0, 1.0, 2.0], [0, 9])
     )
     assert fig.layout.yaxis.dtick == 2 and fig.layout.yaxis.tick0 == 0
+
+
+def test_figures012_answer_to_dash_is_plotlys_own():
+    """What Dash sends of a figure (``to_plotly_json``, which copies only dicts and lists) is the JSON of
+    Plotly's own ``to_dict`` (which deep-copies everything), for arrays of each kind (int64 narrowed,
+    float32, 2-D, nested in ``marker``), asked twice; the figure's own arrays are left as they were."""
+    import plotly.graph_objects as go
+    from plotly.io.json import to_json_plotly
+
+    z = np.arange(6, dtype=np.int64).reshape(2, 3) * 1000
+    colours = np.array([0.5, 1.5, 2.5], dtype=np.float32)
+    fig = figures._figure(
+        [
+            {
+                "type": "heatmap",
+                "z": z,
+                "x": np.array([1, 2, 3]),
+                "customdata": np.ones((2, 3), dtype=np.uint8),
+            },
+            {
+                "type": "scatter",
+                "x": (1, 2, 3),
+                "y": colours,
+                "marker": {"color": colours, "size": [3, 4, 5]},
+            },
+        ],
+        {"xaxis": {"range": np.array([0.0, 4.0])}, "shapes": figures.step_marker(2)},
+    )
+    built = [
+        fig,
+        figures.empty_figure("nothing"),
+        figures.heatmap_figure(
+            [1, 2], [-1.0, 0.0, 1.0], np.ones((2, 2)), np.ones((2, 2), dtype=np.uint8), label="r"
+        ),
+    ]
+    for f in built:
+        own = to_json_plotly(go.Figure.to_dict(f))
+        assert to_json_plotly(f.to_plotly_json()) == own
+        assert to_json_plotly(f.to_plotly_json()) == own  # the first answer changed nothing of the figure
+    assert '"bdata"' in to_json_plotly(fig.to_plotly_json())  # the arrays went as typed arrays
+    assert isinstance(fig._data[0]["z"], np.ndarray) and fig._data[0]["z"].dtype == np.int64
+    assert isinstance(fig._data[1]["marker"]["color"], np.ndarray)
