@@ -279,3 +279,17 @@ def test_figures012_answer_to_dash_is_plotlys_own():
     assert '"bdata"' in to_json_plotly(fig.to_plotly_json())  # the arrays went as typed arrays
     assert isinstance(fig._data[0]["z"], np.ndarray) and fig._data[0]["z"].dtype == np.int64
     assert isinstance(fig._data[1]["marker"]["color"], np.ndarray)
+
+
+def test_figures013_graph_placeholder_is_the_loading_figure():
+    """A graph's placeholder is the JSON of the "Loading…" empty figure of its height (made once per
+    height), a dict of its own in each graph."""
+    from plotly.io.json import to_json_plotly
+
+    from components.layout import graph
+
+    a, b = graph("a", 250).children.figure, graph("b", 250).children.figure
+    assert to_json_plotly(a) == to_json_plotly(figures.empty_figure("Loading…", 250))
+    assert a["layout"]["height"] == 250 and a["layout"]["annotations"][0]["text"] == "Loading…"
+    assert a is not b and a["layout"] is not b["layout"]
+    assert graph("c", 400).children.figure["layout"]["height"] == 400
