@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import polars as pl
 
 from data.metrics import reference
@@ -241,9 +242,21 @@ def trend_threshold(scalars: pl.LazyFrame) -> float:
     if n < 2:
         return 0.0
     values = x.to_numpy()
-    mean = math.fsum(values) / n
-    sd = math.sqrt(math.fsum((values - mean) ** 2) / (n - 1))
-    return TREND_EFFECT * sd if math.isfinite(sd) else 0.0
+    try:
+        with np.errstate(over="ignore"):
+            mean = math.fsum(values) / n
+            sd = math.sqrt(math.fsum((values - mean) ** 2) / (n - 1))
+    except OverflowError:  # math.fsum's "intermediate overflow": rewards near the largest float
+        sd = math.inf
+    if math.isfinite(sd):
+        return TREND_EFFECT * sd
+    # Rewards so large that their squares overflow (hostile or broken files): the same figure from the
+    # rewards divided by the largest of them, multiplied back last (0 when that too overflows).
+    scale = float(np.max(np.abs(values)))
+    v = values / scale
+    mean = math.fsum(v) / n
+    t = scale * (TREND_EFFECT * math.sqrt(math.fsum((v - mean) ** 2) / (n - 1)))
+    return t if math.isfinite(t) else 0.0
 
 
 def prompt_group_counts(scalars: pl.LazyFrame) -> pl.LazyFrame:

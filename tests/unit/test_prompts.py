@@ -400,3 +400,16 @@ def test_prompts024_reward_chart_bins_beyond_the_limit():
         ("lowest", 7): (7, "g"),  # f has no reward
         ("highest", 7): (7, "g"),
     }
+
+
+def test_prompts031_trend_threshold_of_rewards_whose_squares_overflow():
+    """Rewards near the largest float (a broken or hostile file): the threshold is still TREND_EFFECT x
+    their standard deviation, not 0 (which would call every prompt whose reward rose "improved"). By
+    hand: 1e200 x (1, -1, 3) has mean 1e200, deviations 1e200 x (0, -2, 2), variance 8e400 / 2, sd 2e200."""
+    from data.metrics.group import trend_threshold
+
+    lf = pl.LazyFrame({"reward": [1e200, -1e200, 3e200, float("nan")]})
+    assert trend_threshold(lf) == pytest.approx(TREND_EFFECT * 2e200, rel=1e-12)
+    huge = pl.LazyFrame({"reward": [1.7e308, 1.7e308, -1.7e308]})  # their sum overflows
+    assert trend_threshold(huge) == pytest.approx(TREND_EFFECT * 1.7e308 * math.sqrt(4 / 3), rel=1e-12)
+    assert trend_threshold(pl.LazyFrame({"reward": [1.0, 2.0, 3.0]})) == pytest.approx(TREND_EFFECT * 1.0)
