@@ -53,10 +53,11 @@ def label_filter(filter_id: str, labels, value: str | None) -> html.Div:
     )
 
 
-def label_control(ids: dict, labels, span: bool = False, problems=()) -> html.Div:
+def label_control(ids: dict, labels, span: bool = False, problems=(), listing=None) -> html.Div:
     """Label, note and Save / Remove for the selected response (``span``: with the token page's first and
     last position). ``ids``: ``label, note, save, remove, status, list`` (and ``from, to`` with a span);
-    ``problems``: what of the run's label set could not be read, said under the control."""
+    ``problems``: what of the run's label set could not be read, said under the control; ``listing``: what
+    the list shows until a callback fills it."""
     pieces = [
         dcc.Dropdown(
             id=ids["label"],
@@ -99,7 +100,7 @@ def label_control(ids: dict, labels, span: bool = False, problems=()) -> html.Di
                 else []
             ),
             *(html.Div(p, className="small text-warning mt-1") for p in problems),
-            html.Div(id=ids["list"], className="small mt-1"),
+            html.Div(listing, id=ids["list"], className="small mt-1"),
         ],
         className="annotation-control mb-2",
     )

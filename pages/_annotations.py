@@ -25,12 +25,13 @@ with_label_column = ui.with_label_column  # the responses grid's label column (c
 
 def ids(page: str, span: bool = False) -> dict:
     """The control's ids on ``page`` (``responses`` or ``tokens``)."""
-    keys = ["label", "note", "save", "remove", "status", "list", "filter"]
-    return {k: f"{page}-ann-{k}" for k in [*keys, *(["from", "to", "spans", "key"] if span else [])]}
+    keys = ["label", "note", "save", "remove", "status", "list", "filter", "key"]
+    return {k: f"{page}-ann-{k}" for k in [*keys, *(["from", "to", "spans"] if span else [])]}
 
 
-def responses_bar(run: str | None, label: str | None) -> html.Div:
-    """The responses page's label filter and the control of the selected response."""
+def responses_bar(run: str | None, label: str | None, sample: str | None = None) -> html.Div:
+    """The responses page's label filter and the control of the selected response (``sample``, listed
+    with its annotations: the control's callback runs when another response is selected)."""
     i, (labels, problems) = ids("responses"), label_set(run)
     # A label the URL names that the set lacks (the set was edited) is still offered, to be seen and cleared.
     shown = labels if label is None or label in labels else (*labels, label)
@@ -41,7 +42,8 @@ def responses_bar(run: str | None, label: str | None) -> html.Div:
             html.Div(
                 [ui.label_filter(i["filter"], shown, label), ui.export_links(hrefs)], className="d-flex mb-1"
             ),
-            ui.label_control(i, labels, problems=problems),
+            dcc.Store(id=i["key"], data={"run": run, "sample": sample}),
+            ui.label_control(i, labels, problems=problems, listing=_listing(run, sample)),
         ]
     )
 
@@ -109,36 +111,60 @@ def register_responses(url, view: str, grid: str) -> None:
     response (``sample=`` of the view), and the grid's label column refreshed after a write."""
     i = ids("responses")
 
+    # A URL (Back, Forward, a link) sets the filter, in the browser: the page is built with the URL's
+    # label, so a page load asks the server nothing for it.
+    clientside_callback(
+        """function (search, value) {
+            const inUrl = new URLSearchParams(search || "").get("label") || null;
+            return inUrl !== (value || null) ? inUrl : window.dash_clientside.no_update;
+        }""",
+        Output(i["filter"], "value"),
+        Input(url, "search"),
+        State(i["filter"], "value"),
+        prevent_initial_call=True,
+    )
+
     @callback(
         Output(url, "search", allow_duplicate=True),
-        Output(i["filter"], "value"),
         Input(i["filter"], "value"),
-        Input(url, "search"),
+        State(url, "search"),
         prevent_initial_call=True,
     )
     def _label_filter(value, search):
-        """The filter's choice writes ``label=`` into the URL; a URL (Back, Forward, a link) sets the filter."""
+        """The filter's choice writes ``label=`` into the URL (nothing when the URL has it already)."""
         query = parse_search(search)
-        in_url = first(query, "label") or None
-        if ctx.triggered_id == i["filter"]:
-            if (value or None) == in_url:
-                raise PreventUpdate
-            pairs = [(k, v) for k, vs in query.items() if k != "label" for v in vs]
-            return encode([*pairs, ("label", value or None)]), no_update
-        return no_update, (in_url if in_url != (value or None) else no_update)
+        if (value or None) == (first(query, "label") or None):
+            raise PreventUpdate
+        pairs = [(k, v) for k, vs in query.items() if k != "label" for v in vs]
+        return encode([*pairs, ("label", value or None)])
+
+    # The selected response (run and sample of the view), passed on when it changes: a sort or a filter
+    # changes the view, not what the control shows.
+    clientside_callback(
+        """function (view, key) {
+            const q = new URLSearchParams(view || "");
+            const run = q.get("run"), sample = q.get("sample");
+            if (key && key.run === run && key.sample === sample) { return window.dash_clientside.no_update; }
+            return {run: run, sample: sample};
+        }""",
+        Output(i["key"], "data"),
+        Input(view, "data"),
+        State(i["key"], "data"),
+        prevent_initial_call=True,
+    )
 
     @callback(
         Output(i["status"], "children"),
         Output(i["list"], "children"),
-        Input(view, "data"),
+        Input(i["key"], "data"),
         Input(i["save"], "n_clicks"),
         Input(i["remove"], "n_clicks"),
         State(i["label"], "value"),
         State(i["note"], "value"),
+        prevent_initial_call=True,
     )
-    def _annotate(view_data, _save, _remove, label, note):
-        query = parse_search(view_data)
-        run, sample = first(query, "run"), first(query, "sample")
+    def _annotate(key, _save, _remove, label, note):
+        run, sample = (key or {}).get("run"), (key or {}).get("sample")
         if ctx.triggered_id in (i["save"], i["remove"]):
             if not sample:
                 return ui.status("Select a response first.", False), no_update

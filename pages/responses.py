@@ -88,7 +88,7 @@ def layout(**query):
             tb.responses_header(run, HEADER_IDS),
             responses_filters(steps, ALL_STEPS, view.step_value(steps), ranges, *filters),
             tf.token_filter_row(*view.token_controls(), TOK_IDS),
-            ann.responses_bar(run, view.label),
+            ann.responses_bar(run, view.label, view.sample),
             html.Div(
                 [
                     tb.responses_grid(GRID, defs, view.sort, lines=spec.preview_lines),

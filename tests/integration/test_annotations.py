@@ -41,7 +41,7 @@ def annotate(client, sample, label="reward hack", note="", headers=None, remove=
             {"id": "responses-ann-list", "property": "children"},
         ],
         "inputs": [
-            {"id": "responses-view", "property": "data", "value": f"?run={run}&sample={sample}"},
+            {"id": "responses-ann-key", "property": "data", "value": {"run": run, "sample": sample}},
             {"id": "responses-ann-save", "property": "n_clicks", "value": None if remove else 1},
             {"id": "responses-ann-remove", "property": "n_clicks", "value": 1 if remove else None},
         ],
