@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pyarrow.parquet as pq
 
@@ -315,8 +316,13 @@ def facts_to_json(facts: dict) -> bytes:
 
 
 def facts_from_json(data: bytes) -> dict:
-    """What :func:`facts_to_json` wrote."""
-    doc = json.loads(data)
+    """What :func:`facts_to_json` wrote. Parsed by orjson (~2.4x faster than json on the 686 KB file of a
+    2.56M-response store: 19 -> 8 ms of a fresh worker's first page); by json where orjson refuses it (the
+    bounds of a column with an infinite value, which json writes as ``Infinity``)."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        doc = json.loads(data)
     schemas = [_schema_of(s) for s in doc["schemas"]]
     out = {}
     for e in doc["files"]:
