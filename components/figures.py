@@ -577,3 +577,35 @@ def cell_has_responses(click_data) -> bool:
     """Whether a click on a :func:`heatmap_figure` is on a cell that has responses (a cell to open)."""
     cell = clicked_cell(click_data)
     return cell is not None and cell.count > 0
+
+
+def warm_up() -> None:
+    """Build and write a validated figure of each trace and layout part the pages draw. Plotly imports its
+    trace and layout classes and their validators on first use: without this a fresh worker's first
+    reward, token and prompt pages paid for those imports (the app calls it once at start)."""
+    from plotly.io.json import to_json_plotly
+
+    x = np.arange(3)
+    title = {"text": "x", "font": {"size": 11}}
+    fig = Figure(
+        data=[
+            go.Scatter(
+                x=x, y=x, line={"width": 1}, marker={"size": 3}, customdata=x, hoverlabel={"font": {}}
+            ),
+            go.Bar(x=x, y=x, marker={"color": "red"}, customdata=x),
+            go.Heatmap(z=np.ones((2, 2)), x=x[:2], y=["a", "b"], colorbar={"title": title}),
+        ],
+        layout=go.Layout(
+            template=TEMPLATE,
+            title=title,
+            xaxis={"title": title, "range": [0, 1]},
+            yaxis={"title": title},
+            legend={"font": {"size": 11}},
+            hoverlabel={"font": {"size": 12}},
+            margin={"l": 1},
+            annotations=[{"text": "x"}],
+            shapes=step_marker(1),
+        ),
+    )
+    to_json_plotly(fig)
+    to_json_plotly(empty_figure("x"))
