@@ -108,10 +108,13 @@ def test_annotations202_token_span_marked_and_kept(dash_duo, dash_app, board):
     assert dash_duo.get_logs() == []
 
 
-def test_annotations203_a_page_load_asks_the_server_nothing_for_the_controls(dash_duo, dash_app, board):
+def test_annotations203_a_page_load_asks_the_server_nothing_for_the_controls(
+    dash_duo, dash_app, board, monkeypatch
+):
     """A responses page load asks the server nothing for the label filter, the annotation control or the
     run picker (the page is built with them set); selecting a row lists its annotations, a sort does not
     ask again, and a label chosen in the filter is written into the URL by the server."""
+    import io
     import json
     import threading
 
@@ -123,40 +126,32 @@ def test_annotations203_a_page_load_asks_the_server_nothing_for_the_controls(das
         if environ.get("REQUEST_METHOD") == "POST" and environ.get("PATH_INFO", "").endswith(
             "update-component"
         ):
-            size = int(environ.get("CONTENT_LENGTH") or 0)
-            body = environ["wsgi.input"].read(size)
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
             with lock:
                 outputs.append(json.loads(body)["output"])
-            import io
-
             environ["wsgi.input"] = io.BytesIO(body)
         return inner(environ, start_response)
 
-    dash_app.server.wsgi_app = counting
-    try:
-        dash_duo.start_server(dash_app)
-        dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=3")
-        until(lambda: len(_label_cells(dash_duo)) == 16, timeout=30)
-        until(lambda: any("getRowsResponse" in o for o in outputs), timeout=30)
-        dash_duo.wait_for_contains_text("#responses-ann-list", "Select a response to label it.", timeout=30)
-        with lock:
-            loaded = list(outputs)
-        assert not [o for o in loaded if "ann-status" in o or "app-location.href" in o], loaded
-        assert not [o for o in loaded if "@" in o and "app-page-url" in o], loaded  # the label filter's
-        dash_duo.driver.find_elements(By.CSS_SELECTOR, ".ag-center-cols-container .ag-row .ag-cell")[
-            0
-        ].click()
-        until(lambda: any("ann-status" in o for o in outputs), timeout=30)
-        dash_duo.wait_for_contains_text("#responses-ann-list", "No annotations yet.", timeout=30)
-        with lock:
-            asked = sum("ann-status" in o for o in outputs)
-        before = query(dash_duo)
-        dash_duo.find_element(".ag-header-cell[col-id='reward'] .ag-header-cell-label").click()  # a sort
-        until(lambda: query(dash_duo) != before, timeout=30)
-        _choose(dash_duo, "responses-ann-filter", "repetition")
-        until(lambda: query(dash_duo).get("label") == ["repetition"], timeout=30)
-        with lock:
-            assert sum("ann-status" in o for o in outputs) == asked  # neither the sort nor the filter
-        assert dash_duo.get_logs() == []
-    finally:
-        dash_app.server.wsgi_app = inner
+    monkeypatch.setattr(dash_app.server, "wsgi_app", counting)  # put back after the test
+    dash_duo.start_server(dash_app)
+    dash_duo.driver.get(f"{dash_duo.server_url}/responses?run={RUN}&step=3")
+    until(lambda: len(_label_cells(dash_duo)) == 16, timeout=30)
+    until(lambda: any("getRowsResponse" in o for o in outputs), timeout=30)
+    dash_duo.wait_for_contains_text("#responses-ann-list", "Select a response to label it.", timeout=30)
+    with lock:
+        loaded = list(outputs)
+    assert not [o for o in loaded if "ann-status" in o or "app-location.href" in o], loaded
+    assert not [o for o in loaded if "@" in o and "app-page-url" in o], loaded  # the label filter's
+    dash_duo.driver.find_elements(By.CSS_SELECTOR, ".ag-center-cols-container .ag-row .ag-cell")[0].click()
+    until(lambda: any("ann-status" in o for o in outputs), timeout=30)
+    dash_duo.wait_for_contains_text("#responses-ann-list", "No annotations yet.", timeout=30)
+    with lock:
+        asked = sum("ann-status" in o for o in outputs)
+    before = query(dash_duo)
+    dash_duo.find_element(".ag-header-cell[col-id='reward'] .ag-header-cell-label").click()  # a sort
+    until(lambda: query(dash_duo) != before, timeout=30)
+    _choose(dash_duo, "responses-ann-filter", "repetition")
+    until(lambda: query(dash_duo).get("label") == ["repetition"], timeout=30)
+    with lock:
+        assert sum("ann-status" in o for o in outputs) == asked  # neither the sort nor the filter
+    assert dash_duo.get_logs() == []

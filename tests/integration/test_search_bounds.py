@@ -97,8 +97,14 @@ def test_search002_stopped_search_on_the_responses_page(server):
     deps = requests.get(server.base + "/_dash-dependencies", timeout=30).json()
 
     def call(input_id: str, prop: str, value, state=()) -> dict:
-        """POST the callback whose input is ``input_id.prop``, as the renderer does; its response by id."""
-        dep = next(d for d in deps if [(i["id"], i["property"]) for i in d["inputs"]] == [(input_id, prop)])
+        """POST the server callback whose input is ``input_id.prop``, as the renderer does; its response by id
+        (a clientside callback of the same input runs in the browser)."""
+        dep = next(
+            d
+            for d in deps
+            if [(i["id"], i["property"]) for i in d["inputs"]] == [(input_id, prop)]
+            and not d.get("clientside_function")
+        )
         outputs = [o.rsplit(".", 1) for o in dep["output"].strip(".").split("...")]
         body = {
             "output": dep["output"],
