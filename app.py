@@ -11,7 +11,6 @@ from pathlib import Path
 
 import dash
 import dash_bootstrap_components as dbc
-import plotly.io.json
 from dash import ALL, Input, Output, State, dcc, html, no_update
 
 import auth
@@ -44,11 +43,6 @@ RUN_SHOWN, RUN_PICKED = "app-run-shown", "app-run-picked"
 def create_app(settings: Settings | None = None) -> dash.Dash:
     """Build the Dash app for ``settings`` (default: from the environment) and make it the process's board."""
     settings = settings or load_settings()
-    # Dash writes each callback's answer with plotly's JSON writer. Its "orjson" engine (chosen whenever
-    # orjson is installed, as here) first copies the whole answer in Python, node by node, which costs more
-    # than it saves on a page's component trees and token lists; the standard library's encoder writes the
-    # same JSON (the figures' arrays are base64 either way) in about half the time over the pages' answers.
-    plotly.io.json.config.default_engine = "json"
     service.configure(settings)
     prepare_root(settings)
     app = dash.Dash(

@@ -56,11 +56,12 @@ def _render(client, path: str, search: str) -> str:
 
 
 def _url_callbacks(dash_app, page: str) -> list[tuple[str, dict]]:
-    """The page's callbacks that read its URL (its own Location's search): they decode the view state."""
+    """The page's server callbacks that read its URL (its own Location's search): they decode the view state
+    (a clientside one, which has no Python function, runs in the browser)."""
     client = dash_app.server.test_client()
     client.get("/")  # Dash registers the pages' router on the first request
     url = {"id": page_url_key(f"/{page}"), "property": "search"}
-    return [(key, cb) for key, cb in dash_app.callback_map.items() if url in cb["inputs"]]
+    return [(key, cb) for key, cb in dash_app.callback_map.items() if url in cb["inputs"] and "callback" in cb]
 
 
 def _page_text(dash_app, client, path: str, search: str) -> str:
