@@ -244,8 +244,7 @@ def trend_threshold(scalars: pl.LazyFrame) -> float:
     values = x.to_numpy()
     try:
         with np.errstate(over="ignore"):
-            mean = math.fsum(values) / n
-            sd = math.sqrt(math.fsum((values - mean) ** 2) / (n - 1))
+            sd = _sample_sd(values)
     except OverflowError:  # math.fsum's "intermediate overflow": rewards near the largest float
         sd = math.inf
     if math.isfinite(sd):
@@ -253,10 +252,15 @@ def trend_threshold(scalars: pl.LazyFrame) -> float:
     # Rewards so large that their squares overflow (hostile or broken files): the same figure from the
     # rewards divided by the largest of them, multiplied back last (0 when that too overflows).
     scale = float(np.max(np.abs(values)))
-    v = values / scale
-    mean = math.fsum(v) / n
-    t = scale * (TREND_EFFECT * math.sqrt(math.fsum((v - mean) ** 2) / (n - 1)))
+    t = scale * (TREND_EFFECT * _sample_sd(values / scale))
     return t if math.isfinite(t) else 0.0
+
+
+def _sample_sd(values) -> float:
+    """The standard deviation (ddof 1) of ``values`` from exactly rounded sums."""
+    n = len(values)
+    mean = math.fsum(values) / n
+    return math.sqrt(math.fsum((values - mean) ** 2) / (n - 1))
 
 
 def prompt_group_counts(scalars: pl.LazyFrame) -> pl.LazyFrame:
