@@ -14,7 +14,7 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, dcc, html, no_update
 
 import auth
-from components import figures
+from components import answers, figures
 from components import live as live_ui
 from components.layout import (
     PAGE_URL,
@@ -44,6 +44,7 @@ def create_app(settings: Settings | None = None) -> dash.Dash:
     """Build the Dash app for ``settings`` (default: from the environment) and make it the process's board."""
     settings = settings or load_settings()
     service.configure(settings)
+    answers.install()
     prepare_root(settings)
     app = dash.Dash(
         __name__,
