@@ -215,8 +215,22 @@ def group_of(run: str | None, row: Mapping | None, prefix: str = "") -> str | No
 
 
 def groups(run: str | None, prompt_key: str, found: Iterable[Mapping], prefix: str = "") -> list[str | None]:
-    """:func:`group` of each of a prompt's groups ``found`` (``step``, ``group_id``)."""
-    return [group(run, prompt_key, g["step"], g.get("group_id"), prefix) for g in found]
+    """:func:`group` of each of a prompt's groups ``found`` (``step``, ``group_id``): the same links, the run
+    and prompt encoded once (a block of the prompt page's history has a hundred)."""
+    if not prompt_key:
+        return [None for _ in found]
+    # step= and group= come last in PromptsView's query, after only defaults (left out).
+    head = prompts(PromptsView(run=run, prompt=prompt_key), prefix) + "&step="
+    out: list[str | None] = []
+    for g in found:
+        step, gid = g["step"], g.get("group_id")
+        if step is None:
+            out.append(None)
+        elif gid is None:
+            out.append(f"{head}{int(step)}")
+        else:
+            out.append(f"{head}{int(step)}&group={quote_plus(str(gid))}")
+    return out
 
 
 def token_responses(run: str, step: int | str, pattern: str, metric: str, prefix: str = "") -> str:

@@ -141,3 +141,22 @@ def test_links007_rows_tokens_are_each_rows_link(monkeypatch):
     monkeypatch.setattr(links, "row_tokens", lambda *a: built.append(a) or one(*a))
     assert links.rows_tokens(views[1], samples, "/p") == [one(views[1], s, "/p") for s in samples]
     assert len(built) == 2
+
+
+def test_links008_a_prompts_groups_are_each_groups_link():
+    """The links of a prompt's groups, made with the run and prompt encoded once, are :func:`links.group` of
+    each (runs, prompt keys and group ids that need encoding, no group id, step 0, no step, no prompt)."""
+    found = [
+        {"step": 25, "group_id": "99"},
+        {"step": 0, "group_id": None},
+        {"step": 7},
+        {"step": None, "group_id": "g"},
+        {"step": 3, "group_id": "a b&group=c/%2e 🙂"},
+        {"step": -2, "group_id": 0},
+    ]
+    for run in ("trl-ppo-small", "c#d & e+f 50%", None):
+        for key in ("1b3d14969cab0edb", "k&prompt=x", ""):
+            for prefix in ("", "/lab"):
+                want = [links.group(run, key, g["step"], g.get("group_id"), prefix) for g in found]
+                assert links.groups(run, key, found, prefix) == want, (run, key, prefix)
+    assert links.groups("r", "k", found[:1]) == ["/prompts?run=r&prompt=k&step=25&group=99"]
