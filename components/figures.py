@@ -133,6 +133,12 @@ def step_marker(step: int | None) -> list[dict]:
     ]
 
 
+def _keys(key: str, n: int) -> np.ndarray:
+    """``key`` for each of ``n`` points, as a numpy text array: its JSON is the list of ``n`` keys, and Plotly's
+    figure copies the array at once where it copied a list item by item (~2 ms a curve of 2,000 steps)."""
+    return np.full(n, key)
+
+
 def curves_figure(
     series: Sequence,
     *,
@@ -182,7 +188,7 @@ def curves_figure(
             data.append(
                 dict(type="scatter", x=x, y=s.frame.get_column("y").cast(float).to_numpy(), mode="markers",
                      marker=dict(symbol="x-thin-open", size=11, line=dict(width=2, color=c), color=c), name=s.label,
-                     hovertemplate="flagged", customdata=[s.key] * len(x) if pick else None)
+                     hovertemplate="flagged", customdata=_keys(s.key, len(x)) if pick else None)
             )  # fmt: skip
             continue
         data.append(
@@ -197,7 +203,7 @@ def curves_figure(
                 legendgroup=s.label,
                 hovertemplate=f"step %{{x}}: %{{y:{fmt}}}" if pick else f"%{{y:{fmt}}}",
                 connectgaps=False,
-                customdata=[s.key] * len(x) if pick else None,
+                customdata=_keys(s.key, len(x)) if pick else None,
             )
         )
     yaxis = dict(title=dict(text=y_title), zeroline=True)
