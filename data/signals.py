@@ -196,5 +196,11 @@ def _row_ends(
 
 def repetition_units(store: RunStore) -> list[str]:
     """The units the run's repetitions were counted in (tokens, characters, words: see
-    :func:`data.metrics.degeneration.response_repetition`), from the per-step summary."""
-    return summary_units(store.steps_columns(("step", "repetition_units")))
+    :func:`data.metrics.degeneration.response_repetition`), from the per-step summary (cached on the store
+    version: a read of a column of every step, ~2.5 ms at 25,000 steps, for each reward page)."""
+    return list(_units(StoreKey(store)))
+
+
+@shared(16, disk=False)
+def _units(v: StoreKey) -> tuple[str, ...]:
+    return tuple(summary_units(v.store.steps_columns(("step", "repetition_units"))))
