@@ -242,8 +242,11 @@ def _serve() -> None:
         except Exception as e:  # noqa: BLE001 - any Polars error is the answer
             kind, body = b"e", str(e).encode("utf-8", "replace")
         state["deadline"] = None
-        answers.write(_ANSWER.pack(kind, len(body)) + body)
-        answers.flush()
+        try:
+            answers.write(_ANSWER.pack(kind, len(body)) + body)
+            answers.flush()
+        except OSError:  # the server stopped reading (it exited mid-search): no traceback in its log
+            os._exit(0)
 
 
 if __name__ == "__main__":
