@@ -9,7 +9,7 @@ import plotly.io.json
 from components import answers
 from tests.integration.test_security import _page_text
 
-SEARCHES = ("?run=trl-ppo-small&step=3", "?run=trl-grpo-small", "?runs=trl-ppo-small,trl-grpo-small")
+SEARCHES = ("?run=trl-ppo-small&step=3", "?run=trl-grpo-small", "?run=trl-ppo-small&run=trl-grpo-small")
 
 
 def test_answers101_every_page_is_written_as_plotly_writes_it(dash_app, client, fixtures_dir, monkeypatch):
