@@ -7,7 +7,7 @@ first one, and Plotly then copies the whole answer node by node in Python (``cle
 dict, list and string of every component tree) and gives the copy to orjson. Here orjson walks the answer once
 and calls :func:`_default` on what it cannot write itself, which makes of that one object what the copy would
 have held. The text is Plotly's to the byte (``test_answers``), at about half the time (the nine pages' recorded
-answers at 256k responses: 47 -> 23 ms; ``benchmarks/RESULTS.md``).
+answers at 256k responses: 50 -> 25 ms, ``benchmarks/RESULTS.md``).
 
 :func:`install` puts :func:`to_json` where Dash looks for Plotly's writer (Dash imports it on each call).
 """
@@ -25,22 +25,19 @@ _NUMPY = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _PLAIN = orjson.OPT_NON_STR_KEYS
 # Plotly's own writer, kept for what this one does not make (pretty text, the "json" engine).
 PLOTLY_TO_JSON = to_json_plotly
-_MODULES: dict | None = None
 
 
 def _modules() -> dict:
-    """The optional modules Plotly's copy looks at, found as Plotly finds them (imported or not)."""
-    global _MODULES
-    if _MODULES is None:
-        from _plotly_utils.optional_imports import get_module
+    """The optional modules Plotly's copy looks at, found as Plotly finds them (each time: one imported since
+    counts, as in Plotly's)."""
+    from _plotly_utils.optional_imports import get_module
 
-        _MODULES = {
-            "sage_all": get_module("sage.all", should_load=False),
-            "np": np,
-            "pd": get_module("pandas", should_load=False),
-            "image": get_module("PIL.Image", should_load=False),
-        }
-    return _MODULES
+    return {
+        "sage_all": get_module("sage.all", should_load=False),
+        "np": np,
+        "pd": get_module("pandas", should_load=False),
+        "image": get_module("PIL.Image", should_load=False),
+    }
 
 
 def _default(obj):
