@@ -61,7 +61,9 @@ def _url_callbacks(dash_app, page: str) -> list[tuple[str, dict]]:
     client = dash_app.server.test_client()
     client.get("/")  # Dash registers the pages' router on the first request
     url = {"id": page_url_key(f"/{page}"), "property": "search"}
-    return [(key, cb) for key, cb in dash_app.callback_map.items() if url in cb["inputs"] and "callback" in cb]
+    return [
+        (key, cb) for key, cb in dash_app.callback_map.items() if url in cb["inputs"] and "callback" in cb
+    ]
 
 
 def _page_text(dash_app, client, path: str, search: str) -> str:
