@@ -19,8 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-CALLBACK_PATH = "/_dash-update-component"
-
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -30,22 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=9)
     args = ap.parse_args(argv)
     sys.path.insert(0, os.getcwd())
-    from benchmarks.bench_scale import clear_server_caches, load
+    from benchmarks.bench_inproc import CALLBACK_PATH, app_client
+    from benchmarks.bench_scale import load
 
-    clear_server_caches(args.cache)
-    os.environ.update(
-        RLBOARD_ROOT=str(args.root),
-        RLBOARD_CACHE_DIR=str(args.cache),
-        RLBOARD_DEMO="0",
-        RLBOARD_LOG_LEVEL="warning",
-    )
+    client = app_client(args.root, args.cache)
     import dash._callback
 
-    import app
     from components import answers
 
-    client = app.server.test_client()
-    client.get("/healthz")
     kept: list[tuple[str, object]] = []
     page = [""]
     write = dash._callback.to_json

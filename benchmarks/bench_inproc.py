@@ -41,6 +41,23 @@ def cpu_seconds() -> float:
     return total
 
 
+def app_client(root: Path, cache: Path):
+    """A Flask test client of the source tree in the working folder (its ``app``) serving ``root`` with the
+    cache folder ``cache``, whose results cache and text indexes are removed first."""
+    sys.path.insert(0, os.getcwd())
+    from benchmarks.bench_scale import clear_server_caches
+
+    clear_server_caches(cache)
+    os.environ.update(
+        RLBOARD_ROOT=str(root), RLBOARD_CACHE_DIR=str(cache), RLBOARD_DEMO="0", RLBOARD_LOG_LEVEL="warning"
+    )
+    import app
+
+    client = app.server.test_client()
+    client.get("/healthz")
+    return client
+
+
 def replay(client, bodies: list[dict]) -> tuple[float, float]:
     """``(wall ms, CPU ms)`` of one page's callbacks posted one after the other."""
     t0, c0 = time.perf_counter(), cpu_seconds()
@@ -59,20 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pages", nargs="+", required=True)
     ap.add_argument("--warm", type=int, default=0, help="warm passes after the cold one (their median)")
     args = ap.parse_args(argv)
-    sys.path.insert(0, os.getcwd())
-    from benchmarks.bench_scale import clear_server_caches, load
+    client = app_client(args.root, args.cache)
+    from benchmarks.bench_scale import load
 
-    clear_server_caches(args.cache)
-    os.environ.update(
-        RLBOARD_ROOT=str(args.root),
-        RLBOARD_CACHE_DIR=str(args.cache),
-        RLBOARD_DEMO="0",
-        RLBOARD_LOG_LEVEL="warning",
-    )
-    import app
-
-    client = app.server.test_client()
-    client.get("/healthz")
     gc.collect()
     gc.freeze()
     recorded = json.loads(args.callbacks.read_text())
