@@ -12,13 +12,17 @@ manifest names them under :data:`INDEX_KEY` with ``upto``, the first part id not
 
 A commit indexes only the parts applied since the last one (``upto`` on), in files of at most
 :data:`FILE_ROWS` rows, and appends their names: it never rewrites what earlier commits wrote, except that
-files at the end of the list are merged as a binary counter merges (two files are merged when the newer
-holds at least half the older's rows). A run keeps a logarithmic number of files, whether it commits a few
-rows at a time (a live run) or a million (a large first read), and each row is copied a logarithmic number
-of times: one prompt's history opens ~log2(rows / FILE_ROWS) files, not one per FILE_ROWS rows (15 files at
-2.56M responses made the page's first answer grow with the run). Files of any size are merged a window of
-keys at a time (:func:`_merge`: what a commit holds is a window's rows, ~:data:`MERGE_WINDOW` batches of
-each file), the trailing files a commit merges all at once.
+files at the end of the list are merged. Small files (fewer than half :data:`FILE_ROWS` rows: a live run's
+commits of a few rows) are merged as a binary counter merges (two are merged when the newer holds at least
+half the older's rows) until they make a full one; full files are merged :data:`FAN` at a time, those of
+one tier (:func:`_tier`: 16 full files make one of the next), with the small files between them. A run keeps
+~log2(FILE_ROWS) small files and fewer than 2 * FAN a tier (~14 files at 2.56M responses), each row copied
+a logarithmic number of times; a large first read writes its full files once and merges none of them.
+Merging those as a binary counter too (2 files at 2.56M instead of 14) took most of the index's CPU at the
+commit that ends a large read, on that commit's one thread, to save ~0.3 ms a file of reading one
+prompt's history (benchmarks/RESULTS.md, "2026-11-30, the prompt index's full files"). Files of any size
+are merged a window of keys at a time (:func:`_merge`: what a commit holds is a window's rows,
+~:data:`MERGE_WINDOW` batches of each file), the trailing files a commit merges all at once.
 
 Rows of parts dropped since they were indexed (a file read again) and of steps not shown yet stay in the
 files: the reader keeps only the rows of parts the manifest has, below ``visible_below``, as a scan does.
@@ -50,6 +54,7 @@ PATTERN = "pidx-g*"
 # The store's scalars and the files' own group id and advantage: what one prompt's history reads.
 COLUMNS = (*stored_columns(), "group_id", "advantage")
 FILE_ROWS = 200_000  # rows of a file written from new parts (merges make larger ones)
+FAN = 16  # full files (at least FILE_ROWS rows) of one tier merged at a time
 # Rows per record batch of an index file: a prompt's rows in one file (~100 in a run of 2,000 prompts) are
 # read with at most this many others. The schema's metadata under FIRST_KEYS is the JSON list of each
 # batch's first key, but for the batches at the end that start with a null key (nulls sort last).
@@ -275,19 +280,36 @@ def _merge_sources(store_dir: Path, name: str, sources: list[_Source], live_part
     return total
 
 
+def _tier(rows: int) -> int:
+    """The tier of a full file of ``rows`` rows: 0 below :data:`FAN` times half :data:`FILE_ROWS`, 1 below
+    FAN**2 times, and so on."""
+    tier, size = 0, FILE_ROWS // 2 * FAN
+    while rows >= size:
+        tier, size = tier + 1, size * FAN
+    return tier
+
+
 def _merge_groups(files: list[dict]) -> list[tuple[int, int]]:
-    """The runs ``(first, last)`` of ``files`` (indices, ``first < last``) that a binary counter merges,
-    the files taken one after the other as if each were just written: the last two are merged while the
-    newer holds at least half the older's rows. A commit that writes many files thus merges them as it would one by one,
-    at once; files already so merged are left as they are."""
+    """The runs ``(first, last)`` of ``files`` (indices, ``first < last``) a commit merges, the files taken
+    one after the other as if each were just written: the last two while both are small (fewer than half
+    :data:`FILE_ROWS` rows) and the newer holds at least half the older's rows (a binary counter); once the last
+    :data:`FAN` full files are of one tier, those and the small files after the first of them (a commit
+    that ends with a small file leaves it between full ones). A commit that writes many files thus merges
+    them as it would one by one, at once; files already so merged are left as they are."""
     stack: list[tuple[int, int, int]] = []  # rows, first, last
     for i, f in enumerate(files):
         stack.append((f["rows"], i, i))
-        while len(stack) >= 2:
-            (a, first, _), (b, _, last) = stack[-2], stack[-1]
-            if 2 * b < a:
+        while True:
+            sizes = [e[0] for e in stack]
+            fulls = [j for j, n in enumerate(sizes) if 2 * n >= FILE_ROWS]
+            if len(sizes) > 1 and 2 * max(sizes[-2:]) < FILE_ROWS and 2 * sizes[-1] >= sizes[-2]:
+                at = len(stack) - 2
+            elif len(fulls) >= FAN and len({_tier(stack[j][0]) for j in fulls[-FAN:]}) == 1:
+                at = fulls[-FAN]
+            else:
                 break
-            stack[-2:] = [(a + b, first, last)]
+            group = stack[at:]
+            stack[at:] = [(sum(e[0] for e in group), group[0][1], group[-1][2])]
     return [(first, last) for _, first, last in stack if last > first]
 
 
@@ -322,7 +344,7 @@ def update(store_dir: Path, data: dict, gen: int, tag: str) -> tuple[dict, list[
             written.append(f["name"])
             files.append(f)
             batch, rows = [], 0
-    # Merge files as a binary counter does, once the commit's new files are written: each run of files it
+    # Merge files as _merge_groups says, once the commit's new files are written: each run of files it
     # would merge, at once (each row of the commit copied once more, not once per file written after it).
     for first, last in reversed(_merge_groups(files)):
         group = files[first : last + 1]

@@ -113,11 +113,14 @@ def test_pidx003_a_growing_run_many_commits(tmp_path, monkeypatch):
     assert all(f["name"].split("-")[1] != "g000001" for f in store.manifest.derived["pidx"].meta["files"])
     entry = store.manifest.derived["pidx"].meta
     assert entry["upto"] == store.manifest.next_part
-    # The files stay as a binary counter leaves them: each holds less than half the rows of the one before
-    # it, so they are at most log2 of the rows they hold, plus one.
+    # The files stay as the merges leave them: of two small ones side by side (fewer than half FILE_ROWS
+    # rows), the newer holds less than half the older's rows; fewer than FAN full ones of a tier.
     sizes = [f["rows"] for f in entry["files"]]
-    assert all(2 * b < a for a, b in zip(sizes, sizes[1:], strict=False)), sizes
-    assert len(sizes) <= math.log2(sum(sizes)) + 1
+    half = prompt_index.FILE_ROWS / 2
+    assert all(2 * b < a for a, b in zip(sizes, sizes[1:], strict=False) if max(a, b) < half), sizes
+    tiers = [prompt_index._tier(n) for n in sizes if n >= half]
+    assert all(tiers.count(t) < prompt_index.FAN for t in tiers), sizes
+    assert len(sizes) <= 2 * prompt_index.FAN * (max(tiers, default=0) + 1) + math.log2(half) + 1
     named = {f["name"] for f in entry["files"]}
     on_disk = {p.name for p in store.dir.glob(prompt_index.PATTERN)}
     assert named <= on_disk
@@ -277,16 +280,35 @@ def test_pidx008_files_merged_a_window_of_keys_at_a_time(tmp_path, monkeypatch):
         )
 
 
-def test_pidx009_merge_groups_by_hand():
-    """The runs of files a commit merges, as a binary counter taking them one by one: none where each holds
-    less than half the one before; a commit's nine 200k files after a 667k one, and a small last one, leave
-    three files (the small one alone), not eleven."""
+def test_pidx009_merge_groups_by_hand(monkeypatch):
+    """The runs of files a commit merges: small files (fewer than FILE_ROWS rows) as a binary counter taking
+    them one by one, none where each holds less than half the one before (a commit's nine 200-row files
+    after a 667-row one, all small, and a small last one, leave three files, not eleven); full files (at
+    least half FILE_ROWS) FAN at a time, those of one tier, with the small ones between them; a big read's
+    full files not merged."""
 
     def files(*sizes):
         return [{"name": f"pidx-g000001-{i}-t.arrow", "rows": n} for i, n in enumerate(sizes)]
 
+    monkeypatch.setattr(prompt_index, "FILE_ROWS", 10_000)
     assert prompt_index._merge_groups(files(800, 300, 100, 40)) == []
     assert prompt_index._merge_groups(files(400, 400)) == [(0, 1)]
     # 667 200 200 -> 1067; 200 200 200 -> 600 -> 1667 (files 0-5); 200 200 200 -> 600 (6-8); 89 alone.
     assert prompt_index._merge_groups(files(667, *[200] * 9, 89)) == [(0, 5), (6, 8)]
     assert prompt_index._merge_groups(files(1000, 90, 200, 20)) == [(1, 2)]
+    # Full files (at least 50 rows here): FAN = 4, tier 0 below 4 * 50 rows.
+    monkeypatch.setattr(prompt_index, "FILE_ROWS", 100)
+    monkeypatch.setattr(prompt_index, "FAN", 4)
+    assert prompt_index._merge_groups(files(100, 100, 100)) == []  # a big read's files stay
+    assert prompt_index._merge_groups(files(30, 60)) == []  # a read's first commit, and its last
+    assert prompt_index._merge_groups(files(100, 150, 50, 100)) == [(0, 3)]
+    # A small file is not merged into a full one, nor a full one into a small: 30 + 20 make a full one.
+    assert prompt_index._merge_groups(files(20, 100, 30, 20)) == [(2, 3)]
+    # A commit that ended with a small file (30) between full ones: merged with them once they are four;
+    # the small file written after them (20) stays.
+    assert prompt_index._merge_groups(files(100, 30, 100, 100, 100, 20)) == [(0, 4)]
+    # Sixteen make four of tier 1 (400 rows each), which make one of tier 2.
+    assert prompt_index._merge_groups(files(*[100] * 16)) == [(0, 15)]
+    # Tiers apart: the four of tier 0 after one of tier 1 are merged, the two of tier 1 not.
+    assert prompt_index._merge_groups(files(400, 100, 100, 100, 100, 10)) == [(1, 4)]
+    assert prompt_index._tier(199) == 0 and prompt_index._tier(200) == 1 and prompt_index._tier(800) == 2
