@@ -42,7 +42,19 @@ def in_store(store_dir: Path, part_file: Path) -> Path:
 
 def _write(src: Path, dst: Path) -> None:
     """Write ``src``'s texts to ``dst`` so that a reader sees a whole file or none."""
-    df = pl.read_parquet(src, columns=list(COLUMNS))
+    _write_texts(pl.read_parquet(src, columns=list(COLUMNS)), dst)
+
+
+def write_rows(rows: pl.DataFrame, dst: Path) -> Path:
+    """:func:`_write` from the rows of a file of ``parts/`` as they were written there (ingest's worker,
+    which holds them: the file's texts are not read and decompressed again at the commit, on its one
+    thread). Returns ``dst``."""
+    dst.parent.mkdir(exist_ok=True)
+    _write_texts(rows.select(COLUMNS), dst)
+    return dst
+
+
+def _write_texts(df: pl.DataFrame, dst: Path) -> None:
     _write_ipc(df.with_columns(pl.col(c).cast(t) for c, t in KEY_TYPES.items()), dst)
 
 
@@ -276,10 +288,12 @@ def top_rows(store_dir: Path, entry: dict | None, keys: pl.DataFrame, cols: list
 
 
 def build(c: Commit) -> None:
-    """The texts of the files of ``parts/`` new in this commit (ready before the manifest names it)."""
+    """The texts of the files of ``parts/`` new in this commit that have none yet (ready before the manifest
+    names it). Ingest's workers write most of them beside their part files (:func:`write_rows`, among the
+    files the writer wrote); the commit names them all."""
     files = index_new_parts(c.dir, c.state)
     c.written += files  # a refused commit's, removed with its parts (whose names may come again)
-    c.named |= set(files)
+    c.named |= {in_store(c.dir, c.dir / rel) for rel in c.state}
 
 
 def collect(c: Commit, removable) -> None:

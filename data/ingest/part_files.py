@@ -10,7 +10,7 @@ from typing import NamedTuple
 import polars as pl
 
 from data import schema
-from data.derived import tokens
+from data.derived import text, tokens
 from data.derived.ends import ends_counts
 from data.ingest.blocks import RawBlock, _goes_whole, parse_block, parse_blocks
 from data.ingest.fast import ChunkResult
@@ -198,8 +198,10 @@ class PartFiles:
             path.parent.mkdir(exist_ok=True)
             self._written.append(path)
             write_part_file(frame, path, self.row_group_size)
-            # Its token file (data.derived.tokens) from the rows at hand, not read back at the commit.
+            # Its token file (data.derived.tokens) and text file (data.derived.text) from the rows at hand,
+            # not read back at the commit.
             self._written.extend(tokens.write_rows(frame, tokens.in_store(self.dir, path)))
+            self._written.append(text.write_rows(frame, text.in_store(self.dir, path)))
             lo, hi = frame.select(pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi")).row(0)
             blocks.append(
                 [int(block), first, n, None if lo is None else int(lo), None if hi is None else int(hi)]

@@ -208,3 +208,31 @@ def test_textindex008_engines_keep_their_own_state(tmp_path, monkeypatch):
     assert two.hits(key, "whale", None, 30.0).height == 1  # not by the second
     assert calls == ["whale", "whale"]
     assert search_engine.engine() is search_engine.engine()
+
+
+def test_textindex009_workers_write_what_a_commit_would(tmp_path, monkeypatch):
+    """Ingest's workers write each file of parts/'s text file from the rows they hold
+    (``text.write_rows``): the commit reads no part back for them, and each holds exactly what the commit's
+    read-back of that file (``text._write``) writes: the same Arrow schema and values, on the demo run
+    read in several chunks, in two step blocks."""
+    import pyarrow as pa
+
+    from data.demo import write_demo_run
+    from data.ingest import writer as ingest_writer
+
+    monkeypatch.setattr(ingest_writer, "SMALL_BLOCK", 0)  # every block on a worker, none batched
+    run = write_demo_run(tmp_path / "root", "demo", steps=70, per_step=4)  # two step blocks of 64
+    read_back = []
+    real = text_index._write
+    monkeypatch.setattr(text_index, "_write", lambda src, dst: (read_back.append(src), real(src, dst)))
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS, chunk_bytes=64 << 10).store_dir)
+    parts = store.part_files()
+    assert len(parts) > 2 and len({p.parent.name for p in parts}) > 1
+    assert read_back == []
+    for p in parts:
+        again = tmp_path / "again.arrow"
+        real(p, again)
+        with pa.memory_map(str(again)) as a, pa.memory_map(str(text_index.in_store(store.dir, p))) as b:
+            want, got = pa.ipc.open_file(a).read_all(), pa.ipc.open_file(b).read_all()
+        assert got.schema.equals(want.schema, check_metadata=True) and got.equals(want)
+        assert got.num_rows == pl.read_parquet(p, columns=["row"]).height
