@@ -22,6 +22,7 @@ from data.ingest.parts import (
     derive_chunk,
     scalar_columns,
 )
+from data.store.index import file_facts
 from data.store.layout import (
     ISSUE_SCHEMA,
     PACK_AT,
@@ -172,6 +173,9 @@ class PartFiles:
             scal.write_parquet(
                 self.dir / "scalars" / name, compression="zstd", compression_level=SCALAR_COMPRESSION_LEVEL
             )
+            # The facts the commit keeps of it (data.derived.facts), read here into the process's cache of
+            # them rather than on the commit's one thread (~3 ms a file: ~2 s of a 2.56M read's last commit).
+            file_facts(self.dir / "scalars" / name, pid, bounds=True)
         if issues.height:  # readers open the issues file only of a part whose entry counts some
             self._written.append(self.dir / "issues" / name)
             issues.write_parquet(self.dir / "issues" / name)

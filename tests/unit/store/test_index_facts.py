@@ -88,3 +88,33 @@ def test_facts004_kept_facts_read_back_equal_infinite_bounds_too():
         facts = {("a.parquet", 3): (1234, 1_700_000_000_123_456_789, FileFacts(schema, 10, parts, {"reward": 0}, {"reward": (lo, hi, 2)}))}  # fmt: skip
         back = store_index.facts_from_json(store_index.facts_to_json(facts))
         assert back == facts
+
+
+def test_facts005_the_workers_read_what_the_commit_keeps(tmp_path, monkeypatch):
+    """Each worker reads the facts of the scalars file it wrote (its footer and bounds) into the process's
+    cache: the commits read none, and what they keep is what a fresh read of every file gives."""
+    import threading
+
+    from data.ingest import writer as ingest_writer
+
+    monkeypatch.setattr(ingest_writer, "SMALL_BLOCK", 0)  # every part on a worker, none batched
+    run = write_demo_run(tmp_path / "root", "demo", steps=10, per_step=16)
+    read_on: list[str] = []
+    real = store_index._bounds
+
+    def bounds(*a):
+        read_on.append(threading.current_thread().name)
+        return real(*a)
+
+    monkeypatch.setattr(store_index, "_bounds", bounds)
+    store = open_store(ingest_run(run, tmp_path / "cache", PADS, chunk_bytes=40_000).store_dir)
+    loose = [k for k, e in store.manifest.parts.items() if e["rows"]]
+    assert len(loose) > 2 and not store.manifest.packs
+    assert len(read_on) == len(loose) and all(t.startswith("ingest-writer") for t in read_on), read_on
+    kept = store_index._kept_facts(store.dir, store.manifest.derived_name("facts"))
+    store_index._FACTS.clear()
+    for (file, part), (size, mtime, facts) in kept.items():
+        path = store.dir / "scalars" / file
+        assert (size, mtime) == (path.stat().st_size, path.stat().st_mtime_ns)
+        assert facts == store_index.file_facts(path, part, bounds=True)
+    assert len(kept) == len(loose)
