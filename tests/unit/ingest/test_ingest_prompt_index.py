@@ -206,6 +206,20 @@ def test_pidx006_batches_by_hand(tmp_path, monkeypatch):
         prompt_index._write(tmp_path, "pidx-g000001-1-t.arrow", rows)
     prompt_index._write(tmp_path, "pidx-g000001-1-t.arrow", rows.sort(prompt_index.ORDER, nulls_last=True))
     path = tmp_path / "pidx-g000001-1-t.arrow"
+    # Or given its rows as read and their order (what a commit does): the same batches, values and first
+    # keys (not the same bytes: a gathered column may carry an all-valid bitmap); a wrong order is refused
+    # as unsorted rows are.
+    monkeypatch.setattr(prompt_index, "BLOCK", 3)  # several blocks, gathered each from the rows as read
+    order = rows.select(pl.arg_sort_by(list(prompt_index.ORDER), nulls_last=True)).to_series()
+    prompt_index._write(tmp_path, "pidx-g000001-2-t.arrow", rows, order)
+    prompt_index._write(tmp_path, "pidx-g000001-3-t.arrow", rows.sort(prompt_index.ORDER, nulls_last=True))
+    given, sorted_ = (prompt_index.ipc.open_file(str(tmp_path / f"pidx-g000001-{k}-t.arrow")) for k in (2, 3))
+    assert given.schema.equals(sorted_.schema, check_metadata=True)
+    assert given.num_record_batches == sorted_.num_record_batches == 4
+    for i in range(4):
+        assert given.get_batch(i).equals(sorted_.get_batch(i))
+    with pytest.raises(ValueError):
+        prompt_index._write(tmp_path, "pidx-g000001-4-t.arrow", rows, order.reverse())
     meta = prompt_index.ipc.open_file(str(path)).schema.metadata[prompt_index.FIRST_KEYS]
     assert json.loads(meta) == ["a", "a", "c"]
     cols = ["part", "row", "reward"]
