@@ -107,15 +107,15 @@ PREVIEW_CHARS = 160
 DICTIONARY_COLUMNS = ("prompt", "ref_response", "response_tokens", "source", "prompt_key", "prompt_preview")
 
 
-# A part's codec. zstd at level 1: parts 13 % smaller than snappy (410 -> 355 MB at 256k responses), read
-# about as fast where a page reads them (one response's row group 1.10x, 4.4 -> 4.9 ms; a search of one step
-# 1.02x; interleaved, benchmarks/bench_store_kinds.py --against; benchmarks/RESULTS.md "2026-11-29, store
-# size"). Level 3 saves 1.6 % more for a slower write.
-PART_COMPRESSION = "zstd"
-PART_COMPRESSION_LEVEL = 1
-# A part's floats (its float columns and the token arrays' values) go in Parquet's BYTE_STREAM_SPLIT encoding
-# (write_part_file): each byte of the values apart, which zstd packs 3 % smaller (355 -> 344 MB of parts at
-# 256k responses) for ~3 % more CPU to write a part and as fast a read of a row group (CPU time, 7 rounds).
+# A part's codec. Snappy, its floats (its float columns and the token arrays' values) in Parquet's
+# BYTE_STREAM_SPLIT encoding (write_part_file: each byte of the values apart). Against zstd at level 1 with the
+# same encoding, parts are ~12 % larger (10 part files of the 256k run: 61.3 against 54.7 MB) for 20 % less CPU
+# to write them (0.332 against 0.416 CPU-s), ~0.7 CPU-s of an ingest of 256k responses on the workers
+# (benchmarks/RESULTS.md, "2026-11-30, ingest within 1.1x"); everything snappy without the encoding (3baee48's
+# parts) 67.1 MB in 0.312 CPU-s. zstd level 1 had made parts 13 % smaller than plain snappy (410 -> 355 MB at
+# 256k) for ingest's CPU, the store's size then well under before's: traded back for ingest's time.
+PART_COMPRESSION = "snappy"
+PART_COMPRESSION_LEVEL = None
 # The scalars' level (zstd): 7 % smaller than level 1 (43 -> 41 MB at 256k), read as fast (zstd decodes at
 # the same speed whatever the level), written a few ms slower a part.
 SCALAR_COMPRESSION_LEVEL = 3
