@@ -1,28 +1,29 @@
-"""A prompt-keyed copy of the store's scalars, written at each commit, so that one prompt's history (the
-prompts page with a prompt selected) reads that prompt's rows instead of every response of the run.
+"""A prompt-keyed copy of the store's scalars, written at each commit, so that one prompt's history (the prompts
+page with a prompt selected) reads that prompt's rows instead of every response of the run.
 
 The index is a list of files beside the store (``pidx-g<N>-<i>-<tag>.arrow``), each holding the
 :data:`COLUMNS` of some parts' rows sorted by ``prompt_key``, as an Arrow IPC file of record batches of
-:data:`BATCH` rows whose schema carries the first key of every batch
-(:data:`FIRST_KEYS`): one prompt's rows in a file are found by a binary search over those keys and read
-from one or two batches, without a footer to parse (a Parquet file of 100 row groups and 40 columns has a
-240 KB footer: ~3 ms a file, which made the page's first answer grow with the run's count of files; an
-Arrow file's footer lists its batches' offsets, and reading one costs ~0.3 ms). The
-manifest names them under :data:`INDEX_KEY` with ``upto``, the first part id not indexed.
+:data:`BATCH` rows whose schema carries the first key of every batch (:data:`FIRST_KEYS`): one prompt's rows
+in a file are found by a binary search over those keys and read from one or two batches, without a footer to
+parse (a Parquet file of 100 row groups and 40 columns has a 240 KB footer: ~3 ms a file, which made the
+page's first answer grow with the run's count of files; an Arrow file's footer lists its batches' offsets, and
+reading one costs ~0.3 ms; ~0.9 ms with its LZ4 batches). The manifest names them under :data:`INDEX_KEY` with
+``upto``, the first part id not indexed.
 
 A commit indexes only the parts applied since the last one (``upto`` on), in files of at most
 :data:`FILE_ROWS` rows, and appends their names: it never rewrites what earlier commits wrote, except that
 files at the end of the list are merged. Small files (fewer than half :data:`FILE_ROWS` rows: a live run's
 commits of a few rows) are merged as a binary counter merges (two are merged when the newer holds at least
-half the older's rows) until they make a full one; full files are merged :data:`FAN` at a time, those of
-one tier (:func:`_tier`: 16 full files make one of the next), with the small files between them. A run keeps
-~log2(FILE_ROWS) small files and fewer than 2 * FAN a tier (~14 files at 2.56M responses), each row copied
-a logarithmic number of times; a large first read writes its full files once and merges none of them.
-Merging those as a binary counter too (2 files at 2.56M instead of 14) took most of the index's CPU at the
-commit that ends a large read, on that commit's one thread, to save ~0.3 ms a file of reading one
-prompt's history (benchmarks/RESULTS.md, "2026-11-30, the prompt index's full files"). Files of any size
-are merged a window of keys at a time (:func:`_merge`: what a commit holds is a window's rows,
-~:data:`MERGE_WINDOW` batches of each file), the trailing files a commit merges all at once.
+half the older's rows) until they make a full one; full files are merged :data:`FAN` at a time, those of one
+tier (:func:`_tier`: 16 full files make one of the next), with the small files between them. A run keeps
+~log2(FILE_ROWS) small files and fewer than 2 * FAN a tier (~14 files at 2.56M responses), each row copied a
+logarithmic number of times; a large first read writes its full files once and merges none of them. Merging
+those as a binary counter too (2 files at 2.56M instead of 14) took most of the index's CPU at the commit that
+ends a large read, on that commit's one thread, to save ~0.9 ms a file of reading one prompt's history (60
+prompts of the 256k run: 4.9 ms from 3 files, 12.3 ms from 11; benchmarks/RESULTS.md, "2026-11-30, ingest
+within 1.1x"). Files of any size are merged a window of keys at a time (:func:`_merge`: what a commit
+holds is a window's rows, ~:data:`MERGE_WINDOW` batches of each file), the trailing files a commit merges all
+at once.
 
 Rows of parts dropped since they were indexed (a file read again) and of steps not shown yet stay in the
 files: the reader keeps only the rows of parts the manifest has, below ``visible_below``, as a scan does.
