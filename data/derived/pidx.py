@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -71,6 +72,11 @@ MERGE_WINDOW = 64
 # two batches a file decompress quickly); zstd (45 MB) read in 1.24x, rejected. benchmarks/RESULTS.md,
 # "2026-11-29, store size".
 COMPRESSION = "lz4"
+# One prompt's rows are read from more than READ_ALONE files READ_THREADS at a time (a large read's full files
+# are not merged: ~14 files at 2.56M responses, each ~1 ms to read, one prompt over the 2.56M run's 15 files
+# 15-18 ms one file after the other, 11.5-12 four at a time).
+READ_ALONE = 3
+READ_THREADS = 4
 
 
 def _scalars_of(store_dir: Path, data: dict, ids: list[int]) -> tuple[pl.DataFrame, pl.Series]:
@@ -374,10 +380,15 @@ def read(store, key: str, columns: list[str]) -> pl.DataFrame | None:
     cols = [c for c in dict.fromkeys(("part", "row", *columns)) if c in schema]
     live = [int(p) for p, e in m.parts.items() if e["rows"]]
     below = m.visible_below
-    frames = []
+    paths = [Path(store.dir) / f["name"] for f in entry["files"]]
     try:
-        for f in entry["files"]:
-            frames.append(_read_key(Path(store.dir) / f["name"], key, cols))
+        if (
+            len(paths) > READ_ALONE
+        ):  # read a few files at a time: pyarrow reads and decompresses without the GIL
+            with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="pidx-read") as pool:
+                frames = list(pool.map(lambda p: _read_key(p, key, cols), paths))
+        else:
+            frames = [_read_key(p, key, cols) for p in paths]
     except FileNotFoundError:
         return None  # a later commit merged and collected it: the caller scans
     frames = _from_arrow(frames)

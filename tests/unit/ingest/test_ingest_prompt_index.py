@@ -147,7 +147,8 @@ def test_pidx004_a_store_without_the_index_is_scanned(tmp_path):
 
 def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
     """A store written now: each prompt's history reads each index file once, one or two batches of it
-    (its rows are fewer than a batch), and never through Parquet (the footer of every file, ~3 ms each)."""
+    (its rows are fewer than a batch), and never through Parquet (the footer of every file, ~3 ms each);
+    the same read one file after the other and several at a time."""
     run = write_demo_run(tmp_path / "root", "demo", steps=6, per_step=16)
     monkeypatch.setattr(prompt_index, "FILE_ROWS", 40)
     monkeypatch.setattr(prompt_index, "BATCH", 8)
@@ -179,14 +180,17 @@ def test_pidx005_one_arrow_read_per_file_no_parquet(tmp_path, monkeypatch):
     monkeypatch.setattr(prompt_index.pl, "scan_parquet", no_parquet)
     monkeypatch.setattr(prompt_index.pl, "read_parquet", no_parquet)
     monkeypatch.setattr(RunStore, "scan", no_parquet)
-    for key in keys:
-        opened.clear(), batches.clear()
-        prompt_detail._history.cache_clear()
-        got = prompts.history(store, key)
-        assert_frame_equal(got, want[key])
-        assert len(opened) == len(files)
-        # Each prompt has at most 6 responses here (one per step): in one batch of 8 or across two.
-        assert len(batches) <= 2 * len(files)
+    # One file after the other, and (more files than READ_ALONE) several at a time on threads: the same.
+    for alone in (len(files), 0):
+        monkeypatch.setattr(prompt_index, "READ_ALONE", alone)
+        for key in keys:
+            opened.clear(), batches.clear()
+            prompt_detail._history.cache_clear()
+            got = prompts.history(store, key)
+            assert_frame_equal(got, want[key])
+            assert len(opened) == len(files)
+            # Each prompt has at most 6 responses here (one per step): in one batch of 8 or across two.
+            assert len(batches) <= 2 * len(files)
     prompt_detail._history.cache_clear()
 
 
