@@ -109,11 +109,12 @@ DICTIONARY_COLUMNS = ("prompt", "ref_response", "response_tokens", "source", "pr
 
 # A part's codec. Snappy, its floats (its float columns and the token arrays' values) in Parquet's
 # BYTE_STREAM_SPLIT encoding (write_part_file: each byte of the values apart). Against zstd at level 1 with the
-# same encoding, parts are ~12 % larger (10 part files of the 256k run: 61.3 against 54.7 MB) for 20 % less CPU
-# to write them (0.332 against 0.416 CPU-s), ~0.7 CPU-s of an ingest of 256k responses on the workers
-# (benchmarks/RESULTS.md, "2026-11-30, ingest within 1.1x"); everything snappy without the encoding (3baee48's
-# parts) 67.1 MB in 0.312 CPU-s. zstd level 1 had made parts 13 % smaller than plain snappy (410 -> 355 MB at
-# 256k) for ingest's CPU, the store's size then well under before's: traded back for ingest's time.
+# same encoding: parts ~13 % larger for 35 % less CPU to write them (10 part files of the 256k run, row groups
+# of ROW_GROUP_SIZE: 64.7 against 57.2 MB, 0.354 against 0.547 CPU-s; benchmarks/bench_part_codec.py), ~0.7
+# CPU-s of an ingest of 256k responses on the workers, and one response's row reads in 7.5 against 12.3 ms
+# (benchmarks/RESULTS.md, "2026-11-30, ingest within 1.1x"). Everything snappy without the encoding
+# (3baee48's parts): 68.6 MB, 0.343 CPU-s. zstd had made the store smaller than before's by more than it had
+# to; traded back for ingest's time, the store still under before's.
 PART_COMPRESSION = "snappy"
 PART_COMPRESSION_LEVEL = None
 # The scalars' level (zstd): 7 % smaller than level 1 (43 -> 41 MB at 256k), read as fast (zstd decodes at
