@@ -56,7 +56,7 @@ PATTERN = "pidx-g*"
 # The store's scalars and the files' own group id and advantage: what one prompt's history reads.
 COLUMNS = (*stored_columns(), "group_id", "advantage")
 FILE_ROWS = 200_000  # rows of a file written from new parts (merges make larger ones)
-FAN = 16  # full files (at least FILE_ROWS rows) of one tier merged at a time
+FAN = 16  # full files (at least half FILE_ROWS rows) of one tier merged at a time
 # Rows per record batch of an index file: a prompt's rows in one file (~100 in a run of 2,000 prompts) are
 # read with at most this many others. The schema's metadata under FIRST_KEYS is the JSON list of each
 # batch's first key, but for the batches at the end that start with a null key (nulls sort last).
@@ -317,7 +317,7 @@ def _merge_groups(files: list[dict]) -> list[tuple[int, int]]:
             fulls = [j for j, n in enumerate(sizes) if 2 * n >= FILE_ROWS]
             if len(sizes) > 1 and 2 * max(sizes[-2:]) < FILE_ROWS and 2 * sizes[-1] >= sizes[-2]:
                 at = len(stack) - 2
-            elif len(fulls) >= FAN and len({_tier(stack[j][0]) for j in fulls[-FAN:]}) == 1:
+            elif len(fulls) >= FAN and len({_tier(sizes[j]) for j in fulls[-FAN:]}) == 1:
                 at = fulls[-FAN]
             else:
                 break
@@ -382,9 +382,8 @@ def read(store, key: str, columns: list[str]) -> pl.DataFrame | None:
     below = m.visible_below
     paths = [Path(store.dir) / f["name"] for f in entry["files"]]
     try:
-        if (
-            len(paths) > READ_ALONE
-        ):  # read a few files at a time: pyarrow reads and decompresses without the GIL
+        # Several files a few at a time: pyarrow reads and decompresses them without the GIL.
+        if len(paths) > READ_ALONE:
             with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="pidx-read") as pool:
                 frames = list(pool.map(lambda p: _read_key(p, key, cols), paths))
         else:
