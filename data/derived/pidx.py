@@ -73,10 +73,11 @@ MERGE_WINDOW = 64
 # "2026-11-29, store size".
 COMPRESSION = "lz4"
 # One prompt's rows are read from more than READ_ALONE files READ_THREADS at a time (a large read's full files
-# are not merged: ~14 files at 2.56M responses, each ~1 ms to read, one prompt over the 2.56M run's 15 files
-# 15-18 ms one file after the other, 11.5-12 four at a time).
+# are not merged: ~14 files at 2.56M responses, each ~1 ms to read). 60 prompts of the 2.56M run's 14 files,
+# ten times each in one process: 12.5-12.9 ms one file after the other, 11.7-12.0 two at a time, 11.0-11.5
+# four, but four threads left the process ~10 MB larger (218 against 203-210 MB; two: 207-209).
 READ_ALONE = 3
-READ_THREADS = 4
+READ_THREADS = 2
 
 
 def _scalars_of(store_dir: Path, data: dict, ids: list[int]) -> tuple[pl.DataFrame, pl.Series]:
