@@ -532,7 +532,9 @@ def main(argv: list[str] | None = None) -> int:
         help="warm passes per round after the cold one; a round's warm figure is their median",
     )  # fmt: skip
     args = ap.parse_args(argv)
-    args.src = args.src.resolve()
+    # The children run in --src (their working directory): every path they are given is absolute.
+    args.src, args.work = args.src.resolve(), args.work.resolve()
+    args.runs = args.runs.resolve() if args.runs is not None else None
     args.work.mkdir(parents=True, exist_ok=True)
     if args.generate_only:
         for scale in args.scales:
