@@ -2,18 +2,23 @@
 commits left it, and from the same rows written again in more files (what a large read leaves since its full
 files are no longer merged: ~14 files at 2.56M responses).
 
-    uv run python benchmarks/bench_pidx_files.py STORE_DIR [--split 18500 ...] [--keys 60] [--rounds 3]
+    uv run python benchmarks/bench_pidx_files.py STORE_DIR [--split 18500 ...] [--keys 60] [--rounds 3] \
+        [--threads N]
 
 ``STORE_DIR``: one run's store (e.g. ``<cache>/run-<hash>`` after an ingest). Each ``--split N`` writes the
 store's rows again as index files of N rows each, none merged, beside the store (deleted after; no manifest
 names them), and reads the same ``--keys`` prompts (a fixed sample) from each layout, ``--rounds`` times,
-interleaved. Prints per layout its count of files and the median milliseconds of one prompt's read.
+interleaved. Prints per layout its count of files and the median milliseconds of one prompt's read, and the
+process's resident memory before the first read and after the last. ``--threads N`` reads a prompt's files
+N at a time (1: one after the other; default: ``pidx.READ_THREADS``): run it once per N, alternately, since
+the memory threads keep is the process's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -27,13 +32,23 @@ from data.store.manifest import Manifest  # noqa: E402
 from data.store.reader import RunStore  # noqa: E402
 
 
+def _rss_mb() -> int:
+    """This process's resident memory, MB."""
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("store", type=Path)
     ap.add_argument("--split", type=int, action="append", default=[])
     ap.add_argument("--keys", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
+    if args.threads is not None:
+        pidx.READ_THREADS = args.threads
+        if args.threads == 1:
+            pidx.READ_ALONE = sys.maxsize
     data = json.loads((args.store / "manifest.json").read_text())
     store = RunStore(args.store, Manifest.from_dict(data))
     cols = [c for c in HISTORY_COLUMNS if c in store.schema()]
@@ -56,6 +71,7 @@ def main() -> None:
                 args.store, Manifest.from_dict({**data, pidx.INDEX_KEY: entry})
             )
         times: dict[str, list[float]] = {name: [] for name in layouts}
+        rss_before = _rss_mb()
         for _ in range(args.rounds):
             for name, st in layouts.items():
                 for key in keys:
@@ -69,6 +85,8 @@ def main() -> None:
             }
             for name, st in layouts.items()
         }
+        out["threads"] = pidx.READ_THREADS if pidx.READ_ALONE < sys.maxsize else 1
+        out["rss_mb"] = {"before": rss_before, "after": _rss_mb()}
         print(json.dumps(out, indent=1))
     finally:
         for p in written:

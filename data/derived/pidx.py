@@ -73,9 +73,10 @@ MERGE_WINDOW = 64
 # "2026-11-29, store size".
 COMPRESSION = "lz4"
 # One prompt's rows are read from more than READ_ALONE files READ_THREADS at a time (a large read's full files
-# are not merged: ~14 files at 2.56M responses, each ~1 ms to read). 60 prompts of the 2.56M run's 14 files,
-# ten times each in one process: 12.5-12.9 ms one file after the other, 11.7-12.0 two at a time, 11.0-11.5
-# four, but four threads left the process ~10 MB larger (218 against 203-210 MB; two: 207-209).
+# are not merged: ~14 files at 2.56M responses, each ~1 ms to read). `benchmarks/bench_pidx_files.py
+# --threads N` on the 2.56M run's store (14 files, 60 prompts, 10 rounds; two processes each): 14.3-14.4 ms
+# one file after the other, 12.6-12.9 two at a time, 12.6-13.3 four; four left the process the largest
+# (225-236 MB after, two 223, one 205-227).
 READ_ALONE = 3
 READ_THREADS = 2
 
