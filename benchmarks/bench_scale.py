@@ -23,6 +23,10 @@ Per scale (``500 * scale`` steps of ``--per-step`` responses of ``--tokens`` tok
 - ``/export?run=run&step=all&format=csv``: time to the first byte and to the first row, total time and
   size.
 
+``--drop-caches`` (root) empties the kernel's page cache before each fresh server starts, so that its cold
+pages read the store from the disk: without it, which store the page cache holds depends on what ran last
+(a side measured right after the other side's server, or after its own ingest), and the cold figures with it.
+
 ``--runs DIR`` takes the source runs from ``DIR/x<scale>/root`` (made there if absent, e.g. once with
 ``--generate-only``, then only read), so that several benchmarks share one copy of a 10x run.
 
@@ -412,6 +416,9 @@ def page_round(args, res: dict, last: bool) -> None:
     see data/config.py) and the export too."""
     ctx = res["_ctx"]
     clear_server_caches(ctx["cache"])
+    if args.drop_caches:  # the store's files read from the disk, as after other work pushed them out
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
     with Server(args.src, ctx["root"], ctx["cache"], ctx["log"]) as srv:
         res["memory_start"] = srv.worker_memory()
         cold = replay(srv.base, ctx["bodies"], srv)
@@ -527,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the generated runs and stores")
     ap.add_argument("--export-timeout", type=float, default=900.0)
     ap.add_argument("--rounds", type=int, default=3, help="fresh servers, each replaying cold then warm")
+    ap.add_argument(
+        "--drop-caches", action="store_true",
+        help="empty the kernel's page cache before each fresh server (root): cold pages read the store from disk",
+    )  # fmt: skip
     ap.add_argument(
         "--warm-passes", type=int, default=5,
         help="warm passes per round after the cold one; a round's warm figure is their median",
