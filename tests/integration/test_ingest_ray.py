@@ -144,7 +144,9 @@ def test_ray003_bad_lines_kept_as_issues(cluster, tmp_path):
     bad = [b'{"prompt": "p", "response": \n', b"[1, 2, 3]\n", orjson.dumps(record) + b"\n"]
     (run_dir / "rank0.jsonl").write_bytes(b"".join(lines[:5] + bad + lines[5:]) + b'{"prompt": "cut')
     on_ray, here, spread = _both(run_dir, tmp_path)
-    assert len(set(spread.nodes)) == 2
+    # Read by tasks on the workers (which of them is Ray's choice: its two small tasks may take turns on one
+    # node, as in a fresh clone's run; test_ray001 holds the spread over both).
+    assert spread.nodes and set(spread.nodes) <= {n.node_id for n in cluster.workers}
     assert on_ray.bad_lines == 3 and on_ray.samples == 64
     _same_store(on_ray, here)
     severities = open_store(on_ray.store_dir).issues().get_column("severity").to_list()
