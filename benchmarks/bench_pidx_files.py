@@ -3,7 +3,7 @@ commits left it, and from the same rows written again in more files (what a larg
 files are no longer merged: ~14 files at 2.56M responses).
 
     uv run python benchmarks/bench_pidx_files.py STORE_DIR [--split 18500 ...] [--keys 60] [--rounds 3] \
-        [--threads N]
+        [--threads N] [--drop-caches]
 
 ``STORE_DIR``: one run's store (e.g. ``<cache>/run-<hash>`` after an ingest). Each ``--split N`` writes the
 store's rows again as index files of N rows each, none merged, beside the store (deleted after; no manifest
@@ -11,7 +11,8 @@ names them), and reads the same ``--keys`` prompts (a fixed sample) from each la
 interleaved. Prints per layout its count of files and the median milliseconds of one prompt's read, and the
 process's resident memory before the first read and after the last. ``--threads N`` reads a prompt's files
 N at a time (1: one after the other; default: ``pidx.READ_THREADS``): run it once per N, alternately, since
-the memory threads keep is the process's.
+the memory threads keep is the process's. ``--drop-caches`` (root) empties the page cache before each read
+(after one read warms the code), so that the files come from the disk: use few ``--keys`` and ``--rounds``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_scale import drop_page_cache  # noqa: E402
 from data.derived import pidx  # noqa: E402
 from data.prompts.detail import HISTORY_COLUMNS  # noqa: E402
 from data.store.manifest import Manifest  # noqa: E402
@@ -44,6 +46,7 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--drop-caches", action="store_true")
     args = ap.parse_args()
     if args.threads is not None:
         pidx.READ_THREADS = args.threads
@@ -71,10 +74,14 @@ def main() -> None:
                 args.store, Manifest.from_dict({**data, pidx.INDEX_KEY: entry})
             )
         times: dict[str, list[float]] = {name: [] for name in layouts}
+        if args.drop_caches:  # the code's first use not timed: the reads then differ by their files alone
+            pidx.read(store, keys[0], cols)
         rss_before = _rss_mb()
         for _ in range(args.rounds):
             for name, st in layouts.items():
                 for key in keys:
+                    if args.drop_caches:
+                        drop_page_cache()
                     t = time.perf_counter()
                     pidx.read(st, key, cols)
                     times[name].append(time.perf_counter() - t)
@@ -85,7 +92,7 @@ def main() -> None:
             }
             for name, st in layouts.items()
         }
-        out["threads"] = pidx.READ_THREADS if pidx.READ_ALONE < sys.maxsize else 1
+        out["threads"] = args.threads or pidx.READ_THREADS
         out["rss_mb"] = {"before": rss_before, "after": _rss_mb()}
         print(json.dumps(out, indent=1))
     finally:

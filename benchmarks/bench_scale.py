@@ -97,6 +97,12 @@ def make_run(run_dir: Path, steps: int, per_step: int, tokens: int) -> dict:
     return report
 
 
+def drop_page_cache() -> None:
+    """Empty the kernel's page cache (root): files read next come from the disk."""
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
 def ingest(src: Path, run_dir: Path, cache: Path) -> dict:
     """``app.py ingest`` from scratch in a child process: wall seconds and peak RSS (``time -v``)."""
     for store in cache.glob(f"{run_dir.name}-*"):
@@ -417,8 +423,7 @@ def page_round(args, res: dict, last: bool) -> None:
     ctx = res["_ctx"]
     clear_server_caches(ctx["cache"])
     if args.drop_caches:  # the store's files read from the disk, as after other work pushed them out
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        drop_page_cache()
     with Server(args.src, ctx["root"], ctx["cache"], ctx["log"]) as srv:
         res["memory_start"] = srv.worker_memory()
         cold = replay(srv.base, ctx["bodies"], srv)
