@@ -146,14 +146,23 @@ def available(frame: pl.DataFrame) -> list[str]:
     return out + comps
 
 
-def run_curve(frame: pl.DataFrame, key: str, band: str | None = None) -> pl.DataFrame:
+def clipped(frame: pl.DataFrame, key: str, band: str | None) -> tuple[float, float] | None:
+    """The range ``key``'s ``band`` is cut to in ``frame`` (:func:`data.curve_panels.band_clipped`), None
+    when it is not cut."""
+    return curve_panels.band_clipped(frame, key, band) if band and key in CLIPPED else None
+
+
+def run_curve(
+    frame: pl.DataFrame, key: str, band: str | None = None, clip: tuple[float, float] | None | bool = True
+) -> pl.DataFrame:
     """``step, samples, y`` (+ ``lo, hi`` with a band, for :data:`BANDED` metrics) of one metric, sorted by
-    step; non-finite values are nulls (gaps)."""
+    step; non-finite values are nulls (gaps). ``clip``: the band's range (:func:`clipped`), True to
+    compute it here."""
     col = _column(key)
     if col not in frame.columns:
         return pl.DataFrame(schema={"step": pl.Int64, "samples": pl.Int64, "y": pl.Float64})
     if key in BANDED:
-        clip = curve_panels.band_clipped(frame, key, band) if band and key in CLIPPED else None
+        clip = clipped(frame, key, band) if clip is True else clip
         curve = curve_panels.curve(frame, key, band if band else None, clip=clip)
     else:
         curve = curve_panels.curve(frame, col, None, mean=False)
@@ -194,24 +203,27 @@ def overlay(
     smoothing: float = 0.0,
     x: str = "step",
     digits: int | None = SIG_DIGITS,
+    have: dict[str, list[str]] | None = None,
 ) -> Overlay:
     """The chart of ``key`` over ``frames`` (run name -> :func:`run_frame`, in the order to draw).
 
     Smoothing is :func:`data.compare.smoothing.ema` of each run's raw ``y`` with weight ``smoothing``
     (on the step order; the band is not smoothed); the values are then rounded to ``digits`` significant
     digits (None: kept as computed, as the API answers). A run without values for ``key`` gets a note
-    saying what it lacks instead of a line.
+    saying what it lacks instead of a line. ``have``: each run's :func:`available` when the caller has it
+    (a chart per metric asks it of every run; one pass over a frame's ~100 columns each time).
     """
     if x not in X_AXES:
         raise ValueError(f"unknown x-axis {x!r}")
     lines, notes = [], []
     for run, frame in frames.items():
-        if key not in available(frame):
+        if key not in (have[run] if have is not None else available(frame)):
             why = MISSING.get(key, f"no column {key.removeprefix(COMPONENT)!r}")
             notes.append(Note(METRIC, (run,), f"{run}: {why}; no {metric_label(key)} line."))
             continue
-        c = run_curve(frame, key, band)
-        if band and key in CLIPPED and (rng := curve_panels.band_clipped(frame, key, band)) is not None:
+        rng = clipped(frame, key, band)
+        c = run_curve(frame, key, band, clip=rng)
+        if rng is not None:
             span = f"{rng[0]:.4g} – {rng[1]:.4g}"
             text = f"{run}: its {curve_panels.BANDS[band]} band is clipped to its observed range {span}."
             notes.append(Note(METRIC, (run,), text))
@@ -230,11 +242,11 @@ def overlay(
     return Overlay(key, name, metric_unit(key), x, tuple(lines), tuple(notes))
 
 
-def metrics_of(frames: dict[str, pl.DataFrame]) -> list[str]:
+def metrics_of(frames: dict[str, pl.DataFrame], have: dict[str, list[str]] | None = None) -> list[str]:
     """The metric keys at least one run has, in :func:`available` order (components last, by name)."""
     out: list[str] = []
-    for frame in frames.values():
-        for k in available(frame):
+    for run, frame in frames.items():
+        for k in have[run] if have is not None else available(frame):
             if k not in out:
                 out.append(k)
     fixed = [k for k in METRICS if k in out]

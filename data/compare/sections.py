@@ -32,9 +32,10 @@ def curves_section(
     runs: list[CompareRun], band: str, smooth: float, x: str, digits: int | None = SIG_DIGITS
 ) -> Curves:
     frames = {r.name: r.frame for r in runs}
+    have = {run: curves.available(f) for run, f in frames.items()}
     overlays = tuple(
-        curves.overlay(frames, key, band=band, smoothing=smooth, x=x, digits=digits)
-        for key in curves.metrics_of(frames)
+        curves.overlay(frames, key, band=band, smoothing=smooth, x=x, digits=digits, have=have)
+        for key in curves.metrics_of(frames, have)
     )
     notes = tuple(n.text for n in curves.step_notes(frames))
     return Curves(summary.summary_table(frames), overlays, notes)

@@ -13,7 +13,7 @@ from polars.testing import assert_frame_equal
 
 from data.compare import curves, distribution, prompts, summary, word_diff
 from data.compare.notes import METRIC, PROMPTS, RUN, STEPS
-from data.compare.runs import load_runs
+from data.compare.runs import CompareRun, load_runs
 from data.compare.smoothing import ema
 from data.config import Settings
 from data.ingest import ingest_run
@@ -696,3 +696,31 @@ def test_compare043_length_band_clipped_to_the_observed_range(tmp_path):
     ov = curves.overlay({"b": curves.run_frame(_run(tmp_path, "b", chars))}, "response_chars", band="std")
     assert ov.lines[0].frame.select("y", "lo", "hi").row(0) == pytest.approx((6.0, 2.0, 14.0))
     assert len(ov.notes) == 1 and "observed range 2 – 18" in ov.notes[0].text
+
+
+def test_compare044_section_asks_each_run_once_and_draws_the_same(tmp_path):
+    """The curves section takes each run's metrics once (``have``) and each band's clip once: its charts are
+    those drawn run by run without them. Run a has token log-probs and a clipped length band (lengths 1, 1,
+    1, 9: ±1 std is −1 … 7, cut to 1 … 9), run b neither, and they are given in the order b, a, so that a
+    run's metrics taken for the other would show (a KL line for b, none for a)."""
+    from data.compare.sections import curves_section
+
+    tok = {"logprobs": [-1.0], "ref_logprobs": [-1.5]}
+    a = _run(tmp_path, "a", [_rec("p", 1, 0.0, "x", response_tokens=["t"] * n, **tok) for n in (1, 1, 1, 9)])
+    b = _run(tmp_path, "b", [_rec("p", s, 0.5) for s in (1, 2)])
+    frames = {"b": curves.run_frame(b), "a": curves.run_frame(a)}
+    runs = [CompareRun(n, tmp_path / "root" / n, s, frames[n]) for n, s in (("b", b), ("a", a))]
+    got = curves_section(runs, "std", 0.0, "step")
+    keys = curves.metrics_of(frames)
+    assert "kl_token_mean" in keys and [o.metric for o in got.overlays] == keys
+    for ov in got.overlays:
+        alone = curves.overlay(frames, ov.metric, band="std")
+        assert (ov.label, ov.notes) == (alone.label, alone.notes)
+        assert [line.run for line in ov.lines] == [line.run for line in alone.lines]
+        for mine, theirs in zip(ov.lines, alone.lines, strict=True):
+            assert_frame_equal(mine.frame, theirs.frame)
+    kl = next(o for o in got.overlays if o.metric == "kl_token_mean")
+    assert [line.run for line in kl.lines] == ["a"] and kl.notes[0].runs == ("b",)
+    length = next(o for o in got.overlays if o.metric == "response_length")
+    assert length.lines[0].frame.select("lo", "hi").row(0) == pytest.approx((1.0, 7.0))
+    assert "clipped to its observed range 1 – 9" in length.notes[-1].text
