@@ -380,6 +380,8 @@ def _by_step_shared(key: StoreKey, other: StoreKey, steps: tuple[int, ...]) -> p
     return by_step_at(key.store, shared_prompts, list(steps))
 
 
+# In the process: a pairing asks for each run's prompts up to five times, and each read parses the file.
+@shared(8, disk=False)
 def _matches(key: StoreKey) -> pl.DataFrame:
     written = read_prompt_matches(key.store)
     return written if written is not None else _run_prompts(key).prompts
