@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from data.compare import curves, distribution, prompts, summary, word_diff
+from data.compare import curves, distribution, paired_steps, prompts, summary, word_diff
 from data.compare.notes import METRIC, PROMPTS, RUN, STEPS
 from data.compare.runs import CompareRun, load_runs
 from data.compare.smoothing import ema
@@ -481,7 +481,7 @@ def test_compare022_nearest_steps_against_every_pair():
             schema={"match": pl.String, col: pl.Int64},
             orient="row",
         )
-        got = prompts.nearest_steps(frame(a, "a_step"), frame(b, "b_step"))
+        got = paired_steps.nearest_steps(frame(a, "a_step"), frame(b, "b_step"))
         want = {
             m: min(((sa, sb) for sa in a[m] for sb in b[m]), key=lambda p: (abs(p[0] - p[1]), -(p[0] + p[1])))
             for m in set(a) & set(b)
@@ -645,7 +645,7 @@ def test_compare025_near_rows_pair_as_every_step():
             keep = pl.col("step").is_in(at) & pl.col("match").is_in(todo.get_column("match").implode())
             return long_all.filter(keep)
 
-        got = prompts.near_rows(short, long_steps, limit, read, names)
+        got = paired_steps.near_rows(short, long_steps, limit, read, names)
         assert len(read_steps) == len(set(read_steps))  # no step read twice
         fewer += len(read_steps) < len(long_steps)
         runs = [

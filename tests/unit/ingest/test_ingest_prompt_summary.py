@@ -250,7 +250,7 @@ def test_promptsum009_compare_prompts_in_passes_as_at_once(tmp_path, monkeypatch
 def test_promptsum010_wide_gap_reads_the_long_run_near_the_short_one(tmp_path, monkeypatch):
     """With a gap limit wider than both runs (every step may pair), a 14-step run against a 4-step one is
     paired as from both runs' whole scans, and the long run is read only at the short run's steps first
-    (then windows around them, doubled while a prompt's pair may lie beyond: compare_prompts.near_rows),
+    (then windows around them, doubled while a prompt's pair may lie beyond: data.compare.paired_steps.near_rows),
     each step once."""
     a = open_store(ingest_run(write_demo_run(tmp_path / "ra", "a", 14, 16), tmp_path / "ca", PADS).store_dir)
     b = open_store(
