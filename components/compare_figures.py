@@ -295,7 +295,8 @@ def over_steps_figure(frame, *, label: str, runs: tuple[str, str], height: int =
             height=height,
             hovermode="closest",
             xaxis=dict(title=dict(text=f"step (the same step of {runs[0]} and {runs[1]})")),
-            yaxis=dict(title=dict(text=label), zeroline=True, zerolinecolor=theme.TEXT),
+            # Wide tick labels (a mean difference of 1e-5 reads "10µ") push the title aside, not into them.
+            yaxis=dict(title=dict(text=label), zeroline=True, zerolinecolor=theme.TEXT, automargin=True),
             showlegend=True,
         ),  # fmt: skip
     )

@@ -17,7 +17,10 @@ is given (the URL's ``gap=``, in steps) or else 10 % of the longer run's span of
 step + 1: for steps 1…60, 6); a gap equal to it is kept. A prompt's *reward at its paired step* is the
 mean reward of its responses there (finite rewards); its *paired difference* is A's minus B's. *Over
 training*: at each step where both runs gave the prompt, A's mean reward of the prompt at that step minus
-B's; per step, the mean (and quartiles) of those differences over the prompts shared at that step.
+B's; per step, the mean (and quartiles) of those differences over the prompts shared at that step. A
+difference of at most 1e-12 of the larger mean (:data:`ROUNDING`) is 0: the same rewards averaged in another
+order (another run's file order) differ by rounding, ~1e-16 of their size, which a chart would draw as a
+difference.
 
 **Solved.** A run *solves* a prompt when its reward at the prompt's paired step is at least the threshold
 τ. τ is given (the URL's ``solved=``) or else the midpoint of the two runs' reward range, (lowest +
@@ -53,6 +56,20 @@ from data.derived.matches import run_prompts_from as run_prompts_from
 from data.metrics.response import strip_pad_text
 from data.queries import MAX_DISCRETE_VALUES, discrete_edges, distinct_values, histogram, histogram_edges
 from data.store import RunStore
+
+# Two mean rewards closer than this share of the larger are equal (their difference is 0): see the module.
+ROUNDING = 1e-12
+
+
+def difference(a: str, b: str) -> pl.Expr:
+    """``a − b`` of two mean rewards, 0 where they differ by rounding only (see :data:`ROUNDING`)."""
+    d = pl.col(a) - pl.col(b)
+    return (
+        pl.when(d.abs() <= ROUNDING * pl.max_horizontal(pl.col(a).abs(), pl.col(b).abs()))
+        .then(0.0)
+        .otherwise(d)
+    )
+
 
 # The paired scatter draws at most this many prompts (those with the largest differences): each point
 # carries its prompt's preview and key to the browser, and beyond this it would weigh more than 300 kB.
@@ -187,7 +204,7 @@ def pair_from(
         .join(side(by_a, "a"), on=["match", "a_step"], how="left")
         .join(side(by_b, "b"), on=["match", "b_step"], how="left")
         .with_columns(
-            (pl.col("a_reward") - pl.col("b_reward")).alias("diff"),
+            difference("a_reward", "b_reward").alias("diff"),
             solved("a_reward").fill_null(False).alias("a_solved"),
             solved("b_reward").fill_null(False).alias("b_solved"),
         )
@@ -212,7 +229,7 @@ def pair_from(
     left_out = shared.height - table.height
     over = (
         pa.by_step.join(pb.by_step, on=["match", "step"], how="inner", suffix="_b")
-        .with_columns((pl.col("reward") - pl.col("reward_b")).alias("d"))
+        .with_columns(difference("reward", "reward_b").alias("d"))
         .filter(pl.col("d").is_not_null())
         .group_by("step")
         .agg(

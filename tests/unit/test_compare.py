@@ -724,3 +724,29 @@ def test_compare044_section_asks_each_run_once_and_draws_the_same(tmp_path):
     length = next(o for o in got.overlays if o.metric == "response_length")
     assert length.lines[0].frame.select("lo", "hi").row(0) == pytest.approx((1.0, 7.0))
     assert "clipped to its observed range 1 – 9" in length.notes[-1].text
+
+
+def test_compare045_the_same_rewards_in_another_order_differ_by_zero():
+    """Prompt p's mean reward at step 1 is the same six rewards in both runs, summed in another order: 0.375
+    and 0.37499999999999994 (rounding: 0.1 + 0.2 + 0.7 + 0.9 + 0.3 + 0.05 in that order gives the second).
+    Its paired difference and the mean over training read exactly 0, not 5.6e-17 (which the chart drew on an
+    axis of 1e-17). Prompt q's means differ by 1e-6 (0.500001 − 0.5): a difference, kept."""
+    assert sum([0.1, 0.2, 0.7, 0.9, 0.3, 0.05]) / 6 == 0.37499999999999994  # the rounding at stake
+    names = pl.DataFrame({"match": ["p", "q"], "preview": ["p", "q"], "keys": [["p"], ["q"]]})
+
+    def by_step(p_mean, q_mean):
+        rows = [("p", 1, 6, p_mean), ("q", 1, 1, q_mean)]
+        return pl.DataFrame(rows, schema=prompts._BY_STEP_SCHEMA, orient="row")
+
+    a = prompts.RunPrompts(names, by_step(0.375, 0.500001))
+    b = prompts.RunPrompts(names, by_step(0.37499999999999994, 0.5))
+    paired = prompts.pair_from("a", a, "b", b, 0.5)
+    diffs = dict(paired.table.select("match", "diff").rows())
+    assert diffs["p"] == 0.0 and diffs["q"] == pytest.approx(1e-6, rel=1e-9)
+    over = paired.over_steps.row(0, named=True)
+    assert over["n_prompts"] == 2 and over["diff_mean"] == pytest.approx(0.5e-6, rel=1e-9)
+    assert over["diff_p25"] == pytest.approx(0.25e-6, rel=1e-6)  # linear, between 0 and 1e-6
+    # The rule itself: within 1e-12 of the larger mean is 0, beyond it a difference; nulls stay null.
+    frame = pl.DataFrame({"x": [1.0, 1.0, -2.0, None, 0.0], "y": [1.0 + 1e-13, 1.0 + 2e-12, -2.0, 1.0, 0.0]})
+    got = frame.select(prompts.difference("x", "y")).to_series().to_list()
+    assert got[0] == 0.0 and got[1] == pytest.approx(-2e-12, rel=1e-3) and got[2:] == [0.0, None, 0.0]
