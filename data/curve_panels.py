@@ -139,6 +139,14 @@ NOTE_CHARS = "No token fields in this run: response length is shown in character
 NOTE_NO_LENGTH = "No response length in this run."
 
 
+# The columns :func:`panels` draws when they have values (and :func:`kl_series`, its KL series).
+PANEL_COLUMNS = (
+    "ref_reward_mean", "log_ratio_token_mean", "response_length_mean", "response_chars_mean", "win_rate",
+    "tie_rate", "zero_spread_share",
+)  # fmt: skip
+KL_COLUMNS = ("kl_token_mean", "kl_mean_max")
+
+
 def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = False) -> list[Panel]:
     """The four curve panels (reward, KL, length, win rate) of a per-step summary.
 
@@ -146,12 +154,14 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     """
     band_text = BANDS[band]
     zs = zero_shift
+    # Which columns have values, asked of the summary once (a pass over its rows each time otherwise).
+    have = with_values(steps, [*PANEL_COLUMNS, *KL_COLUMNS])
     shift = " (minus first value)" if zs else ""
 
     clip = band_clipped(steps, "reward", band)
     reward_band = band_text if clip is None else f"{band_text}, clipped to the observed range {_span(clip)}"
     reward = [Series("reward", label("reward"), curve(steps, "reward", band, zs, clip=clip), reward_band)]
-    has_ref = has_values(steps, "ref_reward_mean")
+    has_ref = "ref_reward_mean" in have
     if has_ref:
         reward.append(
             Series(
@@ -171,14 +181,14 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
         )
     ]
 
-    kl = kl_series(steps, band, zs)
+    kl = kl_series(steps, band, zs, have)
     for key, base in (("log_ratio_token_mean", "log_ratio"),):
-        if has_values(steps, key):
+        if key in have:
             name = step_label(key, f"{label(base)}, per-token mean")
             kl.append(Series(key, name, curve(steps, key, None, zs, mean=False)))
     out.append(Panel("kl", "KL to the reference", "per token" + shift, tuple(kl), None if kl else NOTE_NO_KL))
 
-    if has_values(steps, "response_length_mean"):
+    if "response_length_mean" in have:
         length = Series(
             "response_length",
             label("response_length"),
@@ -186,7 +196,7 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
             band_text,
         )
         out.append(Panel("length", "Response length", "tokens" + shift, (length,)))
-    elif has_values(steps, "response_chars_mean"):
+    elif "response_chars_mean" in have:
         # A summary written before the character quantiles were kept has only their mean: no band then.
         chars_band = band if "response_chars_std" in steps.columns else None
         length = Series(
@@ -203,9 +213,9 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     # The tie rate beside the win rate: with a verifier's 0 / 1 rewards most responses may tie their
     # reference, which a win rate alone hides.
     for key, dashed in (("win_rate", False), ("tie_rate", True)):
-        if has_ref and has_values(steps, key):
+        if has_ref and key in have:
             win.append(Series(key, label(key), curve(steps, key, None, zs, mean=False), dashed=dashed))
-    if has_values(steps, "zero_spread_share"):
+    if "zero_spread_share" in have:
         name = step_label("zero_spread_share", "share of groups whose responses all got the same reward")
         win.append(
             Series(
@@ -232,11 +242,12 @@ def _span(rng: tuple[float, float]) -> str:
 KL_TOP_FLAG = 0.5
 
 
-def kl_series(steps: pl.DataFrame, band: str, zero_shift: bool) -> list[Series]:
+def kl_series(steps: pl.DataFrame, band: str, zero_shift: bool, have: set[str] | None = None) -> list[Series]:
     """The KL panel's own series: the per-token mean (Σ k3 / Σ positions) with the band of the responses'
     per-token means, the largest response's per-token mean (dashed), and the steps where one response
     carries more than :data:`KL_TOP_FLAG` of the step's KL (points). Empty without KL."""
-    if not has_values(steps, "kl_token_mean"):
+    have = with_values(steps, KL_COLUMNS) if have is None else have  # (panels' own, when it asks)
+    if "kl_token_mean" not in have:
         return []
     lo, hi = band_exprs("kl_mean", band) if "kl_mean_std" in steps.columns else (pl.lit(None), pl.lit(None))
     main = steps.select(pl.col("step"), _finite("kl_token_mean").alias("y"), lo.alias("lo"), hi.alias("hi"))
@@ -261,7 +272,7 @@ def kl_series(steps: pl.DataFrame, band: str, zero_shift: bool) -> list[Series]:
         }
     out = [Series("kl_token_mean", step_label("kl_token_mean", f"{label('kl')}, per-token mean"), frames["main"],
                   f"{BANDS[band]} of the responses' per-token means")]  # fmt: skip
-    if frames["top"] is not None and has_values(steps, "kl_mean_max"):
+    if frames["top"] is not None and "kl_mean_max" in have:
         out.append(
             Series("kl_mean_max", "the step's largest response per-token mean", frames["top"], dashed=True)
         )
