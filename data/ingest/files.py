@@ -191,6 +191,11 @@ def ingest_file(
                     entry["parts"].append(writer.write_chunk(rel, result))
                 start += nl + 1
                 entry["tail_open"] = False
+                # Read up to here, even when no whole line follows yet: the next read starts after the
+                # newline (from before it, the newline would count again as a blank line, and every line
+                # after it one too far).
+                entry["offset"] = start
+                entry["print"] = _fingerprint(path, start)
             else:
                 start = size if not rest.strip() else start
         while (chunk := _next_block(f, start, size, chunk_bytes, limits.line_bytes)) is not None:

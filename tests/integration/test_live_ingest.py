@@ -327,3 +327,32 @@ def test_live004_a_still_run_is_not_checked_again_until_something_changes(tmp_pa
     shutil.rmtree(b.store_dir("run"))
     assert checks() == 1 and b.store("run", wait=0).scalars().height == 9
     assert checks() == 0
+
+
+def test_live005_a_newline_read_alone_after_a_taken_last_line(tmp_path):
+    """Line 2 is read as a complete JSON object still without its newline; the next look finds only that
+    newline; the one after, line 3. Line 3 is line 3 (once the newline was taken, the offset it left behind
+    made the next read count it again as a blank line 3 and number the real one 4: the concurrent test's
+    one lost line in a full suite, line 161 stored as 241)."""
+    run_dir = tmp_path / "rollouts" / "live-run"
+    run_dir.mkdir(parents=True)
+    path = run_dir / "rank0.jsonl"
+    cache = tmp_path / "cache"
+
+    def look() -> None:
+        ingest_run(run_dir, cache, DEFAULT_PAD_TOKENS)
+
+    path.write_bytes(_record(0, 0) + _record(0, 1).rstrip(b"\n"))
+    look()
+    with open(path, "ab") as f:
+        f.write(b"\n")
+    look()
+    with open(path, "ab") as f:
+        f.write(_record(0, 2))
+    look()
+    final = ingest_run(run_dir, cache, DEFAULT_PAD_TOKENS)
+    rows = _store_rows(open_store(final.store_dir))
+    assert rows.select("line").to_series().to_list() == [1, 2, 3]
+    assert rows.get_column("prompt").to_list() == [orjson.loads(_record(0, i))["prompt"] for i in range(3)]
+    issues = open_store(final.store_dir).issues()
+    assert issues.filter(pl.col("severity") != "note").height == 0, issues
