@@ -22,7 +22,9 @@ from data.remote import as_path
 
 # Bump when what ingest writes changes (columns, layout, which lines it takes and how): stores of another
 # format are rebuilt from the rollout files, never read (a store is a cache: no code keeps an older layout
-# readable). 19: the token strip's colour scale of the state committed (tokscale-g*.json, data.derived.tokscale):
+# readable). 20: a live file's line after a last line taken without its newline numbered right (a newline
+# read alone left the offset before it, and every later line of the file one too far: a store of 19 read
+# while a trainer wrote may hold such lines). 19: the token strip's colour scale of the state committed (tokscale-g*.json, data.derived.tokscale):
 # a fresh token page reads no token array for it; the top file of a search's rows (texttop) keeps each row's
 # ends_with_end, as topk does, so a search over every step reads no part for its grid's end column (~90
 # files' row groups at 2.56M responses); a file's full digest (files[...]["digest"]) chained with SHA-256 cut
@@ -68,7 +70,7 @@ from data.remote import as_path
 # 6: steps from file names, more trainers' names, NeMo-RL's batches of one; 5: integers past 64 bits,
 # steps out of range, lone surrogates, per-token fields of the trainer's own, objects' fields, whole
 # conversations; 4: chat messages, true / false rewards, nested objects counted, fields named two ways.
-STORE_FORMAT = 19
+STORE_FORMAT = 20
 # Rows per row group of a part: one response = one row-group read. 512 rather than 256: fewer dictionaries
 # (prompts, token strings) and column chunks, so parts 2.7 % smaller and written with 16 % less CPU (8 parts,
 # 7 interleaved rounds), while one response's read (the tokens page) took about as long (read_rows 6.6 ->
