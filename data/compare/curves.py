@@ -153,16 +153,14 @@ def clipped(frame: pl.DataFrame, key: str, band: str | None) -> tuple[float, flo
 
 
 def run_curve(
-    frame: pl.DataFrame, key: str, band: str | None = None, clip: tuple[float, float] | None | bool = True
+    frame: pl.DataFrame, key: str, band: str | None = None, clip: tuple[float, float] | None = None
 ) -> pl.DataFrame:
     """``step, samples, y`` (+ ``lo, hi`` with a band, for :data:`BANDED` metrics) of one metric, sorted by
-    step; non-finite values are nulls (gaps). ``clip``: the band's range (:func:`clipped`), True to
-    compute it here."""
+    step; non-finite values are nulls (gaps). ``clip``: the range the band is cut to (:func:`clipped`)."""
     col = _column(key)
     if col not in frame.columns:
         return pl.DataFrame(schema={"step": pl.Int64, "samples": pl.Int64, "y": pl.Float64})
     if key in BANDED:
-        clip = clipped(frame, key, band) if clip is True else clip
         curve = curve_panels.curve(frame, key, band if band else None, clip=clip)
     else:
         curve = curve_panels.curve(frame, col, None, mean=False)
