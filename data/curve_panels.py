@@ -3,6 +3,7 @@ optional zero shift, and the notes of what a run lacks (pure: a steps summary in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import polars as pl
@@ -32,6 +33,13 @@ def _finite(col: str) -> pl.Expr:
 def has_values(steps: pl.DataFrame, col: str) -> bool:
     """True when the per-step column exists and holds at least one finite value."""
     return col in with_values(steps, [col])
+
+
+def values_in(steps: pl.DataFrame, cols: list[str] | tuple[str, ...]) -> Callable[[str], bool]:
+    """:func:`has_values` of many columns: ``cols`` asked of the frame in one pass, any other column on its
+    own (a column not listed is asked, never taken for empty)."""
+    asked, have = set(cols), with_values(steps, list(cols))
+    return lambda col: col in have if col in asked else has_values(steps, col)
 
 
 def with_values(steps: pl.DataFrame, cols: list[str]) -> set[str]:
@@ -139,7 +147,8 @@ NOTE_CHARS = "No token fields in this run: response length is shown in character
 NOTE_NO_LENGTH = "No response length in this run."
 
 
-# The columns :func:`panels` draws when they have values (and :func:`kl_series`, its KL series).
+# The columns :func:`panels` draws when they have values (and :func:`kl_series`, its KL series), asked of the
+# summary in one pass (a column left out of them is still asked, alone: see values_in).
 PANEL_COLUMNS = (
     "ref_reward_mean", "log_ratio_token_mean", "response_length_mean", "response_chars_mean", "win_rate",
     "tie_rate", "zero_spread_share",
@@ -155,13 +164,13 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     band_text = BANDS[band]
     zs = zero_shift
     # Which columns have values, asked of the summary once (a pass over its rows each time otherwise).
-    have = with_values(steps, [*PANEL_COLUMNS, *KL_COLUMNS])
+    has = values_in(steps, [*PANEL_COLUMNS, *KL_COLUMNS])
     shift = " (minus first value)" if zs else ""
 
     clip = band_clipped(steps, "reward", band)
     reward_band = band_text if clip is None else f"{band_text}, clipped to the observed range {_span(clip)}"
     reward = [Series("reward", label("reward"), curve(steps, "reward", band, zs, clip=clip), reward_band)]
-    has_ref = "ref_reward_mean" in have
+    has_ref = has("ref_reward_mean")
     if has_ref:
         reward.append(
             Series(
@@ -181,14 +190,14 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
         )
     ]
 
-    kl = kl_series(steps, band, zs, have)
+    kl = kl_series(steps, band, zs, has)
     for key, base in (("log_ratio_token_mean", "log_ratio"),):
-        if key in have:
+        if has(key):
             name = step_label(key, f"{label(base)}, per-token mean")
             kl.append(Series(key, name, curve(steps, key, None, zs, mean=False)))
     out.append(Panel("kl", "KL to the reference", "per token" + shift, tuple(kl), None if kl else NOTE_NO_KL))
 
-    if "response_length_mean" in have:
+    if has("response_length_mean"):
         length = Series(
             "response_length",
             label("response_length"),
@@ -196,7 +205,7 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
             band_text,
         )
         out.append(Panel("length", "Response length", "tokens" + shift, (length,)))
-    elif "response_chars_mean" in have:
+    elif has("response_chars_mean"):
         # A summary written before the character quantiles were kept has only their mean: no band then.
         chars_band = band if "response_chars_std" in steps.columns else None
         length = Series(
@@ -213,9 +222,9 @@ def panels(steps: pl.DataFrame, band: str = DEFAULT_BAND, zero_shift: bool = Fal
     # The tie rate beside the win rate: with a verifier's 0 / 1 rewards most responses may tie their
     # reference, which a win rate alone hides.
     for key, dashed in (("win_rate", False), ("tie_rate", True)):
-        if has_ref and key in have:
+        if has_ref and has(key):
             win.append(Series(key, label(key), curve(steps, key, None, zs, mean=False), dashed=dashed))
-    if "zero_spread_share" in have:
+    if has("zero_spread_share"):
         name = step_label("zero_spread_share", "share of groups whose responses all got the same reward")
         win.append(
             Series(
@@ -242,12 +251,14 @@ def _span(rng: tuple[float, float]) -> str:
 KL_TOP_FLAG = 0.5
 
 
-def kl_series(steps: pl.DataFrame, band: str, zero_shift: bool, have: set[str] | None = None) -> list[Series]:
+def kl_series(
+    steps: pl.DataFrame, band: str, zero_shift: bool, has: Callable[[str], bool] | None = None
+) -> list[Series]:
     """The KL panel's own series: the per-token mean (Σ k3 / Σ positions) with the band of the responses'
     per-token means, the largest response's per-token mean (dashed), and the steps where one response
     carries more than :data:`KL_TOP_FLAG` of the step's KL (points). Empty without KL."""
-    have = with_values(steps, KL_COLUMNS) if have is None else have  # (panels' own, when it asks)
-    if "kl_token_mean" not in have:
+    has = values_in(steps, KL_COLUMNS) if has is None else has  # (panels' own, when it asks)
+    if not has("kl_token_mean"):
         return []
     lo, hi = band_exprs("kl_mean", band) if "kl_mean_std" in steps.columns else (pl.lit(None), pl.lit(None))
     main = steps.select(pl.col("step"), _finite("kl_token_mean").alias("y"), lo.alias("lo"), hi.alias("hi"))
@@ -272,7 +283,7 @@ def kl_series(steps: pl.DataFrame, band: str, zero_shift: bool, have: set[str] |
         }
     out = [Series("kl_token_mean", step_label("kl_token_mean", f"{label('kl')}, per-token mean"), frames["main"],
                   f"{BANDS[band]} of the responses' per-token means")]  # fmt: skip
-    if frames["top"] is not None and "kl_mean_max" in have:
+    if frames["top"] is not None and has("kl_mean_max"):
         out.append(
             Series("kl_mean_max", "the step's largest response per-token mean", frames["top"], dashed=True)
         )

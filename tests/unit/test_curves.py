@@ -722,3 +722,15 @@ def test_curves043_ppo_band_clipped_on_the_page(tmp_path, fixtures_dir):
     reward = curves.run_panels(store, "std")[0].series[0]
     assert reward.band_label == "±1 std, clipped to the observed range 0 – 3"
     assert reward.frame["hi"].max() == 3.0 and reward.frame["lo"].min() >= 0.0
+
+
+def test_curves044_values_in_asks_a_column_not_listed():
+    """``values_in`` answers the listed columns from one pass and asks any other on its own: a column left
+    out of the list is not taken for empty. a: values; b: NaN and null only (no finite value); c, not listed,
+    has one; d is absent."""
+    from data.curve_panels import has_values, values_in
+
+    steps = pl.DataFrame({"a": [1.0, 2.0], "b": [float("nan"), None], "c": [None, 3.0]})
+    has = values_in(steps, ["a", "b"])
+    assert [has(c) for c in "abcd"] == [True, False, True, False]
+    assert [has(c) for c in "abcd"] == [has_values(steps, c) for c in "abcd"]
