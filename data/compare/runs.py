@@ -32,7 +32,8 @@ class CompareRun:
 def load_runs(board, names: list[str], wait: float = 0.0) -> tuple[list[CompareRun], list[Note]]:
     """The runs ``names`` (in order, each once, at most :data:`MAX_RUNS`) as :class:`CompareRun`s, from a
     :class:`data.service.Board`. A name that is not a run under the root, or a run with nothing committed
-    yet, is left out with a note (``wait``: seconds to wait for a first commit)."""
+    yet, is left out with a note (``wait``: seconds to wait for a first commit); a run read by a guess or
+    with lines left out carries its pages' notices, its name before each."""
     out, notes = [], []
     seen = []
     for name in names:
@@ -55,6 +56,8 @@ def load_runs(board, names: list[str], wait: float = 0.0) -> tuple[list[CompareR
         if store is None:
             notes.append(Note(RUN, (name,), board.reading_text(name)))
             continue
+        # What each run's own pages say about how it was read (a guess, lines left out): it shapes its curves.
+        notes += [Note(RUN, (name,), f"{name}: {text}") for text in board.failure_notices(name)]
         frame = _compare_frame(StoreKey(store), pads, ends)
         out.append(CompareRun(name, run_dir, store, frame))
     return out, notes

@@ -188,7 +188,8 @@ def masked_fields(store: RunStore) -> list[str]:
 
 def page_notices(store: RunStore) -> list[str]:
     """What every page of the run says about how it was read, where a reader could be misled: steps that
-    are no steps (an evaluation dump read as step 0) and a reward summed with weights nobody gave."""
+    are no steps (an evaluation dump read as step 0), lines left out as unreadable and a reward summed with
+    weights nobody gave."""
     m = store.manifest
     out = []
     guessed = [(rel, e) for rel, e in m.files.items() if e.get("matched") == "guessed"]
@@ -205,6 +206,15 @@ def page_notices(store: RunStore) -> list[str]:
         out.append(
             f"No step in {stepless[0]}{' and the other files' if len(stepless) > 1 else ''} ({why}): its "
             "responses are shown as step 0."
+        )
+    errors = sum(p.get("errors", 0) for p in m.parts.values())
+    if errors and any(p["rows"] for p in m.parts.values()):  # (none usable: see Board.unusable_notices)
+        out.append(
+            "One line of the run's files could not be read and is left out of every figure; the Runs page (/) "
+            "shows it with the reason."
+            if errors == 1
+            else f"{errors:,} lines of the run's files could not be read and are left out of every figure; the "
+            "Runs page (/) lists each with its reason."
         )
     formed = m.reward_formed
     if formed and "equal weights" in formed.get("weights_from", ""):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from tests.conftest import dash_post, page_url_key, router_body
 from tests.integration.test_cli import run_cli
 
 HEADER = "sample_id,step,reward,ref_reward,reward_gain"
@@ -40,3 +41,46 @@ def test_unusable003_command_line_export_and_ingest(tmp_path):
     p = run_cli("ingest", str(run), "--json", cache=tmp_path / "cache")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["runs"][0]["bad_lines"] == 3
+
+
+def test_unusable004_some_bad_lines_are_said_on_every_page(fixtures_dir, tmp_path, board_root, client):
+    """The real TRL fixture's first five lines with two made unreadable (a cut line, then not JSON): the
+    store keeps three responses and every page of the run says that two lines are left out (before, only
+    the Runs page did, and a page's counts read as the whole run), and Compare says it of that run only; one
+    bad line is said in the singular."""
+    lines = (fixtures_dir / "trl-grpo-small" / "rank0.jsonl").read_bytes().splitlines(keepends=True)[:5]
+    lines[1] = lines[1][:40] + b"\n"
+    lines[3] = b"not json\n"
+    run = tmp_path / "root" / "partly-bad"
+    run.mkdir(parents=True)
+    (run / "rank0.jsonl").write_bytes(b"".join(lines))
+    (tmp_path / "root" / "good").mkdir()
+    (tmp_path / "root" / "good" / "rank0.jsonl").write_bytes(b"".join(lines[i] for i in (0, 2, 4)))
+    b = board_root(tmp_path / "root", cache_dir=tmp_path / "cache")
+    store = b.store("partly-bad", wait=60)
+    assert store is not None and sum(p["rows"] for p in store.manifest.parts.values()) == 3
+    said = "2 lines of the run's files could not be read and are left out of every figure"
+    assert any(said in n for n in b.failure_notices("partly-bad"))
+    for path in ("/reward", "/responses", "/tokens"):
+        page = json.dumps(
+            client.post("/_dash-update-component", json=router_body(path, "?run=partly-bad")).get_json()
+        )
+        assert said in page, path
+    prompts = dash_post(  # the prompts page says its notices from its own callback
+        client,
+        "..prompts-content.children...prompts-notices.children...prompts-header.children...prompts-controls.style..",
+        [{"id": page_url_key("/prompts"), "property": "search", "value": "?run=partly-bad"}],
+    )
+    assert said in json.dumps(prompts)
+    page = json.dumps(
+        client.post(
+            "/_dash-update-component", json=router_body("/compare", "?run=good&run=partly-bad")
+        ).get_json()
+    )
+    assert f"partly-bad: {said}" in page and "good: " not in page
+    (run / "rank0.jsonl").write_bytes(b"".join(lines[:2]) + lines[2])
+    b = board_root(tmp_path / "root", cache_dir=tmp_path / "cache2")
+    assert b.store("partly-bad", wait=60) is not None
+    assert any(
+        n.startswith("One line of the run's files could not be read") for n in b.failure_notices("partly-bad")
+    )
