@@ -84,7 +84,7 @@ def layout(**query):
             dcc.Store(id=FILTER, data=view.filter_key()),
             dcc.Interval(id=COUNT_POLL, interval=POLL_MS, disabled=True),
             shown_store("responses", live.shown(run, store)),
-            ly.notices([*msgs, *board().failure_notices(run)], NOTICES),
+            ly.notices([*rg.banner_notices(view, msgs), *board().failure_notices(run)], NOTICES),
             tb.responses_header(run, HEADER_IDS),
             responses_filters(steps, ALL_STEPS, view.step_value(steps), ranges, *filters),
             tf.token_filter_row(*view.token_controls(), TOK_IDS),
@@ -146,7 +146,9 @@ def _sync(search, step, *args):
             no_update if grid_state is None else grid_state,
             _changed(view.to_query(), view_data),
             _changed(view.filter_key(), filter_data),
-            ly.notices([*msgs, *board().failure_notices(url_view.run)]) if trigger == URL else no_update,
+            ly.notices([*rg.banner_notices(url_view, msgs), *board().failure_notices(url_view.run)])
+            if trigger == URL
+            else no_update,
             no_update,
         )
     if trigger == CLEAR:

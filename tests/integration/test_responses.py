@@ -204,7 +204,8 @@ def test_responses106_url_seeds_controls_and_clear_resets(client, fixtures_dir):
     assert out["responses-q"]["value"] == "bad("
     assert URL not in out
     notes = texts_of(out["responses-notices"]["children"])
-    assert "unclosed group" in notes and "Ignored loses='maybe'" in notes
+    assert "Ignored loses='maybe'" in notes and "unclosed group" not in notes  # said beside the box
+    assert "unclosed group" in summary_of(client, url)["responses-q-error"]["children"]
 
     url = f"?run={RUN}&step=4&sort=kl_sum&reward_min=1&q=x&sample=s-1"
     out = sync(
@@ -383,3 +384,18 @@ def test_responses119_grpo_columns_and_their_chooser(client, page, fixtures_dir)
     assert "end" not in rows[0]  # not shown: not read
     defs = find(page.layout(run=RUN), "responses-grid").columnDefs
     assert not any(d.get("hide") for d in defs if d["field"] != "end")
+
+
+def test_responses131_a_refused_search_is_said_once_beside_the_box(page, client, fixtures_dir):
+    """A pattern too large once compiled is refused beside the search box, and only there: the banner above
+    the page repeated the same sentence (its other notices stay)."""
+    huge = "((a{50}){50}){50}"
+    lay = page.layout(run=RUN, q=huge, step="abc")
+    banner = texts(find(lay, "responses-notices"))
+    assert "Ignored step='abc'" in banner and "refused" not in banner
+    out = summary_of(client, f"?run={RUN}&q={huge}")
+    said = out["responses-q-error"]["children"]
+    assert said.startswith(f"regular expression '{huge}' refused: compiled, it is larger than 1024 KiB")
+    # The token filter's box says nothing of its own refusal: that one stays in the banner.
+    lay = page.layout(run=RUN, tok=huge)
+    assert "refused" in texts(find(lay, "responses-notices"))

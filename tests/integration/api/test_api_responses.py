@@ -100,11 +100,15 @@ def test_apiresp003_selected_response_is_the_drawers(client, dash_app, fixtures_
 
 
 def test_apiresp004_bad_queries_are_notices(client, dash_app, fixtures_dir):
-    """Bad values fall back with the page's notices (and limit= with its own); an unknown run is a notice."""
+    """Bad values fall back with the page's notices (and limit= with its own, and the refused search the page
+    says beside its box); an unknown run is a notice."""
     query = f"?run={RUN}&step=abc&sort=nope&q=(&bogus=1"
     got = _api(client, query + "&limit=500")
     page, _ = _page(client, query)
-    assert got["notices"][: len(_notices(page))] == _notices(page) and len(_notices(page)) >= 4
+    # The page says the refused pattern beside its search box, the answer among its notices (no box).
+    refused = [n for n in got["notices"] if n.endswith("the text search is not applied.")]
+    kept = [n for n in got["notices"] if n not in refused]
+    assert len(refused) == 1 and kept[: len(_notices(page))] == _notices(page) and len(_notices(page)) >= 3
     assert got["notices"][-1].startswith("Ignored limit=500")
     assert len(got["rows"]) == 16 and got["view"]["sort"] == "reward"
     assert _api(client, f"?run={RUN}&limit=x")["notices"] == ["Ignored limit='x': not a whole number."]
