@@ -356,3 +356,24 @@ def test_live005_a_newline_read_alone_after_a_taken_last_line(tmp_path):
     assert rows.get_column("prompt").to_list() == [orjson.loads(_record(0, i))["prompt"] for i in range(3)]
     issues = open_store(final.store_dir).issues()
     assert issues.filter(pl.col("severity") != "note").height == 0, issues
+
+
+def test_live006_whitespace_then_the_newline_after_a_taken_last_line(tmp_path):
+    """After a taken last line (no newline yet): spaces alone, then a carriage return and the newline, then
+    the next lines, each read by its own look. The spaces and the CR belong to the taken line (no error,
+    no blank line counted), and the next lines keep their numbers (2, 3)."""
+    run_dir = tmp_path / "rollouts" / "live-run"
+    run_dir.mkdir(parents=True)
+    path = run_dir / "rank0.jsonl"
+    cache = tmp_path / "cache"
+    path.write_bytes(_record(0, 0).rstrip(b"\n"))
+    for more in (b"  ", b"\t\r\n", _record(0, 1), _record(0, 2)):
+        ingest_run(run_dir, cache, DEFAULT_PAD_TOKENS)
+        with open(path, "ab") as f:
+            f.write(more)
+    final = ingest_run(run_dir, cache, DEFAULT_PAD_TOKENS)
+    rows = _store_rows(open_store(final.store_dir))
+    assert rows.select("line").to_series().to_list() == [1, 2, 3]
+    assert rows.get_column("prompt").to_list() == [orjson.loads(_record(0, i))["prompt"] for i in range(3)]
+    issues = open_store(final.store_dir).issues()
+    assert issues.filter(pl.col("severity") != "note").height == 0, issues
