@@ -1,7 +1,7 @@
 """Scaling benchmark: the same run at 1x, 4x and 10x the default size, served by real gunicorn.
 
     uv run python benchmarks/bench_scale.py --work /tmp/bench-scale [--scales 1 4 10] [--src DIR]
-        [--label after] [--no-ingest] [--keep] [--per-step 512] [--tokens 60] [--runs DIR [--generate-only]]
+        [--label after] [--no-ingest] [--reuse-callbacks] [--keep] [--per-step 512] [--tokens 60] [--runs DIR [--generate-only]]
 
 Per scale (``500 * scale`` steps of ``--per-step`` responses of ``--tokens`` tokens, 4 rank files, made with
 ``benchmarks/generate.py``; 1x = 256,000 responses), it measures:
@@ -32,7 +32,9 @@ pages read the store from the disk: without it, which store the page cache holds
 
 ``--src`` runs another source tree of the app (e.g. ``git archive main | tar -x -C DIR``: the code
 "before" a change) with this checkout's interpreter. ``--no-ingest`` reuses a store already built in
-``--work`` (ingest figures are then left out). The load average of the machine is printed beside each
+``--work`` (ingest figures are then left out); ``--reuse-callbacks`` replays the callbacks an earlier invocation
+of the same ``--label`` recorded there, instead of capturing them again (the capture varies by one callback
+between invocations, which moves a page's sum). The load average of the machine is printed beside each
 figure: this machine has 2 cores shared with other work, so figures taken under load are not comparable.
 Generated files are kept in ``--work`` between invocations only with ``--keep``. A deployed image holds its
 dependencies' bytecode: without it (``PYTHONDONTWRITEBYTECODE`` set when they were installed) a cold page
@@ -404,13 +406,20 @@ def prepare(args, scale: int) -> dict:
     res["responses"] = t["responses"]
     urls = page_urls(t)
     log = work / f"gunicorn-{args.label}.log"
-    # Each page loaded twice, and the second load's callbacks kept (a slow first answer ends a capture
-    # before the callbacks it would have set off).
-    clear_server_caches(cache)
-    with Server(args.src, root, cache, log) as srv:
-        capture(srv.base, urls, settle=3.0)
-        bodies = capture(srv.base, urls, settle=3.0)
-    (work / f"callbacks-{args.label}.json").write_text(json.dumps(bodies))
+    recorded = work / f"callbacks-{args.label}.json"
+    if args.reuse_callbacks and recorded.exists():
+        # The callbacks an earlier invocation of this label recorded: the browser's capture varies by one
+        # callback between invocations (a page's sum then adds one more answer), replaying one set does not.
+        bodies = json.loads(recorded.read_text())
+        res["callbacks_reused"] = str(recorded)
+    else:
+        # Each page loaded twice, and the second load's callbacks kept (a slow first answer ends a capture
+        # before the callbacks it would have set off).
+        clear_server_caches(cache)
+        with Server(args.src, root, cache, log) as srv:
+            capture(srv.base, urls, settle=3.0)
+            bodies = capture(srv.base, urls, settle=3.0)
+        recorded.write_text(json.dumps(bodies))
     res["callbacks_recorded"] = {p: len(b) for p, b in bodies.items()}
     res["_ctx"] = {"work": work, "root": root, "cache": cache, "log": log, "bodies": bodies, "rounds": []}
     return res
@@ -536,6 +545,11 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     ap.add_argument("--generate-only", action="store_true", help="make the source runs, measure nothing")
     ap.add_argument("--no-ingest", dest="ingest", action="store_false")
+    ap.add_argument(
+        "--reuse-callbacks", action="store_true",
+        help="replay the callbacks an earlier invocation of this --label recorded in --work (when there): "
+        "every invocation of a side then sums the same callbacks",
+    )  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep the generated runs and stores")
     ap.add_argument("--export-timeout", type=float, default=900.0)
     ap.add_argument("--rounds", type=int, default=3, help="fresh servers, each replaying cold then warm")
