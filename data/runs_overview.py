@@ -97,7 +97,7 @@ def _health(v: StoreKey) -> RunHealth:
     store = v.store
     steps = card_steps(store)
     manifest = store.manifest
-    bad = sum(p["errors"] for p in manifest.parts.values()) + len(manifest.pending)
+    bad = manifest.unusable_lines + len(manifest.pending)
     span = None
     if steps.height:
         col = steps.get_column("step")

@@ -395,11 +395,10 @@ class Board:
             store = open_store(self.store_dir(run)) if run else None
         except UnknownRun:
             return []
-        parts = store.manifest.parts.values() if store is not None else ()
-        errors = sum(p.get("errors", 0) for p in parts)
         if store is None:
             return []
-        if not errors or any(p["rows"] for p in parts):
+        errors = store.manifest.unusable_lines
+        if not errors or store.manifest.rows:
             return page_notices(store)
         return [
             f"Run {run} has no usable line: all {errors:,} lines read were unusable. The Runs page (/) lists "

@@ -349,7 +349,7 @@ def _fill_result(result: IngestResult, store_dir: Path) -> None:
     result.files = len(m.files)
     result.generation = m.generation
     result.steps, result.samples, result.tokens = _step_totals(store)
-    result.bad_lines = sum(p["errors"] for p in m.parts.values())
+    result.bad_lines = m.unusable_lines
 
 
 _TOTALS: dict[tuple, tuple[int, int, int]] = {}

@@ -188,6 +188,16 @@ class Manifest:
         """This manifest with ``entry`` for derived ``kind``."""
         return replace(self, derived={**self.derived, kind: entry})
 
+    @property
+    def unusable_lines(self) -> int:
+        """Lines of the run's files that could not be read (the ``errors`` of every part)."""
+        return sum(p.get("errors", 0) for p in self.parts.values())
+
+    @property
+    def rows(self) -> int:
+        """Responses the store holds (the ``rows`` of every part)."""
+        return sum(p.get("rows", 0) for p in self.parts.values())
+
     def file_digest(self, rel: str) -> FileDigest | None:
         """The full digest of rollout file ``rel`` as last read (None: not read to its end yet)."""
         entry = self.files.get(rel)

@@ -98,9 +98,8 @@ def understood(store: RunStore) -> Understood:
     if ignored:
         shown = ", ".join(ignored[:20]) + (f" and {len(ignored) - 20} more" if len(ignored) > 20 else "")
         not_read.append(f"fields {shown}: not a number, a text or a list of numbers")
-    errors = sum(p.get("errors", 0) for p in m.parts.values())
-    rows = sum(p.get("rows", 0) for p in m.parts.values())
-    if errors and not rows:
+    errors = m.unusable_lines
+    if errors and not m.rows:
         not_read.append(
             f"every line ({errors:,}): no line had what the {' / '.join(t for t, _ in read_as)} format needs "
             "(see the unusable lines below)"
@@ -207,8 +206,8 @@ def page_notices(store: RunStore) -> list[str]:
             f"No step in {stepless[0]}{' and the other files' if len(stepless) > 1 else ''} ({why}): its "
             "responses are shown as step 0."
         )
-    errors = sum(p.get("errors", 0) for p in m.parts.values())
-    if errors and any(p["rows"] for p in m.parts.values()):  # (none usable: see Board.unusable_notices)
+    errors = m.unusable_lines
+    if errors and m.rows:  # (none usable: see Board.unusable_notices)
         out.append(
             "One line of the run's files could not be read and is left out of every figure; the Runs page (/) "
             "shows it with the reason."
