@@ -12,7 +12,7 @@ from data.queries import QueryError, SearchStopped, regex_error
 from data.search import order as search_order
 from data.store import RunStore
 from data.views import links
-from data.views.codec import REGEX_FALLBACK
+from data.views.codec import regex_notice
 from data.views.responses import ResponsesView
 
 
@@ -87,7 +87,7 @@ def banner_notices(view: ResponsesView, notices: list[str]) -> list[str]:
     """``notices`` without the one refusing the view's search pattern: the page says it beside the search
     box (:func:`query_error`), and said it twice when the banner above repeated it."""
     error = query_error(view)
-    return [n for n in notices if error is None or n != f"{error}{REGEX_FALLBACK}"]
+    return [n for n in notices if error is None or n != regex_notice(error)]
 
 
 def selected(

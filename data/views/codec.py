@@ -115,8 +115,13 @@ def get_regex(query: Mapping, key: str, notices: list[str]) -> tuple[str | None,
         return None, True
     error = regex_error(raw)
     if error is not None:
-        notices.append(f"{error}{REGEX_FALLBACK}")
+        notices.append(regex_notice(error))
     return raw, error is None
+
+
+def regex_notice(error: str) -> str:
+    """The notice of a search pattern refused with ``error`` (see :func:`get_regex`)."""
+    return f"{error}{REGEX_FALLBACK}"
 
 
 def fmt_float(v: float) -> str:
