@@ -329,6 +329,16 @@ def test_live004_a_still_run_is_not_checked_again_until_something_changes(tmp_pa
     assert checks() == 0
 
 
+def _assert_three_lines(run_dir: Path, cache: Path) -> None:
+    """A last read of the run: rank0's records 0-2 stored as its lines 1, 2, 3, and no unusable line."""
+    final = ingest_run(run_dir, cache, DEFAULT_PAD_TOKENS)
+    rows = _store_rows(open_store(final.store_dir))
+    assert rows.select("line").to_series().to_list() == [1, 2, 3]
+    assert rows.get_column("prompt").to_list() == [orjson.loads(_record(0, i))["prompt"] for i in range(3)]
+    issues = open_store(final.store_dir).issues()
+    assert issues.filter(pl.col("severity") != "note").height == 0, issues
+
+
 def test_live005_a_newline_read_alone_after_a_taken_last_line(tmp_path):
     """Line 2 is read as a complete JSON object still without its newline; the next look finds only that
     newline; the one after, line 3. Line 3 is line 3 (once the newline was taken, the offset it left behind
@@ -350,12 +360,7 @@ def test_live005_a_newline_read_alone_after_a_taken_last_line(tmp_path):
     with open(path, "ab") as f:
         f.write(_record(0, 2))
     look()
-    final = ingest_run(run_dir, cache, DEFAULT_PAD_TOKENS)
-    rows = _store_rows(open_store(final.store_dir))
-    assert rows.select("line").to_series().to_list() == [1, 2, 3]
-    assert rows.get_column("prompt").to_list() == [orjson.loads(_record(0, i))["prompt"] for i in range(3)]
-    issues = open_store(final.store_dir).issues()
-    assert issues.filter(pl.col("severity") != "note").height == 0, issues
+    _assert_three_lines(run_dir, cache)
 
 
 def test_live006_whitespace_then_the_newline_after_a_taken_last_line(tmp_path):
@@ -371,9 +376,4 @@ def test_live006_whitespace_then_the_newline_after_a_taken_last_line(tmp_path):
         ingest_run(run_dir, cache, DEFAULT_PAD_TOKENS)
         with open(path, "ab") as f:
             f.write(more)
-    final = ingest_run(run_dir, cache, DEFAULT_PAD_TOKENS)
-    rows = _store_rows(open_store(final.store_dir))
-    assert rows.select("line").to_series().to_list() == [1, 2, 3]
-    assert rows.get_column("prompt").to_list() == [orjson.loads(_record(0, i))["prompt"] for i in range(3)]
-    issues = open_store(final.store_dir).issues()
-    assert issues.filter(pl.col("severity") != "note").height == 0, issues
+    _assert_three_lines(run_dir, cache)
