@@ -72,10 +72,11 @@ def open_or_ingest(run_dir: Path, cache_dir: Path):
 
 def first_pages(store, step: int) -> dict:
     """Cold first page of ``step`` for every sortable column and both orders (data layer)."""
-    from data.responses import json_rows, page_rows, run_steps, sortable_columns
+    from data.responses import json_rows, page_rows, sortable_columns
+    from data.run_context import steps_of
     from data.views.responses import ResponsesView
 
-    steps = run_steps(store)
+    steps = list(steps_of(store))
     flt = ResponsesView(step=step).response_filter(steps)
     per_col = {}
     for col in sortable_columns(store):
@@ -160,12 +161,13 @@ def text_index_build(store) -> dict:
 
 
 def regex_all_steps(store) -> list[dict]:
-    from data.responses import json_rows, page_rows, run_steps
+    from data.responses import json_rows, page_rows
+    from data.run_context import steps_of
     from data.search.texts import text_index_files
     from data.views.responses import ResponsesView
 
     text_index_files(store)  # written by ingest; built here for a store ingested before it was
-    steps = run_steps(store)
+    steps = list(steps_of(store))
     out = []
     for pattern in PATTERNS:
         flt = ResponsesView(step="all", q=pattern).response_filter(steps)
@@ -182,10 +184,11 @@ def regex_all_steps(store) -> list[dict]:
 
 def all_steps_pages(store) -> dict:
     """step=all without a filter: cold first page (one sort of the whole run) and a later page (cached)."""
-    from data.responses import json_rows, page_rows, run_steps
+    from data.responses import json_rows, page_rows
+    from data.run_context import steps_of
     from data.views.responses import ResponsesView
 
-    flt = ResponsesView(step="all").response_filter(run_steps(store))
+    flt = ResponsesView(step="all").response_filter(list(steps_of(store)))
     out = {}
     for col in ("kl_mean", "reward"):
         _clear_caches()
@@ -201,10 +204,11 @@ def all_steps_pages(store) -> dict:
 
 def regex_one_step(store, step: int) -> dict:
     """Cold first page of one step with a regex filter (the parts' statistics skip the other steps)."""
-    from data.responses import json_rows, page_rows, run_steps
+    from data.responses import json_rows, page_rows
+    from data.run_context import steps_of
     from data.views.responses import ResponsesView
 
-    flt = ResponsesView(step=step, q=PATTERNS[0]).response_filter(run_steps(store))
+    flt = ResponsesView(step=step, q=PATTERNS[0]).response_filter(list(steps_of(store)))
     _clear_caches()
     t0 = time.perf_counter()
     df, count = page_rows(store, flt, "reward", True, 0, 100)
@@ -268,7 +272,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     run_dir = args.run_dir.resolve()
 
-    from data.responses import run_steps, sortable_columns
+    from data.responses import sortable_columns
+    from data.run_context import steps_of
 
     t0 = time.perf_counter()
     store = open_or_ingest(run_dir, args.cache_dir)
@@ -276,7 +281,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     scalars = store.scalars()
     load_ms = _ms(t0)
-    steps = run_steps(store)
+    steps = list(steps_of(store))
     step = args.step if args.step is not None else steps[len(steps) // 2]
     result = {
         "run": run_dir.name,

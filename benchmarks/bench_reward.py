@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["RLBOARD_REFRESH_SECONDS"] = "1000000"  # no background re-check during the timings
 
     from data import curves
+    from data.run_context import steps_of
     from data.service import board
 
     t0 = time.perf_counter()
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     b.ingest_now(run_dir.name)  # a no-op when the cache is up to date
     ingest_s = time.perf_counter() - t0
     store = b.store(run_dir.name)
-    steps = curves.step_list(store)
+    steps = list(steps_of(store))
     bars = curves.step_bars(store, "reward", steps[len(steps) // 2])
     k = int(bars.get_column("count").arg_max())
     lo, hi = float(bars.item(k, "lo")), float(bars.item(k, "hi"))

@@ -37,6 +37,7 @@ from data.queries import (
     more_distinct_than,
     step_histograms,
 )
+from data.run_context import steps_of
 from data.store import RunStore
 from data.thinning import _rows_of_step, thinned_all, with_step
 
@@ -298,7 +299,7 @@ def _cells_of(cells: pl.DataFrame, step: int) -> pl.DataFrame:
 @shared(16)
 def _heatmap(v: StoreKey, kind: str) -> Heatmap:
     b = _bins(v, kind)
-    edges, steps = list(b.edges), step_list(v.store)
+    edges, steps = list(b.edges), list(steps_of(v.store))
     cells = _cells(v)
     if cells is None:  # a store committed without the cells
         if kind not in v.store.schema():
@@ -318,17 +319,6 @@ def run_steps(store: RunStore) -> pl.DataFrame:
     return _steps(StoreKey(store))
 
 
-def step_list(store: RunStore) -> list[int]:
-    """The run's steps in numeric order (the summary's step column alone, cached on the store version: pages
-    that only place a step read no other of its columns)."""
-    return list(_step_list(StoreKey(store)))
-
-
-@shared(64)
-def _step_list(v: StoreKey) -> tuple[int, ...]:
-    return tuple(v.store.steps_scan().select("step").collect().get_column("step").sort().to_list())
-
-
 def run_panels(store: RunStore, band: str = DEFAULT_BAND, zero_shift: bool = False) -> tuple[Panel, ...]:
     """:func:`panels` of the store's per-step summary (cached on the store version)."""
     return _panels(StoreKey(store), band, bool(zero_shift))
@@ -338,7 +328,7 @@ def run_panels(store: RunStore, band: str = DEFAULT_BAND, zero_shift: bool = Fal
 # process.
 @shared(16, disk=False)
 def _thinned_panels(v: StoreKey, band: str, zero_shift: bool, max_points: int) -> tuple[Panel, ...]:
-    steps = step_list(v.store)
+    steps = list(steps_of(v.store))
     return thinned_all(_panels(v, band, zero_shift), steps, max_points=max_points)
 
 

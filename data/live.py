@@ -9,11 +9,8 @@ and offers a reload, or reloads by itself when the URL says ``live=1`` or the vi
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from functools import lru_cache
-from pathlib import Path
 
-import polars as pl
-
+from data.run_context import steps_of
 from data.service import UnknownRun, board
 from data.store import open_store
 from data.views.codec import first, parse_search
@@ -44,23 +41,13 @@ def live_in_search(search: str | None) -> bool:
     return (first(parse_search(search), LIVE_KEY) or "").lower() in ("1", "true", "yes", "on")
 
 
-@lru_cache(maxsize=64)
-def _steps_info(store_dir: str, version: str) -> tuple[int, int | None]:
-    store = open_store(Path(store_dir))
-    if store is None:
-        return 0, None
-    steps = store.steps_scan()
-    if "step" not in steps.collect_schema().names():
-        return 0, None
-    n, last = steps.select(pl.len(), pl.col("step").max()).collect().row(0)
-    return n, last
-
-
 def _snapshot(run: str, store) -> RunSnapshot:
     if store is None:
         return RunSnapshot(run=run, version=None, steps=0, last_step=None)
-    n, last = _steps_info(str(store.dir), store.version)
-    return RunSnapshot(run=run, version=store.version, steps=n, last_step=last)
+    steps = steps_of(store)
+    return RunSnapshot(
+        run=run, version=store.version, steps=len(steps), last_step=steps[-1] if steps else None
+    )
 
 
 def run_version(run: str | None) -> RunSnapshot | None:

@@ -34,7 +34,7 @@ from data.queries import (
     match_pieces_many,
     regex_error,
 )
-from data.run_context import RunContext
+from data.run_context import RunContext, steps_of
 from data.search.engine import engine
 from data.search.order import _head, _summary, _whole_order, background_case, fast_keys, order_keys, ordered
 from data.search.texts import _fast_head, _top_rows
@@ -82,17 +82,6 @@ def table_columns(store: RunStore) -> tuple[list[str], list[str]]:
 def sortable_columns(store: RunStore) -> list[str]:
     """Columns a view may sort by: the metric and extra columns the table shows."""
     return list(_columns(StoreKey(store))[2])
-
-
-def run_steps(store: RunStore) -> list[int]:
-    """The run's steps, ascending."""
-    return list(_steps(StoreKey(store)))
-
-
-@shared(32)
-def _steps(key: StoreKey) -> tuple[int, ...]:
-    steps = key.store.steps()
-    return tuple(int(s) for s in steps.get_column("step").to_list()) if steps.height else ()
 
 
 # The column of how a response ended (``ended`` / ``truncated``, see data.response_columns): read for the
@@ -157,7 +146,7 @@ def _row_layout(key: StoreKey) -> tuple[int, int]:
         r, source = index.part_range(part), index.sources.get(part)
         if r is not None and source and r.line_max is not None:
             longest = max(longest, len(f"{source}:{r.line_max}"))
-    steps = run_steps(store)
+    steps = steps_of(store)
     names = store.schema()
     cols = [c for c in PREVIEW_COLUMNS if c in names]
     if not steps or not cols:

@@ -23,6 +23,7 @@ from data.metrics.token import (
     file_column,
     infer_gap_summary,
 )
+from data.run_context import steps_of
 from data.signals import END_LABELS, ENDS, row_ends
 from data.strip_scale import STRIP_AT, StripScale, strip_scale
 from data.token_frames import (
@@ -304,10 +305,10 @@ def token_view(store, sample: str, pad_tokens: tuple[str, ...]) -> TokenView | N
 
 def first_sample(store) -> str | None:
     """The first response of the run by (step, source, line)."""
-    steps = store.steps()
-    if steps.height == 0 or "sample_id" not in store.schema():
+    steps = steps_of(store)
+    if not steps or "sample_id" not in store.schema():
         return None
-    return default_sample(store, int(steps.get_column("step").min()), by_kl=False)
+    return default_sample(store, steps[0], by_kl=False)
 
 
 def default_sample(store, step: int, by_kl: bool = True) -> str | None:

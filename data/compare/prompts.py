@@ -55,6 +55,7 @@ from data.derived.matches import run_prompt_matches as run_prompt_matches
 from data.derived.matches import run_prompts_from as run_prompts_from
 from data.metrics.response import strip_pad_text
 from data.queries import MAX_DISCRETE_VALUES, discrete_edges, distinct_values, histogram, histogram_edges
+from data.run_context import steps_of
 from data.store import RunStore
 
 # Two mean rewards closer than this share of the larger are equal (their difference is 0): see the module.
@@ -276,7 +277,7 @@ def _pair(ka: StoreKey, a: str, kb: StoreKey, b: str, threshold: float | None, l
     # that can pair within the limit (a step of A further than it from every step of B cannot); of the run
     # with more such steps, only those near enough the other's to hold a prompt's pair (near_rows): a large
     # run compared with a short one reads about the short one's steps, not every response of its own.
-    sa, sb = run_curves.step_list(ka.store), run_curves.step_list(kb.store)
+    sa, sb = list(steps_of(ka.store)), list(steps_of(kb.store))
     window = lambda steps, other: tuple(  # noqa: E731
         s for s in steps if other and other[0] - limit <= s <= other[-1] + limit
     )
@@ -329,7 +330,7 @@ def pair(
     if threshold is None:
         threshold = default_threshold([reward_range(store_a), reward_range(store_b)])
     if gap is None:
-        gap = default_gap([step_span(run_curves.step_list(s)) for s in (store_a, store_b)])
+        gap = default_gap([step_span(list(steps_of(s))) for s in (store_a, store_b)])
     return _pair(StoreKey(store_a), a, StoreKey(store_b), b, threshold, float(gap))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from urllib.parse import urlencode
 
-from data.run_context import step_at_or_before
+from data.run_context import context_of
 from data.tokens import STRIP_METRICS, TokenView, default_sample, is_file_metric, token_view
 from data.views import paths
 from data.views.codec import encode, first, get_bool, get_choice, get_int, key_notices, parse_search
@@ -104,8 +104,7 @@ def resolve(state: TokensState, board, wait: float) -> tuple[TokensState, TokenV
     if store is None:
         return state, None, INGESTING
     if state.sample is None:
-        steps = store.steps().get_column("step").sort().to_list()
-        step = step_at_or_before(steps, steps[-1] if state.step is None and steps else state.step or 0)
+        step, _ = context_of(state.run, store).step(state.step)
         chosen = None if step is None else default_sample(store, step)
         if chosen is None:
             return state, None, EMPTY

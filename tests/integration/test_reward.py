@@ -11,6 +11,7 @@ import pytest
 
 from data import critic_curves, curve_panels, curves, heatmaps, thinning
 from data.queries import ResponseFilter, bar_interval
+from data.run_context import steps_of
 from data.service import board
 from data.views.reward import RewardView
 from tests.conftest import dash_post, page_url_key
@@ -128,7 +129,7 @@ def test_reward002_layout_without_arguments(page, fixtures_dir):
     root = page.layout()
     first = sorted(board().runs())[0]
     assert _find(root, "reward-run").data == first
-    steps = curves.step_list(board().store(first))
+    steps = list(steps_of(board().store(first)))
     assert _find(root, "reward-selected").data == steps[-1]
 
 
@@ -582,7 +583,7 @@ def test_reward021_a_long_run_draws_thinned_curves_with_the_selected_step(client
     (the selected step is in the curves), not just the marker."""
     monkeypatch.setattr(thinning, "MAX_POINTS", 10)
     store = board().store(PPO)
-    steps = curves.step_list(store)
+    steps = list(steps_of(store))
     assert len(steps) > 10
     resp = _curves(client, PPO, 7)
     assert resp["reward-curves-drawn"]["data"] == [PPO, "std", False, 7]
@@ -625,7 +626,7 @@ def test_reward022_a_long_runs_heatmap_draws_runs_of_steps_and_a_click_zooms(
     the click neither moves the step nor opens responses itself; "Show all steps" drops heatmap=."""
     monkeypatch.setattr(thinning, "MAX_POINTS", 10)
     store = board().store(PPO)
-    steps = curves.step_list(store)
+    steps = list(steps_of(store))
     hm = curves.run_heatmap(store, "reward")
     k = -(-len(steps) // 10)
     heat = _heatmap(client, PPO, 7)

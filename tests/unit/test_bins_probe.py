@@ -13,6 +13,7 @@ from data import curves, heatmaps, histograms
 from data.demo import write_demo_run
 from data.ingest import ingest_run
 from data.queries import MAX_DISCRETE_VALUES
+from data.run_context import steps_of
 from data.store import open_store
 from data.store.reader import RunStore
 from tests.conftest import FIXTURE_RUNS, fixture_or_demo
@@ -76,7 +77,7 @@ def test_bins003_step_bars_from_the_cells_read_no_response(fixtures_dir, tmp_pat
     store = open_store(
         ingest_run(fixture_or_demo(fixtures_dir, tmp_path / "r", run, 6), tmp_path / "c", PADS).store_dir
     )
-    steps = curves.step_list(store)
+    steps = list(steps_of(store))
     want = {}
     for kind, (_, cols) in histograms.HISTOGRAMS.items():
         edges = curves.run_edges(store, kind)
@@ -108,7 +109,7 @@ def test_bins004_a_steps_cells_found_sorted_or_not(tmp_path):
     cells = curves._cells(curves.StoreKey(store))
     shuffled = cells.sample(fraction=1.0, shuffle=True, seed=3)
     edges = curves.run_edges(store, "reward")
-    for s in curves.step_list(store):
+    for s in list(steps_of(store)):
         want = curves.cell_bars(cells, "reward", s, edges)
         assert want is not None and want.get_column("count").sum() > 0
         assert_frame_equal(curves.cell_bars(shuffled, "reward", s, edges), want)
@@ -148,6 +149,6 @@ def test_bins006_the_cells_columns_found_once_per_commit(tmp_path, monkeypatch):
     calls = []
     real = curves._names_in
     monkeypatch.setattr(curves, "_names_in", lambda cells: calls.append(1) or real(cells))
-    for s in curves.step_list(store):
+    for s in list(steps_of(store)):
         assert [h.bars is not None for h in curves.histogram_panels(store, s)] == [True, True]
     assert len(calls) == 1

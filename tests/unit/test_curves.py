@@ -16,6 +16,7 @@ from data.ingest import ingest_run
 from data.metrics import label
 from data.metrics.step import kl_top_share, step_summary
 from data.queries import ResponseFilter, bar_interval
+from data.run_context import steps_of
 from data.store import open_store
 
 
@@ -231,7 +232,7 @@ def test_curves013_cached_results_follow_the_store_version(tmp_path):
     ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS)
     grown = open_store(res.store_dir)
     assert grown.version != store.version
-    assert curves.step_list(grown) == [1, 2, 3]
+    assert list(steps_of(grown)) == [1, 2, 3]
     assert curves.run_edges(grown, "reward")[-1] >= 3.5 > edges[-1]
     hm = curves.run_heatmap(grown)
     assert hm.steps.tolist() == [1, 2, 3]
@@ -512,22 +513,30 @@ def test_curves026_heatmap_columns_one_per_step_and_windows():
 
 
 def test_curves027_step_list_reads_the_step_column_alone(tmp_path, monkeypatch):
-    """The run's steps (the reward page's layout, the live snapshot) come from the summary's step column
-    alone, in numeric order; the whole summary, when read, is kept in the process, not the results cache."""
-    from data import live
+    """The run's one step list (the navbar's, the curves', the table's row layout, the token page's first
+    response, the live snapshot) comes from the summary's step column alone, in numeric order, read once per
+    store version in the process; the whole summary, when read, is kept in the process, not the results
+    cache."""
+    from data import live, responses, tokens
     from data.cache import StoreKey
     from data.demo import write_demo_run
+    from data.run_context import _steps
     from data.store.reader import RunStore
 
     run = write_demo_run(tmp_path / "root", steps=12, per_step=4)
     store = open_store(ingest_run(run, tmp_path / "cache", DEFAULT_PAD_TOKENS).store_dir)
     with monkeypatch.context() as m:
         m.setattr(RunStore, "steps", lambda self: pytest.fail("the whole summary was read"))
-        assert curves.step_list(store) == list(range(1, 13))
-        assert live._steps_info(str(store.dir), store.version) == (12, 12)
+        assert steps_of(store) == tuple(range(1, 13))
+        assert steps_of(store) is steps_of(store)  # one read
+        snap = live._snapshot(run.name, store)
+        assert (snap.steps, snap.last_step) == (12, 12)
+        assert responses.table_spec(store).preview_lines >= 1
+        assert tokens.first_sample(store) is not None
+        assert curves.run_panels_at(store, step=5)
     assert curves.run_steps(store).get_column("step").to_list() == list(range(1, 13))
     assert curves._steps.peek(StoreKey(store)) is None
-    assert curves._step_list.peek(StoreKey(store)) == tuple(range(1, 13))
+    assert _steps.peek(StoreKey(store)) is None
 
 
 def test_curves028_reward_page_reads_its_summary_columns_alone(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ from data.config import DEFAULT_PAD_TOKENS
 from data.derived.cells import read_hist_cells
 from data.ingest import ingest_run
 from data.queries import MAX_DISCRETE_VALUES
+from data.run_context import steps_of
 from data.store import open_store
 from tests.conftest import fixture_or_demo
 
@@ -47,7 +48,7 @@ def _scanned(store, kind: str) -> heatmaps.Heatmap:
     steps = store.steps().sort("step")
     b = histograms.bins_for(steps, store.scan(columns), columns)
     return heatmaps.heatmap(
-        store.scan(["step", kind]), kind, list(b.edges), curves.step_list(store), b.discrete
+        store.scan(["step", kind]), kind, list(b.edges), list(steps_of(store)), b.discrete
     )
 
 
