@@ -2,13 +2,16 @@
 cold (an empty results cache, no text index) then ``--warm`` passes, each page's wall and CPU time.
 
     cd SRC && uv run python /path/to/benchmarks/bench_inproc.py --root /work/scale/x10/root --cache C \\
-        --callbacks W/x10/callbacks-<label>.json --pages runs reward responses responses_all_sorted [--warm 3]
+        --callbacks W/x10/callbacks-<label>.json --pages runs reward responses responses_all_sorted [--warm 3] \
+        [--drop-caches] [--per-callback]
 
 Run from the source tree to measure (its ``app``). ``--cache`` is a cache folder of one's own (links to
 stores: its results cache and text indexes are removed first, nothing inside a store is written). After
 the app is built its objects leave the garbage collector's sight, as ``gunicorn.conf.py`` does in each
 worker. One process is one round: interleave two source trees' rounds (A B B A ...) and compare medians;
-CPU time is the figure that a shared machine moves least.
+CPU time is the figure that a shared machine moves least. ``--per-callback`` adds each cold callback's wall
+and CPU ms (which of a page's callbacks a difference comes from); ``--drop-caches`` (root) empties the
+kernel's page cache once the app is built, so the cold pass reads the stores from the disk.
 """
 
 from __future__ import annotations
@@ -58,13 +61,18 @@ def app_client(root: Path, cache: Path):
     return client
 
 
-def replay(client, bodies: list[dict]) -> tuple[float, float]:
-    """``(wall ms, CPU ms)`` of one page's callbacks posted one after the other."""
+def replay(client, bodies: list[dict], each: list | None = None) -> tuple[float, float]:
+    """``(wall ms, CPU ms)`` of one page's callbacks posted one after the other; ``each``: a list that
+    gets ``[output, wall ms, CPU ms]`` of every callback (its output's first 60 characters)."""
     t0, c0 = time.perf_counter(), cpu_seconds()
     for body in bodies:
+        t1, c1 = time.perf_counter(), cpu_seconds()
         r = client.post(CALLBACK_PATH, json=body)
         if r.status_code not in (200, 204):
             raise SystemExit(f"{r.status_code} {body['output'][:60]}")
+        if each is not None:
+            ms = ((time.perf_counter() - t1) * 1000, (cpu_seconds() - c1) * 1000)
+            each.append([body["output"][:60], *(round(v, 1) for v in ms)])
     return (time.perf_counter() - t0) * 1000, (cpu_seconds() - c0) * 1000
 
 
@@ -75,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--callbacks", type=Path, required=True, help="a bench_scale.py callbacks-<label>.json")
     ap.add_argument("--pages", nargs="+", required=True)
     ap.add_argument("--warm", type=int, default=0, help="warm passes after the cold one (their median)")
+    ap.add_argument("--per-callback", action="store_true", help="each cold callback's wall and CPU ms too")
+    ap.add_argument("--drop-caches", action="store_true", help="empty the kernel's page cache first (root)")
     args = ap.parse_args(argv)
     client = app_client(args.root, args.cache)
     from benchmarks.bench_scale import load
@@ -82,9 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     recorded = json.loads(args.callbacks.read_text())
+    if args.drop_caches:  # as bench_scale's --drop-caches (not imported: an older source tree may lack it)
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
     out = {p: {"load": load()} for p in args.pages}
     for page in args.pages:
-        out[page]["cold_ms"], out[page]["cold_cpu_ms"] = replay(client, recorded[page])
+        each = [] if args.per_callback else None
+        out[page]["cold_ms"], out[page]["cold_cpu_ms"] = replay(client, recorded[page], each)
+        if each is not None:
+            out[page]["cold_callbacks"] = each
     warm: dict[str, list] = {p: [] for p in args.pages}
     for _ in range(args.warm):
         for page in args.pages:
