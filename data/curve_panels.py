@@ -261,19 +261,23 @@ def kl_series(
     if not has("kl_token_mean"):
         return []
     lo, hi = band_exprs("kl_mean", band) if "kl_mean_std" in steps.columns else (pl.lit(None), pl.lit(None))
-    main = steps.select(pl.col("step"), _finite("kl_token_mean").alias("y"), lo.alias("lo"), hi.alias("hi"))
-    top = curve(steps, "kl_mean_max", None, mean=False) if "kl_mean_max" in steps.columns else None
-    share = steps.select("step", kl_top_share()) if "kl_sum_total" in steps.columns else None
-    flagged = None
-    if share is not None:
-        flagged = main.join(share, on="step", how="left").select(
-            "step", pl.when(pl.col("kl_top_share") > KL_TOP_FLAG).then(pl.col("y")).alias("y")
-        )
+    y = _finite("kl_token_mean")
+    # The three curves in one pass over the summary (each row one step): the largest response's per-token
+    # mean, and the per-token mean again at the steps one response dominates.
+    extra = {}
+    if "kl_mean_max" in steps.columns:
+        extra["top"] = _finite("kl_mean_max")
+    if "kl_sum_total" in steps.columns:
+        extra["flagged"] = pl.when(kl_top_share() > KL_TOP_FLAG).then(y)
+    every = steps.select(
+        pl.col("step"), y.alias("y"), lo.alias("lo"), hi.alias("hi"), *(e.alias(k) for k, e in extra.items())
+    ).sort("step")
     frames = {
-        "main": main.sort("step"),
-        "top": top,
-        "flagged": flagged.sort("step") if flagged is not None else None,
+        "main": every.select("step", "y", "lo", "hi"),
+        **{k: every.select("step", pl.col(k).alias("y")) for k in extra},
     }
+    frames.setdefault("top", None)
+    frames.setdefault("flagged", None)
     if zero_shift:
         first = frames["main"].get_column("y").drop_nulls()
         shift = float(first[0]) if first.len() else 0.0
