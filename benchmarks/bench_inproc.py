@@ -9,7 +9,9 @@ Run from the source tree to measure (its ``app``). ``--cache`` is a cache folder
 stores: its results cache and text indexes are removed first, nothing inside a store is written). After
 the app is built its objects leave the garbage collector's sight, as ``gunicorn.conf.py`` does in each
 worker. One process is one round: interleave two source trees' rounds (A B B A ...) and compare medians;
-CPU time is the figure that a shared machine moves least. ``--per-callback`` adds each cold callback's wall
+CPU time is the figure that a shared machine moves least. After each page the process waits until it and its
+search helpers are idle (``background_s``: a search's count left running), as ``bench_scale.py`` waits on
+its server. ``--per-callback`` adds each cold callback's wall
 and CPU ms (which of a page's callbacks a difference comes from); ``--drop-caches`` (root) empties the
 kernel's page cache once the app is built, so the cold pass reads the stores from the disk.
 """
@@ -61,6 +63,20 @@ def app_client(root: Path, cache: Path):
     return client
 
 
+def settle(window: float = 0.3, busy: float = 0.05, limit: float = 120.0) -> float:
+    """Seconds until this process and its helpers are idle (less than ``busy`` CPU seconds over ``window``):
+    the work a page's answers left running (a search's count), which would otherwise fall into the next
+    page's figures; as ``bench_scale.Server.settle``."""
+    t0, last = time.perf_counter(), cpu_seconds()
+    while time.perf_counter() - t0 < limit:
+        time.sleep(window)
+        now = cpu_seconds()
+        if now - last < busy:
+            break
+        last = now
+    return round(max(0.0, time.perf_counter() - t0 - window), 2)
+
+
 def replay(client, bodies: list[dict], each: list | None = None) -> tuple[float, float]:
     """``(wall ms, CPU ms)`` of one page's callbacks posted one after the other; ``each``: a list that
     gets ``[output, wall ms, CPU ms]`` of every callback (its output's first 60 characters)."""
@@ -101,10 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         out[page]["cold_ms"], out[page]["cold_cpu_ms"] = replay(client, recorded[page], each)
         if each is not None:
             out[page]["cold_callbacks"] = each
+        out[page]["background_s"] = settle()
     warm: dict[str, list] = {p: [] for p in args.pages}
     for _ in range(args.warm):
         for page in args.pages:
             warm[page].append(replay(client, recorded[page]))
+            settle()
     for page, got in warm.items():
         if got:
             out[page]["warm_ms"] = round(statistics.median(w for w, _ in got), 1)
