@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from data.curve_panels import Panel, Series, has_values
+from data.curves import summary_columns
 from data.metrics.critic import return_label, return_source
 from data.metrics.step import CRITIC_SUMS, critic_health
 from data.trainer_logs import TrainerScalars, trainer_scalars
@@ -77,5 +78,5 @@ def critic_panel(steps: pl.DataFrame, trainer: TrainerScalars | None = None) -> 
 def run_critic_panel(store, run_dir) -> Panel:
     """:func:`critic_panel` of a run's store, with the trainer's logs found in its folder ``run_dir`` (None:
     without them)."""
-    steps = store.steps_columns(("step", *CRITIC_SUMS))
+    steps = summary_columns(store, CRITIC_SUMS)  # the reward page's one read of its summary columns
     return critic_panel(steps, trainer_scalars(run_dir) if run_dir is not None else None)

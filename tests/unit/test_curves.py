@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from data import curve_panels, curves, heatmaps, histograms, thinning
+from data import critic_curves, curve_panels, curves, heatmaps, histograms, thinning
 from data.config import DEFAULT_PAD_TOKENS
 from data.ingest import ingest_run
 from data.metrics import label
@@ -541,8 +541,9 @@ def test_curves027_step_list_reads_the_step_column_alone(tmp_path, monkeypatch):
 
 def test_curves028_reward_page_reads_its_summary_columns_alone(tmp_path, monkeypatch):
     """The curves, the bins, one step's key figures and histograms read the summary's columns they draw
-    (at most 46 of its 82 and more, in one read: the KL curve's band, largest response and flagged steps
-    take 9, the step's largest-KL response 3 more), and give what the whole summary gives; the curves are not kept in the results cache."""
+    (at most 53 of its 82 and more, in one read: the KL curve's band, largest response and flagged steps
+    take 9, the step's largest-KL response 3 more, the critic card's sums 7), and give what the whole summary
+    gives; the curves are not kept in the results cache."""
     from data.demo import write_demo_run
     from data.store.reader import RunStore
 
@@ -566,7 +567,11 @@ def test_curves028_reward_page_reads_its_summary_columns_alone(tmp_path, monkeyp
         assert list(curves.run_bins(store, "reward").edges) == want[1]
         stats = curves.step_stats(store, 5)
         curves.histogram_panels(store, 5)
-    assert len(read) == 1 and len(read[0]) == 1 + len(curves.PAGE_COLUMNS) <= 46 < whole.width  # of 82+
+        critic = critic_curves.run_critic_panel(store, None)
+    assert len(read) == 1 and len(read[0]) == 1 + len(curves.PAGE_COLUMNS) <= 53 < whole.width  # of 82+
+    alone = critic_curves.critic_panel(whole)
+    assert critic.series and [s.key for s in critic.series] == [s.key for s in alone.series]
+    assert all(s.frame.equals(t.frame) for s, t in zip(critic.series, alone.series, strict=True))
     assert [(p.key, p.title, p.note, [s.key for s in p.series]) for p in got] == [
         (p.key, p.title, p.note, [s.key for s in p.series]) for p in want[0]
     ]
