@@ -11,9 +11,9 @@ the app is built its objects leave the garbage collector's sight, as ``gunicorn.
 worker. One process is one round: interleave two source trees' rounds (A B B A ...) and compare medians;
 CPU time is the figure that a shared machine moves least. After each page the process waits until it and its
 search helpers are idle (``background_s``: a search's count left running), as ``bench_scale.py`` waits on
-its server. ``--per-callback`` adds each cold callback's wall
-and CPU ms (which of a page's callbacks a difference comes from); ``--drop-caches`` (root) empties the
-kernel's page cache once the app is built, so the cold pass reads the stores from the disk.
+its server. ``--per-callback`` adds each cold callback's wall and CPU ms (which of a page's callbacks a
+difference comes from); ``--drop-caches`` (root) empties the kernel's page cache once the app is built, so
+the cold pass reads the stores from the disk.
 """
 
 from __future__ import annotations

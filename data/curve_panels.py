@@ -274,10 +274,10 @@ def kl_series(
     ).sort("step")
     frames = {
         "main": every.select("step", "y", "lo", "hi"),
+        "top": None,
+        "flagged": None,
         **{k: every.select("step", pl.col(k).alias("y")) for k in extra},
     }
-    frames.setdefault("top", None)
-    frames.setdefault("flagged", None)
     if zero_shift:
         first = frames["main"].get_column("y").drop_nulls()
         shift = float(first[0]) if first.len() else 0.0

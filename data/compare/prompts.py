@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -173,7 +174,7 @@ def default_gap(spans: list[int]) -> float:
     return 0.1 * max(spans, default=0)
 
 
-def step_span(steps: list[int]) -> int:
+def step_span(steps: Sequence[int]) -> int:
     """A run's span of steps: last step − first step + 1 (0 without a step)."""
     return steps[-1] - steps[0] + 1 if steps else 0
 
@@ -277,7 +278,7 @@ def _pair(ka: StoreKey, a: str, kb: StoreKey, b: str, threshold: float | None, l
     # that can pair within the limit (a step of A further than it from every step of B cannot); of the run
     # with more such steps, only those near enough the other's to hold a prompt's pair (near_rows): a large
     # run compared with a short one reads about the short one's steps, not every response of its own.
-    sa, sb = list(steps_of(ka.store)), list(steps_of(kb.store))
+    sa, sb = steps_of(ka.store), steps_of(kb.store)
     window = lambda steps, other: tuple(  # noqa: E731
         s for s in steps if other and other[0] - limit <= s <= other[-1] + limit
     )
@@ -330,7 +331,7 @@ def pair(
     if threshold is None:
         threshold = default_threshold([reward_range(store_a), reward_range(store_b)])
     if gap is None:
-        gap = default_gap([step_span(list(steps_of(s))) for s in (store_a, store_b)])
+        gap = default_gap([step_span(steps_of(s)) for s in (store_a, store_b)])
     return _pair(StoreKey(store_a), a, StoreKey(store_b), b, threshold, float(gap))
 
 

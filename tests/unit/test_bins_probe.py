@@ -109,7 +109,7 @@ def test_bins004_a_steps_cells_found_sorted_or_not(tmp_path):
     cells = curves._cells(curves.StoreKey(store))
     shuffled = cells.sample(fraction=1.0, shuffle=True, seed=3)
     edges = curves.run_edges(store, "reward")
-    for s in list(steps_of(store)):
+    for s in steps_of(store):
         want = curves.cell_bars(cells, "reward", s, edges)
         assert want is not None and want.get_column("count").sum() > 0
         assert_frame_equal(curves.cell_bars(shuffled, "reward", s, edges), want)
@@ -149,6 +149,6 @@ def test_bins006_the_cells_columns_found_once_per_commit(tmp_path, monkeypatch):
     calls = []
     real = curves._names_in
     monkeypatch.setattr(curves, "_names_in", lambda cells: calls.append(1) or real(cells))
-    for s in list(steps_of(store)):
+    for s in steps_of(store):
         assert [h.bars is not None for h in curves.histogram_panels(store, s)] == [True, True]
     assert len(calls) == 1
