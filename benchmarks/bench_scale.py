@@ -27,6 +27,11 @@ Per scale (``500 * scale`` steps of ``--per-step`` responses of ``--tokens`` tok
 pages read the store from the disk: without it, which store the page cache holds depends on what ran last
 (a side measured right after the other side's server, or after its own ingest), and the cold figures with it.
 
+``--first-page`` adds, in each round, each page alone on its own fresh server (after ``--drop-caches``): the
+``first`` figure, what a user waits who opens that page first after a restart. In the replay of every page
+in turn, the library code a page is the first to run is read from the disk in that page's cold figure, so
+work taken out of one page (the runs page) moves that cost onto the next (the reward page).
+
 ``--runs DIR`` takes the source runs from ``DIR/x<scale>/root`` (made there if absent, e.g. once with
 ``--generate-only``, then only read), so that several benchmarks share one copy of a 10x run.
 
@@ -451,12 +456,30 @@ def page_round(args, res: dict, last: bool) -> None:
         res["memory_after_export_idle"] = srv.worker_memory()
 
 
+def first_page_round(args, res: dict) -> None:
+    """``--first-page``: each page alone on a fresh server, the first it serves after the page cache was
+    emptied, as a user who opens that page first after a restart waits for it. In the replay of every page
+    one after the other, the code of the libraries (Polars', numpy's) that a page is the first to run is
+    read from the disk in that page's figure, so work taken out of one page moves that cost to the next."""
+    ctx = res["_ctx"]
+    for page, calls in ctx["bodies"].items():
+        clear_server_caches(ctx["cache"])
+        if args.drop_caches:
+            drop_page_cache()
+        with Server(args.src, ctx["root"], ctx["cache"], ctx["log"]) as srv:
+            answer = replay(srv.base, {page: calls}, srv)[page]
+        ctx.setdefault("first", {}).setdefault(page, []).append(answer)
+
+
 def finish(args, res: dict) -> dict:
     """A scale's result once its rounds are done: a page's figure is the median of the rounds'."""
     ctx = res.pop("_ctx")
     rounds = ctx["rounds"]
     res["cold"], res["warm"] = (median_pages([r[k] for r in rounds]) for k in (0, 1))
     res["rounds"] = [{"cold": c, "warm": w} for c, w in rounds]
+    if ctx.get("first"):
+        res["first"] = {p: sorted(rs, key=lambda x: x["ms"])[len(rs) // 2] for p, rs in ctx["first"].items()}
+        res["first_rounds"] = ctx["first"]
     if not args.keep:
         shutil.rmtree(ctx["work"], ignore_errors=True)  # never ``--runs``: a shared folder of sources stays
     return res
@@ -470,6 +493,8 @@ def measure_all(args) -> list[dict]:
     for i in range(args.rounds):
         for res in results if i % 2 == 0 else results[::-1]:
             page_round(args, res, last=i == args.rounds - 1)
+            if args.first_page:
+                first_page_round(args, res)
     return [finish(args, res) for res in results]
 
 
@@ -492,6 +517,8 @@ def figures(r: dict) -> dict[str, float | None]:
     for page in r["cold"]:
         f[f"{page} cold ms"] = r["cold"][page]["ms"]
         f[f"{page} warm ms"] = r["warm"][page]["ms"]
+        if page in r.get("first", {}):
+            f[f"{page} first ms"] = r["first"][page]["ms"]
         if r["cold"][page].get("background_s"):  # work left running after the answers (a search's count)
             f[f"{page} cold, background s"] = r["cold"][page]["background_s"]
     return f
@@ -556,6 +583,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--drop-caches", action="store_true",
         help="empty the kernel's page cache before each fresh server (root): cold pages read the store from disk",
+    )  # fmt: skip
+    ap.add_argument(
+        "--first-page", action="store_true",
+        help="in each round, each page also alone on a fresh server (its 'first' figure): see first_page_round",
     )  # fmt: skip
     ap.add_argument(
         "--warm-passes", type=int, default=5,

@@ -32,6 +32,11 @@ def _header(scales: list[int]) -> list[str]:
     return ["| figure |" + cols, "|---|" + "---|---|---|" * len(scales)]
 
 
+def _kinds(r: dict) -> tuple[str, ...]:
+    """cold and warm, and first when the invocation measured it (``bench_scale.py --first-page``)."""
+    return ("cold", "warm", "first") if "first" in r else ("cold", "warm")
+
+
 def pass_table(before: list[dict], now: list[dict]) -> list[str]:
     """Per figure, each invocation's figure and the ratio of the sides' means."""
     scales = sorted(before[0])
@@ -40,7 +45,7 @@ def pass_table(before: list[dict], now: list[dict]) -> list[str]:
         ("export total s", lambda r: r["export"]["total_s"]),
     ]
     for page in before[0][scales[0]]["cold"]:
-        for kind in ("cold", "warm"):
+        for kind in _kinds(before[0][scales[0]]):
             rows.append((f"{page} {kind} ms", lambda r, p=page, k=kind: r[k][p]["ms"]))
     out = _header(scales)
     for name, figure in rows:
@@ -61,11 +66,13 @@ def pooled_table(before: list[dict], now: list[dict]) -> list[str]:
     scales = sorted(before[0])
 
     def rounds(side: list[dict], scale: int, kind: str, page: str) -> list[float]:
+        if kind == "first":
+            return [x["ms"] for inv in side if scale in inv for x in inv[scale]["first_rounds"][page]]
         return [x[kind][page]["ms"] for inv in side if scale in inv for x in inv[scale]["rounds"]]
 
     out, ratios = _header(scales), []
     for page in before[0][scales[0]]["cold"]:
-        for kind in ("cold", "warm"):
+        for kind in _kinds(before[0][scales[0]]):
             line = f"| {page} {kind} ms |"
             for s in scales:
                 a = statistics.median(rounds(before, s, kind, page))
