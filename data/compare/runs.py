@@ -57,10 +57,16 @@ def load_runs(board, names: list[str], wait: float = 0.0) -> tuple[list[CompareR
             notes.append(Note(RUN, (name,), board.reading_text(name)))
             continue
         # What each run's own pages say about how it was read (a guess, lines left out): it shapes its curves.
-        notes += [Note(RUN, (name,), f"{name}: {text}") for text in board.failure_notices(name)]
+        notes += [Note(RUN, (name,), _named(name, text)) for text in board.failure_notices(name)]
         frame = _compare_frame(StoreKey(store), pads, ends)
         out.append(CompareRun(name, run_dir, store, frame))
     return out, notes
+
+
+def _named(name: str, text: str) -> str:
+    """``text`` (a notice of run ``name``'s pages) with the run's name before it, unless it names the run
+    already ("Reading run R failed ...", "Run R has no usable line ...")."""
+    return text if f"run {name} ".lower() in text.lower() else f"{name}: {text}"
 
 
 # In the process only, as run_frame: each of the page's five callbacks asks for it (the join is ~1 ms a run).

@@ -123,3 +123,24 @@ def test_backoff003_a_failing_refresh_is_shown_beside_what_was_read_before(
     assert re.search(rf"Reading run {RUN} failed \(\d+ times? in a row\)", text)
     shown = {"/reward": '"reward-step"', "/responses": '"responses-grid"', "/tokens": '"tokens-stats"'}
     assert shown[path] in text  # the page of what was committed, not a progress bar
+
+
+def test_backoff004_compare_names_the_failing_run_once(tmp_path, board_root):
+    """Compare puts each run's name before its pages' notices; one that names the run already (a failed
+    read) is not prefixed again (before: "failing-run: Reading run failing-run failed ...")."""
+    from data.compare.runs import load_runs
+
+    root = _root(tmp_path)
+    b = board_root(root, cache_dir=tmp_path / "cache")
+    assert b.store(RUN, wait=60) is not None
+    _wait_idle(b, RUN)
+    with open(root / RUN / "rank0.jsonl", "a") as f:
+        f.write(json.dumps({"prompt": "p", "response": "r", "reward": 1, "step": 9}) + "\n")
+    shutil.rmtree(b.store_dir(RUN) / MANIFESTS)
+    (b.store_dir(RUN) / MANIFESTS).write_bytes(b"")
+    b.refresh(RUN, force=True)
+    _wait_idle(b, RUN)
+    runs, notes = load_runs(b, [RUN])
+    assert [r.name for r in runs] == [RUN]  # what was committed, compared
+    texts = [n.text for n in notes]
+    assert len(texts) == 1 and texts[0].startswith(f"Reading run {RUN} failed ("), texts
