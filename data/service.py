@@ -382,9 +382,10 @@ class Board:
         status = self.status(run) if run else None
         if status is None or status.error is None:
             return self.unusable_notices(run)
+        retry = round(self.retry_in(run))
         return [
             f"Reading run {run} failed ({status.failures} time{'s' if status.failures != 1 else ''} in a "
-            f"row): {status.error}. Tried again in {self.retry_in(run):.0f} s."
+            f"row): {status.error}. " + (f"Tried again in {retry} s." if retry else "Trying again now.")
         ]
 
     def unusable_notices(self, run: str | None) -> list[str]:

@@ -54,10 +54,13 @@ def test_backoff001_a_failing_ingest_is_retried_with_a_growing_delay(tmp_path, b
     assert status.error is not None and "FileExistsError" in status.error
     assert 0 < b.retry_in(RUN) <= 1.0
     wait_until(lambda: b.retry_in(RUN) == 0, 30, "the first retry delay to pass")
+    assert b.failure_notices(RUN)[0].endswith("FileExistsError: [Errno 17] File exists: "
+                                              f"'{blocker}'. Trying again now."), b.failure_notices(RUN)  # fmt: skip
     assert b.store(RUN, wait=0.2) is None
     _wait_idle(b, RUN)
     assert status.failures == 2 and status.error is not None
     assert 1.0 < b.retry_in(RUN) <= 2.0  # twice the first delay
+    assert re.search(r"\. Tried again in [12] s\.$", b.failure_notices(RUN)[0]), b.failure_notices(RUN)
     b.store(RUN, wait=0.2)
     assert status.failures == 2  # still waiting
     blocker.unlink()  # the volume is writable again
