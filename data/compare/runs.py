@@ -64,9 +64,10 @@ def load_runs(board, names: list[str], wait: float = 0.0) -> tuple[list[CompareR
 
 
 def _named(name: str, text: str) -> str:
-    """``text`` (a notice of run ``name``'s pages) with the run's name before it, unless it names the run
-    already ("Reading run R failed ...", "Run R has no usable line ...")."""
-    return text if f"run {name} ".lower() in text.lower() else f"{name}: {text}"
+    """``text`` (a notice of run ``name``'s pages) with the run's name before it, unless it begins by naming
+    the run, as the Board's own notices do ("Reading run R failed ...", "Run R has no usable line ...");
+    those of how the run was read (:func:`data.store.reading.page_notices`, about its files) do not."""
+    return text if text.startswith((f"Reading run {name} ", f"Run {name} ")) else f"{name}: {text}"
 
 
 # In the process only, as run_frame: each of the page's five callbacks asks for it (the join is ~1 ms a run).
