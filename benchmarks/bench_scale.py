@@ -444,7 +444,7 @@ def page_round(args, res: dict, last: bool) -> None:
         # Warm is the steady state: the median of several passes, not the one pass after the cold one (a
         # single pass of 4-12 callbacks of 20-60 ms each swung by 30 % between rounds on this machine).
         warm = median_pages([replay(srv.base, ctx["bodies"], srv) for _ in range(args.warm_passes)])
-        ctx["rounds"].append((cold, warm))
+        ctx["rounds"].append({"cold": cold, "warm": warm})
         if not last:
             return
         res["memory_after_pages"] = srv.worker_memory()
@@ -457,29 +457,25 @@ def page_round(args, res: dict, last: bool) -> None:
 
 
 def first_page_round(args, res: dict) -> None:
-    """``--first-page``: each page alone on a fresh server, the first it serves after the page cache was
-    emptied, as a user who opens that page first after a restart waits for it. In the replay of every page
-    one after the other, the code of the libraries (Polars', numpy's) that a page is the first to run is
-    read from the disk in that page's figure, so work taken out of one page moves that cost to the next."""
-    ctx = res["_ctx"]
+    """``--first-page``: each page alone on a fresh server (see the module), the ``first`` figures of the
+    round :func:`page_round` just measured."""
+    ctx, first = res["_ctx"], {}
     for page, calls in ctx["bodies"].items():
         clear_server_caches(ctx["cache"])
         if args.drop_caches:
             drop_page_cache()
         with Server(args.src, ctx["root"], ctx["cache"], ctx["log"]) as srv:
-            answer = replay(srv.base, {page: calls}, srv)[page]
-        ctx.setdefault("first", {}).setdefault(page, []).append(answer)
+            first[page] = replay(srv.base, {page: calls}, srv)[page]
+    ctx["rounds"][-1]["first"] = first
 
 
 def finish(args, res: dict) -> dict:
     """A scale's result once its rounds are done: a page's figure is the median of the rounds'."""
     ctx = res.pop("_ctx")
     rounds = ctx["rounds"]
-    res["cold"], res["warm"] = (median_pages([r[k] for r in rounds]) for k in (0, 1))
-    res["rounds"] = [{"cold": c, "warm": w} for c, w in rounds]
-    if ctx.get("first"):
-        res["first"] = {p: sorted(rs, key=lambda x: x["ms"])[len(rs) // 2] for p, rs in ctx["first"].items()}
-        res["first_rounds"] = ctx["first"]
+    for kind in rounds[0]:  # cold, warm (and first)
+        res[kind] = median_pages([r[kind] for r in rounds])
+    res["rounds"] = rounds
     if not args.keep:
         shutil.rmtree(ctx["work"], ignore_errors=True)  # never ``--runs``: a shared folder of sources stays
     return res

@@ -66,9 +66,9 @@ def pooled_table(before: list[dict], now: list[dict]) -> list[str]:
     scales = sorted(before[0])
 
     def rounds(side: list[dict], scale: int, kind: str, page: str) -> list[float]:
-        if kind == "first":
-            return [x["ms"] for inv in side if scale in inv for x in inv[scale]["first_rounds"][page]]
-        return [x[kind][page]["ms"] for inv in side if scale in inv for x in inv[scale]["rounds"]]
+        return [
+            x[kind][page]["ms"] for inv in side if scale in inv for x in inv[scale]["rounds"] if kind in x
+        ]
 
     out, ratios = _header(scales), []
     for page in before[0][scales[0]]["cold"]:
