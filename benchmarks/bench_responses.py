@@ -76,7 +76,7 @@ def first_pages(store, step: int) -> dict:
     from data.run_context import steps_of
     from data.views.responses import ResponsesView
 
-    steps = list(steps_of(store))
+    steps = steps_of(store)
     flt = ResponsesView(step=step).response_filter(steps)
     per_col = {}
     for col in sortable_columns(store):
@@ -167,7 +167,7 @@ def regex_all_steps(store) -> list[dict]:
     from data.views.responses import ResponsesView
 
     text_index_files(store)  # written by ingest; built here for a store ingested before it was
-    steps = list(steps_of(store))
+    steps = steps_of(store)
     out = []
     for pattern in PATTERNS:
         flt = ResponsesView(step="all", q=pattern).response_filter(steps)
@@ -188,7 +188,7 @@ def all_steps_pages(store) -> dict:
     from data.run_context import steps_of
     from data.views.responses import ResponsesView
 
-    flt = ResponsesView(step="all").response_filter(list(steps_of(store)))
+    flt = ResponsesView(step="all").response_filter(steps_of(store))
     out = {}
     for col in ("kl_mean", "reward"):
         _clear_caches()
@@ -208,7 +208,7 @@ def regex_one_step(store, step: int) -> dict:
     from data.run_context import steps_of
     from data.views.responses import ResponsesView
 
-    flt = ResponsesView(step=step, q=PATTERNS[0]).response_filter(list(steps_of(store)))
+    flt = ResponsesView(step=step, q=PATTERNS[0]).response_filter(steps_of(store))
     _clear_caches()
     t0 = time.perf_counter()
     df, count = page_rows(store, flt, "reward", True, 0, 100)
@@ -281,7 +281,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     scalars = store.scalars()
     load_ms = _ms(t0)
-    steps = list(steps_of(store))
+    steps = steps_of(store)
     step = args.step if args.step is not None else steps[len(steps) // 2]
     result = {
         "run": run_dir.name,

@@ -11,7 +11,7 @@ The unfiltered view of every step reads its first block from what ingest kept of
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -203,7 +203,7 @@ def text_labels() -> dict[str, str]:
     return {k: label(k) for k in TEXT_LABELS}
 
 
-def summary_note(store: RunStore, view: ResponsesView, steps: list[int], seconds: float) -> str | None:
+def summary_note(store: RunStore, view: ResponsesView, steps: Sequence[int], seconds: float) -> str | None:
     """The warning beside the summary line: a partial last step, a token filter cut off at its time limit."""
     notes = [
         partial_note(store, view.resolved_step(steps)),

@@ -3,7 +3,7 @@ which ``/export`` takes too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
 from data.metrics import label
@@ -188,7 +188,7 @@ class ResponsesView:
     def descending(self) -> bool:
         return self.order == "desc"
 
-    def resolved_step(self, steps: list[int]) -> int | None:
+    def resolved_step(self, steps: Sequence[int]) -> int | None:
         """The step shown: None for all steps, the last step of ``steps`` by default."""
         if self.step == ALL_STEPS:
             return None
@@ -197,7 +197,7 @@ class ResponsesView:
         return int(self.step)
 
     def response_filter(
-        self, steps: list[int], ends: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        self, steps: Sequence[int], ends: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     ) -> ResponseFilter:
         """The filter of this view (an invalid regex is left out: the page says so). ``ends``: the pad and
         end tokens that define a truncated response (the settings'), for ``truncated`` and ``ended``."""

@@ -61,7 +61,7 @@ def store(tmp_path_factory):
 
 def lines_of(store, flt_view: ResponsesView, sort="reward", descending=True) -> list[int]:
     """Source lines of the ordered matches of a view (step 1 unless the view says otherwise)."""
-    keys = order_keys(store, flt_view.response_filter(list(steps_of(store))), sort, descending, 0, 100)
+    keys = order_keys(store, flt_view.response_filter(steps_of(store)), sort, descending, 0, 100)
     return store.read_keys(keys, ["line"]).get_column("line").to_list()
 
 
@@ -81,7 +81,7 @@ def test_responses010_sort_ties_by_sample_id(store):
 
 def test_responses011_pages_are_a_stable_partition(store):
     """Pages 0-4, 4-8, 8-12 join up to the whole ordered list, with the total count."""
-    flt = V1.response_filter(list(steps_of(store)))
+    flt = V1.response_filter(steps_of(store))
     got = []
     for start in (0, 4, 8):
         df, count = page_rows(store, flt, "reward", True, start, start + 4)
@@ -417,7 +417,7 @@ def test_responses047_step_and_repetition_ranges(store):
     ``min <= step < max`` (and only the files that can hold them are read); a range on a column the
     responses page does not always show (the repetition's) filters as any other; the summary says both."""
     view = ResponsesView(run="hand", step=ALL_STEPS, step_min=2, step_max=3)
-    assert view.response_filter(list(steps_of(store))).step_span() == (2, 2)
+    assert view.response_filter(steps_of(store)).step_span() == (2, 2)
     assert sorted(lines_of(store, view)) == [11, 12]
     both = view.with_(step_min=1, step_max=2, reward_min=1.0, reward_max=2.0, repetition_min=0.0)
     assert sorted(lines_of(store, view.with_(step_min=1, step_max=2, reward_min=1.0, reward_max=2.0))) == [

@@ -71,7 +71,7 @@ def page(store, query: str) -> dict:
     """What the responses page's grid shows for ``query``: ``{(source, line): (tok_pos, tok_value)}``."""
     view, notes = ResponsesView.from_query(parse_search(query), None, responses.sortable_columns(store))
     assert notes == []
-    flt = view.response_filter(list(steps_of(store)))
+    flt = view.response_filter(steps_of(store))
     df, count = responses.page_rows(store, flt, view.sort, view.descending, 0, 1000, 30.0)
     assert count == df.height
     out = {}
@@ -84,7 +84,7 @@ def page(store, query: str) -> dict:
 def exported(store, query: str) -> dict:
     """The same view's CSV export: ``{(source, line): (tok_pos, tok_value)}``."""
     view, _ = ResponsesView.from_query(parse_search(query), None, responses.sortable_columns(store))
-    flt = view.response_filter(list(steps_of(store)))
+    flt = view.response_filter(steps_of(store))
     body = b"".join(export.export_stream(store, flt, "csv", view.sort, view.descending, 30.0, 120.0))
     rows = list(csv.DictReader(io.StringIO(body.decode())))
     return {(r["source"], int(r["line"])): (int(r["tok_pos"]), float(r["tok_value"])) for r in rows}
@@ -135,7 +135,7 @@ def test_tokfilter004_one_step_no_bounds(store, fixtures_dir):
     same(exported(store, "step=7&tok=%5E%C4%A0good%24"), want)
     # In file order (no sort), the export reads windows of steps: the step's matches still, all of them.
     view, _ = ResponsesView.from_query(parse_search("step=7&tok=%5E%C4%A0good%24"))
-    flt = view.response_filter(list(steps_of(store)))
+    flt = view.response_filter(steps_of(store))
     body = b"".join(export.export_stream(store, flt, "csv", None, False, 30.0, 120.0)).decode()
     rows = list(csv.DictReader(io.StringIO(body)))
     assert {(r["source"], int(r["line"])) for r in rows} == set(want)
@@ -145,7 +145,7 @@ def test_tokfilter005_cut_off(store):
     """A filter given no time reads no file: its rows are none and it says it was cut off, and the export
     says so in its last line."""
     view, _ = ResponsesView.from_query(parse_search("step=all&tok=x"))
-    flt = view.response_filter(list(steps_of(store)))
+    flt = view.response_filter(steps_of(store))
     hits = token_filter.token_hits(store, flt, 0.0)
     assert hits.cut and hits.frame.height == 0
     assert "cut off" in hits.notice("x") and f"0 of the run's {hits.files}" in hits.notice("x")
@@ -185,7 +185,7 @@ def test_tokfilter008_without_the_index_the_same(store, fixtures_dir, monkeypatc
     same responses, positions and values as by hand."""
     monkeypatch.setattr(token_filter.token_index, "token_files", lambda *a: None)
     view, _ = ResponsesView.from_query(parse_search("step=all&tok=%5E%C4%A0%5C.%24&tok_min=5"))
-    hits = token_filter.token_hits(store, view.response_filter(list(steps_of(store))), 30.5)
+    hits = token_filter.token_hits(store, view.response_filter(steps_of(store)), 30.5)
     assert not hits.cut
     keys = store.read_keys(hits.frame.select("part", "row"), ["source", "line"])
     got = {
@@ -225,6 +225,6 @@ def test_tokfilter010_summary_says_cut(store):
     """The warning beside the page's count names a token filter cut off at the time limit, and nothing for
     one that read every file."""
     view, _ = ResponsesView.from_query(parse_search("step=all&tok=%5E%C4%A0%5C.%24&tok_min=5"))
-    steps = list(steps_of(store))
+    steps = steps_of(store)
     assert "was cut off after 0 s" in responses.summary_note(store, view, steps, 0.0)
     assert responses.summary_note(store, view, steps, 30.0) is None
